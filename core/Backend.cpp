@@ -1,0 +1,103 @@
+#include "core/Backend.hpp"
+
+#include <Kokkos_Core.hpp>
+#include <omp.h>
+
+#include <fstream>
+#include <sstream>
+
+#include <kortex/Config.hpp>
+
+#include "core/Errors.hpp"
+
+#ifdef KOKKOS_ENABLE_CUDA
+#include <cuda_runtime.h>
+#endif
+
+namespace kortex {
+
+Backend parseBackend(std::string const& s) {
+  if (s == "auto") return Backend::Auto;
+  if (s == "cpu") return Backend::Cpu;
+  if (s == "kokkos") return Backend::Kokkos;
+  throw InvalidArgument("unknown backend '" + s + "' (expected auto|cpu|kokkos)");
+}
+
+const char* toString(Backend b) {
+  switch (b) {
+    case Backend::Auto: return "auto";
+    case Backend::Cpu: return "cpu";
+    case Backend::Kokkos: return "kokkos";
+  }
+  return "?";
+}
+
+bool kokkosHasGpuBackend() {
+#if defined(KOKKOS_ENABLE_CUDA) || defined(KOKKOS_ENABLE_HIP) || defined(KOKKOS_ENABLE_SYCL)
+  return true;
+#else
+  return false;
+#endif
+}
+
+Backend resolve(Backend b) {
+  if (b != Backend::Auto) return b;
+  return kokkosHasGpuBackend() ? Backend::Kokkos : Backend::Cpu;
+}
+
+std::string cpuModel() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("model name", 0) == 0) {
+      auto pos = line.find(':');
+      if (pos != std::string::npos) return line.substr(pos + 2);
+    }
+  }
+  return "unknown CPU";
+}
+
+std::string kokkosConfiguration() {
+  std::ostringstream os;
+  Kokkos::print_configuration(os, true);
+  return os.str();
+}
+
+BuildInfo buildInfo() {
+  BuildInfo b;
+  b.kortexVersion = KORTEX_VERSION_STRING;
+  b.gitHash = KORTEX_GIT_HASH;
+  b.buildType = KORTEX_BUILD_TYPE;
+  b.compiler = KORTEX_CXX_COMPILER;
+  b.kokkosVersion = std::to_string(KOKKOS_VERSION / 10000) + "." +
+                    std::to_string(KOKKOS_VERSION / 100 % 100) + "." +
+                    std::to_string(KOKKOS_VERSION % 100);
+#ifdef KOKKOS_ENABLE_SERIAL
+  b.executionSpaces.push_back("Serial");
+#endif
+#ifdef KOKKOS_ENABLE_OPENMP
+  b.executionSpaces.push_back("OpenMP");
+#endif
+#ifdef KOKKOS_ENABLE_THREADS
+  b.executionSpaces.push_back("Threads");
+#endif
+#ifdef KOKKOS_ENABLE_CUDA
+  b.executionSpaces.push_back("Cuda");
+#endif
+  b.defaultExecutionSpace = Kokkos::DefaultExecutionSpace::name();
+  b.device = cpuModel();
+#ifdef KOKKOS_ENABLE_CUDA
+  {
+    int dev = 0;
+    cudaDeviceProp prop{};
+    if (cudaGetDevice(&dev) == cudaSuccess && cudaGetDeviceProperties(&prop, dev) == cudaSuccess)
+      b.device = prop.name;
+  }
+#endif
+  b.hostThreads = omp_get_max_threads();
+  b.kokkosHostConcurrency = static_cast<int>(Kokkos::DefaultHostExecutionSpace().concurrency());
+  b.vtkIo = KORTEX_HAVE_VTK;
+  return b;
+}
+
+}  // namespace kortex

@@ -1,0 +1,74 @@
+// Bilateral filter: parameters and the per-voxel maths shared by every Kokkos variant.
+//
+// Definition (2D and 3D, float32; dimension d = 2 or 3 from the image geometry):
+//   out(x) = sum_{o in W} w(x,o) * I(x+o) / sum_{o in W} w(x,o),  W = {-r..r}^d
+//   w(x,o) = exp(-|o|^2 / (2 sigma_s^2)) * exp(-(I(x+o) - I(x))^2 / (2 sigma_r^2))
+// |o| is measured in voxel units (index space; voxel spacing does not enter). Samples outside
+// the image follow the clamp rule of core/Boundary.hpp. sigma_r = +inf is allowed and gives a
+// pure (truncated, normalised) Gaussian blur. The centre tap has weight exactly 1.
+// The spatial factor may be tabulated (ScratchTiled precomputes it into a LUT); the range
+// factor is always evaluated exactly with exp (no range LUT).
+#pragma once
+
+#include <limits>
+#include <ostream>
+#include <string>
+
+#include "core/Backend.hpp"
+#include "core/Compat.hpp"
+#include "core/Image.hpp"
+
+namespace kortex {
+
+enum class BilateralVariant { Naive, ScratchTiled };
+BilateralVariant parseBilateralVariant(std::string const& s);  // "naive" | "scratch"
+const char* toString(BilateralVariant v);
+inline std::ostream& operator<<(std::ostream& os, BilateralVariant v) { return os << toString(v); }
+
+struct BilateralParams {
+  int radius = 3;               // window (2r+1)^d
+  float sigmaSpatial = 2.0f;    // voxels
+  float sigmaRange = 0.1f;      // intensity units; +inf allowed
+  BilateralVariant variant = BilateralVariant::ScratchTiled;
+
+  static constexpr int kMaxRadius = 64;
+
+  // Parameter checks independent of the image: throws InvalidArgument.
+  void validate() const;
+  // validate() plus checks against the image: radius < every filtered extent.
+  void validateFor(Geometry const& g) const;
+};
+
+// Coefficients precomputed once per call: exp arguments are products, not divisions.
+struct BilateralCoeffs {
+  float negInvTwoSigmaS2;  // -1 / (2 sigma_s^2)
+  float negInvTwoSigmaR2;  // -1 / (2 sigma_r^2), 0 for sigma_r = inf
+};
+
+inline BilateralCoeffs bilateralCoeffs(BilateralParams const& p) {
+  BilateralCoeffs c;
+  c.negInvTwoSigmaS2 = -1.0f / (2.0f * p.sigmaSpatial * p.sigmaSpatial);
+  c.negInvTwoSigmaR2 = (p.sigmaRange == std::numeric_limits<float>::infinity())
+                           ? 0.0f
+                           : -1.0f / (2.0f * p.sigmaRange * p.sigmaRange);
+  return c;
+}
+
+// Spatial factor for a squared offset length |o|^2 (integer).
+KOKKOS_INLINE_FUNCTION float bilateralSpatialWeight(int dist2, float negInvTwoSigmaS2) {
+  return kx::exp(static_cast<float>(dist2) * negInvTwoSigmaS2);
+}
+
+// Range factor for an intensity difference; always computed exactly.
+KOKKOS_INLINE_FUNCTION float bilateralRangeWeight(float diff, float negInvTwoSigmaR2) {
+  return kx::exp(diff * diff * negInvTwoSigmaR2);
+}
+
+// Full tap weight without LUT (Naive variant): one exp for both factors would change
+// rounding, so it multiplies the two factors exactly as the definition reads.
+KOKKOS_INLINE_FUNCTION float bilateralWeight(int dist2, float diff, BilateralCoeffs const& c) {
+  return bilateralSpatialWeight(dist2, c.negInvTwoSigmaS2) *
+         bilateralRangeWeight(diff, c.negInvTwoSigmaR2);
+}
+
+}  // namespace kortex

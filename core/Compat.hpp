@@ -1,0 +1,49 @@
+// Kokkos 3.4 / 4.x compatibility: the few spellings that differ between the Debian
+// package (3.4.01, Serial) used by CI and the Kokkos 4.x CUDA builds used on GPUs.
+// Everything else in Kortex is written against the API both versions share.
+#pragma once
+
+#include <Kokkos_Core.hpp>
+
+#if KOKKOS_VERSION >= 40000
+#define KORTEX_KOKKOS_4 1
+#else
+#define KORTEX_KOKKOS_4 0
+#endif
+
+namespace kortex::kx {
+
+// Math: Kokkos 4 has Kokkos::exp etc.; 3.4 has them in Kokkos::Experimental.
+#if KORTEX_KOKKOS_4
+namespace math = ::Kokkos;
+#else
+namespace math = ::Kokkos::Experimental;
+#endif
+
+KOKKOS_INLINE_FUNCTION float exp(float x) { return math::exp(x); }
+KOKKOS_INLINE_FUNCTION double exp(double x) { return math::exp(x); }
+KOKKOS_INLINE_FUNCTION float sqrt(float x) { return math::sqrt(x); }
+KOKKOS_INLINE_FUNCTION double sqrt(double x) { return math::sqrt(x); }
+KOKKOS_INLINE_FUNCTION float fabs(float x) { return math::fabs(x); }
+KOKKOS_INLINE_FUNCTION double fabs(double x) { return math::fabs(x); }
+KOKKOS_INLINE_FUNCTION bool isfinite(float x) { return math::isfinite(x); }
+
+// Scratch limit of a team policy type at a level, in bytes (static in both versions).
+template <class Policy>
+inline std::size_t scratchSizeMax(int level) {
+  return static_cast<std::size_t>(Policy::scratch_size_max(level));
+}
+
+// Number of threads an execution space instance runs with.
+template <class Exec>
+inline int concurrency(Exec const& exec) {
+  return static_cast<int>(exec.concurrency());
+}
+
+// Short human-readable name of an execution space type.
+template <class Exec>
+inline const char* spaceName() {
+  return Exec::name();
+}
+
+}  // namespace kortex::kx

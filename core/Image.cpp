@@ -1,0 +1,66 @@
+#include "core/Image.hpp"
+
+#include <cmath>
+#include <sstream>
+
+namespace kortex {
+
+bool Geometry::sameGrid(Geometry const& o, double tol) const {
+  if (dimension != o.dimension || size != o.size) return false;
+  for (int i = 0; i < 3; ++i) {
+    const double s = std::max(std::abs(spacing[i]), 1e-12);
+    if (std::abs(spacing[i] - o.spacing[i]) > tol * s) return false;
+    if (std::abs(origin[i] - o.origin[i]) > tol * s) return false;
+  }
+  for (int i = 0; i < 9; ++i)
+    if (std::abs(direction[i] - o.direction[i]) > tol) return false;
+  return true;
+}
+
+void Geometry::validate() const {
+  if (dimension != 2 && dimension != 3)
+    throw InvalidArgument("image dimension must be 2 or 3, got " + std::to_string(dimension));
+  for (int i = 0; i < 3; ++i)
+    if (size[i] <= 0)
+      throw InvalidArgument("image has zero size (" + std::to_string(size[0]) + "x" +
+                            std::to_string(size[1]) + "x" + std::to_string(size[2]) + ")");
+  if (dimension == 2 && size[2] != 1)
+    throw InvalidArgument("2D image must have nz == 1");
+  for (int i = 0; i < 3; ++i)
+    if (!(spacing[i] > 0.0) || !std::isfinite(spacing[i]))
+      throw InvalidArgument("image spacing must be positive and finite");
+  const auto& d = direction;
+  const double det = d[0] * (d[4] * d[8] - d[5] * d[7]) - d[1] * (d[3] * d[8] - d[5] * d[6]) +
+                     d[2] * (d[3] * d[7] - d[4] * d[6]);
+  if (!(std::abs(det) > 1e-9)) throw InvalidArgument("image direction matrix is singular");
+}
+
+Geometry Geometry::make2D(Index nx, Index ny) {
+  Geometry g;
+  g.dimension = 2;
+  g.size = {nx, ny, 1};
+  return g;
+}
+
+Geometry Geometry::make3D(Index nx, Index ny, Index nz) {
+  Geometry g;
+  g.dimension = 3;
+  g.size = {nx, ny, nz};
+  return g;
+}
+
+Geometry Geometry::fromSize(Index nx, Index ny, Index nz) {
+  return nz == 1 ? make2D(nx, ny) : make3D(nx, ny, nz);
+}
+
+std::string describe(Geometry const& g) {
+  std::ostringstream os;
+  os << g.dimension << "D " << g.size[0] << "x" << g.size[1];
+  if (g.dimension == 3) os << "x" << g.size[2];
+  os << ", spacing " << g.spacing[0] << "x" << g.spacing[1];
+  if (g.dimension == 3) os << "x" << g.spacing[2];
+  os << " mm";
+  return os.str();
+}
+
+}  // namespace kortex

@@ -1,0 +1,91 @@
+// Shared test support: Kokkos initialisation fixture, data-folder lookup, copies and error norms.
+// Include after <boost/test/unit_test.hpp> in exactly the test executables.
+#pragma once
+
+#include <Kokkos_Core.hpp>
+#include <boost/test/unit_test.hpp>
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <iostream>
+#include <string>
+
+#include "KortexExecSpaces.hpp"
+#include "core/Image.hpp"
+
+namespace kortex::test {
+
+struct KokkosFixture {
+  KokkosFixture() {
+    if (!Kokkos::is_initialized()) Kokkos::initialize();
+  }
+  ~KokkosFixture() {
+    if (Kokkos::is_initialized()) Kokkos::finalize();
+  }
+};
+
+// ../shared/data (or $KORTEX_DATA_DIR); empty path when absent.
+inline std::filesystem::path dataDir() {
+  if (const char* env = std::getenv("KORTEX_DATA_DIR")) {
+    if (std::filesystem::is_directory(env)) return env;
+    return {};
+  }
+  std::filesystem::path p(KORTEX_TEST_DATA_DIR);
+  return std::filesystem::is_directory(p) ? p : std::filesystem::path{};
+}
+
+// Prints the ctest skip marker; use as `if (!requireData("...")) return;`.
+inline bool requireData(std::string const& sub) {
+  auto d = dataDir();
+  if (d.empty() || !std::filesystem::exists(d / sub)) {
+    std::cout << "KORTEX_SKIP: real data '" << sub
+              << "' not found (set KORTEX_DATA_DIR or provide ../shared/data)" << std::endl;
+    BOOST_TEST_MESSAGE("skipped: no data " << sub);
+    return false;
+  }
+  return true;
+}
+
+template <class Space>
+ImageView<typename Space::memory_space> toSpace(HostImage const& h, const char* label) {
+  ImageView<typename Space::memory_space> d(label, h.data.extent(0), h.data.extent(1),
+                                            h.data.extent(2));
+  Kokkos::deep_copy(d, h.data);
+  return d;
+}
+
+template <class View>
+HostImage toHost(View const& d, Geometry const& g) {
+  HostImage h("kortex::test::host", g);
+  Kokkos::deep_copy(h.data, d);
+  return h;
+}
+
+// max |a - b| / max |ref|: error relative to the image's dynamic range (peak of the reference).
+inline double maxRelativeError(HostImage const& a, HostImage const& ref) {
+  double num = 0.0, den = 0.0;
+  const float* pa = a.data.data();
+  const float* pr = ref.data.data();
+  for (Index i = 0; i < ref.numVoxels(); ++i) {
+    if (!std::isfinite(pa[i])) return INFINITY;
+    num = std::max(num, std::abs(double(pa[i]) - double(pr[i])));
+    den = std::max(den, std::abs(double(pr[i])));
+  }
+  return den > 0 ? num / den : num;
+}
+
+inline double maxAbsDifference(HostImage const& a, HostImage const& b) {
+  double m = 0.0;
+  for (Index i = 0; i < a.numVoxels(); ++i) {
+    const double d = std::abs(double(a.data.data()[i]) - double(b.data.data()[i]));
+    if (!std::isfinite(d)) return INFINITY;
+    m = std::max(m, d);
+  }
+  return m;
+}
+
+}  // namespace kortex::test
+
+using KortexKokkosFixture = kortex::test::KokkosFixture;
+BOOST_TEST_GLOBAL_FIXTURE(KortexKokkosFixture);
