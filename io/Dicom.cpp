@@ -1,0 +1,359 @@
+// Single-slice DICOM reader (uncompressed, little endian), Part 10 files only.
+//
+// Why not vtkDICOMImageReader: it gives no access to the transfer syntax, NumberOfFrames,
+// SamplesPerPixel or the pixel padding value, returns garbage instead of an error for compressed
+// or truncated files, and flips the rows (VTK's lower-left origin). The subset of DICOM needed for
+// one grey slice is small: the meta group (explicit VR little endian), then a flat scan of the
+// top-level data set in the declared encoding, skipping sequences, up to (7FE0,0010).
+#include <array>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "io/IoDetail.hpp"
+
+namespace kortex::io::detail {
+
+namespace {
+
+constexpr std::uint32_t kUndefined = 0xFFFFFFFFu;
+
+inline std::uint32_t tagOf(std::uint16_t g, std::uint16_t e) {
+  return (std::uint32_t(g) << 16) | e;
+}
+
+class Parser {
+ public:
+  Parser(std::vector<unsigned char> const& b, fs::path const& file) : b_(b), file_(file) {}
+
+  std::uint16_t u16(std::size_t pos) const {
+    need(pos, 2);
+    return static_cast<std::uint16_t>(b_[pos] | (b_[pos + 1] << 8));
+  }
+  std::uint32_t u32(std::size_t pos) const {
+    need(pos, 4);
+    return std::uint32_t(b_[pos]) | (std::uint32_t(b_[pos + 1]) << 8) |
+           (std::uint32_t(b_[pos + 2]) << 16) | (std::uint32_t(b_[pos + 3]) << 24);
+  }
+  void need(std::size_t pos, std::size_t n) const {
+    if (pos > b_.size() || n > b_.size() - pos)
+      readError(file_,
+                "truncated or corrupt DICOM file (a data element runs past the end of "
+                "the file at byte " +
+                    std::to_string(b_.size()) + ")");
+  }
+
+  struct Element {
+    std::uint32_t tag = 0;
+    char vr[3] = {0, 0, 0};
+    std::uint32_t length = 0;
+    std::size_t value = 0;  // position of the value
+  };
+
+  // Reads the element header at pos (explicit or implicit VR little endian).
+  Element element(std::size_t pos, bool explicitVR) const {
+    Element el;
+    el.tag = tagOf(u16(pos), u16(pos + 2));
+    const bool delimiter = (el.tag >> 16) == 0xFFFE;
+    if (explicitVR && !delimiter) {
+      need(pos + 4, 2);
+      el.vr[0] = static_cast<char>(b_[pos + 4]);
+      el.vr[1] = static_cast<char>(b_[pos + 5]);
+      const std::string vr(el.vr, 2);
+      static const char* longVRs[] = {"OB", "OD", "OF", "OL", "OV", "OW", "SQ",
+                                      "SV", "UC", "UN", "UR", "UT", "UV"};
+      bool isLong = false;
+      for (auto* l : longVRs) isLong = isLong || vr == l;
+      if (isLong) {
+        el.length = u32(pos + 8);
+        el.value = pos + 12;
+      } else {
+        if (!std::isupper(static_cast<unsigned char>(el.vr[0])) ||
+            !std::isupper(static_cast<unsigned char>(el.vr[1])))
+          readError(file_, "corrupt DICOM data set (invalid value representation at byte " +
+                               std::to_string(pos + 4) + ")");
+        el.length = u16(pos + 6);
+        el.value = pos + 8;
+      }
+    } else {
+      el.length = u32(pos + 4);
+      el.value = pos + 8;
+    }
+    return el;
+  }
+
+  // Skips an undefined-length sequence (or encapsulated pixel data) starting at pos; returns the
+  // position after its delimiter.
+  std::size_t skipSequence(std::size_t pos, bool explicitVR, int depth) const {
+    if (depth > 64) readError(file_, "corrupt DICOM data set (sequences nested too deeply)");
+    while (true) {
+      const std::uint32_t tag = tagOf(u16(pos), u16(pos + 2));
+      const std::uint32_t len = u32(pos + 4);
+      pos += 8;
+      if (tag == tagOf(0xFFFE, 0xE0DD)) return pos;
+      if (tag != tagOf(0xFFFE, 0xE000))
+        readError(file_, "corrupt DICOM sequence (expected an item at byte " +
+                             std::to_string(pos - 8) + ")");
+      if (len != kUndefined) {
+        need(pos, len);
+        pos += len;
+      } else {
+        pos = skipItem(pos, explicitVR, depth + 1);
+      }
+    }
+  }
+
+  // Skips the elements of an undefined-length item up to its delimiter.
+  std::size_t skipItem(std::size_t pos, bool explicitVR, int depth) const {
+    while (true) {
+      const Element el = element(pos, explicitVR);
+      if (el.tag == tagOf(0xFFFE, 0xE00D)) return el.value;
+      pos = skipValue(el, explicitVR, depth);
+    }
+  }
+
+  std::size_t skipValue(Element const& el, bool explicitVR, int depth) const {
+    if (el.length == kUndefined) {
+      // An undefined-length UN holds an implicit VR sequence (PS3.5 6.2.2).
+      const bool inner = explicitVR && !(el.vr[0] == 'U' && el.vr[1] == 'N');
+      return skipSequence(el.value, inner, depth + 1);
+    }
+    need(el.value, el.length);
+    return el.value + el.length;
+  }
+
+ private:
+  std::vector<unsigned char> const& b_;
+  fs::path const& file_;
+};
+
+std::string trimValue(std::vector<unsigned char> const& b, std::size_t pos, std::size_t len) {
+  std::string s(reinterpret_cast<const char*>(b.data()) + pos, len);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\0')) s.pop_back();
+  std::size_t i = 0;
+  while (i < s.size() && s[i] == ' ') ++i;
+  return s.substr(i);
+}
+
+// Backslash-separated decimal strings.
+std::vector<double> numbersOf(std::string const& s) {
+  std::vector<double> v;
+  std::stringstream ss(s);
+  std::string part;
+  while (std::getline(ss, part, '\\')) {
+    char* end = nullptr;
+    const double x = std::strtod(part.c_str(), &end);
+    if (end == part.c_str()) return {};
+    v.push_back(x);
+  }
+  return v;
+}
+
+}  // namespace
+
+HostImage readDicom(fs::path const& file) {
+  std::vector<unsigned char> b;
+  {
+    std::ifstream in(file, std::ios::binary);
+    if (!in) readError(file, "cannot open it");
+    b.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    if (in.bad()) readError(file, "read error");
+  }
+  if (b.size() < 132 || std::memcmp(b.data() + 128, "DICM", 4) != 0)
+    readError(file, "not a DICOM Part 10 file (no 'DICM' marker at byte 128)");
+  Parser p(b, file);
+
+  // --- file meta information: explicit VR little endian, group 0002 ---
+  std::size_t pos = 132;
+  std::string transferSyntax;
+  while (pos + 4 <= b.size() && p.u16(pos) == 0x0002) {
+    const auto el = p.element(pos, true);
+    if (el.length == kUndefined) readError(file, "corrupt DICOM meta header");
+    p.need(el.value, el.length);
+    if (el.tag == tagOf(0x0002, 0x0010)) transferSyntax = trimValue(b, el.value, el.length);
+    pos = el.value + el.length;
+  }
+  if (transferSyntax.empty()) readError(file, "corrupt DICOM meta header (no transfer syntax)");
+  bool explicitVR = true;
+  if (transferSyntax == "1.2.840.10008.1.2") {
+    explicitVR = false;
+  } else if (transferSyntax == "1.2.840.10008.1.2.1") {
+    explicitVR = true;
+  } else if (transferSyntax == "1.2.840.10008.1.2.2") {
+    readError(file, "big-endian DICOM (transfer syntax 1.2.840.10008.1.2.2) is not supported");
+  } else if (transferSyntax == "1.2.840.10008.1.2.1.99") {
+    readError(file, "deflated DICOM (transfer syntax 1.2.840.10008.1.2.1.99) is not supported");
+  } else {
+    readError(file, "compressed DICOM (transfer syntax " + transferSyntax +
+                        ") is not supported; decompress it first (e.g. 'gdcmconv --raw' or "
+                        "'dcmdjpeg')");
+  }
+
+  // --- top-level data set ---
+  std::map<std::uint32_t, std::pair<std::size_t, std::uint32_t>> values;  // tag -> (pos, len)
+  std::size_t pixelPos = 0;
+  std::uint32_t pixelLen = 0;
+  bool havePixels = false;
+  while (pos < b.size()) {
+    if (b.size() - pos < 8) break;  // trailing padding
+    const auto el = p.element(pos, explicitVR);
+    if (el.tag == tagOf(0x7FE0, 0x0010)) {
+      if (el.length == kUndefined)
+        readError(file, "encapsulated (compressed) pixel data in an uncompressed transfer syntax");
+      pixelPos = el.value;
+      pixelLen = el.length;
+      havePixels = true;
+      break;
+    }
+    if (el.length != kUndefined && el.value <= b.size() && el.length <= b.size() - el.value)
+      values[el.tag] = {el.value, el.length};
+    pos = p.skipValue(el, explicitVR, 0);
+  }
+  if (!havePixels) readError(file, "no pixel data (7FE0,0010) in this DICOM file");
+
+  auto has = [&](std::uint16_t g, std::uint16_t e) { return values.count(tagOf(g, e)) > 0; };
+  auto str = [&](std::uint16_t g, std::uint16_t e) {
+    auto it = values.find(tagOf(g, e));
+    return it == values.end() ? std::string() : trimValue(b, it->second.first, it->second.second);
+  };
+  auto us = [&](std::uint16_t g, std::uint16_t e, int def) -> int {
+    auto it = values.find(tagOf(g, e));
+    if (it == values.end()) return def;
+    if (it->second.second < 2)
+      readError(file,
+                "corrupt DICOM attribute (" + std::to_string(g) + "," + std::to_string(e) + ")");
+    return p.u16(it->second.first);
+  };
+  auto ds = [&](std::uint16_t g, std::uint16_t e) { return numbersOf(str(g, e)); };
+
+  const int rows = us(0x0028, 0x0010, 0), cols = us(0x0028, 0x0011, 0);
+  if (!has(0x0028, 0x0010) || !has(0x0028, 0x0011))
+    readError(file, "DICOM file has no Rows/Columns attributes");
+  if (rows <= 0 || cols <= 0)
+    readError(file, "zero-size image (" + std::to_string(cols) + "x" + std::to_string(rows) + ")");
+  const int samples = us(0x0028, 0x0002, 1);
+  if (samples != 1)
+    readError(file, "colour DICOM (SamplesPerPixel = " + std::to_string(samples) +
+                        "); Kortex filters take grey scalar images");
+  int frames = 1;
+  if (has(0x0028, 0x0008)) {
+    const auto f = numbersOf(str(0x0028, 0x0008));
+    if (f.size() == 1) frames = static_cast<int>(f[0]);
+  }
+  if (frames != 1)
+    readError(file, "multi-frame DICOM (" + std::to_string(frames) +
+                        " frames); Kortex reads one slice per .dcm file");
+  const int bitsAllocated = us(0x0028, 0x0100, 0);
+  if (bitsAllocated != 8 && bitsAllocated != 16 && bitsAllocated != 32)
+    readError(file, "unsupported BitsAllocated = " + std::to_string(bitsAllocated));
+  const int bitsStored = us(0x0028, 0x0101, bitsAllocated);
+  const int highBit = us(0x0028, 0x0102, bitsStored - 1);
+  const bool isSigned = us(0x0028, 0x0103, 0) == 1;
+  if (bitsStored < 1 || bitsStored > bitsAllocated || highBit < bitsStored - 1 ||
+      highBit >= bitsAllocated)
+    readError(file, "inconsistent BitsStored/HighBit (" + std::to_string(bitsStored) + "/" +
+                        std::to_string(highBit) + " in " + std::to_string(bitsAllocated) +
+                        " bits)");
+
+  const std::size_t bytesPer = static_cast<std::size_t>(bitsAllocated / 8);
+  const std::size_t expected = static_cast<std::size_t>(rows) * cols * bytesPer;
+  if (pixelLen < expected)
+    readError(file, "pixel data has " + std::to_string(pixelLen) + " bytes, " +
+                        std::to_string(cols) + "x" + std::to_string(rows) + "x" +
+                        std::to_string(bitsAllocated) + "-bit needs " + std::to_string(expected));
+  if (pixelPos > b.size() || b.size() - pixelPos < expected)
+    readError(file, "truncated: the pixel data needs " + std::to_string(expected) +
+                        " bytes from byte " + std::to_string(pixelPos) + " but the file has " +
+                        std::to_string(b.size()) + " bytes");
+
+  double slope = 1.0, intercept = 0.0;
+  if (has(0x0028, 0x1053)) {
+    const auto v = ds(0x0028, 0x1053);
+    if (v.size() != 1 || !std::isfinite(v[0])) readError(file, "invalid RescaleSlope");
+    slope = v[0];
+  }
+  if (has(0x0028, 0x1052)) {
+    const auto v = ds(0x0028, 0x1052);
+    if (v.size() != 1 || !std::isfinite(v[0])) readError(file, "invalid RescaleIntercept");
+    intercept = v[0];
+  }
+
+  // --- geometry (what ITK/GDCM report for one slice) ---
+  Geometry g = Geometry::make2D(cols, rows);
+  std::vector<double> ps = ds(0x0028, 0x0030);
+  if (ps.size() != 2) ps = ds(0x0018, 0x1164);  // ImagerPixelSpacing
+  if (ps.size() == 2) {
+    if (!(ps[0] > 0) || !(ps[1] > 0) || !std::isfinite(ps[0]) || !std::isfinite(ps[1]))
+      readError(file, "invalid PixelSpacing '" + str(0x0028, 0x0030) + "'");
+    g.spacing = {ps[1], ps[0], 1.0};  // DICOM: row spacing (y) first, then column spacing (x)
+  }
+  const auto ipp = ds(0x0020, 0x0032);
+  if (ipp.size() == 3) g.origin = {ipp[0], ipp[1], ipp[2]};
+  const auto iop = ds(0x0020, 0x0037);
+  if (!iop.empty()) {
+    if (iop.size() != 6)
+      readError(file, "invalid ImageOrientationPatient '" + str(0x0020, 0x0037) + "'");
+    double r[3] = {iop[0], iop[1], iop[2]}, c[3] = {iop[3], iop[4], iop[5]};
+    const double nr = std::sqrt(r[0] * r[0] + r[1] * r[1] + r[2] * r[2]);
+    const double nc = std::sqrt(c[0] * c[0] + c[1] * c[1] + c[2] * c[2]);
+    if (!(nr > 0.5) || !(nc > 0.5) || !std::isfinite(nr) || !std::isfinite(nc))
+      readError(file, "invalid ImageOrientationPatient '" + str(0x0020, 0x0037) + "'");
+    for (int i = 0; i < 3; ++i) {
+      r[i] /= nr;
+      c[i] /= nc;
+    }
+    const double n[3] = {r[1] * c[2] - r[2] * c[1], r[2] * c[0] - r[0] * c[2],
+                         r[0] * c[1] - r[1] * c[0]};
+    g.direction = {r[0], c[0], n[0], r[1], c[1], n[1], r[2], c[2], n[2]};
+  }
+
+  HostImage img = allocateImage(g, file, "kortex::io::dicom");
+  const int shift = highBit + 1 - bitsStored;
+  const std::uint64_t mask = bitsStored >= 32 ? 0xFFFFFFFFull : ((1ull << bitsStored) - 1);
+  const unsigned char* src = b.data() + pixelPos;
+  float* out = img.data.data();
+  const std::size_t n = static_cast<std::size_t>(rows) * cols;
+  auto decode = [&](std::uint64_t raw) -> double {
+    std::uint64_t v = (raw >> shift) & mask;
+    if (isSigned && (v >> (bitsStored - 1)) & 1u)
+      return static_cast<double>(static_cast<std::int64_t>(v) - (std::int64_t(1) << bitsStored));
+    return static_cast<double>(v);
+  };
+  for (std::size_t i = 0; i < n; ++i) {
+    std::uint64_t raw = 0;
+    for (std::size_t k = 0; k < bytesPer; ++k)
+      raw |= std::uint64_t(src[i * bytesPer + k]) << (8 * k);
+    out[i] = static_cast<float>(decode(raw) * slope + intercept);
+  }
+
+  auto& md = img.metadata;
+  md["dicom.transfer_syntax"] = transferSyntax;
+  md["dicom.modality"] = str(0x0008, 0x0060);
+  md["dicom.photometric_interpretation"] = str(0x0028, 0x0004);
+  md["dicom.rescale_slope"] = formatFloats({slope}, false);
+  md["dicom.rescale_intercept"] = formatFloats({intercept}, false);
+  md["dicom.bits_stored"] = std::to_string(bitsStored);
+  if (has(0x0018, 0x0050)) md["dicom.slice_thickness"] = str(0x0018, 0x0050);
+  if (has(0x0018, 0x1120)) md["dicom.gantry_tilt"] = str(0x0018, 0x1120);
+  if (has(0x0020, 0x0032)) md["dicom.image_position_patient"] = str(0x0020, 0x0032);
+  if (has(0x0020, 0x0037)) md["dicom.image_orientation_patient"] = str(0x0020, 0x0037);
+  if (has(0x0028, 0x1050)) md["dicom.window_center"] = str(0x0028, 0x1050);
+  if (has(0x0028, 0x1051)) md["dicom.window_width"] = str(0x0028, 0x1051);
+  if (has(0x0028, 0x0120)) {
+    auto it = values.find(tagOf(0x0028, 0x0120));
+    if (it->second.second >= 2) {
+      const std::uint16_t raw = p.u16(it->second.first);
+      const double v = isSigned ? double(static_cast<std::int16_t>(raw)) : double(raw);
+      md["dicom.pixel_padding_value"] = formatFloats({v * slope + intercept}, false);
+    }
+  }
+  return img;
+}
+
+}  // namespace kortex::io::detail

@@ -1,0 +1,114 @@
+// Image file I/O: NIfTI-1, MetaImage, VTK XML image data, PNG/JPEG and single-slice DICOM.
+//
+// Everything here reads into / writes from a float32 HostImage (core/Image.hpp) whose geometry is
+// what ITK (and therefore ANTs) reports for the same file: LPS world coordinates,
+//   world = origin + direction * diag(spacing) * (i, j, k),
+// voxel (i, j, k) of the array being voxel (i, j, k) of the file (no reordering, no flips).
+// VTK is an implementation detail of kortex_io and never appears in this header.
+//
+// Formats (chosen from the file name's extension, case-insensitive):
+//   .nii .nii.gz  NIfTI-1 (read: NIfTI-1 and NIfTI-2, any scalar data type, gzip or plain,
+//                 vox_offset and scl_slope/scl_inter honoured; write: NIfTI-1 float32).
+//                 Orientation: ITK >= 5.4's rule (see "NIfTI orientation" below).
+//   .mha .mhd     MetaImage (read: any scalar type, compressed or not, .mhd + .raw/.zraw;
+//                 write: float32, uncompressed; .mhd writes "<stem>.raw" next to the header).
+//   .vti          VTK XML image data (origin, spacing and direction stored verbatim, in LPS).
+//   .png .jpg .jpeg  2D, spacing 1, origin 0, identity direction, first file row is j = 0
+//                 (as ITK). RGB is converted to luminance with ITK's weights
+//                 (0.2125 R + 0.7154 G + 0.0721 B); a palette image is expanded to RGB first;
+//                 grey+alpha and RGBA are accepted only when fully opaque (alpha is dropped),
+//                 otherwise rejected. The readers set metadata display.min = 0 and display.max =
+//                 255 (65535 for 16-bit PNG) so a PNG read and written back keeps its values.
+//                 Writing: 8-bit grey. Intensities are mapped linearly from [lo, hi] to [0, 255],
+//                 clamped and rounded, where [lo, hi] is metadata "display.min"/"display.max" when
+//                 both parse as finite numbers with max > min, else the image's finite min/max
+//                 (a constant image is written as its value clamped to [0, 255]). NaN -> 0.
+//                 JPEG output is lossy (quality 95).
+//   .dcm          read only: ONE uncompressed DICOM slice (explicit or implicit VR little endian),
+//                 treated as a 2D image. Values = stored value * RescaleSlope + RescaleIntercept
+//                 (Hounsfield units for CT). Spacing from PixelSpacing (x = column spacing),
+//                 origin from ImagePositionPatient, direction columns from ImageOrientationPatient
+//                 (row cosine, column cosine, their cross product), spacing[2] = 1 as ITK/GDCM
+//                 reports for a single slice. Pixel padding (0028,0120) is NOT replaced (ITK does
+//                 not either); its value after rescale is in metadata "dicom.pixel_padding_value".
+//                 Rejected with a clear message: compressed transfer syntaxes, big endian,
+//                 multi-frame, colour (SamplesPerPixel != 1), missing pixel data.
+//
+// NIfTI orientation (ITK >= 5.4's itk::NiftiImageIO, default build where the sform is not
+// "permissive"; checked against ITK 5.2 on every case where 5.2 and 5.4 agree):
+//   qto = quaternion matrix if qform_code > 0, else diag(pixdim);  sto = srow if sform_code > 0.
+//   * both codes 0: origin 0, identity direction.
+//   * the sform is used when it is orthonormal up to column scaling AND (qform_code == 0, or
+//     sform_code == 1 (scanner), or sform and qform agree (same axes, spacing and offset within
+//     1e-4), or sform and qform agree element-wise (1e-5, offsets 1e-7)); otherwise the qform.
+//   * qform_code == 0 with a skewed / non-orthonormal sform: rejected (ITK throws too).
+//   spacing = |pixdim[1..3]|, origin = (-M[0][3], -M[1][3], M[2][3]), both times 1000 for
+//   metres or 0.001 for microns (xyzt_units; ITK < 5.4 forgot to scale the origin),
+//   direction column j = normalised (-M0j, -M1j, M2j)
+//   (RAS -> LPS flips the first two rows). Files with dim[0] == 2 use the 2x2 block, as ITK does.
+//   scl_slope == 0 (or not finite) means "no scaling" (the NIfTI-1 standard), and then scl_inter
+//   is ignored too. (ITK differs in one corner: it would still add scl_inter there.)
+//
+// NIfTI metadata written by readImage and used by writeImage:
+//   nifti.qform_code, nifti.sform_code, nifti.qform (qto_xyz, 16 numbers row-major, RAS, mm of
+//   the file), nifti.sform (srow_x, srow_y, srow_z, 0 0 0 1), nifti.quatern ("b c d"),
+//   nifti.qoffset ("x y z"), nifti.qfac, nifti.pixdim ("dx dy dz"), nifti.dim0, nifti.xyzt_units,
+//   nifti.descrip, nifti.intent_code, nifti.intent_name, nifti.datatype (on disk, e.g. "uint8"),
+//   nifti.scl_slope, nifti.scl_inter (as stored; already applied to the values),
+//   nifti.orientation_source ("sform", "qform" or "none": what the ITK rule picked).
+//   writeImage: when these fields still describe the image's geometry (same grid within 1e-6 of
+//   the spacing), the header's qform/sform fields, codes, pixdim, units and descrip are written
+//   back verbatim, so a read -> write -> read round trip is exact. Otherwise (a new image, or the
+//   geometry changed) both qform and sform are built from the geometry as ITK's writer does
+//   (codes: the stored ones when > 0, else 1 = scanner), and a non-orthonormal direction is
+//   orthogonalised (ITK coerces it too). Output is always float32, scl_slope 1, scl_inter 0.
+//
+// Errors: every failure throws kortex::IoError with one message that names the file: missing
+// file, a directory, unknown extension, truncated or corrupt data, 4D or higher images ("has N
+// dimensions; Kortex filters take 2D or 3D scalar images"), multi-component data, zero-size images.
+// VTK's own error/warning output is captured (never printed) and quoted in the message: on first
+// use kortex_io installs a capturing vtkOutputWindow and turns vtkLogger's stderr output off for
+// the process, and std::cerr/std::cout are redirected while metaio (which prints) is running.
+//
+// Writes are atomic: the file is written into a fresh hidden directory ".kortex-tmp-<pid>-<random>"
+// next to the target, keeping its real name (VTK/metaio choose encodings by extension), flushed to
+// disk, then renamed onto the target; on any failure the temporary directory is removed and IoError
+// is thrown, so a failed write never leaves a partial or temporary file. An unwritable target
+// (missing directory, no permission, the path is a directory) is rejected before anything is
+// written. MetaImage .mhd writes two files: the data file "<stem>.raw" is renamed first, then the
+// header, so the header never names a data file that is not there yet.
+//
+// All calls take an internal lock (VTK's error capture is process-wide), so they are thread-safe
+// but not concurrent. Kokkos must be initialised (the result's View is allocated in HostSpace).
+#pragma once
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "core/Errors.hpp"
+#include "core/Image.hpp"
+
+namespace kortex::io {
+
+enum class Access { Read, Write };
+
+// True when the file name's extension is one Kortex can read (Access::Read) or write.
+bool isSupportedExtension(std::filesystem::path const& path, Access access = Access::Read);
+// ".nii, .nii.gz, .mha, .mhd, .vti, .png, .jpg, .jpeg, .dcm" (no ".dcm" for Access::Write).
+std::string supportedExtensions(Access access = Access::Read);
+
+// Reads a 2D or 3D scalar image; values become float32. Throws IoError.
+HostImage readImage(std::filesystem::path const& path);
+
+// Writes `image` atomically in the format given by the extension. Throws IoError
+// (and InvalidArgument for an image whose data does not match its geometry).
+void writeImage(HostImage const& image, std::filesystem::path const& path);
+
+// 8-bit grey PNG with the 2D panels side by side, separated by 2-pixel white (255) columns.
+// Each pixel maps [lo, hi] -> [0, 255] linearly, clamped and rounded (NaN -> 0). Panels must be
+// 2D, of equal size, and at least one; lo < hi, both finite. Atomic like writeImage.
+void writePngMontage(std::vector<HostImage> const& panels, std::filesystem::path const& path,
+                     float lo, float hi);
+
+}  // namespace kortex::io

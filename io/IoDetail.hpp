@@ -1,0 +1,82 @@
+// Internal helpers of kortex_io shared by its translation units. Not part of the public API;
+// no VTK here either (VTK stays inside io/*.cpp).
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "core/Errors.hpp"
+#include "core/Image.hpp"
+
+namespace kortex::io::detail {
+
+namespace fs = std::filesystem;
+
+// One message naming the file: "cannot read '<file>': <what>".
+[[noreturn]] void readError(fs::path const& file, std::string const& what);
+[[noreturn]] void writeError(fs::path const& file, std::string const& what);
+
+// Lower-case extension, with ".nii.gz" kept whole: ".nii.gz", ".png", "" ...
+std::string extensionOf(fs::path const& path);
+
+// Throws IoError unless `file` exists and is a regular file (or a link to one).
+void requireReadableFile(fs::path const& file);
+std::uintmax_t fileSize(fs::path const& file);
+
+// Numbers <-> metadata strings. Floats are printed with 9 significant digits so that a float32
+// header field read back from the string is bit-identical; doubles with 17.
+std::string formatFloats(std::vector<double> const& values, bool asFloat32);
+// Parses whitespace-separated numbers; returns false if the text is not exactly `count` numbers.
+bool parseNumbers(std::string const& text, std::size_t count, std::vector<double>& out);
+
+// Allocates a HostImage for `g` (validated; an invalid geometry becomes IoError on `file`).
+HostImage allocateImage(Geometry const& g, fs::path const& file, char const* label);
+
+// Checks that an image about to be written is well formed (extents match the geometry).
+void checkWritable(HostImage const& image, fs::path const& file);
+
+// Atomic output: a private temporary directory next to the target. Files are written into it
+// under their final names, then commit() renames them into place in the given order.
+// The destructor removes whatever is left (on failure: everything).
+class AtomicOutput {
+ public:
+  // Checks the target before anything is written: the parent directory exists, is a directory
+  // and is writable, and the target itself is not a directory. Creates the temporary directory.
+  explicit AtomicOutput(fs::path const& target);
+  ~AtomicOutput();
+  AtomicOutput(AtomicOutput const&) = delete;
+  AtomicOutput& operator=(AtomicOutput const&) = delete;
+
+  fs::path const& target() const { return target_; }
+  fs::path const& directory() const { return dir_; }
+  // Temporary path for a file that will end up as directory-of-target / name.
+  fs::path temporary(std::string const& name) const { return tmp_ / name; }
+  // fsyncs each file, then renames tmp/name -> dir/name in order, then removes the temp dir.
+  void commit(std::vector<std::string> const& names);
+
+ private:
+  fs::path target_;
+  fs::path dir_;
+  fs::path tmp_;
+  bool committed_ = false;
+};
+
+// --- format codecs (one translation unit each) ---
+HostImage readNifti(fs::path const& file);
+void writeNifti(HostImage const& image, fs::path const& tmpFile, fs::path const& target);
+HostImage readDicom(fs::path const& file);
+
+// VTK / metaio based (VtkFormats.cpp).
+HostImage readMetaImage(fs::path const& file);
+// Writes into out's temporary directory; returns the file names to commit, in order.
+std::vector<std::string> writeMetaImage(HostImage const& image, AtomicOutput const& out);
+HostImage readVti(fs::path const& file);
+void writeVti(HostImage const& image, fs::path const& tmpFile, fs::path const& target);
+HostImage readPngOrJpeg(fs::path const& file, bool png);
+// 8-bit grey, rows[j * width + i], j = 0 the top row.
+void writeGrey8(std::vector<std::uint8_t> const& pixels, int width, int height,
+                fs::path const& tmpFile, fs::path const& target, bool png);
+
+}  // namespace kortex::io::detail
