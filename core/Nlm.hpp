@@ -9,6 +9,8 @@
 // sample position (x+p, x+o, x+o+p) is clamped independently (core/Boundary.hpp), so
 // D(x,o) is a box sum over p of S_o(y) = (I(y) - I(y+o))^2 evaluated at unclamped y:
 // the BoxSum variant relies on exactly this.
+// Symmetry: D(x+o, -o) == D(x, o) exactly (same multiset of clamped sample pairs), so a
+// weight computed for (x, o) is also the weight for (x+o, -o).
 // Consequences used by the tests: h -> 0 gives the identity (only patches identical to the
 // centre patch keep weight, and their centres equal I(x)); R = 0 gives the identity.
 #pragma once

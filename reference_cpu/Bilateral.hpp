@@ -9,7 +9,7 @@
 namespace kortex::ref {
 
 // `in` and `out` have extents (nz, ny, nx); nz == 1 means 2D. Throws InvalidArgument on
-// mismatched extents or invalid parameters. Threads: OpenMP (omp_set_num_threads / OMP_NUM_THREADS).
+// mismatched or overlapping views, invalid parameters, or NaN/Inf input voxels. Threads: OpenMP (omp_set_num_threads / OMP_NUM_THREADS).
 void bilateral(ConstImageView<Kokkos::HostSpace> in, ImageView<Kokkos::HostSpace> out,
                BilateralParams const& params);
 

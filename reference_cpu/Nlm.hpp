@@ -10,7 +10,9 @@
 namespace kortex::ref {
 
 // `in` and `out` have extents (nz, ny, nx); nz == 1 means 2D. `params.variant` is ignored
-// (the reference has one algorithm). Throws InvalidArgument on bad extents/parameters.
+// (the reference has one algorithm). Throws InvalidArgument on bad or overlapping views,
+// invalid parameters, or NaN/Inf input voxels. Uses the exact symmetry D(x+o,-o) = D(x,o)
+// (every sample clamped independently) to evaluate half of the offsets.
 void nlm(ConstImageView<Kokkos::HostSpace> in, ImageView<Kokkos::HostSpace> out,
          NlmParams const& params);
 
