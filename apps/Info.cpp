@@ -1,0 +1,52 @@
+#include <nlohmann/json.hpp>
+
+#include <iostream>
+
+#include "apps/Commands.hpp"
+#include "core/Backend.hpp"
+#include "core/Boundary.hpp"
+#include "core/TextFile.hpp"
+
+namespace kortex::app {
+
+int cmdInfo(std::string const& jsonPath) {
+  const BuildInfo b = buildInfo();
+  std::cout << "Kortex " << b.kortexVersion << " (git " << b.gitHash << ", " << b.buildType
+            << ", " << b.compiler << ")\n"
+            << "Kokkos " << b.kokkosVersion << ", execution spaces:";
+  for (auto const& s : b.executionSpaces) std::cout << " " << s;
+  std::cout << " (default " << b.defaultExecutionSpace << ")\n"
+            << "GPU backend: " << (kokkosHasGpuBackend() ? "yes" : "no")
+            << "; --backend auto selects "
+            << (resolve(Backend::Auto) == Backend::Kokkos ? "Kokkos" : "the OpenMP CPU reference")
+            << "\n"
+            << "Device: " << b.device << "\n"
+            << "CPU: " << cpuModel() << ", OpenMP threads (CPU reference): " << b.hostThreads
+            << ", Kokkos host concurrency: " << b.kokkosHostConcurrency << "\n"
+            << "Image I/O (VTK): " << (b.vtkIo ? "yes" : "no (this build cannot read or write files)")
+            << "\n"
+            << "Boundary rule: " << kBoundaryRuleName << "\n\n"
+            << "Kokkos configuration:\n"
+            << kokkosConfiguration();
+  if (!jsonPath.empty()) {
+    nlohmann::json j;
+    j["kortex_version"] = b.kortexVersion;
+    j["git_hash"] = b.gitHash;
+    j["build_type"] = b.buildType;
+    j["compiler"] = b.compiler;
+    j["kokkos_version"] = b.kokkosVersion;
+    j["execution_spaces"] = b.executionSpaces;
+    j["default_execution_space"] = b.defaultExecutionSpace;
+    j["gpu_backend"] = kokkosHasGpuBackend();
+    j["device"] = b.device;
+    j["cpu"] = cpuModel();
+    j["openmp_threads"] = b.hostThreads;
+    j["kokkos_host_concurrency"] = b.kokkosHostConcurrency;
+    j["vtk_io"] = b.vtkIo;
+    j["kokkos_configuration"] = kokkosConfiguration();
+    writeTextFileAtomic(jsonPath, j.dump(2) + "\n");
+  }
+  return 0;
+}
+
+}  // namespace kortex::app

@@ -1,0 +1,190 @@
+// kortex: one executable, subcommands parsed with CLI11. `kortex <cmd> --help` documents each.
+// Errors: one message on stderr ("kortex: error: ..."), non-zero exit, no output file left behind.
+#include <CLI/CLI.hpp>
+#include <Kokkos_Core.hpp>
+#include <omp.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <iostream>
+#include <limits>
+#include <unistd.h>
+
+#include <kortex/Config.hpp>
+
+#include "apps/Commands.hpp"
+#include "apps/Denoise.hpp"
+#include "core/Errors.hpp"
+
+#if KORTEX_HAVE_VTK
+#include "io/ImageIO.hpp"
+#endif
+
+namespace fs = std::filesystem;
+using namespace kortex;
+
+namespace {
+
+struct KokkosSession {
+  KokkosSession() {
+    // Kokkos' OpenMP backend warns when OMP_PROC_BIND is unset; binding is the user's choice.
+    setenv("OMP_PROC_BIND", "false", 0);
+    Kokkos::initialize();
+  }
+  ~KokkosSession() { Kokkos::finalize(); }
+};
+
+// Fail before computing if the output cannot be written: missing directory, a directory as
+// target, no permission, unsupported extension.
+void checkOutputPath(std::string const& path) {
+  const fs::path p(path);
+  if (path.empty()) throw IoError("output path is empty");
+  if (fs::is_directory(p)) throw IoError("output '" + path + "' is a directory, not a file");
+  const fs::path dir = p.has_parent_path() ? p.parent_path() : fs::path(".");
+  if (!fs::is_directory(dir))
+    throw IoError("cannot write '" + path + "': directory '" + dir.string() + "' does not exist");
+  if (access(dir.c_str(), W_OK) != 0)
+    throw IoError("cannot write '" + path + "': directory '" + dir.string() + "' is not writable");
+#if KORTEX_HAVE_VTK
+  if (!io::isSupportedExtension(p, io::Access::Write))
+    throw IoError("cannot write '" + path + "': unsupported extension (supported: " +
+                  io::supportedExtensions(io::Access::Write) + ")");
+#endif
+}
+
+HostImage readInput(std::string const& path) {
+#if KORTEX_HAVE_VTK
+  return io::readImage(path);
+#else
+  throw Unsupported("this kortex was built without image I/O (VTK was not found at build time); "
+                    "cannot read '" + path + "'");
+#endif
+}
+
+void writeOutput(HostImage const& img, std::string const& path) {
+#if KORTEX_HAVE_VTK
+  io::writeImage(img, path);
+#else
+  (void)img;
+  throw Unsupported("this kortex was built without image I/O; cannot write '" + path + "'");
+#endif
+}
+
+void printRun(const char* what, HostImage const& in, app::RunReport const& r,
+              std::string const& out) {
+  std::cout << what << ": " << describe(in.geometry) << " on " << r.executionSpace << ": "
+            << r.computeMs << " ms";
+  if (r.backend == Backend::Kokkos) std::cout << " (+ " << r.transferMs << " ms transfers)";
+  std::cout << " -> " << out << "\n";
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"kortex: GPU neuroimaging filters (Kokkos) with an Eigen/OpenMP CPU reference"};
+  app.require_subcommand(1);
+  int threads = 0;
+  app.add_option("--threads", threads, "OpenMP threads for the CPU reference (default: all cores)")
+      ->check(CLI::PositiveNumber);
+
+  // info
+  auto* info = app.add_subcommand("info", "Backends, devices and the Kokkos configuration");
+  std::string infoJson;
+  info->add_option("--json", infoJson, "Also write the description as JSON");
+
+  // denoise
+  auto* denoise = app.add_subcommand("denoise", "Denoise an image (2D or 3D)");
+  denoise->require_subcommand(1);
+  std::string in, out, backendName = "auto", variantName;
+  BilateralParams bp;
+  NlmParams np;
+  auto* bil = denoise->add_subcommand("bilateral", "Bilateral filter: exp(-|d|^2/2ss^2) exp(-dI^2/2sr^2) over a (2r+1)^d window");
+  bil->add_option("IN", in, "Input image (.nii .nii.gz .mha .mhd .vti .png .jpg .dcm)")->required();
+  bil->add_option("OUT", out, "Output image (written atomically)")->required();
+  bil->add_option("--radius", bp.radius, "Window radius r (window 2r+1)")->capture_default_str();
+  bil->add_option("--sigma-spatial", bp.sigmaSpatial, "Spatial sigma in voxels")->capture_default_str();
+  bil->add_option("--sigma-range", bp.sigmaRange, "Range sigma in intensity units (inf allowed)")->capture_default_str();
+  bil->add_option("--backend", backendName, "auto|cpu|kokkos (auto = Kokkos if it has a GPU backend)")->capture_default_str();
+  bil->add_option("--variant", variantName, "Kokkos variant: naive|scratch (default scratch)");
+
+  auto* nlm = denoise->add_subcommand("nlm", "Non-local means: exp(-||P(x)-P(y)||^2/(|P| h^2)) over the search window");
+  nlm->add_option("IN", in, "Input image (.nii .nii.gz .mha .mhd .vti .png .jpg .dcm)")->required();
+  nlm->add_option("OUT", out, "Output image (written atomically)")->required();
+  nlm->add_option("--patch-radius", np.patchRadius, "Patch radius r (patch 2r+1)")->capture_default_str();
+  nlm->add_option("--search-radius", np.searchRadius, "Search radius R (window 2R+1)")->capture_default_str();
+  nlm->add_option("--h", np.h, "Filtering parameter h in intensity units")->capture_default_str();
+  nlm->add_option("--backend", backendName, "auto|cpu|kokkos (auto = Kokkos if it has a GPU backend)")->capture_default_str();
+  nlm->add_option("--variant", variantName, "Kokkos variant: naive|scratch|boxsum (default boxsum)");
+
+  // validate
+  auto* validate = app.add_subcommand("validate", "Run the validation harness: CPU reference vs every Kokkos variant; non-zero exit if any bound fails");
+  app::ValidateOptions vo;
+  validate->add_flag("--quick", vo.quick, "Small sizes (seconds)");
+  validate->add_option("--data", vo.dataDir, "Real data folder (e.g. ../shared/data)")->check(CLI::ExistingDirectory);
+  validate->add_option("--json", vo.jsonPath, "Write the report as JSON");
+  validate->add_option("--markdown", vo.markdownPath, "Write the report as Markdown");
+
+  // bench
+  auto* bench = app.add_subcommand("bench", "Benchmarks that reproduce the papers' tables");
+  bench->require_subcommand(1);
+  auto* benchCt = bench->add_subcommand("ct", "CT neighbourhood filters: Tables I and II (bilateral, NLM), 2D and 3D");
+  app::BenchOptions bo;
+  benchCt->add_flag("--quick", bo.quick, "Fewer sizes and repetitions");
+  benchCt->add_flag("--tiny", bo.tiny, "Tiny sizes (smoke test)");
+  benchCt->add_option("--json", bo.jsonPath, "Write results as JSON");
+  benchCt->add_option("--markdown", bo.markdownPath, "Write results as Markdown");
+  benchCt->add_option("--peers", bo.peersJsonPath, "Merge peer timings from bench/peers/run_peers.py (JSON)")
+      ->check(CLI::ExistingFile);
+
+  // reproduce
+  auto* reproduce = app.add_subcommand("reproduce", "Main job: validation + every available paper table; readable report + JSON");
+  app::ReproduceOptions ro;
+  reproduce->add_flag("--quick", ro.quick, "Small sizes (minutes on a laptop)");
+  reproduce->add_option("--data", ro.dataDir, "Real data folder (e.g. ../shared/data)")->check(CLI::ExistingDirectory);
+  reproduce->add_option("--out", ro.outDir, "Folder for the report, JSON and montages")->capture_default_str();
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    // One line, same shape as every other error.
+    std::cerr << "kortex: error: " << e.what() << " (see --help)" << std::endl;
+    return e.get_exit_code() != 0 ? e.get_exit_code() : 2;
+  }
+
+  if (threads > 0) omp_set_num_threads(threads);
+
+  try {
+    KokkosSession session;
+    if (*info) return app::cmdInfo(infoJson);
+    if (*validate) return app::cmdValidate(vo);
+    if (*benchCt) return app::cmdBenchCt(bo);
+    if (*reproduce) return app::cmdReproduce(ro);
+    if (*bil || *nlm) {
+      const Backend backend = parseBackend(backendName);
+      if (*bil && !variantName.empty()) bp.variant = parseBilateralVariant(variantName);
+      if (*nlm && !variantName.empty()) np.variant = parseNlmVariant(variantName);
+      if (!variantName.empty() && resolve(backend) == Backend::Cpu)
+        throw InvalidArgument("--variant selects a Kokkos variant; it has no meaning with the CPU backend");
+      // Check everything cheap before reading or computing.
+      if (*bil) bp.validate(); else np.validate();
+      if (fs::is_directory(in)) throw IoError("input '" + in + "' is a directory, not an image file");
+      if (!fs::exists(in)) throw IoError("input '" + in + "' does not exist");
+      checkOutputPath(out);
+      HostImage img = readInput(in);
+      app::RunReport report;
+      HostImage result = *bil ? app::runBilateral(img, bp, backend, &report)
+                              : app::runNlm(img, np, backend, &report);
+      writeOutput(result, out);
+      printRun(*bil ? "bilateral" : "nlm", img, report, out);
+      return 0;
+    }
+  } catch (const std::exception& e) {
+    std::cerr << "kortex: error: " << e.what() << std::endl;
+    return 1;
+  }
+  return 0;
+}

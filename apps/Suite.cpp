@@ -1,0 +1,112 @@
+// `kortex validate`, `kortex bench ct`, `kortex reproduce`: thin wrappers over the validation
+// suite (validation/Suite.hpp) and the CT benchmark (bench/Bench.hpp).
+#include <nlohmann/json.hpp>
+
+#include <filesystem>
+#include <iostream>
+
+#include "apps/Commands.hpp"
+#include "bench/Bench.hpp"
+#include "core/Errors.hpp"
+#include "core/TextFile.hpp"
+#include "validation/Suite.hpp"
+
+namespace fs = std::filesystem;
+
+namespace kortex::app {
+
+namespace {
+// Fails before any work if a report file could not be written later.
+void checkReportPath(std::string const& path) {
+  if (path.empty()) return;
+  const fs::path p(path);
+  if (fs::is_directory(p)) throw IoError("cannot write '" + path + "': it is a directory");
+  const fs::path dir = p.has_parent_path() ? p.parent_path() : fs::path(".");
+  if (!fs::is_directory(dir))
+    throw IoError("cannot write '" + path + "': directory '" + dir.string() + "' does not exist");
+}
+}  // namespace
+
+int cmdValidate(ValidateOptions const& o) {
+  checkReportPath(o.jsonPath);
+  checkReportPath(o.markdownPath);
+  validation::SuiteOptions so;
+  so.quick = o.quick;
+  so.dataDir = o.dataDir;
+  so.progress = &std::cout;
+  const auto report = validation::runValidationSuite(so);
+  const std::string md = validation::toMarkdown(report);
+  std::cout << "\n" << md;
+  if (!o.jsonPath.empty()) writeTextFileAtomic(o.jsonPath, validation::toJson(report).dump(2) + "\n");
+  if (!o.markdownPath.empty()) writeTextFileAtomic(o.markdownPath, md);
+  if (!report.pass) {
+    std::cerr << "kortex: error: validation failed (" << report.casesFailed
+              << " case(s) outside their bounds)" << std::endl;
+    return 1;
+  }
+  return 0;
+}
+
+int cmdBenchCt(BenchOptions const& o) {
+  bench::CtBenchOptions bo;
+  bo.quick = o.quick;
+  bo.tiny = o.tiny;
+  bo.jsonPath = o.jsonPath;
+  bo.markdownPath = o.markdownPath;
+  bo.peersJsonPath = o.peersJsonPath;
+  bo.progress = &std::cerr;
+  const auto report = bench::runCtBench(bo);
+  std::cout << report.markdown;
+  if (!report.ok) {
+    std::cerr << "kortex: error: benchmark failed (" << report.failed
+              << " measurement(s) failed their sanity check)" << std::endl;
+    return 1;
+  }
+  return 0;
+}
+
+int cmdReproduce(ReproduceOptions const& o) {
+  const fs::path out(o.outDir);
+  std::error_code ec;
+  fs::create_directories(out, ec);
+  if (ec || !fs::is_directory(out))
+    throw IoError("cannot create output folder '" + o.outDir + "': " + ec.message());
+
+  std::cout << "# Kortex reproduce" << (o.quick ? " (quick)" : "") << "\n\n"
+            << "## 1. Validation: CPU reference vs every Kokkos variant, quality study\n\n";
+  validation::SuiteOptions so;
+  so.quick = o.quick;
+  so.dataDir = o.dataDir;
+  so.montageDir = (out / "montages").string();
+  fs::create_directories(so.montageDir, ec);
+  so.progress = &std::cout;
+  const auto suite = validation::runValidationSuite(so);
+  const std::string suiteMd = validation::toMarkdown(suite);
+  std::cout << "\n" << suiteMd << "\n## 2. Paper tables (CT filters)\n\n";
+
+  bench::CtBenchOptions bo;
+  bo.quick = o.quick;
+  bo.progress = &std::cerr;
+  const auto benchReport = bench::runCtBench(bo);
+  std::cout << benchReport.markdown;
+
+  nlohmann::json j;
+  j["quick"] = o.quick;
+  j["validation"] = validation::toJson(suite);
+  j["bench_ct"] = benchReport.json;
+  j["pass"] = suite.pass && benchReport.ok;
+  writeTextFileAtomic(out / "reproduce.json", j.dump(2) + "\n");
+  writeTextFileAtomic(out / "report.md", "# Kortex reproduce\n\n" + suiteMd + "\n" +
+                                             benchReport.markdown);
+  std::cout << "\nReport: " << (out / "report.md").string() << ", JSON: "
+            << (out / "reproduce.json").string() << "\n";
+  if (!suite.pass || !benchReport.ok) {
+    std::cerr << "kortex: error: reproduce failed: "
+              << (!suite.pass ? "validation bounds violated" : "benchmark sanity check failed")
+              << std::endl;
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace kortex::app

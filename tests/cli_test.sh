@@ -1,0 +1,122 @@
+#!/usr/bin/env bash
+# CLI contract test: every subcommand has --help; every bad input gives ONE error message, a
+# non-zero exit and leaves no output file (nor temporary file) behind; good runs produce output.
+# Usage: cli_test.sh /path/to/kortex [DATA_DIR]
+set -u
+KORTEX="$1"
+DATA="${2:-}"
+if [ -n "${KORTEX_DATA_DIR:-}" ]; then DATA="$KORTEX_DATA_DIR"; fi
+WORK="$(mktemp -d)"
+trap 'rm -rf "$WORK"' EXIT
+cd "$WORK"
+fails=0
+passes=0
+
+ok()   { passes=$((passes + 1)); }
+fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+
+# expect_error NAME OUTFILE CMD...: non-zero exit, exactly one "error" line on stderr,
+# nothing on OUTFILE, no temporary files in the folder.
+expect_error() {
+  local name="$1" outfile="$2"; shift 2
+  rm -f "$outfile"
+  "$@" > stdout.txt 2> stderr.txt
+  local rc=$?
+  local nerr
+  nerr=$(grep -c -i "error" stderr.txt)
+  if [ $rc -eq 0 ]; then fail "$name: exit 0"; return; fi
+  if [ "$nerr" -ne 1 ]; then fail "$name: expected one error line, got $nerr:"; cat stderr.txt; return; fi
+  if [ -n "$outfile" ] && [ -e "$outfile" ]; then fail "$name: output '$outfile' left behind"; return; fi
+  if ls -a | grep -q "kortex-tmp"; then fail "$name: temporary file left behind"; return; fi
+  echo "ok: $name -> $(head -n 1 stderr.txt)"
+  ok
+}
+
+expect_success() {
+  local name="$1" outfile="$2"; shift 2
+  rm -f "$outfile"
+  if ! "$@" > stdout.txt 2> stderr.txt; then fail "$name: non-zero exit"; cat stderr.txt; return; fi
+  if [ -n "$outfile" ] && [ ! -s "$outfile" ]; then fail "$name: no output '$outfile'"; return; fi
+  echo "ok: $name"
+  ok
+}
+
+# MetaImage writer in pure bash: mha NAME NDIMS "DIMS" then float32 little-endian bytes via printf.
+mha() {
+  local name="$1" ndims="$2" dims="$3" bytes="$4"
+  {
+    printf 'ObjectType = Image\nNDims = %s\nDimSize = %s\nElementType = MET_FLOAT\nElementDataFile = LOCAL\n' "$ndims" "$dims"
+    printf "$bytes"
+  } > "$name"
+}
+one='\x00\x00\x80\x3f'   # 1.0f
+nan='\x00\x00\xc0\x7f'   # NaN
+inf='\x00\x00\x80\x7f'   # +Inf
+rep() { local s=""; for _ in $(seq 1 "$2"); do s="$s$1"; done; printf '%s' "$s"; }
+
+# --- help on every subcommand -----------------------------------------------------------
+for sub in "" "info" "denoise" "denoise bilateral" "denoise nlm" "validate" "bench" "bench ct" "reproduce"; do
+  # shellcheck disable=SC2086
+  if "$KORTEX" $sub --help > help.txt 2>&1 && grep -q -i "usage" help.txt; then ok; else fail "--help for '$sub'"; fi
+done
+
+expect_success "info" "" "$KORTEX" info
+
+# --- inputs ----------------------------------------------------------------------------
+mha good.mha 2 "16 12" "$(rep "$one" 192)"
+mha nan.mha 2 "16 12" "$(rep "$one" 100)$nan$(rep "$one" 91)"
+mha inf.mha 2 "16 12" "$(rep "$one" 50)$inf$(rep "$one" 141)"
+mha four.mha 4 "4 4 2 2" "$(rep "$one" 64)"
+mha zero.mha 2 "0 12" ""
+mha truncated.mha 2 "16 12" "$(rep "$one" 10)"
+mkdir -p adir ro
+chmod 555 ro
+printf 'this is not an image' > garbage.nii
+
+expect_success "bilateral cpu" out.mha "$KORTEX" denoise bilateral good.mha out.mha --backend cpu --radius 2
+expect_success "bilateral kokkos naive" out.mha "$KORTEX" denoise bilateral good.mha out.mha --backend kokkos --variant naive
+expect_success "nlm kokkos boxsum" out.nii.gz "$KORTEX" denoise nlm good.mha out.nii.gz --backend kokkos --variant boxsum --patch-radius 1 --search-radius 2 --h 0.1
+expect_success "nlm cpu" out.vti "$KORTEX" denoise nlm good.mha out.vti --backend cpu --patch-radius 1 --search-radius 2
+
+expect_error "missing input" out.mha "$KORTEX" denoise bilateral missing.mha out.mha
+expect_error "directory as input" out.mha "$KORTEX" denoise bilateral adir out.mha
+expect_error "garbage nifti" out.mha "$KORTEX" denoise nlm garbage.nii out.mha
+expect_error "truncated image" out.mha "$KORTEX" denoise bilateral truncated.mha out.mha
+expect_error "4D input" out.mha "$KORTEX" denoise bilateral four.mha out.mha
+expect_error "NaN voxel" out.mha "$KORTEX" denoise bilateral nan.mha out.mha
+expect_error "Inf voxel" out.mha "$KORTEX" denoise nlm inf.mha out.mha
+expect_error "zero-size image" out.mha "$KORTEX" denoise bilateral zero.mha out.mha
+expect_error "negative sigma-range" out.mha "$KORTEX" denoise bilateral good.mha out.mha --sigma-range -1
+expect_error "zero sigma-spatial" out.mha "$KORTEX" denoise bilateral good.mha out.mha --sigma-spatial 0
+expect_error "zero h" out.mha "$KORTEX" denoise nlm good.mha out.mha --h 0
+expect_error "negative h" out.mha "$KORTEX" denoise nlm good.mha out.mha --h -0.5
+expect_error "radius larger than image" out.mha "$KORTEX" denoise bilateral good.mha out.mha --radius 20
+expect_error "search radius larger than image" out.mha "$KORTEX" denoise nlm good.mha out.mha --search-radius 13
+# Root ignores directory permissions: /proc is unwritable for everybody.
+expect_error "unwritable output (/proc)" /proc/kortex-cli-test.mha "$KORTEX" denoise bilateral good.mha /proc/kortex-cli-test.mha
+if [ "$(id -u)" != "0" ]; then
+  expect_error "unwritable output dir" ro/out.mha "$KORTEX" denoise bilateral good.mha ro/out.mha
+fi
+expect_error "missing output dir" nodir/out.mha "$KORTEX" denoise bilateral good.mha nodir/out.mha
+expect_error "output is a directory" "" "$KORTEX" denoise bilateral good.mha adir
+expect_error "unknown output extension" out.xyz "$KORTEX" denoise bilateral good.mha out.xyz
+expect_error "unknown option" out.mha "$KORTEX" denoise bilateral good.mha out.mha --radius-typo 3
+expect_error "unknown variant" out.mha "$KORTEX" denoise nlm good.mha out.mha --variant fast
+expect_error "unknown backend" out.mha "$KORTEX" denoise nlm good.mha out.mha --backend gpu
+expect_error "missing arguments" "" "$KORTEX" denoise nlm good.mha
+expect_error "unknown subcommand" "" "$KORTEX" frobnicate
+expect_error "validate json to missing dir" nodir/v.json "$KORTEX" validate --quick --json nodir/v.json
+
+# Real data: a 4D-free IXI volume through the whole chain; a truncated copy must fail cleanly.
+if [ -n "$DATA" ] && [ -f "$DATA/mri/ixi_2mm/IXI012-HH-1211-T1_ds.nii.gz" ]; then
+  ixi="$DATA/mri/ixi_2mm/IXI012-HH-1211-T1_ds.nii.gz"
+  expect_success "ixi nlm 3d" ixi_out.nii.gz "$KORTEX" denoise nlm "$ixi" ixi_out.nii.gz --patch-radius 1 --search-radius 2 --h 40
+  head -c 20000 "$ixi" > truncated.nii.gz
+  expect_error "truncated nifti.gz" out.nii "$KORTEX" denoise nlm truncated.nii.gz out.nii
+  gzip -dc "$ixi" | head -c 100000 > truncated.nii
+  expect_error "truncated nifti" out.nii "$KORTEX" denoise bilateral truncated.nii out.nii
+fi
+chmod 755 ro
+
+echo "$passes passed, $fails failed"
+[ "$fails" -eq 0 ]
