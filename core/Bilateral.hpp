@@ -6,7 +6,8 @@
 // |o| is measured in voxel units (index space; voxel spacing does not enter). Samples outside
 // the image follow the clamp rule of core/Boundary.hpp. sigma_r = +inf is allowed and gives a
 // pure (truncated, normalised) Gaussian blur. The centre tap has weight exactly 1.
-// The spatial factor may be tabulated (ScratchTiled precomputes it into a LUT); the range
+// The spatial factor may be tabulated (ScratchTiled precomputes per-axis factors into a LUT:
+// exp(-dx^2 k) * exp(-(dy^2+dz^2) k), within 2 ulp of the single exp); the range
 // factor is always evaluated exactly with exp (no range LUT).
 #pragma once
 

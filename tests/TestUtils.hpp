@@ -49,7 +49,7 @@ inline bool requireData(std::string const& sub) {
 
 template <class Space>
 ImageView<typename Space::memory_space> toSpace(HostImage const& h, const char* label) {
-  ImageView<typename Space::memory_space> d(label, h.data.extent(0), h.data.extent(1),
+  ImageView<typename Space::memory_space> d(std::string(label), h.data.extent(0), h.data.extent(1),
                                             h.data.extent(2));
   Kokkos::deep_copy(d, h.data);
   return d;
