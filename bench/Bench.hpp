@@ -1,0 +1,117 @@
+// CT benchmark behind `kortex bench ct [--quick|--tiny] [--json FILE] [--markdown FILE]`:
+// the paper's Table I (bilateral) and Table II (NLM, patch 7x7) at 256^2 / 512^2 / 1024^2 with
+// windows 7 / 11 / 17, and the same windows in 3D at 64^3 / 128^3 / 256^3 (NLM 3D with patch
+// 5^3 and 7^3), for every Kokkos variant (Naive, ScratchTiled, and BoxSum for NLM) on the
+// default Kokkos execution space, beside the paper's straightforward / optimized numbers and
+// the ratios paper / ours; the CPU reference (Eigen + OpenMP) at 1 thread and at all threads;
+// host <-> device transfer times; throughput; the targets; and, when given a JSON from
+// bench/peers/run_peers.py, the peers (OpenCV, scikit-image, PyTorch) side by side.
+//
+// Method (every printed number except the paper's and the targets is measured in this run):
+//   - input: the Shepp-Logan phantom (core/Phantom.hpp) + Gaussian noise at SNR 25, with the
+//     parameters of the quality study (validation/Quality.hpp: BF sigma_s = r/2,
+//     sigma_r = 2 sigma_n; NLM h = sigma_n);
+//   - device: data resident on the device, kernel time only: exec.fence() before and after each
+//     run, warm-up first, median of the repetitions (core/Timing.hpp); successive runs rotate
+//     over enough input/output buffer pairs to exceed twice the last-level cache (GPU L2 from
+//     the device; 32 MiB assumed for host spaces), so small images do not just measure cache;
+//   - every measured implementation's output is checked once after timing: finite and inside
+//     [min(input), max(input)] (both filters are convex combinations of input voxels);
+//   - costs are estimated from the measured rate of the same implementation on a smaller case
+//     (or a small probe run), and a case whose estimate exceeds the mode's budget is reported
+//     as "skipped (est. N s)" - never filled in - or run once with no repetition when it fits
+//     the single-run budget (marked "1 run");
+//   - throughput: GB/s = (input + output bytes) / time, the minimum traffic; Gtaps/s = voxels x
+//     window taps (bilateral) or voxels x search offsets (NLM: one weight, one exp each) / time.
+#pragma once
+
+#include <Kokkos_Core.hpp>
+#include <nlohmann/json.hpp>
+
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "core/Bilateral.hpp"
+#include "core/Image.hpp"
+#include "core/Nlm.hpp"
+
+namespace kortex::bench {
+
+struct CtBenchOptions {
+  bool quick = false;   // smaller budgets (minutes on a CPU-only machine)
+  bool tiny = false;    // 64^2 and 16^3, 1-2 repetitions: the ctest smoke test (seconds)
+  std::string jsonPath;      // write JSON here (atomic); empty: none
+  std::string markdownPath;  // write Markdown here (atomic); empty: none
+  std::string peersJsonPath; // optional: output of bench/peers/run_peers.py to merge
+  std::ostream* progress = nullptr;  // live progress lines, when set
+  // Overrides of the mode's budgets (seconds; <= 0: the mode's default).
+  double deviceCaseBudgetS = 0.0;
+  double cpuCaseBudgetS = 0.0;
+  double totalBudgetS = 0.0;
+};
+
+struct CtBenchReport {
+  bool ok = false;           // every measured output passed its sanity check, nothing threw
+  double wallSeconds = 0.0;
+  int measured = 0, skipped = 0, failed = 0;
+  nlohmann::json json;
+  std::string markdown;      // the full report (tables); also what the CLI prints
+};
+
+// Runs the benchmark and writes the requested files (checked for writability before running).
+// Throws IoError for an unwritable output path or unreadable peers JSON.
+CtBenchReport runCtBench(CtBenchOptions const& opt);
+
+// "bench/results/ct_<device>" (device name made file-name safe): the stem under which GPU
+// results are committed (add ".json" / ".md").
+std::string defaultResultStem();
+
+// ---- shared by Bench.cpp, BenchBilateral.cpp, BenchNlm.cpp --------------------------------
+namespace detail {
+
+using DeviceExec = Kokkos::DefaultExecutionSpace;
+using DeviceMem = DeviceExec::memory_space;
+
+enum class Algo { Bilateral, Nlm };
+
+struct RowSpec {
+  Algo algo = Algo::Bilateral;
+  int dim = 2;
+  Index n = 256;           // n^dim voxels
+  int window = 7;          // 2r+1 (BF) or 2R+1 (NLM)
+  int patchRadius = -1;    // NLM only
+  double noiseSigma = 0.0; // filled in once the input exists
+  BilateralParams bilateral;
+  NlmParams nlm;
+
+  Index voxels() const { return dim == 2 ? n * n : n * n * n; }
+  long long taps() const;  // window^dim: BF taps / NLM search offsets per voxel
+  std::string label() const;  // "NLM 3D 256^3 patch 5 window 11"
+};
+
+// bilateral (BenchBilateral.cpp)
+std::vector<RowSpec> bilateralRows(bool tiny);
+void setBilateralParams(RowSpec& row);  // from window + noiseSigma
+std::vector<std::string> bilateralVariants();  // "Naive", "ScratchTiled"
+void launchBilateral(DeviceExec const& exec, ConstImageView<DeviceMem> in, ImageView<DeviceMem> out,
+                     RowSpec const& row, int variant);
+void referenceBilateral(ConstImageView<Kokkos::HostSpace> in, ImageView<Kokkos::HostSpace> out,
+                        RowSpec const& row);
+// Work units for the cost model: voxels x taps (every implementation).
+double bilateralUnits(RowSpec const& row, int variant);
+
+// NLM (BenchNlm.cpp)
+std::vector<RowSpec> nlmRows(bool tiny);
+void setNlmParams(RowSpec& row);
+std::vector<std::string> nlmVariants();  // "Naive", "ScratchTiled", "BoxSum"
+void launchNlm(DeviceExec const& exec, ConstImageView<DeviceMem> in, ImageView<DeviceMem> out,
+               RowSpec const& row, int variant);
+void referenceNlm(ConstImageView<Kokkos::HostSpace> in, ImageView<Kokkos::HostSpace> out,
+                  RowSpec const& row);
+// Work units: voxels x offsets x patch (Naive, ScratchTiled: cost grows with the patch),
+// voxels x offsets (BoxSum and the box-sum CPU reference; variant -1).
+double nlmUnits(RowSpec const& row, int variant);
+
+}  // namespace detail
+}  // namespace kortex::bench

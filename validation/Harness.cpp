@@ -1,0 +1,326 @@
+#include "validation/Harness.hpp"
+
+#include <Kokkos_Core.hpp>
+#include <omp.h>
+
+#include <chrono>
+#include <cmath>
+#include <exception>
+#include <limits>
+#include <sstream>
+
+#include "core/Compat.hpp"
+#include "core/Errors.hpp"
+#include "gpu/Bilateral.hpp"
+#include "gpu/Nlm.hpp"
+#include "reference_cpu/Bilateral.hpp"
+#include "reference_cpu/Nlm.hpp"
+#include "validation/Report.hpp"
+
+namespace kortex::validation {
+
+const char* toString(Algorithm a) {
+  return a == Algorithm::Bilateral ? "bilateral" : "nlm";
+}
+
+int variantCount(Algorithm a) { return a == Algorithm::Bilateral ? 2 : 3; }
+
+namespace {
+
+const char* variantName(Algorithm a, int v) {
+  return a == Algorithm::Bilateral ? toString(static_cast<BilateralVariant>(v))
+                                   : toString(static_cast<NlmVariant>(v));
+}
+
+using Clock = std::chrono::steady_clock;
+
+// Timing after the first (checked) run of `firstMs`: the remaining warm-up runs and the
+// repetitions that fit opt.timeBudgetMs; when not even one more warm-up run and one repetition
+// fit, the first run itself is the single sample (warm-up 0, 1 repetition), so an expensive
+// implementation costs one run, not two.
+template <class Run, class Fence>
+TimingStats timeAfterFirstRun(HarnessOptions const& opt, double firstMs, Run&& run, Fence&& fence) {
+  const int moreWarmup = std::max(0, opt.warmup - 1);
+  if (firstMs * (moreWarmup + 1) > opt.timeBudgetMs) {
+    TimingStats t;
+    t.medianMs = t.minMs = t.maxMs = firstMs;
+    t.samplesMs = {firstMs};
+    t.warmup = 0;
+    t.repetitions = 1;
+    return t;
+  }
+  const int fit = firstMs > 0.0 ? static_cast<int>(opt.timeBudgetMs / firstMs) - moreWarmup : opt.repetitions;
+  const int reps = std::max(1, std::min(opt.repetitions, fit));
+  TimingStats t = timeMedian(run, fence, moreWarmup, reps);
+  t.warmup += 1;  // the checked run
+  return t;
+}
+
+// Sets the OpenMP thread count for the lifetime of the object.
+struct OmpThreads {
+  int saved;
+  explicit OmpThreads(int n) : saved(omp_get_max_threads()) {
+    if (n > 0) omp_set_num_threads(n);
+  }
+  ~OmpThreads() { omp_set_num_threads(saved); }
+};
+
+template <class Exec>
+void launchVariant(Exec const& exec, Case const& c, int v,
+                   ConstImageView<typename Exec::memory_space> in,
+                   ImageView<typename Exec::memory_space> out) {
+  if (c.algorithm == Algorithm::Bilateral) {
+    BilateralParams p = c.bilateral;
+    p.variant = static_cast<BilateralVariant>(v);
+    gpu::bilateral(exec, in, out, p);
+  } else {
+    NlmParams p = c.nlm;
+    p.variant = static_cast<NlmVariant>(v);
+    gpu::nlm(exec, in, out, p);
+  }
+}
+
+template <class Exec>
+void runSpace(Case const& c, HostImage const& reference, HarnessOptions const& opt,
+              double referenceMs, std::vector<VariantResult>& results) {
+  using Mem = typename Exec::memory_space;
+  constexpr bool hostMemory = Kokkos::SpaceAccessibility<Kokkos::HostSpace, Mem>::accessible;
+  Exec exec;
+  const auto& in = c.input.data;
+  ImageView<Mem> din("kortex::validation::input", in.extent(0), in.extent(1), in.extent(2));
+  ImageView<Mem> dout("kortex::validation::output", in.extent(0), in.extent(1), in.extent(2));
+  Kokkos::deep_copy(din, in);
+  HostImage back("kortex::validation::result", c.input.geometry);
+
+  double upMs = -1.0, downMs = -1.0;
+  if (!hostMemory && opt.time) {
+    const int reps = std::max(3, opt.repetitions);
+    upMs = timeMedian([&] { Kokkos::deep_copy(din, in); }, [&] { exec.fence(); }, 1, reps).medianMs;
+    downMs = timeMedian([&] { Kokkos::deep_copy(back.data, dout); }, [&] { exec.fence(); }, 1, reps)
+                 .medianMs;
+  }
+
+  for (int v = 0; v < variantCount(c.algorithm); ++v) {
+    VariantResult r;
+    r.space = kx::spaceName<Exec>();
+    r.variant = variantName(c.algorithm, v);
+    r.concurrency = kx::concurrency(exec);
+    r.uploadMs = upMs;
+    r.downloadMs = downMs;
+    try {
+      // Poison the output so a variant that skips voxels cannot pass on a stale result.
+      Kokkos::deep_copy(dout, std::numeric_limits<float>::quiet_NaN());
+      Kokkos::fence();
+      const auto t0 = Clock::now();
+      launchVariant(exec, c, v, din, dout);
+      exec.fence();
+      const double firstMs = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+      Kokkos::deep_copy(back.data, dout);
+      r.check = checkAgainstReference(back, reference, opt.maxRelativeErrorTolerance);
+      r.ran = true;
+      if (opt.time) {
+        r.timing = timeAfterFirstRun(opt, firstMs, [&] { launchVariant(exec, c, v, din, dout); },
+                                     [&] { exec.fence(); });
+        r.timed = true;
+        r.speedup = r.timing.medianMs > 0.0 ? referenceMs / r.timing.medianMs : 0.0;
+      }
+    } catch (std::exception const& e) {
+      r.ran = false;
+      r.check.pass = false;
+      r.check.message = std::string("threw: ") + e.what();
+    }
+    results.push_back(std::move(r));
+  }
+}
+
+}  // namespace
+
+std::vector<std::string> enabledExecutionSpaces() {
+  std::vector<std::string> s;
+#ifdef KOKKOS_ENABLE_SERIAL
+  s.push_back(Kokkos::Serial::name());
+#endif
+#ifdef KOKKOS_ENABLE_OPENMP
+  s.push_back(Kokkos::OpenMP::name());
+#endif
+#ifdef KOKKOS_ENABLE_THREADS
+  s.push_back(Kokkos::Threads::name());
+#endif
+#ifdef KOKKOS_ENABLE_CUDA
+  s.push_back(Kokkos::Cuda::name());
+#endif
+  return s;
+}
+
+Check checkAgainstReference(HostImage const& output, HostImage const& reference, double tol) {
+  Check c;
+  for (int r = 0; r < 3; ++r)
+    if (output.data.extent(r) != reference.data.extent(r)) {
+      c.pass = false;
+      c.message = "output extents differ from the reference";
+      c.errors.maxAbs = c.errors.maxRel = c.errors.rmse = std::numeric_limits<double>::infinity();
+      return c;
+    }
+  c.errors = compare(output, reference);
+  if (c.errors.nonFinite > 0) {
+    c.pass = false;
+    c.message = std::to_string(c.errors.nonFinite) + " non-finite voxel(s) in the output";
+  } else if (!(c.errors.maxRel <= tol)) {
+    c.pass = false;
+    c.message = "max relative error " + fmtSci(c.errors.maxRel) + " > tolerance " + fmtSci(tol);
+  } else {
+    c.pass = true;
+  }
+  return c;
+}
+
+std::string describeParams(BilateralParams const& p) {
+  std::ostringstream os;
+  os << "r=" << p.radius << " (window " << 2 * p.radius + 1 << ") sigma_s=" << fmt(p.sigmaSpatial)
+     << " sigma_r=" << fmt(p.sigmaRange);
+  return os.str();
+}
+
+std::string describeParams(NlmParams const& p) {
+  std::ostringstream os;
+  os << "patch r=" << p.patchRadius << " (" << 2 * p.patchRadius + 1 << ") search R="
+     << p.searchRadius << " (" << 2 * p.searchRadius + 1 << ") h=" << fmt(p.h);
+  return os.str();
+}
+
+CaseResult runCase(Case const& c, HarnessOptions const& opt) {
+  const auto wall0 = Clock::now();
+  CaseResult res;
+  res.name = c.name;
+  res.algorithm = c.algorithm;
+  res.inputDescription = c.inputDescription;
+  res.geometry = c.input.geometry;
+  res.tolerance = opt.maxRelativeErrorTolerance;
+  res.params = c.algorithm == Algorithm::Bilateral ? describeParams(c.bilateral)
+                                                   : describeParams(c.nlm);
+  if (c.input.data.size() == 0) throw InvalidArgument("validation case '" + c.name + "': empty input");
+  if (c.algorithm == Algorithm::Bilateral)
+    c.bilateral.validateFor(c.input.geometry);
+  else
+    c.nlm.validateFor(c.input.geometry);
+
+  HostImage reference("kortex::validation::reference", c.input.geometry);
+  {
+    OmpThreads threads(opt.referenceThreads);
+    res.referenceThreads = omp_get_max_threads();
+    auto runRef = [&] {
+      if (c.algorithm == Algorithm::Bilateral)
+        ref::bilateral(c.input.data, reference.data, c.bilateral);
+      else
+        ref::nlm(c.input.data, reference.data, c.nlm);
+    };
+    const auto t0 = Clock::now();
+    runRef();  // produces the reference output; counts as the first warm-up run
+    const double firstMs = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+    if (opt.time) {
+      res.reference = timeAfterFirstRun(opt, firstMs, runRef, [] {});
+      res.referenceTimed = true;
+    }
+  }
+  const double refMs = res.reference.medianMs;
+
+#ifdef KOKKOS_ENABLE_SERIAL
+  runSpace<Kokkos::Serial>(c, reference, opt, refMs, res.variants);
+#endif
+#ifdef KOKKOS_ENABLE_OPENMP
+  runSpace<Kokkos::OpenMP>(c, reference, opt, refMs, res.variants);
+#endif
+#ifdef KOKKOS_ENABLE_THREADS
+  runSpace<Kokkos::Threads>(c, reference, opt, refMs, res.variants);
+#endif
+#ifdef KOKKOS_ENABLE_CUDA
+  runSpace<Kokkos::Cuda>(c, reference, opt, refMs, res.variants);
+#endif
+
+  res.pass = !res.variants.empty();
+  for (auto const& v : res.variants) res.pass = res.pass && v.ran && v.check.pass;
+  res.wallMs = std::chrono::duration<double, std::milli>(Clock::now() - wall0).count();
+  return res;
+}
+
+nlohmann::json toJson(ErrorStats const& e) {
+  auto num = [](double v) -> nlohmann::json {
+    if (std::isfinite(v)) return v;
+    return std::isnan(v) ? "nan" : (v > 0 ? "inf" : "-inf");
+  };
+  return {{"max_abs", num(e.maxAbs)},       {"max_rel", num(e.maxRel)},
+          {"rmse", num(e.rmse)},            {"psnr_db", num(e.psnr)},
+          {"psnr_data_range", e.dataRange}, {"reference_peak", e.refPeak},
+          {"non_finite", e.nonFinite}};
+}
+
+nlohmann::json toJson(TimingStats const& t) {
+  return {{"median_ms", t.medianMs}, {"min_ms", t.minMs},   {"max_ms", t.maxMs},
+          {"warmup", t.warmup},      {"repetitions", t.repetitions}, {"samples_ms", t.samplesMs}};
+}
+
+nlohmann::json toJson(CaseResult const& r) {
+  nlohmann::json j;
+  j["name"] = r.name;
+  j["algorithm"] = toString(r.algorithm);
+  j["params"] = r.params;
+  j["input"] = r.inputDescription;
+  j["size"] = {r.geometry.nx(), r.geometry.ny(), r.geometry.nz()};
+  j["dimension"] = r.geometry.dimension;
+  j["tolerance_max_rel"] = r.tolerance;
+  j["pass"] = r.pass;
+  j["wall_ms"] = r.wallMs;
+  j["reference"] = {{"implementation", "reference_cpu (Eigen + OpenMP)"},
+                    {"threads", r.referenceThreads}};
+  if (r.referenceTimed) j["reference"]["timing"] = toJson(r.reference);
+  j["variants"] = nlohmann::json::array();
+  for (auto const& v : r.variants) {
+    nlohmann::json jv;
+    jv["space"] = v.space;
+    jv["variant"] = v.variant;
+    jv["concurrency"] = v.concurrency;
+    jv["ran"] = v.ran;
+    jv["pass"] = v.check.pass;
+    if (!v.check.message.empty()) jv["message"] = v.check.message;
+    if (v.ran) jv["errors"] = toJson(v.check.errors);
+    if (v.timed) {
+      jv["timing"] = toJson(v.timing);
+      jv["speedup_vs_reference"] = v.speedup;
+    }
+    if (v.uploadMs >= 0.0) {
+      jv["transfer_ms"] = {{"upload", v.uploadMs}, {"download", v.downloadMs},
+                           {"total", v.uploadMs + v.downloadMs}};
+    } else {
+      jv["transfer_ms"] = nullptr;  // host memory: no transfer needed
+    }
+    j["variants"].push_back(jv);
+  }
+  return j;
+}
+
+std::string toMarkdown(std::vector<CaseResult> const& results) {
+  std::ostringstream os;
+  os << "| case | params | implementation | max abs | max rel | RMSE | PSNR (dB) | median ms | "
+        "speedup | transfer ms (up+down) | result |\n"
+     << "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---|\n";
+  for (auto const& r : results) {
+    os << "| " << r.name << " | " << r.params << " | CPU reference (OpenMP, " << r.referenceThreads
+       << " threads) | | | | | " << (r.referenceTimed ? fmtMs(r.reference.medianMs) : "-")
+       << " | 1 | | reference |\n";
+    for (auto const& v : r.variants) {
+      os << "| | | " << v.variant << " on " << v.space << " (" << v.concurrency << ") | ";
+      if (v.ran)
+        os << fmtSci(v.check.errors.maxAbs) << " | " << fmtSci(v.check.errors.maxRel) << " | "
+           << fmtSci(v.check.errors.rmse) << " | " << fmt(v.check.errors.psnr, 4) << " | ";
+      else
+        os << "- | - | - | - | ";
+      os << (v.timed ? fmtMs(v.timing.medianMs) : "-") << " | "
+         << (v.timed ? fmt(v.speedup, 3) : "-") << " | "
+         << (v.uploadMs >= 0.0 ? fmtMs(v.uploadMs) + "+" + fmtMs(v.downloadMs) : "n/a (host)")
+         << " | " << (v.check.pass ? "pass" : "**FAIL**: " + v.check.message) << " |\n";
+    }
+  }
+  return os.str();
+}
+
+}  // namespace kortex::validation

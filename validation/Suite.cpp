@@ -1,0 +1,267 @@
+#include "validation/Suite.hpp"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <limits>
+#include <sstream>
+
+#include "core/Errors.hpp"
+#include "core/Phantom.hpp"
+#include "validation/Report.hpp"
+
+namespace kortex::validation {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// Sub-image [x0, x0+nx) x [y0, y0+ny) x [z0, z0+nz) (sizes are clipped to the image).
+HostImage crop(HostImage const& img, Index x0, Index y0, Index z0, Index nx, Index ny, Index nz) {
+  nx = std::min(nx, img.geometry.nx() - x0);
+  ny = std::min(ny, img.geometry.ny() - y0);
+  nz = std::min(nz, img.geometry.nz() - z0);
+  HostImage out("kortex::validation::crop", Geometry::fromSize(nx, ny, nz));
+  for (Index k = 0; k < nz; ++k)
+    for (Index j = 0; j < ny; ++j)
+      for (Index i = 0; i < nx; ++i) out.data(k, j, i) = img.data(k + z0, j + y0, i + x0);
+  return out;
+}
+
+std::string sizeString(Geometry const& g) {
+  std::ostringstream os;
+  os << g.nx() << "x" << g.ny();
+  if (g.dimension == 3) os << "x" << g.nz();
+  return os.str();
+}
+
+struct Input {
+  std::string tag;          // "shepp-logan", "random", "structured", "head-ct"
+  std::string description;  // for the report
+  HostImage image;
+  double scale = 1.0;       // typical intensity scale for sigma_r / h
+};
+
+Case bilateralCase(Input const& in, int r, float sigmaS, float sigmaR) {
+  Case c;
+  c.algorithm = Algorithm::Bilateral;
+  c.bilateral.radius = r;
+  c.bilateral.sigmaSpatial = sigmaS;
+  c.bilateral.sigmaRange = sigmaR;
+  c.input = in.image;
+  c.inputDescription = in.description;
+  c.name = "bilateral " + std::to_string(in.image.dimension()) + "D " + in.tag + " " +
+           sizeString(in.image.geometry) + " r=" + std::to_string(r);
+  return c;
+}
+
+Case nlmCase(Input const& in, int patch, int search, float h) {
+  Case c;
+  c.algorithm = Algorithm::Nlm;
+  c.nlm.patchRadius = patch;
+  c.nlm.searchRadius = search;
+  c.nlm.h = h;
+  c.input = in.image;
+  c.inputDescription = in.description;
+  c.name = "nlm " + std::to_string(in.image.dimension()) + "D " + in.tag + " " +
+           sizeString(in.image.geometry) + " p=" + std::to_string(patch) +
+           " R=" + std::to_string(search);
+  return c;
+}
+
+Input noisyPhantom(HostImage clean, std::string const& what, std::uint64_t seed) {
+  Input in;
+  in.tag = "shepp-logan";
+  const double sigma = noiseSigmaForSnr(clean, kQualitySnr);
+  in.image = addGaussianNoise(clean, sigma, seed);
+  in.description = what + " + Gaussian noise (SNR 25, sigma " + fmt(sigma, 3) + ")";
+  in.scale = sigma;
+  return in;
+}
+
+}  // namespace
+
+std::vector<Case> validationCases(bool quick, std::string const& dataDir,
+                                  std::vector<std::string>* notes) {
+  std::vector<Case> cases;
+  const float inf = std::numeric_limits<float>::infinity();
+
+  // --- 2D inputs (sizes are odd / prime-ish: never a multiple of any tile) ---
+  const Index p2 = quick ? 101 : 269;
+  Input phantom2 = noisyPhantom(crop(sheppLogan2D(p2), 2, 9, 0, quick ? 97 : 263, quick ? 83 : 241, 1),
+                                "Shepp-Logan 2D (cropped)", 11);
+  Input random2{"random", "uniform random [0,1)",
+                randomImage(quick ? Geometry::make2D(61, 53) : Geometry::make2D(201, 187), 7), 1.0};
+  Input struct2{"structured", "7-voxel blocks + ramp",
+                structuredImage(quick ? Geometry::make2D(83, 47) : Geometry::make2D(157, 149), 5), 1.0};
+  // --- 3D inputs ---
+  // Full-mode 3D sizes are chosen so that the naive NLM (cost ~ voxels x window^3 x patch^3)
+  // stays within a few seconds on one core: the Serial space runs every variant too.
+  Input phantom3 = noisyPhantom(
+      crop(sheppLogan3D(quick ? 25 : 49), 1, 2, 1, quick ? 23 : 47, quick ? 21 : 45, quick ? 19 : 43),
+      "Shepp-Logan 3D (cropped)", 13);
+  Input phantom3s = quick ? phantom3
+                          : noisyPhantom(crop(sheppLogan3D(39), 1, 2, 1, 37, 35, 33),
+                                         "Shepp-Logan 3D (cropped)", 14);
+  Input random3{"random", "uniform random [0,1)",
+                randomImage(quick ? Geometry::make3D(19, 17, 13) : Geometry::make3D(41, 37, 31), 17), 1.0};
+  Input struct3{"structured", "7-voxel blocks + ramp",
+                structuredImage(quick ? Geometry::make3D(21, 15, 11) : Geometry::make3D(33, 29, 27), 19),
+                1.0};
+  const float s2 = static_cast<float>(phantom2.scale), s3 = static_cast<float>(phantom3.scale);
+
+  // Bilateral: sigma_r = 2 sigma_n on the noisy phantoms (edge-preserving regime), finite and
+  // infinite sigma_r on the others (the latter is the Gaussian-blur limit).
+  for (int r : quick ? std::vector<int>{1, 3, 5} : std::vector<int>{3, 5, 8})
+    cases.push_back(bilateralCase(phantom2, r, std::max(0.5f, 0.5f * r), 2.0f * s2));
+  cases.push_back(bilateralCase(random2, quick ? 3 : 5, 2.0f, 0.2f));
+  cases.push_back(bilateralCase(struct2, quick ? 5 : 8, 3.0f, inf));
+  for (int r : quick ? std::vector<int>{1, 2} : std::vector<int>{1, 3, 5})
+    cases.push_back(bilateralCase(phantom3, r, std::max(0.5f, 0.5f * r), 2.0f * s3));
+  cases.push_back(bilateralCase(random3, 2, 1.5f, 0.2f));
+  cases.push_back(bilateralCase(struct3, 3, 2.0f, quick ? 0.1f : inf));
+
+  // NLM: h = sigma_n on the noisy phantoms; h comparable to the contrast on the others.
+  for (auto pr : quick ? std::vector<std::pair<int, int>>{{1, 3}, {3, 5}}
+                       : std::vector<std::pair<int, int>>{{3, 3}, {3, 5}, {3, 8}, {2, 5}})
+    cases.push_back(nlmCase(phantom2, pr.first, pr.second, s2));
+  cases.push_back(nlmCase(random2, 2, 4, 0.3f));
+  cases.push_back(nlmCase(struct2, 3, 8, 0.1f));
+  const float s3s = static_cast<float>(phantom3s.scale);
+  for (auto pr : quick ? std::vector<std::pair<int, int>>{{1, 2}}
+                       : std::vector<std::pair<int, int>>{{1, 3}, {2, 3}})
+    cases.push_back(nlmCase(phantom3s, pr.first, pr.second, s3s));
+  cases.push_back(nlmCase(random3, 1, 3, 0.3f));
+  cases.push_back(nlmCase(struct3, 2, 3, 0.1f));
+  if (!quick) {
+    // Larger windows and patches on smaller volumes (the naive cost grows with both).
+    cases.push_back(nlmCase(Input{"structured", "7-voxel blocks + ramp",
+                                  structuredImage(Geometry::make3D(25, 23, 21), 23), 1.0},
+                            2, 5, 0.1f));
+    cases.push_back(nlmCase(Input{"structured", "7-voxel blocks + ramp",
+                                  structuredImage(Geometry::make3D(21, 19, 17), 29), 1.0},
+                            3, 5, 0.1f));
+  }
+
+  // Real head CT slice (HU, no added noise: the scan's own noise), when data is given.
+  if (!dataDir.empty()) {
+    const fs::path slice = fs::path(dataDir) / "ct" / "head_ge" / "01.dcm";
+    if (!qualityHasImageIo()) {
+      if (notes) notes->push_back("head CT cases skipped: Kortex was built without image I/O (VTK)");
+    } else if (!fs::exists(slice)) {
+      if (notes) notes->push_back("head CT cases skipped: " + slice.string() + " not found");
+    } else {
+      HostImage hu = qualityReadImage(slice.string());
+      if (quick) {
+        const Index nx = 157, ny = 131;
+        hu = crop(hu, (hu.geometry.nx() - nx) / 2, (hu.geometry.ny() - ny) / 2, 0, nx, ny, 1);
+      }
+      Input ct{"head-ct", "head CT slice " + slice.filename().string() + " (HU)", hu, 1.0};
+      // sigma_r = 50 HU and h = 25 HU: a few times the scan's own noise level (~10-20 HU).
+      cases.push_back(bilateralCase(ct, quick ? 3 : 5, 2.0f, 50.0f));
+      cases.push_back(nlmCase(ct, 3, quick ? 3 : 5, 25.0f));
+    }
+  }
+  return cases;
+}
+
+SuiteReport runValidationSuite(SuiteOptions const& opt) {
+  const auto t0 = std::chrono::steady_clock::now();
+  if (!opt.dataDir.empty() && !fs::is_directory(opt.dataDir))
+    throw IoError("data folder '" + opt.dataDir + "' does not exist or is not a folder");
+  SuiteReport rep;
+  rep.quick = opt.quick;
+  rep.environment = environmentJson(true);
+
+  HarnessOptions ho;
+  ho.time = opt.timing;
+  ho.warmup = 1;
+  ho.repetitions = opt.quick ? 3 : 7;
+  ho.timeBudgetMs = opt.quick ? 500.0 : 1500.0;
+
+  const auto cases = validationCases(opt.quick, opt.dataDir, &rep.notes);
+  for (auto const& c : cases) {
+    CaseResult r = runCase(c, ho);
+    if (opt.progress) {
+      *opt.progress << (r.pass ? "  pass  " : "  FAIL  ") << r.name << "  (" << r.params << ")";
+      double worst = 0.0;
+      for (auto const& v : r.variants) worst = std::max(worst, v.ran ? v.check.errors.maxRel : INFINITY);
+      *opt.progress << "  worst max-rel " << fmtSci(worst) << "\n";
+      opt.progress->flush();
+    }
+    (r.pass ? rep.casesPassed : rep.casesFailed)++;
+    rep.cases.push_back(std::move(r));
+  }
+
+  bool qualityPass = true;
+  if (opt.qualityStudy) {
+    QualityStudyOptions qo;
+    qo.quick = opt.quick;
+    qo.dataDir = opt.dataDir;
+    qo.quality.montageDir = opt.montageDir;
+    rep.quality = runQualityStudy(qo, &rep.notes);
+    for (auto const& q : rep.quality) {
+      qualityPass = qualityPass && q.pass;
+      if (opt.progress) {
+        *opt.progress << (q.pass ? "  pass  " : "  FAIL  ") << "quality " << q.name << ": noisy PSNR "
+                      << fmt(q.psnrNoisy, 4) << " dB ->";
+        for (auto const& f : q.filters)
+          *opt.progress << " " << (f.filter == "bilateral" ? "BF" : "NLM") << f.window << " "
+                        << fmt(f.psnr, 4);
+        *opt.progress << "\n";
+        opt.progress->flush();
+      }
+    }
+  }
+  rep.pass = rep.casesFailed == 0 && !rep.cases.empty() && qualityPass;
+  rep.wallSeconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return rep;
+}
+
+nlohmann::json toJson(SuiteReport const& r) {
+  nlohmann::json j;
+  j["kind"] = "kortex-validation";
+  j["pass"] = r.pass;
+  j["quick"] = r.quick;
+  j["wall_seconds"] = r.wallSeconds;
+  j["environment"] = r.environment;
+  j["tolerance"] = {{"max_relative_error", kMaxRelativeErrorTolerance},
+                    {"definition", "max|kokkos - reference| / max|reference|"}};
+  j["cases_passed"] = r.casesPassed;
+  j["cases_failed"] = r.casesFailed;
+  j["cases"] = nlohmann::json::array();
+  for (auto const& c : r.cases) j["cases"].push_back(toJson(c));
+  j["quality"] = nlohmann::json::array();
+  for (auto const& q : r.quality) j["quality"].push_back(toJson(q));
+  j["notes"] = r.notes;
+  return j;
+}
+
+std::string toMarkdown(SuiteReport const& r) {
+  std::ostringstream os;
+  os << "# Kortex validation report" << (r.quick ? " (quick)" : "") << "\n\n"
+     << environmentMarkdown() << "\n"
+     << "## CPU reference vs Kokkos variants\n\n"
+     << "Tolerance: max relative error (max|kokkos - reference| / max|reference|) <= "
+     << fmtSci(kMaxRelativeErrorTolerance)
+     << ". PSNR against the reference with L = max - min of the reference output. Times: median "
+        "of the stated repetitions after warm-up, fenced; Kokkos times are the kernel alone "
+        "(data resident), transfers (upload + download of one image) listed separately; "
+        "speedup = reference median / variant median.\n\n"
+     << toMarkdown(r.cases) << "\n"
+     << r.casesPassed << " case(s) passed, " << r.casesFailed << " failed.\n\n";
+  if (!r.quality.empty()) os << "## Quality (SNR 25)\n\n" << toMarkdown(r.quality) << "\n";
+  if (!r.notes.empty()) {
+    os << "## Notes\n\n";
+    for (auto const& n : r.notes) os << "- " << n << "\n";
+    os << "\n";
+  }
+  os << "**Result: " << (r.pass ? "PASS" : "FAIL") << "** (" << fmt(r.wallSeconds, 3) << " s)\n";
+  return os.str();
+}
+
+}  // namespace kortex::validation

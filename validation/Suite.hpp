@@ -1,0 +1,54 @@
+// The validation suite behind `kortex validate [--quick] [--data DIR] [--json FILE]` and the
+// validation part of `kortex reproduce`:
+//   1. correctness + speed: the harness (validation/Harness.hpp) on embedded phantoms -
+//      Shepp-Logan 2D/3D with SNR-25 noise, uniform random, structured blocks - whose sizes are
+//      not multiples of any tile, for both filters, 2D and 3D, several radii; with a data folder
+//      also on a real head CT slice (HU). Every Kokkos variant on every enabled execution space
+//      must stay within kMaxRelativeErrorTolerance of the CPU reference.
+//   2. quality: the SNR-25 study (validation/Quality.hpp); both filters must raise the PSNR.
+// quick: small sizes, seconds on 2 CPU cores; full: bigger images and radii (minutes there).
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "validation/Harness.hpp"
+#include "validation/Quality.hpp"
+
+namespace kortex::validation {
+
+struct SuiteOptions {
+  bool quick = false;
+  std::string dataDir;        // empty: embedded phantoms only
+  std::string montageDir;     // quality montages (PNG); empty: none
+  bool qualityStudy = true;   // run part 2
+  bool timing = true;         // time reference and variants (false: correctness only)
+  std::ostream* progress = nullptr;  // one line per finished case, when set
+};
+
+struct SuiteReport {
+  bool pass = false;          // every harness case and every quality image passed
+  bool quick = false;
+  double wallSeconds = 0.0;
+  int casesPassed = 0, casesFailed = 0;
+  std::vector<CaseResult> cases;
+  std::vector<QualityImageResult> quality;
+  std::vector<std::string> notes;  // inputs that were skipped, and why
+  nlohmann::json environment;      // validation/Report.hpp environmentJson()
+};
+
+// Builds the case list of part 1 (exposed for tests and for `--list`-style use).
+std::vector<Case> validationCases(bool quick, std::string const& dataDir = {},
+                                  std::vector<std::string>* notes = nullptr);
+
+// Runs the suite; throws only for unusable options (e.g. a data folder that does not exist).
+SuiteReport runValidationSuite(SuiteOptions const& opt);
+
+nlohmann::json toJson(SuiteReport const& r);
+// Readable report: environment, tolerance, the harness table, the quality table, verdict.
+std::string toMarkdown(SuiteReport const& r);
+
+}  // namespace kortex::validation
