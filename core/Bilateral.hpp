@@ -40,36 +40,40 @@ struct BilateralParams {
   void validateFor(Geometry const& g) const;
 };
 
-// Coefficients precomputed once per call: exp arguments are products, not divisions.
+// Coefficients precomputed once per call, with log2(e) folded in: every factor is evaluated as
+// exp2(d2 * coeff) == exp(-d2 / (2 sigma^2)) (within 2 ulp; exp2 is a single special-function
+// instruction on GPUs, while exp adds a range reduction).
 struct BilateralCoeffs {
-  float negInvTwoSigmaS2;  // -1 / (2 sigma_s^2)
-  float negInvTwoSigmaR2;  // -1 / (2 sigma_r^2), 0 for sigma_r = inf
+  float spatialLog2Coeff;  // -log2(e) / (2 sigma_s^2)
+  float rangeLog2Coeff;    // -log2(e) / (2 sigma_r^2), 0 for sigma_r = inf
 };
+
+inline constexpr double kLog2e = 1.4426950408889634074;
 
 inline BilateralCoeffs bilateralCoeffs(BilateralParams const& p) {
   BilateralCoeffs c;
-  c.negInvTwoSigmaS2 = -1.0f / (2.0f * p.sigmaSpatial * p.sigmaSpatial);
-  c.negInvTwoSigmaR2 = (p.sigmaRange == std::numeric_limits<float>::infinity())
-                           ? 0.0f
-                           : -1.0f / (2.0f * p.sigmaRange * p.sigmaRange);
+  const double ss = p.sigmaSpatial, sr = p.sigmaRange;
+  c.spatialLog2Coeff = static_cast<float>(-kLog2e / (2.0 * ss * ss));
+  c.rangeLog2Coeff = (p.sigmaRange == std::numeric_limits<float>::infinity())
+                         ? 0.0f
+                         : static_cast<float>(-kLog2e / (2.0 * sr * sr));
   return c;
 }
 
 // Spatial factor for a squared offset length |o|^2 (integer).
-KOKKOS_INLINE_FUNCTION float bilateralSpatialWeight(int dist2, float negInvTwoSigmaS2) {
-  return kx::exp(static_cast<float>(dist2) * negInvTwoSigmaS2);
+KOKKOS_INLINE_FUNCTION float bilateralSpatialWeight(int dist2, float spatialLog2Coeff) {
+  return kx::exp2(static_cast<float>(dist2) * spatialLog2Coeff);
 }
 
-// Range factor for an intensity difference; always computed exactly.
-KOKKOS_INLINE_FUNCTION float bilateralRangeWeight(float diff, float negInvTwoSigmaR2) {
-  return kx::exp(diff * diff * negInvTwoSigmaR2);
+// Range factor for an intensity difference; always computed exactly (no LUT).
+KOKKOS_INLINE_FUNCTION float bilateralRangeWeight(float diff, float rangeLog2Coeff) {
+  return kx::exp2(diff * diff * rangeLog2Coeff);
 }
 
-// Full tap weight without LUT (Naive variant): one exp for both factors would change
-// rounding, so it multiplies the two factors exactly as the definition reads.
+// Full tap weight without LUT (Naive variant): the two factors multiplied, as the definition reads.
 KOKKOS_INLINE_FUNCTION float bilateralWeight(int dist2, float diff, BilateralCoeffs const& c) {
-  return bilateralSpatialWeight(dist2, c.negInvTwoSigmaS2) *
-         bilateralRangeWeight(diff, c.negInvTwoSigmaR2);
+  return bilateralSpatialWeight(dist2, c.spatialLog2Coeff) *
+         bilateralRangeWeight(diff, c.rangeLog2Coeff);
 }
 
 }  // namespace kortex

@@ -334,12 +334,12 @@ struct ScratchTiledFunctor {
     // Spatial factors: lutX[i] for dx = i - r, then lutRow[m] for dz^2 + dy^2 = m.
     Kokkos::parallel_for(Kokkos::TeamThreadRange(team, lutN), [&](const int n) {
       const int d2 = n < diam ? (n - r) * (n - r) : n - diam;
-      lutX[n] = bilateralSpatialWeight(d2, coeffs.negInvTwoSigmaS2);
+      lutX[n] = bilateralSpatialWeight(d2, coeffs.spatialLog2Coeff);
     });
 
     const int rowsOfItems = ty / P;
     const int nWork = tx * rowsOfItems * tz;
-    const float kR = coeffs.negInvTwoSigmaR2;
+    const float kR = coeffs.rangeLog2Coeff;
 
     if (!Stream) {
       // Whole apron, clamp rule applied during the load.
