@@ -46,14 +46,18 @@ inline int patchSize(int patchRadius, int dim) {
   return dim == 2 ? w * w : w * w * w;
 }
 
-// -1 / (|P| h^2)
-inline float nlmNegInvNormalizer(NlmParams const& p, int dim) {
-  return -1.0f / (static_cast<float>(patchSize(p.patchRadius, dim)) * p.h * p.h);
+// -log2(e) / (|P| h^2): log2(e) is folded in so that the weight is one exp2 (a single
+// special-function instruction on GPUs; exp adds a range reduction around it).
+inline float nlmLog2Coefficient(NlmParams const& p, int dim) {
+  const double h = p.h;
+  return static_cast<float>(-1.4426950408889634074 /
+                            (static_cast<double>(patchSize(p.patchRadius, dim)) * h * h));
 }
 
-// Weight from the summed squared patch difference D(x,o).
-KOKKOS_INLINE_FUNCTION float nlmWeight(float patchDistance, float negInvNormalizer) {
-  return kx::exp(patchDistance * negInvNormalizer);
+// Weight exp(-D / (|P| h^2)) from the summed squared patch difference D(x,o), evaluated as
+// exp2(D * log2Coefficient) (within 2 ulp of the exp form).
+KOKKOS_INLINE_FUNCTION float nlmWeight(float patchDistance, float log2Coefficient) {
+  return kx::exp2(patchDistance * log2Coefficient);
 }
 
 KOKKOS_INLINE_FUNCTION float squaredDifference(float a, float b) {

@@ -323,7 +323,7 @@ struct BoxSumKernel {
         }
         KORTEX_NLM_UNROLL
         for (int k = 0; k < K3; ++k) {
-          const float w = b == bCentre ? 1.0f : nlmWeight(D[k], pb.negInvNormalizer);
+          const float w = b == bCentre ? 1.0f : nlmWeight(D[k], pb.log2Coefficient);
           pW[k] += w;
           pWI[k] += w * (wCol[k][wOff] - centre[k]);
         }
@@ -629,7 +629,7 @@ struct BoxSum2DKernel {
         windowSums<W2, W>(v, D);
         KORTEX_NLM_UNROLL
         for (int k = 0; k < K2; ++k) {
-          const float w = b == bCentre ? 1.0f : nlmWeight(D[k], pb.negInvNormalizer);
+          const float w = b == bCentre ? 1.0f : nlmWeight(D[k], pb.log2Coefficient);
           pW[k] += w;
           pWI[k] += w * (wp[k * pitchA + b] - centre[k]);
         }

@@ -1,6 +1,6 @@
 // Kokkos non-local means: pieces shared by the three variants (gpu/NlmNaive.hpp,
 // gpu/NlmScratchTiled.hpp, gpu/NlmBoxSum.hpp). The per-voxel maths (nlmWeight,
-// squaredDifference, nlmNegInvNormalizer) come from core/Nlm.hpp; policies, scratch and tiling
+// squaredDifference, nlmLog2Coefficient) come from core/Nlm.hpp; policies, scratch and tiling
 // live here. Not a public header: include "gpu/Nlm.hpp" to call the filter.
 #pragma once
 
@@ -37,7 +37,7 @@ struct Problem {
   int dim = 2;
   int r = 0, R = 0;    // patch / search radius in x and y
   int rz = 0, Rz = 0;  // the same along z: r and R in 3D, 0 in 2D
-  float negInvNormalizer = -1.0f;
+  float log2Coefficient = -1.0f;
 };
 
 template <class View>
@@ -51,7 +51,7 @@ Problem makeProblem(View const& in, NlmParams const& p) {
   pb.R = p.searchRadius;
   pb.rz = pb.dim == 3 ? p.patchRadius : 0;
   pb.Rz = pb.dim == 3 ? p.searchRadius : 0;
-  pb.negInvNormalizer = nlmNegInvNormalizer(p, pb.dim);
+  pb.log2Coefficient = nlmLog2Coefficient(p, pb.dim);
   return pb;
 }
 

@@ -47,7 +47,7 @@ struct NaiveKernel {
                                          in(sz, sy, clampIndex(x + ox + px, pb.nx)));
               }
             }
-            w = nlmWeight(d, pb.negInvNormalizer);
+            w = nlmWeight(d, pb.log2Coefficient);
           }
           const float v =
               in(clampIndex(z + oz, pb.nz), clampIndex(y + oy, pb.ny), clampIndex(x + ox, pb.nx));

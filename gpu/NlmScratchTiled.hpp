@@ -152,7 +152,7 @@ struct ScratchTiledKernel {
                     const float* s = c + off;
                     for (int px = -r; px <= r; ++px) d += squaredDifference(c[px], s[px]);
                   }
-                w = nlmWeight(d, pb.negInvNormalizer);
+                w = nlmWeight(d, pb.log2Coefficient);
               }
               v = A[base + off];
             } else {
@@ -167,7 +167,7 @@ struct ScratchTiledKernel {
                       d += squaredDifference(c[px], in(sz, sy, clampIndex(x + ox + px, pb.nx)));
                   }
                 }
-                w = nlmWeight(d, pb.negInvNormalizer);
+                w = nlmWeight(d, pb.log2Coefficient);
               }
               v = in(clampIndex(z + oz, pb.nz), clampIndex(y + oy, pb.ny), clampIndex(x + ox, pb.nx));
             }
