@@ -16,6 +16,8 @@
 
 namespace kortex {
 
+const char* gitHash();  // generated at build time (cmake/GitHash.cmake)
+
 Backend parseBackend(std::string const& s) {
   if (s == "auto") return Backend::Auto;
   if (s == "cpu") return Backend::Cpu;
@@ -66,7 +68,7 @@ std::string kokkosConfiguration() {
 BuildInfo buildInfo() {
   BuildInfo b;
   b.kortexVersion = KORTEX_VERSION_STRING;
-  b.gitHash = KORTEX_GIT_HASH;
+  b.gitHash = gitHash();
   b.buildType = KORTEX_BUILD_TYPE;
   b.compiler = KORTEX_CXX_COMPILER;
   b.kokkosVersion = std::to_string(KOKKOS_VERSION / 10000) + "." +
