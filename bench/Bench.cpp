@@ -87,6 +87,9 @@ struct Mode {
   std::string name;
   double devBudget, devSingle, cpuBudget, cpuSingle, total;
   int warmup, minReps, maxRepsDev, maxRepsCpu;
+  // Shares of `total` for the device and the CPU-reference measurements: each phase has its own
+  // cap, so slow device variants cannot starve the CPU columns (or the reverse).
+  double deviceShare = 0.55;
 };
 
 Mode modeFor(CtBenchOptions const& o) {
@@ -216,7 +219,10 @@ class Engine {
  private:
   // ---- cost model ----
   std::string key(std::string const& impl, RowSpec const& r) const {
-    return impl + "|" + (r.algo == Algo::Bilateral ? "bf" : "nlm") + "|" + std::to_string(r.dim);
+    // Window and patch are part of the key: a variant's rate per tap changes with them (e.g. the
+    // tile that fits in scratch), so only a smaller image with the same window predicts a cost.
+    return impl + "|" + (r.algo == Algo::Bilateral ? "bf" : "nlm") + "|" + std::to_string(r.dim) +
+           "|w" + std::to_string(r.window) + "|p" + std::to_string(r.patchRadius);
   }
   double units(RowSpec const& r, int variant) const {
     return r.algo == Algo::Bilateral ? bilateralUnits(r, variant) : nlmUnits(r, variant);
@@ -266,6 +272,20 @@ class Engine {
     }
     return it->second * units(r, variant);
   }
+  double phaseCapS(bool device) const {
+    return mode_.total * (device ? mode_.deviceShare : 1.0 - mode_.deviceShare);
+  }
+  double phaseLeftMs(bool device) const {
+    return (phaseCapS(device) - (device ? spentDeviceS_ : spentCpuS_)) * 1e3;
+  }
+  // Adds the wall time of one measurement (probe included) to its phase.
+  struct PhaseClock {
+    double& spent;
+    Clock::time_point t0 = Clock::now();
+    ~PhaseClock() { spent += std::chrono::duration<double>(Clock::now() - t0).count(); }
+  };
+  double spentDeviceS_ = 0.0, spentCpuS_ = 0.0;
+
   void learn(std::string const& impl, RowSpec const& r, int variant, double ms) {
     if (ms > 0.0) rate_[key(impl, r)] = ms / units(r, variant);
   }
@@ -274,18 +294,20 @@ class Engine {
   // estimate exceeds the single-run budget or the time left; unknown estimates (< 0) run.
   bool plan(Measurement& m, double estMs, bool device) {
     const double single = (device ? mode_.devSingle : mode_.cpuSingle) * 1e3;
-    const double left = mode_.total * 1e3 - secondsSince(t0_) * 1e3;
+    const double left = phaseLeftMs(device);
     m.estimateS = estMs >= 0.0 ? estMs * 1e-3 : -1.0;
     if (left <= 0.0) {
       m.status = "skipped";
-      m.note = "run-time cap of " + fmt(mode_.total, 3) + " s reached";
+      m.note = std::string(device ? "device" : "CPU") + " time cap of " +
+               fmt(phaseCapS(device), 3) + " s reached";
       return false;
     }
     if (estMs < 0.0 || estMs <= std::min(single, left)) return true;
     m.status = "skipped";
     m.note = estMs > single ? "est. " + fmt(estMs * 1e-3, 2) + " s per run > " + fmt(single * 1e-3, 2) +
                                   " s budget"
-                            : "run-time cap of " + fmt(mode_.total, 3) + " s reached";
+                            : std::string(device ? "device" : "CPU") + " time cap of " +
+                                  fmt(phaseCapS(device), 3) + " s reached";
     return false;
   }
 
@@ -302,7 +324,7 @@ class Engine {
     run();
     fence();
     const double firstMs = std::max(secondsSince(t0) * 1e3, 1e-6);
-    const double room = std::min(budget, mode_.total * 1e3 - secondsSince(t0_) * 1e3);
+    const double room = std::min(budget, phaseLeftMs(device));
     const int moreWarmup = std::max(0, mode_.warmup - 1);
     if (firstMs * (moreWarmup + mode_.minReps) <= room) {
       const int reps = std::clamp(static_cast<int>(room / firstMs) - moreWarmup, mode_.minReps, maxReps);
@@ -445,6 +467,7 @@ void Engine::measureDevice(Row& row, InputSet& in, int variant) {
   Measurement& m = row.device[variant];
   const RowSpec& r = row.spec;
   m.threads = kx::concurrency(exec_);
+  PhaseClock phase{spentDeviceS_};
   try {
     const double est = estimateMs(m.impl, r, variant, [&](RowSpec const& p) { return probeDevice(p, variant); });
     if (!plan(m, est, true)) {
@@ -489,6 +512,7 @@ void Engine::measureCpu(Row& row, InputSet& in, bool allThreads) {
   const RowSpec& r = row.spec;
   const int threads = allThreads ? cpuThreads_ : 1;
   m.threads = threads;
+  PhaseClock phase{spentCpuS_};
   try {
     const double est = estimateMs(m.impl, r, -1, [&](RowSpec const& p) { return probeCpu(p, threads); });
     if (!plan(m, est, false)) {
@@ -789,7 +813,7 @@ nlohmann::json Engine::toJson(std::vector<Row> const& rows, std::vector<Transfer
   j["max_rotation_slots"] = slotsUsedMax_;
   j["budgets_s"] = {{"device_case", mode_.devBudget}, {"device_single", mode_.devSingle},
                     {"cpu_case", mode_.cpuBudget},    {"cpu_single", mode_.cpuSingle},
-                    {"total", mode_.total}};
+                    {"total", mode_.total}, {"device_share", mode_.deviceShare}};
   j["input"] = "Shepp-Logan phantom + Gaussian noise, SNR 25 (sigma = mean / 25)";
   j["params_rule"] = "BF sigma_s = r/2, sigma_r = 2 sigma_n; NLM h = sigma_n";
   j["throughput_definitions"] = {
