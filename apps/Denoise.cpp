@@ -64,12 +64,16 @@ void requireFinite(HostImage const& img) {
                             "); the filters are not defined for non-finite values");
 }
 
-HostImage runBilateral(HostImage const& in, BilateralParams const& p, Backend b, RunReport* report) {
+namespace {
+// Common driver: validate, reject non-finite voxels, then the CPU reference or Kokkos.
+template <class Params, class Reference, class Kokkos>
+HostImage runFilter(HostImage const& in, Params const& p, Backend b, RunReport* report,
+                    Reference&& reference, Kokkos&& kokkosFilter) {
   p.validateFor(in.geometry);
   requireFinite(in);
   if (resolve(b) == Backend::Cpu) {
     auto t0 = Clock::now();
-    HostImage out = ref::bilateral(in, p);
+    HostImage out = reference(in, p);
     if (report) {
       report->backend = Backend::Cpu;
       report->executionSpace = "OpenMP reference";
@@ -77,27 +81,20 @@ HostImage runBilateral(HostImage const& in, BilateralParams const& p, Backend b,
     }
     return out;
   }
-  return runOnKokkos(in, [&](auto const& exec, auto din, auto dout) {
-    gpu::bilateral(exec, din, dout, p);
-  }, report);
+  return runOnKokkos(in, kokkosFilter, report);
+}
+}  // namespace
+
+HostImage runBilateral(HostImage const& in, BilateralParams const& p, Backend b, RunReport* report) {
+  return runFilter(
+      in, p, b, report, [](HostImage const& i, BilateralParams const& q) { return ref::bilateral(i, q); },
+      [&](auto const& exec, auto din, auto dout) { gpu::bilateral(exec, din, dout, p); });
 }
 
 HostImage runNlm(HostImage const& in, NlmParams const& p, Backend b, RunReport* report) {
-  p.validateFor(in.geometry);
-  requireFinite(in);
-  if (resolve(b) == Backend::Cpu) {
-    auto t0 = Clock::now();
-    HostImage out = ref::nlm(in, p);
-    if (report) {
-      report->backend = Backend::Cpu;
-      report->executionSpace = "OpenMP reference";
-      report->computeMs = msSince(t0);
-    }
-    return out;
-  }
-  return runOnKokkos(in, [&](auto const& exec, auto din, auto dout) {
-    gpu::nlm(exec, din, dout, p);
-  }, report);
+  return runFilter(
+      in, p, b, report, [](HostImage const& i, NlmParams const& q) { return ref::nlm(i, q); },
+      [&](auto const& exec, auto din, auto dout) { gpu::nlm(exec, din, dout, p); });
 }
 
 }  // namespace kortex::app

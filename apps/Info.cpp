@@ -6,6 +6,7 @@
 #include "core/Backend.hpp"
 #include "core/Boundary.hpp"
 #include "core/TextFile.hpp"
+#include "validation/Report.hpp"
 
 namespace kortex::app {
 
@@ -29,21 +30,8 @@ int cmdInfo(std::string const& jsonPath) {
             << "Kokkos configuration:\n"
             << kokkosConfiguration();
   if (!jsonPath.empty()) {
-    nlohmann::json j;
-    j["kortex_version"] = b.kortexVersion;
-    j["git_hash"] = b.gitHash;
-    j["build_type"] = b.buildType;
-    j["compiler"] = b.compiler;
-    j["kokkos_version"] = b.kokkosVersion;
-    j["execution_spaces"] = b.executionSpaces;
-    j["default_execution_space"] = b.defaultExecutionSpace;
+    nlohmann::json j = validation::environmentJson(true);  // the same record reports carry
     j["gpu_backend"] = kokkosHasGpuBackend();
-    j["device"] = b.device;
-    j["cpu"] = cpuModel();
-    j["openmp_threads"] = b.hostThreads;
-    j["kokkos_host_concurrency"] = b.kokkosHostConcurrency;
-    j["vtk_io"] = b.vtkIo;
-    j["kokkos_configuration"] = kokkosConfiguration();
     writeTextFileAtomic(jsonPath, j.dump(2) + "\n");
   }
   return 0;
