@@ -1,0 +1,80 @@
+// Device memory bound of the issue: no variant allocates more than ~3x (input + output).
+// Kokkos' tools allocation callbacks count the bytes allocated in any space while a filter runs
+// (input and output are allocated before), on every enabled execution space.
+#define BOOST_TEST_MODULE Memory
+#include <boost/test/unit_test.hpp>
+
+#include "TestUtils.hpp"
+#include "core/Phantom.hpp"
+#include "gpu/Bilateral.hpp"
+#include "gpu/Nlm.hpp"
+
+#include <cstdint>
+
+using namespace kortex;
+
+namespace {
+std::int64_t gLive = 0;
+std::int64_t gPeak = 0;
+
+void onAllocate(Kokkos::Tools::SpaceHandle, const char*, const void*, const std::uint64_t size) {
+  gLive += static_cast<std::int64_t>(size);
+  gPeak = std::max(gPeak, gLive);
+}
+void onDeallocate(Kokkos::Tools::SpaceHandle, const char*, const void*, const std::uint64_t size) {
+  gLive -= static_cast<std::int64_t>(size);
+}
+
+// Extra device memory a filter call may allocate: 2 x (input + output), so that with the
+// caller's input and output the total stays within 3 x (input + output).
+constexpr double kMaxExtraFactor = 2.0;
+
+template <class Space, class Run>
+void checkBound(std::string const& what, Geometry const& g, Run&& run) {
+  auto img = randomImage(g, 7);
+  auto in = test::toSpace<Space>(img, "kortex::test::memory::in");
+  ImageView<typename Space::memory_space> out("kortex::test::memory::out", g.nz(), g.ny(), g.nx());
+  Space exec;
+  exec.fence();
+  gLive = 0;
+  gPeak = 0;
+  run(exec, ConstImageView<typename Space::memory_space>(in), out);
+  exec.fence();
+  const double inOut = 2.0 * static_cast<double>(g.numVoxels()) * sizeof(float);
+  BOOST_TEST_INFO(what << " on " << Space::name() << ": peak extra " << gPeak << " B, in+out "
+                       << inOut << " B");
+  BOOST_TEST(static_cast<double>(gPeak) <= kMaxExtraFactor * inOut);
+}
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(callbacks_see_allocations) {
+  // The check below is meaningful only if the callbacks fire: allocate and watch.
+  Kokkos::Tools::Experimental::set_allocate_data_callback(&onAllocate);
+  Kokkos::Tools::Experimental::set_deallocate_data_callback(&onDeallocate);
+  gLive = gPeak = 0;
+  { Kokkos::View<float*> v("kortex::test::memory::probe", 1000); }
+  BOOST_TEST(gPeak >= 4000);
+  BOOST_TEST(gLive == 0);
+}
+
+BOOST_AUTO_TEST_CASE_TEMPLATE(variants_stay_within_bound, Space, test::ExecutionSpaces) {
+  Kokkos::Tools::Experimental::set_allocate_data_callback(&onAllocate);
+  Kokkos::Tools::Experimental::set_deallocate_data_callback(&onDeallocate);
+  for (auto const& g : {Geometry::make2D(97, 61), Geometry::make3D(29, 23, 17)}) {
+    for (auto v : {BilateralVariant::Naive, BilateralVariant::ScratchTiled}) {
+      BilateralParams p;
+      p.radius = 3;
+      p.variant = v;
+      checkBound<Space>(std::string("bilateral ") + toString(v), g,
+                        [&](auto const& e, auto in, auto out) { gpu::bilateral(e, in, out, p); });
+    }
+    for (auto v : {NlmVariant::Naive, NlmVariant::ScratchTiled, NlmVariant::BoxSum}) {
+      NlmParams p;
+      p.patchRadius = 2;
+      p.searchRadius = 3;
+      p.variant = v;
+      checkBound<Space>(std::string("nlm ") + toString(v), g,
+                        [&](auto const& e, auto in, auto out) { gpu::nlm(e, in, out, p); });
+    }
+  }
+}
