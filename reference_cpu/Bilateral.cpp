@@ -20,69 +20,16 @@
 #include <vector>
 
 #include "core/Errors.hpp"
+#include "reference_cpu/Checks.hpp"
 
 namespace kortex::ref {
+
+using namespace detail;
+
 namespace {
 
-using HostConstView = ConstImageView<Kokkos::HostSpace>;
-using HostView = ImageView<Kokkos::HostSpace>;
 using ConstRowF = Eigen::Map<const Eigen::ArrayXf>;
 using RowF = Eigen::Map<Eigen::ArrayXf>;
-
-// Below this exponent exp() is subnormal (< 2.2e-308); such a weight is replaced by 0, an absolute
-// change below 3.3e-308 against a weight sum >= 1, and it keeps subnormals out of the sums.
-constexpr double kMinExpArgument = -708.0;
-
-Index clampIndex(Index i, Index n) { return i < 0 ? 0 : (i >= n ? n - 1 : i); }
-
-std::string extentsString(Index nz, Index ny, Index nx) {
-  return "(nz,ny,nx) = (" + std::to_string(nz) + "," + std::to_string(ny) + "," +
-         std::to_string(nx) + ")";
-}
-
-// Extents, emptiness and aliasing; returns the geometry the extents describe.
-Geometry checkViews(HostConstView const& in, HostView const& out, const char* who) {
-  const Index nz = static_cast<Index>(in.extent(0)), ny = static_cast<Index>(in.extent(1)),
-              nx = static_cast<Index>(in.extent(2));
-  if (nz == 0 || ny == 0 || nx == 0 || in.data() == nullptr)
-    throw InvalidArgument(std::string(who) + ": input image is empty, extents " +
-                          extentsString(nz, ny, nx));
-  const Index oz = static_cast<Index>(out.extent(0)), oy = static_cast<Index>(out.extent(1)),
-              ox = static_cast<Index>(out.extent(2));
-  if (oz != nz || oy != ny || ox != nx)
-    throw InvalidArgument(std::string(who) + ": output extents " + extentsString(oz, oy, ox) +
-                          " differ from input extents " + extentsString(nz, ny, nx));
-  const auto inBegin = reinterpret_cast<std::uintptr_t>(in.data());
-  const auto inEnd = inBegin + in.span() * sizeof(float);
-  const auto outBegin = reinterpret_cast<std::uintptr_t>(out.data());
-  const auto outEnd = outBegin + out.span() * sizeof(float);
-  if (inBegin < outEnd && outBegin < inEnd)
-    throw InvalidArgument(std::string(who) +
-                          ": input and output views overlap (in-place filtering is not supported)");
-  return Geometry::fromSize(nx, ny, nz);
-}
-
-// The filter is not defined for NaN/Inf: reports the first such voxel in memory order.
-void checkFinite(HostConstView const& in) {
-  const Index nz = static_cast<Index>(in.extent(0)), ny = static_cast<Index>(in.extent(1)),
-              nx = static_cast<Index>(in.extent(2));
-  const Index none = std::numeric_limits<Index>::max();
-  Index first = none;
-#pragma omp parallel for schedule(static) reduction(min : first)
-  for (Index row = 0; row < nz * ny; ++row) {
-    const float* p = &in(row / ny, row % ny, 0);
-    for (Index i = 0; i < nx; ++i)
-      if (!std::isfinite(p[i])) {
-        first = std::min(first, row * nx + i);
-        break;
-      }
-  }
-  if (first != none) {
-    const Index x = first % nx, y = (first / nx) % ny, z = first / (nx * ny);
-    throw InvalidArgument("input contains NaN or Inf at voxel (" + std::to_string(x) + "," +
-                          std::to_string(y) + "," + std::to_string(z) + ")");
-  }
-}
 
 }  // namespace
 
@@ -169,16 +116,7 @@ void bilateral(ConstImageView<Kokkos::HostSpace> in, ImageView<Kokkos::HostSpace
 }
 
 HostImage bilateral(HostImage const& in, BilateralParams const& params) {
-  const auto& d = in.data;
-  if (d.data() == nullptr) throw InvalidArgument("bilateral: input image is empty");
-  if (static_cast<Index>(d.extent(0)) != in.geometry.nz() ||
-      static_cast<Index>(d.extent(1)) != in.geometry.ny() ||
-      static_cast<Index>(d.extent(2)) != in.geometry.nx())
-    throw InvalidArgument("bilateral: image data extents " +
-                          extentsString(static_cast<Index>(d.extent(0)),
-                                        static_cast<Index>(d.extent(1)),
-                                        static_cast<Index>(d.extent(2))) +
-                          " do not match its geometry (" + describe(in.geometry) + ")");
+  checkImage(in, "bilateral");
   HostImage out("kortex::ref::Bilateral::out", in.geometry);
   out.metadata = in.metadata;
   bilateral(in.data, out.data, params);
