@@ -65,12 +65,12 @@ void requireFinite(HostImage const& img) {
 }
 
 namespace {
-// Common driver: validate, reject non-finite voxels, then the CPU reference or Kokkos.
+// Common driver: validate, then the CPU reference (which rejects non-finite voxels itself) or
+// Kokkos (whose kernels do not scan for them, so the scan happens here).
 template <class Params, class Reference, class Kokkos>
 HostImage runFilter(HostImage const& in, Params const& p, Backend b, RunReport* report,
                     Reference&& reference, Kokkos&& kokkosFilter) {
   p.validateFor(in.geometry);
-  requireFinite(in);
   if (resolve(b) == Backend::Cpu) {
     auto t0 = Clock::now();
     HostImage out = reference(in, p);
@@ -81,6 +81,7 @@ HostImage runFilter(HostImage const& in, Params const& p, Backend b, RunReport* 
     }
     return out;
   }
+  requireFinite(in);
   return runOnKokkos(in, kokkosFilter, report);
 }
 }  // namespace

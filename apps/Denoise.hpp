@@ -15,7 +15,8 @@ struct RunReport {
   double transferMs = 0.0;     // host<->device copies (Kokkos backend)
 };
 
-// Throws InvalidArgument for NaN/Inf voxels (the filters are undefined for them).
+// Throws InvalidArgument for NaN/Inf voxels (the filters are undefined for them). The run*
+// drivers call it before the Kokkos backend; the CPU reference checks on its own.
 void requireFinite(HostImage const& img);
 
 HostImage runBilateral(HostImage const& in, BilateralParams const& p, Backend b, RunReport* report);
