@@ -20,6 +20,7 @@ struct BenchOptions {
   std::string jsonPath;
   std::string markdownPath;
   std::string peersJsonPath;  // merge bench/peers/run_peers.py output
+  std::string only;           // only rows whose label contains this
 };
 int cmdBenchCt(BenchOptions const& o);
 

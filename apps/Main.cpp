@@ -133,6 +133,8 @@ int main(int argc, char** argv) {
   benchCt->add_flag("--tiny", bo.tiny, "Tiny sizes (smoke test)");
   benchCt->add_option("--json", bo.jsonPath, "Write results as JSON");
   benchCt->add_option("--markdown", bo.markdownPath, "Write results as Markdown");
+  benchCt->add_option("--only", bo.only,
+                      "Only rows whose label contains this text, e.g. \"NLM 2D 1024^2 patch 7 window 17\"");
   benchCt->add_option("--peers", bo.peersJsonPath, "Merge peer timings from bench/peers/run_peers.py (JSON)")
       ->check(CLI::ExistingFile);
 

@@ -54,6 +54,7 @@ int cmdBenchCt(BenchOptions const& o) {
   bo.jsonPath = o.jsonPath;
   bo.markdownPath = o.markdownPath;
   bo.peersJsonPath = o.peersJsonPath;
+  bo.only = o.only;
   bo.progress = &std::cerr;
   const auto report = bench::runCtBench(bo);
   std::cout << report.markdown;

@@ -578,8 +578,10 @@ double Engine::measureCopyBandwidth() {
 
 CtBenchReport Engine::run() {
   std::vector<Row> rows;
-  for (auto const& s : bilateralRows(opt_.tiny)) rows.push_back(Row{s, {}, {}, {}});
-  for (auto const& s : nlmRows(opt_.tiny)) rows.push_back(Row{s, {}, {}, {}});
+  for (auto const& s : bilateralRows(opt_.tiny))
+    if (s.label().find(opt_.only) != std::string::npos) rows.push_back(Row{s, {}, {}, {}});
+  for (auto const& s : nlmRows(opt_.tiny))
+    if (s.label().find(opt_.only) != std::string::npos) rows.push_back(Row{s, {}, {}, {}});
   // Group rows by input (dim, n) so each input is made and uploaded once per pass.
   std::stable_sort(rows.begin(), rows.end(), [](Row const& a, Row const& b) {
     if (a.spec.dim != b.spec.dim) return a.spec.dim < b.spec.dim;
@@ -1061,6 +1063,14 @@ CtBenchReport runCtBench(CtBenchOptions const& opt) {
   if (!opt.markdownPath.empty()) validation::requireWritableFile(opt.markdownPath);
   if (!opt.peersJsonPath.empty() && !std::ifstream(opt.peersJsonPath))
     throw IoError("cannot read peers JSON '" + opt.peersJsonPath + "'");
+  if (!opt.only.empty()) {
+    bool any = false;
+    for (auto const& s : detail::bilateralRows(opt.tiny)) any = any || s.label().find(opt.only) != std::string::npos;
+    for (auto const& s : detail::nlmRows(opt.tiny)) any = any || s.label().find(opt.only) != std::string::npos;
+    if (!any)
+      throw InvalidArgument("bench ct: --only '" + opt.only +
+                            "' matches no row (rows are labelled like 'NLM 2D 1024^2 patch 7 window 17')");
+  }
   Engine e(opt);
   CtBenchReport rep = e.run();
   if (!opt.jsonPath.empty()) kortex::writeTextFileAtomic(opt.jsonPath, rep.json.dump(2) + "\n");

@@ -44,6 +44,7 @@ struct CtBenchOptions {
   std::string jsonPath;      // write JSON here (atomic); empty: none
   std::string markdownPath;  // write Markdown here (atomic); empty: none
   std::string peersJsonPath; // optional: output of bench/peers/run_peers.py to merge
+  std::string only;          // non-empty: only rows whose label contains it ("NLM 2D 1024^2")
   std::ostream* progress = nullptr;  // live progress lines, when set
   // Overrides of the mode's budgets (seconds; <= 0: the mode's default).
   double deviceCaseBudgetS = 0.0;

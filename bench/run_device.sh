@@ -6,8 +6,11 @@
 #                                               # execution space, full validation, peers
 #   bench/run_device.sh BIN_DIR OUT_DIR bench   # kortex bench ct (full), merging peers.json
 #
+#   bench/run_device.sh BIN_DIR OUT_DIR profile # Nsight Compute reports of the kernels behind
+#                                               # the issue's NLM targets (needs ncu)
+#
 # BIN_DIR holds kortex and the test executables (tstCore tstReferenceCpu tstBilateral tstNlm
-# tstValidation). Results land in OUT_DIR; commit them under bench/results/ with the device name.
+# tstMemory tstValidation). Results land in OUT_DIR; commit them under bench/results/ with the device name.
 set -u -o pipefail
 BIN="$1"; OUT="$2"; PART="${3:-check}"
 mkdir -p "$OUT"
@@ -22,7 +25,7 @@ if [ "$PART" = "check" ]; then
     nproc; lscpu | grep -E "Model name|Socket|Core"
   } > "$OUT/device.txt" 2>&1
   "$BIN/kortex" info --json "$OUT/info.json" > /dev/null || status=1
-  for t in tstCore tstReferenceCpu tstBilateral tstNlm tstValidation; do
+  for t in tstCore tstReferenceCpu tstBilateral tstNlm tstMemory tstValidation; do
     echo "=== $t" >> "$OUT/tests.log"
     if timeout 300 "$BIN/$t" --log_level=test_suite --report_level=short >> "$OUT/tests.log" 2>&1; then
       echo "PASS $t"
@@ -42,7 +45,25 @@ elif [ "$PART" = "bench" ]; then
   "$BIN/kortex" bench ct --json "$OUT/ct.json" --markdown "$OUT/ct.md" "${peers[@]}" \
     > "$OUT/bench.log" 2> "$OUT/bench.progress" || status=1
   tail -n 60 "$OUT/bench.log"
+elif [ "$PART" = "profile" ]; then
+  NCU="$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -n 1)"
+  if [ -z "$NCU" ]; then echo "no ncu on this machine"; exit 1; fi
+  # One launch of each BoxSum kernel at the target size (after the warm-up launches), with the
+  # sections that show what bounds it: throughput, issue/pipe use, stalls, occupancy, source hot spots.
+  sections=(--section SpeedOfLight --section ComputeWorkloadAnalysis --section InstructionStats
+            --section WarpStateStats --section Occupancy --section LaunchStats --section SourceCounters)
+  for spec in "nlm2d|BoxSum2DKernel|NLM 2D 1024^2 patch 7 window 17" \
+              "nlm3d|BoxSumKernel<3|NLM 3D 256^3 patch 5 window 11" \
+              "bf2d|ScratchTiledFunctor|BF 2D 1024^2 window 17"; do
+    IFS='|' read -r name kernel row <<< "$spec"
+    timeout 280 "$NCU" --kernel-name-base demangled -k "regex:$kernel" --launch-skip 2 --launch-count 1 \
+      "${sections[@]}" -o "$OUT/ncu_$name" -f \
+      "$BIN/kortex" bench ct --quick --only "$row" > "$OUT/ncu_$name.log" 2>&1 || { echo "FAIL ncu $name"; status=1; }
+    "$NCU" -i "$OUT/ncu_$name.ncu-rep" --page details > "$OUT/ncu_$name.txt" 2>&1 || status=1
+    grep -E "Duration|Compute \(SM\) Throughput|Memory Throughput|Issue Slots Busy|Executed Ipc Active|Achieved Occupancy" \
+      "$OUT/ncu_$name.txt" | head -n 8
+  done
 else
-  echo "unknown part '$PART' (check|bench)"; exit 2
+  echo "unknown part '$PART' (check|bench|profile)"; exit 2
 fi
 exit $status

@@ -106,6 +106,7 @@ expect_error "unknown backend" out.mha "$KORTEX" denoise nlm good.mha out.mha --
 expect_error "missing arguments" "" "$KORTEX" denoise nlm good.mha
 expect_error "unknown subcommand" "" "$KORTEX" frobnicate
 expect_error "validate json to missing dir" nodir/v.json "$KORTEX" validate --quick --json nodir/v.json
+expect_error "bench ct --only matching no row" bo.json "$KORTEX" bench ct --tiny --only "no such row" --json bo.json
 
 # Real data: a 4D-free IXI volume through the whole chain; a truncated copy must fail cleanly.
 if [ -n "$DATA" ] && [ -f "$DATA/mri/ixi_2mm/IXI012-HH-1211-T1_ds.nii.gz" ]; then

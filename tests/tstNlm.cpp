@@ -11,6 +11,7 @@
 #include "core/Phantom.hpp"
 #include "gpu/Nlm.hpp"
 #include "gpu/NlmBoxSum.hpp"
+#include "gpu/NlmScratchTiled.hpp"
 #include "reference_cpu/Nlm.hpp"
 
 #include <cmath>
@@ -361,4 +362,30 @@ BOOST_AUTO_TEST_CASE_TEMPLATE(bad_inputs_throw, Space, test::ExecutionSpaces) {
   bool allNaN = true;
   for (Index i = 0; i < h.numVoxels(); ++i) allNaN = allNaN && std::isnan(h.data.data()[i]);
   BOOST_TEST(allNaN);
+}
+
+// ScratchTiled's tile choice at the CUDA scratch limit of the Kokkos 4.6 snapshot (40,936 B,
+// see gpu/NlmScratchTiled.hpp): a 3D search of radius 8 with patch radius 2 fits the apron only
+// for a 1-voxel tile, so the centre-only mode must run instead (it was 12x slower than Naive
+// on an H200); radius 5 keeps the apron with a tile of at least a warp.
+BOOST_AUTO_TEST_CASE(scratch_tiled_never_picks_a_sub_warp_apron_tile) {
+  using Space = Kokkos::DefaultHostExecutionSpace;
+  constexpr std::size_t kCudaScratchMax = 40936;
+  auto problem = [](int r, int R) {
+    gpu::nlm_detail::Problem pb;
+    pb.nx = pb.ny = pb.nz = 64;
+    pb.dim = 3;
+    pb.r = pb.rz = r;
+    pb.R = pb.Rz = R;
+    return pb;
+  };
+  namespace d = gpu::nlm_detail;
+  const auto wide = d::chooseTiledConfig<Space>(problem(2, 8), kCudaScratchMax);
+  BOOST_TEST((wide.mode == d::TiledMode::CentreOnly));
+  BOOST_TEST(wide.tile[0] * wide.tile[1] * wide.tile[2] >= d::kMinApronTileOutputs);
+  const auto mid = d::chooseTiledConfig<Space>(problem(2, 5), kCudaScratchMax);
+  BOOST_TEST((mid.mode == d::TiledMode::Apron));
+  BOOST_TEST(mid.tile[0] * mid.tile[1] * mid.tile[2] >= d::kMinApronTileOutputs);
+  for (auto const& c : {wide, mid})
+    BOOST_TEST(d::scratchBytes<Space>(c.tile, c.halo) <= kCudaScratchMax);
 }
