@@ -3,6 +3,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 namespace kortex::app {
 
@@ -23,6 +24,8 @@ struct BenchOptions {
   std::string only;           // only rows whose label contains this
 };
 int cmdBenchCt(BenchOptions const& o);
+// `kortex bench multires` (same options; --peers takes bench/peers/multires_opencv.py output).
+int cmdBenchMultires(BenchOptions const& o);
 
 struct ReproduceOptions {
   bool quick = false;
@@ -32,5 +35,16 @@ struct ReproduceOptions {
 int cmdReproduce(ReproduceOptions const& o);
 
 int cmdInfo(std::string const& jsonPath);
+
+// `kortex tune` (apps/Tune.cpp): tuned-kernel configuration search and the tuning database.
+struct TuneOptions {
+  std::vector<std::string> kernels;  // empty: every registered tuner
+  std::string dbPath;                // empty: tuning::userDatabasePath()
+  bool show = false;                 // print the merged database, time nothing
+  bool quick = false;                // fewer repetitions
+  int size = 0;                      // image edge; 0: each tuner's default
+  std::string jsonPath;              // every timed candidate; empty: none
+};
+int cmdTune(TuneOptions const& o);
 
 }  // namespace kortex::app

@@ -14,7 +14,10 @@
 
 #include "apps/Commands.hpp"
 #include "apps/Denoise.hpp"
+#include "bench/Tuners.hpp"
 #include "core/Errors.hpp"
+#include "core/Multires.hpp"
+#include "validation/Metrics.hpp"
 
 #if KORTEX_HAVE_VTK
 #include "io/ImageIO.hpp"
@@ -116,6 +119,29 @@ int main(int argc, char** argv) {
   nlm->add_option("--backend", backendName, "auto|cpu|kokkos (auto = Kokkos if it has a GPU backend)")->capture_default_str();
   nlm->add_option("--variant", variantName, "Kokkos variant: naive|scratch|boxsum (default boxsum)");
 
+  MultiresParams mp;
+  std::string sigmaRangeText = "auto", pyramidName, integerName = "auto";
+  auto* mres = denoise->add_subcommand(
+      "multires", "Multiresolution filter (2D): Laplacian pyramid, bilateral on every layer, reconstruction");
+  mres->add_option("IN", in, "Input 2D image (.png .jpg .dcm .nii .nii.gz .mha .mhd .vti)")->required();
+  mres->add_option("OUT", out, "Output image (written atomically)")->required();
+  mres->add_option("--levels", mp.levels, "Pyramid levels L (layers l_0..l_{L-1} and g_L)")->capture_default_str();
+  mres->add_option("--radius", mp.radius, "Bilateral window radius r on every layer (window 2r+1)")->capture_default_str();
+  mres->add_option("--sigma-spatial", mp.sigmaSpatial, "Closeness sigma (sigma_d) in pixels")->capture_default_str();
+  mres->add_option("--sigma-range", sigmaRangeText,
+                   "Similarity sigma in intensity units (inf allowed); auto = 2 x the noise sigma "
+                   "estimated from the image (Immerkaer 1996)")
+      ->capture_default_str();
+  mres->add_option("--bits", mp.bits, "Integer pipeline: data bit depth 1-15 (0 = smallest that holds the maximum)")
+      ->capture_default_str();
+  mres->add_option("--integer", integerName,
+                   "auto|yes|no: the exact 16-bit integer pipeline (auto: when every voxel is an integer in [0, 32767])")
+      ->capture_default_str();
+  mres->add_option("--backend", backendName, "auto|cpu|kokkos (auto = Kokkos if it has a GPU backend)")->capture_default_str();
+  mres->add_option("--variant", variantName,
+                   "Kokkos layer bilateral: naive|closeness-lut|fastmath (float) or lut (integer); default per pipeline");
+  mres->add_option("--pyramid", pyramidName, "Kokkos pyramid kernels: unfused|fused|fused-expand|packed16 (default fused-expand)");
+
   // validate
   auto* validate = app.add_subcommand("validate", "Run the validation harness: CPU reference vs every Kokkos variant; non-zero exit if any bound fails");
   app::ValidateOptions vo;
@@ -137,6 +163,17 @@ int main(int argc, char** argv) {
                       "Only rows whose label contains this text, e.g. \"NLM 2D 1024^2 patch 7 window 17\"");
   benchCt->add_option("--peers", bo.peersJsonPath, "Merge peer timings from bench/peers/run_peers.py (JSON)")
       ->check(CLI::ExistingFile);
+  auto* benchMr = bench->add_subcommand(
+      "multires", "Multiresolution filter: Figs 4-6 (bilateral variants, pyramid kernels, tile space) and Table 2 (FPS)");
+  app::BenchOptions mbo;
+  benchMr->add_flag("--quick", mbo.quick, "Smaller budgets (minutes on a CPU-only machine)");
+  benchMr->add_flag("--tiny", mbo.tiny, "Sizes 64^2 and 128^2 (smoke test)");
+  benchMr->add_option("--json", mbo.jsonPath, "Write results as JSON");
+  benchMr->add_option("--markdown", mbo.markdownPath, "Write results as Markdown");
+  benchMr->add_option("--only", mbo.only,
+                      "Only cases whose label contains this text, e.g. \"Table2 4096^2\", \"Fig6\", \"Fig5 512^2 float\"");
+  benchMr->add_option("--peers", mbo.peersJsonPath, "Merge peer timings from bench/peers/multires_opencv.py (JSON)")
+      ->check(CLI::ExistingFile);
 
   // reproduce
   auto* reproduce = app.add_subcommand("reproduce", "Main job: validation + every available paper table; readable report + JSON");
@@ -144,6 +181,23 @@ int main(int argc, char** argv) {
   reproduce->add_flag("--quick", ro.quick, "Small sizes (minutes on a laptop)");
   reproduce->add_option("--data", ro.dataDir, "Real data folder (e.g. ../shared/data)")->check(CLI::ExistingDirectory);
   reproduce->add_option("--out", ro.outDir, "Folder for the report, JSON and montages")->capture_default_str();
+
+  // tune
+  auto* tune = app.add_subcommand("tune", "Find the fastest tile/team shapes of the tuned kernels on this device "
+                                          "and store them in the tuning database (read at run time)");
+  app::TuneOptions to;
+  std::string tunerNames;
+  for (auto const& t : bench::tune::tuners()) tunerNames += (tunerNames.empty() ? "" : ", ") + t.name;
+  tune->add_option("--kernel", to.kernels, "Tuned kernel, repeatable (default: every one: " + tunerNames + ")");
+  tune->add_option("--db", to.dbPath, "Tuning database to update or show (default: $KORTEX_TUNING_DB, else "
+                                      "$XDG_CACHE_HOME/kortex/tuning.json, else ~/.cache/kortex/tuning.json)");
+  auto* tuneShow = tune->add_flag("--show", to.show, "Print the merged database (user + shipped defaults); time nothing");
+  tune->add_flag("--quick", to.quick, "Fewer repetitions per candidate (a smoke run, noisier choice)")
+      ->excludes(tuneShow);
+  tune->add_option("--size", to.size, "Image edge of the timed problem (default: each kernel's, 1024 for the CT ones)")
+      ->check(CLI::Range(1, 16384))
+      ->excludes(tuneShow);
+  tune->add_option("--json", to.jsonPath, "Write every timed candidate as JSON")->excludes(tuneShow);
 
   try {
     app.parse(argc, argv);
@@ -164,7 +218,55 @@ int main(int argc, char** argv) {
     if (*info) return app::cmdInfo(infoJson);
     if (*validate) return app::cmdValidate(vo);
     if (*benchCt) return app::cmdBenchCt(bo);
+    if (*benchMr) return app::cmdBenchMultires(mbo);
     if (*reproduce) return app::cmdReproduce(ro);
+    if (*tune) return app::cmdTune(to);
+    if (*mres) {
+      const Backend backend = parseBackend(backendName);
+      const app::IntegerMode integer = app::parseIntegerMode(integerName);
+      if (!variantName.empty()) mp.bilateral = parseMultiresBilateralVariant(variantName);
+      if (!pyramidName.empty()) mp.pyramid = parsePyramidVariant(pyramidName);
+      if ((!variantName.empty() || !pyramidName.empty()) && resolve(backend) == Backend::Cpu)
+        throw InvalidArgument("--variant and --pyramid select Kokkos variants; they have no meaning with the CPU backend");
+      const bool autoSigma = sigmaRangeText == "auto";
+      if (!autoSigma) {
+        std::size_t used = 0;
+        float v = 0.0f;
+        try {
+          v = std::stof(sigmaRangeText, &used);
+        } catch (std::exception const&) {
+          used = 0;
+        }
+        if (used != sigmaRangeText.size())
+          throw InvalidArgument("--sigma-range must be a number, inf or auto; got '" + sigmaRangeText + "'");
+        mp.sigmaRange = v;
+      }
+      mp.validate();
+      if (fs::is_directory(in)) throw IoError("input '" + in + "' is a directory, not an image file");
+      if (!fs::exists(in)) throw IoError("input '" + in + "' does not exist");
+      checkOutputPath(out);
+      HostImage img = readInput(in);
+      mp.validateFor(img.geometry);
+      app::requireFinite(img);
+      if (autoSigma) {
+        const double noise = validation::estimateNoiseSigma(img);
+        if (!(noise > 0.0))
+          throw InvalidArgument("--sigma-range auto: the image shows no noise to estimate (give --sigma-range)");
+        mp.sigmaRange = static_cast<float>(2.0 * noise);
+      }
+      app::RunReport report;
+      app::MultiresRun run;
+      HostImage result = app::runMultires(img, mp, !variantName.empty(), integer, backend, &report, &run);
+      writeOutput(result, out);
+      printRun("multires", img, report, out);
+      std::cout << "  " << (run.integer ? "integer (16-bit, exact) pipeline" : "float pipeline") << ", levels "
+                << run.params.levels << ", r " << run.params.radius << ", sigma_d " << run.params.sigmaSpatial
+                << ", sigma_r " << run.params.sigmaRange << (autoSigma ? " (auto)" : "");
+      if (report.backend == Backend::Kokkos)
+        std::cout << ", " << toString(run.params.pyramid) << " + " << toString(run.params.bilateral);
+      std::cout << "\n";
+      return 0;
+    }
     if (*bil || *nlm) {
       const Backend backend = parseBackend(backendName);
       if (*bil && !variantName.empty()) bp.variant = parseBilateralVariant(variantName);

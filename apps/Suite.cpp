@@ -1,5 +1,6 @@
-// `kortex validate`, `kortex bench ct`, `kortex reproduce`: thin wrappers over the validation
-// suite (validation/Suite.hpp) and the CT benchmark (bench/Bench.hpp).
+// `kortex validate`, `kortex bench ct`, `kortex bench multires`, `kortex reproduce`: thin wrappers
+// over the validation suite (validation/Suite.hpp), the CT benchmark (bench/Bench.hpp) and the
+// multiresolution benchmark (bench/BenchMultires.hpp).
 #include <nlohmann/json.hpp>
 
 #include <filesystem>
@@ -7,6 +8,7 @@
 
 #include "apps/Commands.hpp"
 #include "bench/Bench.hpp"
+#include "bench/BenchMultires.hpp"
 #include "core/Errors.hpp"
 #include "core/TextFile.hpp"
 #include "validation/Suite.hpp"
@@ -61,6 +63,28 @@ int cmdBenchCt(BenchOptions const& o) {
   if (!report.ok) {
     std::cerr << "kortex: error: benchmark failed (" << report.failed
               << " measurement(s) failed their sanity check)" << std::endl;
+    return 1;
+  }
+  return 0;
+}
+
+int cmdBenchMultires(BenchOptions const& o) {
+  bench::MultiresBenchOptions mo;
+  mo.quick = o.quick;
+  mo.tiny = o.tiny;
+  mo.jsonPath = o.jsonPath;
+  mo.markdownPath = o.markdownPath;
+  mo.peersJsonPath = o.peersJsonPath;
+  mo.only = o.only;
+  mo.progress = &std::cerr;
+  const auto report = bench::runMultiresBench(mo);
+  std::cout << report.markdown;
+  if (!report.ok) {
+    if (report.failed == 0)
+      std::cerr << "kortex: error: benchmark measured nothing (every case was skipped by its budget)" << std::endl;
+    else
+      std::cerr << "kortex: error: benchmark failed (" << report.failed
+                << " measurement(s) failed their check or threw)" << std::endl;
     return 1;
   }
   return 0;

@@ -12,6 +12,7 @@
 #include <memory>
 #include <sstream>
 
+#include "bench/BenchCommon.hpp"
 #include "bench/PaperCt.hpp"
 #include "core/Backend.hpp"
 #include "core/Compat.hpp"
@@ -74,23 +75,23 @@ using namespace detail;
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
-double secondsSince(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
+// Shared with `kortex bench multires` (bench/BenchCommon.hpp).
+using common::Budget;
+using common::cacheBytes;
+using common::cell;
+using common::Clock;
+using common::kDeviceIsHostMemory;
+using common::Measurement;
+using common::Mode;
+using common::OmpThreads;
+using common::ratio;
+using common::repsText;
+using common::secondsSince;
 
 // Budgets per mode. A measurement is skipped when its estimated run time exceeds `single` (or
 // the time left); otherwise its first run is timed, and the warm-up + repetitions follow when
 // they fit `budget` (else the first run is reported alone, marked "1 run"). Nothing starts once
 // the run has used `total` seconds.
-struct Mode {
-  std::string name;
-  double devBudget, devSingle, cpuBudget, cpuSingle, total;
-  int warmup, minReps, maxRepsDev, maxRepsCpu;
-  // Shares of `total` for the device and the CPU-reference measurements: each phase has its own
-  // cap, so slow device variants cannot starve the CPU columns (or the reverse).
-  double deviceShare = 0.55;
-};
 
 Mode modeFor(CtBenchOptions const& o) {
   Mode m;
@@ -106,16 +107,6 @@ Mode modeFor(CtBenchOptions const& o) {
   return m;
 }
 
-struct Measurement {
-  std::string impl;               // "Naive" | "ScratchTiled" | "BoxSum" | "cpu-1" | "cpu-all"
-  std::string status = "not run"; // "ok" | "single" | "skipped" | "error" | "check failed"
-  std::string note;
-  int threads = 0;
-  TimingStats timing;
-  double estimateS = -1.0;
-
-  bool measured() const { return status == "ok" || status == "single"; }
-};
 
 struct Row {
   RowSpec spec;
@@ -130,35 +121,10 @@ struct Transfer {
   double uploadMs = -1.0, downloadMs = -1.0;
 };
 
-// Sets the OpenMP thread count for the lifetime of the object.
-struct OmpThreads {
-  int saved;
-  explicit OmpThreads(int n) : saved(omp_get_max_threads()) { omp_set_num_threads(n); }
-  ~OmpThreads() { omp_set_num_threads(saved); }
-};
-
-constexpr bool kDeviceIsHostMemory =
-    Kokkos::SpaceAccessibility<Kokkos::HostSpace, DeviceMem>::accessible;
-
-// Last-level cache the rotation must defeat: the GPU's L2 when CUDA is the default space,
-// else 32 MiB (a typical server L3 share; only used to size the rotation).
-std::size_t cacheBytes() {
-#ifdef KOKKOS_ENABLE_CUDA
-  if (std::is_same<DeviceExec, Kokkos::Cuda>::value) {
-    int dev = 0, l2 = 0;
-    if (cudaGetDevice(&dev) == cudaSuccess &&
-        cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, dev) == cudaSuccess && l2 > 0)
-      return static_cast<std::size_t>(l2);
-  }
-#endif
-  return std::size_t(32) << 20;
-}
 
 // Number of (input, output) buffer pairs so that successive runs touch > 2x the cache.
 int rotationSlots(Index voxels, std::size_t cache, int maxSlots) {
-  const double pairBytes = 2.0 * 4.0 * static_cast<double>(voxels);
-  const int k = static_cast<int>(std::ceil(2.0 * static_cast<double>(cache) / pairBytes));
-  return std::max(1, std::min(maxSlots, k));
+  return common::rotationSlots(2.0 * 4.0 * static_cast<double>(voxels), cache, maxSlots);
 }
 
 // The noisy phantom of one (dim, n), plus its buffers.
@@ -203,15 +169,10 @@ bool saneOutput(HostImage const& out, float lo, float hi, std::string* why) {
   return true;
 }
 
-std::string repsText(Measurement const& m) {
-  if (m.status == "single") return "1 run, no warm-up";
-  return std::to_string(m.timing.repetitions) + " reps, " + std::to_string(m.timing.warmup) + " warm-up";
-}
-
 class Engine {
  public:
   Engine(CtBenchOptions const& o)
-      : opt_(o), mode_(modeFor(o)), t0_(Clock::now()), cache_(cacheBytes()),
+      : opt_(o), mode_(modeFor(o)), budget_(mode_), t0_(Clock::now()), cache_(cacheBytes()),
         cpuThreads_(omp_get_max_threads()) {}
 
   CtBenchReport run();
@@ -272,74 +233,15 @@ class Engine {
     }
     return it->second * units(r, variant);
   }
-  double phaseCapS(bool device) const {
-    return mode_.total * (device ? mode_.deviceShare : 1.0 - mode_.deviceShare);
-  }
-  double phaseLeftMs(bool device) const {
-    return (phaseCapS(device) - (device ? spentDeviceS_ : spentCpuS_)) * 1e3;
-  }
-  // Adds the wall time of one measurement (probe included) to its phase.
-  struct PhaseClock {
-    double& spent;
-    Clock::time_point t0 = Clock::now();
-    ~PhaseClock() { spent += std::chrono::duration<double>(Clock::now() - t0).count(); }
-  };
-  double spentDeviceS_ = 0.0, spentCpuS_ = 0.0;
-
   void learn(std::string const& impl, RowSpec const& r, int variant, double ms) {
     if (ms > 0.0) rate_[key(impl, r)] = ms / units(r, variant);
   }
 
-  // Skip decision from the estimate of one run: skipped (false, with the reason in m) when the
-  // estimate exceeds the single-run budget or the time left; unknown estimates (< 0) run.
-  bool plan(Measurement& m, double estMs, bool device) {
-    const double single = (device ? mode_.devSingle : mode_.cpuSingle) * 1e3;
-    const double left = phaseLeftMs(device);
-    m.estimateS = estMs >= 0.0 ? estMs * 1e-3 : -1.0;
-    if (left <= 0.0) {
-      m.status = "skipped";
-      m.note = std::string(device ? "device" : "CPU") + " time cap of " +
-               fmt(phaseCapS(device), 3) + " s reached";
-      return false;
-    }
-    if (estMs < 0.0 || estMs <= std::min(single, left)) return true;
-    m.status = "skipped";
-    m.note = estMs > single ? "est. " + fmt(estMs * 1e-3, 2) + " s per run > " + fmt(single * 1e-3, 2) +
-                                  " s budget"
-                            : std::string(device ? "device" : "CPU") + " time cap of " +
-                                  fmt(phaseCapS(device), 3) + " s reached";
-    return false;
-  }
-
-  // Times `run` (fenced by `fence`): one first run (the first warm-up run), then, when the
-  // measured first run shows that warm-up + minReps repetitions fit the case budget, the
-  // remaining warm-up runs and as many repetitions as fit (up to maxReps); otherwise the first
-  // run is the single reported sample (status "single").
+  // Budget rules (bench/BenchCommon.hpp).
+  bool plan(Measurement& m, double estMs, bool device) { return budget_.plan(m, estMs, device); }
   template <class Run, class Fence>
   void timeAdaptive(Measurement& m, bool device, Run&& run, Fence&& fence) {
-    const double budget = (device ? mode_.devBudget : mode_.cpuBudget) * 1e3;
-    const int maxReps = device ? mode_.maxRepsDev : mode_.maxRepsCpu;
-    fence();
-    const auto t0 = Clock::now();
-    run();
-    fence();
-    const double firstMs = std::max(secondsSince(t0) * 1e3, 1e-6);
-    const double room = std::min(budget, phaseLeftMs(device));
-    const int moreWarmup = std::max(0, mode_.warmup - 1);
-    if (firstMs * (moreWarmup + mode_.minReps) <= room) {
-      const int reps = std::clamp(static_cast<int>(room / firstMs) - moreWarmup, mode_.minReps, maxReps);
-      m.timing = timeMedian(run, fence, moreWarmup, reps);
-      m.timing.warmup += 1;
-      m.status = "ok";
-    } else {
-      m.timing = TimingStats{};
-      m.timing.medianMs = m.timing.minMs = m.timing.maxMs = firstMs;
-      m.timing.samplesMs = {firstMs};
-      m.timing.repetitions = 1;
-      m.timing.warmup = 0;
-      m.status = "single";
-      m.note = "1 run, no warm-up (a run takes longer than the case budget allows repeating)";
-    }
+    budget_.timeAdaptive(m, device, run, fence);
   }
 
   void measureDevice(Row& row, InputSet& in, int variant);
@@ -370,6 +272,7 @@ class Engine {
 
   CtBenchOptions opt_;
   Mode mode_;
+  Budget budget_;
   Clock::time_point t0_;
   std::size_t cache_;
   int cpuThreads_;
@@ -467,7 +370,7 @@ void Engine::measureDevice(Row& row, InputSet& in, int variant) {
   Measurement& m = row.device[variant];
   const RowSpec& r = row.spec;
   m.threads = kx::concurrency(exec_);
-  PhaseClock phase{spentDeviceS_};
+  auto phase = budget_.clock(true);
   try {
     const double est = estimateMs(m.impl, r, variant, [&](RowSpec const& p) { return probeDevice(p, variant); });
     if (!plan(m, est, true)) {
@@ -512,7 +415,7 @@ void Engine::measureCpu(Row& row, InputSet& in, bool allThreads) {
   const RowSpec& r = row.spec;
   const int threads = allThreads ? cpuThreads_ : 1;
   m.threads = threads;
-  PhaseClock phase{spentCpuS_};
+  auto phase = budget_.clock(false);
   try {
     const double est = estimateMs(m.impl, r, -1, [&](RowSpec const& p) { return probeCpu(p, threads); });
     if (!plan(m, est, false)) {
@@ -565,16 +468,7 @@ double Engine::measureExpRate() {
   return static_cast<double>(n) * ExpRateFunctor::kExpChain / (t.medianMs * 1e6);  // G exp / s
 }
 
-double Engine::measureCopyBandwidth() {
-  const std::size_t bytes = kDeviceIsHostMemory ? (std::size_t(opt_.tiny ? 16 : 128) << 20)
-                                                : (std::size_t(opt_.tiny ? 64 : 512) << 20);
-  const std::size_t n = bytes / sizeof(float);
-  Kokkos::View<float*, DeviceMem> a("kortex::bench::copy_src", n), b("kortex::bench::copy_dst", n);
-  Kokkos::deep_copy(a, 1.0f);
-  auto t = timeMedian([&] { Kokkos::deep_copy(exec_, b, a); }, [&] { exec_.fence(); }, 2,
-                      opt_.tiny ? 3 : 10);
-  return 2.0 * static_cast<double>(bytes) / (t.medianMs * 1e6);  // read + write, GB/s
-}
+double Engine::measureCopyBandwidth() { return common::measureCopyBandwidth(exec_, opt_.tiny); }
 
 CtBenchReport Engine::run() {
   std::vector<Row> rows;
@@ -689,15 +583,7 @@ CtBenchReport Engine::run() {
   }
 
   nlohmann::json peers;
-  if (!opt_.peersJsonPath.empty()) {
-    std::ifstream f(opt_.peersJsonPath);
-    if (!f) throw IoError("cannot read peers JSON '" + opt_.peersJsonPath + "'");
-    try {
-      f >> peers;
-    } catch (std::exception const& e) {
-      throw IoError("peers JSON '" + opt_.peersJsonPath + "' is not valid JSON: " + e.what());
-    }
-  }
+  if (!opt_.peersJsonPath.empty()) peers = common::readPeersJson(opt_.peersJsonPath);
 
   CtBenchReport rep;
   rep.measured = measured_;
@@ -746,20 +632,6 @@ Measurement const* best(Row const& r) {
   for (auto const& m : r.device)
     if (m.measured() && (!b || m.timing.medianMs < b->timing.medianMs)) b = &m;
   return b;
-}
-
-std::string cell(Measurement const& m) {
-  if (m.status == "ok") return fmtMs(m.timing.medianMs);
-  if (m.status == "single") return fmtMs(m.timing.medianMs) + " (1 run)";
-  if (m.status == "skipped") return "skipped";
-  if (m.status == "check failed") return "**check failed**";
-  if (m.status == "error") return "**error**";
-  return "-";
-}
-
-std::string ratio(double paperMs, Measurement const& m) {
-  if (!m.measured() || !(paperMs > 0)) return "-";
-  return fmt(paperMs / m.timing.medianMs, 3);
 }
 
 std::string peerAlgoName(RowSpec const& r) { return r.algo == Algo::Bilateral ? "bilateral" : "nlm"; }

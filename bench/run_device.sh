@@ -5,12 +5,20 @@
 #   bench/run_device.sh BIN_DIR OUT_DIR check   # device facts, every test binary on every
 #                                               # execution space, full validation, peers
 #   bench/run_device.sh BIN_DIR OUT_DIR bench   # kortex bench ct (full), merging peers.json
+#   bench/run_device.sh BIN_DIR OUT_DIR tune    # kortex tune (every tuner) -> OUT/tuning.json
+#
+#   bench/run_device.sh BIN_DIR OUT_DIR multires  # kortex bench multires (full: Figs 4-6, Table 2,
+#                                                 # targets), merging $PEERS when given, else the
+#                                                 # OpenCV peer (bench/peers/multires_opencv.py) run
+#                                                 # here first when python3 has cv2
 #
 #   bench/run_device.sh BIN_DIR OUT_DIR profile # Nsight Compute reports of the kernels behind
 #                                               # the NLM targets (needs ncu)
 #
 # BIN_DIR holds kortex and the test executables (tstCore tstReferenceCpu tstBilateral tstNlm
-# tstMemory tstValidation). Results land in OUT_DIR; commit them under bench/results/ with the device name.
+# tstMemory tstMultires tstMultiresBilateral tstTuning tstValidation). SKIP_PEERS=1 skips the CT
+# peers in `check`. Results land in OUT_DIR (at most 8 files per part); commit them under
+# bench/results/ with the device name.
 set -u -o pipefail
 BIN="$1"; OUT="$2"; PART="${3:-check}"
 mkdir -p "$OUT"
@@ -25,7 +33,7 @@ if [ "$PART" = "check" ]; then
     nproc; lscpu | grep -E "Model name|Socket|Core"
   } > "$OUT/device.txt" 2>&1
   "$BIN/kortex" info --json "$OUT/info.json" > /dev/null || status=1
-  for t in tstCore tstReferenceCpu tstBilateral tstNlm tstMemory tstValidation; do
+  for t in tstCore tstReferenceCpu tstBilateral tstNlm tstMemory tstMultires tstMultiresBilateral tstTuning tstValidation; do
     echo "=== $t" >> "$OUT/tests.log"
     if timeout 300 "$BIN/$t" --log_level=test_suite --report_level=short >> "$OUT/tests.log" 2>&1; then
       echo "PASS $t"
@@ -36,15 +44,38 @@ if [ "$PART" = "check" ]; then
   timeout 300 "$BIN/kortex" validate --json "$OUT/validate.json" --markdown "$OUT/validate.md" \
     > "$OUT/validate.log" 2>&1 || { echo "FAIL validate"; status=1; }
   tail -n 5 "$OUT/validate.log"
-  timeout 240 python3 bench/peers/run_peers.py --out "$OUT/peers.json" > "$OUT/peers.log" 2>&1 \
-    || { echo "FAIL peers"; status=1; }
-  tail -n 3 "$OUT/peers.log"
+  if [ -z "${SKIP_PEERS:-}" ]; then  # SKIP_PEERS=1: the CT peers were measured already
+    timeout 240 python3 bench/peers/run_peers.py --out "$OUT/peers.json" > "$OUT/peers.log" 2>&1 \
+      || { echo "FAIL peers"; status=1; }
+    tail -n 3 "$OUT/peers.log"
+  fi
 elif [ "$PART" = "bench" ]; then
   peers=()
   if [ -n "${PEERS:-}" ] && [ -f "$PEERS" ]; then peers=(--peers "$PEERS"); fi
   "$BIN/kortex" bench ct --json "$OUT/ct.json" --markdown "$OUT/ct.md" "${peers[@]}" \
     > "$OUT/bench.log" 2> "$OUT/bench.progress" || status=1
   tail -n 60 "$OUT/bench.log"
+elif [ "$PART" = "tune" ]; then
+  # Every registered tuner at its default size into OUT/tuning.json (ship entries from it in
+  # core/tuning_defaults.json), all timings in OUT/tune.json.
+  timeout 500 "$BIN/kortex" tune --db "$OUT/tuning.json" --json "$OUT/tune.json" > "$OUT/tune.log" 2>&1 \
+    || { echo "FAIL tune"; status=1; }
+  grep -E "^(==|  (best|worst|reference|default|chosen))" "$OUT/tune.log" | head -n 40
+elif [ "$PART" = "multires" ]; then
+  peers=()
+  if [ -n "${PEERS:-}" ] && [ -f "$PEERS" ]; then
+    peers=(--peers "$PEERS")
+  elif python3 -c "import cv2, numpy" > /dev/null 2>&1; then
+    timeout 150 python3 bench/peers/multires_opencv.py --total-seconds 100 --out "$OUT/multires_peers.json" \
+      > "$OUT/multires_peers.log" 2>&1 || { echo "FAIL multires peers"; status=1; }
+    tail -n 2 "$OUT/multires_peers.log"
+    if [ -f "$OUT/multires_peers.json" ]; then peers=(--peers "$OUT/multires_peers.json"); fi
+  else
+    echo "no PEERS given and python3 has no cv2: the OpenCV peer is left out"
+  fi
+  timeout 430 "$BIN/kortex" bench multires --json "$OUT/multires.json" --markdown "$OUT/multires.md" \
+    "${peers[@]}" > "$OUT/multires.log" 2> "$OUT/multires.progress" || status=1
+  tail -n 80 "$OUT/multires.log"
 elif [ "$PART" = "profile" ]; then
   NCU="$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -n 1)"
   if [ -z "$NCU" ]; then echo "no ncu on this machine"; exit 1; fi
@@ -65,6 +96,6 @@ elif [ "$PART" = "profile" ]; then
       "$OUT/ncu_$name.txt" | head -n 8
   done
 else
-  echo "unknown part '$PART' (check|bench|profile)"; exit 2
+  echo "unknown part '$PART' (check|bench|tune|multires|profile)"; exit 2
 fi
 exit $status

@@ -59,6 +59,16 @@ std::string cpuModel() {
   return "unknown CPU";
 }
 
+std::string deviceName() {
+#ifdef KOKKOS_ENABLE_CUDA
+  int dev = 0;
+  cudaDeviceProp prop{};
+  if (cudaGetDevice(&dev) == cudaSuccess && cudaGetDeviceProperties(&prop, dev) == cudaSuccess)
+    return prop.name;
+#endif
+  return cpuModel();
+}
+
 std::string kokkosConfiguration() {
   std::ostringstream os;
   Kokkos::print_configuration(os, true);
@@ -87,15 +97,7 @@ BuildInfo buildInfo() {
   b.executionSpaces.push_back("Cuda");
 #endif
   b.defaultExecutionSpace = Kokkos::DefaultExecutionSpace::name();
-  b.device = cpuModel();
-#ifdef KOKKOS_ENABLE_CUDA
-  {
-    int dev = 0;
-    cudaDeviceProp prop{};
-    if (cudaGetDevice(&dev) == cudaSuccess && cudaGetDeviceProperties(&prop, dev) == cudaSuccess)
-      b.device = prop.name;
-  }
-#endif
+  b.device = deviceName();
   b.hostThreads = omp_get_max_threads();
   b.kokkosHostConcurrency = static_cast<int>(Kokkos::DefaultHostExecutionSpace().concurrency());
   b.vtkIo = KORTEX_HAVE_VTK;

@@ -34,5 +34,8 @@ struct BuildInfo {
 BuildInfo buildInfo();
 std::string kokkosConfiguration();  // Kokkos::print_configuration, verbose
 std::string cpuModel();
+// BuildInfo::device without the rest (no Kokkos initialisation needed): the name of the current
+// CUDA device in a CUDA build (device 0 before Kokkos picks one), otherwise cpuModel().
+std::string deviceName();
 
 }  // namespace kortex

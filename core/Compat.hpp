@@ -5,6 +5,9 @@
 
 #include <Kokkos_Core.hpp>
 
+#include <cstddef>
+#include <vector>
+
 #if KOKKOS_VERSION >= 40000
 #define KORTEX_KOKKOS_4 1
 #else
@@ -42,6 +45,28 @@ inline std::size_t scratchSizeMax(int level) {
 template <class Exec>
 inline int concurrency(Exec const& exec) {
   return static_cast<int>(exec.concurrency());
+}
+
+// Execution-space instances for independent work that may overlap (the multires filter runs
+// its pyramid levels on them): true where kx::partitionSpace gives distinct instances that run
+// concurrently, i.e. Kokkos 4 device backends (CUDA: one new stream per instance). Kokkos 3.4
+// has no portable partition_space, and new host instances (Serial, OpenMP) would not overlap.
+template <class Exec>
+inline constexpr bool hasConcurrentInstances =
+    KORTEX_KOKKOS_4 && !Kokkos::SpaceAccessibility<Exec, Kokkos::HostSpace>::accessible;
+
+// n instances for independent work: Kokkos::Experimental::partition_space(exec, {1, ..., 1})
+// where hasConcurrentInstances<Exec> (create them once and keep them: each owns a stream), else
+// n copies of `exec` (the work then runs in order on `exec`). Work enqueued on the new instances
+// is not ordered with `exec`: fence `exec` before and the instances after.
+template <class Exec>
+inline std::vector<Exec> partitionSpace(Exec const& exec, int n) {
+#if KORTEX_KOKKOS_4
+  if constexpr (hasConcurrentInstances<Exec>) {
+    return Kokkos::Experimental::partition_space(exec, std::vector<int>(static_cast<std::size_t>(n), 1));
+  }
+#endif
+  return std::vector<Exec>(static_cast<std::size_t>(n), exec);
 }
 
 // Short human-readable name of an execution space type.

@@ -6,6 +6,7 @@
 #include <limits>
 #include <string>
 
+#include "core/Tuning.hpp"
 #include "gpu/Common.hpp"
 #include "gpu/NlmBoxSum.hpp"
 #include "gpu/NlmImpl.hpp"
@@ -13,6 +14,65 @@
 #include "gpu/NlmScratchTiled.hpp"
 
 namespace kortex::gpu {
+
+namespace {
+
+// BoxSum tile and batch: the tuning database entry "ct.nlm.boxsum" for this device and size
+// class (`kortex tune`, core/Tuning.hpp), else today's default (chooseBoxSum2DConfig's preference
+// list) with a one-line notice. Config keys: x, y (tile), batch (offsets per pass pair). Tuned
+// kernel: the 2D two-pass kernel (patch radius 1..3, BoxSum2DKernel); other radii and 3D keep
+// their measured defaults and consult nothing. The tuned batch is clamped to what fits the
+// scratch at this problem's radii (the tuning run used r = 3, R = 8); a tuned tile that fits no
+// batch at all is ignored with a warning. Returns the request for launchBoxSum ({} = default).
+template <int PR, class ExecSpace>
+nlm_detail::BoxSumConfig boxSum2DRequest(nlm_detail::Problem const& pb) {
+  const std::size_t maxBytes = kx::scratchSizeMax<Kokkos::TeamPolicy<ExecSpace>>(0);
+  nlm_detail::BoxSumConfig def;
+  if (!nlm_detail::chooseBoxSum2DConfig<PR, ExecSpace>(pb, maxBytes, {}, def)) return {};
+  const tuning::Config fallback{{"x", def.tx}, {"y", def.ty}, {"batch", def.batch}};
+  const std::string sizeClass = tuning::sizeClass(pb.nx, pb.ny);
+  const std::string device = tuning::deviceFor<ExecSpace>();
+  std::string source;
+  const tuning::Config c = tuning::lookupOn(device, "ct.nlm.boxsum", sizeClass, fallback, &source);
+  if (source == "default") return {};
+  auto get = [&](const char* key, int otherwise) {
+    auto it = c.find(key);
+    return it == c.end() ? otherwise : it->second;
+  };
+  nlm_detail::BoxSumConfig req;
+  req.tx = get("x", def.tx);
+  req.ty = get("y", def.ty);
+  req.tz = 1;
+  req.batch = get("batch", def.batch);
+  using Shape = nlm_detail::BoxSum2DShape<PR>;
+  nlm_detail::BoxSumConfig used;
+  std::string why;
+  if (req.tx % Shape::L1 != 0 || req.ty % Shape::K2 != 0 || req.tx > 1024 || req.ty > 1024)
+    why = "the tile must be a multiple of " + std::to_string(Shape::L1) + "x" +
+          std::to_string(Shape::K2) + " and at most 1024x1024";
+  else if (!nlm_detail::chooseBoxSum2DConfig<PR, ExecSpace>(pb, maxBytes, req, used))
+    why = "the tile does not fit this execution space's team scratch";
+  if (!why.empty()) {
+    tuning::warnOnce("tuning entry ct.nlm.boxsum for " + device + " (" + sizeClass + ", " +
+                     source + ") ignored: " + tuning::toString(c) + ": " + why +
+                     "; using the default " + tuning::toString(fallback));
+    return {};
+  }
+  return req;
+}
+
+template <class ExecSpace>
+nlm_detail::BoxSumConfig boxSumRequest(nlm_detail::Problem const& pb) {
+  if (pb.dim != 2) return {};
+  switch (pb.r) {
+    case 1: return boxSum2DRequest<1, ExecSpace>(pb);
+    case 2: return boxSum2DRequest<2, ExecSpace>(pb);
+    case 3: return boxSum2DRequest<3, ExecSpace>(pb);
+    default: return {};
+  }
+}
+
+}  // namespace
 
 template <class ExecSpace>
 void nlm(ExecSpace const& exec, ConstImageView<typename ExecSpace::memory_space> in,
@@ -44,7 +104,7 @@ void nlm(ExecSpace const& exec, ConstImageView<typename ExecSpace::memory_space>
       break;
     case NlmVariant::BoxSum:
       if (pb.dim == 2)
-        nlm_detail::launchBoxSum<2>(exec, input, out, pb);
+        nlm_detail::launchBoxSum<2>(exec, input, out, pb, boxSumRequest<ExecSpace>(pb));
       else
         nlm_detail::launchBoxSum<3>(exec, input, out, pb);
       break;

@@ -14,7 +14,11 @@ std::string extentsString(Index nz, Index ny, Index nx) {
          std::to_string(nx) + ")";
 }
 
-Geometry checkViews(HostConstView const& in, HostView const& out, const char* who) {
+namespace {
+
+template <class ConstView, class View>
+Geometry checkViewsImpl(ConstView const& in, View const& out, const char* who) {
+  using Value = typename View::non_const_value_type;
   const Index nz = static_cast<Index>(in.extent(0)), ny = static_cast<Index>(in.extent(1)),
               nx = static_cast<Index>(in.extent(2));
   if (nz == 0 || ny == 0 || nx == 0 || in.data() == nullptr)
@@ -26,13 +30,23 @@ Geometry checkViews(HostConstView const& in, HostView const& out, const char* wh
     throw InvalidArgument(std::string(who) + ": output extents " + extentsString(oz, oy, ox) +
                           " differ from input extents " + extentsString(nz, ny, nx));
   const auto inBegin = reinterpret_cast<std::uintptr_t>(in.data());
-  const auto inEnd = inBegin + in.span() * sizeof(float);
+  const auto inEnd = inBegin + in.span() * sizeof(Value);
   const auto outBegin = reinterpret_cast<std::uintptr_t>(out.data());
-  const auto outEnd = outBegin + out.span() * sizeof(float);
+  const auto outEnd = outBegin + out.span() * sizeof(Value);
   if (inBegin < outEnd && outBegin < inEnd)
     throw InvalidArgument(std::string(who) +
                           ": input and output views overlap (in-place filtering is not supported)");
   return Geometry::fromSize(nx, ny, nz);
+}
+
+}  // namespace
+
+Geometry checkViews(HostConstView const& in, HostView const& out, const char* who) {
+  return checkViewsImpl(in, out, who);
+}
+
+Geometry checkViews(HostConstU16View const& in, HostU16View const& out, const char* who) {
+  return checkViewsImpl(in, out, who);
 }
 
 void checkFinite(HostConstView const& in) {

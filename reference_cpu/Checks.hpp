@@ -2,6 +2,7 @@
 // by the Kokkos code, which has its own, so a bug here cannot hide one there).
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 #include "core/Image.hpp"
@@ -10,6 +11,10 @@ namespace kortex::ref::detail {
 
 using HostConstView = ConstImageView<Kokkos::HostSpace>;
 using HostView = ImageView<Kokkos::HostSpace>;
+// 16-bit images (the multires integer pipeline); the same types as core/Multires.hpp's
+// ConstU16ImageView / U16ImageView on the host.
+using HostConstU16View = Kokkos::View<const std::uint16_t***, Kokkos::LayoutRight, Kokkos::HostSpace>;
+using HostU16View = Kokkos::View<std::uint16_t***, Kokkos::LayoutRight, Kokkos::HostSpace>;
 
 // Below this exponent exp() is subnormal (< 2.2e-308); such a weight is replaced by 0, an absolute
 // change below 3.3e-308 against a weight sum >= 1, and it keeps subnormals out of the sums.
@@ -21,6 +26,7 @@ inline Index clampIndex(Index i, Index n) { return i < 0 ? 0 : (i >= n ? n - 1 :
 std::string extentsString(Index nz, Index ny, Index nx);
 // Extents, emptiness and aliasing; returns the geometry the extents describe.
 Geometry checkViews(HostConstView const& in, HostView const& out, const char* who);
+Geometry checkViews(HostConstU16View const& in, HostU16View const& out, const char* who);
 // The filters are not defined for NaN/Inf: throws for the first such voxel in memory order.
 void checkFinite(HostConstView const& in);
 // A HostImage whose data is allocated and matches its geometry.

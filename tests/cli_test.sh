@@ -9,6 +9,8 @@ if [ -n "${KORTEX_DATA_DIR:-}" ]; then DATA="$KORTEX_DATA_DIR"; fi
 WORK="$(mktemp -d)"
 trap 'rm -rf "$WORK"' EXIT
 cd "$WORK"
+# Never the user's own tuning database (kortex tune, run-time lookups).
+export KORTEX_TUNING_DB="$WORK/user-tuning.json"
 fails=0
 passes=0
 
@@ -55,7 +57,7 @@ inf='\x00\x00\x80\x7f'   # +Inf
 rep() { local s=""; for _ in $(seq 1 "$2"); do s="$s$1"; done; printf '%s' "$s"; }
 
 # --- help on every subcommand -----------------------------------------------------------
-for sub in "" "info" "denoise" "denoise bilateral" "denoise nlm" "validate" "bench" "bench ct" "reproduce"; do
+for sub in "" "info" "denoise" "denoise bilateral" "denoise nlm" "denoise multires" "validate" "bench" "bench ct" "reproduce" "tune"; do
   # shellcheck disable=SC2086
   if "$KORTEX" $sub --help > help.txt 2>&1 && grep -q -i "usage" help.txt; then ok; else fail "--help for '$sub'"; fi
 done
@@ -77,6 +79,31 @@ expect_success "bilateral cpu" out.mha "$KORTEX" denoise bilateral good.mha out.
 expect_success "bilateral kokkos naive" out.mha "$KORTEX" denoise bilateral good.mha out.mha --backend kokkos --variant naive
 expect_success "nlm kokkos boxsum" out.nii.gz "$KORTEX" denoise nlm good.mha out.nii.gz --backend kokkos --variant boxsum --patch-radius 1 --search-radius 2 --h 0.1
 expect_success "nlm cpu" out.vti "$KORTEX" denoise nlm good.mha out.vti --backend cpu --patch-radius 1 --search-radius 2
+
+# --- multires (issue 3) ---------------------------------------------------------------------
+three='\x00\x00\x40\x40'  # 3.0f
+half='\x00\x00\x00\x3f'   # 0.5f
+mha ints.mha 2 "32 24" "$(rep "$one$three$three" 256)"
+mha halves.mha 2 "32 24" "$(rep "$one$half$three" 256)"
+mha vol.mha 3 "8 8 3" "$(rep "$one" 192)"
+expect_success "multires cpu float" out.mha "$KORTEX" denoise multires halves.mha out.mha --backend cpu --levels 3 --sigma-range 0.5
+expect_success "multires kokkos integer (auto)" out.mha "$KORTEX" denoise multires ints.mha out.mha --backend kokkos --levels 3
+grep -q "integer (16-bit, exact) pipeline" stdout.txt || fail "multires: integer input did not take the integer pipeline"
+expect_success "multires kokkos float unfused fastmath" out.nii.gz "$KORTEX" denoise multires ints.mha out.nii.gz --backend kokkos --integer no --pyramid unfused --variant fastmath --sigma-range inf
+expect_success "multires kokkos integer packed16" out.mha "$KORTEX" denoise multires ints.mha out.mha --backend kokkos --pyramid packed16 --bits 2 --sigma-range 1
+expect_error "multires levels 0" out.mha "$KORTEX" denoise multires ints.mha out.mha --levels 0
+expect_error "multires too many levels" out.mha "$KORTEX" denoise multires good.mha out.mha --levels 5 --sigma-range 1
+expect_error "multires 3D input" out.mha "$KORTEX" denoise multires vol.mha out.mha --sigma-range 1
+expect_error "multires --integer yes on fractions" out.mha "$KORTEX" denoise multires halves.mha out.mha --integer yes
+expect_error "multires lut variant on float" out.mha "$KORTEX" denoise multires halves.mha out.mha --backend kokkos --variant lut
+expect_error "multires packed16 on float" out.mha "$KORTEX" denoise multires halves.mha out.mha --backend kokkos --pyramid packed16
+expect_error "multires bad sigma-range text" out.mha "$KORTEX" denoise multires ints.mha out.mha --sigma-range abc
+expect_error "multires auto sigma on a noiseless image" out.mha "$KORTEX" denoise multires good.mha out.mha --levels 2
+expect_error "multires bits above 15" out.mha "$KORTEX" denoise multires ints.mha out.mha --bits 16
+expect_error "multires value above bits" out.mha "$KORTEX" denoise multires ints.mha out.mha --bits 1 --sigma-range 1
+expect_error "multires variant with cpu backend" out.mha "$KORTEX" denoise multires ints.mha out.mha --backend cpu --variant naive
+expect_error "multires NaN voxel" out.mha "$KORTEX" denoise multires nan.mha out.mha --sigma-range 1
+expect_error "multires unknown pyramid" out.mha "$KORTEX" denoise multires ints.mha out.mha --pyramid fast
 
 expect_error "missing input" out.mha "$KORTEX" denoise bilateral missing.mha out.mha
 expect_error "directory as input" out.mha "$KORTEX" denoise bilateral adir out.mha
@@ -107,6 +134,41 @@ expect_error "missing arguments" "" "$KORTEX" denoise nlm good.mha
 expect_error "unknown subcommand" "" "$KORTEX" frobnicate
 expect_error "validate json to missing dir" nodir/v.json "$KORTEX" validate --quick --json nodir/v.json
 expect_error "bench ct --only matching no row" bo.json "$KORTEX" bench ct --tiny --only "no such row" --json bo.json
+
+# --- tuning database: kortex tune ------------------------------------------------------------
+expect_success "tune --show (no database yet)" "" "$KORTEX" tune --show
+grep -q "^User database: .*user-tuning.json (absent)" stdout.txt || fail "tune --show: the absent user database is not reported"
+expect_error "tune unknown kernel" tdb.json "$KORTEX" tune --kernel nosuch --db tdb.json
+printf '{"schema": "kortex-tuning", "schema_version": 1, "entries": [' > corrupt.json
+cp corrupt.json corrupt.orig
+expect_error "tune over a corrupt database" "" "$KORTEX" tune --db corrupt.json --kernel ct.nlm.boxsum --quick --size 64
+cmp -s corrupt.json corrupt.orig || fail "tune over a corrupt database: the file was modified"
+expect_error "tune --show of a corrupt database" "" "$KORTEX" tune --show --db corrupt.json
+expect_error "tune size below the search window" tdb.json "$KORTEX" tune --kernel ct.nlm.boxsum --quick --size 8 --db tdb.json
+expect_error "tune database is a directory" "" "$KORTEX" tune --kernel ct.nlm.boxsum --quick --size 64 --db adir
+expect_error "tune json to missing dir" tdb.json "$KORTEX" tune --kernel ct.nlm.boxsum --quick --size 64 --db tdb.json --json nodir/t.json
+expect_error "tune --show with --quick" "" "$KORTEX" tune --show --quick
+expect_success "tune nlm boxsum (tiny)" tdir/t.json "$KORTEX" tune --kernel ct.nlm.boxsum --quick --size 64 --db tdir/t.json --json tune.json
+[ -s tune.json ] || fail "tune: no --json report"
+# The written database is valid (kortex parses it strictly) and holds the entry.
+expect_success "tune --show of the new database" "" "$KORTEX" tune --show --db tdir/t.json
+grep -q "ct.nlm.boxsum .* user" stdout.txt || fail "tune --show: the new ct.nlm.boxsum entry is not listed"
+# Run time: the entry is used (no "no tuning entry" notice for the kernel) ...
+KORTEX_TUNING_DB=tdir/t.json expect_success "nlm boxsum with the tuned entry" out.mha \
+  "$KORTEX" denoise nlm good.mha out.mha --backend kokkos --variant boxsum --patch-radius 1 --search-radius 2
+if grep -q "no tuning entry for ct.nlm.boxsum" stderr.txt; then fail "nlm boxsum: the tuned entry was not used"; fi
+# ... and an unusable one (tile not a multiple of the 8x4 strips) gives one warning, the default
+# and a normal run.
+sed 's/"x": [0-9]*/"x": 12/' tdir/t.json > bad-tile.json
+KORTEX_TUNING_DB=bad-tile.json expect_success "nlm boxsum with an unusable tuned tile" out.mha \
+  "$KORTEX" denoise nlm good.mha out.mha --backend kokkos --variant boxsum --patch-radius 1 --search-radius 2
+[ "$(grep -c "kortex: warning: tuning entry ct.nlm.boxsum" stderr.txt)" -eq 1 ] || fail "unusable tuned tile: expected one warning"; 
+if grep -q -i "error" stderr.txt; then fail "unusable tuned tile: an error line"; fi
+# A corrupt user database never stops a filter: one warning, then the defaults.
+KORTEX_TUNING_DB=corrupt.json expect_success "bilateral with a corrupt tuning database" out.mha \
+  "$KORTEX" denoise bilateral good.mha out.mha --backend kokkos --radius 2
+[ "$(grep -c "kortex: warning: tuning database 'corrupt.json' ignored" stderr.txt)" -eq 1 ] || fail "corrupt tuning database: expected one warning"
+if grep -q -i "error" stderr.txt; then fail "corrupt tuning database: an error line"; fi
 
 # Real data: a 4D-free IXI volume through the whole chain; a truncated copy must fail cleanly.
 if [ -n "$DATA" ] && [ -f "$DATA/mri/ixi_2mm/IXI012-HH-1211-T1_ds.nii.gz" ]; then

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -20,6 +21,7 @@
 #include "validation/Harness.hpp"
 #include "validation/Metrics.hpp"
 #include "validation/Quality.hpp"
+#include "validation/QualityMultires.hpp"
 #include "validation/Report.hpp"
 #include "validation/Suite.hpp"
 
@@ -284,6 +286,71 @@ BOOST_AUTO_TEST_CASE(harness_small_cases_pass_on_every_space) {
   BOOST_TEST(j["variants"].size() == spaces.size() * 3);
   BOOST_TEST(j["pass"].get<bool>());
   BOOST_TEST(j["variants"][0]["errors"]["max_rel"].get<double>() <= kMaxRelativeErrorTolerance);
+}
+
+BOOST_AUTO_TEST_CASE(harness_multires_cases_pass_on_every_space) {
+  setenv("KORTEX_TUNING_QUIET", "1", 1);
+  const auto spaces = enabledExecutionSpaces();
+  HarnessOptions opt;
+  opt.time = false;
+
+  Case f;
+  f.name = "multires structured 37x29";
+  f.algorithm = Algorithm::Multires;
+  f.multires.levels = 3;
+  f.multires.sigmaRange = 0.2f;
+  f.input = structuredImage(Geometry::make2D(37, 29), 3);
+  const CaseResult rf = runCase(f, opt);
+  BOOST_TEST(rf.pass);
+  BOOST_TEST(rf.variants.size() == spaces.size() * 9);  // 3 pyramid x 3 bilateral variants
+  for (auto const& v : rf.variants)
+    BOOST_TEST_CONTEXT(v.variant << " on " << v.space) { BOOST_TEST(v.check.errors.maxRel <= kMaxRelativeErrorTolerance); }
+
+  // Integer pipeline: 10-bit values, every variant exactly equal to the reference.
+  Case i;
+  i.name = "multires-u16 random 31x27";
+  i.algorithm = Algorithm::MultiresInteger;
+  i.multires.levels = 3;
+  i.multires.sigmaRange = 40.0f;
+  i.multires.bits = 10;
+  i.input = randomImage(Geometry::make2D(31, 27), 5);
+  for (Index k = 0; k < i.input.numVoxels(); ++k)
+    i.input.data.data()[k] = std::floor(i.input.data.data()[k] * 1023.0f);
+  const CaseResult ri = runCase(i, opt);
+  BOOST_TEST(ri.tolerance == 0.0);
+  BOOST_TEST(ri.pass);
+  BOOST_TEST(ri.variants.size() == spaces.size() * 4);
+  for (auto const& v : ri.variants)
+    BOOST_TEST_CONTEXT(v.variant << " on " << v.space) { BOOST_TEST(v.check.errors.maxAbs == 0.0); }
+
+  // A non-integer voxel cannot enter the integer pipeline.
+  i.input.data.data()[3] = 0.5f;
+  BOOST_CHECK_THROW(runCase(i, opt), InvalidArgument);
+}
+
+BOOST_AUTO_TEST_CASE(noise_estimate_recovers_added_noise) {
+  HostImage flat("flat", Geometry::make2D(256, 256));
+  Kokkos::deep_copy(flat.data, 0.5f);
+  BOOST_TEST(estimateNoiseSigma(flat) == 0.0);
+  // Immerkaer's estimator on white Gaussian noise: unbiased; 254^2 samples give ~0.3% spread.
+  constexpr double kNoiseEstimateTolerance = 0.03;
+  for (double sigma : {0.01, 0.05}) {
+    const HostImage noisy = addGaussianNoise(flat, sigma, 77);
+    BOOST_TEST(estimateNoiseSigma(noisy) == sigma, boost::test_tools::tolerance(kNoiseEstimateTolerance));
+  }
+}
+
+BOOST_AUTO_TEST_CASE(multires_quality_on_embedded_phantom_raises_psnr) {
+  setenv("KORTEX_TUNING_QUIET", "1", 1);
+  MultiresQualityOptions q;
+  q.backend = Backend::Cpu;
+  const auto r = runMultiresQualityImage(sheppLogan2D(96), "shepp-logan-96", "embedded", q);
+  BOOST_TEST(r.pass);
+  BOOST_TEST(r.psnrMultires > r.psnrNoisy);
+  BOOST_TEST(r.psnrBilateral > r.psnrNoisy);
+  BOOST_TEST(r.multires.levels == 5);
+  BOOST_TEST(toJson(r)["multires"]["levels"].get<int>() == 5);
+  BOOST_TEST(toMarkdown(std::vector<MultiresQualityResult>{r}).find("multires") != std::string::npos);
 }
 
 BOOST_AUTO_TEST_CASE(harness_rejects_bad_case) {

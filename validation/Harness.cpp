@@ -12,25 +12,89 @@
 #include "core/Compat.hpp"
 #include "core/Errors.hpp"
 #include "gpu/Bilateral.hpp"
+#include "gpu/Multires.hpp"
 #include "gpu/Nlm.hpp"
 #include "reference_cpu/Bilateral.hpp"
+#include "reference_cpu/Multires.hpp"
 #include "reference_cpu/Nlm.hpp"
 #include "validation/Report.hpp"
 
 namespace kortex::validation {
 
 const char* toString(Algorithm a) {
-  return a == Algorithm::Bilateral ? "bilateral" : "nlm";
+  switch (a) {
+    case Algorithm::Bilateral: return "bilateral";
+    case Algorithm::Nlm: return "nlm";
+    case Algorithm::Multires: return "multires";
+    case Algorithm::MultiresInteger: return "multires-u16";
+  }
+  return "?";
 }
 
-int variantCount(Algorithm a) { return a == Algorithm::Bilateral ? 2 : 3; }
+int variantCount(Algorithm a) {
+  switch (a) {
+    case Algorithm::Bilateral: return 2;
+    case Algorithm::Nlm: return 3;
+    case Algorithm::Multires: return 9;
+    case Algorithm::MultiresInteger: return 4;
+  }
+  return 0;
+}
+
+MultiresParams multiresVariantParams(Algorithm a, MultiresParams p, int v) {
+  if (a == Algorithm::Multires) {
+    static const PyramidVariant pyr[] = {PyramidVariant::Unfused, PyramidVariant::FusedDirect,
+                                         PyramidVariant::FusedExpand};
+    static const MultiresBilateralVariant bil[] = {MultiresBilateralVariant::Naive,
+                                                   MultiresBilateralVariant::ClosenessLut,
+                                                   MultiresBilateralVariant::FastMath};
+    p.pyramid = pyr[v / 3];
+    p.bilateral = bil[v % 3];
+  } else {
+    static const PyramidVariant pyr[] = {PyramidVariant::Unfused, PyramidVariant::FusedDirect,
+                                         PyramidVariant::FusedExpand, PyramidVariant::Packed16};
+    p.pyramid = pyr[v];
+    p.bilateral = MultiresBilateralVariant::ClosenessSimilarityLut;
+  }
+  return p;
+}
 
 namespace {
 
-const char* variantName(Algorithm a, int v) {
-  return a == Algorithm::Bilateral ? toString(static_cast<BilateralVariant>(v))
-                                   : toString(static_cast<NlmVariant>(v));
+bool isMultires(Algorithm a) { return a == Algorithm::Multires || a == Algorithm::MultiresInteger; }
+
+std::string variantName(Algorithm a, int v) {
+  switch (a) {
+    case Algorithm::Bilateral: return toString(static_cast<BilateralVariant>(v));
+    case Algorithm::Nlm: return toString(static_cast<NlmVariant>(v));
+    default: {
+      const MultiresParams p = multiresVariantParams(a, MultiresParams{}, v);
+      return std::string(toString(p.pyramid)) + "+" + toString(p.bilateral);
+    }
+  }
 }
+
+// Float image holding integers in [0, 65535] <-> uint16 (the integer pipeline's I/O).
+Kokkos::View<std::uint16_t***, Kokkos::LayoutRight, Kokkos::HostSpace> toU16(HostImage const& img) {
+  Kokkos::View<std::uint16_t***, Kokkos::LayoutRight, Kokkos::HostSpace> v(
+      "kortex::validation::u16", img.data.extent(0), img.data.extent(1), img.data.extent(2));
+  const float* p = img.data.data();
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    const float x = p[i];
+    if (!(x >= 0.0f && x <= 65535.0f) || x != static_cast<float>(static_cast<std::uint32_t>(x)))
+      throw InvalidArgument("integer multires case: input voxel " + std::to_string(i) +
+                            " is not an integer in [0, 65535]");
+    v.data()[i] = static_cast<std::uint16_t>(x);
+  }
+  return v;
+}
+
+template <class Mem>
+struct U16ToFloat {
+  Kokkos::View<const std::uint16_t*, Mem> src;
+  Kokkos::View<float*, Mem> dst;
+  KOKKOS_INLINE_FUNCTION void operator()(const std::size_t i) const { dst(i) = static_cast<float>(src(i)); }
+};
 
 using Clock = std::chrono::steady_clock;
 
@@ -65,23 +129,53 @@ struct OmpThreads {
   ~OmpThreads() { omp_set_num_threads(saved); }
 };
 
+// Device buffers of the integer pipeline (empty for the other algorithms).
+template <class Mem>
+struct U16Buffers {
+  U16ImageView<Mem> in, out;
+};
+
 template <class Exec>
 void launchVariant(Exec const& exec, Case const& c, int v,
                    ConstImageView<typename Exec::memory_space> in,
-                   ImageView<typename Exec::memory_space> out) {
-  if (c.algorithm == Algorithm::Bilateral) {
-    BilateralParams p = c.bilateral;
-    p.variant = static_cast<BilateralVariant>(v);
-    gpu::bilateral(exec, in, out, p);
-  } else {
-    NlmParams p = c.nlm;
-    p.variant = static_cast<NlmVariant>(v);
-    gpu::nlm(exec, in, out, p);
+                   ImageView<typename Exec::memory_space> out,
+                   U16Buffers<typename Exec::memory_space> const& u16) {
+  switch (c.algorithm) {
+    case Algorithm::Bilateral: {
+      BilateralParams p = c.bilateral;
+      p.variant = static_cast<BilateralVariant>(v);
+      gpu::bilateral(exec, in, out, p);
+      return;
+    }
+    case Algorithm::Nlm: {
+      NlmParams p = c.nlm;
+      p.variant = static_cast<NlmVariant>(v);
+      gpu::nlm(exec, in, out, p);
+      return;
+    }
+    case Algorithm::Multires:
+      gpu::multires(exec, in, out, multiresVariantParams(c.algorithm, c.multires, v));
+      return;
+    case Algorithm::MultiresInteger:
+      gpu::multires(exec, ConstU16ImageView<typename Exec::memory_space>(u16.in), u16.out,
+                    multiresVariantParams(c.algorithm, c.multires, v));
+      return;
   }
 }
 
+// The integer pipeline's output as float in `out` (for the comparison).
 template <class Exec>
-void runSpace(Case const& c, HostImage const& reference, HarnessOptions const& opt,
+void integerOutputToFloat(Exec const& exec, U16Buffers<typename Exec::memory_space> const& u16,
+                          ImageView<typename Exec::memory_space> out) {
+  using Mem = typename Exec::memory_space;
+  U16ToFloat<Mem> f{Kokkos::View<const std::uint16_t*, Mem>(u16.out.data(), u16.out.size()),
+                    Kokkos::View<float*, Mem>(out.data(), out.size())};
+  Kokkos::parallel_for("kortex::validation::u16ToFloat",
+                       Kokkos::RangePolicy<Exec>(exec, 0, u16.out.size()), f);
+}
+
+template <class Exec>
+void runSpace(Case const& c, HostImage const& reference, HarnessOptions const& opt, double tolerance,
               double referenceMs, std::vector<VariantResult>& results) {
   using Mem = typename Exec::memory_space;
   constexpr bool hostMemory = Kokkos::SpaceAccessibility<Kokkos::HostSpace, Mem>::accessible;
@@ -91,6 +185,12 @@ void runSpace(Case const& c, HostImage const& reference, HarnessOptions const& o
   ImageView<Mem> dout("kortex::validation::output", in.extent(0), in.extent(1), in.extent(2));
   Kokkos::deep_copy(din, in);
   HostImage back("kortex::validation::result", c.input.geometry);
+  U16Buffers<Mem> u16;
+  if (c.algorithm == Algorithm::MultiresInteger) {
+    u16.in = U16ImageView<Mem>("kortex::validation::inputU16", in.extent(0), in.extent(1), in.extent(2));
+    u16.out = U16ImageView<Mem>("kortex::validation::outputU16", in.extent(0), in.extent(1), in.extent(2));
+    Kokkos::deep_copy(u16.in, toU16(c.input));
+  }
 
   double upMs = -1.0, downMs = -1.0;
   if (!hostMemory && opt.time) {
@@ -112,14 +212,18 @@ void runSpace(Case const& c, HostImage const& reference, HarnessOptions const& o
       Kokkos::deep_copy(dout, std::numeric_limits<float>::quiet_NaN());
       Kokkos::fence();
       const auto t0 = Clock::now();
-      launchVariant(exec, c, v, din, dout);
+      launchVariant(exec, c, v, din, dout, u16);
       exec.fence();
       const double firstMs = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+      if (c.algorithm == Algorithm::MultiresInteger) {
+        integerOutputToFloat(exec, u16, dout);
+        exec.fence();
+      }
       Kokkos::deep_copy(back.data, dout);
-      r.check = checkAgainstReference(back, reference, opt.maxRelativeErrorTolerance);
+      r.check = checkAgainstReference(back, reference, tolerance);
       r.ran = true;
       if (opt.time) {
-        r.timing = timeAfterFirstRun(opt, firstMs, [&] { launchVariant(exec, c, v, din, dout); },
+        r.timing = timeAfterFirstRun(opt, firstMs, [&] { launchVariant(exec, c, v, din, dout, u16); },
                                      [&] { exec.fence(); });
         r.timed = true;
         r.speedup = r.timing.medianMs > 0.0 ? referenceMs / r.timing.medianMs : 0.0;
@@ -181,6 +285,14 @@ std::string describeParams(BilateralParams const& p) {
   return os.str();
 }
 
+std::string describeParams(MultiresParams const& p) {
+  std::ostringstream os;
+  os << "levels=" << p.levels << " r=" << p.radius << " sigma_s=" << fmt(p.sigmaSpatial)
+     << " sigma_r=" << fmt(p.sigmaRange);
+  if (p.bits > 0) os << " bits=" << p.bits;
+  return os.str();
+}
+
 std::string describeParams(NlmParams const& p) {
   std::ostringstream os;
   os << "patch r=" << p.patchRadius << " (" << 2 * p.patchRadius + 1 << ") search R="
@@ -195,24 +307,38 @@ CaseResult runCase(Case const& c, HarnessOptions const& opt) {
   res.algorithm = c.algorithm;
   res.inputDescription = c.inputDescription;
   res.geometry = c.input.geometry;
-  res.tolerance = opt.maxRelativeErrorTolerance;
+  // The integer pipeline is exact by definition (core/Multires.hpp): tolerance 0.
+  res.tolerance = c.algorithm == Algorithm::MultiresInteger ? 0.0 : opt.maxRelativeErrorTolerance;
   res.params = c.algorithm == Algorithm::Bilateral ? describeParams(c.bilateral)
-                                                   : describeParams(c.nlm);
+               : c.algorithm == Algorithm::Nlm     ? describeParams(c.nlm)
+                                                   : describeParams(c.multires);
   if (c.input.data.size() == 0) throw InvalidArgument("validation case '" + c.name + "': empty input");
   if (c.algorithm == Algorithm::Bilateral)
     c.bilateral.validateFor(c.input.geometry);
-  else
+  else if (c.algorithm == Algorithm::Nlm)
     c.nlm.validateFor(c.input.geometry);
+  else
+    c.multires.validateFor(c.input.geometry);
+  Kokkos::View<std::uint16_t***, Kokkos::LayoutRight, Kokkos::HostSpace> inU16, refU16;
+  if (c.algorithm == Algorithm::MultiresInteger) {
+    inU16 = toU16(c.input);
+    refU16 = decltype(refU16)("kortex::validation::referenceU16", inU16.extent(0), inU16.extent(1),
+                              inU16.extent(2));
+  }
 
   HostImage reference("kortex::validation::reference", c.input.geometry);
   {
     OmpThreads threads(opt.referenceThreads);
     res.referenceThreads = omp_get_max_threads();
     auto runRef = [&] {
-      if (c.algorithm == Algorithm::Bilateral)
-        ref::bilateral(c.input.data, reference.data, c.bilateral);
-      else
-        ref::nlm(c.input.data, reference.data, c.nlm);
+      switch (c.algorithm) {
+        case Algorithm::Bilateral: ref::bilateral(c.input.data, reference.data, c.bilateral); break;
+        case Algorithm::Nlm: ref::nlm(c.input.data, reference.data, c.nlm); break;
+        case Algorithm::Multires: ref::multires(c.input.data, reference.data, c.multires); break;
+        case Algorithm::MultiresInteger:  // (the reference has no variants; its check wants the integer one)
+          ref::multires(inU16, refU16, multiresVariantParams(c.algorithm, c.multires, 0));
+          break;
+      }
     };
     const auto t0 = Clock::now();
     runRef();  // produces the reference output; counts as the first warm-up run
@@ -223,18 +349,20 @@ CaseResult runCase(Case const& c, HarnessOptions const& opt) {
     }
   }
   const double refMs = res.reference.medianMs;
+  if (c.algorithm == Algorithm::MultiresInteger)
+    for (std::size_t i = 0; i < refU16.size(); ++i) reference.data.data()[i] = static_cast<float>(refU16.data()[i]);
 
 #ifdef KOKKOS_ENABLE_SERIAL
-  runSpace<Kokkos::Serial>(c, reference, opt, refMs, res.variants);
+  runSpace<Kokkos::Serial>(c, reference, opt, res.tolerance, refMs, res.variants);
 #endif
 #ifdef KOKKOS_ENABLE_OPENMP
-  runSpace<Kokkos::OpenMP>(c, reference, opt, refMs, res.variants);
+  runSpace<Kokkos::OpenMP>(c, reference, opt, res.tolerance, refMs, res.variants);
 #endif
 #ifdef KOKKOS_ENABLE_THREADS
-  runSpace<Kokkos::Threads>(c, reference, opt, refMs, res.variants);
+  runSpace<Kokkos::Threads>(c, reference, opt, res.tolerance, refMs, res.variants);
 #endif
 #ifdef KOKKOS_ENABLE_CUDA
-  runSpace<Kokkos::Cuda>(c, reference, opt, refMs, res.variants);
+  runSpace<Kokkos::Cuda>(c, reference, opt, res.tolerance, refMs, res.variants);
 #endif
 
   res.pass = !res.variants.empty();

@@ -21,6 +21,7 @@
 
 #include "core/Bilateral.hpp"
 #include "core/Image.hpp"
+#include "core/Multires.hpp"
 #include "core/Nlm.hpp"
 #include "core/Timing.hpp"
 #include "validation/Metrics.hpp"
@@ -36,7 +37,13 @@ namespace kortex::validation {
 // the output by >= 1e-3 of the range and fails by two orders of magnitude.
 inline constexpr double kMaxRelativeErrorTolerance = 1e-5;
 
-enum class Algorithm { Bilateral, Nlm };
+// Multires: the float pipeline, variants = pyramid (Unfused, FusedDirect, FusedExpand) x layer
+// bilateral (Naive, ClosenessLut, FastMath), tolerance as above. MultiresInteger: the 16-bit
+// integer pipeline (input rounded to uint16, output compared as float), variants = pyramid
+// (Unfused, FusedDirect, FusedExpand, Packed16) x ClosenessSimilarityLut; it must be exact
+// (tolerance 0), and its Kokkos timings include the uint16 buffers being filled by a copy kernel
+// only once per space (not per run).
+enum class Algorithm { Bilateral, Nlm, Multires, MultiresInteger };
 const char* toString(Algorithm a);
 
 // One validation case.
@@ -45,6 +52,7 @@ struct Case {
   Algorithm algorithm = Algorithm::Bilateral;
   BilateralParams bilateral;   // used when algorithm == Bilateral (variant field ignored)
   NlmParams nlm;               // used when algorithm == Nlm (variant field ignored)
+  MultiresParams multires;     // used by Multires / MultiresInteger (variant fields ignored)
   HostImage input;
   std::string inputDescription;  // "Shepp-Logan 2D + noise (SNR 25)"
 };
@@ -110,11 +118,15 @@ CaseResult runCase(Case const& c, HarnessOptions const& opt = {});
 
 // Names of the enabled Kokkos execution spaces, in the order the harness runs them.
 std::vector<std::string> enabledExecutionSpaces();
-// Number of variants of an algorithm (2 for bilateral, 3 for NLM).
+// Number of variants of an algorithm (2 for bilateral, 3 for NLM, 9 / 4 for multires float /
+// integer).
 int variantCount(Algorithm a);
+// The parameters of variant v of a multires case (pyramid and bilateral fields set).
+MultiresParams multiresVariantParams(Algorithm a, MultiresParams p, int v);
 
 std::string describeParams(BilateralParams const& p);
 std::string describeParams(NlmParams const& p);
+std::string describeParams(MultiresParams const& p);
 
 nlohmann::json toJson(CaseResult const& r);
 nlohmann::json toJson(ErrorStats const& e);

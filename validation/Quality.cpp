@@ -17,6 +17,7 @@
 #include "reference_cpu/Nlm.hpp"
 #include "validation/Harness.hpp"
 #include "validation/Metrics.hpp"
+#include "validation/QualitySupport.hpp"
 #include "validation/Report.hpp"
 
 #if KORTEX_VALIDATION_HAVE_IO
@@ -65,85 +66,15 @@ HostImage qualityReadImage(std::string const& path) {
 #endif
 }
 
-namespace {
-
-using Clock = std::chrono::steady_clock;
-double msSince(Clock::time_point t0) {
-  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-}
-
-// Runs a filter on the chosen backend; returns the output and the wall time of one run.
-template <class RefFilter, class KokkosFilter>
-HostImage runFilter(HostImage const& in, Backend backend, RefFilter&& refFilter,
-                    KokkosFilter&& kokkosFilter, double* ms) {
-  HostImage out("kortex::validation::quality::filtered", in.geometry);
-  if (backend == Backend::Cpu) {
-    const auto t0 = Clock::now();
-    refFilter(in.data, out.data);
-    *ms = msSince(t0);
-    return out;
-  }
-  using Exec = Kokkos::DefaultExecutionSpace;
-  using Mem = Exec::memory_space;
-  Exec exec;
-  const auto t0 = Clock::now();
-  ImageView<Mem> din("kortex::validation::quality::in", in.data.extent(0), in.data.extent(1),
-                     in.data.extent(2));
-  ImageView<Mem> dout("kortex::validation::quality::out", in.data.extent(0), in.data.extent(1),
-                      in.data.extent(2));
-  Kokkos::deep_copy(din, in.data);
-  kokkosFilter(exec, ConstImageView<Mem>(din), dout);
-  exec.fence();
-  Kokkos::deep_copy(out.data, dout);
-  *ms = msSince(t0);
-  return out;
-}
-
-HostImage middleSlice(HostImage const& vol) {
-  if (vol.dimension() == 2) return vol;
-  const Index k = vol.geometry.nz() / 2;
-  HostImage s("kortex::validation::quality::slice", Geometry::make2D(vol.geometry.nx(), vol.geometry.ny()));
-  for (Index j = 0; j < vol.geometry.ny(); ++j)
-    for (Index i = 0; i < vol.geometry.nx(); ++i) s.data(0, j, i) = vol.data(k, j, i);
-  return s;
-}
-
+using detail::backendLabel;
+using detail::msSince;
+using detail::middleSlice;
+using detail::runOnBackend;
 #if KORTEX_VALIDATION_HAVE_IO
-// Tiles (all 2D, equal size) laid out as a grid with `gap`-pixel separators of value `sep`.
-HostImage composeGrid(std::vector<std::vector<HostImage>> const& rows, float sep, Index gap = 2) {
-  const Index tw = rows.front().front().geometry.nx(), th = rows.front().front().geometry.ny();
-  Index cols = 0;
-  for (auto const& r : rows) cols = std::max<Index>(cols, static_cast<Index>(r.size()));
-  const Index nr = static_cast<Index>(rows.size());
-  HostImage g("kortex::validation::montage",
-              Geometry::make2D(cols * tw + (cols - 1) * gap, nr * th + (nr - 1) * gap));
-  Kokkos::deep_copy(g.data, sep);
-  for (Index r = 0; r < nr; ++r)
-    for (Index c = 0; c < static_cast<Index>(rows[r].size()); ++c) {
-      HostImage const& t = rows[r][c];
-      for (Index j = 0; j < th; ++j)
-        for (Index i = 0; i < tw; ++i) g.data(0, r * (th + gap) + j, c * (tw + gap) + i) = t.data(0, j, i);
-    }
-  return g;
-}
-
-// "head_ge/01.dcm" -> "head_ge/01", "x.nii.gz" -> "x".
-std::string stripImageExtension(std::string s) {
-  for (const char* ext : {".nii.gz", ".nii", ".png", ".jpg", ".jpeg", ".dcm", ".mha", ".mhd", ".vti"}) {
-    const std::string e(ext);
-    if (s.size() > e.size() && s.compare(s.size() - e.size(), e.size(), e) == 0) return s.substr(0, s.size() - e.size());
-  }
-  return s;
-}
+using detail::composeGrid;
+using detail::stripImageExtension;
 #endif
-
-std::string backendLabel(Backend b) {
-  if (b == Backend::Cpu)
-    return "cpu reference (OpenMP, " + std::to_string(omp_get_max_threads()) + " threads)";
-  return std::string("kokkos ") + Kokkos::DefaultExecutionSpace::name();
-}
-
-}  // namespace
+using Clock = detail::Clock;
 
 QualityImageResult runQualityImage(HostImage const& clean, std::string const& name,
                                    std::string const& source, QualityOptions const& opt) {
@@ -182,7 +113,7 @@ QualityImageResult runQualityImage(HostImage const& clean, std::string const& na
       f.bilateral.validateFor(clean.geometry);
       f.params = describeParams(f.bilateral);
       const BilateralParams p = f.bilateral;
-      HostImage out = runFilter(
+      HostImage out = runOnBackend(
           noisy, backend,
           [&](auto in, auto outView) { ref::bilateral(in, outView, p); },
           [&](auto const& exec, auto in, auto outView) { gpu::bilateral(exec, in, outView, p); },
@@ -202,7 +133,7 @@ QualityImageResult runQualityImage(HostImage const& clean, std::string const& na
       f.nlm.validateFor(clean.geometry);
       f.params = describeParams(f.nlm);
       const NlmParams p = f.nlm;
-      HostImage out = runFilter(
+      HostImage out = runOnBackend(
           noisy, backend, [&](auto in, auto outView) { ref::nlm(in, outView, p); },
           [&](auto const& exec, auto in, auto outView) { gpu::nlm(exec, in, outView, p); }, &f.ms);
       f.psnr = psnr(out, clean, r.dataRange);

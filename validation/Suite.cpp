@@ -72,6 +72,35 @@ Case nlmCase(Input const& in, int patch, int search, float h) {
   return c;
 }
 
+Case multiresCase(Input const& in, int levels, float sigmaR, bool integer, int bits = 0) {
+  Case c;
+  c.algorithm = integer ? Algorithm::MultiresInteger : Algorithm::Multires;
+  c.multires.levels = levels;
+  c.multires.radius = 2;
+  c.multires.sigmaSpatial = 2.0f;
+  c.multires.sigmaRange = sigmaR;
+  c.multires.bits = bits;
+  c.input = in.image;
+  c.inputDescription = in.description;
+  c.name = std::string(integer ? "multires-u16 " : "multires ") + in.tag + " " +
+           sizeString(in.image.geometry) + " L=" + std::to_string(levels);
+  return c;
+}
+
+// The image scaled to [0, 1023] and rounded: 10-bit data, as in the multires paper.
+HostImage toTenBit(HostImage const& img) {
+  HostImage out("kortex::validation::tenBit", img.geometry);
+  float lo = img.data.data()[0], hi = lo;
+  for (Index i = 0; i < img.numVoxels(); ++i) {
+    lo = std::min(lo, img.data.data()[i]);
+    hi = std::max(hi, img.data.data()[i]);
+  }
+  const float scale = hi > lo ? 1023.0f / (hi - lo) : 0.0f;
+  for (Index i = 0; i < img.numVoxels(); ++i)
+    out.data.data()[i] = std::round((img.data.data()[i] - lo) * scale);
+  return out;
+}
+
 Input noisyPhantom(HostImage clean, std::string const& what, std::uint64_t seed) {
   Input in;
   in.tag = "shepp-logan";
@@ -146,6 +175,23 @@ std::vector<Case> validationCases(bool quick, std::string const& dataDir,
                             3, 5, 0.1f));
   }
 
+  // Multiresolution filter (2D): float pipeline on the noisy phantom (sigma_r = 2 sigma_n, the
+  // quality study's rule) and on the structured image (sigma_r = inf: pure pyramid + blur, every
+  // level at maxLevels), the integer pipeline on 10-bit versions of both (exact).
+  cases.push_back(multiresCase(phantom2, quick ? 3 : 5, 2.0f * s2, false));
+  cases.push_back(multiresCase(struct2, maxLevels(struct2.image.geometry.nx(), struct2.image.geometry.ny()),
+                               inf, false));
+  {
+    Input p10{"shepp-logan-10bit", phantom2.description + ", scaled to 10 bits and rounded",
+              toTenBit(phantom2.image), 1.0};
+    Input s10{"structured-10bit", "7-voxel blocks + ramp, scaled to 10 bits and rounded",
+              toTenBit(struct2.image), 1.0};
+    // sigma_r in grey levels: 2 sigma_n of the phantom after the 10-bit scaling (about 2% of
+    // the range), and a wide 200 on the blocks.
+    cases.push_back(multiresCase(p10, quick ? 3 : 5, 20.0f, true, 10));
+    cases.push_back(multiresCase(s10, 4, 200.0f, true, 0));
+  }
+
   // Real head CT slice (HU, no added noise: the scan's own noise), when data is given.
   if (!dataDir.empty()) {
     const fs::path slice = fs::path(dataDir) / "ct" / "head_ge" / "01.dcm";
@@ -216,6 +262,22 @@ SuiteReport runValidationSuite(SuiteOptions const& opt) {
       }
     }
   }
+  if (opt.qualityStudy) {
+    MultiresQualityOptions mo;
+    mo.quick = opt.quick;
+    mo.dataDir = opt.dataDir;
+    mo.montageDir = opt.montageDir;
+    rep.multiresQuality = runMultiresQualityStudy(mo, &rep.notes);
+    for (auto const& q : rep.multiresQuality) {
+      qualityPass = qualityPass && q.pass;
+      if (opt.progress) {
+        *opt.progress << (q.pass ? "  pass  " : "  FAIL  ") << "multires quality " << q.name << ": PSNR noisy "
+                      << fmt(q.psnrNoisy, 4) << " bilateral " << fmt(q.psnrBilateral, 4) << " multires "
+                      << fmt(q.psnrMultires, 4) << " dB\n";
+        opt.progress->flush();
+      }
+    }
+  }
   rep.pass = rep.casesFailed == 0 && !rep.cases.empty() && qualityPass;
   rep.wallSeconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -237,6 +299,8 @@ nlohmann::json toJson(SuiteReport const& r) {
   for (auto const& c : r.cases) j["cases"].push_back(toJson(c));
   j["quality"] = nlohmann::json::array();
   for (auto const& q : r.quality) j["quality"].push_back(toJson(q));
+  j["multires_quality"] = nlohmann::json::array();
+  for (auto const& q : r.multiresQuality) j["multires_quality"].push_back(toJson(q));
   j["notes"] = r.notes;
   return j;
 }
@@ -248,13 +312,15 @@ std::string toMarkdown(SuiteReport const& r) {
      << "## CPU reference vs Kokkos variants\n\n"
      << "Tolerance: max relative error (max|kokkos - reference| / max|reference|) <= "
      << fmtSci(kMaxRelativeErrorTolerance)
-     << ". PSNR against the reference with L = max - min of the reference output. Times: median "
+     << " (the 16-bit integer multires pipeline: exact, tolerance 0). PSNR against the reference with L = max - min of the reference output. Times: median "
         "of the stated repetitions after warm-up, fenced; Kokkos times are the kernel alone "
         "(data resident), transfers (upload + download of one image) listed separately; "
         "speedup = reference median / variant median.\n\n"
      << toMarkdown(r.cases) << "\n"
      << r.casesPassed << " case(s) passed, " << r.casesFailed << " failed.\n\n";
   if (!r.quality.empty()) os << "## Quality (SNR 25)\n\n" << toMarkdown(r.quality) << "\n";
+  if (!r.multiresQuality.empty())
+    os << "## Multiresolution filter quality (SNR 25)\n\n" << toMarkdown(r.multiresQuality) << "\n";
   if (!r.notes.empty()) {
     os << "## Notes\n\n";
     for (auto const& n : r.notes) os << "- " << n << "\n";

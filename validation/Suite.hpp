@@ -5,7 +5,10 @@
 //      not multiples of any tile, for both filters, 2D and 3D, several radii; with a data folder
 //      also on a real head CT slice (HU). Every Kokkos variant on every enabled execution space
 //      must stay within kMaxRelativeErrorTolerance of the CPU reference.
-//   2. quality: the SNR-25 study (validation/Quality.hpp); both filters must raise the PSNR.
+//      The multiresolution filter (issue 3) joins part 1 with float cases (tolerance as above) and
+//      10-bit integer cases (exact), on odd sizes.
+//   2. quality: the SNR-25 study (validation/Quality.hpp); both filters must raise the PSNR;
+//      and the multires study (validation/QualityMultires.hpp): multires must raise the PSNR.
 // quick: small sizes, seconds on 2 CPU cores; full: bigger images and radii (minutes there).
 #pragma once
 
@@ -17,6 +20,7 @@
 
 #include "validation/Harness.hpp"
 #include "validation/Quality.hpp"
+#include "validation/QualityMultires.hpp"
 
 namespace kortex::validation {
 
@@ -36,6 +40,7 @@ struct SuiteReport {
   int casesPassed = 0, casesFailed = 0;
   std::vector<CaseResult> cases;
   std::vector<QualityImageResult> quality;
+  std::vector<MultiresQualityResult> multiresQuality;
   std::vector<std::string> notes;  // inputs that were skipped, and why
   nlohmann::json environment;      // validation/Report.hpp environmentJson()
 };

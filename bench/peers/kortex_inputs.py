@@ -127,3 +127,26 @@ def bilateral_params(window: int, sigma_n: float) -> dict:
 
 def nlm_params(window: int, sigma_n: float, patch_radius: int) -> dict:
     return {"search_radius": (window - 1) // 2, "patch_radius": patch_radius, "h": 1.0 * sigma_n}
+
+
+# ----------------------------------------------------------------------------- multires benchmark
+
+MULTIRES_BITS = 10
+MULTIRES_MAX = (1 << MULTIRES_BITS) - 1
+
+
+def noisy_phantom_10bit(n: int):
+    """(noisy, clean, sigma_n) exactly as bench/BenchMultires.cpp makeInput(): the 2D phantom
+    scaled to 10 bits (float32(1023 * value)), Gaussian noise at SNR 25 (sigma = mean / 25, seed
+    0x3D17 + n), rounded to the nearest integer (ties to even, as std::nearbyint) and clamped to
+    0..1023. Both images are float32; the noisy one holds integers."""
+    clean = (shepp_logan_2d(n).astype(np.float64) * float(MULTIRES_MAX)).astype(np.float32)
+    sigma = float(np.mean(clean, dtype=np.float64)) / SNR
+    raw = add_gaussian_noise(clean, sigma, 0x3D17 + n)
+    noisy = np.clip(np.rint(raw), 0.0, float(MULTIRES_MAX)).astype(np.float32)
+    return noisy, clean, sigma
+
+
+def multires_params(sigma_n: float) -> dict:
+    """The benchmark's multiresolution filter: 5 levels, 5x5 window, sigma_d = 2, sigma_r = 2 sigma_n."""
+    return {"levels": 5, "radius": 2, "window": 5, "sigma_spatial": 2.0, "sigma_range": 2.0 * sigma_n}

@@ -1,0 +1,73 @@
+// Kokkos multiresolution filter: the one-shot entry points and MultiresPlan, explicitly
+// instantiated for every enabled execution space (float and uint16 pipelines). The plan lives
+// in gpu/MultiresImpl.hpp, the pyramid kernels in gpu/MultiresPyramid*.{hpp,cpp}, the layer
+// bilateral in gpu/MultiresBilateral*.{hpp,cpp}.
+#include "gpu/Multires.hpp"
+
+#include "gpu/Common.hpp"
+#include "gpu/MultiresImpl.hpp"
+
+namespace kortex::gpu {
+
+namespace {
+
+// Every check of a one-shot call runs before anything is enqueued: views, geometry (2D, levels
+// that fit), parameters and the variant pair; the plan's constructor repeats the last two (it is
+// public) and the integer value check runs inside decompose, before the first kernel that
+// writes.
+template <class InView, class OutView>
+void checkCall(InView const& in, OutView const& out, MultiresParams const& params, bool integer) {
+  checkSameExtents(in, out, "kortex::gpu::multires");
+  params.validateFor(Geometry::fromSize(static_cast<Index>(in.extent(2)), static_cast<Index>(in.extent(1)),
+                                        static_cast<Index>(in.extent(0))));
+  params.validateVariants(integer);
+}
+
+}  // namespace
+
+// The pyramid is freed on return, which waits for `exec` (Kokkos frees device memory after a
+// fence); the explicit fence makes that visible. Use MultiresPlan to keep frames asynchronous.
+template <class ExecSpace>
+void multires(ExecSpace const& exec, ConstImageView<typename ExecSpace::memory_space> in,
+              ImageView<typename ExecSpace::memory_space> out, MultiresParams const& params) {
+  checkCall(in, out, params, false);
+  MultiresPlan<ExecSpace, float> plan(exec, static_cast<Index>(in.extent(2)), static_cast<Index>(in.extent(1)),
+                                      params);
+  plan.run(in, out);
+  exec.fence();
+}
+
+template <class ExecSpace>
+void multires(ExecSpace const& exec, ConstU16ImageView<typename ExecSpace::memory_space> in,
+              U16ImageView<typename ExecSpace::memory_space> out, MultiresParams const& params) {
+  checkCall(in, out, params, true);
+  MultiresPlan<ExecSpace, std::uint16_t> plan(exec, static_cast<Index>(in.extent(2)),
+                                              static_cast<Index>(in.extent(1)), params);
+  plan.run(in, out);
+  exec.fence();
+}
+
+#define KORTEX_INSTANTIATE_MULTIRES(SPACE)                                                        \
+  template void multires<SPACE>(SPACE const&, ConstImageView<SPACE::memory_space>,                \
+                                ImageView<SPACE::memory_space>, MultiresParams const&);            \
+  template void multires<SPACE>(SPACE const&, ConstU16ImageView<SPACE::memory_space>,             \
+                                U16ImageView<SPACE::memory_space>, MultiresParams const&);         \
+  template class MultiresPlan<SPACE, float>;                                                       \
+  template class MultiresPlan<SPACE, std::uint16_t>;
+
+#ifdef KOKKOS_ENABLE_SERIAL
+KORTEX_INSTANTIATE_MULTIRES(Kokkos::Serial)
+#endif
+#ifdef KOKKOS_ENABLE_OPENMP
+KORTEX_INSTANTIATE_MULTIRES(Kokkos::OpenMP)
+#endif
+#ifdef KOKKOS_ENABLE_THREADS
+KORTEX_INSTANTIATE_MULTIRES(Kokkos::Threads)
+#endif
+#ifdef KOKKOS_ENABLE_CUDA
+KORTEX_INSTANTIATE_MULTIRES(Kokkos::Cuda)
+#endif
+
+#undef KORTEX_INSTANTIATE_MULTIRES
+
+}  // namespace kortex::gpu
