@@ -104,8 +104,15 @@ struct MultiresParams {
   float sigmaRange = 0.05f;       // intensity units (float) or grey levels (integer)
   int bits = 0;                   // integer pipeline: data bit depth (0: smallest that holds the input max)
   bool filter = true;             // false: decompose + reconstruct only (tests, benchmarks)
-  bool concurrentLevels = true;   // Kokkos: filter the layers on concurrent execution-space instances
-  PyramidVariant pyramid = PyramidVariant::FusedExpand;
+  // Kokkos: filter the layers on concurrent execution-space instances. Off by default: measured
+  // on H200 (bench multires, Table 2, float) it does not pay: 512^2 7774 FPS concurrent vs 8898
+  // in order, 1024^2 6315 vs 6532, 2048^2 3166 vs 3166, 4096^2 1047 vs 1042 (the small levels
+  // take microseconds; the instances' extra fences cost as much).
+  bool concurrentLevels = false;
+  // Default FusedDirect: measured on H200 (bench multires, Fig 5, float 4096^2) decompose 0.189 ms
+  // and reconstruct 0.100 ms vs FusedExpand's 0.229 / 0.144 ms (staging through scratch does not
+  // pay on Hopper, whose caches merge the stride-2 stores); equal at 512^2.
+  PyramidVariant pyramid = PyramidVariant::FusedDirect;
   MultiresBilateralVariant bilateral = MultiresBilateralVariant::ClosenessLut;
   MultiresTiles tiles;
 

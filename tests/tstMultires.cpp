@@ -588,7 +588,7 @@ BOOST_AUTO_TEST_CASE_TEMPLATE(tiles_come_from_the_tuning_database, Space, test::
   auto entry = [&](const char* kernel, int x, int y) {
     tuning::Entry e;
     e.kernel = kernel;
-    e.device = tuning::currentDevice();
+    e.device = tuning::deviceFor<Space>();  // the key the plan of this space looks up
     e.sizeClass = tuning::sizeClass(nx, ny);
     e.config = {{"x", x}, {"y", y}};
     e.medianMs = 0.1;
@@ -610,6 +610,7 @@ BOOST_AUTO_TEST_CASE_TEMPLATE(tiles_come_from_the_tuning_database, Space, test::
 
   MultiresParams p;
   p.levels = 4;
+  p.pyramid = PyramidVariant::FusedExpand;  // the variant with a pyramid tile
   {
     gpu::MultiresPlan<Space, float> plan(Space(), nx, ny, p);
     const MultiresTiles t = plan.tiles();
