@@ -13,6 +13,7 @@
 #include "core/Phantom.hpp"
 #include "gpu/BilateralImpl.hpp"
 #include "gpu/NlmBoxSum.hpp"
+#include "gpu/NlmScratchTiled.hpp"
 #include "validation/Quality.hpp"
 
 namespace kortex::bench::tune {
@@ -262,6 +263,67 @@ Workload prepareNlm(int size) {
   return w;
 }
 
+// ---- ct.nlm.scratch ------------------------------------------------------------------------------
+
+// NLM ScratchTiled (2D) starting tile. Space: x in {8, ..., 128}, y in {2, ..., 64} (powers of two);
+// kept when 32 <= x*y <= 1024 (at least a warp of outputs, at most a CUDA block's worth), the tile
+// fits the image, and fitTile keeps it as requested (a tile whose apron exceeds the scratch limit
+// would run as a smaller one, measured under another name).
+CandidateSet enumerateNlmScratch(int size) {
+  if (size < kNlmWindow) throw InvalidArgument("tuning ct.nlm.scratch: size must be at least the 17x17 window");
+  CandidateSet s;
+  nlm_detail::Problem pb;
+  pb.nx = pb.ny = size;
+  pb.dim = 2;
+  pb.r = kNlmPatchRadius;
+  pb.R = (kNlmWindow - 1) / 2;
+  const std::size_t maxBytes = kx::scratchSizeMax<Kokkos::TeamPolicy<Exec>>(0);
+  for (int x = 8; x <= 128; x *= 2)
+    for (int y = 2; y <= 64; y *= 2) {
+      ++s.enumerated;
+      if (x * y < 32 || x * y > 1024) {
+        countPruned(s, "32 <= x*y <= 1024 outputs per team");
+        continue;
+      }
+      if (x > size || y > size) {
+        countPruned(s, "tile larger than the image");
+        continue;
+      }
+      const auto c = nlm_detail::chooseTiledConfig<Exec>(pb, maxBytes, {x, y, 1});
+      if (c.mode != nlm_detail::TiledMode::Apron || c.tile[0] != x || c.tile[1] != y) {
+        countPruned(s, "apron exceeds scratch_size_max(0)");
+        continue;
+      }
+      s.candidates.push_back({{"x", x}, {"y", y}});
+    }
+  const auto d = nlm_detail::defaultTiledTile(2);
+  s.defaultConfig = {{"x", d[0]}, {"y", d[1]}};
+  s.reference = Config{{"x", 16}, {"y", 16}};
+  s.referenceName = "16x16 tile";
+  return s;
+}
+
+Workload prepareNlmScratch(int size) {
+  double sigma = 0.0;
+  const HostImage noisy = noisyPhantom(size, &sigma);
+  NlmParams params = validation::qualityNlmParams(kNlmWindow, sigma, kNlmPatchRadius);
+  params.validateFor(noisy.geometry);
+  const ImageView<Mem> in = toDevice(noisy, "kortex::tune::nlmScratch::in");
+  const ImageView<Mem> out(std::string("kortex::tune::nlmScratch::out"), in.extent(0), in.extent(1), in.extent(2));
+  const nlm_detail::InputView<Mem> input = in;
+  const nlm_detail::Problem pb = nlm_detail::makeProblem(input, params);
+  const Geometry g = noisy.geometry;
+  Workload w;
+  w.problem = "noisy Shepp-Logan " + std::to_string(size) + "^2 (SNR 25), patch radius " +
+              std::to_string(params.patchRadius) + ", search radius " + std::to_string(params.searchRadius);
+  w.launch = [input, out, pb](Config const& c) {
+    nlm_detail::launchScratchTiled<2>(Exec(), input, out, pb, {value(c, "x"), value(c, "y"), 1});
+  };
+  w.fence = [] { Exec().fence(); };
+  w.result = [out, g] { return toHost(out, g); };
+  return w;
+}
+
 }  // namespace
 
 void registerCtTuners() {
@@ -288,6 +350,16 @@ void registerCtTuners() {
   n.enumerate = enumerateNlm;
   n.prepare = prepareNlm;
   registerTuner(std::move(n));
+
+  Tuner t;
+  t.name = "ct.nlm.scratch";
+  t.description = "NLM ScratchTiled (2D): starting tile x, y (patch 7x7, window 17x17)";
+  t.defaultSize = 1024;
+  t.dim = 2;
+  t.agreement = 1e-5;  // the tile changes which team computes an output, never its arithmetic
+  t.enumerate = enumerateNlmScratch;
+  t.prepare = prepareNlmScratch;
+  registerTuner(std::move(t));
 }
 
 }  // namespace kortex::bench::tune

@@ -3,6 +3,7 @@
 // gpu/NlmBoxSum.hpp.
 #include "gpu/Nlm.hpp"
 
+#include <array>
 #include <limits>
 #include <string>
 
@@ -72,6 +73,31 @@ nlm_detail::BoxSumConfig boxSumRequest(nlm_detail::Problem const& pb) {
   }
 }
 
+// ScratchTiled starting tile (2D): the tuning database entry "ct.nlm.scratch" (keys x, y) for this
+// device and size class, else the default (defaultTiledTile) with a one-line notice. 3D keeps its
+// default. fitTile still shrinks a tuned tile to the scratch this problem's radii need.
+template <class ExecSpace>
+std::array<int, 3> scratchTiledRequest(nlm_detail::Problem const& pb) {
+  if (pb.dim != 2) return {0, 0, 0};
+  const auto def = nlm_detail::defaultTiledTile(2);
+  const tuning::Config fallback{{"x", def[0]}, {"y", def[1]}};
+  const std::string sizeClass = tuning::sizeClass(pb.nx, pb.ny);
+  const std::string device = tuning::deviceFor<ExecSpace>();
+  std::string source;
+  const tuning::Config c = tuning::lookupOn(device, "ct.nlm.scratch", sizeClass, fallback, &source);
+  if (source == "default") return {0, 0, 0};
+  const auto x = c.find("x"), y = c.find("y");
+  if (x == c.end() || y == c.end() || x->second < 1 || y->second < 1 || x->second > 1024 ||
+      y->second > 1024 || x->second * y->second > 4096) {
+    tuning::warnOnce("tuning entry ct.nlm.scratch for " + device + " (" + sizeClass + ", " + source +
+                     ") ignored: " + tuning::toString(c) +
+                     ": needs x, y in [1, 1024], at most 4096 outputs; using the default " +
+                     tuning::toString(fallback));
+    return {0, 0, 0};
+  }
+  return {x->second, y->second, 1};
+}
+
 }  // namespace
 
 template <class ExecSpace>
@@ -98,7 +124,7 @@ void nlm(ExecSpace const& exec, ConstImageView<typename ExecSpace::memory_space>
       break;
     case NlmVariant::ScratchTiled:
       if (pb.dim == 2)
-        nlm_detail::launchScratchTiled<2>(exec, input, out, pb);
+        nlm_detail::launchScratchTiled<2>(exec, input, out, pb, scratchTiledRequest<ExecSpace>(pb));
       else
         nlm_detail::launchScratchTiled<3>(exec, input, out, pb);
       break;

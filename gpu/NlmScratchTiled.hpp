@@ -65,13 +65,19 @@ bool fitTile(std::array<int, 3> preferred, std::array<int, 3> const& halo, std::
 // the apron fits only a 1-voxel tile there and took 2451 ms, Naive 205 ms.
 inline constexpr int kMinApronTileOutputs = 32;
 
+// Starting tile without a tuning entry. 2D: 32x16 = 512 outputs per team (a 17x17 search with
+// 7x7 patches needs an 8 KiB apron). 3D: 8^3, shrunk to 8x8x4 for R=5, r=2 on CUDA (35 KiB apron).
+inline std::array<int, 3> defaultTiledTile(int dim) {
+  return dim == 2 ? std::array<int, 3>{32, 16, 1} : std::array<int, 3>{8, 8, 8};
+}
+
+// `requested` (all > 0: e.g. the tuning database's "ct.nlm.scratch" entry) replaces the default
+// starting tile; fitTile shrinks either to the scratch limit.
 template <class ExecSpace>
-TiledConfig chooseTiledConfig(Problem const& pb, std::size_t maxBytes) {
+TiledConfig chooseTiledConfig(Problem const& pb, std::size_t maxBytes, std::array<int, 3> requested = {0, 0, 0}) {
   TiledConfig c;
-  // 2D: 32x16 = 512 outputs per team (a 17x17 search with 7x7 patches needs an 8 KiB apron).
-  // 3D: 8^3, shrunk to 8x8x4 for R=5, r=2 on CUDA (35 KiB apron).
   const std::array<int, 3> preferred =
-      pb.dim == 2 ? std::array<int, 3>{32, 16, 1} : std::array<int, 3>{8, 8, 8};
+      requested[0] > 0 && requested[1] > 0 && requested[2] > 0 ? requested : defaultTiledTile(pb.dim);
   c.halo = {pb.R + pb.r, pb.R + pb.r, pb.Rz + pb.rz};
   const bool apronFits = fitTile<ExecSpace>(preferred, c.halo, maxBytes, c.tile);
   // An apron tile smaller than a warp is slower than no apron at all (kMinApronTileOutputs).
@@ -215,14 +221,16 @@ void launchScratchTiledMode(ExecSpace const& exec, InputView<typename ExecSpace:
 }
 
 template <int Dim, class ExecSpace>
-void launchScratchTiled(ExecSpace const& exec, InputView<typename ExecSpace::memory_space> in,
-                        ImageView<typename ExecSpace::memory_space> out, Problem const& pb) {
+TiledConfig launchScratchTiled(ExecSpace const& exec, InputView<typename ExecSpace::memory_space> in,
+                               ImageView<typename ExecSpace::memory_space> out, Problem const& pb,
+                               std::array<int, 3> requested = {0, 0, 0}) {
   const std::size_t maxBytes = kx::scratchSizeMax<Kokkos::TeamPolicy<ExecSpace>>(0);
-  const TiledConfig c = chooseTiledConfig<ExecSpace>(pb, maxBytes);
+  const TiledConfig c = chooseTiledConfig<ExecSpace>(pb, maxBytes, requested);
   if (c.mode == TiledMode::Apron)
     launchScratchTiledMode<Dim, TiledMode::Apron>(exec, in, out, pb, c);
   else
     launchScratchTiledMode<Dim, TiledMode::CentreOnly>(exec, in, out, pb, c);
+  return c;
 }
 
 }  // namespace kortex::gpu::nlm_detail

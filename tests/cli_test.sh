@@ -11,6 +11,8 @@ trap 'rm -rf "$WORK"' EXIT
 cd "$WORK"
 # Never the user's own tuning database (kortex tune, run-time lookups).
 export KORTEX_TUNING_DB="$WORK/user-tuning.json"
+# Notices must be visible here: some checks look for (the absence of) "no tuning entry" lines.
+unset KORTEX_TUNING_QUIET
 fails=0
 passes=0
 
@@ -157,6 +159,12 @@ grep -q "ct.nlm.boxsum .* user" stdout.txt || fail "tune --show: the new ct.nlm.
 KORTEX_TUNING_DB=tdir/t.json expect_success "nlm boxsum with the tuned entry" out.mha \
   "$KORTEX" denoise nlm good.mha out.mha --backend kokkos --variant boxsum --patch-radius 1 --search-radius 2
 if grep -q "no tuning entry for ct.nlm.boxsum" stderr.txt; then fail "nlm boxsum: the tuned entry was not used"; fi
+# The NLM ScratchTiled tile goes through the same mechanism.
+expect_success "tune nlm scratch (tiny, merged into the database)" "" "$KORTEX" tune --kernel ct.nlm.scratch --quick --size 64 --db tdir/t.json
+KORTEX_TUNING_DB=tdir/t.json expect_success "nlm scratch with the tuned entry" out.mha \
+  "$KORTEX" denoise nlm good.mha out.mha --backend kokkos --variant scratch --patch-radius 1 --search-radius 2
+if grep -q "no tuning entry for ct.nlm.scratch" stderr.txt; then fail "nlm scratch: the tuned entry was not used"; fi
+grep -q "ct.nlm.boxsum" tdir/t.json || fail "tune: merging the ct.nlm.scratch entry lost the ct.nlm.boxsum entry"
 # ... and an unusable one (tile not a multiple of the 8x4 strips) gives one warning, the default
 # and a normal run.
 sed 's/"x": [0-9]*/"x": 12/' tdir/t.json > bad-tile.json

@@ -388,4 +388,21 @@ BOOST_AUTO_TEST_CASE(scratch_tiled_never_picks_a_sub_warp_apron_tile) {
   BOOST_TEST(mid.tile[0] * mid.tile[1] * mid.tile[2] >= d::kMinApronTileOutputs);
   for (auto const& c : {wide, mid})
     BOOST_TEST(d::scratchBytes<Space>(c.tile, c.halo) <= kCudaScratchMax);
+
+  // A requested starting tile (the tuning database's "ct.nlm.scratch" entry) replaces the default
+  // when its apron fits, and is shrunk like the default when it does not.
+  gpu::nlm_detail::Problem p2;
+  p2.nx = p2.ny = 1024;
+  p2.dim = 2;
+  p2.r = 3;
+  p2.R = 8;
+  const auto asked = d::chooseTiledConfig<Space>(p2, kCudaScratchMax, {16, 8, 1});
+  BOOST_TEST((asked.mode == d::TiledMode::Apron));
+  BOOST_TEST(asked.tile[0] == 16);
+  BOOST_TEST(asked.tile[1] == 8);
+  const auto huge = d::chooseTiledConfig<Space>(p2, kCudaScratchMax, {1024, 512, 1});
+  BOOST_TEST(huge.tile[0] * huge.tile[1] < 1024 * 512);
+  BOOST_TEST(d::scratchBytes<Space>(huge.tile, huge.halo) <= kCudaScratchMax);
+  const auto byDefault = d::chooseTiledConfig<Space>(p2, kCudaScratchMax);
+  BOOST_TEST(byDefault.tile[0] == d::defaultTiledTile(2)[0]);
 }
