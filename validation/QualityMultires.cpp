@@ -30,7 +30,7 @@ MultiresParams qualityMultiresParams(Geometry const& g, double noiseSigma) {
   p.levels = std::min(kMultiresQualityLevels, maxLevels(g.nx(), g.ny()));
   p.radius = kMultiresQualityRadius;
   p.sigmaSpatial = kMultiresQualitySigmaD;
-  p.sigmaRange = static_cast<float>(kQualityBilateralRangeFactor * noiseSigma);
+  p.sigmaRange = static_cast<float>(kMultiresQualityRangeFactor * noiseSigma);
   return p;
 }
 
@@ -194,9 +194,9 @@ std::string toMarkdown(std::vector<MultiresQualityResult> const& results) {
   std::ostringstream os;
   os << "Gaussian noise at SNR " << fmt(results.empty() ? 25.0 : results.front().snr, 3)
      << "; bilateral r = " << kMultiresQualityRadius << " (5x5), sigma_d = " << fmt(kMultiresQualitySigmaD, 2)
-     << ", sigma_r = " << fmt(kQualityBilateralRangeFactor, 2)
-     << " sigma_n, once (single level) or on every layer of the multiresolution filter (5 levels, "
-        "fewer for small images). PSNR / SSIM against the clean image (L = max - min of the clean image).\n\n";
+     << ", once (single level, sigma_r = " << fmt(kQualityBilateralRangeFactor, 2)
+     << " sigma_n) or on every layer of the multiresolution filter (5 levels, fewer for small images; sigma_r = "
+     << fmt(kMultiresQualityRangeFactor, 2) << " sigma_n: validation/QualityMultires.hpp says why). PSNR / SSIM against the clean image (L = max - min of the clean image).\n\n";
   os << "| image | size | levels | noisy PSNR / SSIM | bilateral PSNR / SSIM | multires PSNR / SSIM | "
         "bilateral ms | multires ms | multires raised PSNR |\n"
      << "|---|---|---:|---|---|---|---:|---:|---|\n";
