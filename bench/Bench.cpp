@@ -600,19 +600,8 @@ CtBenchReport Engine::run() {
 // Reporting
 
 nlohmann::json measurementJson(Measurement const& m, RowSpec const& r, double copyGBs, double expRate) {
-  nlohmann::json j;
-  j["implementation"] = m.impl;
-  j["status"] = m.status;
-  if (!m.note.empty()) j["note"] = m.note;
-  j["threads"] = m.threads;
-  if (m.estimateS >= 0.0) j["estimated_s_per_run"] = m.estimateS;
+  nlohmann::json j = common::timingJson(m);
   if (m.measured()) {
-    j["median_ms"] = m.timing.medianMs;
-    j["min_ms"] = m.timing.minMs;
-    j["max_ms"] = m.timing.maxMs;
-    j["warmup"] = m.timing.warmup;
-    j["repetitions"] = m.timing.repetitions;
-    j["samples_ms"] = m.timing.samplesMs;
     const double s = m.timing.medianMs * 1e-3;
     const double gbs = 8.0 * static_cast<double>(r.voxels()) / s * 1e-9;
     const double gtaps = static_cast<double>(r.voxels()) * static_cast<double>(r.taps()) / s * 1e-9;

@@ -236,21 +236,38 @@ CandidateSet enumerateNlm(int size) {
   return s;
 }
 
-Workload prepareNlm(int size) {
+// The NLM tuners' problem (both variants): the noisy phantom on the device, the quality study's
+// parameters for a 17x17 window and 7x7 patch, and the workload's fence/result/description.
+struct NlmSetup {
+  ImageView<Mem> out;
+  nlm_detail::InputView<Mem> input;
+  nlm_detail::Problem pb;
+  Workload w;  // problem, fence and result set; launch left to the tuner
+};
+
+NlmSetup prepareNlmProblem(int size, const char* label) {
   double sigma = 0.0;
   const HostImage noisy = noisyPhantom(size, &sigma);
   NlmParams params = validation::qualityNlmParams(kNlmWindow, sigma, kNlmPatchRadius);
   params.validateFor(noisy.geometry);
-  const ImageView<Mem> in = toDevice(noisy, "kortex::tune::nlm::in");
-  const ImageView<Mem> out(std::string("kortex::tune::nlm::out"), in.extent(0), in.extent(1), in.extent(2));
-  const nlm_detail::InputView<Mem> input = in;
-  const nlm_detail::Problem pb = nlm_detail::makeProblem(input, params);
+  NlmSetup s;
+  const ImageView<Mem> in = toDevice(noisy, (std::string(label) + "::in").c_str());
+  s.out = ImageView<Mem>(std::string(label) + "::out", in.extent(0), in.extent(1), in.extent(2));
+  s.input = in;
+  s.pb = nlm_detail::makeProblem(s.input, params);
   const Geometry g = noisy.geometry;
-  Workload w;
-  w.problem = "noisy Shepp-Logan " + std::to_string(size) + "^2 (SNR 25), patch radius " +
-              std::to_string(params.patchRadius) + ", search radius " +
-              std::to_string(params.searchRadius) + ", h " + num(params.h);
-  w.launch = [input, out, pb](Config const& c) {
+  const ImageView<Mem> out = s.out;
+  s.w.problem = "noisy Shepp-Logan " + std::to_string(size) + "^2 (SNR 25), patch radius " +
+                std::to_string(params.patchRadius) + ", search radius " +
+                std::to_string(params.searchRadius) + ", h " + num(params.h);
+  s.w.fence = [] { Exec().fence(); };
+  s.w.result = [out, g] { return toHost(out, g); };
+  return s;
+}
+
+Workload prepareNlm(int size) {
+  NlmSetup s = prepareNlmProblem(size, "kortex::tune::nlm");
+  s.w.launch = [input = s.input, out = s.out, pb = s.pb](Config const& c) {
     BoxSumConfig req;
     req.tx = value(c, "x");
     req.ty = value(c, "y");
@@ -258,9 +275,7 @@ Workload prepareNlm(int size) {
     req.batch = value(c, "batch");
     nlm_detail::launchBoxSum<2>(Exec(), input, out, pb, req);
   };
-  w.fence = [] { Exec().fence(); };
-  w.result = [out, g] { return toHost(out, g); };
-  return w;
+  return s.w;
 }
 
 // ---- ct.nlm.scratch ------------------------------------------------------------------------------
@@ -304,24 +319,11 @@ CandidateSet enumerateNlmScratch(int size) {
 }
 
 Workload prepareNlmScratch(int size) {
-  double sigma = 0.0;
-  const HostImage noisy = noisyPhantom(size, &sigma);
-  NlmParams params = validation::qualityNlmParams(kNlmWindow, sigma, kNlmPatchRadius);
-  params.validateFor(noisy.geometry);
-  const ImageView<Mem> in = toDevice(noisy, "kortex::tune::nlmScratch::in");
-  const ImageView<Mem> out(std::string("kortex::tune::nlmScratch::out"), in.extent(0), in.extent(1), in.extent(2));
-  const nlm_detail::InputView<Mem> input = in;
-  const nlm_detail::Problem pb = nlm_detail::makeProblem(input, params);
-  const Geometry g = noisy.geometry;
-  Workload w;
-  w.problem = "noisy Shepp-Logan " + std::to_string(size) + "^2 (SNR 25), patch radius " +
-              std::to_string(params.patchRadius) + ", search radius " + std::to_string(params.searchRadius);
-  w.launch = [input, out, pb](Config const& c) {
+  NlmSetup s = prepareNlmProblem(size, "kortex::tune::nlmScratch");
+  s.w.launch = [input = s.input, out = s.out, pb = s.pb](Config const& c) {
     nlm_detail::launchScratchTiled<2>(Exec(), input, out, pb, {value(c, "x"), value(c, "y"), 1});
   };
-  w.fence = [] { Exec().fence(); };
-  w.result = [out, g] { return toHost(out, g); };
-  return w;
+  return s.w;
 }
 
 }  // namespace
