@@ -14,15 +14,6 @@ constexpr const char* kRuleBlockLimit = "x*y > 1024 outputs per team (CUDA block
 constexpr const char* kRuleShortRows = "rows shorter than 16 elements (x < 16, uncoalesced)";
 constexpr const char* kRuleLargerThanImage = "tile wider or taller than the image";
 
-void countPruned(tune::CandidateSet& s, std::string const& rule) {
-  for (auto& p : s.pruned)
-    if (p.first == rule) {
-      ++p.second;
-      return;
-    }
-  s.pruned.emplace_back(rule, 1);
-}
-
 int prunedBy(tune::CandidateSet const& s, std::string const& rule) {
   for (auto const& p : s.pruned)
     if (p.first == rule) return p.second;
@@ -42,13 +33,13 @@ tune::CandidateSet multiresBilateralCandidates(int size) {
       ++s.enumerated;
       const long long outputs = static_cast<long long>(x) * y;
       if (outputs < 32)
-        countPruned(s, kRuleUnderWarp);
+        tune::countPruned(s, kRuleUnderWarp);
       else if (outputs > 1024)
-        countPruned(s, kRuleBlockLimit);
+        tune::countPruned(s, kRuleBlockLimit);
       else if (x < 16)
-        countPruned(s, kRuleShortRows);
+        tune::countPruned(s, kRuleShortRows);
       else if (x > size || y > size)
-        countPruned(s, kRuleLargerThanImage);
+        tune::countPruned(s, kRuleLargerThanImage);
       else
         s.candidates.push_back(tune::Config{{"x", x}, {"y", y}});
     }

@@ -82,6 +82,21 @@ Tuner const& findTuner(std::string const& name) {
   throw InvalidArgument("unknown tuning kernel '" + name + "' (registered: " + known + ")");
 }
 
+void countPruned(CandidateSet& s, std::string const& rule) {
+  for (auto& p : s.pruned)
+    if (p.first == rule) {
+      ++p.second;
+      return;
+    }
+  s.pruned.emplace_back(rule, 1);
+}
+
+int configValue(Config const& c, const char* key) {
+  auto it = c.find(key);
+  if (it == c.end()) throw InvalidArgument(std::string("tuning: configuration has no '") + key + "'");
+  return it->second;
+}
+
 std::string sizeClassFor(Tuner const& t, int size) {
   return tuning::sizeClass(size, size, t.dim == 3 ? size : 1);
 }

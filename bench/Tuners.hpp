@@ -54,6 +54,11 @@ struct CandidateSet {
   std::string referenceName;       // how reports name it ("16x16, one output per thread")
 };
 
+// Counts one shape removed by `rule` (rules keep their first-seen order in s.pruned).
+void countPruned(CandidateSet& s, std::string const& rule);
+// The value of `key` in a candidate configuration; InvalidArgument when it is missing.
+int configValue(Config const& c, const char* key);
+
 // One prepared problem on the default execution space.
 struct Workload {
   std::string problem;                       // for reports: "noisy Shepp-Logan 1024^2, radius 8"

@@ -51,25 +51,10 @@ HostImage toHost(ImageView<Mem> const& d, Geometry const& g) {
   return h;
 }
 
-int value(Config const& c, const char* key) {
-  auto it = c.find(key);
-  if (it == c.end()) throw InvalidArgument(std::string("tuning: configuration has no '") + key + "'");
-  return it->second;
-}
-
 std::string num(double v) {
   std::ostringstream os;
   os << v;
   return os.str();
-}
-
-void countPruned(CandidateSet& s, std::string const& rule) {
-  for (auto& p : s.pruned)
-    if (p.first == rule) {
-      ++p.second;
-      return;
-    }
-  s.pruned.emplace_back(rule, 1);
 }
 
 // ---- ct.bilateral.scratch ---------------------------------------------------------------------
@@ -82,10 +67,10 @@ Config bilateralConfig(TileShape const& t) {
 
 TileShape bilateralTile(Config const& c) {
   TileShape t;
-  t.x = value(c, "x");
-  t.y = value(c, "y");
+  t.x = configValue(c, "x");
+  t.y = configValue(c, "y");
   t.z = 1;
-  t.perThread = value(c, "per_thread");
+  t.perThread = configValue(c, "per_thread");
   t.streamZ = false;
   return t;
 }
@@ -269,10 +254,10 @@ Workload prepareNlm(int size) {
   NlmSetup s = prepareNlmProblem(size, "kortex::tune::nlm");
   s.w.launch = [input = s.input, out = s.out, pb = s.pb](Config const& c) {
     BoxSumConfig req;
-    req.tx = value(c, "x");
-    req.ty = value(c, "y");
+    req.tx = configValue(c, "x");
+    req.ty = configValue(c, "y");
     req.tz = 1;
-    req.batch = value(c, "batch");
+    req.batch = configValue(c, "batch");
     nlm_detail::launchBoxSum<2>(Exec(), input, out, pb, req);
   };
   return s.w;
@@ -321,7 +306,7 @@ CandidateSet enumerateNlmScratch(int size) {
 Workload prepareNlmScratch(int size) {
   NlmSetup s = prepareNlmProblem(size, "kortex::tune::nlmScratch");
   s.w.launch = [input = s.input, out = s.out, pb = s.pb](Config const& c) {
-    nlm_detail::launchScratchTiled<2>(Exec(), input, out, pb, {value(c, "x"), value(c, "y"), 1});
+    nlm_detail::launchScratchTiled<2>(Exec(), input, out, pb, {configValue(c, "x"), configValue(c, "y"), 1});
   };
   return s.w;
 }

@@ -30,12 +30,6 @@ using Layer = Kokkos::View<float**, Kokkos::LayoutRight, Mem>;
 
 constexpr std::uint64_t kNoiseSeed = 0x4D52ull;
 
-int value(Config const& c, const char* key) {
-  auto it = c.find(key);
-  if (it == c.end()) throw InvalidArgument(std::string("tuning: configuration has no '") + key + "'");
-  return it->second;
-}
-
 // Noisy phantom as a device layer (ny, nx) = (size, size); sigma_n returned.
 Layer noisyLayer(int size, double* sigma) {
   if (size < 8) throw InvalidArgument("tuning multires: image size must be at least 8");
@@ -76,7 +70,7 @@ Workload prepareBilateral(int size) {
   w.launch = [=](Config const& c) {
     Exec exec;
     md::bilateralLayer(exec, md::ConstLayer<Mem>(*in), *out, md::ConstFloatTable<Mem>(*closeness), p,
-                       md::LayerTile{value(c, "x"), value(c, "y")});
+                       md::LayerTile{configValue(c, "x"), configValue(c, "y")});
   };
   w.fence = [] { Exec().fence(); };
   w.result = [=] { return layerToHost(*out); };
@@ -95,14 +89,7 @@ CandidateSet pyramidCandidates(int size) {
   CandidateSet s;
   const int coarse = (size + 1) / 2;
   const std::size_t maxBytes = md::pyramidScratchMax<Exec>();
-  auto prune = [&](std::string const& rule) {
-    for (auto& q : s.pruned)
-      if (q.first == rule) {
-        ++q.second;
-        return;
-      }
-    s.pruned.emplace_back(rule, 1);
-  };
+  auto prune = [&](std::string const& rule) { countPruned(s, rule); };
   for (int x = 8; x <= 256; x *= 2)
     for (int y = 1; y <= 64; y *= 2) {
       ++s.enumerated;
@@ -145,7 +132,7 @@ Workload preparePyramid(int size) {
   w.problem = "noisy Shepp-Logan " + std::to_string(size) + "^2, FusedExpand decompose + reconstruct of level 0";
   w.launch = [=](Config const& c) {
     md::PyramidConfig k = cfg;
-    k.tile = md::PyramidTile{value(c, "x"), value(c, "y")};
+    k.tile = md::PyramidTile{configValue(c, "x"), configValue(c, "y")};
     Exec e;
     md::laplacianLevel<Exec, float, float>(e, md::ConstLevel<float, Mem>(*fine), md::ConstLevel<float, Mem>(*coarse),
                                            *lap, k, *tmp);
