@@ -1,0 +1,235 @@
+// Unbiased (symmetric-KL) fluid registration: the specification every back end implements, the
+// parameters, and the per-voxel maths shared by every Kokkos variant. Method: Yanovsky et al.
+// 2007, GPU strategies of Lee et al. (see docs/registration.md). The CPU reference
+// (reference_cpu/Registration.cpp) implements this text independently; it shares only the
+// parameter struct and the conventions below.
+//
+// ---- Grid, fields, conventions -----------------------------------------------------------------
+// T (moving, "template") and R (fixed, "reference") are 3D scalar images on the SAME grid
+// (nz, ny, nx), every extent >= kMinExtent. The displacement u is a VectorField (core/Image.hpp):
+// extents (3, nz, ny, nx), component 0 = x, 1 = y, 2 = z, in VOXEL units of that grid (index
+// space; spacing does not enter, as in every Kortex filter). The deformation is h(x) = x - u(x)
+// and the deformed template is T(h(x)) = T(x - u(x)).
+//
+// Derivatives: D_j is the central difference along axis j with the clamp rule of
+// core/Boundary.hpp: (D_j a)(i) = ( a(c(i+1)) - a(c(i-1)) ) / 2, c = clamp to [0, n_j-1].
+// G(x) = grad u, G_ij = (D_j u_i)(x) (row i = component, column j = axis).
+//
+// Interpolation: T(p) at a non-grid point p = (px, py, pz) is the trilinear interpolant of the
+// clamp-extended image (corner indices floor(p), floor(p)+1, each clamped). grad T(p) is the
+// EXACT gradient of that interpolant (inside a cell: differences of the two opposite faces,
+// bilinearly interpolated), so the force below is the exact gradient of the discrete energy
+// wherever p is not on a cell face. It is zero along an axis where p lies outside [0, n-1].
+//
+// ---- Energy --------------------------------------------------------------------------------------
+//   A(x) = I - G(x)           (the Jacobian matrix of h),   J(x) = det A(x)
+//   Phi(J) = (J - 1) log J    (symmetric KL density, >= 0, = 0 only at J = 1; +inf for J <= 0)
+//   E_data = 1/2 sum_x ( T(x - u(x)) - R(x) )^2
+//   E_reg  =     sum_x Phi(J(x))
+//   E      = E_data + lambda E_reg,   lambda >= 0 (the CLI requires lambda > 0).
+// Sums run over all voxels (voxel volume 1 in index space); evaluated in double on every back end.
+//
+// ---- Force: f = -dE/du (the descent direction; sign convention) ---------------------------------
+//   f(x) = f_data(x) + lambda f_reg(x)
+//   f_data(x)   = ( T(x - u) - R(x) ) grad T(x - u)
+//       (d/du_i of 1/2 (T(x-u)-R)^2 is -(T(x-u)-R) d_iT(x-u): the minus cancels.)
+//   f_reg_i(y)  = sum_j ( D_j^T W_ij )(y),   W_ij = Phi'(J) cof(A)_ij,  Phi'(J) = 1 + log J - 1/J
+//       (dJ/dA_ij = cof(A)_ij and dA_ij/du_i = -D_j, so dE_reg/du_i = -sum_j D_j^T W_ij.)
+// D_j^T is the exact adjoint of the clamped central difference (adjointCentral below):
+//   (D^T w)(i) = 1/2 [ w(i-1)[i>0] + w(i)[i=n-1] - w(i+1)[i<n-1] - w(i)[i=0] ].
+// In the interior D^T = -D, so f_reg_i = -sum_j d_j(Phi'(J) cof_ij), the paper's -(d1, d2, d3):
+// Eq. (11) of Lee et al. with its products of d_j u_i written as cofactors of A. Evaluating f_reg
+// at y needs W at y +- e_j, i.e. G at y +- e_j, i.e. u at y +- 2 e_j: the "double padding".
+//
+// ---- Iteration (identical decisions on every back end) -------------------------------------------
+//   v     = G_sigma * f      separable Gaussian per component, radius ceil(3 sigma), weights
+//                            exp(-k^2 / (2 sigma^2)) normalised to sum 1, clamp boundary.
+//   rate  = v - G v          (du/dt = v - v . grad u: rate_i = v_i - sum_j G_ij v_j)
+//   m     = max_x |rate(x)|  (Euclidean norm). m == 0: stop (Converged, zero velocity).
+//   dt    = delta / m        so that no voxel moves more than delta voxels in one step.
+//   u'    = u + dt rate      candidate; accepted iff min J(u') > 0 and E(u') < E(u).
+//   On rejection delta halves and the candidate is rebuilt from the same rate; delta < minStep:
+//   stop (StepUnderflow), keeping the last accepted field (this is how a step that would fold the
+//   Jacobian is refused: the log barrier makes E infinite there). delta starts at maxStep and never
+//   grows back (the step anneals as the energy settles).
+//   Accepted: if (E(u) - E(u')) / E(u) < tolerance for `patience` accepted steps in a row, stop
+//   (Converged). The loop runs at most `iterations` times (one v, and one accepted candidate or a
+//   step underflow, per iteration); reaching the cap stops with IterationCap.
+// The warped template T(x - u(x)) is re-interpolated from the original T at every evaluation (no
+// accumulation of interpolation error).
+#pragma once
+
+#include <Kokkos_Core.hpp>
+
+#include <cstdint>
+#include <functional>
+#include <limits>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "core/Boundary.hpp"
+#include "core/Compat.hpp"
+#include "core/Image.hpp"
+
+namespace kortex {
+
+// Force-kernel strategies (gpu/RegistrationForce*.hpp):
+//   Naive     - RangePolicy, one voxel per thread, every u read from global memory.
+//   Recompute - xy tile marching through z; only u (tile + 2-voxel apron, 5 z-slices, ring buffer)
+//               in team scratch; every thread recomputes G, J, W at its 6 neighbours.
+//   Reuse     - xy tile marching through z; W (the stress Phi'(J) cof A) of the current and next
+//               slices on tile + 1 apron kept in scratch and reused by the six neighbours; only the
+//               newest u slice is loaded per step; buffers recycled as the tile advances.
+enum class RegistrationVariant { Naive, Recompute, Reuse };
+RegistrationVariant parseRegistrationVariant(std::string const& s);  // naive|recompute|reuse
+const char* toString(RegistrationVariant v);
+inline std::ostream& operator<<(std::ostream& os, RegistrationVariant v) { return os << toString(v); }
+
+struct RegistrationParams {
+  double lambda = 0.05;     // regulariser weight (>= 0 here; the CLI refuses lambda <= 0)
+  float sigma = 1.0f;       // velocity smoothing, voxels (> 0, radius ceil(3 sigma) <= kMaxRadius)
+  int iterations = 300;     // cap on velocity evaluations
+  float maxStep = 0.5f;     // delta at start, voxels per step
+  float minStep = 1e-3f;    // delta below this: stop (StepUnderflow)
+  double tolerance = 1e-5;  // relative energy decrease per accepted step regarded as converged
+  int patience = 5;         // ... for this many accepted steps in a row
+  RegistrationVariant variant = RegistrationVariant::Reuse;
+
+  static constexpr int kMinExtent = 4;
+  static constexpr int kMaxRadius = 32;
+
+  void validate() const;                      // throws InvalidArgument
+  void validateFor(Geometry const& g) const;  // + 3D, every extent >= kMinExtent
+};
+
+// Smoothing radius used by every back end.
+int smoothingRadius(float sigma);  // ceil(3 sigma)
+
+// Energy of one field, as defined above. minJacobian is min_x J(x) (<= 0: folded, total = +inf).
+struct RegistrationEnergy {
+  double data = 0.0;  // E_data
+  double reg = 0.0;   // E_reg (without lambda)
+  double total = 0.0; // E_data + lambda E_reg
+  float minJacobian = 1.0f;
+  bool folded() const { return !(minJacobian > 0.0f); }
+};
+// total from the two sums (+inf when folded or not finite).
+RegistrationEnergy finishEnergy(double data, double reg, float minJacobian, double lambda);
+
+enum class StopReason { Converged, IterationCap, StepUnderflow, ZeroVelocity };
+const char* toString(StopReason r);
+std::string explain(StopReason r);  // one sentence for users
+
+struct RegistrationIteration {
+  int iteration = 0;       // 1-based
+  RegistrationEnergy energy;  // of the field after this iteration (accepted or kept)
+  float step = 0.0f;       // delta used by the accepted candidate (voxels), or last tried
+  int rejected = 0;        // candidates rejected in this iteration
+  bool accepted = false;
+  double seconds = 0.0;    // wall time since the start of the registration
+};
+
+struct RegistrationResult {
+  RegistrationEnergy initial, final;
+  int iterations = 0;      // velocity evaluations done
+  int accepted = 0;
+  int rejected = 0;
+  StopReason stop = StopReason::IterationCap;
+  double seconds = 0.0;
+  std::vector<RegistrationIteration> history;
+};
+
+// Called after every iteration (progress bars); may be empty.
+using RegistrationProgress = std::function<void(RegistrationIteration const&)>;
+
+// ---- per-voxel maths (shared by every Kokkos variant) --------------------------------------------
+
+// G_ij layout in a float[9]: g[3*i + j] = D_j u_i.
+
+// Central difference of the clamp rule from the two neighbours already clamped.
+KOKKOS_INLINE_FUNCTION float regCentral(float minus, float plus) { return 0.5f * (plus - minus); }
+
+// J = det(I - G).
+KOKKOS_INLINE_FUNCTION float regDeterminant(const float* g) {
+  const float a00 = 1.0f - g[0], a01 = -g[1], a02 = -g[2];
+  const float a10 = -g[3], a11 = 1.0f - g[4], a12 = -g[5];
+  const float a20 = -g[6], a21 = -g[7], a22 = 1.0f - g[8];
+  return a00 * (a11 * a22 - a12 * a21) - a01 * (a10 * a22 - a12 * a20) +
+         a02 * (a10 * a21 - a11 * a20);
+}
+
+// Phi(J) = (J - 1) log J for J > 0 (callers handle J <= 0).
+KOKKOS_INLINE_FUNCTION float regPhi(float J) { return (J - 1.0f) * kx::math::log(J); }
+// Phi'(J) = 1 + log J - 1/J.
+KOKKOS_INLINE_FUNCTION float regPhiPrime(float J) { return 1.0f + kx::math::log(J) - 1.0f / J; }
+
+// Stress W = Phi'(J) cof(A), A = I - G, cof(A)_ij = dJ/dA_ij; w[3*i + j]. Returns J.
+// For J <= 0 (folded) W is set to 0 and J returned as is, so kernels stay finite; the energy
+// reduction reports the fold through min J.
+KOKKOS_INLINE_FUNCTION float regStress(const float* g, float* w) {
+  const float a00 = 1.0f - g[0], a01 = -g[1], a02 = -g[2];
+  const float a10 = -g[3], a11 = 1.0f - g[4], a12 = -g[5];
+  const float a20 = -g[6], a21 = -g[7], a22 = 1.0f - g[8];
+  const float c00 = a11 * a22 - a12 * a21, c01 = a12 * a20 - a10 * a22, c02 = a10 * a21 - a11 * a20;
+  const float c10 = a02 * a21 - a01 * a22, c11 = a00 * a22 - a02 * a20, c12 = a01 * a20 - a00 * a21;
+  const float c20 = a01 * a12 - a02 * a11, c21 = a02 * a10 - a00 * a12, c22 = a00 * a11 - a01 * a10;
+  const float J = a00 * c00 + a01 * c01 + a02 * c02;
+  const float s = J > 0.0f ? regPhiPrime(J) : 0.0f;
+  w[0] = s * c00; w[1] = s * c01; w[2] = s * c02;
+  w[3] = s * c10; w[4] = s * c11; w[5] = s * c12;
+  w[6] = s * c20; w[7] = s * c21; w[8] = s * c22;
+  return J;
+}
+
+// (D^T w)(i) on an axis of n samples, from w at c(i-1), i, c(i+1) (values at clamped indices).
+KOKKOS_INLINE_FUNCTION float adjointCentral(float wMinus, float w0, float wPlus, int i, int n) {
+  float s = 0.0f;
+  if (i > 0) s += wMinus;
+  if (i == n - 1) s += w0;
+  if (i < n - 1) s -= wPlus;
+  if (i == 0) s -= w0;
+  return 0.5f * s;
+}
+
+// Trilinear sample of the clamp-extended image `img` (extents nz, ny, nx) at (px, py, pz) in
+// index units, with the exact gradient of the interpolant in grad[0..2] = (d/dx, d/dy, d/dz).
+template <class View>
+KOKKOS_INLINE_FUNCTION float regSampleTrilinear(View const& img, float px, float py, float pz,
+                                                float* grad) {
+  const int nz = static_cast<int>(img.extent(0)), ny = static_cast<int>(img.extent(1)),
+            nx = static_cast<int>(img.extent(2));
+  const float fx = kx::math::floor(px), fy = kx::math::floor(py), fz = kx::math::floor(pz);
+  const float tx = px - fx, ty = py - fy, tz = pz - fz;
+  // Clamp the float corner first: far-outside points must not overflow the int conversion.
+  auto corner = [](float f, int n) {
+    const float lo = f < -1.0f ? -1.0f : f;
+    return static_cast<int>(lo > static_cast<float>(n) ? static_cast<float>(n) : lo);
+  };
+  const int ix = corner(fx, nx), iy = corner(fy, ny), iz = corner(fz, nz);
+  const int x0 = clampIndex(ix, nx), x1 = clampIndex(ix + 1, nx);
+  const int y0 = clampIndex(iy, ny), y1 = clampIndex(iy + 1, ny);
+  const int z0 = clampIndex(iz, nz), z1 = clampIndex(iz + 1, nz);
+  const float c000 = img(z0, y0, x0), c001 = img(z0, y0, x1);
+  const float c010 = img(z0, y1, x0), c011 = img(z0, y1, x1);
+  const float c100 = img(z1, y0, x0), c101 = img(z1, y0, x1);
+  const float c110 = img(z1, y1, x0), c111 = img(z1, y1, x1);
+  // Along x on the four (y, z) edges.
+  const float e00 = c000 + tx * (c001 - c000), e01 = c010 + tx * (c011 - c010);
+  const float e10 = c100 + tx * (c101 - c100), e11 = c110 + tx * (c111 - c110);
+  const float f0 = e00 + ty * (e01 - e00), f1 = e10 + ty * (e11 - e10);
+  const float dx0 = (c001 - c000) + ty * ((c011 - c010) - (c001 - c000));
+  const float dx1 = (c101 - c100) + ty * ((c111 - c110) - (c101 - c100));
+  grad[0] = dx0 + tz * (dx1 - dx0);
+  grad[1] = (e01 - e00) + tz * ((e11 - e10) - (e01 - e00));
+  grad[2] = f1 - f0;
+  return f0 + tz * (f1 - f0);
+}
+
+// rate = v - G v.
+KOKKOS_INLINE_FUNCTION void regRate(const float* g, const float* v, float* rate) {
+  for (int i = 0; i < 3; ++i)
+    rate[i] = v[i] - (g[3 * i + 0] * v[0] + g[3 * i + 1] * v[1] + g[3 * i + 2] * v[2]);
+}
+
+}  // namespace kortex
