@@ -12,6 +12,11 @@ struct ValidateOptions {
   std::string dataDir;   // empty: embedded phantoms only
   std::string jsonPath;  // empty: no JSON
   std::string markdownPath;
+  bool registrationOnly = false;  // only part 3 (the IXI registration study)
+  double lambda = -1.0;           // registration study parameters (< 0 / 0: defaults)
+  float sigma = -1.0f;
+  int iterations = 0;
+  int pairs = 0;
 };
 int cmdValidate(ValidateOptions const& o);
 
@@ -22,10 +27,13 @@ struct BenchOptions {
   std::string markdownPath;
   std::string peersJsonPath;  // merge bench/peers/run_peers.py output
   std::string only;           // only rows whose label contains this
+  std::string dataDir;        // real data folder (bench register: the IXI pair target)
 };
 int cmdBenchCt(BenchOptions const& o);
 // `kortex bench multires` (same options; --peers takes bench/peers/multires_opencv.py output).
 int cmdBenchMultires(BenchOptions const& o);
+// `kortex bench register` (--peers takes bench/peers/registration_torch.py output; --data adds the IXI pair).
+int cmdBenchRegister(BenchOptions const& o);
 
 struct ReproduceOptions {
   bool quick = false;

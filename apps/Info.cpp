@@ -24,7 +24,9 @@ int cmdInfo(std::string const& jsonPath) {
             << "Device: " << b.device << "\n"
             << "CPU: " << cpuModel() << ", OpenMP threads (CPU reference): " << b.hostThreads
             << ", Kokkos host concurrency: " << b.kokkosHostConcurrency << "\n"
-            << "Image I/O (VTK): " << (b.vtkIo ? "yes" : "no (this build cannot read or write files)")
+            << "Image I/O: NIfTI (.nii .nii.gz), DICOM (.dcm, read)"
+            << (b.vtkIo ? ", MetaImage, VTI, PNG, JPEG (VTK)"
+                        : "; no VTK: no MetaImage, VTI, PNG, JPEG")
             << "\n"
             << "Boundary rule: " << kBoundaryRuleName << "\n\n"
             << "Kokkos configuration:\n"

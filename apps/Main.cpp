@@ -14,14 +14,12 @@
 
 #include "apps/Commands.hpp"
 #include "apps/Denoise.hpp"
+#include "apps/Register.hpp"
 #include "bench/Tuners.hpp"
 #include "core/Errors.hpp"
 #include "core/Multires.hpp"
-#include "validation/Metrics.hpp"
-
-#if KORTEX_HAVE_VTK
 #include "io/ImageIO.hpp"
-#endif
+#include "validation/Metrics.hpp"
 
 namespace fs = std::filesystem;
 using namespace kortex;
@@ -38,7 +36,7 @@ struct KokkosSession {
 };
 
 // Fail before computing if the output cannot be written: missing directory, a directory as
-// target, no permission, unsupported extension.
+// target, no permission, unsupported extension (or one that needs VTK in a build without it).
 void checkOutputPath(std::string const& path) {
   const fs::path p(path);
   if (path.empty()) throw IoError("output path is empty");
@@ -48,30 +46,14 @@ void checkOutputPath(std::string const& path) {
     throw IoError("cannot write '" + path + "': directory '" + dir.string() + "' does not exist");
   if (access(dir.c_str(), W_OK) != 0)
     throw IoError("cannot write '" + path + "': directory '" + dir.string() + "' is not writable");
-#if KORTEX_HAVE_VTK
-  if (!io::isSupportedExtension(p, io::Access::Write))
-    throw IoError("cannot write '" + path + "': unsupported extension (supported: " +
-                  io::supportedExtensions(io::Access::Write) + ")");
-#endif
+  io::requireSupportedExtension(p, io::Access::Write);
 }
 
-HostImage readInput(std::string const& path) {
-#if KORTEX_HAVE_VTK
-  return io::readImage(path);
-#else
-  throw Unsupported("this kortex was built without image I/O (VTK was not found at build time); "
-                    "cannot read '" + path + "'");
-#endif
-}
+// NIfTI and DICOM in every build; MetaImage, VTI, PNG and JPEG when built with VTK
+// (otherwise io:: throws Unsupported naming the format).
+HostImage readInput(std::string const& path) { return io::readImage(path); }
 
-void writeOutput(HostImage const& img, std::string const& path) {
-#if KORTEX_HAVE_VTK
-  io::writeImage(img, path);
-#else
-  (void)img;
-  throw Unsupported("this kortex was built without image I/O; cannot write '" + path + "'");
-#endif
-}
+void writeOutput(HostImage const& img, std::string const& path) { io::writeImage(img, path); }
 
 void printRun(const char* what, HostImage const& in, app::RunReport const& r,
               std::string const& out) {
@@ -149,6 +131,14 @@ int main(int argc, char** argv) {
   validate->add_option("--data", vo.dataDir, "Real data folder (e.g. ../shared/data)")->check(CLI::ExistingDirectory);
   validate->add_option("--json", vo.jsonPath, "Write the report as JSON");
   validate->add_option("--markdown", vo.markdownPath, "Write the report as Markdown");
+  validate->add_flag("--registration-only", vo.registrationOnly,
+                     "Only the registration study (IXI pairs: Dice, CPU vs Kokkos, inverse consistency); needs --data");
+  validate->add_option("--lambda", vo.lambda, "Registration study: regulariser weight (default 0.05)");
+  validate->add_option("--sigma", vo.sigma, "Registration study: force smoothing sigma, voxels (default 1)");
+  validate->add_option("--iterations", vo.iterations, "Registration study: iteration cap (default 300; 80 with --quick)")
+      ->check(CLI::PositiveNumber);
+  validate->add_option("--pairs", vo.pairs, "Registration study: number of subject pairs (default 6, max 6)")
+      ->check(CLI::Range(1, 6));
 
   // bench
   auto* bench = app.add_subcommand("bench", "Benchmarks that reproduce the papers' tables");
@@ -174,6 +164,46 @@ int main(int argc, char** argv) {
                       "Only cases whose label contains this text, e.g. \"Table2 4096^2\", \"Fig6\", \"Fig5 512^2 float\"");
   benchMr->add_option("--peers", mbo.peersJsonPath, "Merge peer timings from bench/peers/multires_opencv.py (JSON)")
       ->check(CLI::ExistingFile);
+
+  auto* benchReg = bench->add_subcommand(
+      "register", "Unbiased fluid registration: Table 1 (resources, occupancy), Fig 1 (force kernels), "
+                  "Fig 2a/2b (iteration time, speedups, GFLOP/s, GB/s) and the targets");
+  app::BenchOptions rbo;
+  std::string benchData;
+  benchReg->add_flag("--quick", rbo.quick, "Fewer sizes");
+  benchReg->add_flag("--tiny", rbo.tiny, "24^3 and 32^3 (smoke test)");
+  benchReg->add_option("--json", rbo.jsonPath, "Write results as JSON");
+  benchReg->add_option("--markdown", rbo.markdownPath, "Write results as Markdown");
+  benchReg->add_option("--only", rbo.only, "Only cases whose label contains this text, e.g. \"Fig1\", \"Fig2 240^3\", \"IXI\"");
+  benchReg->add_option("--peers", rbo.peersJsonPath, "Merge peer timings from bench/peers/registration_torch.py (JSON)")
+      ->check(CLI::ExistingFile);
+  benchReg->add_option("--data", benchData, "Real data folder (../shared/data): adds the IXI pair target")
+      ->check(CLI::ExistingDirectory);
+
+  // register
+  auto* reg = app.add_subcommand("register", "Register two images");
+  reg->require_subcommand(1);
+  app::RegisterOptions rgo;
+  auto* unb = reg->add_subcommand(
+      "unbiased",
+      "Affine (NCC) + unbiased fluid registration (symmetric-KL prior, Yanovsky et al. 2007) of two 3D images");
+  unb->add_option("--fixed", rgo.fixed, "Fixed (reference) 3D image")->required();
+  unb->add_option("--moving", rgo.moving, "Moving (template) 3D image")->required();
+  unb->add_option("--out-warped", rgo.outWarped, "Moving image resampled on the fixed grid (written atomically)")
+      ->required();
+  unb->add_option("--out-field", rgo.outField,
+                  "Displacement field, NIfTI vector image in the ITK/ANTs convention (world mm, LPS; fixed point x "
+                  "maps to moving point x + d(x))");
+  unb->add_option("--out-jacobian", rgo.outJacobian, "det(I - grad u) of the fluid part");
+  unb->add_option("--out-affine", rgo.outAffine, "Affine part as an ITK transform file (.txt)");
+  unb->add_option("--lambda", rgo.lambda, "Weight of the symmetric-KL regulariser (> 0)")->capture_default_str();
+  unb->add_option("--sigma", rgo.sigma, "Gaussian smoothing of the force, voxels")->capture_default_str();
+  unb->add_option("--iterations", rgo.iterations, "Cap on fluid iterations")->capture_default_str();
+  unb->add_flag("--no-affine", rgo.noAffine, "Skip the affine stage (header alignment only)");
+  unb->add_option("--backend", rgo.backend, "auto|cpu|kokkos (auto = Kokkos if it has a GPU backend)")
+      ->capture_default_str();
+  unb->add_option("--variant", rgo.variant, "Kokkos force kernel: naive|recompute|reuse (default reuse)");
+  unb->add_flag("--quiet", rgo.quiet, "No progress bar");
 
   // reproduce
   auto* reproduce = app.add_subcommand("reproduce", "Main job: validation + every available paper table; readable report + JSON");
@@ -221,6 +251,11 @@ int main(int argc, char** argv) {
     if (*benchMr) return app::cmdBenchMultires(mbo);
     if (*reproduce) return app::cmdReproduce(ro);
     if (*tune) return app::cmdTune(to);
+    if (*benchReg) {
+      rbo.dataDir = benchData;
+      return app::cmdBenchRegister(rbo);
+    }
+    if (*unb) return app::cmdRegisterUnbiased(rgo);
     if (*mres) {
       const Backend backend = parseBackend(backendName);
       const app::IntegerMode integer = app::parseIntegerMode(integerName);

@@ -9,6 +9,7 @@
 #include "apps/Commands.hpp"
 #include "bench/Bench.hpp"
 #include "bench/BenchMultires.hpp"
+#include "bench/BenchRegistration.hpp"
 #include "core/Errors.hpp"
 #include "core/TextFile.hpp"
 #include "validation/Suite.hpp"
@@ -36,6 +37,14 @@ int cmdValidate(ValidateOptions const& o) {
   so.quick = o.quick;
   so.dataDir = o.dataDir;
   so.progress = &std::cout;
+  so.registrationOnly = o.registrationOnly;
+  if (o.lambda >= 0.0) so.registration.lambda = o.lambda;
+  if (o.sigma > 0.0f) so.registration.sigma = o.sigma;
+  if (o.iterations > 0) so.registration.iterations = o.iterations;
+  if (o.pairs > 0) so.registrationPairs = o.pairs;
+  if (o.registrationOnly && o.dataDir.empty())
+    throw InvalidArgument("--registration-only needs --data (the IXI volumes and labels)");
+  so.registration.validate();
   const auto report = validation::runValidationSuite(so);
   const std::string md = validation::toMarkdown(report);
   std::cout << "\n" << md;
@@ -43,7 +52,9 @@ int cmdValidate(ValidateOptions const& o) {
   if (!o.markdownPath.empty()) writeTextFileAtomic(o.markdownPath, md);
   if (!report.pass) {
     std::cerr << "kortex: error: validation failed (" << report.casesFailed
-              << " case(s) outside their bounds)" << std::endl;
+              << " case(s) outside their bounds"
+              << (report.registration.ran && !report.registration.pass ? "; the registration study failed" : "")
+              << ")" << std::endl;
     return 1;
   }
   return 0;
@@ -85,6 +96,26 @@ int cmdBenchMultires(BenchOptions const& o) {
     else
       std::cerr << "kortex: error: benchmark failed (" << report.failed
                 << " measurement(s) failed their check or threw)" << std::endl;
+    return 1;
+  }
+  return 0;
+}
+
+int cmdBenchRegister(BenchOptions const& o) {
+  bench::RegistrationBenchOptions ro;
+  ro.quick = o.quick;
+  ro.tiny = o.tiny;
+  ro.jsonPath = o.jsonPath;
+  ro.markdownPath = o.markdownPath;
+  ro.peersJsonPath = o.peersJsonPath;
+  ro.only = o.only;
+  ro.dataDir = o.dataDir;
+  ro.progress = &std::cerr;
+  const auto report = bench::runRegistrationBench(ro);
+  std::cout << report.markdown;
+  if (!report.ok) {
+    std::cerr << "kortex: error: benchmark failed (" << report.failed << " check(s) failed, " << report.measured
+              << " measured)" << std::endl;
     return 1;
   }
   return 0;

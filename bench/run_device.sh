@@ -12,6 +12,13 @@
 #                                                 # OpenCV peer (bench/peers/multires_opencv.py) run
 #                                                 # here first when python3 has cv2
 #
+#   bench/run_device.sh BIN_DIR OUT_DIR register  # issue 4: tstOccupancy, tstRegistration, tstAffine
+#                                                 # on every space; the PyTorch peer
+#                                                 # (bench/peers/registration_torch.py); kortex bench
+#                                                 # register (full, IXI target with DATA=folder); and
+#                                                 # the IXI registration study (kortex validate
+#                                                 # --registration-only --data $DATA)
+#
 #   bench/run_device.sh BIN_DIR OUT_DIR profile # Nsight Compute reports of the kernels behind
 #                                               # the issue's NLM targets (needs ncu)
 #
@@ -76,6 +83,33 @@ elif [ "$PART" = "multires" ]; then
   timeout 430 "$BIN/kortex" bench multires --json "$OUT/multires.json" --markdown "$OUT/multires.md" \
     "${peers[@]}" > "$OUT/multires.log" 2> "$OUT/multires.progress" || status=1
   tail -n 80 "$OUT/multires.log"
+elif [ "$PART" = "register" ]; then
+  DATA="${DATA:-../shared/data}"
+  # At most 8 files in OUT: device facts and the peer's log go into reg_tests.log.
+  nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm,clocks.mem --format=csv \
+    > "$OUT/reg_tests.log" 2>&1
+  for t in tstOccupancy tstRegistration tstAffine; do
+    echo "=== $t" >> "$OUT/reg_tests.log"
+    if timeout 240 "$BIN/$t" --log_level=test_suite --report_level=short >> "$OUT/reg_tests.log" 2>&1; then
+      echo "PASS $t"
+    else
+      echo "FAIL $t"; status=1
+    fi
+  done
+  grep -h "tstOccupancy:" "$OUT/reg_tests.log" | head -n 12
+  peers=()
+  if python3 -c "import torch" > /dev/null 2>&1; then
+    timeout 200 python3 bench/peers/registration_torch.py --total-seconds 120 --out "$OUT/register_peers.json" \
+      > "$OUT/peer.tmp" 2>&1 || { echo "FAIL registration peer"; status=1; }
+    tail -n 7 "$OUT/peer.tmp"; cat "$OUT/peer.tmp" >> "$OUT/reg_tests.log"; rm -f "$OUT/peer.tmp"
+    if [ -f "$OUT/register_peers.json" ]; then peers=(--peers "$OUT/register_peers.json"); fi
+  fi
+  timeout 300 "$BIN/kortex" bench register --data "$DATA" --json "$OUT/register.json" --markdown "$OUT/register.md" \
+    "${peers[@]}" > "$OUT/register.log" 2>&1 || status=1
+  tail -n 45 "$OUT/register.log"
+  timeout 240 "$BIN/kortex" validate --registration-only --data "$DATA" --json "$OUT/register_validate.json" \
+    --markdown "$OUT/register_validate.md" > "$OUT/register_validate.log" 2>&1 || { echo "FAIL registration study"; status=1; }
+  tail -n 25 "$OUT/register_validate.log"
 elif [ "$PART" = "profile" ]; then
   NCU="$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -n 1)"
   if [ -z "$NCU" ]; then echo "no ncu on this machine"; exit 1; fi
@@ -96,6 +130,6 @@ elif [ "$PART" = "profile" ]; then
       "$OUT/ncu_$name.txt" | head -n 8
   done
 else
-  echo "unknown part '$PART' (check|bench|tune|multires|profile)"; exit 2
+  echo "unknown part '$PART' (check|bench|tune|multires|register|profile)"; exit 2
 fi
 exit $status

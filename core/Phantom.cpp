@@ -130,4 +130,54 @@ double noiseSigmaForSnr(HostImage const& img, double snr) {
   return meanValue(img) / snr;
 }
 
+VectorField<Kokkos::HostSpace> smoothDisplacement(Geometry const& g, double maxVoxels, std::uint64_t seed) {
+  g.validate();
+  if (!(maxVoxels >= 0.0) || !std::isfinite(maxVoxels))
+    throw InvalidArgument("smoothDisplacement: amplitude must be finite and >= 0");
+  VectorField<Kokkos::HostSpace> u("kortex::smoothDisplacement", g, 3);
+  const Index nx = g.nx(), ny = g.ny(), nz = g.nz();
+  SplitMix64 rng(seed);
+  const double twoPi = 6.283185307179586;
+  double k[3][3], phase[3][3];
+  for (int c = 0; c < 3; ++c)
+    for (int a = 0; a < 3; ++a) {
+      const double extent = static_cast<double>(g.size[a]);
+      k[c][a] = twoPi / (extent * (0.8 + 0.8 * rng.uniform()));
+      phase[c][a] = twoPi * rng.uniform();
+    }
+  double peak = 0.0;
+  for (Index z = 0; z < nz; ++z)
+    for (Index y = 0; y < ny; ++y)
+      for (Index x = 0; x < nx; ++x) {
+        double n2 = 0.0;
+        for (int c = 0; c < 3; ++c) {
+          const double v = std::sin(k[c][0] * x + phase[c][0]) * std::sin(k[c][1] * y + phase[c][1]) *
+                           std::sin(k[c][2] * z + phase[c][2]);
+          u.data(c, z, y, x) = static_cast<float>(v);
+          n2 += v * v;
+        }
+        peak = std::max(peak, std::sqrt(n2));
+      }
+  double scale = peak > 0.0 ? maxVoxels / peak : 0.0;
+  // Largest Frobenius norm of grad u for the unit-scaled field (clamped central differences).
+  auto cl = [](Index i, Index n) { return i < 0 ? Index(0) : (i >= n ? n - 1 : i); };
+  double gradPeak = 0.0;
+  for (Index z = 0; z < nz; ++z)
+    for (Index y = 0; y < ny; ++y)
+      for (Index x = 0; x < nx; ++x) {
+        double f2 = 0.0;
+        for (int c = 0; c < 3; ++c) {
+          const double dx = 0.5 * (u.data(c, z, y, cl(x + 1, nx)) - u.data(c, z, y, cl(x - 1, nx)));
+          const double dy = 0.5 * (u.data(c, z, cl(y + 1, ny), x) - u.data(c, z, cl(y - 1, ny), x));
+          const double dz = 0.5 * (u.data(c, cl(z + 1, nz), y, x) - u.data(c, cl(z - 1, nz), y, x));
+          f2 += dx * dx + dy * dy + dz * dz;
+        }
+        gradPeak = std::max(gradPeak, std::sqrt(f2));
+      }
+  if (gradPeak * scale > 0.5) scale = 0.5 / gradPeak;
+  float* p = u.data.data();
+  for (std::size_t i = 0; i < u.data.size(); ++i) p[i] = static_cast<float>(p[i] * scale);
+  return u;
+}
+
 }  // namespace kortex

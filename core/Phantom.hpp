@@ -25,6 +25,14 @@ HostImage addGaussianNoise(HostImage const& img, double sigma, std::uint64_t see
 // sigma such that mean(img) / sigma == snr.
 double noiseSigmaForSnr(HostImage const& img, double snr);
 
+// A smooth diffeomorphic displacement on grid g, voxel units, layout of core/Registration.hpp
+// (3, nz, ny, nx), component 0 = x: per component a product of one low-frequency sine per axis
+// (wavelengths 0.8-1.6x the extent, random phases, seeded), scaled so that max_x |u(x)| equals
+// maxVoxels, then scaled down if needed until the Frobenius norm of grad u (central differences)
+// stays <= 0.5 everywhere, so det(I - grad u) > 0 and h(x) = x - u(x) is invertible. Returns the
+// field; the amplitude actually used is max |u| (<= maxVoxels).
+VectorField<Kokkos::HostSpace> smoothDisplacement(Geometry const& g, double maxVoxels, std::uint64_t seed);
+
 // Small deterministic generator (splitmix64) so results do not depend on the std library.
 struct SplitMix64 {
   std::uint64_t state;

@@ -16,6 +16,8 @@
 #include <sstream>
 #include <system_error>
 
+#include <kortex/Config.hpp>
+
 #include "io/IoDetail.hpp"
 
 namespace kortex::io {
@@ -178,37 +180,76 @@ void AtomicOutput::commit(std::vector<std::string> const& names) {
   committed_ = true;
 }
 
+std::recursive_mutex& ioMutex() {
+  static std::recursive_mutex m;
+  return m;
+}
+
 }  // namespace detail
 
 namespace {
 
 using namespace detail;
 
-std::recursive_mutex& ioMutex() {
-  static std::recursive_mutex m;
-  return m;
-}
+constexpr bool kHaveVtk = KORTEX_HAVE_VTK != 0;
 
 struct FormatInfo {
   const char* ext;
+  const char* name;
   bool readable;
   bool writable;
+  bool needsVtk;  // compiled only in builds with VTK (VtkFormats.cpp)
 };
 constexpr FormatInfo kFormats[] = {
-    {".nii", true, true}, {".nii.gz", true, true}, {".mha", true, true},
-    {".mhd", true, true}, {".vti", true, true},    {".png", true, true},
-    {".jpg", true, true}, {".jpeg", true, true},   {".dcm", true, false},
+    {".nii", "NIfTI", true, true, false},
+    {".nii.gz", "NIfTI", true, true, false},
+    {".mha", "MetaImage", true, true, true},
+    {".mhd", "MetaImage", true, true, true},
+    {".vti", "VTK XML image data", true, true, true},
+    {".png", "PNG", true, true, true},
+    {".jpg", "JPEG", true, true, true},
+    {".jpeg", "JPEG", true, true, true},
+    {".dcm", "DICOM", true, false, false},
 };
 
-bool supported(std::string const& ext, Access access) {
+FormatInfo const* formatOf(std::string const& ext) {
   for (auto const& f : kFormats)
-    if (ext == f.ext) return access == Access::Read ? f.readable : f.writable;
-  return false;
+    if (ext == f.ext) return &f;
+  return nullptr;
+}
+
+// Readable / writable by the format and present in this build.
+bool supported(std::string const& ext, Access access) {
+  FormatInfo const* f = formatOf(ext);
+  if (!f || (f->needsVtk && !kHaveVtk)) return false;
+  return access == Access::Read ? f->readable : f->writable;
+}
+
+// The error readImage / writeImage give for an extension they cannot handle (nothing if they can).
+void checkExtension(fs::path const& path, Access access) {
+  const std::string ext = extensionOf(path);
+  if (supported(ext, access)) return;
+  FormatInfo const* f = formatOf(ext);
+  const bool read = access == Access::Read;
+  if (f && f->needsVtk && !kHaveVtk && (read ? f->readable : f->writable))
+    throw Unsupported("cannot " + std::string(read ? "read" : "write") + " '" + path.string() +
+                      "': " + f->name + " (" + ext +
+                      ") needs a Kortex build with VTK and this one has none; NIfTI (.nii, "
+                      ".nii.gz) is always available" +
+                      (read ? ", and DICOM (.dcm) too" : ""));
+  const std::string what =
+      ext.empty() ? std::string("no file extension")
+                  : (read ? "unknown extension '" + ext + "'"
+                          : "unknown or read-only extension '" + ext + "'");
+  const std::string list = "; Kortex " + std::string(read ? "reads " : "writes ") +
+                           supportedExtensions(access);
+  if (read) readError(path, what + list);
+  writeError(path, what + list);
 }
 
 // [lo, hi] window for 8-bit output: display.min/max metadata, else the finite data range.
-// Returns false for a constant image without a window.
-bool displayWindow(HostImage const& image, double& lo, double& hi) {
+// Returns false for a constant image without a window. (Unused in builds without VTK.)
+[[maybe_unused]] bool displayWindow(HostImage const& image, double& lo, double& hi) {
   auto itMin = image.metadata.find("display.min");
   auto itMax = image.metadata.find("display.max");
   if (itMin != image.metadata.end() && itMax != image.metadata.end()) {
@@ -251,10 +292,14 @@ bool isSupportedExtension(std::filesystem::path const& path, Access access) {
   return supported(extensionOf(path), access);
 }
 
+void requireSupportedExtension(std::filesystem::path const& path, Access access) {
+  checkExtension(path, access);
+}
+
 std::string supportedExtensions(Access access) {
   std::string s;
   for (auto const& f : kFormats) {
-    if (access == Access::Read ? !f.readable : !f.writable) continue;
+    if (!supported(f.ext, access)) continue;
     if (!s.empty()) s += ", ";
     s += f.ext;
   }
@@ -265,31 +310,34 @@ HostImage readImage(std::filesystem::path const& path) {
   std::lock_guard<std::recursive_mutex> lock(ioMutex());
   requireReadableFile(path);
   const std::string ext = extensionOf(path);
-  if (!supported(ext, Access::Read))
-    readError(path,
-              (ext.empty() ? std::string("no file extension") : "unknown extension '" + ext + "'") +
-                  "; Kortex reads " + supportedExtensions(Access::Read));
+  checkExtension(path, Access::Read);
   if (fileSize(path) == 0) readError(path, "the file is empty (0 bytes)");
   HostImage img;
   std::string format;
   if (ext == ".nii" || ext == ".nii.gz") {
     img = readNifti(path);
     format = "nifti";
-  } else if (ext == ".mha" || ext == ".mhd") {
-    img = readMetaImage(path);
-    format = "metaimage";
-  } else if (ext == ".vti") {
-    img = readVti(path);
-    format = "vti";
-  } else if (ext == ".png") {
-    img = readPngOrJpeg(path, true);
-    format = "png";
-  } else if (ext == ".jpg" || ext == ".jpeg") {
-    img = readPngOrJpeg(path, false);
-    format = "jpeg";
-  } else {
+  } else if (ext == ".dcm") {
     img = readDicom(path);
     format = "dicom";
+  } else {
+#if KORTEX_HAVE_VTK
+    if (ext == ".mha" || ext == ".mhd") {
+      img = readMetaImage(path);
+      format = "metaimage";
+    } else if (ext == ".vti") {
+      img = readVti(path);
+      format = "vti";
+    } else if (ext == ".png") {
+      img = readPngOrJpeg(path, true);
+      format = "png";
+    } else {
+      img = readPngOrJpeg(path, false);
+      format = "jpeg";
+    }
+#else
+    readError(path, "internal error: no reader for '" + ext + "'");  // checkExtension threw
+#endif
   }
   img.metadata["io.format"] = format;
   return img;
@@ -298,17 +346,17 @@ HostImage readImage(std::filesystem::path const& path) {
 void writeImage(HostImage const& image, std::filesystem::path const& path) {
   std::lock_guard<std::recursive_mutex> lock(ioMutex());
   const std::string ext = extensionOf(path);
-  if (!supported(ext, Access::Write))
-    writeError(path, (ext.empty() ? std::string("no file extension")
-                                  : "unknown or read-only extension '" + ext + "'") +
-                         "; Kortex writes " + supportedExtensions(Access::Write));
+  checkExtension(path, Access::Write);
   checkWritable(image, path);
   AtomicOutput out(path);
   const std::string name = path.filename().string();
   if (ext == ".nii" || ext == ".nii.gz") {
     writeNifti(image, out.temporary(name), path);
     out.commit({name});
-  } else if (ext == ".mha" || ext == ".mhd") {
+    return;
+  }
+#if KORTEX_HAVE_VTK
+  if (ext == ".mha" || ext == ".mhd") {
     out.commit(writeMetaImage(image, out));
   } else if (ext == ".vti") {
     writeVti(image, out.temporary(name), path);
@@ -328,12 +376,14 @@ void writeImage(HostImage const& image, std::filesystem::path const& path) {
                out.temporary(name), path, ext == ".png");
     out.commit({name});
   }
+#endif
 }
 
 void writePngMontage(std::vector<HostImage> const& panels, std::filesystem::path const& path,
                      float lo, float hi) {
   std::lock_guard<std::recursive_mutex> lock(ioMutex());
   if (extensionOf(path) != ".png") writeError(path, "a montage is written as PNG (.png)");
+  checkExtension(path, Access::Write);  // PNG needs VTK
   if (panels.empty()) writeError(path, "no panels to put in the montage");
   if (!std::isfinite(lo) || !std::isfinite(hi) || !(hi > lo))
     writeError(path, "the intensity window [" + std::to_string(lo) + ", " + std::to_string(hi) +
@@ -362,8 +412,10 @@ void writePngMontage(std::vector<HostImage> const& panels, std::filesystem::path
       for (Index i = 0; i < nx; ++i) px[j * width + x0 + i] = toByte(p[j * nx + i], lo, hi, true);
   }
   const std::string name = path.filename().string();
+#if KORTEX_HAVE_VTK
   writeGrey8(px, static_cast<int>(width), static_cast<int>(ny), out.temporary(name), path, true);
   out.commit({name});
+#endif
 }
 
 }  // namespace kortex::io

@@ -1,10 +1,17 @@
-// Image file I/O: NIfTI-1, MetaImage, VTK XML image data, PNG/JPEG and single-slice DICOM.
+// Image file I/O: NIfTI-1, MetaImage, VTK XML image data, PNG/JPEG and single-slice DICOM, and
+// displacement fields as NIfTI vector images (ITK/ANTs convention, see the end of this header).
 //
 // Everything here reads into / writes from a float32 HostImage (core/Image.hpp) whose geometry is
 // what ITK (and therefore ANTs) reports for the same file: LPS world coordinates,
 //   world = origin + direction * diag(spacing) * (i, j, k),
 // voxel (i, j, k) of the array being voxel (i, j, k) of the file (no reordering, no flips).
 // VTK is an implementation detail of kortex_io and never appears in this header.
+//
+// Availability: kortex_io is built in every configuration. NIfTI (.nii, .nii.gz) and DICOM (.dcm)
+// are Kortex's own codecs (system zlib only) and always available. MetaImage, .vti, PNG and JPEG
+// go through VTK and exist only in builds with VTK (<kortex/Config.hpp> KORTEX_HAVE_VTK == 1);
+// elsewhere isSupportedExtension() is false for them and reading or writing them throws
+// kortex::Unsupported ("... needs a Kortex build with VTK; NIfTI ... is always available").
 //
 // Formats (chosen from the file name's extension, case-insensitive):
 //   .nii .nii.gz  NIfTI-1 (read: NIfTI-1 and NIfTI-2, any scalar data type, gzip or plain,
@@ -63,7 +70,8 @@
 //   (codes: the stored ones when > 0, else 1 = scanner), and a non-orthonormal direction is
 //   orthogonalised (ITK coerces it too). Output is always float32, scl_slope 1, scl_inter 0.
 //
-// Errors: every failure throws kortex::IoError with one message that names the file: missing
+// Errors: every failure throws kortex::IoError (Unsupported for a VTK-only format in a build
+// without VTK) with one message that names the file: missing
 // file, a directory, unknown extension, truncated or corrupt data, 4D or higher images ("has N
 // dimensions; Kortex filters take 2D or 3D scalar images"), multi-component data, zero-size images.
 // VTK's own error/warning output is captured (never printed) and quoted in the message: on first
@@ -93,10 +101,15 @@ namespace kortex::io {
 
 enum class Access { Read, Write };
 
-// True when the file name's extension is one Kortex can read (Access::Read) or write.
+// True when the file name's extension is one this build can read (Access::Read) or write.
 bool isSupportedExtension(std::filesystem::path const& path, Access access = Access::Read);
-// ".nii, .nii.gz, .mha, .mhd, .vti, .png, .jpg, .jpeg, .dcm" (no ".dcm" for Access::Write).
+// ".nii, .nii.gz, .mha, .mhd, .vti, .png, .jpg, .jpeg, .dcm" (no ".dcm" for Access::Write);
+// without VTK ".nii, .nii.gz, .dcm". Lists what this build reads / writes.
 std::string supportedExtensions(Access access = Access::Read);
+// Throws what readImage / writeImage would throw for this file name's extension, before any
+// work: IoError for a missing or unknown extension (".dcm" for Write included), Unsupported for
+// a format this build lacks (VTK-only formats without VTK). Returns quietly otherwise.
+void requireSupportedExtension(std::filesystem::path const& path, Access access);
 
 // Reads a 2D or 3D scalar image; values become float32. Throws IoError.
 HostImage readImage(std::filesystem::path const& path);
@@ -110,5 +123,76 @@ void writeImage(HostImage const& image, std::filesystem::path const& path);
 // 2D, of equal size, and at least one; lo < hi, both finite. Atomic like writeImage.
 void writePngMontage(std::vector<HostImage> const& panels, std::filesystem::path const& path,
                      float lo, float hi);
+
+// ---- Displacement fields ------------------------------------------------------------------------
+// Convention (ITK and ANTs): a displacement field d lives on a grid `geometry` (the FIXED image's
+// grid for a registration) and stores, at each grid point, a vector in WORLD units (mm) along the
+// LPS world axes: component 0 = x (towards Left), 1 = y (Posterior), 2 = z (Superior), exactly as
+// ITK holds an itk::Image<itk::Vector<float, 3>, 3> in memory. It defines the point transform
+//     T(x) = x + d(x),    x a physical (LPS, mm) point,
+// which is itk::DisplacementFieldTransform::TransformPoint (ITK v5.4.0
+// Modules/Filtering/DisplacementField/include/itkDisplacementFieldTransform.hxx, lines 68-102:
+// outputPoint = inputPoint + interpolated displacement; identity outside the field). Resampling
+// (itk::ResampleImageFilter, antsApplyTransforms) gives out(x) = moving(T(x)) for each fixed-grid
+// point x: the field maps FIXED-space points to MOVING-space points. antsRegistration writes its
+// *Warp.nii.gz this way and antsApplyTransforms -i moving -r fixed -t field.nii.gz applies it
+// (ANTs Utilities/itkantsReadWriteTransform.h reads and writes fields with a plain
+// itk::ImageFileReader/Writer of the vector image, no metadata, so ITK's defaults below apply).
+//
+// File (NIfTI-1, .nii or .nii.gz), written as ITK's NiftiImageIO writes such an image:
+//   dim = {5, nx, ny, nz, 1, 3, 1, 1} (dim[0] = 5 and dim[4] = 1 (no time) are required for vector
+//   intents), intent_code = 1007 (NIFTI_INTENT_VECTOR), float32, voxels component-major as NIfTI
+//   orders dim[5] slowest (all x components, then all y, then all z; x index fastest within each),
+//   the components stored AS ITK HOLDS THEM (LPS, NO sign change), qform = sform (codes 1) built
+//   from the geometry as writeImage does, pixdim = {qfac, sx, sy, sz, 0, 0, 0, 0},
+//   xyzt_units = 10 (mm and s; ITK >= 5.4 writes 10, 5.2/5.3 wrote 2), vox_offset 352,
+//   scl_slope 1, scl_inter 0. Checked against a file written by ITK 5.2.1 (tstImageIO): same
+//   bytes except descrip, xyzt_units and srow entries within 2 float32 ulps (ITK orthogonalises
+//   the direction in float, Kortex in double); ITK 5.2.1 reads Kortex's file back to the same
+//   vectors and geometry.
+// ITK sources (tag v5.4.0, Modules/IO/NIFTI/src/itkNiftiImageIO.cxx): WriteImageInformation,
+//   lines 1565-1608 (dim[0] = 5, intent 1007 unless metadata "intent_code" is "1006", dim[5] =
+//   components, dim[4] = 1) and 1512-1513 (mm, s); Write, lines 2395-2468 (component-major
+//   copy; the RAS <-> LPS flip only when m_ConvertRAS); ReadImageInformation, lines 1221-1234:
+//   intent 1007 -> m_ConvertRAS = ConvertRASVectors, intent 1006 -> ConvertRASDisplacementVectors;
+//   include/itkNiftiImageIO.h lines 277-279: ConvertRASVectors defaults to FALSE and
+//   ConvertRASDisplacementVectors to TRUE. The flip (ConvertRASToFromLPS_*, lines 501-529)
+//   negates components 0 and 1. It came with ITK commit d007ee8e78 (2023-01-21, "BUG: Fix
+//   read/write of displacement field in NIFTI file format", first released in 5.4.0); ITK <= 5.3
+//   wrote and read 1007 files verbatim too, and could not read 1006 files as vectors at all.
+//   (ITK master, 2026, applies the 1006 flip only to 3-component fields.) So intent 1007 with LPS
+//   components is what every ITK/ANTs version writes and reads back unchanged.
+// Reading accepts float32/float64/integer voxels (scl_slope applied as for images) with
+//   intent 1007 (components verbatim, LPS) or 1006 (NIFTI_INTENT_DISPVECT: RAS components per the
+//   NIfTI standard; x and y are negated to LPS, as ITK >= 5.4 does by default), dim[0] = 5,
+//   dim[4] = 1 and dim[5] = 3 on a 3D grid (nz > 1). Geometry: the same ITK rule as readImage.
+//   Anything else (a scalar image, another intent, 2 or 4+ components, a time series of fields,
+//   a 2D grid) is rejected with an IoError that says what the file holds and what is expected.
+// Writes are atomic like writeImage. Kortex's registration keeps its field u in voxel index units
+// with h(x) = x - u(x) (core/Registration.hpp); indexDisplacementToWorld converts it.
+
+// Writes the 3-component, 3D world-space (LPS, mm) field `field` on field.geometry to a .nii or
+// .nii.gz file as described above. Throws IoError (unwritable target, wrong extension, not a 3D
+// field of 3 components) or InvalidArgument (data extents do not match the geometry).
+void writeDisplacementField(VectorField<Kokkos::HostSpace> const& field,
+                            std::filesystem::path const& path);
+
+// Reads a displacement field written by ITK, ANTs or writeDisplacementField: 3 components, world
+// mm, LPS (as ITK holds it in memory); the result's geometry is the field's grid. Throws IoError.
+VectorField<Kokkos::HostSpace> readDisplacementField(std::filesystem::path const& path);
+
+// Voxel-index displacement u (Kortex registration: h(p) = p - u(p), p and u in index units of the
+// grid `geometry`) -> ITK/ANTs world displacement d on the same grid:
+//     d(x) = -D diag(s) u(x)        (D = geometry.direction, s = geometry.spacing),
+// because world(p) = origin + D diag(s) p, so world(p - u) - world(p) = -D diag(s) u: the point
+// x + d(x) is where the registration samples the moving image. (Exact for a pure index-space
+// field on the fixed grid; an affine pre-alignment must be composed by the caller.) u must have 3
+// components and the size of `geometry`; the result has geometry `geometry` (else
+// InvalidArgument).
+VectorField<Kokkos::HostSpace> indexDisplacementToWorld(VectorField<Kokkos::HostSpace> const& u,
+                                                        Geometry const& geometry);
+// The inverse: u(x) = -diag(1/s) D^-1 d(x) (D^-1 computed, not assumed orthonormal).
+VectorField<Kokkos::HostSpace> worldDisplacementToIndex(VectorField<Kokkos::HostSpace> const& d,
+                                                        Geometry const& geometry);
 
 }  // namespace kortex::io

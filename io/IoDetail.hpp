@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -63,12 +64,22 @@ class AtomicOutput {
   bool committed_ = false;
 };
 
+// The lock every public kortex::io call holds (VTK's error capture is process-wide, and
+// AtomicOutput's random names come from one generator).
+std::recursive_mutex& ioMutex();
+
 // --- format codecs (one translation unit each) ---
+// Nifti.cpp (system zlib; always built).
 HostImage readNifti(fs::path const& file);
 void writeNifti(HostImage const& image, fs::path const& tmpFile, fs::path const& target);
+// Displacement fields: 3 components, world mm, LPS (conventions in io/ImageIO.hpp).
+VectorField<Kokkos::HostSpace> readNiftiField(fs::path const& file);
+void writeNiftiField(VectorField<Kokkos::HostSpace> const& field, fs::path const& tmpFile,
+                     fs::path const& target);
+// Dicom.cpp (no dependency; always built).
 HostImage readDicom(fs::path const& file);
 
-// VTK / metaio based (VtkFormats.cpp).
+// VTK / metaio based (VtkFormats.cpp): compiled, and called, only when KORTEX_HAVE_VTK.
 HostImage readMetaImage(fs::path const& file);
 // Writes into out's temporary directory; returns the file names to commit, in order.
 std::vector<std::string> writeMetaImage(HostImage const& image, AtomicOutput const& out);

@@ -5,8 +5,9 @@
 // order, and does not apply scl_slope; the writer forces sform_code = 2 and recomputes the
 // quaternion. Keeping voxel (i,j,k) of the file as voxel (i,j,k) of the array and writing codes
 // and matrices back bit-exactly is simpler and safer with a direct codec: a 348-byte header,
-// optional extensions up to vox_offset, then the voxels. zlib comes through VTK (vtk_zlib.h),
-// which reads plain and gzip files alike.
+// optional extensions up to vox_offset, then the voxels. zlib is the system's (no VTK needed:
+// this codec is built in every configuration); gzread reads plain and gzip files alike.
+// Displacement fields (readNiftiField / writeNiftiField) share the header and voxel code.
 #include <array>
 #include <cmath>
 #include <cstdint>
@@ -16,8 +17,9 @@
 #include <string>
 #include <vector>
 
+#include <zlib.h>
+
 #include "io/IoDetail.hpp"
-#include "vtk_zlib.h"
 
 namespace kortex::io::detail {
 
@@ -74,7 +76,7 @@ template <class T>
 T swapBytes(T v) {
   unsigned char b[sizeof(T)];
   std::memcpy(b, &v, sizeof(T));
-  for (std::size_t i = 0; i < sizeof(T) / 2; ++i) std::swap(b[i], b[sizeof(T) - 1 - i]);
+  for (std::size_t i = 0; 2 * i + 1 < sizeof(T); ++i) std::swap(b[i], b[sizeof(T) - 1 - i]);
   std::memcpy(&v, b, sizeof(T));
   return v;
 }
@@ -626,12 +628,10 @@ OrientationFields orientationFromGeometry(Geometry const& g, int qcode, int scod
   return o;
 }
 
-}  // namespace
-
-HostImage readNifti(fs::path const& file) {
-  const bool gz = isGzip(file);
-  const std::uintmax_t size = fileSize(file);
-  GzFile in;
+// Opens `file` (plain or gzip) and reads and parses its header; every failure is an IoError.
+Header openNifti(fs::path const& file, GzFile& in, bool& gz, std::uintmax_t& size) {
+  gz = isGzip(file);
+  size = fileSize(file);
   in.f = gzopen(file.c_str(), "rb");
   if (!in.f) readError(file, "cannot open it (" + std::string(std::strerror(errno)) + ")");
   gzbuffer(in.f, 1u << 18);
@@ -650,9 +650,11 @@ HostImage readNifti(fs::path const& file) {
     readError(file, "truncated: the file ends inside the 348-byte NIfTI header (" +
                         std::to_string(got) + " bytes)");
   }
-  const Header hd = parseHeader(raw, file);
+  return parseHeader(raw, file);
+}
 
-  // --- dimensions ---
+// dim[0] in 1..7 and every used dim[i] > 0.
+void checkDims(Header const& hd, fs::path const& file) {
   const int ndim = hd.dim[0];
   if (ndim < 1 || ndim > 7)
     readError(file, "corrupt NIfTI header: dim[0] = " + std::to_string(ndim) + " (must be 1..7)");
@@ -660,17 +662,16 @@ HostImage readNifti(fs::path const& file) {
     if (hd.dim[i] <= 0)
       readError(file,
                 "zero-size image: dim[" + std::to_string(i) + "] = " + std::to_string(hd.dim[i]));
-  int effective = ndim;
-  while (effective > 3 && hd.dim[effective] == 1) --effective;  // trailing singleton dims
-  if (effective > 3) {
-    std::string shape;
-    for (int i = 1; i <= ndim; ++i) shape += (i > 1 ? "x" : "") + std::to_string(hd.dim[i]);
-    readError(file, "has " + std::to_string(effective) + " dimensions (" + shape +
-                        "); Kortex filters take 2D or 3D scalar images");
-  }
-  const Index nx = hd.dim[1], ny = ndim >= 2 ? hd.dim[2] : 1, nz = ndim >= 3 ? hd.dim[3] : 1;
+}
 
-  // --- data type ---
+std::string shapeOf(Header const& hd) {
+  std::string shape;
+  for (int i = 1; i <= hd.dim[0]; ++i) shape += (i > 1 ? "x" : "") + std::to_string(hd.dim[i]);
+  return shape;
+}
+
+// Bytes per stored value of a real scalar type; any other datatype is an IoError.
+int elementSize(Header const& hd, fs::path const& file) {
   const int esize = typeSize(hd.datatype);
   if (esize == 0) {
     switch (hd.datatype) {
@@ -689,32 +690,28 @@ HostImage readNifti(fs::path const& file) {
         readError(file, "corrupt NIfTI header: unknown datatype " + std::to_string(hd.datatype));
     }
   }
+  return esize;
+}
 
-  // --- data location and size ---
+// Byte offset of the voxels; for a plain file also checks that `count` values fit.
+std::uint64_t dataOffset(Header const& hd, fs::path const& file, bool gz, std::uintmax_t size,
+                         std::uint64_t count, int esize) {
   if (!std::isfinite(hd.voxOffset) || hd.voxOffset < 0 || hd.voxOffset > 1e12)
     readError(file, "corrupt NIfTI header: vox_offset = " + std::to_string(hd.voxOffset));
   const std::uint64_t voxOffset =
       std::max<std::uint64_t>(kHeaderSize, static_cast<std::uint64_t>(hd.voxOffset));
-  const std::uint64_t nvox = static_cast<std::uint64_t>(nx) * ny * nz;
-  const std::uint64_t nbytes = nvox * static_cast<std::uint64_t>(esize);
+  const std::uint64_t nbytes = count * static_cast<std::uint64_t>(esize);
   if (!gz && size < voxOffset + nbytes)
     readError(file, "truncated: the header promises " + std::to_string(nbytes) +
                         " bytes of voxel data from byte " + std::to_string(voxOffset) +
                         " but the file has " + std::to_string(size) + " bytes");
+  return voxOffset;
+}
 
-  // --- geometry (ITK's rule) ---
-  std::string source;
-  const Geometry g = itkGeometry(hd, nx, ny, nz, source, file);
-  HostImage img;
-  try {
-    img = allocateImage(g, file, "kortex::io::nifti");
-  } catch (IoError const&) {
-    throw;
-  } catch (std::exception const& e) {
-    readError(file, "cannot allocate " + describe(g) + " (" + e.what() + ")");
-  }
-
-  // --- voxels ---
+// Reads `count` stored values from vox_offset into out[0..count) as float, scl_slope/scl_inter
+// applied (slope 0 or non-finite: none), then (gzip) reads to the end so the CRC is checked.
+void readValues(GzFile& in, Header const& hd, fs::path const& file, bool gz,
+                std::uint64_t voxOffset, std::uint64_t count, int esize, float* out) {
   std::uint64_t skip = voxOffset - kHeaderSize;
   std::vector<unsigned char> buf(std::size_t(1) << 22);
   while (skip > 0) {
@@ -727,14 +724,15 @@ HostImage readNifti(fs::path const& file) {
     }
     skip -= n;
   }
+  const std::uint64_t nbytes = count * static_cast<std::uint64_t>(esize);
   double slope = hd.sclSlope, inter = hd.sclInter;
   const bool scale = std::isfinite(slope) && slope != 0.0 && std::isfinite(inter) &&
                      !(slope == 1.0 && inter == 0.0);
-  float* out = img.data.data();
   const std::size_t perChunk = buf.size() / static_cast<std::size_t>(esize);
   std::uint64_t done = 0;
-  while (done < nvox) {
-    const std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(perChunk, nvox - done));
+  while (done < count) {
+    const std::size_t n =
+        static_cast<std::size_t>(std::min<std::uint64_t>(perChunk, count - done));
     if (!gzReadFully(in.f, buf.data(), n * esize)) {
       const std::string z = gzMessage(in.f);
       readError(file, z.empty()
@@ -792,6 +790,129 @@ HostImage readNifti(fs::path const& file) {
       }
     }
   }
+}
+
+// NIfTI-1 intent codes of vector images (nifti1.h).
+constexpr int kIntentDispVect = 1006;  // NIFTI_INTENT_DISPVECT: displacement vectors (RAS)
+constexpr int kIntentVector = 1007;    // NIFTI_INTENT_VECTOR: generic vectors (ITK writes these)
+
+// A 348-byte header + 4-byte extension flag for float32 data, orientation fields `o`.
+void fillHeader(unsigned char (&h)[kHeaderSize + 4], OrientationFields const& o,
+                std::int16_t const (&dim)[8], float const (&pixdim)[8], int intentCode,
+                std::uint8_t xyztUnits, std::string const& descrip, std::string const& auxFile,
+                std::string const& intentName) {
+  std::memset(h, 0, sizeof h);
+  put<std::int32_t>(h, 0, kHeaderSize);
+  h[38] = 'r';  // "regular", as niftilib writes
+  for (int i = 0; i < 8; ++i) put<std::int16_t>(h, 40 + 2 * i, dim[i]);
+  put<std::int16_t>(h, 68, static_cast<std::int16_t>(intentCode));
+  put<std::int16_t>(h, 70, static_cast<std::int16_t>(DT_FLOAT32));
+  put<std::int16_t>(h, 72, 32);
+  for (int i = 0; i < 8; ++i) put<float>(h, 76 + 4 * i, pixdim[i]);
+  put<float>(h, 108, float(kHeaderSize + 4));  // vox_offset 352
+  put<float>(h, 112, 1.0f);                    // scl_slope
+  put<float>(h, 116, 0.0f);                    // scl_inter
+  h[123] = xyztUnits;
+  auto text = [&](std::string const& s, int offset, std::size_t max) {
+    std::memcpy(h + offset, s.data(), std::min(s.size(), max - 1));
+  };
+  text(descrip, 148, 80);
+  text(auxFile, 228, 24);
+  text(intentName, 328, 16);
+  put<std::int16_t>(h, 252, static_cast<std::int16_t>(o.qformCode));
+  put<std::int16_t>(h, 254, static_cast<std::int16_t>(o.sformCode));
+  for (int i = 0; i < 3; ++i) put<float>(h, 256 + 4 * i, o.quatern[i]);
+  for (int i = 0; i < 3; ++i) put<float>(h, 268 + 4 * i, o.qoffset[i]);
+  for (int r = 0; r < 3; ++r)
+    for (int c = 0; c < 4; ++c) put<float>(h, 280 + 16 * r + 4 * c, o.srow[r][c]);
+  std::memcpy(h + 344, "n+1\0", 4);
+  // bytes 348..351: extension flag = 0 (no extensions)
+}
+
+// Writes header + float32 data to tmpFile (gzip when the target is .nii.gz); IoError on failure.
+// The caller's AtomicOutput removes the temporary on failure, so the target is never touched.
+void writeFile(unsigned char const (&h)[kHeaderSize + 4], float const* data, std::size_t count,
+               fs::path const& tmpFile, fs::path const& target) {
+  const std::size_t nbytes = count * sizeof(float);
+  const bool gz = extensionOf(target) == ".nii.gz";
+  if (gz) {
+    GzFile outf;
+    outf.f = gzopen(tmpFile.c_str(), "wb6");
+    if (!outf.f)
+      writeError(target, "cannot create the file (" + std::string(std::strerror(errno)) + ")");
+    gzbuffer(outf.f, 1u << 18);
+    auto write = [&](const void* p, std::size_t n) {
+      const auto* c = static_cast<const unsigned char*>(p);
+      while (n > 0) {
+        const unsigned chunk = static_cast<unsigned>(std::min<std::size_t>(n, 1u << 26));
+        if (gzwrite(outf.f, c, chunk) != static_cast<int>(chunk))
+          writeError(target, "write failed (" + gzMessage(outf.f) + ")");
+        c += chunk;
+        n -= chunk;
+      }
+    };
+    write(h, sizeof h);
+    write(data, nbytes);
+    const int rc = gzclose(outf.f);
+    outf.f = nullptr;
+    if (rc != Z_OK) writeError(target, "write failed while finishing the gzip stream");
+  } else {
+    std::FILE* f = std::fopen(tmpFile.c_str(), "wb");
+    if (!f)
+      writeError(target, "cannot create the file (" + std::string(std::strerror(errno)) + ")");
+    const bool ok = std::fwrite(h, 1, sizeof h, f) == sizeof h &&
+                    std::fwrite(data, 1, nbytes, f) == nbytes;
+    const int err = errno;
+    const bool closed = std::fclose(f) == 0;
+    if (!ok || !closed)
+      writeError(target, "write failed (" + std::string(std::strerror(ok ? errno : err)) + ")");
+  }
+}
+
+}  // namespace
+
+HostImage readNifti(fs::path const& file) {
+  GzFile in;
+  bool gz = false;
+  std::uintmax_t size = 0;
+  const Header hd = openNifti(file, in, gz, size);
+
+  // --- dimensions ---
+  checkDims(hd, file);
+  const int ndim = hd.dim[0];
+  int effective = ndim;
+  while (effective > 3 && hd.dim[effective] == 1) --effective;  // trailing singleton dims
+  if (effective > 3) {
+    if ((hd.intentCode == kIntentVector || hd.intentCode == kIntentDispVect) && ndim >= 5 &&
+        hd.dim[5] > 1)
+      readError(file, "is a vector image (intent_code " + std::to_string(hd.intentCode) + ", " +
+                          std::to_string(hd.dim[5]) + " components per voxel, " + shapeOf(hd) +
+                          "), e.g. a displacement field; Kortex filters take 2D or 3D scalar "
+                          "images (read displacement fields with readDisplacementField)");
+    readError(file, "has " + std::to_string(effective) + " dimensions (" + shapeOf(hd) +
+                        "); Kortex filters take 2D or 3D scalar images");
+  }
+  const Index nx = hd.dim[1], ny = ndim >= 2 ? hd.dim[2] : 1, nz = ndim >= 3 ? hd.dim[3] : 1;
+
+  // --- data type, location and size ---
+  const int esize = elementSize(hd, file);
+  const std::uint64_t nvox = static_cast<std::uint64_t>(nx) * ny * nz;
+  const std::uint64_t voxOffset = dataOffset(hd, file, gz, size, nvox, esize);
+
+  // --- geometry (ITK's rule) ---
+  std::string source;
+  const Geometry g = itkGeometry(hd, nx, ny, nz, source, file);
+  HostImage img;
+  try {
+    img = allocateImage(g, file, "kortex::io::nifti");
+  } catch (IoError const&) {
+    throw;
+  } catch (std::exception const& e) {
+    readError(file, "cannot allocate " + describe(g) + " (" + e.what() + ")");
+  }
+
+  // --- voxels ---
+  readValues(in, hd, file, gz, voxOffset, nvox, esize, img.data.data());
 
   // --- metadata (enough to write the same header back) ---
   const Transforms t = transformsOf(hd);
@@ -856,19 +977,14 @@ void writeNifti(HostImage const& image, fs::path const& tmpFile, fs::path const&
     o = orientationFromGeometry(g, qc, sc);
   }
 
-  unsigned char h[kHeaderSize + 4];
-  std::memset(h, 0, sizeof h);
-  put<std::int32_t>(h, 0, kHeaderSize);
-  h[38] = 'r';  // "regular", as niftilib writes
-  std::int16_t dim[8] = {static_cast<std::int16_t>(o.dim0),
-                         static_cast<std::int16_t>(g.nx()),
-                         static_cast<std::int16_t>(g.ny()),
-                         static_cast<std::int16_t>(g.nz()),
-                         1,
-                         1,
-                         1,
-                         1};
-  for (int i = 0; i < 8; ++i) put<std::int16_t>(h, 40 + 2 * i, dim[i]);
+  const std::int16_t dim[8] = {static_cast<std::int16_t>(o.dim0),
+                               static_cast<std::int16_t>(g.nx()),
+                               static_cast<std::int16_t>(g.ny()),
+                               static_cast<std::int16_t>(g.nz()),
+                               1,
+                               1,
+                               1,
+                               1};
   auto intIn = [&](const char* key, int def) {
     std::vector<double> v;
     auto it = md.find(key);
@@ -876,66 +992,108 @@ void writeNifti(HostImage const& image, fs::path const& tmpFile, fs::path const&
                ? static_cast<int>(v[0])
                : def;
   };
-  put<std::int16_t>(h, 68, static_cast<std::int16_t>(intIn("nifti.intent_code", 0)));
-  put<std::int16_t>(h, 70, static_cast<std::int16_t>(DT_FLOAT32));
-  put<std::int16_t>(h, 72, 32);
-  float pixdim[8] = {o.qfac, o.pixdim[0], o.pixdim[1], o.pixdim[2], 1, 1, 1, 1};
-  for (int i = 0; i < 8; ++i) put<float>(h, 76 + 4 * i, pixdim[i]);
-  put<float>(h, 108, float(kHeaderSize + 4));  // vox_offset 352
-  put<float>(h, 112, 1.0f);                    // scl_slope
-  put<float>(h, 116, 0.0f);                    // scl_inter
-  h[123] = o.xyztUnits;
-  auto text = [&](const char* key, int offset, std::size_t max, const char* def) {
+  auto textIn = [&](const char* key, const char* def) {
     auto it = md.find(key);
-    std::string s = it != md.end() ? it->second : std::string(def);
-    std::memcpy(h + offset, s.data(), std::min(s.size(), max - 1));
+    return it != md.end() ? it->second : std::string(def);
   };
-  text("nifti.descrip", 148, 80, "Kortex");
-  text("nifti.aux_file", 228, 24, "");
-  text("nifti.intent_name", 328, 16, "");
-  put<std::int16_t>(h, 252, static_cast<std::int16_t>(o.qformCode));
-  put<std::int16_t>(h, 254, static_cast<std::int16_t>(o.sformCode));
-  for (int i = 0; i < 3; ++i) put<float>(h, 256 + 4 * i, o.quatern[i]);
-  for (int i = 0; i < 3; ++i) put<float>(h, 268 + 4 * i, o.qoffset[i]);
-  for (int r = 0; r < 3; ++r)
-    for (int c = 0; c < 4; ++c) put<float>(h, 280 + 16 * r + 4 * c, o.srow[r][c]);
-  std::memcpy(h + 344, "n+1\0", 4);
-  // bytes 348..351: extension flag = 0 (no extensions)
+  const float pixdim[8] = {o.qfac, o.pixdim[0], o.pixdim[1], o.pixdim[2], 1, 1, 1, 1};
+  unsigned char h[kHeaderSize + 4];
+  fillHeader(h, o, dim, pixdim, intIn("nifti.intent_code", 0), o.xyztUnits,
+             textIn("nifti.descrip", "Kortex"), textIn("nifti.aux_file", ""),
+             textIn("nifti.intent_name", ""));
+  writeFile(h, image.data.data(), static_cast<std::size_t>(g.numVoxels()), tmpFile, target);
+}
 
-  const std::size_t nbytes = static_cast<std::size_t>(g.numVoxels()) * sizeof(float);
-  const bool gz = extensionOf(target) == ".nii.gz";
-  if (gz) {
-    GzFile outf;
-    outf.f = gzopen(tmpFile.c_str(), "wb6");
-    if (!outf.f)
-      writeError(target, "cannot create the file (" + std::string(std::strerror(errno)) + ")");
-    gzbuffer(outf.f, 1u << 18);
-    auto write = [&](const void* p, std::size_t n) {
-      const auto* c = static_cast<const unsigned char*>(p);
-      while (n > 0) {
-        const unsigned chunk = static_cast<unsigned>(std::min<std::size_t>(n, 1u << 26));
-        if (gzwrite(outf.f, c, chunk) != static_cast<int>(chunk))
-          writeError(target, "write failed (" + gzMessage(outf.f) + ")");
-        c += chunk;
-        n -= chunk;
-      }
-    };
-    write(h, sizeof h);
-    write(image.data.data(), nbytes);
-    const int rc = gzclose(outf.f);
-    outf.f = nullptr;
-    if (rc != Z_OK) writeError(target, "write failed while finishing the gzip stream");
-  } else {
-    std::FILE* f = std::fopen(tmpFile.c_str(), "wb");
-    if (!f)
-      writeError(target, "cannot create the file (" + std::string(std::strerror(errno)) + ")");
-    const bool ok = std::fwrite(h, 1, sizeof h, f) == sizeof h &&
-                    std::fwrite(image.data.data(), 1, nbytes, f) == nbytes;
-    const int err = errno;
-    const bool closed = std::fclose(f) == 0;
-    if (!ok || !closed)
-      writeError(target, "write failed (" + std::string(std::strerror(ok ? errno : err)) + ")");
+// ---- displacement fields (see io/ImageIO.hpp for the convention and its ITK sources) ----
+
+VectorField<Kokkos::HostSpace> readNiftiField(fs::path const& file) {
+  GzFile in;
+  bool gz = false;
+  std::uintmax_t size = 0;
+  const Header hd = openNifti(file, in, gz, size);
+  checkDims(hd, file);
+  const int ndim = hd.dim[0];
+  const std::string expected =
+      "; a displacement field is a NIfTI vector image as ITK/ANTs write it (intent_code 1007 "
+      "NIFTI_INTENT_VECTOR or 1006 NIFTI_INTENT_DISPVECT, dim[0] = 5, dim[4] = 1, dim[5] = 3 "
+      "components, a 3D grid)";
+  if (hd.intentCode != kIntentVector && hd.intentCode != kIntentDispVect) {
+    const bool scalar = ndim <= 4;
+    readError(file, "is not a displacement field: it holds " +
+                        (scalar ? std::string("a scalar image")
+                                : "a " + std::to_string(ndim) + "D array") +
+                        " (" + shapeOf(hd) + ", intent_code " + std::to_string(hd.intentCode) +
+                        ")" + expected);
   }
+  if (ndim != 5)
+    readError(file, "is not a displacement field: vector intent_code " +
+                        std::to_string(hd.intentCode) + " but dim[0] = " + std::to_string(ndim) +
+                        " (" + shapeOf(hd) + ")" + expected);
+  if (hd.dim[4] != 1)
+    readError(file, "holds a series of " + std::to_string(hd.dim[4]) +
+                        " vector images (dim[4] = " + std::to_string(hd.dim[4]) +
+                        "); Kortex reads one displacement field" + expected);
+  if (hd.dim[5] != 3)
+    readError(file, "has " + std::to_string(hd.dim[5]) +
+                        " components per voxel; a 3D displacement field has 3" + expected);
+  const Index nx = hd.dim[1], ny = hd.dim[2], nz = hd.dim[3];
+  if (nz < 2 || ny < 2)
+    readError(file, "is a " + std::string(nz < 2 && ny < 2 ? "1D" : "2D") +
+                        " vector image (" + shapeOf(hd) +
+                        "); Kortex reads 3D displacement fields" + expected);
+
+  const int esize = elementSize(hd, file);
+  const std::uint64_t nvox = static_cast<std::uint64_t>(nx) * ny * nz;
+  const std::uint64_t voxOffset = dataOffset(hd, file, gz, size, 3 * nvox, esize);
+
+  // Geometry: ITK's rule, on the 3 spatial axes (ITK takes the image dimension from dim[1..3]
+  // for vector intents; dim[0] = 5 here would not change min(dim[0], 3) = 3 anyway).
+  std::string source;
+  const Geometry g = itkGeometry(hd, nx, ny, nz, source, file);
+  VectorField<Kokkos::HostSpace> f;
+  try {
+    g.validate();
+    f = VectorField<Kokkos::HostSpace>("kortex::io::displacementField", g, 3);
+  } catch (std::exception const& e) {
+    readError(file, "cannot hold the field on " + describe(g) + " (" + e.what() + ")");
+  }
+  // NIfTI stores dim[5] slowest: the three components one after the other, each (nz, ny, nx)
+  // with x fastest: exactly VectorField's layout (3, nz, ny, nx), LayoutRight.
+  readValues(in, hd, file, gz, voxOffset, 3 * nvox, esize, f.data.data());
+  if (hd.intentCode == kIntentDispVect) {
+    // NIFTI_INTENT_DISPVECT holds RAS vectors: negate x and y (RAS -> LPS), as ITK >= 5.4's
+    // ConvertRASDisplacementVectors (on by default) does.
+    float* p = f.data.data();
+    for (std::uint64_t i = 0; i < 2 * nvox; ++i) p[i] = -p[i];
+  }
+  return f;
+}
+
+void writeNiftiField(VectorField<Kokkos::HostSpace> const& field, fs::path const& tmpFile,
+                     fs::path const& target) {
+  const Geometry& g = field.geometry;
+  for (Index n : g.size)
+    if (n > 32767)
+      writeError(target, "NIfTI-1 holds at most 32767 voxels per axis; field is " + describe(g));
+  // ITK's writer: qform = sform from the geometry, codes NIFTI_XFORM_SCANNER_ANAT (1) when the
+  // image has no "qform_code"/"sform_code" metadata (ANTs sets none).
+  const OrientationFields o = orientationFromGeometry(g, 1, 1);
+  const std::int16_t dim[8] = {5,
+                               static_cast<std::int16_t>(g.nx()),
+                               static_cast<std::int16_t>(g.ny()),
+                               static_cast<std::int16_t>(g.nz()),
+                               1,
+                               3,
+                               1,
+                               1};
+  // pixdim[4..7] stay 0: ITK sets pixdim only for the image's own axes, on a header that
+  // nifti_simple_init_nim zeroed.
+  const float pixdim[8] = {o.qfac, o.pixdim[0], o.pixdim[1], o.pixdim[2], 0, 0, 0, 0};
+  constexpr std::uint8_t kMmAndSeconds = 2 | 8;  // NIFTI_UNITS_MM | NIFTI_UNITS_SEC, as ITK
+  unsigned char h[kHeaderSize + 4];
+  fillHeader(h, o, dim, pixdim, kIntentVector, kMmAndSeconds, "Kortex displacement field", "",
+             "");
+  writeFile(h, field.data.data(), static_cast<std::size_t>(3 * g.numVoxels()), tmpFile, target);
 }
 
 }  // namespace kortex::io::detail

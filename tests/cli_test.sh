@@ -59,7 +59,7 @@ inf='\x00\x00\x80\x7f'   # +Inf
 rep() { local s=""; for _ in $(seq 1 "$2"); do s="$s$1"; done; printf '%s' "$s"; }
 
 # --- help on every subcommand -----------------------------------------------------------
-for sub in "" "info" "denoise" "denoise bilateral" "denoise nlm" "denoise multires" "validate" "bench" "bench ct" "reproduce" "tune"; do
+for sub in "" "info" "denoise" "denoise bilateral" "denoise nlm" "denoise multires" "validate" "bench" "bench ct" "bench register" "register" "register unbiased" "reproduce" "tune"; do
   # shellcheck disable=SC2086
   if "$KORTEX" $sub --help > help.txt 2>&1 && grep -q -i "usage" help.txt; then ok; else fail "--help for '$sub'"; fi
 done
@@ -178,6 +178,42 @@ KORTEX_TUNING_DB=corrupt.json expect_success "bilateral with a corrupt tuning da
 [ "$(grep -c "kortex: warning: tuning database 'corrupt.json' ignored" stderr.txt)" -eq 1 ] || fail "corrupt tuning database: expected one warning"
 if grep -q -i "error" stderr.txt; then fail "corrupt tuning database: an error line"; fi
 
+# --- register unbiased (issue 4) ---------------------------------------------------------------
+# 3D MetaImage with an extra header line (Offset), for the "no overlap" case.
+mha3() {
+  local name="$1" dims="$2" offset="$3" bytes="$4"
+  {
+    printf 'ObjectType = Image\nNDims = 3\nDimSize = %s\nOffset = %s\nElementType = MET_FLOAT\nElementDataFile = LOCAL\n' "$dims" "$offset"
+    printf "$bytes"
+  } > "$name"
+}
+mha3 va.mha "8 8 8" "0 0 0" "$(rep "$one$three" 256)"
+mha3 vb.mha "8 8 8" "0 0 0" "$(rep "$three$one$one$three" 128)"
+mha3 vfar.mha "8 8 8" "5000 5000 5000" "$(rep "$one$three" 256)"
+mha3 vconst.mha "8 8 8" "0 0 0" "$(rep "$one" 512)"
+mha3 vnan.mha "8 8 8" "0 0 0" "$(rep "$one$three" 100)$nan$(rep "$three" 311)"
+R=("$KORTEX" register unbiased --fixed va.mha)
+expect_error "register lambda 0" w.nii "${R[@]}" --moving vb.mha --out-warped w.nii --lambda 0
+expect_error "register negative lambda" w.nii "${R[@]}" --moving vb.mha --out-warped w.nii --lambda -1
+expect_error "register 2D input" w.nii "$KORTEX" register unbiased --fixed good.mha --moving good.mha --out-warped w.nii
+expect_error "register constant moving image" w.nii "${R[@]}" --moving vconst.mha --out-warped w.nii
+expect_error "register NaN voxel" w.nii "${R[@]}" --moving vnan.mha --out-warped w.nii
+expect_error "register no overlap" w.nii "${R[@]}" --moving vfar.mha --out-warped w.nii --no-affine
+expect_error "register missing moving" w.nii "${R[@]}" --moving nosuch.mha --out-warped w.nii
+expect_error "register field not NIfTI" f.mha "${R[@]}" --moving vb.mha --out-warped w.nii --out-field f.mha
+expect_error "register same output twice" w.nii "${R[@]}" --moving vb.mha --out-warped w.nii --out-jacobian w.nii
+expect_error "register output over an input" "" "${R[@]}" --moving vb.mha --out-warped va.mha
+expect_error "register variant with cpu backend" w.nii "${R[@]}" --moving vb.mha --out-warped w.nii --backend cpu --variant reuse
+expect_error "register unknown variant" w.nii "${R[@]}" --moving vb.mha --out-warped w.nii --backend kokkos --variant fast
+expect_error "register sigma 0" w.nii "${R[@]}" --moving vb.mha --out-warped w.nii --sigma 0
+expect_error "register missing output dir" nodir/w.nii "${R[@]}" --moving vb.mha --out-warped nodir/w.nii
+expect_success "register tiny (cpu, no affine)" w.nii "${R[@]}" --moving vb.mha --out-warped w.nii --out-field f.nii.gz \
+  --out-jacobian j.nii --backend cpu --no-affine --iterations 5
+[ -s f.nii.gz ] && [ -s j.nii ] || fail "register: field or Jacobian not written"
+expect_success "register tiny (kokkos recompute, no affine)" w.nii "${R[@]}" --moving vb.mha --out-warped w.nii \
+  --backend kokkos --variant recompute --no-affine --iterations 5
+expect_success "bench register --tiny" br.json "$KORTEX" bench register --tiny --json br.json
+
 # Real data: a 4D-free IXI volume through the whole chain; a truncated copy must fail cleanly.
 if [ -n "$DATA" ] && [ -f "$DATA/mri/ixi_2mm/IXI012-HH-1211-T1_ds.nii.gz" ]; then
   ixi="$DATA/mri/ixi_2mm/IXI012-HH-1211-T1_ds.nii.gz"
@@ -186,6 +222,12 @@ if [ -n "$DATA" ] && [ -f "$DATA/mri/ixi_2mm/IXI012-HH-1211-T1_ds.nii.gz" ]; the
   expect_error "truncated nifti.gz" out.nii "$KORTEX" denoise nlm truncated.nii.gz out.nii
   gzip -dc "$ixi" | head -c 100000 > truncated.nii
   expect_error "truncated nifti" out.nii "$KORTEX" denoise bilateral truncated.nii out.nii
+  ixi2="$DATA/mri/ixi_2mm/IXI013-HH-1212-T1_ds.nii.gz"
+  expect_success "register IXI pair (kokkos, 10 iterations)" rw.nii.gz "$KORTEX" register unbiased --fixed "$ixi" \
+    --moving "$ixi2" --out-warped rw.nii.gz --out-field rf.nii.gz --out-affine ra.txt --backend kokkos --iterations 10 --quiet
+  grep -q "affine: NCC" stdout.txt || fail "register IXI: no affine report"
+  [ -s rf.nii.gz ] && [ -s ra.txt ] || fail "register IXI: field or affine not written"
+  expect_error "register IXI vs 2D" rw.nii.gz "$KORTEX" register unbiased --fixed "$ixi" --moving good.mha --out-warped rw.nii.gz
 fi
 chmod 755 ro
 

@@ -228,7 +228,7 @@ SuiteReport runValidationSuite(SuiteOptions const& opt) {
   ho.repetitions = opt.quick ? 3 : 7;
   ho.timeBudgetMs = opt.quick ? 500.0 : 1500.0;
 
-  const auto cases = validationCases(opt.quick, opt.dataDir, &rep.notes);
+  const auto cases = opt.registrationOnly ? std::vector<Case>{} : validationCases(opt.quick, opt.dataDir, &rep.notes);
   for (auto const& c : cases) {
     CaseResult r = runCase(c, ho);
     if (opt.progress) {
@@ -243,7 +243,7 @@ SuiteReport runValidationSuite(SuiteOptions const& opt) {
   }
 
   bool qualityPass = true;
-  if (opt.qualityStudy) {
+  if (opt.qualityStudy && !opt.registrationOnly) {
     QualityStudyOptions qo;
     qo.quick = opt.quick;
     qo.dataDir = opt.dataDir;
@@ -262,7 +262,7 @@ SuiteReport runValidationSuite(SuiteOptions const& opt) {
       }
     }
   }
-  if (opt.qualityStudy) {
+  if (opt.qualityStudy && !opt.registrationOnly) {
     MultiresQualityOptions mo;
     mo.quick = opt.quick;
     mo.dataDir = opt.dataDir;
@@ -278,7 +278,20 @@ SuiteReport runValidationSuite(SuiteOptions const& opt) {
       }
     }
   }
-  rep.pass = rep.casesFailed == 0 && !rep.cases.empty() && qualityPass;
+  bool registrationPass = true;
+  if (opt.registrationStudy && !opt.dataDir.empty()) {
+    RegistrationStudyOptions ro;
+    ro.quick = opt.quick;
+    ro.dataDir = opt.dataDir;
+    ro.progress = opt.progress;
+    ro.fluid = opt.registration;
+    ro.pairs = opt.registrationPairs;
+    rep.registration = runRegistrationStudy(ro);
+    if (!rep.registration.ran) rep.notes.push_back(rep.registration.note);
+    registrationPass = !rep.registration.ran || rep.registration.pass;
+  }
+  rep.pass = rep.casesFailed == 0 && (!rep.cases.empty() || opt.registrationOnly) && qualityPass &&
+             registrationPass && (!opt.registrationOnly || rep.registration.ran);
   rep.wallSeconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return rep;
@@ -301,6 +314,7 @@ nlohmann::json toJson(SuiteReport const& r) {
   for (auto const& q : r.quality) j["quality"].push_back(toJson(q));
   j["multires_quality"] = nlohmann::json::array();
   for (auto const& q : r.multiresQuality) j["multires_quality"].push_back(toJson(q));
+  if (r.registration.ran) j["registration"] = r.registration.json;
   j["notes"] = r.notes;
   return j;
 }
@@ -321,6 +335,7 @@ std::string toMarkdown(SuiteReport const& r) {
   if (!r.quality.empty()) os << "## Quality (SNR 25)\n\n" << toMarkdown(r.quality) << "\n";
   if (!r.multiresQuality.empty())
     os << "## Multiresolution filter quality (SNR 25)\n\n" << toMarkdown(r.multiresQuality) << "\n";
+  if (r.registration.ran) os << "## Registration (issue 4)\n\n" << r.registration.markdown << "\n";
   if (!r.notes.empty()) {
     os << "## Notes\n\n";
     for (auto const& n : r.notes) os << "- " << n << "\n";

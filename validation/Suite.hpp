@@ -7,6 +7,8 @@
 //      must stay within kMaxRelativeErrorTolerance of the CPU reference.
 //      The multiresolution filter (issue 3) joins part 1 with float cases (tolerance as above) and
 //      10-bit integer cases (exact), on odd sizes.
+//   3. registration (issue 4, with the IXI data): validation/Registration.hpp runRegistrationStudy -
+//      Dice affine vs affine + unbiased, CPU vs Kokkos end to end, inverse consistency.
 //   2. quality: the SNR-25 study (validation/Quality.hpp); both filters must raise the PSNR;
 //      and the multires study (validation/QualityMultires.hpp): multires must raise the PSNR.
 // quick: small sizes, seconds on 2 CPU cores; full: bigger images and radii (minutes there).
@@ -21,6 +23,7 @@
 #include "validation/Harness.hpp"
 #include "validation/Quality.hpp"
 #include "validation/QualityMultires.hpp"
+#include "validation/Registration.hpp"
 
 namespace kortex::validation {
 
@@ -30,6 +33,10 @@ struct SuiteOptions {
   std::string montageDir;     // quality montages (PNG); empty: none
   bool qualityStudy = true;   // run part 2
   bool timing = true;         // time reference and variants (false: correctness only)
+  bool registrationStudy = true;  // part 3 (needs dataDir with the IXI volumes)
+  bool registrationOnly = false;  // skip parts 1 and 2
+  RegistrationParams registration;  // part 3's fluid parameters
+  int registrationPairs = 6;
   std::ostream* progress = nullptr;  // one line per finished case, when set
 };
 
@@ -41,6 +48,7 @@ struct SuiteReport {
   std::vector<CaseResult> cases;
   std::vector<QualityImageResult> quality;
   std::vector<MultiresQualityResult> multiresQuality;
+  RegistrationStudyReport registration;  // part 3; .ran false without the IXI data
   std::vector<std::string> notes;  // inputs that were skipped, and why
   nlohmann::json environment;      // validation/Report.hpp environmentJson()
 };

@@ -1,0 +1,220 @@
+// `kortex register unbiased`: affine + unbiased fluid registration of two 3D images
+// (validation/Registration.hpp registerPair), with a progress bar and the outputs of the
+// ITK/ANTs conventions (io/ImageIO.hpp).
+#include "apps/Register.hpp"
+
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iomanip>
+#include <iostream>
+#include <set>
+#include <sstream>
+
+#include "core/Errors.hpp"
+#include "io/ImageIO.hpp"
+#include "validation/Registration.hpp"
+
+namespace fs = std::filesystem;
+
+namespace kortex::app {
+
+namespace {
+
+void checkInput(std::string const& path, const char* what) {
+  if (path.empty()) throw InvalidArgument(std::string("--") + what + " is required");
+  if (fs::is_directory(path)) throw IoError(std::string(what) + " image '" + path + "' is a directory, not a file");
+  if (!fs::exists(path)) throw IoError(std::string(what) + " image '" + path + "' does not exist");
+  io::requireSupportedExtension(path, io::Access::Read);
+}
+
+void checkOutput(std::string const& path, const char* option, bool niftiOnly) {
+  const fs::path p(path);
+  if (fs::is_directory(p)) throw IoError(std::string(option) + " '" + path + "' is a directory, not a file");
+  const fs::path dir = p.has_parent_path() ? p.parent_path() : fs::path(".");
+  if (!fs::is_directory(dir))
+    throw IoError("cannot write '" + path + "': directory '" + dir.string() + "' does not exist");
+  if (access(dir.c_str(), W_OK) != 0)
+    throw IoError("cannot write '" + path + "': directory '" + dir.string() + "' is not writable");
+  if (niftiOnly) {
+    const std::string s = p.filename().string();
+    auto ends = [&](std::string const& e) { return s.size() >= e.size() && s.compare(s.size() - e.size(), e.size(), e) == 0; };
+    if (!ends(".nii") && !ends(".nii.gz"))
+      throw IoError(std::string(option) + " '" + path + "': a displacement field is written as NIfTI (.nii or .nii.gz)");
+  } else {
+    io::requireSupportedExtension(p, io::Access::Write);
+  }
+}
+
+// One line, rewritten in place on a terminal; every 25th iteration as its own line otherwise.
+class ProgressBar {
+ public:
+  explicit ProgressBar(int cap, bool quiet) : cap_(cap), quiet_(quiet), tty_(isatty(fileno(stderr)) != 0) {}
+  void fluid(RegistrationIteration const& it) {
+    if (quiet_) return;
+    if (!tty_ && it.iteration % 25 != 0 && it.iteration != 1) return;
+    const int width = 24;
+    const int filled = cap_ > 0 ? std::min(width, it.iteration * width / cap_) : width;
+    std::ostringstream s;
+    s << "  fluid [" << std::string(filled, '#') << std::string(width - filled, '.') << "] " << std::setw(4)
+      << it.iteration << "/" << cap_ << "  E " << std::scientific << std::setprecision(4) << it.energy.total
+      << "  min det J " << std::fixed << std::setprecision(3) << it.energy.minJacobian << "  step "
+      << std::setprecision(3) << it.step << " vx  " << std::setprecision(2) << it.seconds << " s";
+    std::cerr << (tty_ ? "\r" : "") << s.str() << (tty_ ? "" : "\n") << std::flush;
+    dirty_ = tty_;
+  }
+  void affine(AffineIteration const& it) {
+    if (quiet_) return;
+    if (it.level != level_) {
+      end();
+      level_ = it.level;
+    }
+    if (!tty_) return;
+    std::cerr << "\r  affine level " << it.level << " (shrink " << (1 << it.level) << "): eval " << std::setw(4)
+              << it.evaluation << "  NCC " << std::fixed << std::setprecision(5) << it.ncc << "  step "
+              << std::setprecision(3) << it.step << std::flush;
+    dirty_ = true;
+  }
+  void end() {
+    if (dirty_) std::cerr << "\n";
+    dirty_ = false;
+  }
+
+ private:
+  int cap_;
+  bool quiet_, tty_;
+  bool dirty_ = false;
+  int level_ = -1;
+};
+
+// Writes all outputs or none: each file is written atomically, and files already written are
+// removed when a later one fails.
+class OutputSet {
+ public:
+  ~OutputSet() {
+    if (!committed_)
+      for (auto const& p : written_) {
+        std::error_code ec;
+        fs::remove(p, ec);
+      }
+  }
+  template <class Write>
+  void write(std::string const& path, Write&& w) {
+    if (path.empty()) return;
+    w(path);
+    written_.push_back(path);
+  }
+  void commit() { committed_ = true; }
+
+ private:
+  std::vector<std::string> written_;
+  bool committed_ = false;
+};
+
+}  // namespace
+
+int cmdRegisterUnbiased(RegisterOptions const& o) {
+  // Everything cheap first: options, inputs, outputs.
+  if (!(o.lambda > 0.0) || !std::isfinite(o.lambda))
+    throw InvalidArgument("--lambda must be a finite number > 0 (the symmetric-KL prior is what makes the "
+                          "registration unbiased), got " + std::to_string(o.lambda));
+  validation::RegistrationPipelineOptions opt;
+  opt.backend = parseBackend(o.backend);
+  opt.fluid.lambda = o.lambda;
+  opt.fluid.sigma = o.sigma;
+  opt.fluid.iterations = o.iterations;
+  if (!o.variant.empty()) {
+    if (resolve(opt.backend) == Backend::Cpu)
+      throw InvalidArgument("--variant selects a Kokkos force kernel; it has no meaning with the CPU backend");
+    opt.fluid.variant = parseRegistrationVariant(o.variant);
+  }
+  opt.fluid.validate();
+  opt.useAffine = !o.noAffine;
+  checkInput(o.fixed, "fixed");
+  checkInput(o.moving, "moving");
+  if (o.outWarped.empty()) throw InvalidArgument("--out-warped is required");
+  checkOutput(o.outWarped, "--out-warped", false);
+  if (!o.outField.empty()) checkOutput(o.outField, "--out-field", true);
+  if (!o.outJacobian.empty()) checkOutput(o.outJacobian, "--out-jacobian", false);
+  if (!o.outAffine.empty()) {
+    const fs::path p(o.outAffine);
+    const fs::path dir = p.has_parent_path() ? p.parent_path() : fs::path(".");
+    if (!fs::is_directory(dir) || fs::is_directory(p))
+      throw IoError("cannot write '" + o.outAffine + "': not a file in an existing directory");
+  }
+  {
+    std::set<fs::path> seen;
+    for (auto const* p : {&o.outWarped, &o.outField, &o.outJacobian, &o.outAffine}) {
+      if (p->empty()) continue;
+      const fs::path abs = fs::weakly_canonical(*p);
+      if (!seen.insert(abs).second) throw InvalidArgument("two outputs name the same file '" + *p + "'");
+      if (abs == fs::weakly_canonical(o.fixed) || abs == fs::weakly_canonical(o.moving))
+        throw InvalidArgument("output '" + *p + "' would overwrite an input image");
+    }
+  }
+
+  HostImage fixed = io::readImage(o.fixed);
+  HostImage moving = io::readImage(o.moving);
+  if (fixed.geometry.dimension != 3 || moving.geometry.dimension != 3)
+    throw InvalidArgument("register unbiased needs two 3D images; got fixed " + describe(fixed.geometry) +
+                          " and moving " + describe(moving.geometry));
+  std::cout << "fixed:  " << o.fixed << " (" << describe(fixed.geometry) << ")\n"
+            << "moving: " << o.moving << " (" << describe(moving.geometry) << ")\n";
+  if (!fixed.geometry.sameGrid(moving.geometry))
+    std::cout << "  the grids differ: the moving image is resampled onto the fixed grid through the headers"
+              << (opt.useAffine ? " and the affine alignment" : "") << "\n";
+
+  ProgressBar bar(o.iterations, o.quiet);
+  opt.progress = [&](RegistrationIteration const& it) { bar.fluid(it); };
+  opt.affineProgress = [&](AffineIteration const& it) { bar.affine(it); };
+  validation::RegistrationPipelineResult r = validation::registerPair(moving, fixed, opt);
+  bar.end();
+
+  std::cout << "backend: " << r.executionSpace;
+  if (r.backend == Backend::Kokkos) std::cout << ", force kernel " << toString(opt.fluid.variant);
+  std::cout << "\n";
+  if (r.affineRan)
+    std::cout << "affine: NCC " << std::fixed << std::setprecision(4) << r.affineResult.nccInitial << " -> "
+              << r.affineResult.nccFinal << " (" << r.affineResult.evaluations << " evaluations, "
+              << r.affineResult.levelsUsed << " levels, overlap " << std::setprecision(1)
+              << 100.0 * r.affineResult.overlap << " %), " << std::setprecision(3) << r.secondsAffine << " s\n";
+  else
+    std::cout << "affine: skipped (--no-affine); header alignment, overlap " << std::setprecision(1)
+              << 100.0 * r.overlapStart << " %\n";
+  std::cout << "fluid: " << r.fluid.iterations << " iterations (" << r.fluid.accepted << " accepted, "
+            << r.fluid.rejected << " rejected steps), energy " << std::scientific << std::setprecision(4)
+            << r.fluid.initial.total << " -> " << r.fluid.final.total << ", min det J " << std::fixed
+            << std::setprecision(3) << r.fluid.final.minJacobian << ", " << r.secondsFluid << " s\n"
+            << "  " << explain(r.fluid.stop) << "\n";
+  std::cout << "total " << std::setprecision(3) << r.secondsTotal << " s (normalise " << r.secondsNormalise
+            << ", affine " << r.secondsAffine << ", resample " << r.secondsResample << ", fluid "
+            << r.secondsFluid << ")\n";
+
+  OutputSet outputs;
+  outputs.write(o.outWarped, [&](std::string const& p) { io::writeImage(validation::warpedMoving(r, moving), p); });
+  outputs.write(o.outField, [&](std::string const& p) { io::writeDisplacementField(validation::worldDisplacement(r), p); });
+  outputs.write(o.outJacobian, [&](std::string const& p) { io::writeImage(validation::jacobianMap(r), p); });
+  outputs.write(o.outAffine, [&](std::string const& p) {
+    const std::string tmp = p + ".tmp";
+    {
+      std::ofstream f(tmp);
+      f << itkTransformText(toWorldMatrix(r.affine, r.fixedGrid, r.movingGrid));
+      if (!f) throw IoError("cannot write '" + p + "'");
+    }
+    fs::rename(tmp, p);
+  });
+  outputs.commit();
+  std::cout << "wrote " << o.outWarped << " (moving resampled on the fixed grid, original intensities)\n";
+  if (!o.outField.empty())
+    std::cout << "wrote " << o.outField
+              << " (displacement field, ITK/ANTs convention: world mm, LPS; fixed point x -> moving point "
+                 "x + d(x); apply with antsApplyTransforms -i moving -r fixed -t field)\n";
+  if (!o.outJacobian.empty()) std::cout << "wrote " << o.outJacobian << " (det(I - grad u) of the fluid part)\n";
+  if (!o.outAffine.empty()) std::cout << "wrote " << o.outAffine << " (affine part, ITK transform file)\n";
+  return 0;
+}
+
+}  // namespace kortex::app

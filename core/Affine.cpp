@@ -1,0 +1,475 @@
+// Affine pre-alignment: transforms, world matrices, pyramid, and the optimiser shared by every back
+// end (specification: core/Affine.hpp).
+#include "core/Affine.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <sstream>
+#include <string>
+
+#include "core/Errors.hpp"
+
+namespace kortex {
+
+namespace {
+
+using Mat3 = std::array<double, 9>;
+using Vec3 = std::array<double, 3>;
+
+Mat3 mul(Mat3 const& a, Mat3 const& b) {
+  Mat3 r{};
+  for (int i = 0; i < 3; ++i)
+    for (int j = 0; j < 3; ++j)
+      r[3 * i + j] = a[3 * i] * b[j] + a[3 * i + 1] * b[3 + j] + a[3 * i + 2] * b[6 + j];
+  return r;
+}
+
+Vec3 mul(Mat3 const& a, Vec3 const& v) {
+  return {a[0] * v[0] + a[1] * v[1] + a[2] * v[2], a[3] * v[0] + a[4] * v[1] + a[5] * v[2],
+          a[6] * v[0] + a[7] * v[1] + a[8] * v[2]};
+}
+
+double det(Mat3 const& a) {
+  return a[0] * (a[4] * a[8] - a[5] * a[7]) - a[1] * (a[3] * a[8] - a[5] * a[6]) +
+         a[2] * (a[3] * a[7] - a[4] * a[6]);
+}
+
+Mat3 inverse(Mat3 const& a, const char* what) {
+  const double d = det(a);
+  if (!(std::abs(d) > 0.0) || !std::isfinite(d))
+    throw InvalidArgument(std::string(what) + " is singular");
+  const double s = 1.0 / d;
+  return {(a[4] * a[8] - a[5] * a[7]) * s, (a[2] * a[7] - a[1] * a[8]) * s,
+          (a[1] * a[5] - a[2] * a[4]) * s, (a[5] * a[6] - a[3] * a[8]) * s,
+          (a[0] * a[8] - a[2] * a[6]) * s, (a[2] * a[3] - a[0] * a[5]) * s,
+          (a[3] * a[7] - a[4] * a[6]) * s, (a[1] * a[6] - a[0] * a[7]) * s,
+          (a[0] * a[4] - a[1] * a[3]) * s};
+}
+
+// B = D diag(spacing): index -> world (without the origin).
+Mat3 indexToWorld(Geometry const& g) {
+  Mat3 b{};
+  for (int i = 0; i < 3; ++i)
+    for (int j = 0; j < 3; ++j) b[3 * i + j] = g.direction[3 * i + j] * g.spacing[j];
+  return b;
+}
+
+Vec3 add(Vec3 const& a, Vec3 const& b) { return {a[0] + b[0], a[1] + b[1], a[2] + b[2]}; }
+Vec3 sub(Vec3 const& a, Vec3 const& b) { return {a[0] - b[0], a[1] - b[1], a[2] - b[2]}; }
+
+void checkVolume(HostImage const& img, const char* name) {
+  Geometry const& g = img.geometry;
+  g.validate();
+  if (img.data.data() == nullptr || img.data.extent(0) != static_cast<std::size_t>(g.nz()) ||
+      img.data.extent(1) != static_cast<std::size_t>(g.ny()) ||
+      img.data.extent(2) != static_cast<std::size_t>(g.nx()))
+    throw InvalidArgument(std::string(name) + ": data does not match its geometry (" + describe(g) + ")");
+  if (g.dimension != 3)
+    throw InvalidArgument(std::string("affine registration needs 3D images; the ") + name + " is " +
+                          describe(g));
+  for (int a = 0; a < 3; ++a)
+    if (g.size[a] < AffineParams::kMinExtent)
+      throw InvalidArgument(std::string("affine registration needs every extent >= ") +
+                            std::to_string(AffineParams::kMinExtent) + "; the " + name + " is " +
+                            describe(g));
+}
+
+Index reducedExtent(Index n) { return (n + 1) / 2; }
+
+// RMS distance from the centre of the n samples 0 .. n-1 of an axis: sqrt((n^2 - 1) / 12).
+double rmsRadius(Index n) {
+  const double d = static_cast<double>(n);
+  return std::sqrt((d * d - 1.0) / 12.0);
+}
+
+}  // namespace
+
+// ---- transform -----------------------------------------------------------------------------------
+
+std::array<double, 3> gridCentre(Geometry const& g) {
+  return {0.5 * double(g.nx() - 1), 0.5 * double(g.ny() - 1), 0.5 * double(g.nz() - 1)};
+}
+
+AffineTransform AffineTransform::identity(Geometry const& fixed) {
+  AffineTransform t;
+  t.centre = gridCentre(fixed);
+  return t;
+}
+
+std::array<double, 12> AffineTransform::parameters() const {
+  std::array<double, 12> p{};
+  for (int k = 0; k < 9; ++k) p[k] = matrix[k];
+  for (int k = 0; k < 3; ++k) p[9 + k] = translation[k];
+  return p;
+}
+
+void AffineTransform::setParameters(std::array<double, 12> const& theta) {
+  for (int k = 0; k < 9; ++k) matrix[k] = theta[k];
+  for (int k = 0; k < 3; ++k) translation[k] = theta[9 + k];
+}
+
+std::array<double, 3> AffineTransform::apply(std::array<double, 3> const& p) const {
+  const Vec3 q = sub(p, centre);
+  return add(add(mul(matrix, q), centre), translation);
+}
+
+double AffineTransform::determinant() const { return det(matrix); }
+
+std::ostream& operator<<(std::ostream& os, AffineTransform const& t) {
+  char buf[256];
+  std::snprintf(buf, sizeof buf, "M [%.6f %.6f %.6f; %.6f %.6f %.6f; %.6f %.6f %.6f] t [%.4f %.4f %.4f]",
+                t.matrix[0], t.matrix[1], t.matrix[2], t.matrix[3], t.matrix[4], t.matrix[5],
+                t.matrix[6], t.matrix[7], t.matrix[8], t.translation[0], t.translation[1],
+                t.translation[2]);
+  return os << buf;
+}
+
+Matrix4 toWorldMatrix(AffineTransform const& t, Geometry const& fixed, Geometry const& moving) {
+  const Mat3 bf = indexToWorld(fixed), bm = indexToWorld(moving);
+  const Mat3 a = mul(mul(bm, t.matrix), inverse(bf, "the fixed image's direction * spacing"));
+  // p_m = M p_f + b, b = c + t - M c
+  const Vec3 b = sub(add(t.centre, t.translation), mul(t.matrix, t.centre));
+  const Vec3 of{fixed.origin[0], fixed.origin[1], fixed.origin[2]};
+  const Vec3 om{moving.origin[0], moving.origin[1], moving.origin[2]};
+  const Vec3 off = sub(add(mul(bm, b), om), mul(a, of));
+  return {a[0], a[1], a[2], off[0], a[3], a[4], a[5], off[1], a[6], a[7], a[8], off[2], 0, 0, 0, 1};
+}
+
+AffineTransform fromWorldMatrix(Matrix4 const& w, Geometry const& fixed, Geometry const& moving) {
+  const Mat3 a{w[0], w[1], w[2], w[4], w[5], w[6], w[8], w[9], w[10]};
+  const Vec3 off{w[3], w[7], w[11]};
+  const Mat3 bf = indexToWorld(fixed);
+  const Mat3 bmInv = inverse(indexToWorld(moving), "the moving image's direction * spacing");
+  AffineTransform t;
+  t.centre = gridCentre(fixed);
+  t.matrix = mul(mul(bmInv, a), bf);
+  const Vec3 of{fixed.origin[0], fixed.origin[1], fixed.origin[2]};
+  const Vec3 om{moving.origin[0], moving.origin[1], moving.origin[2]};
+  const Vec3 b = mul(bmInv, sub(add(mul(a, of), off), om));
+  t.translation = add(sub(b, t.centre), mul(t.matrix, t.centre));
+  return t;
+}
+
+AffineTransform initialTransform(Geometry const& fixed, Geometry const& moving) {
+  const Matrix4 id{1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1};
+  return fromWorldMatrix(id, fixed, moving);
+}
+
+std::string itkTransformText(Matrix4 const& w) {
+  std::ostringstream os;
+  os.precision(17);
+  os << "#Insight Transform File V1.0\n#Transform 0\nTransform: AffineTransform_double_3_3\nParameters:";
+  for (int i = 0; i < 3; ++i)
+    for (int j = 0; j < 3; ++j) os << ' ' << w[4 * i + j];
+  for (int i = 0; i < 3; ++i) os << ' ' << w[4 * i + 3];
+  os << "\nFixedParameters: 0 0 0\n";
+  return os.str();
+}
+
+double rmsMappedPointDistance(AffineTransform const& a, AffineTransform const& b, Geometry const& fixed) {
+  double s = 0.0;
+  for (Index z = 0; z < fixed.nz(); ++z)
+    for (Index y = 0; y < fixed.ny(); ++y)
+      for (Index x = 0; x < fixed.nx(); ++x) {
+        const Vec3 p{double(x), double(y), double(z)};
+        const Vec3 d = sub(a.apply(p), b.apply(p));
+        s += d[0] * d[0] + d[1] * d[1] + d[2] * d[2];
+      }
+  return std::sqrt(s / double(fixed.numVoxels()));
+}
+
+// ---- parameters ------------------------------------------------------------------------------------
+
+void AffineParams::validate() const {
+  if (levels < 1 || levels > kMaxLevels)
+    throw InvalidArgument("affine levels must be in [1, " + std::to_string(kMaxLevels) + "], got " +
+                          std::to_string(levels));
+  if (iterationsPerLevel < 0)
+    throw InvalidArgument("affine iterations per level must be >= 0, got " +
+                          std::to_string(iterationsPerLevel));
+  if (!(maxStep > 0.0) || !std::isfinite(maxStep))
+    throw InvalidArgument("affine max step must be finite and > 0 voxels, got " + std::to_string(maxStep));
+  if (!(minStep > 0.0) || !(minStep <= maxStep))
+    throw InvalidArgument("affine min step must be in (0, max step], got " + std::to_string(minStep));
+  intensity.validate();
+}
+
+const char* toString(AffineStop s) {
+  switch (s) {
+    case AffineStop::MinStep: return "MinStep";
+    case AffineStop::IterationCap: return "IterationCap";
+    case AffineStop::ZeroGradient: return "ZeroGradient";
+  }
+  return "?";
+}
+
+AffineCoeffs affineCoeffs(AffineTransform const& t) {
+  AffineCoeffs c{};
+  for (int k = 0; k < 9; ++k) c.m[k] = t.matrix[k];
+  for (int k = 0; k < 3; ++k) {
+    c.t[k] = t.translation[k];
+    c.c[k] = t.centre[k];
+  }
+  return c;
+}
+
+AffineMetric affineMetricFromSums(const double* s, Index fixedVoxels) {
+  AffineMetric r;
+  const double n = s[kAffineSumN];
+  r.count = static_cast<Index>(n);
+  r.overlap = fixedVoxels > 0 ? n / double(fixedVoxels) : 0.0;
+  if (n < 2.0) return r;
+  const double cov = s[kAffineSumFM] - s[kAffineSumF] * s[kAffineSumM] / n;
+  const double vf = s[kAffineSumFF] - s[kAffineSumF] * s[kAffineSumF] / n;
+  const double vm = s[kAffineSumMM] - s[kAffineSumM] * s[kAffineSumM] / n;
+  if (!(vf > kAffineVarianceFloor * s[kAffineSumFF]) || !(vm > kAffineVarianceFloor * s[kAffineSumMM]))
+    return r;
+  const double inv = 1.0 / std::sqrt(vf * vm);
+  r.ncc = cov * inv;
+  for (int k = 0; k < 12; ++k) {
+    const double s1 = s[kAffineSumParam + k], sf = s[kAffineSumParam + 12 + k],
+                 sm = s[kAffineSumParam + 24 + k];
+    const double dcov = sf - s[kAffineSumF] * s1 / n;
+    const double dvmHalf = sm - s[kAffineSumM] * s1 / n;
+    r.gradient[k] = dcov * inv - r.ncc * dvmHalf / vm;
+  }
+  return r;
+}
+
+// ---- pyramid -----------------------------------------------------------------------------------------
+
+HostImage affineReduce(HostImage const& img) {
+  static const double b[5] = {1.0 / 16, 4.0 / 16, 6.0 / 16, 4.0 / 16, 1.0 / 16};
+  Geometry const& g = img.geometry;
+  const Index nx = g.nx(), ny = g.ny(), nz = g.nz();
+  const Index cx = reducedExtent(nx), cy = reducedExtent(ny), cz = reducedExtent(nz);
+  auto clampI = [](Index i, Index n) { return i < 0 ? Index(0) : (i >= n ? n - 1 : i); };
+  const float* in = img.data.data();
+  // x pass (nz, ny, cx), y pass (nz, cy, cx), z pass (cz, cy, cx); double accumulation.
+  std::vector<double> tx(static_cast<std::size_t>(nz * ny * cx)), ty(static_cast<std::size_t>(nz * cy * cx));
+#pragma omp parallel for schedule(static)
+  for (Index r = 0; r < nz * ny; ++r)
+    for (Index i = 0; i < cx; ++i) {
+      double s = 0.0;
+      for (int m = -2; m <= 2; ++m) s += b[m + 2] * double(in[r * nx + clampI(2 * i + m, nx)]);
+      tx[static_cast<std::size_t>(r * cx + i)] = s;
+    }
+#pragma omp parallel for schedule(static)
+  for (Index z = 0; z < nz; ++z)
+    for (Index j = 0; j < cy; ++j)
+      for (Index i = 0; i < cx; ++i) {
+        double s = 0.0;
+        for (int m = -2; m <= 2; ++m)
+          s += b[m + 2] * tx[static_cast<std::size_t>((z * ny + clampI(2 * j + m, ny)) * cx + i)];
+        ty[static_cast<std::size_t>((z * cy + j) * cx + i)] = s;
+      }
+  Geometry cg = g;
+  cg.size = {cx, cy, cz};
+  for (int a = 0; a < 3; ++a) cg.spacing[a] = 2.0 * g.spacing[a];
+  HostImage out("kortex::Affine::pyramid", cg);
+  float* o = out.data.data();
+#pragma omp parallel for schedule(static)
+  for (Index k = 0; k < cz; ++k)
+    for (Index j = 0; j < cy; ++j)
+      for (Index i = 0; i < cx; ++i) {
+        double s = 0.0;
+        for (int m = -2; m <= 2; ++m)
+          s += b[m + 2] * ty[static_cast<std::size_t>((clampI(2 * k + m, nz) * cy + j) * cx + i)];
+        o[(k * cy + j) * cx + i] = static_cast<float>(s);
+      }
+  return out;
+}
+
+std::array<double, 3> centreOfMassWorld(HostImage const& img) {
+  Geometry const& g = img.geometry;
+  const float* p = img.data.data();
+  double w = 0.0, sx = 0.0, sy = 0.0, sz = 0.0;
+  for (Index z = 0; z < g.nz(); ++z)
+    for (Index y = 0; y < g.ny(); ++y)
+      for (Index x = 0; x < g.nx(); ++x) {
+        const double v = p[(z * g.ny() + y) * g.nx() + x];
+        w += v;
+        sx += v * double(x);
+        sy += v * double(y);
+        sz += v * double(z);
+      }
+  if (!(w > 0.0)) throw InvalidArgument("centre of mass of an image whose intensities sum to <= 0");
+  const Vec3 c{sx / w, sy / w, sz / w};
+  return add(mul(indexToWorld(g), c), Vec3{g.origin[0], g.origin[1], g.origin[2]});
+}
+
+// ---- optimiser ------------------------------------------------------------------------------------------
+
+namespace {
+
+[[noreturn]] void throwNoOverlap(double overlap, int level) {
+  std::ostringstream os;
+  os.precision(3);
+  os << "no overlap after alignment: only " << 100.0 * overlap
+     << "% of the fixed voxels map inside the moving image" << (level > 0 ? " at pyramid level " : "")
+     << (level > 0 ? std::to_string(level) : std::string()) << " (need >= " << 100.0 * kMinOverlap
+     << "%); check the images' origins and orientations";
+  throw InvalidArgument(os.str());
+}
+
+AffineLevelResult runLevel(AffineTransform& t, Geometry const& fixedLevel, AffineParams const& params,
+                           AffineMetricBackend& backend, int level, AffineProgress const& progress,
+                           AffineMetric& last) {
+  const auto start = std::chrono::steady_clock::now();
+  AffineLevelResult lr;
+  lr.level = level;
+  lr.shrink = 1 << level;
+  // Scales: M_ij moves voxels along axis i by q_j dM_ij; R_j = RMS of q_j over the grid.
+  std::array<double, 12> scale{};
+  for (int k = 0; k < 12; ++k) scale[k] = k < 9 ? rmsRadius(fixedLevel.size[k % 3]) : 1.0;
+
+  AffineMetric cur = backend.evaluate(t);
+  ++lr.evaluations;
+  if (cur.overlap < kMinOverlap) throwNoOverlap(cur.overlap, level);
+  lr.nccStart = cur.ncc;
+  double step = params.maxStep;
+  for (;;) {
+    if (lr.evaluations >= params.iterationsPerLevel) {
+      lr.stop = AffineStop::IterationCap;
+      break;
+    }
+    double norm2 = 0.0;
+    for (int k = 0; k < 12; ++k) norm2 += (cur.gradient[k] / scale[k]) * (cur.gradient[k] / scale[k]);
+    const double norm = std::sqrt(norm2);
+    if (!(norm > 0.0) || !std::isfinite(norm)) {
+      lr.stop = AffineStop::ZeroGradient;
+      break;
+    }
+    std::array<double, 12> theta = t.parameters();
+    for (int k = 0; k < 12; ++k) theta[k] += step * cur.gradient[k] / (scale[k] * scale[k] * norm);
+    AffineTransform cand = t;
+    cand.setParameters(theta);
+    bool accepted = false;
+    if (cand.determinant() > 0.0) {
+      const AffineMetric cm = backend.evaluate(cand);
+      ++lr.evaluations;
+      if (cm.overlap >= kMinOverlap && cm.ncc > cur.ncc) {
+        t = cand;
+        cur = cm;
+        accepted = true;
+        ++lr.accepted;
+      }
+    }
+    if (progress) progress(AffineIteration{level, lr.evaluations, cur.ncc, step, accepted});
+    if (!accepted) {
+      step *= 0.5;
+      if (step < params.minStep) {
+        lr.stop = AffineStop::MinStep;
+        break;
+      }
+    }
+  }
+  lr.finalStep = step;
+  lr.nccEnd = cur.ncc;
+  lr.overlapEnd = cur.overlap;
+  lr.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  last = cur;
+  return lr;
+}
+
+}  // namespace
+
+AffineResult affineOptimise(HostImage const& moving, HostImage const& fixed, AffineParams const& params,
+                            AffineMetricBackend& backend, AffineProgress const& progress) {
+  const auto t0 = std::chrono::steady_clock::now();
+  params.validate();
+  checkVolume(moving, "moving image");
+  checkVolume(fixed, "fixed image");
+
+  AffineResult res;
+  HostImage mN, fN;
+  if (params.normalise) {
+    mN = normaliseIntensity(moving, params.intensity, "moving image", &res.movingWindow);
+    fN = normaliseIntensity(fixed, params.intensity, "fixed image", &res.fixedWindow);
+  } else {
+    res.movingWindow = intensityWindow(moving, params.intensity, "moving image");  // finite, not constant
+    res.fixedWindow = intensityWindow(fixed, params.intensity, "fixed image");
+    mN = moving;
+    fN = fixed;
+  }
+
+  AffineTransform start = initialTransform(fixed.geometry, moving.geometry);
+  if (params.centreOfMass) {
+    Matrix4 w = toWorldMatrix(start, fixed.geometry, moving.geometry);
+    auto shifted = [](HostImage const& img) {
+      // Centre of mass of intensities shifted to >= 0 (normalised images already are).
+      double mn = 0.0;
+      const float* p = img.data.data();
+      for (Index i = 0; i < img.numVoxels(); ++i) mn = std::min(mn, double(p[i]));
+      if (mn >= 0.0) return centreOfMassWorld(img);
+      HostImage s("kortex::Affine::comShift", img.geometry);
+      for (Index i = 0; i < img.numVoxels(); ++i) s.data.data()[i] = static_cast<float>(p[i] - mn);
+      return centreOfMassWorld(s);
+    };
+    const auto cm = shifted(mN), cf = shifted(fN);
+    for (int i = 0; i < 3; ++i) w[4 * i + 3] = cm[i] - cf[i];
+    start = fromWorldMatrix(w, fixed.geometry, moving.geometry);
+  }
+  res.start = start;
+
+  // Levels whose every extent stays >= kMinExtent in both images.
+  int levels = 1;
+  {
+    std::array<Index, 3> f = fixed.geometry.size, m = moving.geometry.size;
+    while (levels < params.levels) {
+      bool ok = true;
+      for (int a = 0; a < 3; ++a) {
+        f[a] = reducedExtent(f[a]);
+        m[a] = reducedExtent(m[a]);
+        ok = ok && f[a] >= AffineParams::kMinExtent && m[a] >= AffineParams::kMinExtent;
+      }
+      if (!ok) break;
+      ++levels;
+    }
+  }
+  res.levelsUsed = levels;
+  std::vector<HostImage> fp{fN}, mp{mN};
+  for (int l = 1; l < levels; ++l) {
+    fp.push_back(affineReduce(fp.back()));
+    mp.push_back(affineReduce(mp.back()));
+  }
+
+  backend.setImages(mp[0], fp[0]);
+  int loaded = 0;
+  const AffineMetric m0 = backend.evaluate(start);
+  ++res.evaluations;
+  res.nccInitial = m0.ncc;
+  res.overlapInitial = m0.overlap;
+  if (m0.overlap < kMinOverlap) throwNoOverlap(m0.overlap, 0);
+
+  Matrix4 world = toWorldMatrix(start, fixed.geometry, moving.geometry);
+  AffineTransform t = start;
+  AffineMetric last = m0;
+  for (int l = levels - 1; l >= 0; --l) {
+    // Level 0 of a single-level run starts from `start` itself (no round trip through world).
+    AffineTransform tl = levels == 1 ? t : fromWorldMatrix(world, fp[l].geometry, mp[l].geometry);
+    if (loaded != l) {
+      backend.setImages(mp[l], fp[l]);
+      loaded = l;
+    }
+    res.perLevel.push_back(runLevel(tl, fp[l].geometry, params, backend, l, progress, last));
+    res.evaluations += res.perLevel.back().evaluations;
+    world = toWorldMatrix(tl, fp[l].geometry, mp[l].geometry);
+    t = tl;
+  }
+  for (std::size_t i = 0; i < res.perLevel.size(); ++i) {
+    const int l = res.perLevel[i].level;
+    res.perLevel[i].fixedSize = fp[static_cast<std::size_t>(l)].geometry.size;
+    res.perLevel[i].movingSize = mp[static_cast<std::size_t>(l)].geometry.size;
+  }
+  res.transform = t;
+  res.world = toWorldMatrix(t, fixed.geometry, moving.geometry);
+  res.nccFinal = last.ncc;
+  res.overlap = last.overlap;
+  res.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return res;
+}
+
+}  // namespace kortex

@@ -1,0 +1,325 @@
+// Affine (12-parameter) pre-alignment of 3D images by normalised cross-correlation (NCC),
+// multi-resolution: the specification every back end implements, the parameters, the shared
+// host optimiser, and the per-voxel maths shared by every Kokkos variant. The CPU reference
+// (reference_cpu/Affine.cpp) implements the metric and the resampling from this text on its own;
+// it shares only the structs, the optimiser below and the conventions stated here.
+//
+// ---- Transform ---------------------------------------------------------------------------------
+// A transform maps FIXED voxel index coordinates p_f (x, y, z) = (i, j, k) to MOVING voxel index
+// coordinates:
+//   p_m = M (p_f - c) + c + t,
+// c = the fixed grid centre ((n_x - 1)/2, (n_y - 1)/2, (n_z - 1)/2) (conditioning: rotations and
+// scalings act about the middle of the volume, so matrix and translation are nearly decoupled).
+// Parameters theta (12): M row-major (theta_{3i+j} = M_ij), then t (theta_9..11).
+// World (physical, LPS, ITK) coordinates of a grid: w = O + D diag(s) p =: O + B p
+// (core/Image.hpp). The world transform of the same mapping, fixed world -> moving world (ITK's
+// convention for a registration transform: it maps fixed points to the moving points they take
+// their value from), is the 4x4 row-major matrix [A a; 0 0 0 1] with
+//   A = B_m M B_f^-1,   a = B_m (c + t - M c) + O_m - A O_f.
+// initialTransform(fixed, moving) is the world identity A = I, a = 0 written in index coordinates
+// (M = B_m^-1 B_f, ...): grids of different size, spacing, origin or orientation are aligned by
+// their headers, and everything after works by resampling. With AffineParams::centreOfMass, the
+// world translation is then set to com_moving - com_fixed (intensity-weighted centres of mass in
+// world coordinates of the normalised images; A stays I).
+//
+// ---- Intensities ---------------------------------------------------------------------------------
+// Both images are normalised first (core/Intensity.hpp: percentiles pLow/pHigh -> [0, 1], clamped;
+// NaN/Inf voxels and constant images are refused there). AffineParams::normalise = false skips
+// this (the images must then be finite and non-constant all the same).
+//
+// ---- Metric ----------------------------------------------------------------------------------------
+// Overlap: Omega = { fixed voxels p_f whose p_m lies inside the moving volume }, inside meaning
+// 0 <= p_m,a <= n_a - 1 on every axis a (closed box of voxel centres, no extrapolation).
+// overlap = |Omega| / (number of fixed voxels).
+// Moving image at p_m (inside): trilinear interpolation in the cell with lower corner
+// i_a = min(floor(p_m,a), n_a - 2) and fractions t_a = p_m,a - i_a in [0, 1]; grad m = the exact
+// gradient of that trilinear polynomial in that cell (one-sided on the upper faces).
+// Sums over Omega, in double on every back end: n, Sf, Sm, Sff, Smm, Sfm and, for each parameter
+// k and each weight w in {1, f, m}, S_wk = sum w dm/dtheta_k, where with q = p_f - c,
+//   dm/dM_ij = g_i q_j,   dm/dt_i = g_i   (g = grad m at p_m; Omega is held fixed).
+// Precision: p_m is computed in double on every back end (so both classify the same voxels as
+// inside); the Kokkos kernels interpolate in float, the reference in double; sums in double.
+// NCC = cov / sqrt(vf vm),  cov = Sfm - Sf Sm / n,  vf = Sff - Sf^2 / n,  vm = Smm - Sm^2 / n.
+// dNCC/dtheta_k = (S_fk - Sf S_1k / n) / sqrt(vf vm) - NCC (S_mk - Sm S_1k / n) / vm.
+// Degenerate overlap (n < 2, or vf or vm <= kAffineVarianceFloor * (Sff or Smm)): NCC = 0 and a
+// zero gradient. The gradient is that of the metric with Omega frozen: voxels entering or leaving
+// the overlap, and the kinks of trilinear interpolation on cell faces, are not differentiated
+// (the usual choice; finite differences agree wherever Omega does not change).
+//
+// ---- Pyramid (host, shared by every back end) -------------------------------------------------------
+// Level 0 is the image; level l+1 = reduce(level l): the 5-tap binomial (1, 4, 6, 4, 1)/16 along
+// x, y, z, clamp rule (core/Boundary.hpp), sampled at the even voxels: n_{l+1} = ceil(n_l / 2),
+// spacing doubled, origin kept (coarse voxel i is fine voxel 2i), direction kept. The pyramids are
+// built on the host for both back ends (they cost one pass over the image, against hundreds of
+// metric evaluations), so both back ends see bit-identical levels. The run uses
+// L = min(levels, the number of levels whose every extent, fixed and moving, is >= kMinExtent).
+// A transform is carried between levels through world coordinates (exact: level geometries share
+// the world frame).
+//
+// ---- Optimiser (host, shared; core/Affine.cpp) ------------------------------------------------------
+// Regular-step gradient ASCENT on NCC with parameter scaling, one level at a time, coarse to fine:
+//   scales s_k: 1 for the translations (voxels of that level) and R_j for M_ij, where
+//   R_j = sqrt((n_j^2 - 1) / 12) is the RMS of q_j over the level's fixed grid (a change dM_ij
+//   moves voxel p_f by q_j dM_ij along axis i: the physical-shift scaling of ITK). (One radius
+//   for all nine entries, sqrt(sum_j R_j^2), over-scales them by ~sqrt(3): on the textured
+//   phantom of tests/tstAffine.cpp it needed 344 evaluations for a 0.14 voxel error, against 199
+//   evaluations and 0.06 voxel with R_j.)
+//   direction d_k = (g_k / s_k^2) / |g / s|  (a unit step in the scaled parameters phi = s theta),
+//   candidate theta' = theta + step d: every step moves a typical voxel by about `step` voxels.
+//   The candidate is accepted iff det M' > 0, its overlap is >= kMinOverlap and
+//   NCC(theta') > NCC(theta); otherwise step halves and a new candidate is built from the same
+//   theta. Each level starts at step = maxStep and stops when step < minStep (MinStep), when the
+//   gradient is zero (ZeroGradient), or after iterationsPerLevel metric evaluations
+//   (IterationCap). Both back ends are driven through the same AffineMetricBackend interface, so
+//   they make the same decisions except where their metrics differ by float rounding.
+//   (Measured alternatives, not kept: a BFGS direction with the same step rule reached the same
+//   NCC on the six IXI pairs in 65-83 evaluations against 41-97; a rigid stage first was not
+//   needed: every IXI pair converged from the header + centre-of-mass start.)
+// Before the first level, the start transform is evaluated at level 0: if its overlap is below
+// kMinOverlap, InvalidArgument "no overlap after alignment ..." is thrown (likewise if the
+// transform carried to a level starts below it there, which the candidate rule makes rare).
+// nccInitial / nccFinal: NCC at level 0 of the start and the final transform.
+//
+// ---- Resampling -----------------------------------------------------------------------------------
+// resampleAffine: out(p_f) = trilinear m(p_m) as above where p_m is inside the moving volume,
+// and 0 outside (MRI background is 0; replicating edge voxels would paint stripes of skull and
+// neck into the corners). resampleAffineLabels (reference only): nearest voxel
+// k_a = floor(p_m,a + 0.5), label m(k) if 0 <= k_a <= n_a - 1 on every axis, else 0.
+#pragma once
+
+#include <Kokkos_Core.hpp>
+
+#include <array>
+#include <functional>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "core/Compat.hpp"
+#include "core/Image.hpp"
+#include "core/Intensity.hpp"
+
+namespace kortex {
+
+// ---- transform -----------------------------------------------------------------------------------
+
+struct AffineTransform {
+  std::array<double, 9> matrix{1, 0, 0, 0, 1, 0, 0, 0, 1};  // M, row-major
+  std::array<double, 3> translation{0, 0, 0};               // t, moving voxels
+  std::array<double, 3> centre{0, 0, 0};                    // c, fixed grid centre (voxels)
+
+  // M = I, t = 0, c = the centre of `fixed` (same index in both grids).
+  static AffineTransform identity(Geometry const& fixed);
+
+  std::array<double, 12> parameters() const;  // theta
+  void setParameters(std::array<double, 12> const& theta);
+  std::array<double, 3> apply(std::array<double, 3> const& pFixed) const;  // p_m
+  double determinant() const;  // det M
+};
+
+std::ostream& operator<<(std::ostream& os, AffineTransform const& t);
+
+// Centre of a grid in index units: ((nx-1)/2, (ny-1)/2, (nz-1)/2).
+std::array<double, 3> gridCentre(Geometry const& g);
+
+using Matrix4 = std::array<double, 16>;  // row-major 4x4, last row 0 0 0 1
+
+// Index transform <-> world (LPS) transform fixed world -> moving world (formulas above).
+Matrix4 toWorldMatrix(AffineTransform const& t, Geometry const& fixed, Geometry const& moving);
+AffineTransform fromWorldMatrix(Matrix4 const& world, Geometry const& fixed, Geometry const& moving);
+// The header alignment: world identity in index coordinates.
+AffineTransform initialTransform(Geometry const& fixed, Geometry const& moving);
+
+// ITK transform file text ("#Insight Transform File V1.0", AffineTransform_double_3_3, centre
+// of rotation 0): what ITK / ANTs read as the fixed -> moving physical transform.
+std::string itkTransformText(Matrix4 const& world);
+
+// RMS over the fixed grid of |a(p) - b(p)| (voxels of the moving grid): distance of two transforms.
+double rmsMappedPointDistance(AffineTransform const& a, AffineTransform const& b, Geometry const& fixed);
+
+// ---- parameters and results --------------------------------------------------------------------------
+
+struct AffineParams {
+  int levels = 3;                // pyramid levels: shrink 2^(levels-1), ..., 2, 1
+  int iterationsPerLevel = 200;  // cap on metric evaluations per level
+  double maxStep = 1.0;          // initial step at every level, voxels of that level
+  double minStep = 0.01;         // stop below this step, voxels of that level
+  bool centreOfMass = true;      // centre-of-mass initialisation of the translation
+  bool normalise = true;         // intensity normalisation (core/Intensity.hpp)
+  IntensityParams intensity;
+
+  static constexpr int kMaxLevels = 6;
+  static constexpr int kMinExtent = 8;  // every extent of every level used
+
+  void validate() const;  // throws InvalidArgument
+};
+
+// Below this fraction of the fixed voxels in the overlap, the alignment is refused (start) or a
+// candidate rejected (optimiser): NCC over a sliver of the volume is not a meaningful match.
+inline constexpr double kMinOverlap = 0.10;
+// Relative variance below which a side of the NCC counts as constant (double sums of <= 2^31
+// voxels in [0, 1] cancel to ~1e-16 relative; 1e-12 leaves room).
+inline constexpr double kAffineVarianceFloor = 1e-12;
+
+// Metric value, gradient and overlap for one transform.
+struct AffineMetric {
+  double ncc = 0.0;
+  std::array<double, 12> gradient{};  // dNCC/dtheta
+  double overlap = 0.0;               // |Omega| / fixed voxels
+  Index count = 0;                    // |Omega|
+};
+
+enum class AffineStop { MinStep, IterationCap, ZeroGradient };
+const char* toString(AffineStop s);
+inline std::ostream& operator<<(std::ostream& os, AffineStop s) { return os << toString(s); }
+
+struct AffineLevelResult {
+  int level = 0;       // 0 = full resolution
+  int shrink = 1;      // 2^level
+  std::array<Index, 3> fixedSize{}, movingSize{};
+  double nccStart = 0.0, nccEnd = 0.0, overlapEnd = 0.0;
+  int evaluations = 0, accepted = 0;
+  double finalStep = 0.0;
+  AffineStop stop = AffineStop::IterationCap;
+  double seconds = 0.0;
+};
+
+struct AffineResult {
+  AffineTransform transform;  // index coords of the ORIGINAL fixed and moving grids
+  Matrix4 world{};            // toWorldMatrix(transform, fixed, moving)
+  AffineTransform start;      // header (+ centre of mass) initialisation
+  double nccInitial = 0.0, nccFinal = 0.0;  // level 0, start and final transform
+  double overlapInitial = 0.0, overlap = 0.0;
+  int evaluations = 0;        // metric evaluations, all levels (+ the two at level 0)
+  int levelsUsed = 0;
+  double seconds = 0.0;
+  IntensityWindow movingWindow, fixedWindow;
+  std::vector<AffineLevelResult> perLevel;  // coarse to fine
+};
+
+struct AffineIteration {
+  int level = 0, evaluation = 0;
+  double ncc = 0.0, step = 0.0;
+  bool accepted = false;
+};
+using AffineProgress = std::function<void(AffineIteration const&)>;
+
+// ---- the shared driver ---------------------------------------------------------------------------------
+
+// A back end's metric: the optimiser calls setImages once per level, then evaluate many times.
+class AffineMetricBackend {
+ public:
+  virtual ~AffineMetricBackend() = default;
+  // The images of the next evaluate calls (one pyramid level; normalised, finite).
+  virtual void setImages(HostImage const& moving, HostImage const& fixed) = 0;
+  // Metric and gradient for t in index coordinates of those images.
+  virtual AffineMetric evaluate(AffineTransform const& t) = 0;
+};
+
+// Checks (3D, extents, finite, non-constant), normalisation, start transform, pyramid and the
+// optimiser of the spec, evaluating the metric through `backend`.
+AffineResult affineOptimise(HostImage const& moving, HostImage const& fixed, AffineParams const& params,
+                            AffineMetricBackend& backend, AffineProgress const& progress = {});
+
+// One pyramid step (reduce above) on the host.
+HostImage affineReduce(HostImage const& img);
+// Intensity-weighted centre of mass in world coordinates (weights must be >= 0, sum > 0).
+std::array<double, 3> centreOfMassWorld(HostImage const& img);
+
+// Finishes NCC, gradient and overlap from the sums below (used by the Kokkos back end).
+AffineMetric affineMetricFromSums(const double* sums, Index fixedVoxels);
+
+// ---- per-voxel maths (shared by every Kokkos variant) ----------------------------------------------------
+
+// Sums layout (double[kAffineSumCount]): n, Sf, Sm, Sff, Smm, Sfm, then S_wk at
+// kAffineSumParam + 12 w + k, w = 0 (weight 1), 1 (f), 2 (m).
+inline constexpr int kAffineSumN = 0, kAffineSumF = 1, kAffineSumM = 2, kAffineSumFF = 3,
+                     kAffineSumMM = 4, kAffineSumFM = 5, kAffineSumParam = 6;
+inline constexpr int kAffineSumCount = kAffineSumParam + 3 * 12;
+
+// The transform as kernel arguments (trivially copyable, 120 bytes).
+struct AffineCoeffs {
+  double m[9];
+  double t[3];
+  double c[3];
+};
+AffineCoeffs affineCoeffs(AffineTransform const& t);
+
+// p_m from the fixed voxel (x, y, z); q = p_f - c is returned too (gradient factor).
+KOKKOS_INLINE_FUNCTION void affineMap(AffineCoeffs const& a, int x, int y, int z, double* q,
+                                      double* p) {
+  q[0] = static_cast<double>(x) - a.c[0];
+  q[1] = static_cast<double>(y) - a.c[1];
+  q[2] = static_cast<double>(z) - a.c[2];
+  for (int i = 0; i < 3; ++i)
+    p[i] = a.m[3 * i + 0] * q[0] + a.m[3 * i + 1] * q[1] + a.m[3 * i + 2] * q[2] + a.c[i] + a.t[i];
+}
+
+// Inside the closed box [0, n-1] of the moving grid on every axis (n = nx, ny, nz).
+KOKKOS_INLINE_FUNCTION bool affineInside(const double* p, int nx, int ny, int nz) {
+  return p[0] >= 0.0 && p[0] <= static_cast<double>(nx - 1) && p[1] >= 0.0 &&
+         p[1] <= static_cast<double>(ny - 1) && p[2] >= 0.0 && p[2] <= static_cast<double>(nz - 1);
+}
+
+// Cell of an inside coordinate on an axis of n >= 2 samples: lower corner and fraction.
+KOKKOS_INLINE_FUNCTION int affineCell(double p, int n, float* frac) {
+  int i = static_cast<int>(p);  // p >= 0: truncation is floor
+  if (i > n - 2) i = n - 2;
+  *frac = static_cast<float>(p - static_cast<double>(i));
+  return i;
+}
+
+// Trilinear value at an inside point p (extents (nz, ny, nx) of `img`, each >= 2); with
+// grad != nullptr also the exact gradient (d/dx, d/dy, d/dz) of the cell's polynomial.
+template <class View>
+KOKKOS_INLINE_FUNCTION float affineSample(View const& img, const double* p, float* grad) {
+  const int nz = static_cast<int>(img.extent(0)), ny = static_cast<int>(img.extent(1)),
+            nx = static_cast<int>(img.extent(2));
+  float tx, ty, tz;
+  const int x0 = affineCell(p[0], nx, &tx), y0 = affineCell(p[1], ny, &ty),
+            z0 = affineCell(p[2], nz, &tz);
+  const float c000 = img(z0, y0, x0), c001 = img(z0, y0, x0 + 1);
+  const float c010 = img(z0, y0 + 1, x0), c011 = img(z0, y0 + 1, x0 + 1);
+  const float c100 = img(z0 + 1, y0, x0), c101 = img(z0 + 1, y0, x0 + 1);
+  const float c110 = img(z0 + 1, y0 + 1, x0), c111 = img(z0 + 1, y0 + 1, x0 + 1);
+  const float e00 = c000 + tx * (c001 - c000), e01 = c010 + tx * (c011 - c010);
+  const float e10 = c100 + tx * (c101 - c100), e11 = c110 + tx * (c111 - c110);
+  const float f0 = e00 + ty * (e01 - e00), f1 = e10 + ty * (e11 - e10);
+  if (grad) {
+    const float dx0 = (c001 - c000) + ty * ((c011 - c010) - (c001 - c000));
+    const float dx1 = (c101 - c100) + ty * ((c111 - c110) - (c101 - c100));
+    grad[0] = dx0 + tz * (dx1 - dx0);
+    grad[1] = (e01 - e00) + tz * ((e11 - e10) - (e01 - e00));
+    grad[2] = f1 - f0;
+  }
+  return f0 + tz * (f1 - f0);
+}
+
+// Adds one overlap voxel (fixed value f, moving value m, gradient g, q = p_f - c) to the sums.
+// withGradient == false: only the first six sums.
+KOKKOS_INLINE_FUNCTION void affineAccumulate(double* sums, float f, float m, const float* g,
+                                             const double* q, bool withGradient) {
+  const double fd = f, md = m;
+  sums[kAffineSumN] += 1.0;
+  sums[kAffineSumF] += fd;
+  sums[kAffineSumM] += md;
+  sums[kAffineSumFF] += fd * fd;
+  sums[kAffineSumMM] += md * md;
+  sums[kAffineSumFM] += fd * md;
+  if (!withGradient) return;
+  double d[12];
+  for (int i = 0; i < 3; ++i) {
+    const double gi = g[i];
+    d[3 * i + 0] = gi * q[0];
+    d[3 * i + 1] = gi * q[1];
+    d[3 * i + 2] = gi * q[2];
+    d[9 + i] = gi;
+  }
+  for (int k = 0; k < 12; ++k) {
+    sums[kAffineSumParam + k] += d[k];
+    sums[kAffineSumParam + 12 + k] += fd * d[k];
+    sums[kAffineSumParam + 24 + k] += md * d[k];
+  }
+}
+
+}  // namespace kortex

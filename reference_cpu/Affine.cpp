@@ -1,0 +1,245 @@
+// CPU reference of the affine metric and resampling (specification: core/Affine.hpp), written on
+// its own: Eigen matrices for the transform, the trilinear weights as products of per-axis
+// weights (the gradient by differentiating one factor), per-slice accumulators in double
+// (sum over voxels of w g (q, 1)^T as 3x4 matrices for w = 1, f, m) summed in slice order, so
+// the result does not depend on the number of threads.
+#include "reference_cpu/Affine.hpp"
+
+#include <Eigen/Core>
+
+#include <algorithm>
+#include <cmath>
+#include <exception>
+#include <string>
+#include <vector>
+
+#include "core/Errors.hpp"
+
+namespace kortex::ref {
+
+namespace {
+
+using HostConstView = ConstImageView<Kokkos::HostSpace>;
+using Mat34 = Eigen::Matrix<double, 3, 4>;
+
+struct Map {
+  Eigen::Matrix3d M;
+  Eigen::Vector3d c, t;
+  explicit Map(AffineTransform const& a) {
+    for (int i = 0; i < 3; ++i) {
+      for (int j = 0; j < 3; ++j) M(i, j) = a.matrix[static_cast<std::size_t>(3 * i + j)];
+      c(i) = a.centre[static_cast<std::size_t>(i)];
+      t(i) = a.translation[static_cast<std::size_t>(i)];
+    }
+  }
+};
+
+struct Grid {
+  Index n[3];  // x, y, z
+  explicit Grid(HostConstView const& v)
+      : n{static_cast<Index>(v.extent(2)), static_cast<Index>(v.extent(1)), static_cast<Index>(v.extent(0))} {}
+};
+
+void checkVolumeView(HostConstView const& v, const char* who) {
+  if (v.data() == nullptr) throw InvalidArgument(std::string(who) + ": view is not allocated");
+  for (int r = 0; r < 3; ++r)
+    if (v.extent(r) < 2)
+      throw InvalidArgument(std::string(who) + ": affine metric needs 3D images with every extent >= 2");
+}
+
+// Trilinear sample of `img` at an inside point p (double arithmetic); grad optional.
+double sample(HostConstView const& img, Grid const& g, Eigen::Vector3d const& p, Eigen::Vector3d* grad) {
+  Index lo[3];
+  double w1[3];
+  for (int a = 0; a < 3; ++a) {
+    lo[a] = std::min(static_cast<Index>(std::floor(p(a))), g.n[a] - 2);
+    w1[a] = p(a) - static_cast<double>(lo[a]);
+  }
+  double v = 0.0;
+  Eigen::Vector3d d = Eigen::Vector3d::Zero();
+  for (int cz = 0; cz < 2; ++cz)
+    for (int cy = 0; cy < 2; ++cy)
+      for (int cx = 0; cx < 2; ++cx) {
+        const double val = img(lo[2] + cz, lo[1] + cy, lo[0] + cx);
+        const double wx = cx ? w1[0] : 1.0 - w1[0], wy = cy ? w1[1] : 1.0 - w1[1],
+                     wz = cz ? w1[2] : 1.0 - w1[2];
+        const double sx = cx ? 1.0 : -1.0, sy = cy ? 1.0 : -1.0, sz = cz ? 1.0 : -1.0;
+        v += wx * wy * wz * val;
+        d(0) += sx * wy * wz * val;
+        d(1) += wx * sy * wz * val;
+        d(2) += wx * wy * sz * val;
+      }
+  if (grad) *grad = d;
+  return v;
+}
+
+bool inside(Eigen::Vector3d const& p, Grid const& g) {
+  for (int a = 0; a < 3; ++a)
+    if (!(p(a) >= 0.0 && p(a) <= static_cast<double>(g.n[a] - 1))) return false;
+  return true;
+}
+
+struct Acc {
+  double n = 0, sf = 0, sm = 0, sff = 0, smm = 0, sfm = 0;
+  Mat34 g1 = Mat34::Zero(), gf = Mat34::Zero(), gm = Mat34::Zero();
+  void add(Acc const& o) {
+    n += o.n; sf += o.sf; sm += o.sm; sff += o.sff; smm += o.smm; sfm += o.sfm;
+    g1 += o.g1; gf += o.gf; gm += o.gm;
+  }
+};
+
+// Runs body(z) for z in [0, nz) on OpenMP threads; the first exception is rethrown after.
+template <class Body>
+void forSlices(Index nz, Body&& body) {
+  std::exception_ptr failure;
+#pragma omp parallel for schedule(dynamic, 1)
+  for (Index z = 0; z < nz; ++z) {
+    try {
+      body(z);
+    } catch (...) {
+#pragma omp critical(kortex_ref_affine_failure)
+      if (!failure) failure = std::current_exception();
+    }
+  }
+  if (failure) std::rethrow_exception(failure);
+}
+
+void checkHostImage(HostImage const& img, const char* who) {
+  img.geometry.validate();
+  if (img.data.data() == nullptr || img.data.extent(0) != static_cast<std::size_t>(img.geometry.nz()) ||
+      img.data.extent(1) != static_cast<std::size_t>(img.geometry.ny()) ||
+      img.data.extent(2) != static_cast<std::size_t>(img.geometry.nx()))
+    throw InvalidArgument(std::string(who) + ": data does not match its geometry");
+}
+
+class RefBackend final : public AffineMetricBackend {
+ public:
+  void setImages(HostImage const& moving, HostImage const& fixed) override {
+    moving_ = moving;
+    fixed_ = fixed;
+  }
+  AffineMetric evaluate(AffineTransform const& t) override {
+    return affineMetric(moving_.data, fixed_.data, t);
+  }
+
+ private:
+  HostImage moving_, fixed_;
+};
+
+}  // namespace
+
+AffineMetric affineMetric(HostConstView moving, HostConstView fixed, AffineTransform const& t) {
+  checkVolumeView(moving, "affine metric (moving)");
+  checkVolumeView(fixed, "affine metric (fixed)");
+  const Map map(t);
+  const Grid gm(moving), gf(fixed);
+  std::vector<Acc> slices(static_cast<std::size_t>(gf.n[2]));
+  forSlices(gf.n[2], [&](Index z) {
+    Acc a;
+    Eigen::Vector3d grad;
+    Eigen::Vector4d qh;
+    for (Index y = 0; y < gf.n[1]; ++y)
+      for (Index x = 0; x < gf.n[0]; ++x) {
+        const Eigen::Vector3d q = Eigen::Vector3d(double(x), double(y), double(z)) - map.c;
+        const Eigen::Vector3d p = map.M * q + map.c + map.t;
+        if (!inside(p, gm)) continue;
+        const double f = fixed(z, y, x);
+        const double m = sample(moving, gm, p, &grad);
+        a.n += 1; a.sf += f; a.sm += m; a.sff += f * f; a.smm += m * m; a.sfm += f * m;
+        qh << q, 1.0;
+        const Mat34 outer = grad * qh.transpose();  // d m / d(M | t), row i = component
+        a.g1 += outer;
+        a.gf += f * outer;
+        a.gm += m * outer;
+      }
+    slices[static_cast<std::size_t>(z)] = a;
+  });
+  Acc s;
+  for (auto const& a : slices) s.add(a);
+
+  AffineMetric r;
+  r.count = static_cast<Index>(s.n);
+  r.overlap = s.n / (double(gf.n[0]) * double(gf.n[1]) * double(gf.n[2]));
+  if (s.n < 2) return r;
+  const double vf = s.sff - s.sf * s.sf / s.n, vm = s.smm - s.sm * s.sm / s.n;
+  if (!(vf > kAffineVarianceFloor * s.sff) || !(vm > kAffineVarianceFloor * s.smm)) return r;
+  const double cov = s.sfm - s.sf * s.sm / s.n;
+  const double denom = std::sqrt(vf * vm);
+  r.ncc = cov / denom;
+  // d cov = Gf - (Sf / n) G1;  d vm / 2 = Gm - (Sm / n) G1.
+  const Mat34 dcov = s.gf - (s.sf / s.n) * s.g1;
+  const Mat34 dvmHalf = s.gm - (s.sm / s.n) * s.g1;
+  const Mat34 g = dcov / denom - (r.ncc / vm) * dvmHalf;
+  for (int i = 0; i < 3; ++i) {
+    for (int j = 0; j < 3; ++j) r.gradient[static_cast<std::size_t>(3 * i + j)] = g(i, j);
+    r.gradient[static_cast<std::size_t>(9 + i)] = g(i, 3);
+  }
+  return r;
+}
+
+AffineResult affineRegister(HostImage const& moving, HostImage const& fixed, AffineParams const& params,
+                            AffineProgress const& progress) {
+  RefBackend backend;
+  return affineOptimise(moving, fixed, params, backend, progress);
+}
+
+HostImage resampleAffine(HostImage const& moving, Geometry const& fixedGrid, AffineTransform const& t) {
+  checkHostImage(moving, "resampleAffine (moving)");
+  checkVolumeView(moving.data, "resampleAffine (moving)");
+  HostImage out("kortex::ref::resampleAffine", fixedGrid);
+  const Map map(t);
+  const Grid gm(moving.data);
+  const HostConstView mv = moving.data;
+  forSlices(fixedGrid.nz(), [&](Index z) {
+    for (Index y = 0; y < fixedGrid.ny(); ++y)
+      for (Index x = 0; x < fixedGrid.nx(); ++x) {
+        const Eigen::Vector3d p = map.M * (Eigen::Vector3d(double(x), double(y), double(z)) - map.c) + map.c + map.t;
+        out.data(z, y, x) = inside(p, gm) ? static_cast<float>(sample(mv, gm, p, nullptr)) : 0.0f;
+      }
+  });
+  return out;
+}
+
+HostImage resampleAffineLabels(HostImage const& labels, Geometry const& fixedGrid, AffineTransform const& t) {
+  checkHostImage(labels, "resampleAffineLabels (labels)");
+  HostImage out("kortex::ref::resampleAffineLabels", fixedGrid);
+  out.metadata = labels.metadata;
+  const Map map(t);
+  const Grid gm(labels.data);
+  forSlices(fixedGrid.nz(), [&](Index z) {
+    for (Index y = 0; y < fixedGrid.ny(); ++y)
+      for (Index x = 0; x < fixedGrid.nx(); ++x) {
+        const Eigen::Vector3d p = map.M * (Eigen::Vector3d(double(x), double(y), double(z)) - map.c) + map.c + map.t;
+        Index k[3];
+        bool in = true;
+        for (int a = 0; a < 3; ++a) {
+          k[a] = static_cast<Index>(std::floor(p(a) + 0.5));
+          in = in && k[a] >= 0 && k[a] <= gm.n[a] - 1;
+        }
+        out.data(z, y, x) = in ? labels.data(k[2], k[1], k[0]) : 0.0f;
+      }
+  });
+  return out;
+}
+
+double labelDice(HostImage const& a, HostImage const& b, std::vector<int> const& set) {
+  if (!a.geometry.sameGrid(b.geometry) || a.data.size() != b.data.size())
+    throw InvalidArgument("labelDice: the two label maps are not on the same grid");
+  auto member = [&](float v) {
+    if (!std::isfinite(v)) return false;
+    const long l = std::lround(v);
+    return std::find(set.begin(), set.end(), static_cast<int>(l)) != set.end();
+  };
+  double na = 0, nb = 0, both = 0;
+  const float* pa = a.data.data();
+  const float* pb = b.data.data();
+  for (std::size_t i = 0; i < a.data.size(); ++i) {
+    const bool ia = member(pa[i]), ib = member(pb[i]);
+    na += ia;
+    nb += ib;
+    both += ia && ib;
+  }
+  return na + nb > 0 ? 2.0 * both / (na + nb) : 1.0;
+}
+
+}  // namespace kortex::ref

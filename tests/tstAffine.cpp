@@ -1,0 +1,559 @@
+#define BOOST_TEST_MODULE Affine
+#include <boost/test/unit_test.hpp>
+
+#include "TestUtils.hpp"
+#include "core/Affine.hpp"
+#include "core/Intensity.hpp"
+#include "core/Phantom.hpp"
+#include "gpu/Affine.hpp"
+#include "reference_cpu/Affine.hpp"
+
+#if defined(KORTEX_TEST_AFFINE_IO)
+#include "io/ImageIO.hpp"
+#endif
+
+#include <chrono>
+#include <cmath>
+#include <functional>
+#include <iostream>
+#include <limits>
+#include <string>
+#include <vector>
+
+using namespace kortex;
+
+namespace {
+
+// Central differences of the reference NCC (double) vs its analytic gradient, relative to the
+// largest gradient component: truncation is O(h^2) ~ 1e-8; voxels crossing a trilinear cell face
+// within h add O(h) ~ 1e-4 of a smooth image's gradient jump; a wrong term is O(1).
+constexpr double kFdTol = 2e-3;
+// Kokkos (float trilinear, double sums) vs the double reference: NCC in [-1, 1] agrees to float
+// rounding of the interpolated values (~1e-7 each, averaged over the overlap).
+constexpr double kMetricTol = 1e-5;
+// ... and the gradient, relative to its largest component (float gradients of the interpolant
+// carry ~1e-6 relative error that does not average out in differences of large sums).
+constexpr double kGradTol = 1e-4;
+// Overlap counts: both classify p_m computed in double by the same formula; only a point within
+// rounding of the box face can differ.
+constexpr Index kCountTol = 2;
+// Resampled values in [0, 1]: float vs double trilinear interpolation.
+constexpr double kResampleTol = 1e-5;
+// Known affine recovered: RMS over the fixed grid of the mapped-point error, voxels. Analytic
+// phantom (no interpolation bias), so the optimum is the truth up to the trilinear model of the
+// moving image: errors of a few hundredths of a voxel; a level that did not converge is >= 0.5.
+constexpr double kRecoveryTol = 0.3;
+// Reference and Kokkos optimisers take the same decisions except where their NCC differ by float
+// rounding near convergence (steps of <= minStep = 0.01 voxel then differ).
+constexpr double kBackendTol = 0.05;
+
+// ---- analytic phantom ---------------------------------------------------------------------------
+
+struct Blob {
+  double value, cx, cy, cz, rx, ry, rz;  // centre offset and radii as fractions of the extent
+};
+// An asymmetric "head": shell, interior and three blobs at irregular places (no symmetry that
+// would make several transforms equally good).
+const Blob kBlobs[] = {{1.0, 0.0, 0.0, 0.0, 0.30, 0.36, 0.26},
+                       {-0.5, 0.02, -0.03, 0.01, 0.22, 0.28, 0.19},
+                       {0.6, 0.10, 0.12, -0.05, 0.06, 0.09, 0.05},
+                       {0.8, -0.12, -0.05, 0.08, 0.05, 0.05, 0.10},
+                       {0.4, 0.05, -0.18, -0.06, 0.08, 0.04, 0.06}};
+
+// Texture: 60 smaller blobs at deterministic pseudo-random places inside the head (radii 2-8 % of
+// the extent), so that the image has structure everywhere, as a brain does.
+std::vector<Blob> const& blobs() {
+  static const std::vector<Blob> all = [] {
+    std::vector<Blob> b(std::begin(kBlobs), std::end(kBlobs));
+    SplitMix64 rng(20240607);
+    while (b.size() < 65) {
+      const double cx = 0.5 * (rng.uniform() - 0.5), cy = 0.6 * (rng.uniform() - 0.5),
+                   cz = 0.45 * (rng.uniform() - 0.5);
+      if ((cx / 0.25) * (cx / 0.25) + (cy / 0.3) * (cy / 0.3) + (cz / 0.22) * (cz / 0.22) > 1.0) continue;
+      const double v = (rng.uniform() < 0.5 ? -1.0 : 1.0) * (0.2 + 0.4 * rng.uniform());
+      b.push_back({v, cx, cy, cz, 0.02 + 0.06 * rng.uniform(), 0.02 + 0.06 * rng.uniform(),
+                   0.02 + 0.06 * rng.uniform()});
+    }
+    return b;
+  }();
+  return all;
+}
+
+// F(q) at q in index coordinates of a grid of n^3 voxels: smooth-edged ellipsoids (logistic edge
+// about 1 voxel wide).
+double phantomValue(double x, double y, double z, double n) {
+  const double c = 0.5 * (n - 1.0);
+  double v = 0.0;
+  for (Blob const& b : blobs()) {
+    const double dx = (x - c - b.cx * n) / (b.rx * n), dy = (y - c - b.cy * n) / (b.ry * n),
+                 dz = (z - c - b.cz * n) / (b.rz * n);
+    const double r = std::sqrt(dx * dx + dy * dy + dz * dz);
+    const double dist = (r - 1.0) * std::min({b.rx, b.ry, b.rz}) * n;  // ~voxels
+    if (dist > 30.0) continue;
+    v += b.value / (1.0 + std::exp(dist));
+  }
+  return v;
+}
+
+// Image on `g` whose voxel p holds F(T(p)) (T = identity: F itself); F lives on an n^3 grid.
+HostImage phantom(Geometry const& g, AffineTransform const& t, double n) {
+  HostImage img("phantom", g);
+  for (Index z = 0; z < g.nz(); ++z)
+    for (Index y = 0; y < g.ny(); ++y)
+      for (Index x = 0; x < g.nx(); ++x) {
+        const auto q = t.apply({double(x), double(y), double(z)});
+        img.data(z, y, x) = static_cast<float>(phantomValue(q[0], q[1], q[2], n));
+      }
+  return img;
+}
+
+std::array<double, 9> matmul(std::array<double, 9> const& a, std::array<double, 9> const& b) {
+  std::array<double, 9> r{};
+  for (int i = 0; i < 3; ++i)
+    for (int j = 0; j < 3; ++j)
+      for (int k = 0; k < 3; ++k) r[3 * i + j] += a[3 * i + k] * b[3 * k + j];
+  return r;
+}
+
+std::array<double, 9> rotZ(double deg) {
+  const double a = deg * M_PI / 180.0, c = std::cos(a), s = std::sin(a);
+  return {c, -s, 0, s, c, 0, 0, 0, 1};
+}
+std::array<double, 9> rotX(double deg) {
+  const double a = deg * M_PI / 180.0, c = std::cos(a), s = std::sin(a);
+  return {1, 0, 0, 0, c, -s, 0, s, c};
+}
+
+// The known affine of the recovery tests: rotation 10 deg about z then 4 deg about x, scale 1.1,
+// shear 0.05 (x by y), translation (5, -4, 3) voxels.
+AffineTransform truthTransform(Geometry const& g) {
+  AffineTransform t = AffineTransform::identity(g);
+  const std::array<double, 9> scaleShear{1.1, 0.055, 0, 0, 1.1, 0, 0, 0, 1.1};
+  t.matrix = matmul(matmul(rotX(4.0), rotZ(10.0)), scaleShear);
+  t.translation = {5.0, -4.0, 3.0};
+  return t;
+}
+
+struct PhantomPair {
+  HostImage moving, fixed;
+  AffineTransform truth;
+};
+
+PhantomPair phantomPair(Index n) {
+  const Geometry g = Geometry::make3D(n, n, n);
+  PhantomPair p;
+  p.truth = truthTransform(g);
+  p.moving = phantom(g, AffineTransform::identity(g), double(n));
+  p.fixed = phantom(g, p.truth, double(n));
+  return p;
+}
+
+template <class Space>
+ImageView<typename Space::memory_space> toDevice(HostImage const& h, std::string const& label) {
+  ImageView<typename Space::memory_space> d(label, h.data.extent(0), h.data.extent(1), h.data.extent(2));
+  Kokkos::deep_copy(d, h.data);
+  return d;
+}
+
+template <class F>
+std::string errorOf(F&& f) {
+  try {
+    f();
+  } catch (InvalidArgument const& e) {
+    return e.what();
+  }
+  return "(no InvalidArgument)";
+}
+
+bool contains(std::string const& s, std::string const& part) { return s.find(part) != std::string::npos; }
+
+// A moving volume and a smaller fixed volume mapped well inside it (overlap 1, Omega frozen
+// under small perturbations), with a generic transform.
+struct FdSetup {
+  HostImage moving, fixed;
+  AffineTransform t;
+};
+
+FdSetup fdSetup() {
+  FdSetup s;
+  const Geometry gm = Geometry::make3D(40, 36, 32);
+  const Geometry gf = Geometry::make3D(22, 20, 18);
+  AffineTransform toMoving = AffineTransform::identity(gf);  // fixed content: F at a scaled pose
+  toMoving.matrix = matmul(rotZ(-7.0), {1.05, 0.02, 0, 0, 0.97, 0, 0.01, 0, 1.02});
+  toMoving.translation = {9.0, 8.0, 7.0};
+  s.moving = phantom(gm, AffineTransform::identity(gm), 36.0);
+  s.fixed = phantom(gf, toMoving, 36.0);
+  s.t = AffineTransform::identity(gf);
+  s.t.matrix = matmul(rotZ(5.0), {0.95, 0.03, -0.02, 0.01, 1.04, 0.02, 0, -0.03, 1.0});
+  s.t.translation = {9.6, 7.7, 6.8};
+  return s;
+}
+
+}  // namespace
+
+// ---- intensity normalisation ----------------------------------------------------------------------
+
+BOOST_AUTO_TEST_CASE(intensity_percentiles_and_errors) {
+  HostImage img("ramp", Geometry::make3D(10, 10, 10));
+  for (Index i = 0; i < 1000; ++i) img.data.data()[i] = static_cast<float>(i);
+  // NumPy: np.percentile(arange(1000), 0.5) = 4.995, 99.5 -> 994.005.
+  const IntensityWindow w = intensityWindow(img, IntensityParams{}, "ramp");
+  BOOST_TEST(w.lo == 4.995, boost::test_tools::tolerance(1e-9));
+  BOOST_TEST(w.hi == 994.005, boost::test_tools::tolerance(1e-9));
+  BOOST_TEST(!w.fellBack);
+  const HostImage n = normaliseIntensity(img, IntensityParams{}, "ramp");
+  BOOST_TEST(n.data.data()[0] == 0.0f);     // clamped below
+  BOOST_TEST(n.data.data()[999] == 1.0f);   // clamped above
+  BOOST_TEST(n.data.data()[500] == float((500 - 4.995) / (994.005 - 4.995)),
+             boost::test_tools::tolerance(1e-6f));
+
+  // 99.6 % of the voxels share one value: the window falls back to [min, max].
+  HostImage spiky("spiky", Geometry::make3D(10, 10, 10));
+  Kokkos::deep_copy(spiky.data, 2.0f);
+  for (int i = 0; i < 4; ++i) spiky.data.data()[i * 7] = 10.0f + i;
+  const IntensityWindow ws = intensityWindow(spiky, IntensityParams{}, "spiky");
+  BOOST_TEST(ws.fellBack);
+  BOOST_TEST(ws.lo == 2.0);
+  BOOST_TEST(ws.hi == 13.0);
+
+  HostImage flat("flat", Geometry::make3D(8, 8, 8));
+  Kokkos::deep_copy(flat.data, 3.0f);
+  BOOST_TEST(contains(errorOf([&] { normaliseIntensity(flat, {}, "moving image"); }),
+                      "moving image is constant"));
+  HostImage bad = normaliseIntensity(img, {}, "x");
+  bad.data(3, 4, 5) = std::numeric_limits<float>::quiet_NaN();
+  BOOST_TEST(contains(errorOf([&] { intensityWindow(bad, {}, "fixed image"); }), "fixed image contains NaN voxels"));
+  bad.data(3, 4, 5) = std::numeric_limits<float>::infinity();
+  BOOST_TEST(contains(errorOf([&] { intensityWindow(bad, {}, "fixed image"); }), "infinite voxels"));
+  IntensityParams p;
+  p.pLow = 60;
+  p.pHigh = 50;
+  BOOST_CHECK_THROW(intensityWindow(img, p, "x"), InvalidArgument);
+}
+
+// ---- transforms ---------------------------------------------------------------------------------------
+
+BOOST_AUTO_TEST_CASE(world_matrices_and_header_alignment) {
+  Geometry gf = Geometry::make3D(30, 25, 20);
+  gf.spacing = {1.2, 0.9, 2.5};
+  gf.origin = {-20.0, 35.0, 7.0};
+  const auto r = matmul(rotZ(30.0), rotX(-20.0));
+  gf.direction = r;
+  Geometry gm = Geometry::make3D(16, 40, 22);
+  gm.spacing = {2.0, 1.1, 1.3};
+  gm.origin = {12.0, -8.0, 30.0};
+  gm.direction = {0, 1, 0, -1, 0, 0, 0, 0, 1};  // axes permuted and flipped
+
+  auto world = [](Geometry const& g, std::array<double, 3> const& p) {
+    std::array<double, 3> w{};
+    for (int i = 0; i < 3; ++i) {
+      w[i] = g.origin[i];
+      for (int j = 0; j < 3; ++j) w[i] += g.direction[3 * i + j] * g.spacing[j] * p[j];
+    }
+    return w;
+  };
+  // Header alignment: fixed voxel p and its mapped moving point are the same world point.
+  const AffineTransform t0 = initialTransform(gf, gm);
+  for (auto const& p : std::vector<std::array<double, 3>>{{0, 0, 0}, {29, 24, 19}, {3.5, 17.25, 8}}) {
+    const auto wf = world(gf, p), wm = world(gm, t0.apply(p));
+    for (int i = 0; i < 3; ++i) BOOST_TEST(wf[i] == wm[i], boost::test_tools::tolerance(1e-9));
+  }
+  // A generic transform: world matrix maps world(p) to world(T p); round trip back.
+  AffineTransform t = t0;
+  t.matrix = matmul(t.matrix, {1.1, 0.05, 0, -0.02, 0.9, 0.1, 0, 0.03, 1.05});
+  t.translation = {1.5, -2.0, 0.7};
+  const Matrix4 w = toWorldMatrix(t, gf, gm);
+  const std::array<double, 3> p{7.0, 11.0, 13.0};
+  const auto wf = world(gf, p), wm = world(gm, t.apply(p));
+  for (int i = 0; i < 3; ++i) {
+    const double mapped = w[4 * i] * wf[0] + w[4 * i + 1] * wf[1] + w[4 * i + 2] * wf[2] + w[4 * i + 3];
+    BOOST_TEST(mapped == wm[i], boost::test_tools::tolerance(1e-9));
+  }
+  const AffineTransform back = fromWorldMatrix(w, gf, gm);
+  BOOST_TEST(rmsMappedPointDistance(back, t, gf) < 1e-9);
+  BOOST_TEST(contains(itkTransformText(w), "Transform: AffineTransform_double_3_3"));
+  BOOST_TEST(rmsMappedPointDistance(t, t, gf) == 0.0);
+}
+
+// ---- metric ----------------------------------------------------------------------------------------------
+
+BOOST_AUTO_TEST_CASE(reference_gradient_matches_finite_differences) {
+  const FdSetup s = fdSetup();
+  const AffineMetric m = ref::affineMetric(s.moving.data, s.fixed.data, s.t);
+  BOOST_TEST_REQUIRE(m.overlap == 1.0);  // Omega cannot change under the perturbations below
+  BOOST_TEST(m.ncc > 0.5);
+  double gmax = 0.0;
+  for (double g : m.gradient) gmax = std::max(gmax, std::abs(g));
+  BOOST_TEST_REQUIRE(gmax > 0.0);
+  for (int k = 0; k < 12; ++k) {
+    const double h = k < 9 ? 1e-5 : 1e-4;  // ~1e-4 voxel of motion at the fixed grid's radius
+    auto at = [&](double d) {
+      auto theta = s.t.parameters();
+      theta[k] += d;
+      AffineTransform tt = s.t;
+      tt.setParameters(theta);
+      const AffineMetric mm = ref::affineMetric(s.moving.data, s.fixed.data, tt);
+      BOOST_TEST_REQUIRE(mm.overlap == 1.0);
+      return mm.ncc;
+    };
+    const double fd = (at(h) - at(-h)) / (2.0 * h);
+    BOOST_TEST_INFO("parameter " << k << ": analytic " << m.gradient[k] << ", FD " << fd);
+    BOOST_TEST(std::abs(fd - m.gradient[k]) <= kFdTol * gmax);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(reference_metric_properties) {
+  const FdSetup s = fdSetup();
+  // Same image, identity: NCC 1, zero gradient... up to rounding.
+  const AffineMetric self = ref::affineMetric(s.moving.data, s.moving.data,
+                                              AffineTransform::identity(s.moving.geometry));
+  BOOST_TEST(self.ncc == 1.0, boost::test_tools::tolerance(1e-12));
+  BOOST_TEST(self.overlap == 1.0);
+  // Invariant to a positive linear change of either image's intensities.
+  HostImage scaled("scaled", s.moving.geometry);
+  for (Index i = 0; i < scaled.numVoxels(); ++i) scaled.data.data()[i] = 3.0f * s.moving.data.data()[i] + 0.25f;
+  const AffineMetric a = ref::affineMetric(s.moving.data, s.fixed.data, s.t);
+  const AffineMetric b = ref::affineMetric(scaled.data, s.fixed.data, s.t);
+  BOOST_TEST(a.ncc == b.ncc, boost::test_tools::tolerance(1e-6));
+  // Half the fixed grid pushed out of the moving volume along x.
+  AffineTransform shifted = AffineTransform::identity(s.fixed.geometry);
+  shifted.translation = {-11.0, 0.0, 0.0};
+  const AffineMetric half = ref::affineMetric(s.moving.data, s.fixed.data, shifted);
+  BOOST_TEST(half.overlap == 11.0 / 22.0, boost::test_tools::tolerance(1e-12));
+  // Fully outside: empty overlap, NCC 0.
+  shifted.translation = {100.0, 0.0, 0.0};
+  const AffineMetric none = ref::affineMetric(s.moving.data, s.fixed.data, shifted);
+  BOOST_TEST(none.count == 0);
+  BOOST_TEST(none.ncc == 0.0);
+}
+
+BOOST_AUTO_TEST_CASE_TEMPLATE(kokkos_metric_matches_reference, Space, test::ExecutionSpaces) {
+  const FdSetup s = fdSetup();
+  const auto md = toDevice<Space>(s.moving, "moving");
+  const auto fd = toDevice<Space>(s.fixed, "fixed");
+  std::vector<AffineTransform> ts{s.t, AffineTransform::identity(s.fixed.geometry)};
+  AffineTransform partial = s.t;  // partial overlap
+  partial.translation = {-6.3, 20.2, 3.1};
+  ts.push_back(partial);
+  AffineTransform sameGrid = AffineTransform::identity(s.moving.geometry);  // exact grid points
+  for (AffineTransform const& t : ts) {
+    const AffineMetric r = ref::affineMetric(s.moving.data, s.fixed.data, t);
+    const AffineMetric k = gpu::affineMetric(Space(), md, fd, t);
+    BOOST_TEST_INFO("transform " << t << " on " << Space::name());
+    BOOST_TEST(std::abs(r.count - k.count) <= kCountTol);
+    BOOST_TEST(std::abs(r.ncc - k.ncc) <= kMetricTol);
+    double gmax = 0.0, err = 0.0;
+    for (int i = 0; i < 12; ++i) {
+      gmax = std::max(gmax, std::abs(r.gradient[i]));
+      err = std::max(err, std::abs(r.gradient[i] - k.gradient[i]));
+    }
+    BOOST_TEST(err <= kGradTol * gmax);
+  }
+  const AffineMetric self = gpu::affineMetric(Space(), md, md, sameGrid);
+  BOOST_TEST(self.ncc == 1.0, boost::test_tools::tolerance(1e-9));
+  BOOST_TEST(self.overlap == 1.0);
+}
+
+// ---- resampling ---------------------------------------------------------------------------------------
+
+BOOST_AUTO_TEST_CASE_TEMPLATE(kokkos_resample_matches_reference, Space, test::ExecutionSpaces) {
+  const FdSetup s = fdSetup();
+  const auto md = toDevice<Space>(s.moving, "moving");
+  for (AffineTransform t : {s.t, AffineTransform::identity(s.fixed.geometry)}) {
+    t.translation[0] += -14.0;  // part of the fixed grid outside: zeros there
+    const HostImage r = ref::resampleAffine(s.moving, s.fixed.geometry, t);
+    ImageView<typename Space::memory_space> out("out", s.fixed.data.extent(0), s.fixed.data.extent(1),
+                                                s.fixed.data.extent(2));
+    Kokkos::deep_copy(out, std::numeric_limits<float>::quiet_NaN());
+    gpu::resampleAffine(Space(), md, t, out);
+    const HostImage k = test::toHost(out, s.fixed.geometry);
+    BOOST_TEST(test::maxAbsDifference(k, r) <= kResampleTol);
+    Index zeros = 0;
+    for (Index i = 0; i < r.numVoxels(); ++i) zeros += r.data.data()[i] == 0.0f;
+    BOOST_TEST(zeros > 0);
+  }
+  // Identity on the moving grid itself returns the image (up to float rounding of a + 1 (b - a)
+  // on the upper faces).
+  ImageView<typename Space::memory_space> same("same", s.moving.data.extent(0), s.moving.data.extent(1),
+                                               s.moving.data.extent(2));
+  gpu::resampleAffine(Space(), md, AffineTransform::identity(s.moving.geometry), same);
+  BOOST_TEST(test::maxAbsDifference(test::toHost(same, s.moving.geometry), s.moving) <= 1e-6);
+  BOOST_TEST(test::maxAbsDifference(ref::resampleAffine(s.moving, s.moving.geometry,
+                                                        AffineTransform::identity(s.moving.geometry)),
+                                    s.moving) == 0.0);
+  BOOST_CHECK_THROW(gpu::resampleAffine(Space(), md, s.t, ImageView<typename Space::memory_space>()),
+                    InvalidArgument);
+}
+
+BOOST_AUTO_TEST_CASE(labels_nearest_neighbour_and_dice) {
+  const Geometry g = Geometry::make3D(12, 10, 8);
+  HostImage labels("labels", g);
+  for (Index z = 0; z < 8; ++z)
+    for (Index y = 0; y < 10; ++y)
+      for (Index x = 0; x < 12; ++x) labels.data(z, y, x) = static_cast<float>((x / 3) + 10 * (y / 5) + 100 * z);
+  AffineTransform t = AffineTransform::identity(g);
+  t.translation = {2.4, -1.3, 0.6};  // nearest: +2, -1, +1
+  const HostImage out = ref::resampleAffineLabels(labels, g, t);
+  for (Index z = 0; z < 8; ++z)
+    for (Index y = 0; y < 10; ++y)
+      for (Index x = 0; x < 12; ++x) {
+        const Index sx = x + 2, sy = y - 1, sz = z + 1;
+        const bool in = sx < 12 && sy >= 0 && sz < 8;
+        BOOST_TEST(out.data(z, y, x) == (in ? labels.data(sz, sy, sx) : 0.0f));
+      }
+  BOOST_TEST(ref::labelDice(labels, labels, {1, 2, 11}) == 1.0);
+  // Set {0}: voxels x < 3, y < 5 at z = 0 only: 3*5 = 15 voxels; shifted by +2 in x keeps 1 column.
+  HostImage shifted("shifted", g);
+  Kokkos::deep_copy(shifted.data, 999.0f);
+  for (Index y = 0; y < 5; ++y)
+    for (Index x = 2; x < 5; ++x) shifted.data(0, y, x) = 0.0f;
+  BOOST_TEST(ref::labelDice(labels, shifted, {0}) == 2.0 * 5.0 / 30.0, boost::test_tools::tolerance(1e-12));
+}
+
+// ---- registration ----------------------------------------------------------------------------------------
+
+BOOST_AUTO_TEST_CASE(reference_recovers_known_affine) {
+  const PhantomPair p = phantomPair(48);
+  AffineParams params;
+  const auto t0 = std::chrono::steady_clock::now();
+  const AffineResult r = ref::affineRegister(p.moving, p.fixed, params);
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const double errStart = rmsMappedPointDistance(r.start, p.truth, p.fixed.geometry);
+  const double err = rmsMappedPointDistance(r.transform, p.truth, p.fixed.geometry);
+  std::cout << "phantom 48^3 (ref): NCC " << r.nccInitial << " -> " << r.nccFinal << ", RMS error "
+            << errStart << " -> " << err << " voxels, " << r.evaluations << " evaluations, " << s << " s\n";
+  for (auto const& l : r.perLevel)
+    std::cout << "  level " << l.level << ": NCC " << l.nccStart << " -> " << l.nccEnd << ", "
+              << l.evaluations << " evaluations (" << l.accepted << " accepted), stop "
+              << toString(l.stop) << "\n";
+  BOOST_TEST(r.levelsUsed == 3);
+  BOOST_TEST(errStart > 3.0);  // the test starts far from the truth
+  BOOST_TEST(err < kRecoveryTol);
+  BOOST_TEST(r.nccFinal > r.nccInitial);
+  BOOST_TEST(r.nccFinal > 0.99);
+  for (auto const& l : r.perLevel) BOOST_TEST(l.stop == AffineStop::MinStep);  // converged, not capped
+}
+
+BOOST_AUTO_TEST_CASE_TEMPLATE(kokkos_optimiser_matches_reference, Space, test::ExecutionSpaces) {
+  const PhantomPair p = phantomPair(48);
+  AffineParams params;
+  const AffineResult r = ref::affineRegister(p.moving, p.fixed, params);
+  const AffineResult k = gpu::affineRegister(Space(), p.moving, p.fixed, params);
+  const double between = rmsMappedPointDistance(r.transform, k.transform, p.fixed.geometry);
+  std::cout << Space::name() << ": ref vs Kokkos transform RMS " << between << " voxels; evaluations "
+            << r.evaluations << " / " << k.evaluations << "\n";
+  BOOST_TEST(between < kBackendTol);
+  BOOST_TEST(rmsMappedPointDistance(k.transform, p.truth, p.fixed.geometry) < kRecoveryTol);
+  BOOST_TEST(std::abs(r.nccFinal - k.nccFinal) <= 1e-4);
+}
+
+BOOST_AUTO_TEST_CASE(different_grids_through_headers) {
+  // Moving on a coarser, shifted and axis-permuted grid: the header alignment and resampling
+  // must still find the same physical transform.
+  const PhantomPair p = phantomPair(40);
+  HostImage moving("moving", [] {
+    Geometry g = Geometry::make3D(40, 40, 40);
+    g.direction = {0, 1, 0, 1, 0, 0, 0, 0, -1};  // x <-> y swapped, z flipped
+    g.origin = {5.0, -3.0, 39.0};
+    return g;
+  }());
+  for (Index z = 0; z < 40; ++z)
+    for (Index y = 0; y < 40; ++y)
+      for (Index x = 0; x < 40; ++x) moving.data(z, y, x) = p.moving.data(39 - z, x, y);
+  // world of moving voxel (x, y, z) = (5 + y, -3 + x, 39 - z): it holds p.moving at (y, x, 39 - z),
+  // i.e. the old moving voxel at world (5 + y, -3 + x, 39 - z) - (5, -3, 0). Shift the fixed origin
+  // by the same (5, -3, 0) so the truth in world coordinates is the truth of the identity grids.
+  HostImage fixed = p.fixed;
+  fixed.geometry.origin = {5.0, -3.0, 0.0};
+  const AffineResult r = ref::affineRegister(moving, fixed, AffineParams{});
+  // Express in the original (identity) grids: same world transform.
+  Geometry g0 = p.moving.geometry;
+  Geometry gf0 = p.fixed.geometry;
+  gf0.origin = {5.0, -3.0, 0.0};
+  g0.origin = {5.0, -3.0, 0.0};
+  const AffineTransform inOld = fromWorldMatrix(r.world, gf0, g0);
+  const double err = rmsMappedPointDistance(inOld, p.truth, p.fixed.geometry);
+  std::cout << "permuted grids: RMS error " << err << " voxels, NCC " << r.nccFinal << "\n";
+  BOOST_TEST(err < kRecoveryTol);
+}
+
+BOOST_AUTO_TEST_CASE(bad_inputs) {
+  const PhantomPair p = phantomPair(24);
+  AffineParams params;
+  HostImage flat("flat", p.fixed.geometry);
+  Kokkos::deep_copy(flat.data, 0.5f);
+  BOOST_TEST(contains(errorOf([&] { ref::affineRegister(flat, p.fixed, params); }),
+                      "moving image is constant: nothing to register"));
+  BOOST_TEST(contains(errorOf([&] { gpu::affineRegister(Kokkos::DefaultHostExecutionSpace(), p.moving, flat, params); }),
+                      "fixed image is constant: nothing to register"));
+  HostImage nan("nan", p.fixed.geometry);
+  Kokkos::deep_copy(nan.data, p.fixed.data);
+  nan.data(5, 6, 7) = std::numeric_limits<float>::quiet_NaN();
+  BOOST_TEST(contains(errorOf([&] { ref::affineRegister(p.moving, nan, params); }),
+                      "fixed image contains NaN voxels"));
+  // Headers 500 mm apart and no centre-of-mass initialisation: no overlap.
+  HostImage far = p.moving;
+  far.geometry.origin = {500.0, 0.0, 0.0};
+  params.centreOfMass = false;
+  const std::string e = errorOf([&] { ref::affineRegister(far, p.fixed, params); });
+  BOOST_TEST(contains(e, "no overlap after alignment"), e);
+  BOOST_TEST(contains(errorOf([&] { gpu::affineRegister(Kokkos::DefaultHostExecutionSpace(), far, p.fixed, params); }),
+                      "no overlap after alignment"));
+  // ... which the centre-of-mass initialisation repairs.
+  params.centreOfMass = true;
+  BOOST_CHECK_NO_THROW(ref::affineRegister(far, p.fixed, params));
+  // 2D images, tiny volumes, bad parameters.
+  HostImage flat2d("2d", Geometry::make2D(32, 32));
+  BOOST_TEST(contains(errorOf([&] { ref::affineRegister(flat2d, p.fixed, params); }), "3D"));
+  HostImage tiny("tiny", Geometry::make3D(4, 30, 30));
+  BOOST_TEST(contains(errorOf([&] { ref::affineRegister(tiny, p.fixed, params); }), "extent"));
+  AffineParams bad;
+  bad.levels = 0;
+  BOOST_CHECK_THROW(ref::affineRegister(p.moving, p.fixed, bad), InvalidArgument);
+  bad = AffineParams{};
+  bad.minStep = 2.0;
+  BOOST_CHECK_THROW(bad.validate(), InvalidArgument);
+  bad = AffineParams{};
+  bad.maxStep = std::numeric_limits<double>::quiet_NaN();
+  BOOST_CHECK_THROW(bad.validate(), InvalidArgument);
+}
+
+// ---- real data ---------------------------------------------------------------------------------------------
+
+#if defined(KORTEX_TEST_AFFINE_IO)
+BOOST_AUTO_TEST_CASE(ixi_pair_improves) {
+  if (!test::requireData("mri/ixi_2mm")) return;
+  const auto dir = test::dataDir() / "mri";
+  const HostImage fixed = io::readImage(dir / "ixi_2mm/IXI012-HH-1211-T1_ds.nii.gz");
+  const HostImage moving = io::readImage(dir / "ixi_2mm/IXI013-HH-1212-T1_ds.nii.gz");
+  const auto t0 = std::chrono::steady_clock::now();
+  const AffineResult r = ref::affineRegister(moving, fixed, AffineParams{});
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::cout << "IXI013 -> IXI012 (ref): NCC " << r.nccInitial << " -> " << r.nccFinal << ", overlap "
+            << r.overlapInitial << " -> " << r.overlap << ", " << r.evaluations << " evaluations, " << s
+            << " s\n  transform " << r.transform << "\n";
+  for (auto const& l : r.perLevel)
+    std::cout << "  level " << l.level << ": NCC " << l.nccStart << " -> " << l.nccEnd << ", "
+              << l.evaluations << " evaluations, stop " << toString(l.stop) << ", " << l.seconds << " s\n";
+  BOOST_TEST(r.nccFinal > r.nccInitial);
+  BOOST_TEST(r.overlap >= kMinOverlap);
+  // The Kokkos back end on the default execution space takes the same path.
+  const auto tk = std::chrono::steady_clock::now();
+  const AffineResult k = gpu::affineRegister(Kokkos::DefaultExecutionSpace(), moving, fixed, AffineParams{});
+  const double sk = std::chrono::duration<double>(std::chrono::steady_clock::now() - tk).count();
+  const double between = rmsMappedPointDistance(r.transform, k.transform, fixed.geometry);
+  std::cout << "  Kokkos (" << Kokkos::DefaultExecutionSpace::name() << "): NCC " << k.nccFinal << ", "
+            << k.evaluations << " evaluations, " << sk << " s; RMS distance to the reference transform "
+            << between << " voxels\n";
+  BOOST_TEST(between < kBackendTol);
+  if (std::filesystem::exists(dir / "ixi_2mm_labels")) {
+    const HostImage lf = io::readImage(dir / "ixi_2mm_labels/IXI012-HH-1211-T1_ds_DLMUSE.nii.gz");
+    const HostImage lm = io::readImage(dir / "ixi_2mm_labels/IXI013-HH-1212-T1_ds_DLMUSE.nii.gz");
+    const std::vector<int> wm{81, 82, 83, 84, 85, 86, 87, 88};
+    const double before = ref::labelDice(lf, ref::resampleAffineLabels(lm, fixed.geometry, r.start), wm);
+    const double after = ref::labelDice(lf, ref::resampleAffineLabels(lm, fixed.geometry, r.transform), wm);
+    std::cout << "  white matter (81-88) Dice " << before << " -> " << after << "\n";
+    BOOST_TEST(after > before);
+  }
+}
+#endif

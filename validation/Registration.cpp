@@ -1,0 +1,579 @@
+#include "validation/Registration.hpp"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <map>
+#include <set>
+
+#include "core/Errors.hpp"
+#include "core/Intensity.hpp"
+#include "gpu/Affine.hpp"
+#include "gpu/Registration.hpp"
+#include "reference_cpu/Affine.hpp"
+#include "reference_cpu/Registration.hpp"
+
+namespace kortex::validation {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+void requireVolume(HostImage const& img, const char* name) {
+  if (img.data.data() == nullptr || img.numVoxels() == 0)
+    throw InvalidArgument(std::string("registration: the ") + name + " image is empty");
+  if (img.geometry.dimension != 3)
+    throw InvalidArgument(std::string("registration: the ") + name + " image must be 3D, got " +
+                          describe(img.geometry));
+}
+
+// Fraction of fixed voxels whose mapped point lies inside the moving volume.
+double overlapFraction(AffineTransform const& t, Geometry const& fixed, Geometry const& moving) {
+  Index inside = 0;
+  const Index nx = fixed.nx(), ny = fixed.ny(), nz = fixed.nz();
+#pragma omp parallel for reduction(+ : inside) collapse(2)
+  for (Index z = 0; z < nz; ++z)
+    for (Index y = 0; y < ny; ++y)
+      for (Index x = 0; x < nx; ++x) {
+        const auto q = t.apply({double(x), double(y), double(z)});
+        if (q[0] >= 0 && q[0] <= moving.nx() - 1 && q[1] >= 0 && q[1] <= moving.ny() - 1 && q[2] >= 0 &&
+            q[2] <= moving.nz() - 1)
+          ++inside;
+      }
+  return double(inside) / double(fixed.numVoxels());
+}
+
+bool insideGrid(std::array<double, 3> const& q, Geometry const& g) {
+  return q[0] >= 0 && q[0] <= g.nx() - 1 && q[1] >= 0 && q[1] <= g.ny() - 1 && q[2] >= 0 && q[2] <= g.nz() - 1;
+}
+
+std::array<double, 3> toWorld(Geometry const& g, std::array<double, 3> const& p) {
+  std::array<double, 3> w{};
+  for (int r = 0; r < 3; ++r) {
+    w[r] = g.origin[r];
+    for (int c = 0; c < 3; ++c) w[r] += g.direction[3 * r + c] * g.spacing[c] * p[c];
+  }
+  return w;
+}
+
+template <class Exec>
+void runKokkos(HostImage const& movingN, HostImage const& fixedN, HostImage const& moving, HostImage const& fixed,
+               RegistrationPipelineOptions const& opt, RegistrationPipelineResult& r) {
+  using Mem = typename Exec::memory_space;
+  Exec exec;
+  r.executionSpace = Exec::name();
+  auto t0 = Clock::now();
+  if (opt.useAffine) {
+    AffineParams ap = opt.affine;
+    ap.intensity = opt.intensity;
+    r.affineResult = gpu::affineRegister(exec, moving, fixed, ap, opt.affineProgress);
+    r.affine = r.affineResult.transform;
+    r.affineRan = true;
+  }
+  r.secondsAffine = since(t0);
+  t0 = Clock::now();
+  auto dMoving = Kokkos::create_mirror_view_and_copy(Mem(), movingN.data);
+  auto dFixed = Kokkos::create_mirror_view_and_copy(Mem(), fixedN.data);
+  ImageView<Mem> dResampled("kortex::registerPair::movingResampled", fixed.geometry.nz(), fixed.geometry.ny(),
+                            fixed.geometry.nx());
+  gpu::resampleAffine(exec, ConstImageView<Mem>(dMoving), r.affine, dResampled);
+  exec.fence();
+  r.secondsResample = since(t0);
+  r.movingResampled = HostImage("kortex::registerPair::movingResampled", fixed.geometry);
+  Kokkos::deep_copy(r.movingResampled.data, dResampled);
+  r.u = VectorField<Kokkos::HostSpace>("kortex::registerPair::u", fixed.geometry, 3);
+  t0 = Clock::now();
+  if (opt.useFluid) {
+    gpu::Field<Mem> dU("kortex::registerPair::dU", 3, fixed.geometry.nz(), fixed.geometry.ny(), fixed.geometry.nx());
+    gpu::FluidRegistration<Exec> reg(exec, fixed.geometry, opt.fluid);
+    r.fluid = reg.run(ConstImageView<Mem>(dResampled), ConstImageView<Mem>(dFixed), dU, opt.progress);
+    Kokkos::deep_copy(r.u.data, dU);
+  }
+  r.secondsFluid = since(t0);
+}
+
+void runReference(HostImage const& movingN, HostImage const& fixedN, HostImage const& moving, HostImage const& fixed,
+                  RegistrationPipelineOptions const& opt, RegistrationPipelineResult& r) {
+  r.executionSpace = "OpenMP reference (" + std::to_string(omp_get_max_threads()) + " threads)";
+  auto t0 = Clock::now();
+  if (opt.useAffine) {
+    AffineParams ap = opt.affine;
+    ap.intensity = opt.intensity;
+    r.affineResult = ref::affineRegister(moving, fixed, ap, opt.affineProgress);
+    r.affine = r.affineResult.transform;
+    r.affineRan = true;
+  }
+  r.secondsAffine = since(t0);
+  t0 = Clock::now();
+  r.movingResampled = ref::resampleAffine(movingN, fixed.geometry, r.affine);
+  r.secondsResample = since(t0);
+  r.u = VectorField<Kokkos::HostSpace>("kortex::registerPair::u", fixed.geometry, 3);
+  t0 = Clock::now();
+  if (opt.useFluid) r.fluid = ref::fluidRegister(r.movingResampled, fixedN, r.u, opt.fluid, opt.progress);
+  r.secondsFluid = since(t0);
+}
+
+}  // namespace
+
+RegistrationPipelineResult registerPair(HostImage const& moving, HostImage const& fixed,
+                                        RegistrationPipelineOptions const& opt) {
+  const auto tStart = Clock::now();
+  requireVolume(moving, "moving");
+  requireVolume(fixed, "fixed");
+  opt.fluid.validateFor(fixed.geometry);
+  if (opt.useAffine) opt.affine.validate();
+  opt.intensity.validate();
+
+  RegistrationPipelineResult r;
+  r.backend = resolve(opt.backend);
+  r.fixedGrid = fixed.geometry;
+  r.movingGrid = moving.geometry;
+  auto t0 = Clock::now();
+  HostImage movingN = normaliseIntensity(moving, opt.intensity, "moving image");
+  r.fixedNormalised = normaliseIntensity(fixed, opt.intensity, "fixed image");
+  r.secondsNormalise = since(t0);
+
+  r.affine = initialTransform(fixed.geometry, moving.geometry);
+  r.overlapStart = overlapFraction(r.affine, fixed.geometry, moving.geometry);
+  if (r.overlapStart < kMinOverlap)
+    throw InvalidArgument("registration: no overlap after alignment: only " +
+                          std::to_string(100.0 * r.overlapStart) +
+                          " % of the fixed voxels map inside the moving image through the image headers "
+                          "(need " + std::to_string(100.0 * kMinOverlap) + " %); check the files' orientation");
+
+  if (r.backend == Backend::Cpu)
+    runReference(movingN, r.fixedNormalised, moving, fixed, opt, r);
+  else
+    runKokkos<Kokkos::DefaultExecutionSpace>(movingN, r.fixedNormalised, moving, fixed, opt, r);
+  if (!opt.useFluid) {
+    r.fluid.initial = r.fluid.final = RegistrationEnergy{};
+    r.fluid.stop = StopReason::IterationCap;
+  }
+  r.secondsTotal = since(tStart);
+  return r;
+}
+
+std::array<double, 3> mapPoint(RegistrationPipelineResult const& r, Index x, Index y, Index z) {
+  return r.affine.apply({double(x) - r.u.data(0, z, y, x), double(y) - r.u.data(1, z, y, x),
+                         double(z) - r.u.data(2, z, y, x)});
+}
+
+std::array<double, 3> mapPoint(RegistrationPipelineResult const& r, std::array<double, 3> const& p) {
+  float grad[3];
+  std::array<double, 3> q{};
+  for (int c = 0; c < 3; ++c) {
+    auto comp = Kokkos::subview(r.u.data, c, Kokkos::ALL, Kokkos::ALL, Kokkos::ALL);
+    q[c] = p[c] - regSampleTrilinear(comp, float(p[0]), float(p[1]), float(p[2]), grad);
+  }
+  return r.affine.apply(q);
+}
+
+HostImage warpedMoving(RegistrationPipelineResult const& r, HostImage const& movingOriginal) {
+  if (!movingOriginal.geometry.sameGrid(r.movingGrid))
+    throw InvalidArgument("warpedMoving: the image is not on the registered moving grid");
+  HostImage out("kortex::registration::warped", r.fixedGrid);
+  out.metadata = movingOriginal.metadata;
+  const Geometry& g = r.fixedGrid;
+  const auto mv = movingOriginal.data;
+#pragma omp parallel for collapse(2)
+  for (Index z = 0; z < g.nz(); ++z)
+    for (Index y = 0; y < g.ny(); ++y)
+      for (Index x = 0; x < g.nx(); ++x) {
+        const auto q = mapPoint(r, x, y, z);
+        out.data(z, y, x) = insideGrid(q, r.movingGrid) ? affineSample(mv, q.data(), nullptr) : 0.0f;
+      }
+  return out;
+}
+
+HostImage warpedLabels(RegistrationPipelineResult const& r, HostImage const& movingLabels) {
+  if (!movingLabels.geometry.sameGrid(r.movingGrid))
+    throw InvalidArgument("warpedLabels: the label map is not on the registered moving grid");
+  HostImage out("kortex::registration::labels", r.fixedGrid);
+  const Geometry& g = r.fixedGrid;
+  const Geometry& m = r.movingGrid;
+#pragma omp parallel for collapse(2)
+  for (Index z = 0; z < g.nz(); ++z)
+    for (Index y = 0; y < g.ny(); ++y)
+      for (Index x = 0; x < g.nx(); ++x) {
+        const auto q = mapPoint(r, x, y, z);
+        const Index kx = Index(std::floor(q[0] + 0.5)), ky = Index(std::floor(q[1] + 0.5)),
+                    kz = Index(std::floor(q[2] + 0.5));
+        const bool in = kx >= 0 && kx < m.nx() && ky >= 0 && ky < m.ny() && kz >= 0 && kz < m.nz();
+        out.data(z, y, x) = in ? movingLabels.data(kz, ky, kx) : 0.0f;
+      }
+  return out;
+}
+
+VectorField<Kokkos::HostSpace> worldDisplacement(RegistrationPipelineResult const& r) {
+  const Geometry& g = r.fixedGrid;
+  VectorField<Kokkos::HostSpace> d("kortex::registration::displacement", g, 3);
+#pragma omp parallel for collapse(2)
+  for (Index z = 0; z < g.nz(); ++z)
+    for (Index y = 0; y < g.ny(); ++y)
+      for (Index x = 0; x < g.nx(); ++x) {
+        const auto wm = toWorld(r.movingGrid, mapPoint(r, x, y, z));
+        const auto wf = toWorld(g, {double(x), double(y), double(z)});
+        for (int c = 0; c < 3; ++c) d.data(c, z, y, x) = static_cast<float>(wm[c] - wf[c]);
+      }
+  return d;
+}
+
+HostImage jacobianMap(RegistrationPipelineResult const& r) {
+  HostImage out("kortex::registration::jacobian", r.fixedGrid);
+  ref::jacobianDeterminant(r.u.data, out.data);
+  return out;
+}
+
+namespace {
+DistanceStats finish(std::vector<double>& d) {
+  DistanceStats s;
+  s.count = static_cast<Index>(d.size());
+  if (d.empty()) return s;
+  double sum = 0;
+  for (double v : d) {
+    sum += v;
+    s.max = std::max(s.max, v);
+  }
+  s.mean = sum / d.size();
+  const std::size_t k = std::min(d.size() - 1, static_cast<std::size_t>(std::ceil(0.99 * d.size())) - 1);
+  std::nth_element(d.begin(), d.begin() + k, d.end());
+  s.p99 = d[k];
+  return s;
+}
+bool masked(HostImage const* mask, Index x, Index y, Index z) {
+  return mask && !(mask->data(z, y, x) > 0.0f);
+}
+}  // namespace
+
+DistanceStats mapDifference(RegistrationPipelineResult const& a, RegistrationPipelineResult const& b,
+                            HostImage const* mask) {
+  if (!a.fixedGrid.sameGrid(b.fixedGrid) || !a.movingGrid.sameGrid(b.movingGrid))
+    throw InvalidArgument("mapDifference: the two registrations are not of the same grids");
+  std::vector<double> d;
+  const Geometry& g = a.fixedGrid;
+  for (Index z = 0; z < g.nz(); ++z)
+    for (Index y = 0; y < g.ny(); ++y)
+      for (Index x = 0; x < g.nx(); ++x) {
+        if (masked(mask, x, y, z)) continue;
+        const auto p = mapPoint(a, x, y, z), q = mapPoint(b, x, y, z);
+        d.push_back(std::sqrt((p[0] - q[0]) * (p[0] - q[0]) + (p[1] - q[1]) * (p[1] - q[1]) +
+                              (p[2] - q[2]) * (p[2] - q[2])));
+      }
+  return finish(d);
+}
+
+DistanceStats inverseConsistency(RegistrationPipelineResult const& ab, RegistrationPipelineResult const& ba,
+                                 HostImage const* mask) {
+  if (!ab.fixedGrid.sameGrid(ba.movingGrid) || !ab.movingGrid.sameGrid(ba.fixedGrid))
+    throw InvalidArgument("inverseConsistency: the second registration must swap the first one's images");
+  const Geometry& g = ab.fixedGrid;
+  std::vector<double> d;
+  for (Index z = 0; z < g.nz(); ++z)
+    for (Index y = 0; y < g.ny(); ++y)
+      for (Index x = 0; x < g.nx(); ++x) {
+        if (masked(mask, x, y, z)) continue;
+        const auto q = mapPoint(ab, x, y, z);
+        const auto back = mapPoint(ba, q);
+        double s = 0;
+        for (int r = 0; r < 3; ++r) {
+          double e = 0;
+          const double dp[3] = {back[0] - x, back[1] - y, back[2] - z};
+          for (int c = 0; c < 3; ++c) e += g.direction[3 * r + c] * g.spacing[c] * dp[c];
+          s += e * e;
+        }
+        d.push_back(std::sqrt(s));
+      }
+  return finish(d);
+}
+
+DiceSummary diceSummary(HostImage const& fixedLabels, HostImage const& warped) {
+  if (!fixedLabels.geometry.sameGrid(warped.geometry))
+    throw InvalidArgument("diceSummary: label maps on different grids");
+  std::map<int, std::array<Index, 3>> counts;  // label -> |A|, |B|, |A n B|
+  const float* a = fixedLabels.data.data();
+  const float* b = warped.data.data();
+  for (Index i = 0; i < fixedLabels.numVoxels(); ++i) {
+    const int la = int(std::lround(a[i])), lb = int(std::lround(b[i]));
+    if (la != 0) counts[la][0]++;
+    if (lb != 0) counts[lb][1]++;
+    if (la != 0 && la == lb) counts[la][2]++;
+  }
+  DiceSummary s;
+  double sum = 0;
+  for (auto const& [label, c] : counts) {
+    if (c[0] == 0) continue;
+    sum += 2.0 * c[2] / double(c[0] + c[1]);
+    ++s.labels;
+  }
+  s.meanAllLabels = s.labels ? sum / s.labels : 0.0;
+  auto group = [&](const char* name, std::vector<int> const& set) {
+    Index A = 0, B = 0, AB = 0;
+    std::set<int> in(set.begin(), set.end());
+    for (Index i = 0; i < fixedLabels.numVoxels(); ++i) {
+      const bool ia = in.count(int(std::lround(a[i]))) > 0, ib = in.count(int(std::lround(b[i]))) > 0;
+      A += ia;
+      B += ib;
+      AB += ia && ib;
+    }
+    if (A + B > 0) s.groups.emplace_back(name, 2.0 * AB / double(A + B));
+  };
+  // DLMUSE (shared/data README): cerebral white matter 81-88 (+ 89, 90 fornix, 95 corpus callosum);
+  // lateral ventricles 51, 52.
+  group("white matter", {81, 82, 83, 84, 85, 86, 87, 88, 89, 90, 95});
+  group("lateral ventricles", {51, 52});
+  return s;
+}
+
+LogJacobianStats logJacobianStats(HostImage const& jac, HostImage const* mask) {
+  LogJacobianStats s;
+  double sum = 0, sum2 = 0;
+  s.min = INFINITY;
+  s.max = -INFINITY;
+  const Geometry& g = jac.geometry;
+  for (Index z = 0; z < g.nz(); ++z)
+    for (Index y = 0; y < g.ny(); ++y)
+      for (Index x = 0; x < g.nx(); ++x) {
+        if (masked(mask, x, y, z)) continue;
+        const double v = std::log(double(jac.data(z, y, x)));
+        sum += v;
+        sum2 += v * v;
+        s.min = std::min(s.min, v);
+        s.max = std::max(s.max, v);
+        ++s.count;
+      }
+  if (s.count) {
+    s.mean = sum / s.count;
+    s.sd = std::sqrt(std::max(0.0, sum2 / s.count - s.mean * s.mean));
+  }
+  return s;
+}
+
+HostImage headMask(RegistrationPipelineResult const& r, double threshold) {
+  HostImage m("kortex::registration::mask", r.fixedGrid);
+  const float* f = r.fixedNormalised.data.data();
+  float* o = m.data.data();
+  for (Index i = 0; i < m.numVoxels(); ++i) o[i] = f[i] > threshold ? 1.0f : 0.0f;
+  return m;
+}
+
+nlohmann::json toJson(RegistrationPipelineResult const& r) {
+  nlohmann::json j;
+  j["backend"] = toString(r.backend);
+  j["execution_space"] = r.executionSpace;
+  j["fixed_grid"] = describe(r.fixedGrid);
+  j["moving_grid"] = describe(r.movingGrid);
+  j["overlap_start"] = r.overlapStart;
+  if (r.affineRan) {
+    j["affine"] = {{"ncc_initial", r.affineResult.nccInitial},
+                   {"ncc_final", r.affineResult.nccFinal},
+                   {"overlap", r.affineResult.overlap},
+                   {"evaluations", r.affineResult.evaluations},
+                   {"levels", r.affineResult.levelsUsed},
+                   {"world_matrix", r.affineResult.world}};
+  }
+  j["fluid"] = {{"iterations", r.fluid.iterations},
+                {"accepted", r.fluid.accepted},
+                {"rejected", r.fluid.rejected},
+                {"stop", toString(r.fluid.stop)},
+                {"energy_initial", r.fluid.initial.total},
+                {"energy_final", r.fluid.final.total},
+                {"min_jacobian", r.fluid.final.minJacobian}};
+  j["seconds"] = {{"normalise", r.secondsNormalise}, {"affine", r.secondsAffine},
+                  {"resample", r.secondsResample},   {"fluid", r.secondsFluid},
+                  {"total", r.secondsTotal}};
+  return j;
+}
+
+}  // namespace kortex::validation
+
+#include <filesystem>
+#include <iomanip>
+#include <sstream>
+
+#include "core/Phantom.hpp"
+#include "io/ImageIO.hpp"
+
+namespace kortex::validation {
+
+RegistrationStudyReport runRegistrationStudy(RegistrationStudyOptions const& opt) {
+  namespace fs = std::filesystem;
+  RegistrationStudyReport rep;
+  const fs::path img = fs::path(opt.dataDir) / "mri" / "ixi_2mm";
+  const fs::path lab = fs::path(opt.dataDir) / "mri" / "ixi_2mm_labels";
+  const std::vector<std::string> ids = {"IXI012-HH-1211", "IXI013-HH-1212", "IXI014-HH-1236", "IXI015-HH-1258",
+                                        "IXI033-HH-1259", "IXI034-HH-1260", "IXI039-HH-1261"};
+  if (opt.dataDir.empty() || !fs::exists(img / (ids[0] + "-T1_ds.nii.gz")) ||
+      !fs::exists(lab / (ids[0] + "-T1_ds_DLMUSE.nii.gz"))) {
+    rep.note = "registration study skipped: IXI volumes and labels not found under " + opt.dataDir;
+    return rep;
+  }
+  rep.ran = true;
+  auto load = [&](std::string const& id, bool labels) {
+    HostImage h = labels ? io::readImage(lab / (id + "-T1_ds_DLMUSE.nii.gz")) : io::readImage(img / (id + "-T1_ds.nii.gz"));
+    if (!opt.quick) return h;
+    if (!labels) return affineReduce(h);
+    // Labels at 4 mm: every second voxel (the grid of affineReduce: coarse i = fine 2i).
+    Geometry g = h.geometry;
+    for (int a = 0; a < 3; ++a) {
+      g.size[a] = (g.size[a] + 1) / 2;
+      g.spacing[a] *= 2;
+    }
+    HostImage o("kortex::study::labels", g);
+    for (Index z = 0; z < g.nz(); ++z)
+      for (Index y = 0; y < g.ny(); ++y)
+        for (Index x = 0; x < g.nx(); ++x) o.data(z, y, x) = h.data(2 * z, 2 * y, 2 * x);
+    return o;
+  };
+  RegistrationPipelineOptions po;
+  po.fluid = opt.fluid;
+  if (opt.quick) po.fluid.iterations = std::min(po.fluid.iterations, 80);
+  po.backend = Backend::Kokkos;
+  const HostImage fixed = load(ids[0], false), fixedLabels = load(ids[0], true);
+  const int nPairs = std::min<int>(opt.quick ? 2 : opt.pairs, int(ids.size()) - 1);
+  bool allPass = true;
+  RegistrationPipelineResult firstFull;
+  HostImage firstMoving;
+  for (int k = 1; k <= nPairs; ++k) {
+    RegistrationPairResult pr;
+    pr.fixed = ids[0];
+    pr.moving = ids[k];
+    const HostImage moving = load(ids[k], false), movingLabels = load(ids[k], true);
+    RegistrationPipelineOptions aff = po;
+    aff.useFluid = false;
+    const auto ra = registerPair(moving, fixed, aff);
+    pr.diceAffine = diceSummary(fixedLabels, warpedLabels(ra, movingLabels));
+    const auto rf = registerPair(moving, fixed, po);
+    pr.secondsKokkos = rf.secondsTotal;
+    pr.diceFull = diceSummary(fixedLabels, warpedLabels(rf, movingLabels));
+    const HostImage jac = jacobianMap(rf);
+    const HostImage mask = headMask(rf);
+    pr.logJ = logJacobianStats(jac, &mask);
+    pr.minJacobian = rf.fluid.final.minJacobian;
+    pr.iterations = rf.fluid.iterations;
+    pr.stop = toString(rf.fluid.stop);
+    if (k <= opt.cpuPairs) {
+      RegistrationPipelineOptions pc = po;
+      pc.backend = Backend::Cpu;
+      const auto rc = registerPair(moving, fixed, pc);
+      pr.secondsCpu = rc.secondsTotal;
+      pr.cpuCompared = true;
+      pr.cpuVsKokkos = mapDifference(rc, rf);
+      pr.cpuVsKokkosHead = mapDifference(rc, rf, &mask);
+    }
+    pr.pass = pr.diceFull.meanAllLabels > pr.diceAffine.meanAllLabels && pr.minJacobian > 0.0f &&
+              (!pr.cpuCompared || pr.cpuVsKokkos.max <= kMaxMapDifferenceVoxels);
+    allPass = allPass && pr.pass;
+    if (opt.progress)
+      *opt.progress << (pr.pass ? "  pass  " : "  FAIL  ") << "registration " << pr.moving << " -> " << pr.fixed
+                    << ": Dice " << std::fixed << std::setprecision(4) << pr.diceAffine.meanAllLabels << " -> "
+                    << pr.diceFull.meanAllLabels << ", min det J " << pr.minJacobian
+                    << (pr.cpuCompared ? ", CPU vs Kokkos max " + std::to_string(pr.cpuVsKokkos.max) + " vx" : "")
+                    << std::endl;
+    if (k == 1) {
+      firstFull = rf;
+      firstMoving = moving;
+    }
+    rep.pairs.push_back(pr);
+  }
+  // Inverse consistency of the first pair.
+  if (nPairs >= 1) {
+    RegistrationPipelineOptions aff = po;
+    aff.useFluid = false;
+    const auto abA = registerPair(firstMoving, fixed, aff);
+    const auto baA = registerPair(fixed, firstMoving, aff);
+    const auto baF = registerPair(fixed, firstMoving, po);
+    const HostImage mask = headMask(firstFull);
+    rep.icAffine = inverseConsistency(abA, baA, &mask);
+    rep.icFull = inverseConsistency(firstFull, baF, &mask);
+    rep.icRan = true;
+  }
+  // Unbiasedness: the fixed image against a noisy copy of itself.
+  {
+    const double sigma = 0.05 * meanValue(fixed);
+    const HostImage noisy = addGaussianNoise(fixed, sigma, 4242);
+    RegistrationPipelineOptions pu = po;
+    pu.useAffine = false;
+    const auto r1 = registerPair(noisy, fixed, pu);
+    const HostImage mask = headMask(r1);
+    rep.logJLambda = logJacobianStats(jacobianMap(r1), &mask);
+    pu.fluid.lambda = 0.0;
+    const auto r0 = registerPair(noisy, fixed, pu);
+    rep.logJZero = logJacobianStats(jacobianMap(r0), &mask);
+    rep.noiseSigma = sigma;
+    rep.unbiasedRan = true;
+  }
+  rep.pass = allPass;
+  std::ostringstream md;
+  md << "### Registration (IXI " << (opt.quick ? "4 mm, quick" : "2 mm") << ", lambda " << po.fluid.lambda
+     << ", sigma " << po.fluid.sigma << ", cap " << po.fluid.iterations << " iterations)\n\n"
+     << "| moving -> fixed | Dice affine | Dice affine + unbiased | WM affine | WM full | ventricles affine | "
+        "ventricles full | min det J | mean log J (head) | its | CPU vs Kokkos max / mean / p99 vx | pass |\n"
+     << "|---|---|---|---|---|---|---|---|---|---|---|---|\n";
+  nlohmann::json jp = nlohmann::json::array();
+  auto grp = [](DiceSummary const& d, std::size_t i) { return i < d.groups.size() ? d.groups[i].second : NAN; };
+  for (auto const& p : rep.pairs) {
+    md << "| " << p.moving << " -> " << p.fixed << " | " << std::fixed << std::setprecision(4)
+       << p.diceAffine.meanAllLabels << " | " << p.diceFull.meanAllLabels << " | " << grp(p.diceAffine, 0) << " | "
+       << grp(p.diceFull, 0) << " | " << grp(p.diceAffine, 1) << " | " << grp(p.diceFull, 1) << " | "
+       << std::setprecision(3) << p.minJacobian << " | " << std::setprecision(4) << p.logJ.mean << " | "
+       << p.iterations << " | ";
+    if (p.cpuCompared)
+      md << std::setprecision(4) << p.cpuVsKokkos.max << " / " << p.cpuVsKokkos.mean << " / " << p.cpuVsKokkos.p99;
+    else
+      md << "-";
+    md << " | " << (p.pass ? "yes" : "**no**") << " |\n";
+    jp.push_back({{"fixed", p.fixed},
+                  {"moving", p.moving},
+                  {"dice_affine", p.diceAffine.meanAllLabels},
+                  {"dice_full", p.diceFull.meanAllLabels},
+                  {"labels", p.diceFull.labels},
+                  {"wm_affine", grp(p.diceAffine, 0)},
+                  {"wm_full", grp(p.diceFull, 0)},
+                  {"ventricles_affine", grp(p.diceAffine, 1)},
+                  {"ventricles_full", grp(p.diceFull, 1)},
+                  {"min_jacobian", p.minJacobian},
+                  {"log_jacobian_mean", p.logJ.mean},
+                  {"log_jacobian_sd", p.logJ.sd},
+                  {"iterations", p.iterations},
+                  {"stop", p.stop},
+                  {"seconds_kokkos", p.secondsKokkos},
+                  {"seconds_cpu", p.secondsCpu},
+                  {"cpu_vs_kokkos", p.cpuCompared ? nlohmann::json{{"max", p.cpuVsKokkos.max},
+                                                                   {"mean", p.cpuVsKokkos.mean},
+                                                                   {"p99", p.cpuVsKokkos.p99},
+                                                                   {"head_max", p.cpuVsKokkosHead.max}}
+                                                  : nlohmann::json()},
+                  {"pass", p.pass}});
+  }
+  if (rep.icRan)
+    md << "\nInverse consistency of the first pair (|Phi_ba(Phi_ab(p)) - p| in mm inside the head): affine only "
+       << std::setprecision(3) << rep.icAffine.mean << " mean / " << rep.icAffine.p99 << " p99 / " << rep.icAffine.max
+       << " max; affine + unbiased " << rep.icFull.mean << " / " << rep.icFull.p99 << " / " << rep.icFull.max << ".\n";
+  if (rep.unbiasedRan)
+    md << "\nUnbiasedness (" << ids[0] << " registered to a copy of itself with Gaussian noise, sigma = 5 % of the "
+          "mean; no affine): log det J inside the head, mean / sd / min / max: lambda "
+       << po.fluid.lambda << ": " << std::setprecision(5) << rep.logJLambda.mean << " / " << rep.logJLambda.sd << " / "
+       << rep.logJLambda.min << " / " << rep.logJLambda.max << "; lambda 0: " << rep.logJZero.mean << " / "
+       << rep.logJZero.sd << " / " << rep.logJZero.min << " / " << rep.logJZero.max << ".\n";
+  rep.markdown = md.str();
+  auto ljs = [](LogJacobianStats const& l) {
+    return nlohmann::json{{"mean", l.mean}, {"sd", l.sd}, {"min", l.min}, {"max", l.max}, {"voxels", l.count}};
+  };
+  rep.json["unbiased"] = {{"lambda", ljs(rep.logJLambda)}, {"lambda_zero", ljs(rep.logJZero)},
+                          {"noise_sigma", rep.noiseSigma}};
+  rep.json.update({{"pairs", jp},
+              {"quick", opt.quick},
+              {"lambda", po.fluid.lambda},
+              {"sigma", po.fluid.sigma},
+              {"iterations_cap", po.fluid.iterations},
+              {"inverse_consistency_mm",
+               {{"affine", {{"mean", rep.icAffine.mean}, {"p99", rep.icAffine.p99}, {"max", rep.icAffine.max}}},
+                {"full", {{"mean", rep.icFull.mean}, {"p99", rep.icFull.p99}, {"max", rep.icFull.max}}}}},
+              {"pass", rep.pass}});
+  return rep;
+}
+
+}  // namespace kortex::validation

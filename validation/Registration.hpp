@@ -1,0 +1,164 @@
+// Registration pipeline for real images and the measurements that judge it (issue 4).
+//
+// Pipeline (registerPair), every stage on the chosen back end (CPU reference or Kokkos):
+//   1. intensity normalisation of both images (core/Intensity.hpp; NaN/Inf voxels and constant
+//      images are refused there);
+//   2. affine pre-alignment (core/Affine.hpp: NCC, multi-resolution, 12 parameters), or with
+//      `affine = false` the header alignment alone (initialTransform: grids of different size or
+//      orientation are resampled through their world coordinates, never refused); either way a
+//      start whose overlap is below kMinOverlap is refused ("no overlap");
+//   3. the normalised moving image resampled onto the fixed grid through that transform;
+//   4. the unbiased fluid registration (core/Registration.hpp) of that image to the normalised
+//      fixed image, from u = 0.
+// The whole map from fixed voxel p to moving voxel is then
+//   Phi(p) = A(p - u(p)),   A the affine of step 2 (fixed index -> moving index),
+// and the outputs are computed through it with ONE interpolation of the original moving image:
+//   warped(p)      = moving(Phi(p)) (trilinear, 0 outside the moving volume, original intensities);
+//   labels(p)      = moving labels at the nearest voxel of Phi(p) (0 outside);
+//   displacement   = world(Phi(p)) - world(p) in mm, LPS: the ITK/ANTs displacement-field
+//                    convention (a fixed point x maps to the moving point x + d(x));
+//   jacobian(p)    = det(I - grad u)(p), the fluid part (the quantity the symmetric-KL prior
+//                    controls; the affine part contributes the constant factor det A).
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <string>
+#include <vector>
+
+#include "core/Affine.hpp"
+#include "core/Backend.hpp"
+#include "core/Image.hpp"
+#include "core/Registration.hpp"
+
+namespace kortex::validation {
+
+struct RegistrationPipelineOptions {
+  Backend backend = Backend::Auto;
+  RegistrationParams fluid;
+  AffineParams affine;
+  bool useAffine = true;
+  bool useFluid = true;              // false: affine only (the Dice baseline)
+  IntensityParams intensity;
+  RegistrationProgress progress;     // fluid iterations
+  AffineProgress affineProgress;
+};
+
+struct RegistrationPipelineResult {
+  Backend backend = Backend::Cpu;      // resolved
+  std::string executionSpace;
+  AffineTransform affine;              // fixed index -> moving index
+  AffineResult affineResult;           // when the affine stage ran
+  bool affineRan = false;
+  RegistrationResult fluid;
+  VectorField<Kokkos::HostSpace> u;    // fixed grid, voxels
+  HostImage fixedNormalised, movingResampled;  // the fluid stage's inputs
+  Geometry fixedGrid, movingGrid;
+  double overlapStart = 0.0;
+  // Wall seconds per stage (host clock, device fenced).
+  double secondsNormalise = 0, secondsAffine = 0, secondsResample = 0, secondsFluid = 0, secondsTotal = 0;
+};
+
+// Throws InvalidArgument for non-3D input, NaN voxels, constant images, no overlap, invalid
+// parameters (one message each).
+RegistrationPipelineResult registerPair(HostImage const& moving, HostImage const& fixed,
+                                        RegistrationPipelineOptions const& opt);
+
+// Phi(p) at a fixed voxel (moving index coordinates).
+std::array<double, 3> mapPoint(RegistrationPipelineResult const& r, Index x, Index y, Index z);
+// Phi at a non-grid fixed point (u interpolated trilinearly, clamp rule).
+std::array<double, 3> mapPoint(RegistrationPipelineResult const& r, std::array<double, 3> const& p);
+
+HostImage warpedMoving(RegistrationPipelineResult const& r, HostImage const& movingOriginal);
+HostImage warpedLabels(RegistrationPipelineResult const& r, HostImage const& movingLabels);
+// The ITK/ANTs displacement field (world mm, LPS) on the fixed grid, 3 components.
+VectorField<Kokkos::HostSpace> worldDisplacement(RegistrationPipelineResult const& r);
+HostImage jacobianMap(RegistrationPipelineResult const& r);
+
+// ---- measurements ---------------------------------------------------------------------------------
+
+struct DistanceStats {
+  double max = 0, mean = 0, p99 = 0;
+  Index count = 0;
+};
+// |Phi_a(p) - Phi_b(p)| in voxels of the moving grid over the fixed voxels where mask > 0 (all
+// voxels when mask is empty).
+DistanceStats mapDifference(RegistrationPipelineResult const& a, RegistrationPipelineResult const& b,
+                            HostImage const* mask = nullptr);
+// Inverse consistency: |Phi_ba(Phi_ab(p)) - p| in mm (fixed grid of ab) over mask > 0, where ab
+// registers B (moving) to A (fixed) and ba registers A to B.
+DistanceStats inverseConsistency(RegistrationPipelineResult const& ab, RegistrationPipelineResult const& ba,
+                                 HostImage const* mask = nullptr);
+// Mean Dice over the labels present in `fixedLabels` (non-zero), and per named group.
+struct DiceSummary {
+  double meanAllLabels = 0.0;  // mean over individual labels present in the fixed map
+  int labels = 0;
+  std::vector<std::pair<std::string, double>> groups;  // e.g. "white matter", "ventricles"
+};
+DiceSummary diceSummary(HostImage const& fixedLabels, HostImage const& warpedMovingLabels);
+
+// log det J statistics over mask > 0 (for the unbiasedness study).
+struct LogJacobianStats {
+  double mean = 0, sd = 0, min = 0, max = 0;
+  Index count = 0;
+};
+LogJacobianStats logJacobianStats(HostImage const& jacobian, HostImage const* mask = nullptr);
+
+// Head mask: fixedNormalised > threshold (normalised intensities in [0, 1]).
+HostImage headMask(RegistrationPipelineResult const& r, double threshold = 0.1);
+
+nlohmann::json toJson(RegistrationPipelineResult const& r);
+
+}  // namespace kortex::validation
+
+namespace kortex::validation {
+
+// ---- the registration study of `kortex validate` (needs the IXI data) -------------------------------
+// For pairs (fixed IXI012, moving each other subject): affine-only vs affine + unbiased fluid on the
+// Kokkos back end: mean Dice over the DLMUSE labels (and white matter, lateral ventricles), min det J,
+// log-Jacobian statistics; CPU reference vs Kokkos end to end on the first pair(s) (max, mean and
+// 99th percentile of |Phi_cpu - Phi_kokkos| in voxels, bound kMaxMapDifferenceVoxels); inverse
+// consistency of the first pair (A->B composed with B->A, mm), affine-only vs full.
+// quick: both images reduced once (core/Affine.hpp affineReduce: 4 mm), 2 pairs, fewer iterations.
+inline constexpr double kMaxMapDifferenceVoxels = 0.5;  // the paper's GPU-CPU bound
+
+struct RegistrationStudyOptions {
+  bool quick = false;
+  std::string dataDir;
+  RegistrationParams fluid;   // lambda, sigma, iterations (iterations capped in quick mode)
+  int pairs = 6;
+  int cpuPairs = 1;           // pairs also run on the CPU reference
+  std::ostream* progress = nullptr;
+};
+
+struct RegistrationPairResult {
+  std::string fixed, moving;
+  DiceSummary diceAffine, diceFull;
+  double minJacobian = 0.0;
+  LogJacobianStats logJ;
+  int iterations = 0;
+  std::string stop;
+  double secondsKokkos = 0.0, secondsCpu = -1.0;
+  bool cpuCompared = false;
+  DistanceStats cpuVsKokkos, cpuVsKokkosHead;
+  bool pass = false;
+};
+
+struct RegistrationStudyReport {
+  bool ran = false, pass = false;
+  std::string note;
+  std::vector<RegistrationPairResult> pairs;
+  bool icRan = false;
+  DistanceStats icAffine, icFull;  // mm, head mask
+  // Unbiasedness: IXI012 registered to a noisy copy of itself (no affine), log det J inside the head,
+  // with the study's lambda and with lambda = 0.
+  bool unbiasedRan = false;
+  LogJacobianStats logJLambda, logJZero;
+  double noiseSigma = 0.0;
+  nlohmann::json json;
+  std::string markdown;
+};
+
+RegistrationStudyReport runRegistrationStudy(RegistrationStudyOptions const& opt);
+
+}  // namespace kortex::validation
