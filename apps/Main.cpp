@@ -133,8 +133,8 @@ int main(int argc, char** argv) {
   validate->add_option("--markdown", vo.markdownPath, "Write the report as Markdown");
   validate->add_flag("--registration-only", vo.registrationOnly,
                      "Only the registration study (IXI pairs: Dice, CPU vs Kokkos, inverse consistency); needs --data");
-  validate->add_option("--lambda", vo.lambda, "Registration study: regulariser weight (default 0.05)");
-  validate->add_option("--sigma", vo.sigma, "Registration study: force smoothing sigma, voxels (default 1)");
+  validate->add_option("--lambda", vo.lambda, "Registration study: regulariser weight (default 1)");
+  validate->add_option("--sigma", vo.sigma, "Registration study: force smoothing sigma, voxels (default 2)");
   validate->add_option("--iterations", vo.iterations, "Registration study: iteration cap (default 300; 80 with --quick)")
       ->check(CLI::PositiveNumber);
   validate->add_option("--pairs", vo.pairs, "Registration study: number of subject pairs (default 6, max 6)")

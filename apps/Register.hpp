@@ -8,8 +8,8 @@ namespace kortex::app {
 struct RegisterOptions {
   std::string fixed, moving;
   std::string outWarped, outField, outJacobian, outAffine;
-  double lambda = 0.05;
-  float sigma = 1.0f;
+  double lambda = 1.0;   // = RegistrationParams' defaults (core/Registration.hpp)
+  float sigma = 2.0f;
   int iterations = 300;
   bool noAffine = false;
   std::string backend = "auto";

@@ -44,8 +44,8 @@ constexpr double kIterationBytesPerVoxel = 176.0;
 // The targets.
 constexpr double kTargetIterationMs240 = 3.0;
 constexpr double kTargetIxiPairS = 1.0;
-constexpr double kLambda = 0.05;
-constexpr float kSigma = 1.0f;
+constexpr double kLambda = RegistrationParams{}.lambda;  // the library / CLI defaults
+constexpr float kSigma = RegistrationParams{}.sigma;
 
 struct Volume {
   HostImage fixed, moving;
@@ -298,6 +298,9 @@ RegistrationBenchReport runRegistrationBench(RegistrationBenchOptions const& opt
         "| CPU all ms/it | speedup vs 1 thr | speedup vs all | torch ms/it |\n"
      << "|---|---|---|---|---|---|---|---|---|---|---|\n";
   nlohmann::json fig2 = nlohmann::json::array();
+  std::ostringstream split;
+  split << "\nSplit of the sequence (each part timed alone, median ms):\n\n| size | force | smoothing | rate + max + "
+           "update | sequence |\n|---|---|---|---|---|\n";
   const int allThreads = omp_get_max_threads();
   double seq240 = NAN;
   for (Index n : iterSizes) {
@@ -321,6 +324,19 @@ RegistrationBenchReport runRegistrationBench(RegistrationBenchOptions const& opt
     TimingStats ts = timeMedian(seq, [&] { exec.fence(); }, warm, reps);
     ++rep.measured;
     if (n == 240) seq240 = ts.medianMs;
+    // The split of the sequence: force, smoothing (3 passes x 3 components), rate + max + update.
+    auto fence = [&] { exec.fence(); };
+    const TimingStats tForce = timeMedian(
+        [&] { ri::computeForce(exec, ri::ForceViews<Mem>{d.moving, d.fixed, d.u, d.f}, d.e, p.lambda, info); },
+        fence, warm, reps);
+    const TimingStats tSmooth =
+        timeMedian([&] { gpu::gaussianSmooth(exec, gpu::ConstField<Mem>(d.f), d.v, d.tmp, p.sigma); }, fence, warm, reps);
+    const TimingStats tUpdate = timeMedian(
+        [&] {
+          const double m = gpu::updateRate(exec, gpu::ConstField<Mem>(d.u), gpu::ConstField<Mem>(d.v), d.tmp);
+          gpu::applyUpdate(exec, gpu::ConstField<Mem>(d.u), gpu::ConstField<Mem>(d.tmp), float(0.5 / m), d.u2);
+        },
+        fence, warm, reps);
     // Whole run.
     const int its = opt.tiny ? 5 : 50;
     RegistrationParams pr = p;
@@ -352,7 +368,8 @@ RegistrationBenchReport runRegistrationBench(RegistrationBenchOptions const& opt
     const bool cpuOk = opt.tiny || onDevice ? (n <= 256) : true;
     if (cpuOk && selected(opt.only, label)) {
       cpuAll = cpuRun(allThreads);
-      if (opt.tiny || !opt.quick) cpu1 = cpuRun(1);
+      // One thread: at 128^3 and 240^3 only on a GPU machine (tens of seconds per iteration above).
+      if (opt.tiny || !onDevice || ((n == 128 || n == 240) && !opt.quick)) cpu1 = cpuRun(1);
     }
     double torchMs = NAN;
     if (peers.is_object() && peers.contains("results"))
@@ -365,7 +382,12 @@ RegistrationBenchReport runRegistrationBench(RegistrationBenchOptions const& opt
        << " | " << fmt(runMs) << " | " << rr.iterations << " | " << fmt(cpu1.first, 0) << " | "
        << fmt(cpuAll.first, 0) << " | " << fmt(cpu1.first / runMs, 0) << " | " << fmt(cpuAll.first / runMs, 1)
        << " | " << fmt(torchMs) << " |\n";
+    split << "| " << n << "^3 | " << fmt(tForce.medianMs) << " | " << fmt(tSmooth.medianMs) << " (radius "
+          << smoothingRadius(p.sigma) << ") | " << fmt(tUpdate.medianMs) << " | " << fmt(ts.medianMs) << " |\n";
     fig2.push_back({{"size", n},
+                    {"force_ms", tForce.medianMs},
+                    {"smooth_ms", tSmooth.medianMs},
+                    {"rate_update_ms", tUpdate.medianMs},
                     {"sequence_ms", ts.medianMs},
                     {"sequence_reps", ts.repetitions},
                     {"GBs", gbs},
@@ -381,6 +403,7 @@ RegistrationBenchReport runRegistrationBench(RegistrationBenchOptions const& opt
                     {"variant", toString(p.variant)}});
   }
   j["fig2"] = fig2;
+  md << split.str();
 
   // ---- targets -------------------------------------------------------------------------------------
   md << "\n## Targets\n\n";

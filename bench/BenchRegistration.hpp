@@ -21,7 +21,7 @@
 //   Targets  240^3 iteration <= 3 ms; an IXI pair (120x120x90, `--data`) end to end <= 1 s
 //            (validation/Registration.hpp registerPair: normalisation, affine, fluid).
 // Inputs: fixed = the 3D Shepp-Logan phantom (core/Phantom.hpp) at n^3; moving = fixed warped by
-// smoothDisplacement(3 voxels) (core/Phantom.hpp). lambda 0.05, sigma 1 voxel (the CLI defaults).
+// smoothDisplacement(3 voxels) (core/Phantom.hpp). lambda and sigma: the library / CLI defaults.
 // Timing: fence before and after, warm-up, median (core/Timing.hpp). Every timed force output is
 // checked finite with finite energy; the whole-registration runs must lower the energy.
 #pragma once

@@ -4,6 +4,7 @@
 // gpu/RegistrationForce*.hpp.
 #include "gpu/Registration.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <climits>
 #include <cmath>
@@ -235,6 +236,7 @@ RegistrationResult FluidRegistration<Exec>::run(ConstImageView<memory_space> mov
           rec.accepted = true;
           rec.energy = E;
           ++result.accepted;
+          delta = std::min(2.0f * delta, params_.maxStep);  // regrowth (spec)
           streak = decrease < params_.tolerance ? streak + 1 : 0;
           if (streak >= params_.patience) {
             result.stop = StopReason::Converged;

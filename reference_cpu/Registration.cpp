@@ -257,9 +257,12 @@ inline Sample sampleTrilinear(ConstHostImageView const& img, Grid const& g, Vec3
   return s;
 }
 
+// The spec's sample point: p = fl(x - u(x)), the float32 difference, then used in double.
 inline Vec3 samplePoint(ConstHostField const& u, Index z, Index y, Index x) {
-  return Vec3(double(x) - double(u(0, z, y, x)), double(y) - double(u(1, z, y, x)),
-              double(z) - double(u(2, z, y, x)));
+  const float px = static_cast<float>(x) - u(0, z, y, x);
+  const float py = static_cast<float>(y) - u(1, z, y, x);
+  const float pz = static_cast<float>(z) - u(2, z, y, x);
+  return Vec3(double(px), double(py), double(pz));
 }
 
 // ---- energy and force ----------------------------------------------------------------------------
@@ -617,6 +620,7 @@ RegistrationResult fluidRegister(HostImage const& moving, HostImage const& fixed
           current = trial;
           record.accepted = true;
           ++result.accepted;
+          delta = std::min(2.0 * delta, double(params.maxStep));  // regrowth (spec)
           smallSteps = relative < params.tolerance ? smallSteps + 1 : 0;
           if (smallSteps >= params.patience) {
             result.stop = StopReason::Converged;

@@ -66,7 +66,9 @@ void runKokkos(HostImage const& movingN, HostImage const& fixedN, HostImage cons
   Exec exec;
   r.executionSpace = Exec::name();
   auto t0 = Clock::now();
-  if (opt.useAffine) {
+  if (opt.presetAffine) {
+    r.affine = *opt.presetAffine;
+  } else if (opt.useAffine) {
     AffineParams ap = opt.affine;
     ap.intensity = opt.intensity;
     r.affineResult = gpu::affineRegister(exec, moving, fixed, ap, opt.affineProgress);
@@ -99,7 +101,9 @@ void runReference(HostImage const& movingN, HostImage const& fixedN, HostImage c
                   RegistrationPipelineOptions const& opt, RegistrationPipelineResult& r) {
   r.executionSpace = "OpenMP reference (" + std::to_string(omp_get_max_threads()) + " threads)";
   auto t0 = Clock::now();
-  if (opt.useAffine) {
+  if (opt.presetAffine) {
+    r.affine = *opt.presetAffine;
+  } else if (opt.useAffine) {
     AffineParams ap = opt.affine;
     ap.intensity = opt.intensity;
     r.affineResult = ref::affineRegister(moving, fixed, ap, opt.affineProgress);
@@ -456,12 +460,51 @@ RegistrationStudyReport runRegistrationStudy(RegistrationStudyOptions const& opt
     pr.stop = toString(rf.fluid.stop);
     if (k <= opt.cpuPairs) {
       RegistrationPipelineOptions pc = po;
+      pc.fluid.iterations = std::min(po.fluid.iterations, kCompareIterations);
+      pc.fluid.tolerance = 0.0;
+      RegistrationPipelineOptions pk = pc;
       pc.backend = Backend::Cpu;
       const auto rc = registerPair(moving, fixed, pc);
+      const auto rf = registerPair(moving, fixed, pk);
       pr.secondsCpu = rc.secondsTotal;
       pr.cpuCompared = true;
       pr.cpuVsKokkos = mapDifference(rc, rf);
       pr.cpuVsKokkosHead = mapDifference(rc, rf, &mask);
+      pr.affineCpuVsKokkos = rmsMappedPointDistance(rc.affine, rf.affine, fixed.geometry);
+      {
+        std::vector<double> du;
+        double worst = -1;
+        const Geometry& g = fixed.geometry;
+        for (Index z = 0; z < g.nz(); ++z)
+          for (Index y = 0; y < g.ny(); ++y)
+            for (Index x = 0; x < g.nx(); ++x) {
+              double s2 = 0;
+              for (int c = 0; c < 3; ++c) {
+                const double d = double(rc.u.data(c, z, y, x)) - double(rf.u.data(c, z, y, x));
+                s2 += d * d;
+              }
+              du.push_back(std::sqrt(s2));
+              const auto p = mapPoint(rc, x, y, z), q = mapPoint(rf, x, y, z);
+              const double e = std::hypot(p[0] - q[0], p[1] - q[1], p[2] - q[2]);
+              if (e > worst) {
+                worst = e;
+                pr.worstVoxel = {x, y, z};
+              }
+            }
+        pr.fluidCpuVsKokkos = finish(du);
+      }
+      auto runText = [](RegistrationResult const& f) {
+        return std::to_string(f.iterations) + "/" + std::to_string(f.accepted) + "/" + std::to_string(f.rejected) +
+               " " + toString(f.stop);
+      };
+      pr.cpuRun = runText(rc.fluid);
+      {
+        RegistrationPipelineOptions ps = pc;
+        ps.presetAffine = rf.affine;
+        const auto rs = registerPair(moving, fixed, ps);
+        pr.sameInputCpuVsKokkos = mapDifference(rs, rf);
+      }
+      pr.kokkosRun = runText(rf.fluid);
     }
     pr.pass = pr.diceFull.meanAllLabels > pr.diceAffine.meanAllLabels && pr.minJacobian > 0.0f &&
               (!pr.cpuCompared || pr.cpuVsKokkos.max <= kMaxMapDifferenceVoxels);
@@ -470,7 +513,17 @@ RegistrationStudyReport runRegistrationStudy(RegistrationStudyOptions const& opt
       *opt.progress << (pr.pass ? "  pass  " : "  FAIL  ") << "registration " << pr.moving << " -> " << pr.fixed
                     << ": Dice " << std::fixed << std::setprecision(4) << pr.diceAffine.meanAllLabels << " -> "
                     << pr.diceFull.meanAllLabels << ", min det J " << pr.minJacobian
-                    << (pr.cpuCompared ? ", CPU vs Kokkos max " + std::to_string(pr.cpuVsKokkos.max) + " vx" : "")
+                    << (pr.cpuCompared ? ", CPU vs Kokkos max " + std::to_string(pr.cpuVsKokkos.max) + " vx (head " +
+                                             std::to_string(pr.cpuVsKokkosHead.max) + ", affine rms " +
+                                             std::to_string(pr.affineCpuVsKokkos) + ", fluid u max " +
+                                             std::to_string(pr.fluidCpuVsKokkos.max) + " p99 " +
+                                             std::to_string(pr.fluidCpuVsKokkos.p99) + ", worst at (" +
+                                             std::to_string(pr.worstVoxel[0]) + "," + std::to_string(pr.worstVoxel[1]) +
+                                             "," + std::to_string(pr.worstVoxel[2]) + "); same input max " +
+                                             std::to_string(pr.sameInputCpuVsKokkos.max) + " p99 " +
+                                             std::to_string(pr.sameInputCpuVsKokkos.p99) + "; runs cpu " + pr.cpuRun +
+                                             ", kokkos " + pr.kokkosRun + ")"
+                                       : "")
                     << std::endl;
     if (k == 1) {
       firstFull = rf;
@@ -544,7 +597,16 @@ RegistrationStudyReport runRegistrationStudy(RegistrationStudyOptions const& opt
                   {"cpu_vs_kokkos", p.cpuCompared ? nlohmann::json{{"max", p.cpuVsKokkos.max},
                                                                    {"mean", p.cpuVsKokkos.mean},
                                                                    {"p99", p.cpuVsKokkos.p99},
-                                                                   {"head_max", p.cpuVsKokkosHead.max}}
+                                                                   {"head_max", p.cpuVsKokkosHead.max},
+                                                                   {"affine_rms", p.affineCpuVsKokkos},
+                                                                   {"same_input_max", p.sameInputCpuVsKokkos.max},
+                                                                   {"same_input_mean", p.sameInputCpuVsKokkos.mean},
+                                                                   {"same_input_p99", p.sameInputCpuVsKokkos.p99},
+                                                                   {"fluid_u_max", p.fluidCpuVsKokkos.max},
+                                                                   {"fluid_u_p99", p.fluidCpuVsKokkos.p99},
+                                                                   {"worst_voxel", p.worstVoxel},
+                                                                   {"cpu_run", p.cpuRun},
+                                                                   {"kokkos_run", p.kokkosRun}}
                                                   : nlohmann::json()},
                   {"pass", p.pass}});
   }

@@ -23,6 +23,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -39,6 +40,9 @@ struct RegistrationPipelineOptions {
   AffineParams affine;
   bool useAffine = true;
   bool useFluid = true;              // false: affine only (the Dice baseline)
+  // When set, the affine stage is skipped and this transform (fixed index -> moving index) used:
+  // e.g. to run the fluid stage of two back ends on identical inputs.
+  std::optional<AffineTransform> presetAffine;
   IntensityParams intensity;
   RegistrationProgress progress;     // fluid iterations
   AffineProgress affineProgress;
@@ -121,6 +125,13 @@ namespace kortex::validation {
 // consistency of the first pair (A->B composed with B->A, mm), affine-only vs full.
 // quick: both images reduced once (core/Affine.hpp affineReduce: 4 mm), 2 pairs, fewer iterations.
 inline constexpr double kMaxMapDifferenceVoxels = 0.5;  // the paper's GPU-CPU bound
+// The CPU-vs-Kokkos comparison runs both back ends for this many fluid iterations (tolerance 0):
+// the two then make the same number of steps unless one stops on a step underflow. Runs to
+// convergence stop at different iterations (a near-tie E(u') ~ E(u) decides the last steps, and
+// float vs double sums decide near-ties differently); past that point regions that keep moving
+// (background next to the edge of the moving image's field of view) drift apart by whole voxels
+// - a difference in when the runs stopped, not in what they compute.
+inline constexpr int kCompareIterations = 100;
 
 struct RegistrationStudyOptions {
   bool quick = false;
@@ -141,6 +152,11 @@ struct RegistrationPairResult {
   double secondsKokkos = 0.0, secondsCpu = -1.0;
   bool cpuCompared = false;
   DistanceStats cpuVsKokkos, cpuVsKokkosHead;
+  double affineCpuVsKokkos = 0.0;        // RMS mapped-point distance of the two affine stages (voxels)
+  DistanceStats fluidCpuVsKokkos;        // |u_cpu - u_kokkos| (voxels), end to end
+  DistanceStats sameInputCpuVsKokkos;    // |Phi_cpu - Phi_kokkos|, CPU fluid from the Kokkos affine
+  std::string cpuRun, kokkosRun;         // "its/accepted/rejected stop"
+  std::array<Index, 3> worstVoxel{};     // where |Phi_cpu - Phi_kokkos| is largest
   bool pass = false;
 };
 
