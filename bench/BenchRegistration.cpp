@@ -134,24 +134,11 @@ nlohmann::json resourcesJson(Exec const& exec, DeviceVolume const& d, ri::ForceL
       return kernelJson(Kokkos::RangePolicy<Exec, Kokkos::IndexType<std::int64_t>>(exec, 0, d.e.voxels()),
                         ri::NaiveForceFunctor<Mem>{views, d.e, lam});
     case RegistrationVariant::Recompute:
-    case RegistrationVariant::Reuse: {
-      const auto policy = Kokkos::TeamPolicy<Exec>(exec, static_cast<int>(info.teams), info.teamSize)
-                              .set_scratch_size(0, Kokkos::PerTeam(info.scratchBytes));
-      auto fill = [&](auto f) {
-        f.v = views;
-        f.e = d.e;
-        f.lambda = lam;
-        f.tx = info.tileX;
-        f.ty = info.tileY;
-        f.chunk = info.chunk;
-        f.tilesX = ri::ceilDiv(d.e.nx, info.tileX);
-        f.tilesY = ri::ceilDiv(d.e.ny, info.tileY);
-        return f;
-      };
-      if (info.variant == RegistrationVariant::Recompute)
-        return kernelJson(policy, fill(ri::RecomputeForceFunctor<Exec>{}));
-      return kernelJson(policy, fill(ri::ReuseForceFunctor<Exec>{}));
-    }
+      return kernelJson(ri::forceTeamPolicy(exec, info),
+                        ri::forceTeamFunctor<ri::RecomputeForceFunctor<Exec>>(views, d.e, lam, info));
+    case RegistrationVariant::Reuse:
+      return kernelJson(ri::forceTeamPolicy(exec, info),
+                        ri::forceTeamFunctor<ri::ReuseForceFunctor<Exec>>(views, d.e, lam, info));
   }
 #endif
   return {};

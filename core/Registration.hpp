@@ -44,13 +44,14 @@
 //   (D^T w)(i) = 1/2 [ w(i-1)[i>0] + w(i)[i=n-1] - w(i+1)[i<n-1] - w(i)[i=0] ].
 // In the interior D^T = -D, so f_reg_i = -sum_j d_j(Phi'(J) cof_ij), the paper's -(d1, d2, d3):
 // Eq. (11) of Lee et al. with its products of d_j u_i written as cofactors of A. Evaluating f_reg
-// at y needs W at y +- e_j, i.e. G at y +- e_j, i.e. u at y +- 2 e_j: the "double padding".
+// at y needs W at y +- e_j, i.e. G at y +- e_j, i.e. u at y +- e_j +- e_k (the 2-voxel box apron
+// covers it, edge-diagonal neighbours included): the "double padding".
 //
-// ---- Iteration (identical decisions on every back end) -------------------------------------------
+// ---- Iteration (one rule for every back end; a near-tie E(u') ~ E(u) may be decided differently) --
 //   v     = G_sigma * f      separable Gaussian per component, radius ceil(3 sigma), weights
 //                            exp(-k^2 / (2 sigma^2)) normalised to sum 1, clamp boundary.
 //   rate  = v - G v          (du/dt = v - v . grad u: rate_i = v_i - sum_j G_ij v_j)
-//   m     = max_x |rate(x)|  (Euclidean norm). m == 0: stop (Converged, zero velocity).
+//   m     = max_x |rate(x)|  (Euclidean norm). m == 0: stop (ZeroVelocity; the iteration counts).
 //   dt    = delta / m        so that no voxel moves more than delta voxels in one step.
 //   u'    = u + dt rate      candidate; accepted iff min J(u') > 0 and E(u') < E(u).
 //   On rejection delta halves and the candidate is rebuilt from the same rate; delta < minStep:
