@@ -144,19 +144,27 @@ int cmdReproduce(ReproduceOptions const& o) {
   bo.quick = o.quick;
   bo.progress = &std::cerr;
   const auto benchReport = bench::runCtBench(bo);
-  std::cout << benchReport.markdown;
+  std::cout << benchReport.markdown << "\n## 3. Registration (Lee et al.: Table 1, Figs 1, 2a, 2b)\n\n";
+
+  bench::RegistrationBenchOptions rbo;
+  rbo.quick = o.quick;
+  rbo.dataDir = o.dataDir;
+  rbo.progress = &std::cerr;
+  const auto regReport = bench::runRegistrationBench(rbo);
+  std::cout << regReport.markdown;
 
   nlohmann::json j;
   j["quick"] = o.quick;
   j["validation"] = validation::toJson(suite);
   j["bench_ct"] = benchReport.json;
-  j["pass"] = suite.pass && benchReport.ok;
+  j["bench_register"] = regReport.json;
+  j["pass"] = suite.pass && benchReport.ok && regReport.ok;
   writeTextFileAtomic(out / "reproduce.json", j.dump(2) + "\n");
   writeTextFileAtomic(out / "report.md", "# Kortex reproduce\n\n" + suiteMd + "\n" +
-                                             benchReport.markdown);
+                                             benchReport.markdown + "\n" + regReport.markdown);
   std::cout << "\nReport: " << (out / "report.md").string() << ", JSON: "
             << (out / "reproduce.json").string() << "\n";
-  if (!suite.pass || !benchReport.ok) {
+  if (!suite.pass || !benchReport.ok || !regReport.ok) {
     std::cerr << "kortex: error: reproduce failed: "
               << (!suite.pass ? "validation bounds violated" : "benchmark sanity check failed")
               << std::endl;
