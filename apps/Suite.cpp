@@ -60,15 +60,24 @@ int cmdValidate(ValidateOptions const& o) {
   return 0;
 }
 
+namespace {
+// The options every benchmark shares, copied from the CLI's; progress lines go to stderr.
+template <class Options>
+Options benchOptions(BenchOptions const& o) {
+  Options b;
+  b.quick = o.quick;
+  b.tiny = o.tiny;
+  b.jsonPath = o.jsonPath;
+  b.markdownPath = o.markdownPath;
+  b.peersJsonPath = o.peersJsonPath;
+  b.only = o.only;
+  b.progress = &std::cerr;
+  return b;
+}
+}  // namespace
+
 int cmdBenchCt(BenchOptions const& o) {
-  bench::CtBenchOptions bo;
-  bo.quick = o.quick;
-  bo.tiny = o.tiny;
-  bo.jsonPath = o.jsonPath;
-  bo.markdownPath = o.markdownPath;
-  bo.peersJsonPath = o.peersJsonPath;
-  bo.only = o.only;
-  bo.progress = &std::cerr;
+  const auto bo = benchOptions<bench::CtBenchOptions>(o);
   const auto report = bench::runCtBench(bo);
   std::cout << report.markdown;
   if (!report.ok) {
@@ -80,14 +89,7 @@ int cmdBenchCt(BenchOptions const& o) {
 }
 
 int cmdBenchMultires(BenchOptions const& o) {
-  bench::MultiresBenchOptions mo;
-  mo.quick = o.quick;
-  mo.tiny = o.tiny;
-  mo.jsonPath = o.jsonPath;
-  mo.markdownPath = o.markdownPath;
-  mo.peersJsonPath = o.peersJsonPath;
-  mo.only = o.only;
-  mo.progress = &std::cerr;
+  const auto mo = benchOptions<bench::MultiresBenchOptions>(o);
   const auto report = bench::runMultiresBench(mo);
   std::cout << report.markdown;
   if (!report.ok) {
@@ -102,15 +104,8 @@ int cmdBenchMultires(BenchOptions const& o) {
 }
 
 int cmdBenchRegister(BenchOptions const& o) {
-  bench::RegistrationBenchOptions ro;
-  ro.quick = o.quick;
-  ro.tiny = o.tiny;
-  ro.jsonPath = o.jsonPath;
-  ro.markdownPath = o.markdownPath;
-  ro.peersJsonPath = o.peersJsonPath;
-  ro.only = o.only;
+  auto ro = benchOptions<bench::RegistrationBenchOptions>(o);
   ro.dataDir = o.dataDir;
-  ro.progress = &std::cerr;
   const auto report = bench::runRegistrationBench(ro);
   std::cout << report.markdown;
   if (!report.ok) {

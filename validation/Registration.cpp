@@ -39,15 +39,13 @@ double overlapFraction(AffineTransform const& t, Geometry const& fixed, Geometry
     for (Index y = 0; y < ny; ++y)
       for (Index x = 0; x < nx; ++x) {
         const auto q = t.apply({double(x), double(y), double(z)});
-        if (q[0] >= 0 && q[0] <= moving.nx() - 1 && q[1] >= 0 && q[1] <= moving.ny() - 1 && q[2] >= 0 &&
-            q[2] <= moving.nz() - 1)
-          ++inside;
+        if (affineInside(q.data(), int(moving.nx()), int(moving.ny()), int(moving.nz()))) ++inside;
       }
   return double(inside) / double(fixed.numVoxels());
 }
 
 bool insideGrid(std::array<double, 3> const& q, Geometry const& g) {
-  return q[0] >= 0 && q[0] <= g.nx() - 1 && q[1] >= 0 && q[1] <= g.ny() - 1 && q[2] >= 0 && q[2] <= g.nz() - 1;
+  return affineInside(q.data(), int(g.nx()), int(g.ny()), int(g.nz()));
 }
 
 std::array<double, 3> toWorld(Geometry const& g, std::array<double, 3> const& p) {
@@ -257,16 +255,24 @@ DistanceStats mapDifference(RegistrationPipelineResult const& a, RegistrationPip
   if (!a.fixedGrid.sameGrid(b.fixedGrid) || !a.movingGrid.sameGrid(b.movingGrid))
     throw InvalidArgument("mapDifference: the two registrations are not of the same grids");
   std::vector<double> d;
+  double worstValue = 0.0;
+  std::array<Index, 3> worst{};
   const Geometry& g = a.fixedGrid;
   for (Index z = 0; z < g.nz(); ++z)
     for (Index y = 0; y < g.ny(); ++y)
       for (Index x = 0; x < g.nx(); ++x) {
         if (masked(mask, x, y, z)) continue;
         const auto p = mapPoint(a, x, y, z), q = mapPoint(b, x, y, z);
-        d.push_back(std::sqrt((p[0] - q[0]) * (p[0] - q[0]) + (p[1] - q[1]) * (p[1] - q[1]) +
-                              (p[2] - q[2]) * (p[2] - q[2])));
+        const double e = std::hypot(p[0] - q[0], p[1] - q[1], p[2] - q[2]);
+        if (d.empty() || e > worstValue) {
+          worstValue = e;
+          worst = {x, y, z};
+        }
+        d.push_back(e);
       }
-  return finish(d);
+  DistanceStats s = finish(d);
+  s.worst = worst;
+  return s;
 }
 
 DistanceStats inverseConsistency(RegistrationPipelineResult const& ab, RegistrationPipelineResult const& ba,
@@ -436,7 +442,7 @@ RegistrationStudyReport runRegistrationStudy(RegistrationStudyOptions const& opt
   if (opt.quick) po.fluid.iterations = std::min(po.fluid.iterations, 80);
   po.backend = Backend::Kokkos;
   const HostImage fixed = load(ids[0], false), fixedLabels = load(ids[0], true);
-  const int nPairs = std::min<int>(opt.quick ? 2 : opt.pairs, int(ids.size()) - 1);
+  const int nPairs = std::min<int>(std::min(opt.pairs, opt.quick ? 2 : opt.pairs), int(ids.size()) - 1);
   bool allPass = true;
   RegistrationPipelineResult firstFull;
   HostImage firstMoving;
@@ -473,7 +479,6 @@ RegistrationStudyReport runRegistrationStudy(RegistrationStudyOptions const& opt
       pr.affineCpuVsKokkos = rmsMappedPointDistance(rc.affine, rf.affine, fixed.geometry);
       {
         std::vector<double> du;
-        double worst = -1;
         const Geometry& g = fixed.geometry;
         for (Index z = 0; z < g.nz(); ++z)
           for (Index y = 0; y < g.ny(); ++y)
@@ -484,12 +489,6 @@ RegistrationStudyReport runRegistrationStudy(RegistrationStudyOptions const& opt
                 s2 += d * d;
               }
               du.push_back(std::sqrt(s2));
-              const auto p = mapPoint(rc, x, y, z), q = mapPoint(rf, x, y, z);
-              const double e = std::hypot(p[0] - q[0], p[1] - q[1], p[2] - q[2]);
-              if (e > worst) {
-                worst = e;
-                pr.worstVoxel = {x, y, z};
-              }
             }
         pr.fluidCpuVsKokkos = finish(du);
       }
@@ -518,8 +517,8 @@ RegistrationStudyReport runRegistrationStudy(RegistrationStudyOptions const& opt
                                              std::to_string(pr.affineCpuVsKokkos) + ", fluid u max " +
                                              std::to_string(pr.fluidCpuVsKokkos.max) + " p99 " +
                                              std::to_string(pr.fluidCpuVsKokkos.p99) + ", worst at (" +
-                                             std::to_string(pr.worstVoxel[0]) + "," + std::to_string(pr.worstVoxel[1]) +
-                                             "," + std::to_string(pr.worstVoxel[2]) + "); same input max " +
+                                             std::to_string(pr.cpuVsKokkos.worst[0]) + "," + std::to_string(pr.cpuVsKokkos.worst[1]) +
+                                             "," + std::to_string(pr.cpuVsKokkos.worst[2]) + "); same input max " +
                                              std::to_string(pr.sameInputCpuVsKokkos.max) + " p99 " +
                                              std::to_string(pr.sameInputCpuVsKokkos.p99) + "; runs cpu " + pr.cpuRun +
                                              ", kokkos " + pr.kokkosRun + ")"
@@ -604,7 +603,7 @@ RegistrationStudyReport runRegistrationStudy(RegistrationStudyOptions const& opt
                                                                    {"same_input_p99", p.sameInputCpuVsKokkos.p99},
                                                                    {"fluid_u_max", p.fluidCpuVsKokkos.max},
                                                                    {"fluid_u_p99", p.fluidCpuVsKokkos.p99},
-                                                                   {"worst_voxel", p.worstVoxel},
+                                                                   {"worst_voxel", p.cpuVsKokkos.worst},
                                                                    {"cpu_run", p.cpuRun},
                                                                    {"kokkos_run", p.kokkosRun}}
                                                   : nlohmann::json()},

@@ -84,6 +84,7 @@ HostImage jacobianMap(RegistrationPipelineResult const& r);
 struct DistanceStats {
   double max = 0, mean = 0, p99 = 0;
   Index count = 0;
+  std::array<Index, 3> worst{};  // (x, y, z) of the largest distance
 };
 // |Phi_a(p) - Phi_b(p)| in voxels of the moving grid over the fixed voxels where mask > 0 (all
 // voxels when mask is empty).
@@ -156,7 +157,6 @@ struct RegistrationPairResult {
   DistanceStats fluidCpuVsKokkos;        // |u_cpu - u_kokkos| (voxels), end to end
   DistanceStats sameInputCpuVsKokkos;    // |Phi_cpu - Phi_kokkos|, CPU fluid from the Kokkos affine
   std::string cpuRun, kokkosRun;         // "its/accepted/rejected stop"
-  std::array<Index, 3> worstVoxel{};     // where |Phi_cpu - Phi_kokkos| is largest
   bool pass = false;
 };
 
