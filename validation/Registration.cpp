@@ -442,7 +442,7 @@ RegistrationStudyReport runRegistrationStudy(RegistrationStudyOptions const& opt
   if (opt.quick) po.fluid.iterations = std::min(po.fluid.iterations, 80);
   po.backend = Backend::Kokkos;
   const HostImage fixed = load(ids[0], false), fixedLabels = load(ids[0], true);
-  const int nPairs = std::min<int>(std::min(opt.pairs, opt.quick ? 2 : opt.pairs), int(ids.size()) - 1);
+  const int nPairs = std::min<int>(opt.quick ? 2 : opt.pairs, int(ids.size()) - 1);
   bool allPass = true;
   RegistrationPipelineResult firstFull;
   HostImage firstMoving;
