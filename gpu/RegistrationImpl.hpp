@@ -522,8 +522,8 @@ inline GaussianTaps gaussianTaps(float sigma) {
   return t;
 }
 
-// One pass along Axis (0 = x, 1 = y, 2 = z) over every component: out = sum_k w_|k| in(c(i+k)),
-// k = -r..r in that order. One team per image row (c, z, y), its threads across x: no 64-bit
+// One pass along Axis (0 = x, 1 = y, 2 = z) over every component: out = sum_k w_|k| in(i+k),
+// k = -r..r in that order, terms with i+k outside the grid left out (zero boundary). One team per image row (c, z, y), its threads across x: no 64-bit
 // index division per voxel (the flat RangePolicy version spent most of its time there: 2.16 ms
 // for the three passes at 240^3, radius 6, on an H200 = 11 % of the copy bandwidth), and
 // consecutive threads read consecutive x on every axis.
@@ -544,15 +544,19 @@ struct SmoothFunctor {
     const int r = taps.radius;
     Kokkos::parallel_for(Kokkos::TeamThreadRange(team, e.nx), [&](const int x) {
       float s = 0.0f;
+      const int pos = Axis == 0 ? x : (Axis == 1 ? y : z);
+      const int len = Axis == 0 ? e.nx : (Axis == 1 ? e.ny : e.nz);
       for (int k = -r; k <= r; ++k) {
+        const int q = pos + k;
+        if (q < 0 || q >= len) continue;  // zero outside the grid (spec)
         const float w = taps.w[k < 0 ? -k : k];
         float v;
         if (Axis == 0)
-          v = in(c, z, y, clampIndex(x + k, e.nx));
+          v = in(c, z, y, q);
         else if (Axis == 1)
-          v = in(c, z, clampIndex(y + k, e.ny), x);
+          v = in(c, z, q, x);
         else
-          v = in(c, clampIndex(z + k, e.nz), y, x);
+          v = in(c, q, y, x);
         s += w * v;
       }
       out(c, z, y, x) = s;
@@ -562,7 +566,7 @@ struct SmoothFunctor {
 
 // y and z passes, tiled: a team owns kSmoothTileX consecutive x by kSmoothTileA consecutive
 // positions along the pass axis (fixed component and third coordinate), loads the column
-// segment with its 2r apron once into level-0 scratch (clamp rule applied while loading), then
+// segment with its 2r apron once into level-0 scratch (zero outside the grid, applied while loading), then
 // every output reads its 2r+1 taps from scratch: each input value is read from memory once per
 // tile instead of 2r+1 times through L2. Same taps, same order as SmoothFunctor.
 inline constexpr int kSmoothTileX = 32;
@@ -601,9 +605,9 @@ struct SmoothTiledFunctor {
     scratch_view buf(team.team_scratch(0), static_cast<std::size_t>(kSmoothTileX) * rows);
     Kokkos::parallel_for(Kokkos::TeamThreadRange(team, kSmoothTileX * rows), [&](const int i) {
       const int lx = i % kSmoothTileX, la = i / kSmoothTileX;
-      const int x = clampIndex(x0 + lx, e.nx);
-      const int a = clampIndex(a0 + la - r, nA);
-      buf(i) = Axis == 1 ? in(c, b, a, x) : in(c, a, b, x);
+      const int x = clampIndex(x0 + lx, e.nx);  // columns past nx are loaded but never written
+      const int a = a0 + la - r;
+      buf(i) = (a < 0 || a >= nA) ? 0.0f : (Axis == 1 ? in(c, b, a, x) : in(c, a, b, x));
     });
     team.team_barrier();
     Kokkos::parallel_for(Kokkos::TeamThreadRange(team, kSmoothTileX * kSmoothTileA), [&](const int i) {
@@ -680,20 +684,28 @@ struct RateFunctor {
   KOKKOS_INLINE_FUNCTION void operator()(std::int64_t i, float& mx) const {
     int x, y, z;
     voxelOf(i, e, x, y, z);
-    float g[9];
-    gradientGlobal(u, e, x, y, z, g);
     const float vv[3] = {v(0, z, y, x), v(1, z, y, x), v(2, z, y, x)};
+    const int xm = clampIndex(x - 1, e.nx), xp = clampIndex(x + 1, e.nx);
+    const int ym = clampIndex(y - 1, e.ny), yp = clampIndex(y + 1, e.ny);
+    const int zm = clampIndex(z - 1, e.nz), zp = clampIndex(z + 1, e.nz);
+    float h[9];
+    for (int c = 0; c < 3; ++c) {
+      const float u0 = u(c, z, y, x);
+      h[3 * c + 0] = regUpwind(vv[0], u(c, z, y, xm), u0, u(c, z, y, xp));
+      h[3 * c + 1] = regUpwind(vv[1], u(c, z, ym, x), u0, u(c, z, yp, x));
+      h[3 * c + 2] = regUpwind(vv[2], u(c, zm, y, x), u0, u(c, zp, y, x));
+    }
     float r[3];
-    regRate(g, vv, r);
+    regRate(h, vv, r);
     rate(0, z, y, x) = r[0];
     rate(1, z, y, x) = r[1];
     rate(2, z, y, x) = r[2];
-    const float norm = kx::sqrt(r[0] * r[0] + r[1] * r[1] + r[2] * r[2]);
+    const float norm = regStepNorm(r, vv);
     if (norm > mx) mx = norm;
   }
 };
 
-// rate = v - G v; returns max |rate| (fences).
+// rate = v - H v (upwind, core/Registration.hpp); returns the step norm m (fences).
 template <class Exec>
 double rate(Exec const& exec, ConstField<typename Exec::memory_space> u,
             ConstField<typename Exec::memory_space> v, Field<typename Exec::memory_space> r,

@@ -370,7 +370,7 @@ void smoothPass(ConstHostField const& in, HostField const& out, float sigma) {
   const float* src = in.data();
   float* dst = out.data();
   std::vector<double> a(static_cast<std::size_t>(3 * voxels)), b(a.size());
-  // dst(v) = sum_k w_k src(clamp(v + k e_axis)), v over the 3 components' voxels.
+  // dst(v) = sum_k w_k src(v + k e_axis) over the taps inside the grid, v over the 3 components' voxels.
   auto pass = [&](auto const& read, int axis, auto const& write) {
     const Index len = g.extent(axis), stride = g.stride(axis);
 #pragma omp parallel for schedule(static)
@@ -380,8 +380,9 @@ void smoothPass(ConstHostField const& in, HostField const& out, float sigma) {
         const Index v = row * g.nx + x;
         const Index pos = axis == 0 ? x : (axis == 1 ? zy % g.ny : zy / g.ny);
         double s = 0.0;
-        for (int k = -r; k <= r; ++k)
-          s += w[static_cast<std::size_t>(k + r)] * read(v + (clampTo(pos + k, len) - pos) * stride);
+        // Zero outside the grid (spec): only the taps that land inside.
+        for (int k = std::max<Index>(-r, -pos); k <= std::min<Index>(r, len - 1 - pos); ++k)
+          s += w[static_cast<std::size_t>(k + r)] * read(v + k * stride);
         write(v, s);
       }
     }
@@ -401,16 +402,28 @@ double ratePass(ConstHostField const& u, ConstHostField const& v, HostField cons
   for (Index row = 0; row < g.rows(); ++row) {
     const Index z = row / g.ny, y = row % g.ny;
     for (Index x = 0; x < g.nx; ++x) {
-      const Mat3 G = displacementGradient(u, g, z, y, x);
       const Vec3 vel(v(0, z, y, x), v(1, z, y, x), v(2, z, y, x));
-      const Vec3 r = vel - G * vel;
+      // Upwind gradient: along axis j the neighbour on the side the flow comes from.
+      const Index nb[3][2] = {{clampTo(x - 1, g.nx), clampTo(x + 1, g.nx)},
+                              {clampTo(y - 1, g.ny), clampTo(y + 1, g.ny)},
+                              {clampTo(z - 1, g.nz), clampTo(z + 1, g.nz)}};
+      Mat3 H = Mat3::Zero();
+      for (int i = 0; i < 3; ++i) {
+        const double c = u(i, z, y, x);
+        if (vel[0] != 0.0) H(i, 0) = vel[0] > 0.0 ? c - u(i, z, y, nb[0][0]) : u(i, z, y, nb[0][1]) - c;
+        if (vel[1] != 0.0) H(i, 1) = vel[1] > 0.0 ? c - u(i, z, nb[1][0], x) : u(i, z, nb[1][1], x) - c;
+        if (vel[2] != 0.0) H(i, 2) = vel[2] > 0.0 ? c - u(i, nb[2][0], y, x) : u(i, nb[2][1], y, x) - c;
+      }
+      const Vec3 r = vel - H * vel;
       double norm2 = 0.0;
       for (int i = 0; i < 3; ++i) {
         const float ri = static_cast<float>(r[i]);
         rate(i, z, y, x) = ri;
         norm2 += double(ri) * double(ri);  // the norm of the rate that is applied
       }
-      maxNorm2 = std::max(maxNorm2, norm2);
+      // Step norm (spec): max(|rate|, |v|_1 / 2), compared squared.
+      const double courant = 0.5 * vel.cwiseAbs().sum();
+      maxNorm2 = std::max({maxNorm2, norm2, courant * courant});
     }
   }
   return std::sqrt(maxNorm2);

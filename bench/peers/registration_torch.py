@@ -12,10 +12,11 @@ operators, so that both run the same arithmetic per iteration:
            Kortex's clamp-extended trilinear interpolant;
   force    f = -dE/du by autograd (backward through grid_sample and the determinant), i.e. the
            exact gradient of the same discrete energy that Kortex derives by hand;
-  smooth   v = G_sigma * f, three separable conv3d passes on replicate-padded components
-           (radius ceil(3 sigma), normalised weights);
-  update   rate = v - (grad u) v, m = max |rate| (read back to the host, as Kortex does to choose
-           the step), u' = u + (delta / m) rate.
+  smooth   v = G_sigma * f, three separable conv3d passes with zero padding (Kortex's zero
+           boundary; radius ceil(3 sigma), normalised weights);
+  update   rate = v - H v with H = grad u by upwind differences on the replicate-padded field
+           (backward where v_j > 0, forward where v_j < 0), m = max max(|rate|, |v|_1 / 2) (read
+           back to the host, as Kortex does to choose the step), u' = u + (delta / m) rate.
 One timed iteration = energy + backward at u, smoothing, rate, max, update: the kernel sequence of
 one accepted iteration of Kortex (Kortex evaluates the candidate's energy and force in one pass,
 which is the next iteration's first step). Inputs: a smooth random phantom (sum of Gaussian blobs)
@@ -108,10 +109,27 @@ def smooth(torch, f, sigma):
     k = torch.exp(-torch.arange(-r, r + 1, dtype=f.dtype, device=f.device) ** 2 / (2 * sigma * sigma))
     k = k / k.sum()
     x = f[:, None]
-    x = F.conv3d(F.pad(x, (r, r, 0, 0, 0, 0), mode="replicate"), k.view(1, 1, 1, 1, -1))
-    x = F.conv3d(F.pad(x, (0, 0, r, r, 0, 0), mode="replicate"), k.view(1, 1, 1, -1, 1))
-    x = F.conv3d(F.pad(x, (0, 0, 0, 0, r, r), mode="replicate"), k.view(1, 1, -1, 1, 1))
+    x = F.conv3d(x, k.view(1, 1, 1, 1, -1), padding=(0, 0, r))
+    x = F.conv3d(x, k.view(1, 1, 1, -1, 1), padding=(0, r, 0))
+    x = F.conv3d(x, k.view(1, 1, -1, 1, 1), padding=(r, 0, 0))
     return x[:, 0]
+
+
+def upwind_u(torch, u, v):
+    """H[i][j]: upwind difference of u_i along axis j (backward where v_j > 0, forward where
+    v_j < 0, 0 where v_j == 0), on the replicate-padded field."""
+    F = torch.nn.functional
+    p = F.pad(u[None], (1, 1, 1, 1, 1, 1), mode="replicate")[0]
+    c = p[:, 1:-1, 1:-1, 1:-1]
+    minus = [p[:, 1:-1, 1:-1, :-2], p[:, 1:-1, :-2, 1:-1], p[:, :-2, 1:-1, 1:-1]]
+    plus = [p[:, 1:-1, 1:-1, 2:], p[:, 1:-1, 2:, 1:-1], p[:, 2:, 1:-1, 1:-1]]
+    H = [[None] * 3 for _ in range(3)]
+    for j in range(3):
+        back, fwd = c - minus[j], plus[j] - c
+        d = torch.where(v[j] > 0, back, torch.where(v[j] < 0, fwd, torch.zeros_like(c)))
+        for i in range(3):
+            H[i][j] = d[i]
+    return H
 
 
 def iteration(torch, T, R, u, lam, sigma, delta):
@@ -121,9 +139,9 @@ def iteration(torch, T, R, u, lam, sigma, delta):
     f = -g
     with torch.no_grad():
         v = smooth(torch, f, sigma)
-        G = grad_u(torch, u)
-        rate = torch.stack([v[i] - (G[i][0] * v[0] + G[i][1] * v[1] + G[i][2] * v[2]) for i in range(3)])
-        m = rate.norm(dim=0).max().item()
+        H = upwind_u(torch, u, v)
+        rate = torch.stack([v[i] - (H[i][0] * v[0] + H[i][1] * v[1] + H[i][2] * v[2]) for i in range(3)])
+        m = torch.maximum(rate.norm(dim=0), 0.5 * v.abs().sum(dim=0)).max().item()
         return (u + (delta / m) * rate).detach(), e.detach()
 
 
