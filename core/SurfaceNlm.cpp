@@ -1,0 +1,42 @@
+#include "core/SurfaceNlm.hpp"
+
+#include <cmath>
+#include <string>
+
+#include "core/Errors.hpp"
+
+namespace kortex {
+
+SurfaceNlmVariant parseSurfaceNlmVariant(std::string const& s) {
+  if (s == "global") return SurfaceNlmVariant::Global;
+  if (s == "randomaccess") return SurfaceNlmVariant::RandomAccess;
+  if (s == "scratch" || s == "scratchbroadcast") return SurfaceNlmVariant::ScratchBroadcast;
+  throw InvalidArgument("unknown surface NLM variant '" + s + "' (expected global|randomaccess|scratch)");
+}
+
+const char* toString(SurfaceNlmVariant v) {
+  switch (v) {
+    case SurfaceNlmVariant::Global: return "Global";
+    case SurfaceNlmVariant::RandomAccess: return "RandomAccess";
+    case SurfaceNlmVariant::ScratchBroadcast: return "ScratchBroadcast";
+  }
+  return "?";
+}
+
+void SurfaceNlmParams::validate() const {
+  if (!(band > 0.0f) || !std::isfinite(band))
+    throw InvalidArgument("surface NLM: --band must be a finite number > 0 voxels, got " + std::to_string(band));
+  if (patch < 1 || patch % 2 == 0 || patch > kMaxPatch)
+    throw InvalidArgument("surface NLM: --patch must be odd and in [1, " + std::to_string(kMaxPatch) + "], got " +
+                          std::to_string(patch));
+  if (neighbors < 1 || neighbors > kMaxNeighbors)
+    throw InvalidArgument("surface NLM: --neighbors must be in [1, " + std::to_string(kMaxNeighbors) + "], got " +
+                          std::to_string(neighbors));
+  if (!(c1 > 0.0) || !std::isfinite(c1))
+    throw InvalidArgument("surface NLM: --c1 must be a finite number > 0, got " + std::to_string(c1));
+  if (!(c2 > 0.0) || !std::isfinite(c2))
+    throw InvalidArgument("surface NLM: --c2 must be a finite number > 0, got " + std::to_string(c2));
+  if (iterations < 0) throw InvalidArgument("surface NLM: --iterations must be >= 0, got " + std::to_string(iterations));
+}
+
+}  // namespace kortex

@@ -1,0 +1,95 @@
+// Level-set non-local-means surface denoising with exact all-pairs patch search: the
+// specification every back end implements, the parameters, and the per-element maths shared by
+// every Kokkos variant. Method: Dong et al., "Level set based nonlocal surface restoration",
+// extended to the whole narrow band; GPU design of Lee et al. (surface part). The CPU reference
+// (reference_cpu/SurfaceNlm.cpp) implements this text independently; it shares only the
+// parameter struct and the conventions below.
+//
+// ---- Signed distance --------------------------------------------------------------------------
+// Index space (voxels; spacing does not enter, as in every Kortex filter). From a binary mask M
+// (inside = voxels with value 1):
+//   phi(x) = -(d(x, outside) - 1/2)   for x inside,
+//   phi(x) =   d(x, inside)  - 1/2    for x outside,
+// d(x, S) the exact Euclidean distance from voxel centre x to the nearest voxel centre of S
+// (separable exact squared distance transform, lower envelope of parabolas, Felzenszwalb and
+// Huttenlocher 2012). The zero level set lies half way between an inside and an outside voxel
+// centre; phi < 0 inside. A mask with no inside or no outside voxel has no surface: refused.
+//
+// ---- Narrow band and records ------------------------------------------------------------------
+// Band: B = { x : |phi(x)| <= band }, listed in increasing linear index (x fastest, then y, z);
+// element j of the band is the voxel ids[j]. N = |B|.
+// Patch of x: the n^3 values phi(c(x + o)), o in {-h..h}^3, h = (n - 1) / 2, c = clamp to the
+// grid (core/Boundary.hpp), in the order z, y, x of o (x fastest): P(x)[k], k = 0..n^3-1.
+//
+// ---- Neighbours (exact) -----------------------------------------------------------------------
+// D(j, l) = sum_k (P(ids[j])[k] - P(ids[l])[k])^2, each difference and square in double from the
+// float phi values, summed in k order in double. Candidates of j: every l != j in B (all pairs;
+// j itself is excluded: its term in the update below is zero, but it would enter dt).
+// Order: l before l' iff D(j, l) < D(j, l') or (D(j, l) == D(j, l') and l < l') (ties broken by
+// the smaller band index). N(j) = the first m candidates in that order (m < N required).
+// A back end may compute D another way (float, ||a||^2 + ||b||^2 - 2ab) only to pre-select; its
+// neighbour sets must equal these except where two candidates' exact D differ by no more than
+// kTieRelative * D (a "tie": the order of a tie may differ between back ends).
+//
+// ---- Weights and iteration ----------------------------------------------------------------------
+//   w(j, l) = exp(-|x_j - x_l|^2 / c1) exp(-D(j, l) / c2),  l in N(j)  (0 otherwise)
+//   s_j = sum_l w(j, l),   dt = 1 / max_j s_j   (dt = 0 when every s_j is 0: nothing moves)
+//   phi_j <- phi_j + dt sum_l w(j, l) (phi_l - phi_j),   K times, Jacobi (all j from the same phi)
+// The weights are computed once, from the input phi (the noisy surface), and kept for the K
+// iterations. Voxels outside the band keep their phi.
+// What the iteration conserves: each update is a convex combination (1 - dt s_j) phi_j +
+// dt sum_l w(j,l) phi_l with 1 - dt s_j >= 0, so (a) a constant phi on the band stays constant and
+// (b) min/max of phi over the band never widen (discrete maximum principle). The band sum
+// sum_j phi_j is conserved only when the weights are symmetric (w(j,l) = w(l,j): e.g. m = N - 1,
+// all pairs); the top-m selection makes them asymmetric in general, so the mean may drift.
+#pragma once
+
+#include <cstdint>
+#include <ostream>
+#include <string>
+
+#include "core/Compat.hpp"
+#include "core/Image.hpp"
+
+namespace kortex {
+
+// Where a Kokkos variant reads the candidate chunk from (gpu/SurfaceNlm*.hpp):
+//   Global           - plain global-memory loads (the paper's "global memory through L1");
+//   RandomAccess     - Kokkos RandomAccess trait (read-only cached path; the paper's texture);
+//   ScratchBroadcast - the chunk is loaded cooperatively into team scratch and every thread reads
+//                      the same value at once (the paper's constant-memory broadcast).
+enum class SurfaceNlmVariant { Global, RandomAccess, ScratchBroadcast };
+SurfaceNlmVariant parseSurfaceNlmVariant(std::string const& s);  // global|randomaccess|scratch
+const char* toString(SurfaceNlmVariant v);
+inline std::ostream& operator<<(std::ostream& os, SurfaceNlmVariant v) { return os << toString(v); }
+
+struct SurfaceNlmParams {
+  float band = 3.0f;       // delta: |phi| <= band (voxels)
+  int patch = 5;           // n: n^3 patch, odd
+  int neighbors = 96;      // m
+  double c1 = 400.0;       // spatial scale, voxels^2 (|x - y| = 20 voxels -> weight factor 1/e)
+  double c2 = 16.0;        // patch scale, voxels^2 (about 2 n^3 (0.25 voxel)^2 at n = 5)
+  int iterations = 10;     // K
+  SurfaceNlmVariant variant = SurfaceNlmVariant::ScratchBroadcast;
+
+  static constexpr int kMaxPatch = 7;       // n^3 <= 343 floats per record
+  static constexpr int kMaxNeighbors = 256;
+
+  void validate() const;  // throws InvalidArgument (one message per bad field)
+};
+
+// Two exact distances within this relative difference are a tie (see "Neighbours").
+inline constexpr double kSurfaceNlmTieRelative = 1e-12;
+
+// Strict order of candidates (D, band index).
+KOKKOS_INLINE_FUNCTION bool surfaceNlmBefore(double da, std::int32_t ia, double db, std::int32_t ib) {
+  return da < db || (da == db && ia < ib);
+}
+
+// exp(-r2 / c1 - D / c2) in double (the weights of every back end).
+KOKKOS_INLINE_FUNCTION double surfaceNlmWeight(double squaredDistance, double patchDistance, double c1,
+                                               double c2) {
+  return kx::exp(-squaredDistance / c1 - patchDistance / c2);
+}
+
+}  // namespace kortex
