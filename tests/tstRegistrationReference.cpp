@@ -284,6 +284,16 @@ BOOST_AUTO_TEST_CASE(energy_of_folded_field_is_infinite) {
 // Float rounding of a weighted mean of values of magnitude <= 1 (double sums, one rounding).
 constexpr double kSmoothTol = 2 * kFloatEps;
 
+// Normalised 1D Gaussian taps w[k + r], k = -r..r, r = smoothingRadius(sigma), in double.
+std::vector<double> normalisedTaps(float sigma) {
+  const int r = smoothingRadius(sigma);
+  std::vector<double> w(2 * r + 1);
+  double sum = 0.0;
+  for (int k = -r; k <= r; ++k) sum += (w[k + r] = std::exp(-k * k / (2.0 * sigma * sigma)));
+  for (double& x : w) x /= sum;
+  return w;
+}
+
 // Zero boundary: a constant c comes out as c S(x) S(y) S(z), S(p) = the sum of the normalised taps
 // that land inside the grid (1 where all of them do).
 BOOST_AUTO_TEST_CASE(gaussian_smooth_constant_field_zero_boundary) {
@@ -292,13 +302,11 @@ BOOST_AUTO_TEST_CASE(gaussian_smooth_constant_field_zero_boundary) {
   Field out("kortex::test::out", g);
   for (float sigma : {0.4f, 1.0f, 2.5f}) {  // radius 2, 3, 8: wider than the grid
     const int r = smoothingRadius(sigma);
-    std::vector<double> w(2 * r + 1);
-    double sum = 0.0;
-    for (int k = -r; k <= r; ++k) sum += (w[k + r] = std::exp(-k * k / (2.0 * sigma * sigma)));
+    const std::vector<double> w = normalisedTaps(sigma);
     auto S = [&](Index p, Index n) {
       double s = 0.0;
       for (int k = -r; k <= r; ++k)
-        if (p + k >= 0 && p + k < n) s += w[k + r] / sum;
+        if (p + k >= 0 && p + k < n) s += w[k + r];
       return s;
     };
     ref::gaussianSmooth(in.data, out.data, sigma);
@@ -323,10 +331,7 @@ BOOST_AUTO_TEST_CASE(gaussian_smooth_impulse_response) {
   const float sigma = 1.5f;
   const int r = smoothingRadius(sigma);
   BOOST_TEST(r == 5);
-  std::vector<double> w(2 * r + 1);  // normalised 1D Gaussian
-  double sum = 0.0;
-  for (int k = -r; k <= r; ++k) sum += (w[k + r] = std::exp(-k * k / (2.0 * sigma * sigma)));
-  for (double& x : w) x /= sum;
+  const std::vector<double> w = normalisedTaps(sigma);
   auto g1 = [&](Index d) { return std::abs(d) <= r ? w[d + r] : 0.0; };
 
   const Geometry g = Geometry::make3D(n, n, n);
