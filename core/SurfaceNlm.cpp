@@ -36,6 +36,8 @@ void SurfaceNlmParams::validate() const {
     throw InvalidArgument("surface NLM: --c1 must be a finite number > 0, got " + std::to_string(c1));
   if (!(c2 > 0.0) || !std::isfinite(c2))
     throw InvalidArgument("surface NLM: --c2 must be a finite number > 0, got " + std::to_string(c2));
+  if (passCandidates < 1)
+    throw InvalidArgument("surface NLM: candidates per pass must be >= 1, got " + std::to_string(passCandidates));
   if (iterations < 0) throw InvalidArgument("surface NLM: --iterations must be >= 0, got " + std::to_string(iterations));
 }
 

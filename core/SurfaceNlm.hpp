@@ -45,6 +45,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <ostream>
 #include <string>
 
@@ -71,6 +72,9 @@ struct SurfaceNlmParams {
   double c2 = 16.0;        // patch scale, voxels^2 (about 2 n^3 (0.25 voxel)^2 at n = 5)
   int iterations = 10;     // K
   SurfaceNlmVariant variant = SurfaceNlmVariant::ScratchBroadcast;
+  // Kokkos search: candidates per pass (one kernel launch each; the progress bar ticks per pass).
+  // Results do not depend on it. 16384: ~11 passes of ~30 ms at N = 175k on an H200.
+  int passCandidates = 16384;
 
   static constexpr int kMaxPatch = 7;       // n^3 <= 343 floats per record
   static constexpr int kMaxNeighbors = 256;
@@ -85,6 +89,67 @@ inline constexpr double kSurfaceNlmTieRelative = 1e-12;
 KOKKOS_INLINE_FUNCTION bool surfaceNlmBefore(double da, std::int32_t ia, double db, std::int32_t ib) {
   return da < db || (da == db && ia < ib);
 }
+
+// ---- Float pre-selection (gpu/SurfaceNlm*.hpp) --------------------------------------------------
+// The Kokkos search ranks candidates by Df, the same sum as D evaluated in float (any summation
+// order, fused or not). Every term e_k^2 is >= 0, so with u = 2^-24 and p = n^3:
+//   |Df - D| <= gamma * D + p * 2^-125,   gamma = (p + 3) u / (1 - (p + 3) u)
+// (p - 1 roundings in the sum, 1 in the square, 2 for the rounded difference squared; the absolute
+// term covers underflow and flush-to-zero of e_k^2). It keeps the m' = m + extra best by Df, then
+// re-ranks them by the exact D; the result is certified when the m-th exact D is at most
+// max(0, (F - p 2^-125) / (1 + gamma)), F the m'-th Df kept: every candidate left out has Df >= F,
+// hence D >= that bound. An element whose certificate fails is searched again exactly (double,
+// all pairs), so the neighbour sets are the spec's, ties aside.
+KOKKOS_INLINE_FUNCTION double surfaceNlmFloatRelError(int patchVoxels) {
+  const double u = 5.9604644775390625e-08;  // 2^-24
+  const double k = double(patchVoxels + 3) * u;
+  return k / (1.0 - k);
+}
+KOKKOS_INLINE_FUNCTION double surfaceNlmFloatAbsError(int patchVoxels) {
+  return double(patchVoxels) * 2.350988701644575e-38;  // p * 2^-125
+}
+// Lower bound of the exact D of any candidate whose Df is >= F.
+KOKKOS_INLINE_FUNCTION double surfaceNlmExactLowerBound(float F, int patchVoxels) {
+  const double b = (double(F) - surfaceNlmFloatAbsError(patchVoxels)) / (1.0 + surfaceNlmFloatRelError(patchVoxels));
+  return b > 0.0 ? b : 0.0;
+}
+
+// Df of two patches of PV floats (two partial sums: an order the bound above allows).
+template <int PV, class CandidatePtr>
+KOKKOS_INLINE_FUNCTION float surfaceNlmDistanceFloat(const float (&q)[PV], CandidatePtr const& c) {
+  float s0 = 0.0f, s1 = 0.0f;
+  int k = 0;
+  for (; k + 1 < PV; k += 2) {
+    const float e0 = q[k] - c[k];
+    const float e1 = q[k + 1] - c[k + 1];
+    s0 += e0 * e0;
+    s1 += e1 * e1;
+  }
+  if (k < PV) {
+    const float e = q[k] - c[k];
+    s0 += e * e;
+  }
+  return s0 + s1;
+}
+
+// D of the spec: differences and squares in double from the float values, summed in k order.
+template <class PtrA, class PtrB>
+KOKKOS_INLINE_FUNCTION double surfaceNlmDistanceExact(PtrA const& a, PtrB const& b, int patchVoxels) {
+  double s = 0.0;
+  for (int k = 0; k < patchVoxels; ++k) {
+    const double e = double(a[k]) - double(b[k]);
+    s += e * e;
+  }
+  return s;
+}
+
+// Progress of a back end's run: the stage and how far it is.
+struct SurfaceNlmProgressInfo {
+  const char* stage = "";  // "search", "rerank", "weights", "iterate"
+  int step = 0;
+  int steps = 0;
+};
+using SurfaceNlmProgress = std::function<void(SurfaceNlmProgressInfo const&)>;
 
 // exp(-r2 / c1 - D / c2) in double (the weights of every back end).
 KOKKOS_INLINE_FUNCTION double surfaceNlmWeight(double squaredDistance, double patchDistance, double c1,

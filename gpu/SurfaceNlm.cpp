@@ -1,0 +1,410 @@
+// Kokkos surface NLM: the entry point (band, records, multi-pass search, exact re-rank and
+// certificate, exact fallback, weights, iterations) and its explicit instantiations for every
+// enabled execution space. Kernels of the search: gpu/SurfaceNlmImpl.hpp.
+#include "gpu/SurfaceNlm.hpp"
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <limits>
+#include <sstream>
+#include <string>
+#include <type_traits>
+#include <utility>
+
+#if defined(KOKKOS_ENABLE_CUDA)
+#include <cuda_runtime.h>
+#endif
+
+#include "core/Errors.hpp"
+#include "gpu/Common.hpp"
+#include "gpu/SurfaceNlmImpl.hpp"
+
+namespace kortex::gpu {
+
+using namespace surface_impl;
+
+namespace {
+
+// Free memory of the space `Mem` lives in: the CUDA runtime's answer for device memory, else the
+// host's MemAvailable (/proc/meminfo), else 0 (unknown: no check).
+template <class Mem>
+std::int64_t freeBytes() {
+#if defined(KOKKOS_ENABLE_CUDA)
+  if constexpr (!Kokkos::SpaceAccessibility<Kokkos::HostSpace, Mem>::accessible) {
+    std::size_t freeB = 0, totalB = 0;
+    if (cudaMemGetInfo(&freeB, &totalB) == cudaSuccess) return static_cast<std::int64_t>(freeB);
+    return 0;
+  }
+#endif
+  std::ifstream in("/proc/meminfo");
+  std::string key;
+  std::int64_t kb = 0;
+  std::string unit;
+  while (in >> key >> kb >> unit)
+    if (key == "MemAvailable:") return kb * 1024;
+  return 0;
+}
+
+std::string mib(std::int64_t bytes) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.1f MiB", double(bytes) / (1024.0 * 1024.0));
+  return buf;
+}
+
+double secondsSince(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// Candidate sub-chunk of ScratchBroadcast: as many patches as level-0 scratch holds, at most 64
+// (H200, n = 5: 64 x 512 B = 32 KB per team; 2 teams of 128 threads per SM by registers anyway).
+template <class Exec>
+int scratchChunk(int paddedVoxels) {
+  const std::size_t maxBytes = kx::scratchSizeMax<Kokkos::TeamPolicy<Exec>>(0);
+  int c = 64;
+  while (c > 1 && SearchScratch<1, Exec>::scratchBytes(c, paddedVoxels) > maxBytes) --c;
+  if (SearchScratch<1, Exec>::scratchBytes(c, paddedVoxels) > maxBytes)
+    throw InvalidArgument("kortex::gpu::surfaceDenoise: one patch record (" +
+                          std::to_string(paddedVoxels * 4) + " B) does not fit this execution space's team scratch (" +
+                          std::to_string(maxBytes) + " B)");
+  return c;
+}
+
+// Queries per team of ScratchBroadcast: one per thread on a GPU (128 threads: 4 warps share a
+// scratch chunk); on host spaces the team is one thread that loops over 32 queries per chunk.
+template <class Exec>
+constexpr bool onHost = Kokkos::SpaceAccessibility<Exec, Kokkos::HostSpace>::accessible;
+
+template <int PV, class Exec>
+void searchPass(Exec const& exec, SurfaceNlmVariant variant, ConstRecords<typename Exec::memory_space> patches,
+                SearchState<typename Exec::memory_space> const& state, std::int32_t b, std::int32_t e,
+                std::int64_t n) {
+  switch (variant) {
+    case SurfaceNlmVariant::Global: {
+      SearchDirect<PV, GlobalRead, Exec> f{patches, state, b, e};
+      Kokkos::parallel_for("kortex::SurfaceNlm::Global::search",
+                           Kokkos::RangePolicy<Exec, Kokkos::IndexType<std::int64_t>>(exec, 0, n), f);
+      return;
+    }
+    case SurfaceNlmVariant::RandomAccess: {
+      SearchDirect<PV, ReadOnlyRead, Exec> f{patches, state, b, e};
+      Kokkos::parallel_for("kortex::SurfaceNlm::RandomAccess::search",
+                           Kokkos::RangePolicy<Exec, Kokkos::IndexType<std::int64_t>>(exec, 0, n), f);
+      return;
+    }
+    case SurfaceNlmVariant::ScratchBroadcast: {
+      const int P = static_cast<int>(patches.extent(1));
+      const int chunk = scratchChunk<Exec>(P);
+      const int qpt = onHost<Exec> ? 32 : 128;
+      const int teamSize = onHost<Exec> ? 1 : 128;
+      SearchScratch<PV, Exec> f{patches, state, b, e, n, qpt, chunk};
+      const int league = static_cast<int>((n + qpt - 1) / qpt);
+      Kokkos::TeamPolicy<Exec> policy(exec, league, teamSize);
+      policy.set_scratch_size(0, Kokkos::PerTeam(SearchScratch<PV, Exec>::scratchBytes(chunk, P)));
+      Kokkos::parallel_for("kortex::SurfaceNlm::ScratchBroadcast::search", policy, f);
+      return;
+    }
+  }
+}
+
+template <class Exec>
+void searchPassAny(Exec const& exec, int patch, SurfaceNlmVariant variant,
+                   ConstRecords<typename Exec::memory_space> patches, SearchState<typename Exec::memory_space> const& s,
+                   std::int32_t b, std::int32_t e, std::int64_t n) {
+  switch (patch) {
+    case 1: searchPass<1>(exec, variant, patches, s, b, e, n); return;
+    case 3: searchPass<27>(exec, variant, patches, s, b, e, n); return;
+    case 5: searchPass<125>(exec, variant, patches, s, b, e, n); return;
+    case 7: searchPass<343>(exec, variant, patches, s, b, e, n); return;
+    default: throw InvalidArgument("kortex::gpu::surfaceDenoise: patch size " + std::to_string(patch) + " unsupported");
+  }
+}
+
+}  // namespace
+
+std::int64_t surfaceNlmBytes(std::int64_t n, SurfaceNlmParams const& params) {
+  const std::int64_t pv = std::int64_t(params.patch) * params.patch * params.patch;
+  const std::int64_t P = paddedPatch(static_cast<int>(pv));
+  const std::int64_t kept = std::int64_t(params.neighbors) + kSurfaceNlmExtraCandidates;
+  const std::int64_t m = params.neighbors;
+  // ids, records, float list + indices + exact distances, count + failures, weights, phi twice.
+  return n * (8 + P * 4 + kept * (4 + 4 + 8) + 4 + 4 + m * 8 + 2 * 8);
+}
+
+template <class ExecSpace>
+void surfaceDenoise(ExecSpace const& exec, ConstImageView<typename ExecSpace::memory_space> phi,
+                    ImageView<typename ExecSpace::memory_space> out, SurfaceNlmParams const& params,
+                    SurfaceNlmInfo* info, SurfaceNlmProgress const& progress,
+                    SurfaceNlmNeighbours<typename ExecSpace::memory_space>* neighboursOut, std::int64_t maxBytes) {
+  using Mem = typename ExecSpace::memory_space;
+  using Range = Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<std::int64_t>>;
+  params.validate();
+  checkSameExtents(phi, out, "kortex::gpu::surfaceDenoise");
+  if (!phi.span_is_contiguous() || !out.span_is_contiguous())
+    throw InvalidArgument("kortex::gpu::surfaceDenoise: phi and out must be contiguous views");
+  const int nz = static_cast<int>(phi.extent(0)), ny = static_cast<int>(phi.extent(1)),
+            nx = static_cast<int>(phi.extent(2));
+  if (nz < 2) throw InvalidArgument("kortex::gpu::surfaceDenoise: phi must be a 3D image");
+  const std::int64_t total = static_cast<std::int64_t>(phi.size());
+  const float* phiData = phi.data();
+  const float band = params.band;
+
+  // Band size and finiteness.
+  std::int64_t n = 0, bad = 0;
+  Kokkos::parallel_reduce(
+      "kortex::SurfaceNlm::nonFinite", Range(exec, 0, total),
+      KOKKOS_LAMBDA(const std::int64_t i, std::int64_t& nb) { nb += kx::isfinite(phiData[i]) ? 0 : 1; }, bad);
+  if (bad > 0) throw InvalidArgument("surface: phi has " + std::to_string(bad) + " non-finite values");
+  Kokkos::parallel_reduce(
+      "kortex::SurfaceNlm::bandSize", Range(exec, 0, total),
+      KOKKOS_LAMBDA(const std::int64_t i, std::int64_t& c) { c += kx::fabs(phiData[i]) <= band ? 1 : 0; }, n);
+  if (n == 0)
+    throw InvalidArgument("surface: the narrow band |phi| <= " + std::to_string(params.band) +
+                          " is empty (no surface within the band)");
+  if (n > std::numeric_limits<std::int32_t>::max())
+    throw InvalidArgument("surface: the narrow band has " + std::to_string(n) + " elements; at most 2^31 - 1 supported");
+  const int m = params.neighbors;
+  if (m >= n)
+    throw InvalidArgument("surface: --neighbors " + std::to_string(m) + " must be smaller than the band size " +
+                          std::to_string(n) + " (each element has band size - 1 candidates)");
+  const std::int64_t need = surfaceNlmBytes(n, params);
+  const std::int64_t avail = maxBytes > 0 ? maxBytes : freeBytes<Mem>();
+  if (avail > 0 && need > avail)
+    throw InvalidArgument("surface: the narrow band has " + std::to_string(n) + " elements; its search needs " +
+                          mib(need) + " of " + (onHost<ExecSpace> ? "host" : "device") + " memory but " + mib(avail) +
+                          " is available (lower --band or --neighbors)");
+
+  const int pv = params.patch * params.patch * params.patch;
+  const int P = paddedPatch(pv);
+  const int kept = surfaceNlmKept(n, m);
+  const int h = (params.patch - 1) / 2;
+  auto t0 = std::chrono::steady_clock::now();
+
+  // Band, in increasing linear index.
+  Kokkos::View<std::int64_t*, Mem> ids(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kortex::SurfaceNlm::ids"), n);
+  Kokkos::parallel_scan(
+      "kortex::SurfaceNlm::band", Range(exec, 0, total),
+      KOKKOS_LAMBDA(const std::int64_t i, std::int64_t& pos, const bool final) {
+        if (kx::fabs(phiData[i]) <= band) {
+          if (final) ids(pos) = i;
+          ++pos;
+        }
+      });
+
+  // Records.
+  Records<Mem> patches(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kortex::SurfaceNlm::records"), n, P);
+  Kokkos::parallel_for(
+      "kortex::SurfaceNlm::records", Range(exec, 0, n * P), KOKKOS_LAMBDA(const std::int64_t t) {
+        const std::int64_t j = t / P;
+        const int k = static_cast<int>(t % P);
+        if (k >= pv) {
+          patches(j, k) = 0.0f;
+          return;
+        }
+        const int n1 = 2 * h + 1;
+        const int ox = k % n1 - h, oy = (k / n1) % n1 - h, oz = k / (n1 * n1) - h;
+        const std::int64_t id = ids(j);
+        const int x = static_cast<int>(id % nx), y = static_cast<int>((id / nx) % ny),
+                  z = static_cast<int>(id / (static_cast<std::int64_t>(nx) * ny));
+        const int cx = clampIndex(x + ox, nx), cy = clampIndex(y + oy, ny), cz = clampIndex(z + oz, nz);
+        patches(j, k) = phiData[(static_cast<std::int64_t>(cz) * ny + cy) * nx + cx];
+      });
+
+  // Multi-pass float pre-selection.
+  SearchState<Mem> state;
+  state.listD = ListF<Mem>(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kortex::SurfaceNlm::listD"), n, kept);
+  state.listI = ListI<Mem>(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kortex::SurfaceNlm::listI"), n, kept);
+  state.count = Kokkos::View<int*, Mem>("kortex::SurfaceNlm::count", n);
+  state.kept = kept;
+  const std::int64_t perPass = params.passCandidates;
+  const int passes = static_cast<int>((n + perPass - 1) / perPass);
+  for (int p = 0; p < passes; ++p) {
+    const std::int32_t b = static_cast<std::int32_t>(p * perPass);
+    const std::int32_t e = static_cast<std::int32_t>(std::min<std::int64_t>(n, (p + 1) * perPass));
+    searchPassAny(exec, params.patch, params.variant, patches, state, b, e, n);
+    if (progress) {
+      exec.fence();
+      progress({"search", p + 1, passes});
+    }
+  }
+
+  // Exact re-rank of the m' kept, certificate, list of failures.
+  ListD<Mem> exactD(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kortex::SurfaceNlm::exactD"), n, kept);
+  Kokkos::View<std::int32_t*, Mem> failures(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kortex::SurfaceNlm::failures"), n);
+  Kokkos::View<std::int32_t, Mem> failCount("kortex::SurfaceNlm::failCount");
+  {
+    const ListF<Mem> listD = state.listD;
+    const ListI<Mem> listI = state.listI;
+    const bool allKept = kept == n - 1;
+    Kokkos::parallel_for(
+        "kortex::SurfaceNlm::rerank", Range(exec, 0, n), KOKKOS_LAMBDA(const std::int64_t j) {
+          const float* a = &patches(j, 0);
+          for (int k = 0; k < kept; ++k) {
+            const double d = surfaceNlmDistanceExact(a, &patches(listI(j, k), 0), pv);
+            // Insertion sort of (exact D, index) into positions 0..k.
+            const std::int32_t l = listI(j, k);
+            int i = k;
+            while (i > 0 && surfaceNlmBefore(d, l, exactD(j, i - 1), listI(j, i - 1))) {
+              exactD(j, i) = exactD(j, i - 1);
+              listI(j, i) = listI(j, i - 1);
+              --i;
+            }
+            exactD(j, i) = d;
+            listI(j, i) = l;
+          }
+          if (!allKept) {
+            const double bound = surfaceNlmExactLowerBound(listD(j, kept - 1), pv);
+            if (!(exactD(j, m - 1) <= bound)) failures(Kokkos::atomic_fetch_add(&failCount(), 1)) = static_cast<std::int32_t>(j);
+          }
+        });
+  }
+  std::int32_t nFail = 0;
+  Kokkos::deep_copy(nFail, failCount);
+  if (progress) progress({"rerank", 1, 1});
+  if (nFail > 0) {
+    // Exact all-pairs search of the failed elements (double; candidates in increasing index, so
+    // a strict comparison keeps the smaller index first among equal D).
+    const ListI<Mem> listI = state.listI;
+    const double kBig = std::numeric_limits<double>::max();
+    Kokkos::parallel_for(
+        "kortex::SurfaceNlm::exactFallback", Range(exec, 0, nFail), KOKKOS_LAMBDA(const std::int64_t f) {
+          const std::int64_t j = failures(f);
+          const float* a = &patches(j, 0);
+          int cnt = 0;
+          double thr = kBig;
+          for (std::int32_t l = 0; l < static_cast<std::int32_t>(n); ++l) {
+            if (l == j) continue;
+            const double d = surfaceNlmDistanceExact(a, &patches(l, 0), pv);
+            if (!(d < thr)) continue;
+            int i = cnt < m ? cnt : m - 1;
+            while (i > 0 && exactD(j, i - 1) > d) {
+              exactD(j, i) = exactD(j, i - 1);
+              listI(j, i) = listI(j, i - 1);
+              --i;
+            }
+            exactD(j, i) = d;
+            listI(j, i) = l;
+            if (cnt < m) ++cnt;
+            if (cnt == m) thr = exactD(j, m - 1);
+          }
+        });
+  }
+  exec.fence();
+  const double searchSeconds = secondsSince(t0);
+  if (progress) progress({"search", passes, passes});
+
+  if (neighboursOut) {
+    neighboursOut->index = decltype(neighboursOut->index)("kortex::SurfaceNlm::neighbours", n, m);
+    neighboursOut->distance = decltype(neighboursOut->distance)("kortex::SurfaceNlm::neighbourDistances", n, m);
+    auto idx = neighboursOut->index;
+    auto dst = neighboursOut->distance;
+    const ListI<Mem> listI = state.listI;
+    Kokkos::parallel_for(
+        "kortex::SurfaceNlm::copyNeighbours", Range(exec, 0, n * m), KOKKOS_LAMBDA(const std::int64_t t) {
+          const std::int64_t j = t / m;
+          const int k = static_cast<int>(t % m);
+          idx(j, k) = listI(j, k);
+          dst(j, k) = exactD(j, k);
+        });
+  }
+
+  // Weights and dt (double).
+  t0 = std::chrono::steady_clock::now();
+  Kokkos::View<double**, Kokkos::LayoutLeft, Mem> w(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kortex::SurfaceNlm::weights"), n, m);
+  double maxSum = 0.0;
+  {
+    const ListI<Mem> listI = state.listI;
+    const double c1 = params.c1, c2 = params.c2;
+    Kokkos::parallel_reduce(
+        "kortex::SurfaceNlm::weights", Range(exec, 0, n),
+        KOKKOS_LAMBDA(const std::int64_t j, double& mx) {
+          const std::int64_t a = ids(j);
+          const std::int64_t plane = static_cast<std::int64_t>(nx) * ny;
+          const double ax = double(a % nx), ay = double((a / nx) % ny), az = double(a / plane);
+          double s = 0.0;
+          for (int k = 0; k < m; ++k) {
+            const std::int64_t bId = ids(listI(j, k));
+            const double dx = double(bId % nx) - ax, dy = double((bId / nx) % ny) - ay, dz = double(bId / plane) - az;
+            const double wk = surfaceNlmWeight(dx * dx + dy * dy + dz * dz, exactD(j, k), c1, c2);
+            w(j, k) = wk;
+            s += wk;
+          }
+          if (s > mx) mx = s;
+        },
+        Kokkos::Max<double>(maxSum));
+  }
+  const double dt = maxSum > 0.0 ? 1.0 / maxSum : 0.0;
+  exec.fence();
+  const double weightSeconds = secondsSince(t0);
+  if (progress) progress({"weights", 1, 1});
+
+  // K Jacobi iterations on the band (double), then phi with the band replaced.
+  t0 = std::chrono::steady_clock::now();
+  Kokkos::View<double*, Mem> cur(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kortex::SurfaceNlm::phiBand"), n);
+  Kokkos::View<double*, Mem> next(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kortex::SurfaceNlm::phiBandNext"), n);
+  Kokkos::parallel_for(
+      "kortex::SurfaceNlm::gather", Range(exec, 0, n), KOKKOS_LAMBDA(const std::int64_t j) { cur(j) = phiData[ids(j)]; });
+  {
+    const ListI<Mem> listI = state.listI;
+    for (int it = 0; it < params.iterations; ++it) {
+      const auto c = cur;
+      const auto nx2 = next;
+      Kokkos::parallel_for(
+          "kortex::SurfaceNlm::iterate", Range(exec, 0, n), KOKKOS_LAMBDA(const std::int64_t j) {
+            const double pj = c(j);
+            double s = 0.0;
+            for (int k = 0; k < m; ++k) s += w(j, k) * (c(listI(j, k)) - pj);
+            nx2(j) = pj + dt * s;
+          });
+      std::swap(cur, next);
+      if (progress && (it + 1) % 10 == 0) {
+        exec.fence();
+        progress({"iterate", it + 1, params.iterations});
+      }
+    }
+  }
+  Kokkos::deep_copy(exec, out, phi);
+  float* outData = out.data();
+  Kokkos::parallel_for(
+      "kortex::SurfaceNlm::scatter", Range(exec, 0, n),
+      KOKKOS_LAMBDA(const std::int64_t j) { outData[ids(j)] = static_cast<float>(cur(j)); });
+  exec.fence();
+  const double iterateSeconds = secondsSince(t0);
+  if (progress) progress({"iterate", params.iterations, params.iterations});
+
+  if (info) {
+    info->bandSize = n;
+    info->kept = kept;
+    info->passes = passes;
+    info->certificateFailures = nFail;
+    info->dt = dt;
+    info->maxWeightSum = maxSum;
+    info->deviceBytes = need;
+    info->searchSeconds = searchSeconds;
+    info->weightSeconds = weightSeconds;
+    info->iterateSeconds = iterateSeconds;
+  }
+}
+
+#define KORTEX_INSTANTIATE_SURFACE_NLM(SPACE)                                                            \
+  template void surfaceDenoise<SPACE>(SPACE const&, ConstImageView<SPACE::memory_space>,                 \
+                                      ImageView<SPACE::memory_space>, SurfaceNlmParams const&,           \
+                                      SurfaceNlmInfo*, SurfaceNlmProgress const&,                        \
+                                      SurfaceNlmNeighbours<SPACE::memory_space>*, std::int64_t);
+
+#ifdef KOKKOS_ENABLE_SERIAL
+KORTEX_INSTANTIATE_SURFACE_NLM(Kokkos::Serial)
+#endif
+#ifdef KOKKOS_ENABLE_OPENMP
+KORTEX_INSTANTIATE_SURFACE_NLM(Kokkos::OpenMP)
+#endif
+#ifdef KOKKOS_ENABLE_THREADS
+KORTEX_INSTANTIATE_SURFACE_NLM(Kokkos::Threads)
+#endif
+#ifdef KOKKOS_ENABLE_CUDA
+KORTEX_INSTANTIATE_SURFACE_NLM(Kokkos::Cuda)
+#endif
+
+#undef KORTEX_INSTANTIATE_SURFACE_NLM
+
+}  // namespace kortex::gpu

@@ -1,0 +1,80 @@
+// Kokkos level-set non-local-means surface denoising (specification: core/SurfaceNlm.hpp).
+//
+// Design (Lee et al., surface part): every narrow-band element is a self-contained record (its
+// n^3 patch, padded to a multiple of 4 floats for 16-byte rows, and its running top-m' list);
+// the all-pairs search is multi-pass: pass p compares every element against one chunk of
+// candidates, and each element keeps its best m' = m + extra candidates by the float distance Df
+// with an insertion sort (m' + 1 entries of state, not N). Candidates are visited in increasing
+// band index, so ties in Df keep the smaller index first, as the spec orders them.
+// Where the chunk is read from (SurfaceNlmParams::variant):
+//   Global           - RangePolicy, one element per thread, candidate patches loaded from global
+//                      memory (every thread of a warp reads the same address: one transaction);
+//   RandomAccess     - the same through a View with the RandomAccess trait (read-only data path;
+//                      Kokkos 4.6 on CUDA maps it to the same loads as Global, see docs/surface.md);
+//   ScratchBroadcast - TeamPolicy; the team loads sub-chunks of candidate patches cooperatively
+//                      into level-0 scratch, team_barrier(), and every thread reads the same scratch
+//                      word at once (a broadcast, the constant-memory analogue of the paper).
+// Exactness: the m' kept candidates are re-ranked by the exact D of the spec (double), and the
+// result is certified with the float error bound of core/SurfaceNlm.hpp; elements whose
+// certificate fails are searched again exactly (double, all pairs). The neighbour sets therefore
+// equal the CPU reference's, ties aside. Weights, dt and the K Jacobi iterations are in double.
+//
+// Device memory: surfaceNlmBytes() (records, lists, weights); the entry point refuses a band whose
+// search does not fit in what the device reports free, naming the size it needs.
+#pragma once
+
+#include <Kokkos_Core.hpp>
+
+#include <cstdint>
+
+#include "core/Image.hpp"
+#include "core/SurfaceNlm.hpp"
+
+namespace kortex::gpu {
+
+// Extra candidates kept by the float pre-selection beyond m (see core/SurfaceNlm.hpp).
+// 32: on the noisy sphere and ICBM152 white-matter bands the certificate then fails for < 1% of
+// the elements (SurfaceNlmInfo::certificateFailures, measured in bench/results/surface_*).
+inline constexpr int kSurfaceNlmExtraCandidates = 32;
+
+// Candidates kept per element by the pre-selection for a band of n elements.
+inline int surfaceNlmKept(std::int64_t n, int m) {
+  const std::int64_t k = std::int64_t(m) + kSurfaceNlmExtraCandidates;
+  return static_cast<int>(k < n - 1 ? k : n - 1);
+}
+
+// Bytes the Kokkos run allocates on the device for a band of n elements (the image itself aside).
+std::int64_t surfaceNlmBytes(std::int64_t n, SurfaceNlmParams const& params);
+
+struct SurfaceNlmInfo {
+  std::int64_t bandSize = 0;
+  int kept = 0;                          // m' of the pre-selection
+  int passes = 0;                        // candidate chunks (kernel launches) of the search
+  std::int64_t certificateFailures = 0;  // elements searched again exactly
+  double dt = 0.0;
+  double maxWeightSum = 0.0;
+  std::int64_t deviceBytes = 0;          // surfaceNlmBytes()
+  double searchSeconds = 0.0;            // pre-selection + re-rank + exact fallback (fenced)
+  double weightSeconds = 0.0;            // weights and dt
+  double iterateSeconds = 0.0;           // K iterations
+};
+
+// Neighbour sets of a run (for tests and validation): N x m, row j in the spec's order.
+template <class MemorySpace>
+struct SurfaceNlmNeighbours {
+  Kokkos::View<std::int32_t**, Kokkos::LayoutRight, MemorySpace> index;
+  Kokkos::View<double**, Kokkos::LayoutRight, MemorySpace> distance;
+};
+
+// The whole method on phi (3D; `out` gets phi with the band replaced by the denoised values).
+// Throws InvalidArgument for bad parameters, extents, non-finite phi, an empty band, m >= N, a
+// band above 2^31 - 1 elements or one whose search does not fit in the device's free memory
+// (maxBytes > 0 overrides what the device reports). Fences `exec` before returning.
+template <class ExecSpace>
+void surfaceDenoise(ExecSpace const& exec, ConstImageView<typename ExecSpace::memory_space> phi,
+                    ImageView<typename ExecSpace::memory_space> out, SurfaceNlmParams const& params,
+                    SurfaceNlmInfo* info = nullptr, SurfaceNlmProgress const& progress = {},
+                    SurfaceNlmNeighbours<typename ExecSpace::memory_space>* neighbours = nullptr,
+                    std::int64_t maxBytes = 0);
+
+}  // namespace kortex::gpu

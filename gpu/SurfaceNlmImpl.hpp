@@ -1,0 +1,180 @@
+// Kernels of the Kokkos surface NLM (entry point and design: gpu/SurfaceNlm.hpp; specification:
+// core/SurfaceNlm.hpp). Internal header; no Eigen, no OpenMP pragmas, no VTK here.
+//
+// Views (N band elements, p = n^3 patch voxels, P = p rounded up to a multiple of 4, m' kept):
+//   ids      (N)       linear voxel index of element j, increasing
+//   patches  (N, P)    record j: P(ids[j])[k], zero padding after p (LayoutRight: one row per
+//                      record, so a chunk of candidates is one contiguous block)
+//   listD    (N, m')   float distances of the running top-m' (LayoutLeft: at a given k the
+//   listI    (N, m')   threads of a warp touch consecutive words)
+//   count    (N)       entries of the list filled so far
+//   exactD   (N, m')   exact D after the re-rank (the first m are the neighbours)
+#pragma once
+
+#include <Kokkos_Core.hpp>
+
+#include <cstdint>
+
+#include "core/Boundary.hpp"
+#include "core/Compat.hpp"
+#include "core/SurfaceNlm.hpp"
+
+namespace kortex::gpu::surface_impl {
+
+template <class Mem>
+using Records = Kokkos::View<float**, Kokkos::LayoutRight, Mem>;
+template <class Mem>
+using ConstRecords = Kokkos::View<const float**, Kokkos::LayoutRight, Mem>;
+template <class Mem>
+using ListF = Kokkos::View<float**, Kokkos::LayoutLeft, Mem>;
+template <class Mem>
+using ListD = Kokkos::View<double**, Kokkos::LayoutLeft, Mem>;
+template <class Mem>
+using ListI = Kokkos::View<std::int32_t**, Kokkos::LayoutLeft, Mem>;
+
+constexpr float kInfF = 3.402823466e38f;  // FLT_MAX: above every finite Df
+
+inline int paddedPatch(int patchVoxels) { return (patchVoxels + 3) / 4 * 4; }
+
+// ---- candidate readers --------------------------------------------------------------------------
+
+// Plain loads (Global).
+struct GlobalRead {
+  const float* p;
+  KOKKOS_INLINE_FUNCTION float operator[](int k) const { return p[k]; }
+};
+
+// Read-only data path (RandomAccess): __ldg on CUDA devices. Kokkos 4.6 gives a const
+// RandomAccess View the same loads as a plain one on CUDA, so the variant asks for the path
+// itself; elsewhere a plain load.
+struct ReadOnlyRead {
+  const float* p;
+  KOKKOS_INLINE_FUNCTION float operator[](int k) const {
+#if defined(__CUDA_ARCH__)
+    return __ldg(p + k);
+#else
+    return p[k];
+#endif
+  }
+};
+
+// ---- the running top-m' list of element j --------------------------------------------------------
+
+// Inserts (d, l) into the sorted list of j (cnt entries, capacity kept). Candidates arrive in
+// increasing l, so an equal d goes after the entries already there (smaller index first).
+template <class Mem>
+KOKKOS_INLINE_FUNCTION void insertCandidate(ListF<Mem> const& listD, ListI<Mem> const& listI, std::int64_t j,
+                                            int cnt, int kept, float d, std::int32_t l) {
+  int k = cnt < kept ? cnt : kept - 1;
+  while (k > 0 && listD(j, k - 1) > d) {
+    listD(j, k) = listD(j, k - 1);
+    listI(j, k) = listI(j, k - 1);
+    --k;
+  }
+  listD(j, k) = d;
+  listI(j, k) = l;
+}
+
+template <class Mem>
+struct SearchState {
+  ListF<Mem> listD;
+  ListI<Mem> listI;
+  Kokkos::View<int*, Mem> count;
+  int kept = 0;
+
+  KOKKOS_INLINE_FUNCTION float threshold(std::int64_t j, int cnt) const {
+    return cnt == kept ? listD(j, kept - 1) : kInfF;
+  }
+  // Scans candidates [b, e) of element j held in q; `at(l)` gives the reader of candidate l's patch.
+  template <int PV, class At>
+  KOKKOS_INLINE_FUNCTION void scan(std::int64_t j, const float (&q)[PV], std::int32_t b, std::int32_t e,
+                                   At const& at) const {
+    int cnt = count(j);
+    float thr = threshold(j, cnt);
+    std::int32_t l = b;
+    // Two candidates per step: independent sums for the pipeline; checked in increasing l.
+    for (; l + 1 < e; l += 2) {
+      const float d0 = surfaceNlmDistanceFloat<PV>(q, at(l));
+      const float d1 = surfaceNlmDistanceFloat<PV>(q, at(l + 1));
+      if (d0 < thr && l != j) {
+        insertCandidate<Mem>(listD, listI, j, cnt, kept, d0, l);
+        cnt = cnt < kept ? cnt + 1 : kept;
+        thr = threshold(j, cnt);
+      }
+      if (d1 < thr && l + 1 != j) {
+        insertCandidate<Mem>(listD, listI, j, cnt, kept, d1, l + 1);
+        cnt = cnt < kept ? cnt + 1 : kept;
+        thr = threshold(j, cnt);
+      }
+    }
+    if (l < e) {
+      const float d0 = surfaceNlmDistanceFloat<PV>(q, at(l));
+      if (d0 < thr && l != j) {
+        insertCandidate<Mem>(listD, listI, j, cnt, kept, d0, l);
+        cnt = cnt < kept ? cnt + 1 : kept;
+      }
+    }
+    count(j) = cnt;
+  }
+};
+
+// ---- search pass: Global / RandomAccess ----------------------------------------------------------
+
+template <int PV, class Reader, class Exec>
+struct SearchDirect {
+  using Mem = typename Exec::memory_space;
+  ConstRecords<Mem> patches;
+  SearchState<Mem> state;
+  std::int32_t b = 0, e = 0;
+
+  KOKKOS_INLINE_FUNCTION void operator()(const std::int64_t j) const {
+    float q[PV];
+    for (int k = 0; k < PV; ++k) q[k] = patches(j, k);
+    const float* base = patches.data();
+    const std::int64_t stride = static_cast<std::int64_t>(patches.extent(1));
+    state.template scan<PV>(j, q, b, e, [&](std::int32_t l) { return Reader{base + l * stride}; });
+  }
+};
+
+// ---- search pass: ScratchBroadcast ---------------------------------------------------------------
+
+template <int PV, class Exec>
+struct SearchScratch {
+  using Mem = typename Exec::memory_space;
+  using Member = typename Kokkos::TeamPolicy<Exec>::member_type;
+  ConstRecords<Mem> patches;
+  SearchState<Mem> state;
+  std::int32_t b = 0, e = 0;
+  std::int64_t n = 0;
+  int queriesPerTeam = 0;  // elements (queries) of one team
+  int chunk = 0;           // candidates per scratch sub-chunk
+
+  static std::size_t scratchBytes(int chunkCandidates, int paddedVoxels) {
+    return static_cast<std::size_t>(chunkCandidates) * static_cast<std::size_t>(paddedVoxels) * sizeof(float) + 16;
+  }
+
+  KOKKOS_INLINE_FUNCTION void operator()(Member const& team) const {
+    const int P = static_cast<int>(patches.extent(1));
+    float* cand = static_cast<float*>(team.team_scratch(0).get_shmem_aligned(
+        static_cast<std::size_t>(chunk) * static_cast<std::size_t>(P) * sizeof(float), 16));
+    const std::int64_t q0 = static_cast<std::int64_t>(team.league_rank()) * queriesPerTeam;
+    for (std::int32_t c0 = b; c0 < e; c0 += chunk) {
+      const std::int32_t c1 = c0 + chunk < e ? c0 + chunk : e;
+      const int words = (c1 - c0) * P;
+      const float* src = patches.data() + static_cast<std::int64_t>(c0) * P;
+      Kokkos::parallel_for(Kokkos::TeamThreadRange(team, words), [&](const int i) { cand[i] = src[i]; });
+      team.team_barrier();
+      Kokkos::parallel_for(Kokkos::TeamThreadRange(team, queriesPerTeam), [&](const int t) {
+        const std::int64_t j = q0 + t;
+        if (j >= n) return;
+        float q[PV];
+        for (int k = 0; k < PV; ++k) q[k] = patches(j, k);
+        state.template scan<PV>(j, q, c0, c1,
+                                [&](std::int32_t l) { return GlobalRead{cand + static_cast<std::int64_t>(l - c0) * P}; });
+      });
+      team.team_barrier();
+    }
+  }
+};
+
+}  // namespace kortex::gpu::surface_impl
