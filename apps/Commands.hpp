@@ -13,6 +13,7 @@ struct ValidateOptions {
   std::string jsonPath;  // empty: no JSON
   std::string markdownPath;
   bool registrationOnly = false;  // only part 3 (the IXI registration study)
+  bool surfaceOnly = false;       // only part 4 (the real-surface study)
   double lambda = -1.0;           // registration study parameters (< 0 / 0: defaults)
   float sigma = -1.0f;
   int iterations = 0;
@@ -34,6 +35,8 @@ int cmdBenchCt(BenchOptions const& o);
 int cmdBenchMultires(BenchOptions const& o);
 // `kortex bench register` (--peers takes bench/peers/registration_torch.py output; --data adds the IXI pair).
 int cmdBenchRegister(BenchOptions const& o);
+// `kortex bench surface` (--peers takes bench/peers/surface_torch.py output; dumpDir: records for it).
+int cmdBenchSurface(BenchOptions const& o, std::string const& dumpDir);
 
 struct ReproduceOptions {
   bool quick = false;

@@ -15,6 +15,7 @@
 #include "apps/Commands.hpp"
 #include "apps/Denoise.hpp"
 #include "apps/Register.hpp"
+#include "apps/Surface.hpp"
 #include "bench/Tuners.hpp"
 #include "core/Errors.hpp"
 #include "core/Multires.hpp"
@@ -133,6 +134,9 @@ int main(int argc, char** argv) {
   validate->add_option("--markdown", vo.markdownPath, "Write the report as Markdown");
   validate->add_flag("--registration-only", vo.registrationOnly,
                      "Only the registration study (IXI pairs: Dice, CPU vs Kokkos, inverse consistency); needs --data");
+  validate->add_flag("--surface-only", vo.surfaceOnly,
+                     "Only the surface study (ICBM152 and IXI white matter: distance to the clean surface, CPU vs "
+                     "Kokkos); needs --data");
   validate->add_option("--lambda", vo.lambda, "Registration study: regulariser weight (default 1)");
   validate->add_option("--sigma", vo.sigma, "Registration study: force smoothing sigma, voxels (default 2)");
   validate->add_option("--iterations", vo.iterations, "Registration study: iteration cap (default 300; 80 with --quick)")
@@ -179,6 +183,52 @@ int main(int argc, char** argv) {
       ->check(CLI::ExistingFile);
   benchReg->add_option("--data", benchData, "Real data folder (../shared/data): adds the IXI pair target")
       ->check(CLI::ExistingDirectory);
+
+  auto* benchSurf = bench->add_subcommand(
+      "surface", "Level-set NLM surface denoising: Fig 4 (time vs band size per storage variant), Fig 5 (speedup "
+                 "vs the CPU reference at 2 and all threads, GB/s), CPU check and the 175k target");
+  app::BenchOptions sbo;
+  std::string surfDump;
+  benchSurf->add_flag("--quick", sbo.quick, "Bands of 17.5k and 35k only");
+  benchSurf->add_flag("--tiny", sbo.tiny, "Bands of ~1.5k and ~3k (smoke test)");
+  benchSurf->add_option("--json", sbo.jsonPath, "Write results as JSON");
+  benchSurf->add_option("--markdown", sbo.markdownPath, "Write results as Markdown");
+  benchSurf->add_option("--only", sbo.only, "Only variants / sizes whose label contains this text, e.g. \"Scratch\"");
+  benchSurf->add_option("--peers", sbo.peersJsonPath, "Merge the PyTorch kNN peer (bench/peers/surface_torch.py JSON)")
+      ->check(CLI::ExistingFile);
+  benchSurf->add_option("--dump", surfDump, "Write the largest case's records and exact neighbours here (for the peer)")
+      ->check(CLI::ExistingDirectory);
+
+  // surface
+  auto* surface = app.add_subcommand("surface", "Level-set surface processing");
+  surface->require_subcommand(1);
+  app::SurfaceOptions so;
+  auto* surfDenoise = surface->add_subcommand(
+      "denoise", "Level-set non-local-means surface denoising (Dong et al.; exact all-pairs patch search) of a "
+                 "mask, a signed distance or a closed triangle mesh");
+  surfDenoise->add_option("IN", so.input, "Binary mask / label / probability volume, signed distance (--input phi), "
+                                          "or closed mesh (.vtp .stl .obj)")->required();
+  surfDenoise->add_option("OUT", so.output, "Denoised signed distance phi (image, same grid)")->required();
+  surfDenoise->add_option("--band", so.params.band, "Narrow band |phi| <= band, voxels")->capture_default_str();
+  surfDenoise->add_option("--patch", so.params.patch, "Patch edge n (n^3 patches, odd, <= 7)")->capture_default_str();
+  surfDenoise->add_option("--neighbors", so.params.neighbors, "Most similar patches kept per element (m < band size)")
+      ->capture_default_str();
+  surfDenoise->add_option("--c1", so.params.c1, "Spatial scale of the weights, voxels^2")->capture_default_str();
+  surfDenoise->add_option("--c2", so.params.c2, "Patch-distance scale of the weights")->capture_default_str();
+  surfDenoise->add_option("--iterations", so.params.iterations, "Heat iterations K")->capture_default_str();
+  surfDenoise->add_option("--out-mesh", so.outMesh, "Also write the zero level set as a mesh (.vtp .stl .obj)");
+  surfDenoise->add_option("--input", so.inputKind, "Image input: mask (binary, or see --label/--threshold) | phi")
+      ->capture_default_str();
+  auto* surfLabel = surfDenoise->add_option("--label", so.label, "Inside = voxels equal to this label");
+  auto* surfThr = surfDenoise->add_option("--threshold", so.threshold, "Inside = voxels >= this value");
+  surfDenoise->add_option("--spacing", so.spacing, "Mesh input: voxel size of the grid, world units")
+      ->capture_default_str();
+  surfDenoise->add_option("--backend", so.backend, "auto|cpu|kokkos (auto = Kokkos if it has a GPU backend)")
+      ->capture_default_str();
+  surfDenoise->add_option("--variant", so.variant, "Kokkos candidate storage: global|randomaccess|scratch (default scratch)");
+  surfDenoise->add_option("--max-memory", so.maxMemoryMiB,
+                          "Memory the search may use, MiB (default: what the device / host reports free)");
+  surfDenoise->add_flag("--quiet", so.quiet, "No progress bar");
 
   // register
   auto* reg = app.add_subcommand("register", "Register two images");
@@ -256,6 +306,12 @@ int main(int argc, char** argv) {
       return app::cmdBenchRegister(rbo);
     }
     if (*unb) return app::cmdRegisterUnbiased(rgo);
+    if (*benchSurf) return app::cmdBenchSurface(sbo, surfDump);
+    if (*surfDenoise) {
+      so.labelGiven = surfLabel->count() > 0;
+      so.thresholdGiven = surfThr->count() > 0;
+      return app::cmdSurfaceDenoise(so);
+    }
     if (*mres) {
       const Backend backend = parseBackend(backendName);
       const app::IntegerMode integer = app::parseIntegerMode(integerName);

@@ -10,6 +10,7 @@
 #include "bench/Bench.hpp"
 #include "bench/BenchMultires.hpp"
 #include "bench/BenchRegistration.hpp"
+#include "bench/BenchSurfaceNlm.hpp"
 #include "core/Errors.hpp"
 #include "core/TextFile.hpp"
 #include "validation/Suite.hpp"
@@ -38,6 +39,10 @@ int cmdValidate(ValidateOptions const& o) {
   so.dataDir = o.dataDir;
   so.progress = &std::cout;
   so.registrationOnly = o.registrationOnly;
+  so.surfaceOnly = o.surfaceOnly;
+  if (o.registrationOnly && o.surfaceOnly) throw InvalidArgument("--registration-only and --surface-only exclude each other");
+  if (o.surfaceOnly && o.dataDir.empty())
+    throw InvalidArgument("--surface-only needs --data (the ICBM152 template and the IXI label maps)");
   if (o.lambda >= 0.0) so.registration.lambda = o.lambda;
   if (o.sigma > 0.0f) so.registration.sigma = o.sigma;
   if (o.iterations > 0) so.registration.iterations = o.iterations;
@@ -54,6 +59,7 @@ int cmdValidate(ValidateOptions const& o) {
     std::cerr << "kortex: error: validation failed (" << report.casesFailed
               << " case(s) outside their bounds"
               << (report.registration.ran && !report.registration.pass ? "; the registration study failed" : "")
+              << (report.surface.ran && !report.surface.pass ? "; the surface study failed" : "")
               << ")" << std::endl;
     return 1;
   }
@@ -107,6 +113,19 @@ int cmdBenchRegister(BenchOptions const& o) {
   auto ro = benchOptions<bench::RegistrationBenchOptions>(o);
   ro.dataDir = o.dataDir;
   const auto report = bench::runRegistrationBench(ro);
+  std::cout << report.markdown;
+  if (!report.ok) {
+    std::cerr << "kortex: error: benchmark failed (" << report.failed << " check(s) failed, " << report.measured
+              << " measured)" << std::endl;
+    return 1;
+  }
+  return 0;
+}
+
+int cmdBenchSurface(BenchOptions const& o, std::string const& dumpDir) {
+  auto so = benchOptions<bench::SurfaceBenchOptions>(o);
+  so.dumpDir = dumpDir;
+  const auto report = bench::runSurfaceBench(so);
   std::cout << report.markdown;
   if (!report.ok) {
     std::cerr << "kortex: error: benchmark failed (" << report.failed << " check(s) failed, " << report.measured

@@ -19,6 +19,10 @@
 #                                                 # the IXI registration study (kortex validate
 #                                                 # --registration-only --data $DATA)
 #
+#   bench/run_device.sh BIN_DIR OUT_DIR surface   # issue 5: tstSurfaceNlm, kortex bench surface (+ the
+#                                                 # PyTorch kNN peer on its dumped records) and the
+#                                                 # real-surface study with DATA=folder
+#
 #   bench/run_device.sh BIN_DIR OUT_DIR profile # Nsight Compute reports of the kernels behind
 #                                               # the issue's NLM targets (needs ncu)
 #
@@ -110,6 +114,38 @@ elif [ "$PART" = "register" ]; then
   timeout 240 "$BIN/kortex" validate --registration-only --data "$DATA" --json "$OUT/register_validate.json" \
     --markdown "$OUT/register_validate.md" > "$OUT/register_validate.log" 2>&1 || { echo "FAIL registration study"; status=1; }
   tail -n 25 "$OUT/register_validate.log"
+elif [ "$PART" = "surface" ]; then
+  # Issue 5: tstSurfaceNlm on every space, kortex bench surface (Figs 4, 5, CPU check, 175k target)
+  # with the records of its largest band dumped for the PyTorch kNN peer, then the peer, and the
+  # real-surface study (kortex validate --surface-only --data $DATA) when DATA is given.
+  DATA="${DATA:-../shared/data}"
+  DUMP="$(mktemp -d)"
+  nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm,clocks.mem --format=csv \
+    > "$OUT/surface_tests.log" 2>&1
+  for t in tstSurfaceNlm tstSurfaceNlmReference; do
+    [ -x "$BIN/$t" ] || continue
+    echo "=== $t" >> "$OUT/surface_tests.log"
+    if timeout 200 "$BIN/$t" --log_level=message --report_level=short >> "$OUT/surface_tests.log" 2>&1; then
+      echo "PASS $t"
+    else
+      echo "FAIL $t"; status=1
+    fi
+  done
+  grep -E "Cuda" "$OUT/surface_tests.log" | head -n 20
+  timeout 420 "$BIN/kortex" bench surface ${SURFACE_BENCH_ARGS:-} --dump "$DUMP" --json "$OUT/surface.json" \
+    --markdown "$OUT/surface.md" > "$OUT/surface.log" 2>&1 || status=1
+  tail -n 40 "$OUT/surface.log"
+  if python3 -c "import torch" > /dev/null 2>&1 && [ -f "$DUMP/meta.json" ]; then
+    timeout 200 python3 bench/peers/surface_torch.py --records "$DUMP" --out "$OUT/surface_peers.json" \
+      >> "$OUT/surface_tests.log" 2>&1 || { echo "FAIL surface peer"; status=1; }
+    tail -n 1 "$OUT/surface_tests.log"
+  fi
+  rm -rf "$DUMP"
+  if [ -z "${SKIP_STUDY:-}" ] && [ -d "$DATA/mri" ]; then
+    timeout 300 "$BIN/kortex" validate --surface-only --data "$DATA" --json "$OUT/surface_validate.json" \
+      --markdown "$OUT/surface_validate.md" > "$OUT/surface_validate.log" 2>&1 || { echo "FAIL surface study"; status=1; }
+    tail -n 25 "$OUT/surface_validate.log"
+  fi
 elif [ "$PART" = "profile" ]; then
   NCU="$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -n 1)"
   if [ -z "$NCU" ]; then echo "no ncu on this machine"; exit 1; fi

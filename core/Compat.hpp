@@ -14,6 +14,14 @@
 #define KORTEX_KOKKOS_4 0
 #endif
 
+// Full unrolling of a loop with a compile-time trip count in device code (register arrays stay in
+// registers only when every index is a constant); nothing on host compilers.
+#if defined(__CUDA_ARCH__)
+#define KORTEX_UNROLL _Pragma("unroll")
+#else
+#define KORTEX_UNROLL
+#endif
+
 namespace kortex::kx {
 
 // Math: Kokkos 4 has Kokkos::exp etc.; 3.4 has them in Kokkos::Experimental.

@@ -75,19 +75,19 @@ int scratchChunk(int paddedVoxels) {
 template <class Exec>
 constexpr bool onHost = Kokkos::SpaceAccessibility<Exec, Kokkos::HostSpace>::accessible;
 
-template <int PV, class Exec>
+template <int PV4, class Exec>
 void searchPass(Exec const& exec, SurfaceNlmVariant variant, ConstRecords<typename Exec::memory_space> patches,
                 SearchState<typename Exec::memory_space> const& state, std::int32_t b, std::int32_t e,
                 std::int64_t n) {
   switch (variant) {
     case SurfaceNlmVariant::Global: {
-      SearchDirect<PV, GlobalRead, Exec> f{patches, state, b, e};
+      SearchDirect<PV4, GlobalRead, Exec> f{patches, state, b, e};
       Kokkos::parallel_for("kortex::SurfaceNlm::Global::search",
                            Kokkos::RangePolicy<Exec, Kokkos::IndexType<std::int64_t>>(exec, 0, n), f);
       return;
     }
     case SurfaceNlmVariant::RandomAccess: {
-      SearchDirect<PV, ReadOnlyRead, Exec> f{patches, state, b, e};
+      SearchDirect<PV4, ReadOnlyRead, Exec> f{patches, state, b, e};
       Kokkos::parallel_for("kortex::SurfaceNlm::RandomAccess::search",
                            Kokkos::RangePolicy<Exec, Kokkos::IndexType<std::int64_t>>(exec, 0, n), f);
       return;
@@ -97,10 +97,10 @@ void searchPass(Exec const& exec, SurfaceNlmVariant variant, ConstRecords<typena
       const int chunk = scratchChunk<Exec>(P);
       const int qpt = onHost<Exec> ? 32 : 128;
       const int teamSize = onHost<Exec> ? 1 : 128;
-      SearchScratch<PV, Exec> f{patches, state, b, e, n, qpt, chunk};
+      SearchScratch<PV4, Exec> f{patches, state, b, e, n, qpt, chunk};
       const int league = static_cast<int>((n + qpt - 1) / qpt);
       Kokkos::TeamPolicy<Exec> policy(exec, league, teamSize);
-      policy.set_scratch_size(0, Kokkos::PerTeam(SearchScratch<PV, Exec>::scratchBytes(chunk, P)));
+      policy.set_scratch_size(0, Kokkos::PerTeam(SearchScratch<PV4, Exec>::scratchBytes(chunk, P)));
       Kokkos::parallel_for("kortex::SurfaceNlm::ScratchBroadcast::search", policy, f);
       return;
     }
@@ -112,10 +112,10 @@ void searchPassAny(Exec const& exec, int patch, SurfaceNlmVariant variant,
                    ConstRecords<typename Exec::memory_space> patches, SearchState<typename Exec::memory_space> const& s,
                    std::int32_t b, std::int32_t e, std::int64_t n) {
   switch (patch) {
-    case 1: searchPass<1>(exec, variant, patches, s, b, e, n); return;
-    case 3: searchPass<27>(exec, variant, patches, s, b, e, n); return;
-    case 5: searchPass<125>(exec, variant, patches, s, b, e, n); return;
-    case 7: searchPass<343>(exec, variant, patches, s, b, e, n); return;
+    case 1: searchPass<1>(exec, variant, patches, s, b, e, n); return;    // 1 voxel, padded to 4
+    case 3: searchPass<7>(exec, variant, patches, s, b, e, n); return;    // 27 -> 28
+    case 5: searchPass<32>(exec, variant, patches, s, b, e, n); return;   // 125 -> 128
+    case 7: searchPass<86>(exec, variant, patches, s, b, e, n); return;   // 343 -> 344
     default: throw InvalidArgument("kortex::gpu::surfaceDenoise: patch size " + std::to_string(patch) + " unsupported");
   }
 }

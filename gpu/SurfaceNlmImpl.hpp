@@ -38,25 +38,34 @@ inline int paddedPatch(int patchVoxels) { return (patchVoxels + 3) / 4 * 4; }
 
 // ---- candidate readers --------------------------------------------------------------------------
 
-// Plain loads (Global).
+// Plain loads (Global): 16-byte loads of a record.
 struct GlobalRead {
-  const float* p;
-  KOKKOS_INLINE_FUNCTION float operator[](int k) const { return p[k]; }
+  const SurfaceNlmFloat4* p;
+  KOKKOS_INLINE_FUNCTION SurfaceNlmFloat4 load(int g) const { return p[g]; }
 };
 
 // Read-only data path (RandomAccess): __ldg on CUDA devices. Kokkos 4.6 gives a const
 // RandomAccess View the same loads as a plain one on CUDA, so the variant asks for the path
 // itself; elsewhere a plain load.
 struct ReadOnlyRead {
-  const float* p;
-  KOKKOS_INLINE_FUNCTION float operator[](int k) const {
+  const SurfaceNlmFloat4* p;
+  KOKKOS_INLINE_FUNCTION SurfaceNlmFloat4 load(int g) const {
 #if defined(__CUDA_ARCH__)
-    return __ldg(p + k);
+    const float4 v = __ldg(reinterpret_cast<const float4*>(p) + g);
+    return SurfaceNlmFloat4{v.x, v.y, v.z, v.w};
 #else
-    return p[k];
+    return p[g];
 #endif
   }
 };
+
+// Query patch of element j into registers (PV4 groups of 4 floats).
+template <int PV4, class Mem>
+KOKKOS_INLINE_FUNCTION void loadQuery(ConstRecords<Mem> const& patches, std::int64_t j, SurfaceNlmFloat4 (&q)[PV4]) {
+  const SurfaceNlmFloat4* r = reinterpret_cast<const SurfaceNlmFloat4*>(&patches(j, 0));
+  KORTEX_UNROLL
+  for (int g = 0; g < PV4; ++g) q[g] = r[g];
+}
 
 // ---- the running top-m' list of element j --------------------------------------------------------
 
@@ -86,16 +95,16 @@ struct SearchState {
     return cnt == kept ? listD(j, kept - 1) : kInfF;
   }
   // Scans candidates [b, e) of element j held in q; `at(l)` gives the reader of candidate l's patch.
-  template <int PV, class At>
-  KOKKOS_INLINE_FUNCTION void scan(std::int64_t j, const float (&q)[PV], std::int32_t b, std::int32_t e,
+  template <int PV4, class At>
+  KOKKOS_INLINE_FUNCTION void scan(std::int64_t j, const SurfaceNlmFloat4 (&q)[PV4], std::int32_t b, std::int32_t e,
                                    At const& at) const {
     int cnt = count(j);
     float thr = threshold(j, cnt);
     std::int32_t l = b;
     // Two candidates per step: independent sums for the pipeline; checked in increasing l.
     for (; l + 1 < e; l += 2) {
-      const float d0 = surfaceNlmDistanceFloat<PV>(q, at(l));
-      const float d1 = surfaceNlmDistanceFloat<PV>(q, at(l + 1));
+      const float d0 = surfaceNlmDistanceFloat<PV4>(q, at(l));
+      const float d1 = surfaceNlmDistanceFloat<PV4>(q, at(l + 1));
       if (d0 < thr && l != j) {
         insertCandidate<Mem>(listD, listI, j, cnt, kept, d0, l);
         cnt = cnt < kept ? cnt + 1 : kept;
@@ -108,7 +117,7 @@ struct SearchState {
       }
     }
     if (l < e) {
-      const float d0 = surfaceNlmDistanceFloat<PV>(q, at(l));
+      const float d0 = surfaceNlmDistanceFloat<PV4>(q, at(l));
       if (d0 < thr && l != j) {
         insertCandidate<Mem>(listD, listI, j, cnt, kept, d0, l);
         cnt = cnt < kept ? cnt + 1 : kept;
@@ -120,7 +129,7 @@ struct SearchState {
 
 // ---- search pass: Global / RandomAccess ----------------------------------------------------------
 
-template <int PV, class Reader, class Exec>
+template <int PV4, class Reader, class Exec>
 struct SearchDirect {
   using Mem = typename Exec::memory_space;
   ConstRecords<Mem> patches;
@@ -128,17 +137,16 @@ struct SearchDirect {
   std::int32_t b = 0, e = 0;
 
   KOKKOS_INLINE_FUNCTION void operator()(const std::int64_t j) const {
-    float q[PV];
-    for (int k = 0; k < PV; ++k) q[k] = patches(j, k);
-    const float* base = patches.data();
-    const std::int64_t stride = static_cast<std::int64_t>(patches.extent(1));
-    state.template scan<PV>(j, q, b, e, [&](std::int32_t l) { return Reader{base + l * stride}; });
+    SurfaceNlmFloat4 q[PV4];
+    loadQuery<PV4, Mem>(patches, j, q);
+    const SurfaceNlmFloat4* base = reinterpret_cast<const SurfaceNlmFloat4*>(patches.data());
+    state.template scan<PV4>(j, q, b, e, [&](std::int32_t l) { return Reader{base + std::int64_t(l) * PV4}; });
   }
 };
 
 // ---- search pass: ScratchBroadcast ---------------------------------------------------------------
 
-template <int PV, class Exec>
+template <int PV4, class Exec>
 struct SearchScratch {
   using Mem = typename Exec::memory_space;
   using Member = typename Kokkos::TeamPolicy<Exec>::member_type;
@@ -154,23 +162,24 @@ struct SearchScratch {
   }
 
   KOKKOS_INLINE_FUNCTION void operator()(Member const& team) const {
-    const int P = static_cast<int>(patches.extent(1));
+    const int P = PV4 * 4;
     float* cand = static_cast<float*>(team.team_scratch(0).get_shmem_aligned(
         static_cast<std::size_t>(chunk) * static_cast<std::size_t>(P) * sizeof(float), 16));
     const std::int64_t q0 = static_cast<std::int64_t>(team.league_rank()) * queriesPerTeam;
     for (std::int32_t c0 = b; c0 < e; c0 += chunk) {
       const std::int32_t c1 = c0 + chunk < e ? c0 + chunk : e;
-      const int words = (c1 - c0) * P;
-      const float* src = patches.data() + static_cast<std::int64_t>(c0) * P;
-      Kokkos::parallel_for(Kokkos::TeamThreadRange(team, words), [&](const int i) { cand[i] = src[i]; });
+      const int groups = (c1 - c0) * PV4;
+      const SurfaceNlmFloat4* src = reinterpret_cast<const SurfaceNlmFloat4*>(patches.data()) + std::int64_t(c0) * PV4;
+      SurfaceNlmFloat4* dst = reinterpret_cast<SurfaceNlmFloat4*>(cand);
+      Kokkos::parallel_for(Kokkos::TeamThreadRange(team, groups), [&](const int i) { dst[i] = src[i]; });
       team.team_barrier();
       Kokkos::parallel_for(Kokkos::TeamThreadRange(team, queriesPerTeam), [&](const int t) {
         const std::int64_t j = q0 + t;
         if (j >= n) return;
-        float q[PV];
-        for (int k = 0; k < PV; ++k) q[k] = patches(j, k);
-        state.template scan<PV>(j, q, c0, c1,
-                                [&](std::int32_t l) { return GlobalRead{cand + static_cast<std::int64_t>(l - c0) * P}; });
+        SurfaceNlmFloat4 q[PV4];
+        loadQuery<PV4, Mem>(patches, j, q);
+        const SurfaceNlmFloat4* c4 = reinterpret_cast<const SurfaceNlmFloat4*>(cand);
+        state.template scan<PV4>(j, q, c0, c1, [&](std::int32_t l) { return GlobalRead{c4 + (l - c0) * PV4}; });
       });
       team.team_barrier();
     }

@@ -10,6 +10,7 @@
 
 #include "core/Errors.hpp"
 #include "core/Image.hpp"
+#include "io/Mesh.hpp"
 
 namespace kortex::io::detail {
 
@@ -89,5 +90,14 @@ HostImage readPngOrJpeg(fs::path const& file, bool png);
 // 8-bit grey, rows[j * width + i], j = 0 the top row.
 void writeGrey8(std::vector<std::uint8_t> const& pixels, int width, int height,
                 fs::path const& tmpFile, fs::path const& target, bool png);
+
+// Meshes (io/Mesh.hpp), VTK part (VtkFormats.cpp; compiled and called only when KORTEX_HAVE_VTK).
+// ext is ".vtp", ".stl" or ".obj". readMeshVtk returns the triangulated polygons as stored.
+TriangleMesh readMeshVtk(fs::path const& file, std::string const& ext);
+void writeMeshVtk(TriangleMesh const& mesh, fs::path const& tmpFile, fs::path const& target,
+                  std::string const& ext);
+// Contour of phi at value 0 in INDEX coordinates (vtkFlyingEdges3D on a unit-spacing grid),
+// coincident points merged, degenerate triangles dropped; orientation as VTK produces it.
+TriangleMesh contourZeroIndexSpace(HostImage const& phi);
 
 }  // namespace kortex::io::detail

@@ -1,27 +1,42 @@
 // Formats handled through VTK: MetaImage (VTK's bundled metaio, the library ITK uses too),
-// VTK XML image data, PNG and JPEG. VTK's messages never reach stderr: a capturing
+// VTK XML image data, PNG and JPEG, and the VTK part of io/Mesh.hpp (.vtp/.stl/.obj meshes and the
+// zero level set of phi). VTK's messages never reach stderr: a capturing
 // vtkOutputWindow is installed and each algorithm gets error/warning observers; what they say is
 // quoted in the IoError.
+#include <vtkCellArray.h>
+#include <vtkCleanPolyData.h>
 #include <vtkCommand.h>
 #include <vtkDataArray.h>
 #include <vtkErrorCode.h>
+#include <vtkFlyingEdges3D.h>
 #include <vtkFloatArray.h>
 #include <vtkImageData.h>
 #include <vtkJPEGReader.h>
 #include <vtkJPEGWriter.h>
 #include <vtkLogger.h>
 #include <vtkMatrix3x3.h>
+#include <vtkOBJReader.h>
+#include <vtkOBJWriter.h>
 #include <vtkObjectFactory.h>
 #include <vtkOutputWindow.h>
 #include <vtkPNGReader.h>
 #include <vtkPNGWriter.h>
 #include <vtkPointData.h>
+#include <vtkPoints.h>
+#include <vtkPolyData.h>
+#include <vtkSTLReader.h>
+#include <vtkSTLWriter.h>
 #include <vtkSmartPointer.h>
+#include <vtkTriangleFilter.h>
 #include <vtkUnsignedCharArray.h>
 #include <vtkXMLImageDataReader.h>
 #include <vtkXMLImageDataWriter.h>
+#include <vtkXMLPolyDataReader.h>
+#include <vtkXMLPolyDataWriter.h>
 #include <vtkmetaio/metaImage.h>
 
+#include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstring>
 #include <fstream>
@@ -534,6 +549,187 @@ void writeGrey8(std::vector<std::uint8_t> const& pixels, int width, int height,
   wr->Write();
   if (w.failed() || wr->GetErrorCode() != vtkErrorCode::NoError)
     writeError(target, std::string(png ? "PNG" : "JPEG") + " write failed" + w.detail());
+}
+
+// ---------------------------------------------------------------------------------------------
+// Meshes (io/Mesh.hpp)
+// ---------------------------------------------------------------------------------------------
+
+namespace {
+
+// Triangles (3-point polygons) and all points of a poly data set.
+TriangleMesh toTriangleMesh(vtkPolyData* pd) {
+  TriangleMesh m;
+  vtkPoints* pts = pd->GetPoints();
+  const vtkIdType np = pts ? pts->GetNumberOfPoints() : 0;
+  m.points.resize(static_cast<std::size_t>(np));
+  for (vtkIdType i = 0; i < np; ++i) pts->GetPoint(i, m.points[static_cast<std::size_t>(i)].data());
+  vtkCellArray* polys = pd->GetPolys();
+  if (!polys) return m;
+  m.triangles.reserve(static_cast<std::size_t>(polys->GetNumberOfCells()));
+  vtkIdType n = 0;
+  vtkIdType const* ids = nullptr;
+  for (polys->InitTraversal(); polys->GetNextCell(n, ids);)
+    if (n == 3) m.triangles.push_back({std::int64_t(ids[0]), std::int64_t(ids[1]), std::int64_t(ids[2])});
+  return m;
+}
+
+// VTK's STL reader reads a truncated binary file without complaint (it stops at the end of the
+// data), so the structure is checked here first. Binary STL: 80-byte header, uint32 triangle
+// count (little endian), 50 bytes per triangle; its count field has a zero byte for any count
+// below 2^24, so a NUL among the first 512 bytes marks a binary file. Otherwise the file must be
+// ASCII STL ("solid ..."), which VTK parses and checks itself.
+void checkStl(fs::path const& file) {
+  const std::uintmax_t size = fileSize(file);
+  std::vector<unsigned char> head(static_cast<std::size_t>(std::min<std::uintmax_t>(size, 512)));
+  {
+    std::ifstream in(file, std::ios::binary);
+    in.read(reinterpret_cast<char*>(head.data()), static_cast<std::streamsize>(head.size()));
+    if (!in) readError(file, "cannot read its first bytes");
+  }
+  const bool binary = size >= 84 && std::memchr(head.data(), 0, head.size()) != nullptr;
+  if (binary) {
+    const std::uint64_t count = std::uint64_t(head[80]) | (std::uint64_t(head[81]) << 8) |
+                                (std::uint64_t(head[82]) << 16) | (std::uint64_t(head[83]) << 24);
+    const std::uint64_t expected = 84 + 50 * count;
+    if (size < expected)
+      readError(file, "truncated binary STL file: its header announces " + std::to_string(count) +
+                          " triangles (" + std::to_string(expected) + " bytes), the file has " +
+                          std::to_string(size) + " bytes");
+    return;
+  }
+  std::size_t i = 0;
+  while (i < head.size() && std::isspace(head[i])) ++i;
+  static const char solid[] = "solid";
+  bool ascii = head.size() - i >= 5;
+  for (std::size_t k = 0; ascii && k < 5; ++k)
+    ascii = std::tolower(head[i + k]) == solid[k];
+  if (!ascii)
+    readError(file, "not an STL file (neither binary STL nor ASCII STL starting with 'solid')");
+}
+
+}  // namespace
+
+TriangleMesh readMeshVtk(fs::path const& file, std::string const& ext) {
+  VtkWatch w;
+  vtkSmartPointer<vtkAlgorithm> reader;
+  if (ext == ".vtp") {
+    auto r = vtkSmartPointer<vtkXMLPolyDataReader>::New();
+    w.watch(r);
+    if (!r->CanReadFile(file.c_str()))
+      readError(file, "not a VTK XML poly data (.vtp) file" + w.detail());
+    r->SetFileName(file.c_str());
+    reader = r;
+  } else if (ext == ".stl") {
+    checkStl(file);
+    auto r = vtkSmartPointer<vtkSTLReader>::New();
+    w.watch(r);
+    r->SetFileName(file.c_str());
+    r->MergingOn();  // STL repeats each corner per facet: share exactly coincident points
+    reader = r;
+  } else {
+    auto r = vtkSmartPointer<vtkOBJReader>::New();
+    w.watch(r);
+    r->SetFileName(file.c_str());
+    reader = r;
+  }
+  auto tri = vtkSmartPointer<vtkTriangleFilter>::New();
+  w.watch(tri);
+  tri->SetInputConnection(reader->GetOutputPort());
+  tri->PassVertsOff();
+  tri->PassLinesOff();
+  tri->Update();
+  vtkPolyData* pd = tri->GetOutput();
+  if (w.failed() || reader->GetErrorCode() != vtkErrorCode::NoError || !pd)
+    readError(file, "corrupt or truncated " + ext + " file" + w.detail());
+  return toTriangleMesh(pd);
+}
+
+void writeMeshVtk(TriangleMesh const& mesh, fs::path const& tmpFile, fs::path const& target,
+                  std::string const& ext) {
+  VtkWatch w;
+  auto pts = vtkSmartPointer<vtkPoints>::New();
+  pts->SetDataTypeToDouble();
+  pts->SetNumberOfPoints(static_cast<vtkIdType>(mesh.points.size()));
+  for (std::size_t i = 0; i < mesh.points.size(); ++i)
+    pts->SetPoint(static_cast<vtkIdType>(i), mesh.points[i].data());
+  auto polys = vtkSmartPointer<vtkCellArray>::New();
+  polys->AllocateExact(static_cast<vtkIdType>(mesh.triangles.size()),
+                       static_cast<vtkIdType>(mesh.triangles.size()) * 3);
+  for (auto const& t : mesh.triangles) {
+    const vtkIdType ids[3] = {static_cast<vtkIdType>(t[0]), static_cast<vtkIdType>(t[1]),
+                              static_cast<vtkIdType>(t[2])};
+    polys->InsertNextCell(3, ids);
+  }
+  auto pd = vtkSmartPointer<vtkPolyData>::New();
+  pd->SetPoints(pts);
+  pd->SetPolys(polys);
+  int ok = 0;
+  unsigned long error = vtkErrorCode::NoError;
+  if (ext == ".vtp") {
+    auto wr = vtkSmartPointer<vtkXMLPolyDataWriter>::New();
+    w.watch(wr);
+    wr->SetInputData(pd);
+    wr->SetFileName(tmpFile.c_str());
+    wr->SetDataModeToAppended();
+    wr->EncodeAppendedDataOff();
+    wr->SetCompressorTypeToZLib();
+    ok = wr->Write();
+    error = wr->GetErrorCode();
+  } else if (ext == ".stl") {
+    auto wr = vtkSmartPointer<vtkSTLWriter>::New();
+    w.watch(wr);
+    wr->SetInputData(pd);
+    wr->SetFileName(tmpFile.c_str());
+    wr->SetFileTypeToBinary();
+    ok = wr->Write();
+    error = wr->GetErrorCode();
+  } else {
+    auto wr = vtkSmartPointer<vtkOBJWriter>::New();
+    w.watch(wr);
+    wr->SetInputData(pd);
+    wr->SetFileName(tmpFile.c_str());
+    ok = wr->Write();
+    error = wr->GetErrorCode();
+  }
+  if (!ok || w.failed() || error != vtkErrorCode::NoError)
+    writeError(target, "mesh write (" + ext + ") failed" + w.detail());
+}
+
+TriangleMesh contourZeroIndexSpace(HostImage const& phi) {
+  VtkWatch w;
+  const Geometry& g = phi.geometry;
+  auto im = vtkSmartPointer<vtkImageData>::New();
+  im->SetDimensions(static_cast<int>(g.nx()), static_cast<int>(g.ny()), static_cast<int>(g.nz()));
+  im->SetSpacing(1.0, 1.0, 1.0);  // index space; world mapping is done by the caller
+  im->SetOrigin(0.0, 0.0, 0.0);
+  auto a = vtkSmartPointer<vtkFloatArray>::New();
+  a->SetName("phi");
+  a->SetNumberOfComponents(1);
+  // Zero-copy: VTK only reads this buffer (save = 1: VTK must not free it).
+  a->SetArray(const_cast<float*>(phi.data.data()), g.numVoxels(), 1);
+  im->GetPointData()->SetScalars(a);
+  auto fe = vtkSmartPointer<vtkFlyingEdges3D>::New();
+  w.watch(fe);
+  fe->SetInputData(im);
+  fe->SetNumberOfContours(1);
+  fe->SetValue(0, 0.0);
+  fe->ComputeNormalsOff();
+  fe->ComputeGradientsOff();
+  fe->ComputeScalarsOff();
+  fe->InterpolateAttributesOff();
+  // Exactly coincident points (phi == 0 at a voxel) merged; triangles that collapse become
+  // lines/points and are dropped by toTriangleMesh.
+  auto clean = vtkSmartPointer<vtkCleanPolyData>::New();
+  w.watch(clean);
+  clean->SetInputConnection(fe->GetOutputPort());
+  clean->PointMergingOn();
+  clean->ToleranceIsAbsoluteOn();
+  clean->SetAbsoluteTolerance(0.0);
+  clean->Update();
+  if (w.failed() || !clean->GetOutput())
+    throw InvalidArgument("zeroLevelSet: contouring phi failed" + w.detail());
+  return toTriangleMesh(clean->GetOutput());
 }
 
 }  // namespace kortex::io::detail

@@ -228,7 +228,8 @@ SuiteReport runValidationSuite(SuiteOptions const& opt) {
   ho.repetitions = opt.quick ? 3 : 7;
   ho.timeBudgetMs = opt.quick ? 500.0 : 1500.0;
 
-  const auto cases = opt.registrationOnly ? std::vector<Case>{} : validationCases(opt.quick, opt.dataDir, &rep.notes);
+  const bool only = opt.registrationOnly || opt.surfaceOnly;
+  const auto cases = only ? std::vector<Case>{} : validationCases(opt.quick, opt.dataDir, &rep.notes);
   for (auto const& c : cases) {
     CaseResult r = runCase(c, ho);
     if (opt.progress) {
@@ -243,7 +244,7 @@ SuiteReport runValidationSuite(SuiteOptions const& opt) {
   }
 
   bool qualityPass = true;
-  if (opt.qualityStudy && !opt.registrationOnly) {
+  if (opt.qualityStudy && !only) {
     QualityStudyOptions qo;
     qo.quick = opt.quick;
     qo.dataDir = opt.dataDir;
@@ -262,7 +263,7 @@ SuiteReport runValidationSuite(SuiteOptions const& opt) {
       }
     }
   }
-  if (opt.qualityStudy && !opt.registrationOnly) {
+  if (opt.qualityStudy && !only) {
     MultiresQualityOptions mo;
     mo.quick = opt.quick;
     mo.dataDir = opt.dataDir;
@@ -279,7 +280,7 @@ SuiteReport runValidationSuite(SuiteOptions const& opt) {
     }
   }
   bool registrationPass = true;
-  if (opt.registrationStudy && !opt.dataDir.empty()) {
+  if (opt.registrationStudy && !opt.dataDir.empty() && !opt.surfaceOnly) {
     RegistrationStudyOptions ro;
     ro.quick = opt.quick;
     ro.dataDir = opt.dataDir;
@@ -290,8 +291,18 @@ SuiteReport runValidationSuite(SuiteOptions const& opt) {
     if (!rep.registration.ran) rep.notes.push_back(rep.registration.note);
     registrationPass = !rep.registration.ran || rep.registration.pass;
   }
-  rep.pass = rep.casesFailed == 0 && (!rep.cases.empty() || opt.registrationOnly) && qualityPass &&
-             registrationPass && (!opt.registrationOnly || rep.registration.ran);
+  bool surfacePass = true;
+  if (opt.surfaceStudy && !opt.dataDir.empty() && !opt.registrationOnly) {
+    SurfaceStudyOptions so;
+    so.quick = opt.quick;
+    so.dataDir = opt.dataDir;
+    so.progress = opt.progress;
+    rep.surface = runSurfaceStudy(so);
+    if (!rep.surface.ran) rep.notes.push_back(rep.surface.note);
+    surfacePass = !rep.surface.ran || rep.surface.pass;
+  }
+  rep.pass = rep.casesFailed == 0 && (!rep.cases.empty() || only) && qualityPass && registrationPass &&
+             surfacePass && (!opt.registrationOnly || rep.registration.ran) && (!opt.surfaceOnly || rep.surface.ran);
   rep.wallSeconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return rep;
@@ -315,6 +326,7 @@ nlohmann::json toJson(SuiteReport const& r) {
   j["multires_quality"] = nlohmann::json::array();
   for (auto const& q : r.multiresQuality) j["multires_quality"].push_back(toJson(q));
   if (r.registration.ran) j["registration"] = r.registration.json;
+  if (r.surface.ran) j["surface"] = r.surface.json;
   j["notes"] = r.notes;
   return j;
 }
@@ -336,6 +348,7 @@ std::string toMarkdown(SuiteReport const& r) {
   if (!r.multiresQuality.empty())
     os << "## Multiresolution filter quality (SNR 25)\n\n" << toMarkdown(r.multiresQuality) << "\n";
   if (r.registration.ran) os << "## Registration (issue 4)\n\n" << r.registration.markdown << "\n";
+  if (r.surface.ran) os << "## Surface denoising (issue 5)\n\n" << r.surface.markdown << "\n";
   if (!r.notes.empty()) {
     os << "## Notes\n\n";
     for (auto const& n : r.notes) os << "- " << n << "\n";

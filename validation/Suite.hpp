@@ -9,6 +9,9 @@
 //      10-bit integer cases (exact), on odd sizes.
 //   3. registration (issue 4, with the IXI data): validation/Registration.hpp runRegistrationStudy -
 //      Dice affine vs affine + unbiased, CPU vs Kokkos end to end, inverse consistency.
+//   4. surface (issue 5, with the data): validation/SurfaceNlm.hpp runSurfaceStudy - ICBM152 and
+//      IXI white-matter surfaces with surface noise: distance to the clean surface before/after,
+//      Kokkos vs CPU reference (max |dphi| <= 1/4 voxel, neighbour sets).
 //   2. quality: the SNR-25 study (validation/Quality.hpp); both filters must raise the PSNR;
 //      and the multires study (validation/QualityMultires.hpp): multires must raise the PSNR.
 // quick: small sizes, seconds on 2 CPU cores; full: bigger images and radii (minutes there).
@@ -24,6 +27,7 @@
 #include "validation/Quality.hpp"
 #include "validation/QualityMultires.hpp"
 #include "validation/Registration.hpp"
+#include "validation/SurfaceNlm.hpp"
 
 namespace kortex::validation {
 
@@ -35,6 +39,8 @@ struct SuiteOptions {
   bool timing = true;         // time reference and variants (false: correctness only)
   bool registrationStudy = true;  // part 3 (needs dataDir with the IXI volumes)
   bool registrationOnly = false;  // skip parts 1 and 2
+  bool surfaceStudy = true;       // part 4 (needs dataDir: ICBM152 and IXI labels)
+  bool surfaceOnly = false;       // only part 4
   RegistrationParams registration;  // part 3's fluid parameters
   int registrationPairs = 6;
   std::ostream* progress = nullptr;  // one line per finished case, when set
@@ -49,6 +55,7 @@ struct SuiteReport {
   std::vector<QualityImageResult> quality;
   std::vector<MultiresQualityResult> multiresQuality;
   RegistrationStudyReport registration;  // part 3; .ran false without the IXI data
+  SurfaceStudyReport surface;            // part 4; .ran false without the data
   std::vector<std::string> notes;  // inputs that were skipped, and why
   nlohmann::json environment;      // validation/Report.hpp environmentJson()
 };
