@@ -107,6 +107,26 @@ void searchPass(Exec const& exec, SurfaceNlmVariant variant, ConstRecords<typena
   }
 }
 
+template <int PV4, class Exec>
+void seedPass(Exec const& exec, ConstRecords<typename Exec::memory_space> patches,
+              SearchState<typename Exec::memory_space> const& state, std::int64_t n) {
+  SearchSeed<PV4, Exec> f{patches, state, n};
+  Kokkos::parallel_for("kortex::SurfaceNlm::seed", Kokkos::RangePolicy<Exec, Kokkos::IndexType<std::int64_t>>(exec, 0, n),
+                       f);
+}
+
+template <class Exec>
+void seedPassAny(Exec const& exec, int patch, ConstRecords<typename Exec::memory_space> patches,
+                 SearchState<typename Exec::memory_space> const& s, std::int64_t n) {
+  switch (patch) {
+    case 1: seedPass<1>(exec, patches, s, n); return;
+    case 3: seedPass<7>(exec, patches, s, n); return;
+    case 5: seedPass<32>(exec, patches, s, n); return;
+    case 7: seedPass<86>(exec, patches, s, n); return;
+    default: throw InvalidArgument("kortex::gpu::surfaceDenoise: patch size " + std::to_string(patch) + " unsupported");
+  }
+}
+
 template <class Exec>
 void searchPassAny(Exec const& exec, int patch, SurfaceNlmVariant variant,
                    ConstRecords<typename Exec::memory_space> patches, SearchState<typename Exec::memory_space> const& s,
@@ -216,6 +236,8 @@ void surfaceDenoise(ExecSpace const& exec, ConstImageView<typename ExecSpace::me
   state.listI = ListI<Mem>(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kortex::SurfaceNlm::listI"), n, kept);
   state.count = Kokkos::View<int*, Mem>("kortex::SurfaceNlm::count", n);
   state.kept = kept;
+  state.seed = kSurfaceNlmSeedRadius;
+  seedPassAny(exec, params.patch, patches, state, n);
   const std::int64_t perPass = params.passCandidates;
   const int passes = static_cast<int>((n + perPass - 1) / perPass);
   for (int p = 0; p < passes; ++p) {
@@ -253,7 +275,7 @@ void surfaceDenoise(ExecSpace const& exec, ConstImageView<typename ExecSpace::me
             listI(j, i) = l;
           }
           if (!allKept) {
-            const double bound = surfaceNlmExactLowerBound(listD(j, kept - 1), pv);
+            const double bound = surfaceNlmExactLowerBound(listD(j, 0), pv);  // heap root: the worst Df kept
             if (!(exactD(j, m - 1) <= bound)) failures(Kokkos::atomic_fetch_add(&failCount(), 1)) = static_cast<std::int32_t>(j);
           }
         });

@@ -4,8 +4,13 @@
 // n^3 patch, padded to a multiple of 4 floats for 16-byte rows, and its running top-m' list);
 // the all-pairs search is multi-pass: pass p compares every element against one chunk of
 // candidates, and each element keeps its best m' = m + extra candidates by the float distance Df
-// with an insertion sort (m' + 1 entries of state, not N). Candidates are visited in increasing
-// band index, so ties in Df keep the smaller index first, as the spec orders them.
+// (m' entries of state, not N). The paper keeps them sorted by insertion; here they are a max-heap
+// on (Df, index), because an insertion shifts up to m' entries in global memory, one dependent
+// load at a time, and that, not the distances, bounded the first version (6.4 s at N = 175k on
+// the H200, compute at 5% of peak). The threshold (the heap's root) stays in a register.
+// A seed pass first offers each element its band neighbours j - 512 .. j + 512 (mostly spatial
+// neighbours, with similar patches), so the threshold is tight before the passes; the heap is
+// ordered by (Df, index), so the kept set does not depend on the order candidates arrive in.
 // Where the chunk is read from (SurfaceNlmParams::variant):
 //   Global           - RangePolicy, one element per thread, candidate patches loaded from global
 //                      memory (every thread of a warp reads the same address: one transaction);
@@ -36,6 +41,11 @@ namespace kortex::gpu {
 // 32: on the noisy sphere and ICBM152 white-matter bands the certificate then fails for < 1% of
 // the elements (SurfaceNlmInfo::certificateFailures, measured in bench/results/surface_*).
 inline constexpr int kSurfaceNlmExtraCandidates = 32;
+
+// Seed window of the search (gpu/SurfaceNlmImpl.hpp SearchSeed): band neighbours j - 512 .. j + 512
+// are offered first. H200, N = 175k, ScratchBroadcast search: no seed 0.82 s, radius 80 0.75 s,
+// 512 0.63 s, 2048 0.64 s (the heap updates of a loose threshold cost more than the distances).
+inline constexpr int kSurfaceNlmSeedRadius = 512;
 
 // Candidates kept per element by the pre-selection for a band of n elements.
 inline int surfaceNlmKept(std::int64_t n, int m) {

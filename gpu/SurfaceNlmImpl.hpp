@@ -67,63 +67,141 @@ KOKKOS_INLINE_FUNCTION void loadQuery(ConstRecords<Mem> const& patches, std::int
   for (int g = 0; g < PV4; ++g) q[g] = r[g];
 }
 
-// ---- the running top-m' list of element j --------------------------------------------------------
+// ---- the running top-m' of element j: a max-heap on (Df, index) ----------------------------------
 
-// Inserts (d, l) into the sorted list of j (cnt entries, capacity kept). Candidates arrive in
-// increasing l, so an equal d goes after the entries already there (smaller index first).
+// Order of the heap: a is worse than b (kept later in the spec's order).
+KOKKOS_INLINE_FUNCTION bool worseCandidate(float da, std::int32_t ia, float db, std::int32_t ib) {
+  return da > db || (da == db && ia > ib);
+}
+
+// Adds (d, l) to the heap of j holding cnt < kept entries (sift up).
 template <class Mem>
-KOKKOS_INLINE_FUNCTION void insertCandidate(ListF<Mem> const& listD, ListI<Mem> const& listI, std::int64_t j,
-                                            int cnt, int kept, float d, std::int32_t l) {
-  int k = cnt < kept ? cnt : kept - 1;
-  while (k > 0 && listD(j, k - 1) > d) {
-    listD(j, k) = listD(j, k - 1);
-    listI(j, k) = listI(j, k - 1);
-    --k;
+KOKKOS_INLINE_FUNCTION void heapPush(ListF<Mem> const& listD, ListI<Mem> const& listI, std::int64_t j, int cnt, float d,
+                                     std::int32_t l) {
+  int i = cnt;
+  while (i > 0) {
+    const int p = (i - 1) / 2;
+    const float dp = listD(j, p);
+    const std::int32_t ip = listI(j, p);
+    if (!worseCandidate(d, l, dp, ip)) break;
+    listD(j, i) = dp;
+    listI(j, i) = ip;
+    i = p;
   }
-  listD(j, k) = d;
-  listI(j, k) = l;
+  listD(j, i) = d;
+  listI(j, i) = l;
+}
+
+// Replaces the worst entry (the root) of the full heap of j by (d, l) (sift down).
+template <class Mem>
+KOKKOS_INLINE_FUNCTION void heapReplaceRoot(ListF<Mem> const& listD, ListI<Mem> const& listI, std::int64_t j,
+                                            int kept, float d, std::int32_t l) {
+  int i = 0;
+  for (;;) {
+    int c = 2 * i + 1;
+    if (c >= kept) break;
+    float dc = listD(j, c);
+    std::int32_t ic = listI(j, c);
+    if (c + 1 < kept) {
+      const float d2 = listD(j, c + 1);
+      const std::int32_t i2 = listI(j, c + 1);
+      if (worseCandidate(d2, i2, dc, ic)) {
+        ++c;
+        dc = d2;
+        ic = i2;
+      }
+    }
+    if (!worseCandidate(dc, ic, d, l)) break;
+    listD(j, i) = dc;
+    listI(j, i) = ic;
+    i = c;
+  }
+  listD(j, i) = d;
+  listI(j, i) = l;
 }
 
 template <class Mem>
 struct SearchState {
-  ListF<Mem> listD;
+  ListF<Mem> listD;  // max-heap per element (root = worst kept = the certificate's F)
   ListI<Mem> listI;
   Kokkos::View<int*, Mem> count;
   int kept = 0;
+  int seed = 0;  // candidates j - seed .. j + seed were offered by the seed pass (seedScan)
 
-  KOKKOS_INLINE_FUNCTION float threshold(std::int64_t j, int cnt) const {
-    return cnt == kept ? listD(j, kept - 1) : kInfF;
+  // The root (worst kept) of j's heap when it is full.
+  KOKKOS_INLINE_FUNCTION void root(std::int64_t j, float& d, std::int32_t& i) const {
+    d = listD(j, 0);
+    i = listI(j, 0);
   }
+  // (d, l) is kept while the heap is not full, else when it beats the root in (Df, index) order.
+  KOKKOS_INLINE_FUNCTION static bool takes(int cnt, int kept, float thr, std::int32_t thrI, float d, std::int32_t l) {
+    return cnt < kept || d < thr || (d == thr && l < thrI);
+  }
+  KOKKOS_INLINE_FUNCTION void offer(std::int64_t j, int& cnt, float& thr, std::int32_t& thrI, float d,
+                                    std::int32_t l) const {
+    if (cnt < kept) {
+      heapPush<Mem>(listD, listI, j, cnt, d, l);
+      ++cnt;
+    } else {
+      heapReplaceRoot<Mem>(listD, listI, j, kept, d, l);
+    }
+    if (cnt == kept) root(j, thr, thrI);
+  }
+  // Self and the seed window were offered already (or must never be).
+  KOKKOS_INLINE_FUNCTION bool skip(std::int64_t j, std::int32_t l) const { return l >= j - seed && l <= j + seed; }
+
   // Scans candidates [b, e) of element j held in q; `at(l)` gives the reader of candidate l's patch.
   template <int PV4, class At>
   KOKKOS_INLINE_FUNCTION void scan(std::int64_t j, const SurfaceNlmFloat4 (&q)[PV4], std::int32_t b, std::int32_t e,
                                    At const& at) const {
     int cnt = count(j);
-    float thr = threshold(j, cnt);
+    float thr = 0.0f;
+    std::int32_t thrI = 0;
+    if (cnt == kept) root(j, thr, thrI);
     std::int32_t l = b;
-    // Two candidates per step: independent sums for the pipeline; checked in increasing l.
+    // Two candidates per step: independent sums for the pipeline; offered in increasing l.
     for (; l + 1 < e; l += 2) {
       const float d0 = surfaceNlmDistanceFloat<PV4>(q, at(l));
       const float d1 = surfaceNlmDistanceFloat<PV4>(q, at(l + 1));
-      if (d0 < thr && l != j) {
-        insertCandidate<Mem>(listD, listI, j, cnt, kept, d0, l);
-        cnt = cnt < kept ? cnt + 1 : kept;
-        thr = threshold(j, cnt);
-      }
-      if (d1 < thr && l + 1 != j) {
-        insertCandidate<Mem>(listD, listI, j, cnt, kept, d1, l + 1);
-        cnt = cnt < kept ? cnt + 1 : kept;
-        thr = threshold(j, cnt);
-      }
+      if (takes(cnt, kept, thr, thrI, d0, l) && !skip(j, l)) offer(j, cnt, thr, thrI, d0, l);
+      if (takes(cnt, kept, thr, thrI, d1, l + 1) && !skip(j, l + 1)) offer(j, cnt, thr, thrI, d1, l + 1);
     }
     if (l < e) {
       const float d0 = surfaceNlmDistanceFloat<PV4>(q, at(l));
-      if (d0 < thr && l != j) {
-        insertCandidate<Mem>(listD, listI, j, cnt, kept, d0, l);
-        cnt = cnt < kept ? cnt + 1 : kept;
-      }
+      if (takes(cnt, kept, thr, thrI, d0, l) && !skip(j, l)) offer(j, cnt, thr, thrI, d0, l);
     }
     count(j) = cnt;
+  }
+};
+
+// ---- seed pass ------------------------------------------------------------------------------------
+// Offers each element the candidates j - seed .. j + seed (band neighbours in raster order: mostly
+// spatial neighbours, whose patches are similar), so the heap's threshold is tight before the
+// passes start and few of the N candidates after it get into the heap; the passes skip the window.
+
+template <int PV4, class Exec>
+struct SearchSeed {
+  using Mem = typename Exec::memory_space;
+  ConstRecords<Mem> patches;
+  SearchState<Mem> state;
+  std::int64_t n = 0;
+
+  KOKKOS_INLINE_FUNCTION void operator()(const std::int64_t j) const {
+    SurfaceNlmFloat4 q[PV4];
+    loadQuery<PV4, Mem>(patches, j, q);
+    const SurfaceNlmFloat4* base = reinterpret_cast<const SurfaceNlmFloat4*>(patches.data());
+    int cnt = 0;
+    float thr = 0.0f;
+    std::int32_t thrI = 0;
+    const std::int64_t lo = j - state.seed > 0 ? j - state.seed : 0;
+    const std::int64_t hi = j + state.seed < n - 1 ? j + state.seed : n - 1;
+    for (std::int64_t l = lo; l <= hi; ++l) {
+      if (l == j) continue;
+      const float d = surfaceNlmDistanceFloat<PV4>(q, GlobalRead{base + l * PV4});
+      if (SearchState<Mem>::takes(cnt, state.kept, thr, thrI, d, static_cast<std::int32_t>(l)))
+        state.offer(j, cnt, thr, thrI, d, static_cast<std::int32_t>(l));
+    }
+    state.count(j) = cnt;
   }
 };
 
