@@ -19,6 +19,7 @@
 #include "gpu/SurfaceNlm.hpp"
 #include "reference_cpu/SurfaceNlm.hpp"
 #include "validation/Report.hpp"
+#include "validation/SurfaceNlm.hpp"
 
 namespace kortex::bench {
 
@@ -59,36 +60,6 @@ HostImage noisySphere(double target, unsigned seed) {
       for (Index x = 0; x < n; ++x)
         phi.data(z, y, x) = static_cast<float>(std::hypot(x - c, y - c, z - c) - R + noise(rng));
   return phi;
-}
-
-struct Comparison {
-  int rowsReordered = 0;  // rows whose indices differ only inside ties of the m-th distance
-  int rowsDiffering = 0;  // rows whose sets differ below the m-th distance (must be 0)
-  double maxDistanceRel = 0.0;
-};
-
-Comparison compare(ref::SurfaceNeighbours const& r, gpu::SurfaceNlmNeighbours<Kokkos::HostSpace> const& g) {
-  Comparison c;
-  const int m = r.m;
-  const int n = static_cast<int>(g.index.extent(0));
-  for (int j = 0; j < n; ++j) {
-    const double* rd = &r.distance[static_cast<std::size_t>(j) * m];
-    const std::int32_t* ri = &r.index[static_cast<std::size_t>(j) * m];
-    const double dm = rd[m - 1], tie = kSurfaceNlmTieRelative * dm;
-    std::vector<std::int32_t> a, b;
-    bool reordered = false;
-    for (int k = 0; k < m; ++k) {
-      c.maxDistanceRel = std::max(c.maxDistanceRel, std::abs(g.distance(j, k) - rd[k]) / std::max(rd[k], 1e-300));
-      reordered = reordered || g.index(j, k) != ri[k];
-      if (rd[k] < dm - tie) a.push_back(ri[k]);
-      if (g.distance(j, k) < dm - tie) b.push_back(g.index(j, k));
-    }
-    std::sort(a.begin(), a.end());
-    std::sort(b.begin(), b.end());
-    if (a != b) ++c.rowsDiffering;
-    else if (reordered) ++c.rowsReordered;
-  }
-  return c;
 }
 
 struct Run {
@@ -310,7 +281,7 @@ SurfaceBenchReport runSurfaceBench(SurfaceBenchOptions const& opt) {
                       {"speedup_total", cpuS * 1e3 / bestTotal}});
       if (!checked) {
         checked = true;
-        const Comparison c = compare(rnb, bestNb);
+        const validation::NeighbourComparison c = validation::compareNeighbours(rnb, bestNb);
         double maxDphi = 0.0;
         for (auto id : ref::narrowBand(phi, base.band))
           maxDphi = std::max(maxDphi, std::abs(double(bestOut.data.data()[id]) - double(want.data.data()[id])));

@@ -144,27 +144,42 @@ Check cpuCheck(HostImage const& noisy, SurfaceNlmParams const& p, std::string re
   c.band = info.bandSize;
   for (auto id : ref::narrowBand(noisy, p.band))
     c.maxDphi = std::max(c.maxDphi, std::abs(double(got.data.data()[id]) - double(want.data.data()[id])));
-  const int m = rnb.m;
-  for (std::int64_t j = 0; j < info.bandSize; ++j) {
-    const double* rd = &rnb.distance[static_cast<std::size_t>(j) * m];
-    const std::int32_t* ri = &rnb.index[static_cast<std::size_t>(j) * m];
-    const double dm = rd[m - 1], tie = kSurfaceNlmTieRelative * dm;
-    std::vector<std::int32_t> a, b;
-    bool reordered = false;
-    for (int k = 0; k < m; ++k) {
-      reordered = reordered || nb.index(j, k) != ri[k];
-      if (rd[k] < dm - tie) a.push_back(ri[k]);
-      if (nb.distance(j, k) < dm - tie) b.push_back(nb.index(j, k));
-    }
-    std::sort(a.begin(), a.end());
-    std::sort(b.begin(), b.end());
-    if (a != b) ++c.rowsDiffering;
-    else if (reordered) ++c.rowsReordered;
-  }
+  const NeighbourComparison cmp = compareNeighbours(rnb, nb);
+  c.rowsDiffering = cmp.rowsDiffering;
+  c.rowsReordered = cmp.rowsReordered;
   return c;
 }
 
 }  // namespace
+
+NeighbourComparison compareNeighbours(ref::SurfaceNeighbours const& r,
+                                      gpu::SurfaceNlmNeighbours<Kokkos::HostSpace> const& g) {
+  NeighbourComparison c;
+  const int m = r.m;
+  const std::int64_t n = static_cast<std::int64_t>(g.index.extent(0));
+  if (static_cast<std::int64_t>(r.index.size()) != n * m || static_cast<int>(g.index.extent(1)) != m)
+    throw InvalidArgument("compareNeighbours: the two neighbour tables have different shapes");
+  for (std::int64_t j = 0; j < n; ++j) {
+    const double* rd = &r.distance[static_cast<std::size_t>(j * m)];
+    const std::int32_t* ri = &r.index[static_cast<std::size_t>(j * m)];
+    const double dm = rd[m - 1], tie = kSurfaceNlmTieRelative * dm;
+    std::vector<std::int32_t> a, b;
+    bool reordered = false;
+    for (int k = 0; k < m; ++k) {
+      c.maxDistanceRel = std::max(c.maxDistanceRel, std::abs(g.distance(j, k) - rd[k]) / std::max(rd[k], 1e-300));
+      reordered = reordered || g.index(j, k) != ri[k];
+      if (rd[k] < dm - tie) a.push_back(ri[k]);
+      if (g.distance(j, k) < dm - tie) b.push_back(g.index(j, k));
+    }
+    std::sort(a.begin(), a.end());
+    std::sort(b.begin(), b.end());
+    if (a != b)
+      ++c.rowsDiffering;
+    else if (reordered)
+      ++c.rowsReordered;
+  }
+  return c;
+}
 
 SurfaceStudyReport runSurfaceStudy(SurfaceStudyOptions const& opt) {
   SurfaceStudyReport rep;

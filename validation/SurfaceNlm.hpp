@@ -16,13 +16,28 @@
 // quick (CI): one crop of each surface (bands of a few thousand elements).
 #pragma once
 
+#include <Kokkos_Core.hpp>
 #include <nlohmann/json.hpp>
 
 #include <ostream>
 #include <string>
 #include <vector>
 
+#include "gpu/SurfaceNlm.hpp"
+#include "reference_cpu/SurfaceNlm.hpp"
+
 namespace kortex::validation {
+
+// Kokkos neighbour sets against the CPU reference's, row by row: a row is "reordered" when its
+// indices differ only among candidates tied with its m-th distance (kSurfaceNlmTieRelative; the
+// spec leaves their order open), "differing" when the sets below the m-th distance differ.
+struct NeighbourComparison {
+  int rowsReordered = 0;
+  int rowsDiffering = 0;
+  double maxDistanceRel = 0.0;  // max |D_kokkos - D_ref| / D_ref over all ranks
+};
+NeighbourComparison compareNeighbours(ref::SurfaceNeighbours const& reference,
+                                      gpu::SurfaceNlmNeighbours<Kokkos::HostSpace> const& kokkos);
 
 struct SurfaceStudyOptions {
   bool quick = false;
