@@ -129,19 +129,25 @@ HostImage runKokkos(HostImage const& phi, SurfaceNlmParams const& p, gpu::Surfac
   return h;
 }
 
-Check cpuCheck(HostImage const& noisy, SurfaceNlmParams const& p, std::string region) {
+// The CPU reference on `noisy` against a Kokkos run on the same input: `got` and `nb` when the
+// caller has them (the whole surface), else a Kokkos run here (a crop).
+Check cpuCheck(HostImage const& noisy, SurfaceNlmParams const& p, std::string region, HostImage const* kokkosOut = nullptr,
+               gpu::SurfaceNlmNeighbours<Kokkos::HostSpace> const* kokkosNb = nullptr) {
   Check c;
   c.region = std::move(region);
   gpu::SurfaceNlmInfo info;
-  gpu::SurfaceNlmNeighbours<Kokkos::HostSpace> nb;
+  gpu::SurfaceNlmNeighbours<Kokkos::HostSpace> nbHere;
+  HostImage gotHere;
   auto t0 = Clock::now();
-  const HostImage got = runKokkos(noisy, p, &info, &nb);
+  if (!kokkosOut) gotHere = runKokkos(noisy, p, &info, &nbHere);
   c.kokkosS = since(t0);
+  HostImage const& got = kokkosOut ? *kokkosOut : gotHere;
+  auto const& nb = kokkosNb ? *kokkosNb : nbHere;
   ref::SurfaceNeighbours rnb;
   t0 = Clock::now();
   const HostImage want = ref::surfaceDenoise(noisy, p, nullptr, &rnb);
   c.cpuS = since(t0);
-  c.band = info.bandSize;
+  c.band = static_cast<std::int64_t>(nb.index.extent(0));
   for (auto id : ref::narrowBand(noisy, p.band))
     c.maxDphi = std::max(c.maxDphi, std::abs(double(got.data.data()[id]) - double(want.data.data()[id])));
   const NeighbourComparison cmp = compareNeighbours(rnb, nb);
@@ -244,13 +250,16 @@ SurfaceStudyReport runSurfaceStudy(SurfaceStudyOptions const& opt) {
     for (Index i = 0; i < clean.numVoxels(); ++i)
       noisy.data.data()[i] = static_cast<float>(clean.data.data()[i] + noise(rng));
     gpu::SurfaceNlmInfo info;
+    gpu::SurfaceNlmNeighbours<Kokkos::HostSpace> nb;
+    const std::int64_t band = static_cast<std::int64_t>(ref::narrowBand(noisy, params.band).size());
+    const bool checkWhole = opt.quick || band <= kCpuFullMax;
     const auto t0 = Clock::now();
-    const HostImage out = runKokkos(noisy, params, &info, nullptr);
+    const HostImage out = runKokkos(noisy, params, &info, checkWhole ? &nb : nullptr);
     const double kokkosS = since(t0);
     const Distance before = surfaceDistance(noisy, clean), after = surfaceDistance(out, clean);
     Check c;
-    if (opt.quick || info.bandSize <= kCpuFullMax) {
-      c = cpuCheck(noisy, params, opt.quick ? "crop (whole input)" : "whole surface");
+    if (checkWhole) {
+      c = cpuCheck(noisy, params, opt.quick ? "crop (whole input)" : "whole surface", &out, &nb);
     } else {
       const HostImage cm = crop(mask, kCropFull);
       const HostImage cc = ref::signedDistanceFromMask(cm);
