@@ -109,10 +109,10 @@ int cmdBenchMultires(BenchOptions const& o) {
   return 0;
 }
 
-int cmdBenchRegister(BenchOptions const& o) {
-  auto ro = benchOptions<bench::RegistrationBenchOptions>(o);
-  ro.dataDir = o.dataDir;
-  const auto report = bench::runRegistrationBench(ro);
+namespace {
+// Prints a benchmark report; exit code 1 with one error line when it failed.
+template <class Report>
+int finishBench(Report const& report) {
   std::cout << report.markdown;
   if (!report.ok) {
     std::cerr << "kortex: error: benchmark failed (" << report.failed << " check(s) failed, " << report.measured
@@ -121,18 +121,18 @@ int cmdBenchRegister(BenchOptions const& o) {
   }
   return 0;
 }
+}  // namespace
+
+int cmdBenchRegister(BenchOptions const& o) {
+  auto ro = benchOptions<bench::RegistrationBenchOptions>(o);
+  ro.dataDir = o.dataDir;
+  return finishBench(bench::runRegistrationBench(ro));
+}
 
 int cmdBenchSurface(BenchOptions const& o, std::string const& dumpDir) {
   auto so = benchOptions<bench::SurfaceBenchOptions>(o);
   so.dumpDir = dumpDir;
-  const auto report = bench::runSurfaceBench(so);
-  std::cout << report.markdown;
-  if (!report.ok) {
-    std::cerr << "kortex: error: benchmark failed (" << report.failed << " check(s) failed, " << report.measured
-              << " measured)" << std::endl;
-    return 1;
-  }
-  return 0;
+  return finishBench(bench::runSurfaceBench(so));
 }
 
 int cmdReproduce(ReproduceOptions const& o) {

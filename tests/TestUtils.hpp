@@ -10,6 +10,9 @@
 #include <filesystem>
 #include <iostream>
 #include <string>
+#include <system_error>
+
+#include <unistd.h>
 
 #include "KortexExecSpaces.hpp"
 #include "core/Image.hpp"
@@ -74,6 +77,26 @@ inline double maxRelativeError(HostImage const& a, HostImage const& ref) {
   }
   return den > 0 ? num / den : num;
 }
+
+// A fresh temporary folder, removed (with everything in it) at the end of the scope.
+struct TempDir {
+  std::filesystem::path path;
+  explicit TempDir(std::string const& prefix) {
+    static int counter = 0;
+    path = std::filesystem::temp_directory_path() /
+           (prefix + "-" + std::to_string(::getpid()) + "-" + std::to_string(counter++));
+    std::filesystem::remove_all(path);
+    std::filesystem::create_directories(path);
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::permissions(path, std::filesystem::perms::owner_all, std::filesystem::perm_options::add, ec);
+    std::filesystem::remove_all(path, ec);
+  }
+  TempDir(TempDir const&) = delete;
+  TempDir& operator=(TempDir const&) = delete;
+  std::filesystem::path operator/(std::string const& n) const { return path / n; }
+};
 
 inline double maxAbsDifference(HostImage const& a, HostImage const& b) {
   double m = 0.0;

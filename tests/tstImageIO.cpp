@@ -53,21 +53,9 @@ bool requireVtk(const char* what) {
   return false;
 }
 
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    static int counter = 0;
-    path = fs::temp_directory_path() /
-           ("kortex-tstImageIO-" + std::to_string(::getpid()) + "-" + std::to_string(counter++));
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::permissions(path, fs::perms::owner_all, fs::perm_options::add, ec);
-    fs::remove_all(path, ec);
-  }
-  fs::path operator/(std::string const& n) const { return path / n; }
+// Folder removed at the end of the scope (tests/TestUtils.hpp).
+struct TempDir : test::TempDir {
+  TempDir() : test::TempDir("kortex-tstImageIO") {}
 };
 
 std::set<std::string> listing(fs::path const& dir) {
