@@ -38,8 +38,9 @@
 namespace kortex::gpu {
 
 // Extra candidates kept by the float pre-selection beyond m (see core/SurfaceNlm.hpp).
-// 32: on the noisy sphere and ICBM152 white-matter bands the certificate then fails for < 1% of
-// the elements (SurfaceNlmInfo::certificateFailures, measured in bench/results/surface_*).
+// 32: the certificate then failed for no element of the noisy spheres (17.7k-175k) nor of the
+// ICBM152 (1.13M) and IXI (149k-184k) white-matter bands (SurfaceNlmInfo::certificateFailures,
+// bench/results/surface_*nvidia-h200*); exact ties still fail it (tests: exact_fallback_on_ties).
 inline constexpr int kSurfaceNlmExtraCandidates = 32;
 
 // Seed window of the search (gpu/SurfaceNlmImpl.hpp SearchSeed): band neighbours j - 512 .. j + 512
