@@ -18,7 +18,9 @@
 #include <chrono>
 #include <cstddef>
 #include <string>
+#include <utility>
 
+#include "core/TextFile.hpp"
 #include "core/Timing.hpp"
 
 namespace kortex::bench::common {
@@ -92,6 +94,12 @@ int rotationSlots(double setBytes, std::size_t cache, int maxSlots);
 // Views of 512 MiB (128 MiB in host memory; 64 / 16 MiB when `tiny`).
 double measureCopyBandwidth(DeviceExec const& exec, bool tiny);
 
+// Completes a report with measured / failed counts (register, surface): wall time, ok (nothing
+// failed and something was measured), the JSON and Markdown, written atomically where asked.
+template <class Report>
+void finishReport(Report& rep, nlohmann::json& j, std::string markdown, Clock::time_point tStart,
+                  std::string const& jsonPath, std::string const& markdownPath);
+
 // Reads a peers JSON (bench/peers/*.py); throws IoError when unreadable or not JSON.
 nlohmann::json readPeersJson(std::string const& path);
 
@@ -163,5 +171,18 @@ class Budget {
   double spentDeviceS_ = 0.0, spentCpuS_ = 0.0;
   double limitDeviceS_ = 0.0, limitCpuS_ = 0.0;
 };
+
+template <class Report>
+void finishReport(Report& rep, nlohmann::json& j, std::string markdown, Clock::time_point tStart,
+                  std::string const& jsonPath, std::string const& markdownPath) {
+  rep.wallSeconds = secondsSince(tStart);
+  j["wall_seconds"] = rep.wallSeconds;
+  rep.ok = rep.failed == 0 && rep.measured > 0;
+  j["ok"] = rep.ok;
+  rep.json = j;
+  rep.markdown = std::move(markdown);
+  if (!jsonPath.empty()) writeTextFileAtomic(jsonPath, j.dump(2) + "\n");
+  if (!markdownPath.empty()) writeTextFileAtomic(markdownPath, rep.markdown);
+}
 
 }  // namespace kortex::bench::common

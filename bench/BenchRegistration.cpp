@@ -444,14 +444,7 @@ RegistrationBenchReport runRegistrationBench(RegistrationBenchOptions const& opt
        << "; fluid " << last["fluid"]["iterations"] << " iterations (" << last["fluid"]["stop"] << ")\n";
   }
   j["targets"] = targets;
-  rep.wallSeconds = since(tStart);
-  j["wall_seconds"] = rep.wallSeconds;
-  rep.ok = rep.failed == 0 && rep.measured > 0;
-  j["ok"] = rep.ok;
-  rep.json = j;
-  rep.markdown = md.str();
-  if (!opt.jsonPath.empty()) writeTextFileAtomic(opt.jsonPath, j.dump(2) + "\n");
-  if (!opt.markdownPath.empty()) writeTextFileAtomic(opt.markdownPath, rep.markdown);
+  common::finishReport(rep, j, md.str(), tStart, opt.jsonPath, opt.markdownPath);
   return rep;
 }
 

@@ -332,14 +332,7 @@ SurfaceBenchReport runSurfaceBench(SurfaceBenchOptions const& opt) {
          << fmt(100.0 * p.value("rows_identical_sets", NAN), 2) << "% of rows identical as sets\n";
   }
   j["targets"] = tj;
-  rep.wallSeconds = since(tStart);
-  j["wall_seconds"] = rep.wallSeconds;
-  rep.ok = rep.failed == 0 && rep.measured > 0;
-  j["ok"] = rep.ok;
-  rep.json = j;
-  rep.markdown = md.str();
-  if (!opt.jsonPath.empty()) writeTextFileAtomic(opt.jsonPath, j.dump(2) + "\n");
-  if (!opt.markdownPath.empty()) writeTextFileAtomic(opt.markdownPath, rep.markdown);
+  common::finishReport(rep, j, md.str(), tStart, opt.jsonPath, opt.markdownPath);
   return rep;
 }
 
