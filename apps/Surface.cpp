@@ -5,7 +5,6 @@
 #include <chrono>
 #include <cmath>
 #include <filesystem>
-#include <fstream>
 #include <iomanip>
 #include <iostream>
 #include <sstream>
@@ -31,15 +30,6 @@ void checkWritable(std::string const& path, const char* what) {
     throw IoError("cannot write '" + path + "': directory '" + dir.string() + "' does not exist");
   if (access(dir.c_str(), W_OK) != 0)
     throw IoError("cannot write '" + path + "': directory '" + dir.string() + "' is not writable");
-}
-
-std::int64_t hostAvailableBytes() {
-  std::ifstream in("/proc/meminfo");
-  std::string key, unit;
-  std::int64_t kb = 0;
-  while (in >> key >> kb >> unit)
-    if (key == "MemAvailable:") return kb * 1024;
-  return 0;
 }
 
 std::string mib(double bytes) {
@@ -157,9 +147,8 @@ int cmdSurfaceDenoise(SurfaceOptions const& o) {
   const auto t1 = Clock::now();
   if (backend == Backend::Cpu) {
     if (n > 0) {
-      const std::int64_t pv = std::int64_t(params.patch) * params.patch * params.patch;
-      const std::int64_t need = n * (8 + pv * 4 + std::int64_t(params.neighbors) * (4 + 8 + 8) + 16);
-      const std::int64_t avail = cap > 0 ? cap : hostAvailableBytes();
+      const std::int64_t need = ref::surfaceDenoiseBytes(n, params);
+      const std::int64_t avail = cap > 0 ? cap : hostAvailableMemoryBytes();
       if (avail > 0 && need > avail)
         throw InvalidArgument("surface: the narrow band has " + std::to_string(n) + " elements; its search needs " +
                               mib(double(need)) + " of host memory but " + mib(double(avail)) +

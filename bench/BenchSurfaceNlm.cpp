@@ -27,8 +27,7 @@ namespace {
 
 using Exec = Kokkos::DefaultExecutionSpace;
 using Mem = Exec::memory_space;
-using Clock = std::chrono::steady_clock;
-double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+using common::Clock;
 
 // The paper (Lee et al., surface part; GTX 480 against a dual-thread CPU): whole run times.
 struct PaperPoint {
@@ -270,7 +269,7 @@ SurfaceBenchReport runSurfaceBench(SurfaceBenchOptions const& opt) {
       ref::SurfaceDenoiseInfo rinfo;
       const auto t0 = Clock::now();
       const HostImage want = ref::surfaceDenoise(phi, base, &rinfo, checked ? nullptr : &rnb);
-      const double cpuS = since(t0);
+      const double cpuS = common::secondsSince(t0);
       cpuSpent += cpuS;
       cpuPerPair[ti] = cpuS / pairs;
       say("  CPU " + std::to_string(threads) + " threads: " + fmt(cpuS, 2) + " s");

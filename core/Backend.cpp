@@ -59,6 +59,15 @@ std::string cpuModel() {
   return "unknown CPU";
 }
 
+std::int64_t hostAvailableMemoryBytes() {
+  std::ifstream in("/proc/meminfo");
+  std::string key, unit;
+  std::int64_t kb = 0;
+  while (in >> key >> kb >> unit)
+    if (key == "MemAvailable:") return kb * 1024;
+  return 0;
+}
+
 std::string deviceName() {
 #ifdef KOKKOS_ENABLE_CUDA
   int dev = 0;

@@ -1,6 +1,7 @@
 // Backend selection and a description of what this build can run on (`kortex info`).
 #pragma once
 
+#include <cstdint>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -37,5 +38,7 @@ std::string cpuModel();
 // BuildInfo::device without the rest (no Kokkos initialisation needed): the name of the current
 // CUDA device in a CUDA build (device 0 before Kokkos picks one), otherwise cpuModel().
 std::string deviceName();
+// Host memory the system reports available (MemAvailable of /proc/meminfo), bytes; 0 when unknown.
+std::int64_t hostAvailableMemoryBytes();
 
 }  // namespace kortex

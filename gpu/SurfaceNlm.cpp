@@ -5,7 +5,6 @@
 
 #include <chrono>
 #include <cstdio>
-#include <fstream>
 #include <limits>
 #include <sstream>
 #include <string>
@@ -16,6 +15,7 @@
 #include <cuda_runtime.h>
 #endif
 
+#include "core/Backend.hpp"
 #include "core/Errors.hpp"
 #include "gpu/Common.hpp"
 #include "gpu/SurfaceNlmImpl.hpp"
@@ -37,13 +37,7 @@ std::int64_t freeBytes() {
     return 0;
   }
 #endif
-  std::ifstream in("/proc/meminfo");
-  std::string key;
-  std::int64_t kb = 0;
-  std::string unit;
-  while (in >> key >> kb >> unit)
-    if (key == "MemAvailable:") return kb * 1024;
-  return 0;
+  return hostAvailableMemoryBytes();
 }
 
 std::string mib(std::int64_t bytes) {

@@ -198,6 +198,12 @@ SurfaceNeighbours surfaceNeighbours(std::vector<float> const& patches, std::int6
   return out;
 }
 
+std::int64_t surfaceDenoiseBytes(std::int64_t n, SurfaceNlmParams const& params) {
+  const std::int64_t pv = std::int64_t(params.patch) * params.patch * params.patch;
+  // ids 8, record 4 pv, index 4 + distance 8 + weight 8 per neighbour, phi twice 16.
+  return n * (8 + pv * 4 + std::int64_t(params.neighbors) * (4 + 8 + 8) + 16);
+}
+
 HostImage surfaceDenoise(HostImage const& phi, SurfaceNlmParams const& params, SurfaceDenoiseInfo* info,
                          SurfaceNeighbours* neighboursOut) {
   params.validate();

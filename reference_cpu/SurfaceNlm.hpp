@@ -44,6 +44,8 @@ struct SurfaceDenoiseInfo {
   double dt = 0.0;        // 1 / max_j s_j
   double maxWeightSum = 0.0;
 };
+// Bytes surfaceDenoise allocates for a band of n elements (records, neighbour sets, weights, phi twice).
+std::int64_t surfaceDenoiseBytes(std::int64_t n, SurfaceNlmParams const& params);
 HostImage surfaceDenoise(HostImage const& phi, SurfaceNlmParams const& params, SurfaceDenoiseInfo* info = nullptr,
                          SurfaceNeighbours* neighbours = nullptr);
 
