@@ -225,7 +225,7 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   surfDenoise->add_option("--backend", so.backend, "auto|cpu|kokkos (auto = Kokkos if it has a GPU backend)")
       ->capture_default_str();
-  surfDenoise->add_option("--variant", so.variant, "Kokkos candidate storage: global|randomaccess|scratch (default scratch)");
+  surfDenoise->add_option("--variant", so.variant, "Kokkos search: global|randomaccess|scratch (brute force, by candidate storage) or pruned (default: patch-sum bound, same neighbours)");
   surfDenoise->add_option("--max-memory", so.maxMemoryMiB,
                           "Memory the search may use, MiB (default: what the device / host reports free)");
   surfDenoise->add_flag("--quiet", so.quiet, "No progress bar");

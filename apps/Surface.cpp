@@ -180,7 +180,7 @@ int cmdSurfaceDenoise(SurfaceOptions const& o) {
     Kokkos::deep_copy(out.data, dout);
     std::ostringstream s;
     s << "search " << std::fixed << std::setprecision(3) << info.searchSeconds << " s (" << info.passes
-      << " passes, " << info.certificateFailures << " elements re-searched exactly), weights " << info.weightSeconds
+      << " search launches, " << info.certificateFailures << " elements re-searched exactly), weights " << info.weightSeconds
       << " s, iterations " << info.iterateSeconds << " s, dt " << std::scientific << std::setprecision(4) << info.dt;
     summary = s.str();
   }

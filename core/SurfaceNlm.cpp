@@ -11,7 +11,8 @@ SurfaceNlmVariant parseSurfaceNlmVariant(std::string const& s) {
   if (s == "global") return SurfaceNlmVariant::Global;
   if (s == "randomaccess") return SurfaceNlmVariant::RandomAccess;
   if (s == "scratch" || s == "scratchbroadcast") return SurfaceNlmVariant::ScratchBroadcast;
-  throw InvalidArgument("unknown surface NLM variant '" + s + "' (expected global|randomaccess|scratch)");
+  if (s == "pruned") return SurfaceNlmVariant::Pruned;
+  throw InvalidArgument("unknown surface NLM variant '" + s + "' (expected global|randomaccess|scratch|pruned)");
 }
 
 const char* toString(SurfaceNlmVariant v) {
@@ -19,6 +20,7 @@ const char* toString(SurfaceNlmVariant v) {
     case SurfaceNlmVariant::Global: return "Global";
     case SurfaceNlmVariant::RandomAccess: return "RandomAccess";
     case SurfaceNlmVariant::ScratchBroadcast: return "ScratchBroadcast";
+    case SurfaceNlmVariant::Pruned: return "Pruned";
   }
   return "?";
 }
@@ -36,6 +38,8 @@ void SurfaceNlmParams::validate() const {
     throw InvalidArgument("surface NLM: --c1 must be a finite number > 0, got " + std::to_string(c1));
   if (!(c2 > 0.0) || !std::isfinite(c2))
     throw InvalidArgument("surface NLM: --c2 must be a finite number > 0, got " + std::to_string(c2));
+  if (seedRadius < 0)
+    throw InvalidArgument("surface NLM: the seed radius must be >= 0, got " + std::to_string(seedRadius));
   if (passCandidates < 1)
     throw InvalidArgument("surface NLM: candidates per pass must be >= 1, got " + std::to_string(passCandidates));
   if (iterations < 0) throw InvalidArgument("surface NLM: --iterations must be >= 0, got " + std::to_string(iterations));

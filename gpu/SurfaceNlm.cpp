@@ -3,8 +3,12 @@
 // enabled execution space. Kernels of the search: gpu/SurfaceNlmImpl.hpp.
 #include "gpu/SurfaceNlm.hpp"
 
+#include <Kokkos_Sort.hpp>
+
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <limits>
 #include <sstream>
 #include <string>
@@ -50,14 +54,15 @@ double secondsSince(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-// Candidate sub-chunk of ScratchBroadcast: as many patches as level-0 scratch holds, at most 64
-// (H200, n = 5: 64 x 512 B = 32 KB per team; 2 teams of 128 threads per SM by registers anyway).
-template <class Exec>
-int scratchChunk(int paddedVoxels) {
+// Candidate sub-chunk of ScratchBroadcast and Pruned: as many patches as level-0 scratch holds, at
+// most 64 (H200, n = 5: 64 x 512 B = 32 KB per team; 2 teams of 128 threads per SM by registers
+// anyway). `bytes(c)` is the kernel's scratch for c candidates.
+template <class Exec, class Bytes>
+int scratchChunk(int paddedVoxels, Bytes const& bytes) {
   const std::size_t maxBytes = kx::scratchSizeMax<Kokkos::TeamPolicy<Exec>>(0);
   int c = 64;
-  while (c > 1 && SearchScratch<1, Exec>::scratchBytes(c, paddedVoxels) > maxBytes) --c;
-  if (SearchScratch<1, Exec>::scratchBytes(c, paddedVoxels) > maxBytes)
+  while (c > 1 && bytes(c) > maxBytes) --c;
+  if (bytes(c) > maxBytes)
     throw InvalidArgument("kortex::gpu::surfaceDenoise: one patch record (" +
                           std::to_string(paddedVoxels * 4) + " B) does not fit this execution space's team scratch (" +
                           std::to_string(maxBytes) + " B)");
@@ -88,7 +93,7 @@ void searchPass(Exec const& exec, SurfaceNlmVariant variant, ConstRecords<typena
     }
     case SurfaceNlmVariant::ScratchBroadcast: {
       const int P = static_cast<int>(patches.extent(1));
-      const int chunk = scratchChunk<Exec>(P);
+      const int chunk = scratchChunk<Exec>(P, [&](int c) { return SearchScratch<PV4, Exec>::scratchBytes(c, P); });
       const int qpt = onHost<Exec> ? 32 : 128;
       const int teamSize = onHost<Exec> ? 1 : 128;
       SearchScratch<PV4, Exec> f{patches, state, b, e, n, qpt, chunk};
@@ -98,15 +103,90 @@ void searchPass(Exec const& exec, SurfaceNlmVariant variant, ConstRecords<typena
       Kokkos::parallel_for("kortex::SurfaceNlm::ScratchBroadcast::search", policy, f);
       return;
     }
+    case SurfaceNlmVariant::Pruned: break;  // prunedSearch
   }
+  throw InvalidArgument("kortex::gpu::surfaceDenoise: the Pruned search has no candidate passes");
+}
+
+// Teams of the Pruned search per kernel launch (the progress bar ticks per launch): 2048 teams of
+// 128 = 262k queries, so one launch up to N = 262k (H200: 264 teams resident at once).
+constexpr std::int64_t kPrunedTeamsPerLaunch = 2048;
+
+// The Pruned search after the seed pass: patch sums, the sorted order, then the teams. Returns the
+// kernel launches; adds the candidate distances it computed to `evaluatedPairs`.
+template <int PV4, class Exec>
+int prunedSearch(Exec const& exec, ConstRecords<typename Exec::memory_space> patches,
+                 SearchState<typename Exec::memory_space> const& state, std::int64_t n, int pv,
+                 SurfaceNlmProgress const& progress, std::int64_t& evaluatedPairs) {
+  using Mem = typename Exec::memory_space;
+  using Range = Kokkos::RangePolicy<Exec, Kokkos::IndexType<std::int64_t>>;
+  Kokkos::View<double*, Mem> sums(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kortex::SurfaceNlm::Pruned::sums"), n);
+  double maxAbsSum = 0.0;
+  Kokkos::parallel_reduce(
+      "kortex::SurfaceNlm::Pruned::sums", Range(exec, 0, n),
+      KOKKOS_LAMBDA(const std::int64_t j, double& mx) {
+        double s = 0.0, a = 0.0;
+        for (int k = 0; k < pv; ++k) {
+          const double v = patches(j, k);
+          s += v;
+          a += kx::fabs(v);
+        }
+        sums(j) = s;
+        if (a > mx) mx = a;
+      },
+      Kokkos::Max<double>(maxAbsSum));
+  Kokkos::View<std::uint64_t*, Mem> order(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kortex::SurfaceNlm::Pruned::order"), n);
+  Kokkos::parallel_for(
+      "kortex::SurfaceNlm::Pruned::keys", Range(exec, 0, n),
+      KOKKOS_LAMBDA(const std::int64_t j) { order(j) = sumKey(sums(j), static_cast<std::int32_t>(j)); });
+  exec.fence();
+  Kokkos::sort(order);  // the space's default instance (the only form Kokkos 3.4 has); fenced
+  Kokkos::fence();
+  Kokkos::View<std::int64_t*, Mem> evaluated("kortex::SurfaceNlm::Pruned::evaluated", n);
+
+  const int P = static_cast<int>(patches.extent(1));
+  const int chunk = scratchChunk<Exec>(P, [&](int c) { return SearchPruned<PV4, Exec>::scratchBytes(c, P); });
+  const int qpt = onHost<Exec> ? 32 : 128;
+  const int teamSize = onHost<Exec> ? 1 : 128;
+  const std::int64_t teams = (n + qpt - 1) / qpt;
+  const int launches = static_cast<int>((teams + kPrunedTeamsPerLaunch - 1) / kPrunedTeamsPerLaunch);
+  for (int li = 0; li < launches; ++li) {
+    const std::int64_t first = li * kPrunedTeamsPerLaunch;
+    const std::int64_t league = std::min<std::int64_t>(kPrunedTeamsPerLaunch, teams - first);
+    SearchPruned<PV4, Exec> f{patches, state, order, sums, evaluated, n, qpt, chunk, first, pv,
+                              surfaceNlmSumError(maxAbsSum, pv)};
+    Kokkos::TeamPolicy<Exec> policy(exec, static_cast<int>(league), teamSize);
+    policy.set_scratch_size(0, Kokkos::PerTeam(SearchPruned<PV4, Exec>::scratchBytes(chunk, P)));
+    Kokkos::parallel_for("kortex::SurfaceNlm::Pruned::search", policy, f);
+    if (progress) {
+      exec.fence();
+      progress({"search", li + 1, launches});
+    }
+  }
+  std::int64_t total = 0;
+  Kokkos::parallel_reduce(
+      "kortex::SurfaceNlm::Pruned::evaluatedSum", Range(exec, 0, n),
+      KOKKOS_LAMBDA(const std::int64_t j, std::int64_t& s) { s += evaluated(j); }, total);
+  evaluatedPairs += total;
+  return launches;
 }
 
 template <int PV4, class Exec>
 void seedPass(Exec const& exec, ConstRecords<typename Exec::memory_space> patches,
               SearchState<typename Exec::memory_space> const& state, std::int64_t n) {
-  SearchSeed<PV4, Exec> f{patches, state, n};
-  Kokkos::parallel_for("kortex::SurfaceNlm::seed", Kokkos::RangePolicy<Exec, Kokkos::IndexType<std::int64_t>>(exec, 0, n),
-                       f);
+  if constexpr (onHost<Exec>) {
+    SearchSeed<PV4, Exec> f{patches, state, n};
+    Kokkos::parallel_for("kortex::SurfaceNlm::seed",
+                         Kokkos::RangePolicy<Exec, Kokkos::IndexType<std::int64_t>>(exec, 0, n), f);
+  } else {
+    const int P = static_cast<int>(patches.extent(1));
+    const int chunk = scratchChunk<Exec>(P, [&](int c) { return SearchSeedScratch<PV4, Exec>::scratchBytes(c, P); });
+    constexpr int kTeam = 128;
+    SearchSeedScratch<PV4, Exec> f{patches, state, n, chunk};
+    Kokkos::TeamPolicy<Exec> policy(exec, static_cast<int>((n + kTeam - 1) / kTeam), kTeam);
+    policy.set_scratch_size(0, Kokkos::PerTeam(SearchSeedScratch<PV4, Exec>::scratchBytes(chunk, P)));
+    Kokkos::parallel_for("kortex::SurfaceNlm::seed", policy, f);
+  }
 }
 
 template <class Exec>
@@ -117,6 +197,19 @@ void seedPassAny(Exec const& exec, int patch, ConstRecords<typename Exec::memory
     case 3: seedPass<7>(exec, patches, s, n); return;
     case 5: seedPass<32>(exec, patches, s, n); return;
     case 7: seedPass<86>(exec, patches, s, n); return;
+    default: throw InvalidArgument("kortex::gpu::surfaceDenoise: patch size " + std::to_string(patch) + " unsupported");
+  }
+}
+
+template <class Exec>
+int prunedSearchAny(Exec const& exec, int patch, ConstRecords<typename Exec::memory_space> patches,
+                    SearchState<typename Exec::memory_space> const& s, std::int64_t n, int pv,
+                    SurfaceNlmProgress const& progress, std::int64_t& evaluatedPairs) {
+  switch (patch) {
+    case 1: return prunedSearch<1>(exec, patches, s, n, pv, progress, evaluatedPairs);
+    case 3: return prunedSearch<7>(exec, patches, s, n, pv, progress, evaluatedPairs);
+    case 5: return prunedSearch<32>(exec, patches, s, n, pv, progress, evaluatedPairs);
+    case 7: return prunedSearch<86>(exec, patches, s, n, pv, progress, evaluatedPairs);
     default: throw InvalidArgument("kortex::gpu::surfaceDenoise: patch size " + std::to_string(patch) + " unsupported");
   }
 }
@@ -141,8 +234,10 @@ std::int64_t surfaceNlmBytes(std::int64_t n, SurfaceNlmParams const& params) {
   const std::int64_t P = paddedPatch(static_cast<int>(pv));
   const std::int64_t kept = std::int64_t(params.neighbors) + kSurfaceNlmExtraCandidates;
   const std::int64_t m = params.neighbors;
-  // ids, records, float list + indices + exact distances, count + failures, weights, phi twice.
-  return n * (8 + P * 4 + kept * (4 + 4 + 8) + 4 + 4 + m * 8 + 2 * 8);
+  // ids, records, float list + indices + exact distances, count + failures, weights, phi twice;
+  // Pruned: sums, order, evaluated and the sort's temporary copy of the order.
+  const std::int64_t pruned = params.variant == SurfaceNlmVariant::Pruned ? 8 + 8 + 8 + 8 : 0;
+  return n * (8 + P * 4 + kept * (4 + 4 + 8) + 4 + 4 + m * 8 + 2 * 8 + pruned);
 }
 
 template <class ExecSpace>
@@ -230,18 +325,30 @@ void surfaceDenoise(ExecSpace const& exec, ConstImageView<typename ExecSpace::me
   state.listI = ListI<Mem>(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kortex::SurfaceNlm::listI"), n, kept);
   state.count = Kokkos::View<int*, Mem>("kortex::SurfaceNlm::count", n);
   state.kept = kept;
-  state.seed = kSurfaceNlmSeedRadius;
+  state.seed = params.seedRadius;
   seedPassAny(exec, params.patch, patches, state, n);
-  const std::int64_t perPass = params.passCandidates;
-  const int passes = static_cast<int>((n + perPass - 1) / perPass);
-  for (int p = 0; p < passes; ++p) {
-    const std::int32_t b = static_cast<std::int32_t>(p * perPass);
-    const std::int32_t e = static_cast<std::int32_t>(std::min<std::int64_t>(n, (p + 1) * perPass));
-    searchPassAny(exec, params.patch, params.variant, patches, state, b, e, n);
-    if (progress) {
-      exec.fence();
-      progress({"search", p + 1, passes});
+  exec.fence();
+  const double seedSeconds = secondsSince(t0);
+  // Distances of the seed window (each element against its band neighbours j +- seed).
+  std::int64_t evaluatedPairs = 0;
+  for (std::int64_t j = 0; j < n; ++j)
+    evaluatedPairs += std::min<std::int64_t>(j + state.seed, n - 1) - std::max<std::int64_t>(j - state.seed, 0);
+  int passes = 0;
+  if (params.variant == SurfaceNlmVariant::Pruned) {
+    passes = prunedSearchAny(exec, params.patch, patches, state, n, pv, progress, evaluatedPairs);
+  } else {
+    const std::int64_t perPass = params.passCandidates;
+    passes = static_cast<int>((n + perPass - 1) / perPass);
+    for (int p = 0; p < passes; ++p) {
+      const std::int32_t b = static_cast<std::int32_t>(p * perPass);
+      const std::int32_t e = static_cast<std::int32_t>(std::min<std::int64_t>(n, (p + 1) * perPass));
+      searchPassAny(exec, params.patch, params.variant, patches, state, b, e, n);
+      if (progress) {
+        exec.fence();
+        progress({"search", p + 1, passes});
+      }
     }
+    evaluatedPairs += n * n;  // every pass computes every (element, candidate) pair of its chunk
   }
 
   // Exact re-rank of the m' kept, certificate, list of failures.
@@ -249,30 +356,10 @@ void surfaceDenoise(ExecSpace const& exec, ConstImageView<typename ExecSpace::me
   Kokkos::View<std::int32_t*, Mem> failures(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kortex::SurfaceNlm::failures"), n);
   Kokkos::View<std::int32_t, Mem> failCount("kortex::SurfaceNlm::failCount");
   {
-    const ListF<Mem> listD = state.listD;
-    const ListI<Mem> listI = state.listI;
-    const bool allKept = kept == n - 1;
-    Kokkos::parallel_for(
-        "kortex::SurfaceNlm::rerank", Range(exec, 0, n), KOKKOS_LAMBDA(const std::int64_t j) {
-          const float* a = &patches(j, 0);
-          for (int k = 0; k < kept; ++k) {
-            const double d = surfaceNlmDistanceExact(a, &patches(listI(j, k), 0), pv);
-            // Insertion sort of (exact D, index) into positions 0..k.
-            const std::int32_t l = listI(j, k);
-            int i = k;
-            while (i > 0 && surfaceNlmBefore(d, l, exactD(j, i - 1), listI(j, i - 1))) {
-              exactD(j, i) = exactD(j, i - 1);
-              listI(j, i) = listI(j, i - 1);
-              --i;
-            }
-            exactD(j, i) = d;
-            listI(j, i) = l;
-          }
-          if (!allKept) {
-            const double bound = surfaceNlmExactLowerBound(listD(j, 0), pv);  // heap root: the worst Df kept
-            if (!(exactD(j, m - 1) <= bound)) failures(Kokkos::atomic_fetch_add(&failCount(), 1)) = static_cast<std::int32_t>(j);
-          }
-        });
+    Rerank<ExecSpace> f{patches, state.listD, state.listI, exactD, failures, failCount, kept, m, pv, kept == n - 1};
+    Kokkos::TeamPolicy<ExecSpace> policy(exec, static_cast<int>(n), onHost<ExecSpace> ? 1 : 128);
+    policy.set_scratch_size(0, Kokkos::PerTeam(Rerank<ExecSpace>::scratchBytes(kept, pv)));
+    Kokkos::parallel_for("kortex::SurfaceNlm::rerank", policy, f);
   }
   std::int32_t nFail = 0;
   Kokkos::deep_copy(nFail, failCount);
@@ -392,11 +479,13 @@ void surfaceDenoise(ExecSpace const& exec, ConstImageView<typename ExecSpace::me
     info->bandSize = n;
     info->kept = kept;
     info->passes = passes;
+    info->pairsEvaluated = evaluatedPairs;
     info->certificateFailures = nFail;
     info->dt = dt;
     info->maxWeightSum = maxSum;
     info->deviceBytes = need;
     info->searchSeconds = searchSeconds;
+    info->seedSeconds = seedSeconds;
     info->weightSeconds = weightSeconds;
     info->iterateSeconds = iterateSeconds;
   }

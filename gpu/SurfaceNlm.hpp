@@ -8,7 +8,7 @@
 // on (Df, index), because an insertion shifts up to m' entries in global memory, one dependent
 // load at a time, and that, not the distances, bounded the first version (6.4 s at N = 175k on
 // the H200, compute at 5% of peak). The threshold (the heap's root) stays in a register.
-// A seed pass first offers each element its band neighbours j - 512 .. j + 512 (mostly spatial
+// A seed pass first offers each element its band neighbours j - seed .. j + seed (mostly spatial
 // neighbours, with similar patches), so the threshold is tight before the passes; the heap is
 // ordered by (Df, index), so the kept set does not depend on the order candidates arrive in.
 // Where the chunk is read from (SurfaceNlmParams::variant):
@@ -19,6 +19,13 @@
 //   ScratchBroadcast - TeamPolicy; the team loads sub-chunks of candidate patches cooperatively
 //                      into level-0 scratch, team_barrier(), and every thread reads the same scratch
 //                      word at once (a broadcast, the constant-memory analogue of the paper).
+//   Pruned           - (default; not the paper's brute force) ScratchBroadcast's kernel over the
+//                      band sorted by patch sum S: D >= (S_j - S_l)^2 / p (core/SurfaceNlm.hpp), so
+//                      once an element's list is full only candidates with S near its own can enter;
+//                      a team of elements with nearly equal S scans outward in that order and stops
+//                      when no candidate left can beat any of its thresholds. Same neighbour sets
+//                      (the certificate below covers the skipped candidates), fewer distances
+//                      (SurfaceNlmInfo::pairsEvaluated).
 // Exactness: the m' kept candidates are re-ranked by the exact D of the spec (double), and the
 // result is certified with the float error bound of core/SurfaceNlm.hpp; elements whose
 // certificate fails are searched again exactly (double, all pairs). The neighbour sets therefore
@@ -43,11 +50,6 @@ namespace kortex::gpu {
 // bench/results/surface_*nvidia-h200*); exact ties still fail it (tests: exact_fallback_on_ties).
 inline constexpr int kSurfaceNlmExtraCandidates = 32;
 
-// Seed window of the search (gpu/SurfaceNlmImpl.hpp SearchSeed): band neighbours j - 512 .. j + 512
-// are offered first. H200, N = 175k, ScratchBroadcast search: no seed 0.82 s, radius 80 0.75 s,
-// 512 0.63 s, 2048 0.64 s (the heap updates of a loose threshold cost more than the distances).
-inline constexpr int kSurfaceNlmSeedRadius = 512;
-
 // Candidates kept per element by the pre-selection for a band of n elements.
 inline int surfaceNlmKept(std::int64_t n, int m) {
   const std::int64_t k = std::int64_t(m) + kSurfaceNlmExtraCandidates;
@@ -60,12 +62,15 @@ std::int64_t surfaceNlmBytes(std::int64_t n, SurfaceNlmParams const& params);
 struct SurfaceNlmInfo {
   std::int64_t bandSize = 0;
   int kept = 0;                          // m' of the pre-selection
-  int passes = 0;                        // candidate chunks (kernel launches) of the search
+  int passes = 0;                        // kernel launches of the search after the seed pass
+  std::int64_t pairsEvaluated = 0;       // float distances computed by the pre-selection (N^2 + seed
+                                         // for the brute-force variants)
   std::int64_t certificateFailures = 0;  // elements searched again exactly
   double dt = 0.0;
   double maxWeightSum = 0.0;
   std::int64_t deviceBytes = 0;          // surfaceNlmBytes()
   double searchSeconds = 0.0;            // pre-selection + re-rank + exact fallback (fenced)
+  double seedSeconds = 0.0;              // of which the records and the seed pass
   double weightSeconds = 0.0;            // weights and dt
   double iterateSeconds = 0.0;           // K iterations
 };
