@@ -3,13 +3,14 @@
 //                         [--dump DIR] [--only TEXT]`:
 // the surface part of Lee et al. for the Kokkos implementation (gpu/SurfaceNlm.hpp) on the
 // default execution space, beside the CPU reference (reference_cpu/SurfaceNlm.hpp):
-//   Fig 4   time vs band size (17.5k .. 175k elements) for each candidate storage variant
-//           (Global, RandomAccess, ScratchBroadcast): whole run (search + weights + K iterations)
-//           and its split, certificate failures (elements searched again exactly);
+//   Fig 4   time vs band size (17.5k .. 175k elements) for each search variant (the paper's
+//           brute-force Global, RandomAccess, ScratchBroadcast, and Pruned): whole run (search +
+//           weights + K iterations) and its split, certificate failures (elements searched again
+//           exactly), distances computed;
 //   Fig 5   speedup against the CPU reference at 2 threads (the paper's dual-thread CPU) and at
 //           all threads, where the CPU run fits the budget (never extrapolated), and the
 //           paper's bandwidth measure: candidate patch bytes read by all threads per second of
-//           search (N^2 n^3 4 B / t), plus GFLOP/s (3 flops per patch voxel pair);
+//           search (distances computed x n^3 x 4 B / t), plus GFLOP/s (3 flops per patch voxel pair);
 //   Check   at every size where the CPU ran: neighbour sets (identical ties aside) and max
 //           |dphi| over the band against the CPU (paper bound 1/4 voxel);
 //   Target  weights (search + re-rank + weights) for N = 175,000, m = 96, exact, <= 0.5 s;
