@@ -490,6 +490,11 @@ struct SearchPruned {
   KOKKOS_INLINE_FUNCTION double radiusOf(int cnt, float thr) const {
     return cnt == state.kept ? surfaceNlmSumRadius(thr, patchVoxels, sumError) : 1e300;  // not full: no skip
   }
+  // R of element j from the state kept in its list (host path).
+  KOKKOS_INLINE_FUNCTION double storedRadius(std::int64_t j) const {
+    const int cnt = state.count(j);
+    return cnt == state.kept ? surfaceNlmSumRadius(state.listD(j, 0), patchVoxels, sumError) : 1e300;
+  }
 
   // The scan order: own block, then sub-chunks outward while the window [lo, hi] reaches them.
   // `visit(c0, c1)` processes a sub-chunk; `window(lo, hi)` gives the team's current window.
@@ -587,11 +592,7 @@ struct SearchPruned {
                 Kokkos::TeamThreadRange(team, nq),
                 [&](const int t, double& mx) {
                   const std::int64_t j = keyElement(order(p0 + t));
-                  float thr = 0.0f;
-                  std::int32_t thrI = 0;
-                  const int cnt = state.count(j);
-                  if (cnt == state.kept) state.root(j, thr, thrI);
-                  const double v = sums(j) + radiusOf(cnt, thr);
+                  const double v = sums(j) + storedRadius(j);
                   if (v > mx) mx = v;
                 },
                 Kokkos::Max<double>(h));
@@ -599,11 +600,7 @@ struct SearchPruned {
                 Kokkos::TeamThreadRange(team, nq),
                 [&](const int t, double& mx) {
                   const std::int64_t j = keyElement(order(p0 + t));
-                  float thr = 0.0f;
-                  std::int32_t thrI = 0;
-                  const int cnt = state.count(j);
-                  if (cnt == state.kept) state.root(j, thr, thrI);
-                  const double v = radiusOf(cnt, thr) - sums(j);
+                  const double v = storedRadius(j) - sums(j);
                   if (v > mx) mx = v;
                 },
                 Kokkos::Max<double>(l));
