@@ -252,7 +252,7 @@ expect_success "surface --help" "" "${SD[@]}" --help
 expect_success "surface mask kokkos" sd.nii "${SD[@]}" cube.mha sd.nii --neighbors 32 --iterations 3 --backend kokkos --quiet
 expect_success "surface mask cpu" sd.mha "${SD[@]}" cube.mha sd.mha --neighbors 32 --iterations 3 --backend cpu
 expect_success "surface label kokkos global" sd.nii "${SD[@]}" nonbinary.mha sd.nii --label 1 --neighbors 16 --backend kokkos --variant global --quiet
-expect_success "surface phi input" sd2.nii "${SD[@]}" sd.nii sd2.nii --input phi --neighbors 16 --iterations 2 --variant scratch --quiet
+expect_success "surface phi input" sd2.nii "${SD[@]}" sd.nii sd2.nii --input phi --neighbors 16 --iterations 2 --backend kokkos --variant scratch --quiet
 expect_error "surface non-binary mask" sd.nii "${SD[@]}" nonbinary.mha sd.nii
 expect_error "surface empty band" sd.nii "${SD[@]}" far.mha sd.nii --input phi
 expect_error "surface band above memory" sd.nii "${SD[@]}" cube.mha sd.nii --max-memory 1 --backend kokkos
