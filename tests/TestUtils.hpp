@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
+#include <random>
 #include <string>
 #include <system_error>
 
@@ -106,6 +107,26 @@ inline double maxAbsDifference(HostImage const& a, HostImage const& b) {
     m = std::max(m, d);
   }
   return m;
+}
+
+// Signed distance to a sphere of radius R centred at (c, c, c), and phi of that sphere on an n^3
+// grid centred in it, clean and with Gaussian noise (sd, seed): the surface denoising tests.
+inline double sphereDistance(Index x, Index y, Index z, double R, double c) {
+  return std::hypot(x - c, y - c, z - c) - R;
+}
+inline void noisySphere(Index n, double R, double sd, unsigned seed, HostImage& clean, HostImage& noisy) {
+  clean = HostImage("kortex::test::clean", Geometry::make3D(n, n, n));
+  noisy = HostImage("kortex::test::noisy", clean.geometry);
+  std::mt19937 rng(seed);
+  std::normal_distribution<double> noise(0.0, sd);
+  const double c = (double(n) - 1.0) / 2.0;
+  for (Index z = 0; z < n; ++z)
+    for (Index y = 0; y < n; ++y)
+      for (Index x = 0; x < n; ++x) {
+        const double d = sphereDistance(x, y, z, R, c);
+        clean.data(z, y, x) = static_cast<float>(d);
+        noisy.data(z, y, x) = static_cast<float>(d + noise(rng));
+      }
 }
 
 }  // namespace kortex::test

@@ -29,23 +29,7 @@ constexpr double kPhiTolerance = 1e-5;
 const SurfaceNlmVariant kVariants[] = {SurfaceNlmVariant::Global, SurfaceNlmVariant::RandomAccess,
                                        SurfaceNlmVariant::ScratchBroadcast, SurfaceNlmVariant::Pruned};
 
-double sphereDistance(Index x, Index y, Index z, double R, double c) { return std::hypot(x - c, y - c, z - c) - R; }
-
-// phi of a sphere of radius R at the grid centre plus Gaussian noise (sd), and the clean phi.
-void noisySphere(Index n, double R, double sd, unsigned seed, HostImage& clean, HostImage& noisy) {
-  clean = HostImage("kortex::test::clean", Geometry::make3D(n, n, n));
-  noisy = HostImage("kortex::test::noisy", clean.geometry);
-  std::mt19937 rng(seed);
-  std::normal_distribution<double> noise(0.0, sd);
-  const double c = (double(n) - 1.0) / 2.0;
-  for (Index z = 0; z < n; ++z)
-    for (Index y = 0; y < n; ++y)
-      for (Index x = 0; x < n; ++x) {
-        const double d = sphereDistance(x, y, z, R, c);
-        clean.data(z, y, x) = static_cast<float>(d);
-        noisy.data(z, y, x) = static_cast<float>(d + noise(rng));
-      }
-}
+using test::noisySphere;
 
 template <class Space>
 HostImage runKokkos(HostImage const& phi, SurfaceNlmParams const& p, gpu::SurfaceNlmInfo* info = nullptr,

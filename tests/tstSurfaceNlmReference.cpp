@@ -29,7 +29,7 @@ HostImage ball(Index n, double radius, double cx, double cy, double cz) {
 }
 
 // Signed distance to the sphere |x - c| = R (negative inside).
-double sphereDistance(Index x, Index y, Index z, double R, double c) { return std::hypot(x - c, y - c, z - c) - R; }
+using test::sphereDistance;
 
 }  // namespace
 
@@ -185,18 +185,8 @@ BOOST_AUTO_TEST_CASE(heat_iteration_conserves) {
 
 // A sphere with noise on phi: the denoised zero level set is closer to the true sphere.
 BOOST_AUTO_TEST_CASE(noisy_sphere_gets_closer) {
-  const Index n = 20;
-  const double R = 6.0, c = 9.5;
-  HostImage clean("kortex::test::clean", Geometry::make3D(n, n, n)), noisy("kortex::test::noisy", clean.geometry);
-  std::mt19937 rng(5);
-  std::normal_distribution<double> noise(0.0, 0.3);
-  for (Index z = 0; z < n; ++z)
-    for (Index y = 0; y < n; ++y)
-      for (Index x = 0; x < n; ++x) {
-        const double d = sphereDistance(x, y, z, R, c);
-        clean.data(z, y, x) = static_cast<float>(d);
-        noisy.data(z, y, x) = static_cast<float>(d + noise(rng));
-      }
+  HostImage clean, noisy;
+  test::noisySphere(20, 6.0, 0.3, 5, clean, noisy);
   SurfaceNlmParams p;
   p.band = 3.0f;
   p.c2 = 8.0;
