@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include "validation/Suite.hpp"
+
 namespace kortex::app {
 
 struct ValidateOptions {
@@ -14,10 +16,9 @@ struct ValidateOptions {
   std::string markdownPath;
   bool registrationOnly = false;  // only part 3 (the IXI registration study)
   bool surfaceOnly = false;       // only part 4 (the real-surface study)
-  double lambda = -1.0;           // registration study parameters (< 0 / 0: defaults)
-  float sigma = -1.0f;
-  int iterations = 0;
-  int pairs = 0;
+  // Part 3's fluid parameters and pair count: the CLI binds them here, defaults from the structs.
+  RegistrationParams registration;
+  int pairs = validation::SuiteOptions{}.registrationPairs;
 };
 int cmdValidate(ValidateOptions const& o);
 

@@ -5,7 +5,7 @@
 #include "apps/Commands.hpp"
 #include "core/Backend.hpp"
 #include "core/Boundary.hpp"
-#include "core/TextFile.hpp"
+#include "io/Output.hpp"
 #include "validation/Report.hpp"
 
 namespace kortex::app {
@@ -32,9 +32,9 @@ int cmdInfo(std::string const& jsonPath) {
             << "Kokkos configuration:\n"
             << kokkosConfiguration();
   if (!jsonPath.empty()) {
-    nlohmann::json j = validation::environmentJson(true);  // the same record reports carry
+    nlohmann::json j = io::environmentJson(true);  // the same record reports carry
     j["gpu_backend"] = kokkosHasGpuBackend();
-    writeTextFileAtomic(jsonPath, j.dump(2) + "\n");
+    io::writeTextFileAtomic(jsonPath, j.dump(2) + "\n");
   }
   return 0;
 }

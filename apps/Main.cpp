@@ -13,14 +13,14 @@
 #include <kortex/Config.hpp>
 
 #include "apps/Commands.hpp"
-#include "apps/Denoise.hpp"
 #include "apps/Register.hpp"
 #include "apps/Surface.hpp"
 #include "bench/Tuners.hpp"
 #include "core/Errors.hpp"
 #include "core/Multires.hpp"
 #include "io/ImageIO.hpp"
-#include "validation/Metrics.hpp"
+#include "io/Output.hpp"
+#include "pipeline/Denoise.hpp"
 
 namespace fs = std::filesystem;
 using namespace kortex;
@@ -36,27 +36,16 @@ struct KokkosSession {
   ~KokkosSession() { Kokkos::finalize(); }
 };
 
-// Fail before computing if the output cannot be written: missing directory, a directory as
-// target, no permission, unsupported extension (or one that needs VTK in a build without it).
-void checkOutputPath(std::string const& path) {
-  const fs::path p(path);
-  if (path.empty()) throw IoError("output path is empty");
-  if (fs::is_directory(p)) throw IoError("output '" + path + "' is a directory, not a file");
-  const fs::path dir = p.has_parent_path() ? p.parent_path() : fs::path(".");
-  if (!fs::is_directory(dir))
-    throw IoError("cannot write '" + path + "': directory '" + dir.string() + "' does not exist");
-  if (access(dir.c_str(), W_OK) != 0)
-    throw IoError("cannot write '" + path + "': directory '" + dir.string() + "' is not writable");
-  io::requireSupportedExtension(p, io::Access::Write);
+// Fail before reading or computing: the input exists and is a file, the output can be written
+// with a supported extension (or one that needs VTK in a build without it).
+void checkPaths(std::string const& in, std::string const& out) {
+  if (fs::is_directory(in)) throw IoError("input '" + in + "' is a directory, not an image file");
+  if (!fs::exists(in)) throw IoError("input '" + in + "' does not exist");
+  io::requireWritableFile(out);
+  io::requireSupportedExtension(out, io::Access::Write);
 }
 
-// NIfTI and DICOM in every build; MetaImage, VTI, PNG and JPEG when built with VTK
-// (otherwise io:: throws Unsupported naming the format).
-HostImage readInput(std::string const& path) { return io::readImage(path); }
-
-void writeOutput(HostImage const& img, std::string const& path) { io::writeImage(img, path); }
-
-void printRun(const char* what, HostImage const& in, app::RunReport const& r,
+void printRun(const char* what, HostImage const& in, pipeline::RunReport const& r,
               std::string const& out) {
   std::cout << what << ": " << describe(in.geometry) << " on " << r.executionSpace << ": "
             << r.computeMs << " ms";
@@ -137,12 +126,16 @@ int main(int argc, char** argv) {
   validate->add_flag("--surface-only", vo.surfaceOnly,
                      "Only the surface study (ICBM152 and IXI white matter: distance to the clean surface, CPU vs "
                      "Kokkos); needs --data");
-  validate->add_option("--lambda", vo.lambda, "Registration study: regulariser weight (default 1)");
-  validate->add_option("--sigma", vo.sigma, "Registration study: force smoothing sigma, voxels (default 2)");
-  validate->add_option("--iterations", vo.iterations, "Registration study: iteration cap (default 300; 80 with --quick)")
-      ->check(CLI::PositiveNumber);
-  validate->add_option("--pairs", vo.pairs, "Registration study: number of subject pairs (default 6, max 6)")
-      ->check(CLI::Range(1, 6));
+  validate->add_option("--lambda", vo.registration.lambda, "Registration study: regulariser weight")
+      ->capture_default_str();
+  validate->add_option("--sigma", vo.registration.sigma, "Registration study: force smoothing sigma, voxels")
+      ->capture_default_str();
+  validate->add_option("--iterations", vo.registration.iterations,
+                       "Registration study: iteration cap (--quick caps it further)")
+      ->capture_default_str();
+  validate->add_option("--pairs", vo.pairs, "Registration study: number of subject pairs")
+      ->check(CLI::Range(1, vo.pairs))
+      ->capture_default_str();
 
   // bench
   auto* bench = app.add_subcommand("bench", "Benchmarks that reproduce the papers' tables");
@@ -246,13 +239,13 @@ int main(int argc, char** argv) {
                   "maps to moving point x + d(x))");
   unb->add_option("--out-jacobian", rgo.outJacobian, "det(I - grad u) of the fluid part");
   unb->add_option("--out-affine", rgo.outAffine, "Affine part as an ITK transform file (.txt)");
-  unb->add_option("--lambda", rgo.lambda, "Weight of the symmetric-KL regulariser (> 0)")->capture_default_str();
-  unb->add_option("--sigma", rgo.sigma, "Gaussian smoothing of the force, voxels")->capture_default_str();
-  unb->add_option("--iterations", rgo.iterations, "Cap on fluid iterations")->capture_default_str();
+  unb->add_option("--lambda", rgo.fluid.lambda, "Weight of the symmetric-KL regulariser (> 0)")->capture_default_str();
+  unb->add_option("--sigma", rgo.fluid.sigma, "Gaussian smoothing of the force, voxels")->capture_default_str();
+  unb->add_option("--iterations", rgo.fluid.iterations, "Cap on fluid iterations")->capture_default_str();
   unb->add_flag("--no-affine", rgo.noAffine, "Skip the affine stage (header alignment only)");
   unb->add_option("--backend", rgo.backend, "auto|cpu|kokkos (auto = Kokkos if it has a GPU backend)")
       ->capture_default_str();
-  unb->add_option("--variant", rgo.variant, "Kokkos force kernel: naive|recompute|reuse (default reuse)");
+  unb->add_option("--variant", rgo.variant, "Kokkos force kernel: naive|recompute|reuse (default " + std::string(toString(RegistrationParams{}.variant)) + ")");
   unb->add_flag("--quiet", rgo.quiet, "No progress bar");
 
   // reproduce
@@ -313,14 +306,16 @@ int main(int argc, char** argv) {
       return app::cmdSurfaceDenoise(so);
     }
     if (*mres) {
-      const Backend backend = parseBackend(backendName);
-      const app::IntegerMode integer = app::parseIntegerMode(integerName);
+      pipeline::MultiresJob job;
+      job.backend = parseBackend(backendName);
+      job.integer = pipeline::parseIntegerMode(integerName);
+      job.bilateralGiven = !variantName.empty();
       if (!variantName.empty()) mp.bilateral = parseMultiresBilateralVariant(variantName);
       if (!pyramidName.empty()) mp.pyramid = parsePyramidVariant(pyramidName);
-      if ((!variantName.empty() || !pyramidName.empty()) && resolve(backend) == Backend::Cpu)
+      if ((!variantName.empty() || !pyramidName.empty()) && resolve(job.backend) == Backend::Cpu)
         throw InvalidArgument("--variant and --pyramid select Kokkos variants; they have no meaning with the CPU backend");
-      const bool autoSigma = sigmaRangeText == "auto";
-      if (!autoSigma) {
+      job.autoSigmaRange = sigmaRangeText == "auto";
+      if (!job.autoSigmaRange) {
         std::size_t used = 0;
         float v = 0.0f;
         try {
@@ -332,28 +327,17 @@ int main(int argc, char** argv) {
           throw InvalidArgument("--sigma-range must be a number, inf or auto; got '" + sigmaRangeText + "'");
         mp.sigmaRange = v;
       }
-      mp.validate();
-      if (fs::is_directory(in)) throw IoError("input '" + in + "' is a directory, not an image file");
-      if (!fs::exists(in)) throw IoError("input '" + in + "' does not exist");
-      checkOutputPath(out);
-      HostImage img = readInput(in);
-      mp.validateFor(img.geometry);
-      app::requireFinite(img);
-      if (autoSigma) {
-        const double noise = validation::estimateNoiseSigma(img);
-        if (!(noise > 0.0))
-          throw InvalidArgument("--sigma-range auto: the image shows no noise to estimate (give --sigma-range)");
-        mp.sigmaRange = static_cast<float>(2.0 * noise);
-      }
-      app::RunReport report;
-      app::MultiresRun run;
-      HostImage result = app::runMultires(img, mp, !variantName.empty(), integer, backend, &report, &run);
-      writeOutput(result, out);
-      printRun("multires", img, report, out);
+      checkPaths(in, out);
+      const HostImage img = io::readImage(in);
+      job.params = mp;
+      pipeline::MultiresRun run;
+      const HostImage result = pipeline::denoiseMultires(img, job, &run);
+      io::writeImage(result, out);
+      printRun("multires", img, run.report, out);
       std::cout << "  " << (run.integer ? "integer (16-bit, exact) pipeline" : "float pipeline") << ", levels "
                 << run.params.levels << ", r " << run.params.radius << ", sigma_d " << run.params.sigmaSpatial
-                << ", sigma_r " << run.params.sigmaRange << (autoSigma ? " (auto)" : "");
-      if (report.backend == Backend::Kokkos)
+                << ", sigma_r " << run.params.sigmaRange << (job.autoSigmaRange ? " (auto)" : "");
+      if (run.report.backend == Backend::Kokkos)
         std::cout << ", " << toString(run.params.pyramid) << " + " << toString(run.params.bilateral);
       std::cout << "\n";
       return 0;
@@ -364,16 +348,12 @@ int main(int argc, char** argv) {
       if (*nlm && !variantName.empty()) np.variant = parseNlmVariant(variantName);
       if (!variantName.empty() && resolve(backend) == Backend::Cpu)
         throw InvalidArgument("--variant selects a Kokkos variant; it has no meaning with the CPU backend");
-      // Check everything cheap before reading or computing.
-      if (*bil) bp.validate(); else np.validate();
-      if (fs::is_directory(in)) throw IoError("input '" + in + "' is a directory, not an image file");
-      if (!fs::exists(in)) throw IoError("input '" + in + "' does not exist");
-      checkOutputPath(out);
-      HostImage img = readInput(in);
-      app::RunReport report;
-      HostImage result = *bil ? app::runBilateral(img, bp, backend, &report)
-                              : app::runNlm(img, np, backend, &report);
-      writeOutput(result, out);
+      checkPaths(in, out);
+      const HostImage img = io::readImage(in);
+      pipeline::RunReport report;
+      const HostImage result = *bil ? pipeline::denoiseBilateral(img, bp, backend, &report)
+                                    : pipeline::denoiseNlm(img, np, backend, &report);
+      io::writeImage(result, out);
       printRun(*bil ? "bilateral" : "nlm", img, report, out);
       return 0;
     }

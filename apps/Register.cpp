@@ -1,5 +1,5 @@
 // `kortex register unbiased`: affine + unbiased fluid registration of two 3D images
-// (validation/Registration.hpp registerPair), with a progress bar and the outputs of the
+// (pipeline/Register.hpp registerPair), with a progress bar and the outputs of the
 // ITK/ANTs conventions (io/ImageIO.hpp).
 #include "apps/Register.hpp"
 
@@ -16,7 +16,8 @@
 
 #include "core/Errors.hpp"
 #include "io/ImageIO.hpp"
-#include "validation/Registration.hpp"
+#include "io/Output.hpp"
+#include "pipeline/Register.hpp"
 
 namespace fs = std::filesystem;
 
@@ -32,20 +33,14 @@ void checkInput(std::string const& path, const char* what) {
 }
 
 void checkOutput(std::string const& path, const char* option, bool niftiOnly) {
-  const fs::path p(path);
-  if (fs::is_directory(p)) throw IoError(std::string(option) + " '" + path + "' is a directory, not a file");
-  const fs::path dir = p.has_parent_path() ? p.parent_path() : fs::path(".");
-  if (!fs::is_directory(dir))
-    throw IoError("cannot write '" + path + "': directory '" + dir.string() + "' does not exist");
-  if (access(dir.c_str(), W_OK) != 0)
-    throw IoError("cannot write '" + path + "': directory '" + dir.string() + "' is not writable");
+  io::requireWritableFile(path, option);
   if (niftiOnly) {
-    const std::string s = p.filename().string();
+    const std::string s = fs::path(path).filename().string();
     auto ends = [&](std::string const& e) { return s.size() >= e.size() && s.compare(s.size() - e.size(), e.size(), e) == 0; };
     if (!ends(".nii") && !ends(".nii.gz"))
       throw IoError(std::string(option) + " '" + path + "': a displacement field is written as NIfTI (.nii or .nii.gz)");
   } else {
-    io::requireSupportedExtension(p, io::Access::Write);
+    io::requireSupportedExtension(path, io::Access::Write);
   }
 }
 
@@ -118,20 +113,18 @@ class OutputSet {
 
 int cmdRegisterUnbiased(RegisterOptions const& o) {
   // Everything cheap first: options, inputs, outputs.
-  if (!(o.lambda > 0.0) || !std::isfinite(o.lambda))
+  // The command's policy (registerPair itself accepts lambda = 0: the validation study uses it).
+  if (!(o.fluid.lambda > 0.0) || !std::isfinite(o.fluid.lambda))
     throw InvalidArgument("--lambda must be a finite number > 0 (the symmetric-KL prior is what makes the "
-                          "registration unbiased), got " + std::to_string(o.lambda));
-  validation::RegistrationPipelineOptions opt;
+                          "registration unbiased), got " + std::to_string(o.fluid.lambda));
+  pipeline::RegistrationPipelineOptions opt;
   opt.backend = parseBackend(o.backend);
-  opt.fluid.lambda = o.lambda;
-  opt.fluid.sigma = o.sigma;
-  opt.fluid.iterations = o.iterations;
+  opt.fluid = o.fluid;
   if (!o.variant.empty()) {
     if (resolve(opt.backend) == Backend::Cpu)
       throw InvalidArgument("--variant selects a Kokkos force kernel; it has no meaning with the CPU backend");
     opt.fluid.variant = parseRegistrationVariant(o.variant);
   }
-  opt.fluid.validate();
   opt.useAffine = !o.noAffine;
   checkInput(o.fixed, "fixed");
   checkInput(o.moving, "moving");
@@ -139,12 +132,7 @@ int cmdRegisterUnbiased(RegisterOptions const& o) {
   checkOutput(o.outWarped, "--out-warped", false);
   if (!o.outField.empty()) checkOutput(o.outField, "--out-field", true);
   if (!o.outJacobian.empty()) checkOutput(o.outJacobian, "--out-jacobian", false);
-  if (!o.outAffine.empty()) {
-    const fs::path p(o.outAffine);
-    const fs::path dir = p.has_parent_path() ? p.parent_path() : fs::path(".");
-    if (!fs::is_directory(dir) || fs::is_directory(p))
-      throw IoError("cannot write '" + o.outAffine + "': not a file in an existing directory");
-  }
+  if (!o.outAffine.empty()) io::requireWritableFile(o.outAffine, "--out-affine");
   {
     std::set<fs::path> seen;
     for (auto const* p : {&o.outWarped, &o.outField, &o.outJacobian, &o.outAffine}) {
@@ -158,19 +146,16 @@ int cmdRegisterUnbiased(RegisterOptions const& o) {
 
   HostImage fixed = io::readImage(o.fixed);
   HostImage moving = io::readImage(o.moving);
-  if (fixed.geometry.dimension != 3 || moving.geometry.dimension != 3)
-    throw InvalidArgument("register unbiased needs two 3D images; got fixed " + describe(fixed.geometry) +
-                          " and moving " + describe(moving.geometry));
   std::cout << "fixed:  " << o.fixed << " (" << describe(fixed.geometry) << ")\n"
             << "moving: " << o.moving << " (" << describe(moving.geometry) << ")\n";
   if (!fixed.geometry.sameGrid(moving.geometry))
     std::cout << "  the grids differ: the moving image is resampled onto the fixed grid through the headers"
               << (opt.useAffine ? " and the affine alignment" : "") << "\n";
 
-  ProgressBar bar(o.iterations, o.quiet);
+  ProgressBar bar(o.fluid.iterations, o.quiet);
   opt.progress = [&](RegistrationIteration const& it) { bar.fluid(it); };
   opt.affineProgress = [&](AffineIteration const& it) { bar.affine(it); };
-  validation::RegistrationPipelineResult r = validation::registerPair(moving, fixed, opt);
+  pipeline::RegistrationPipelineResult r = pipeline::registerPair(moving, fixed, opt);
   bar.end();
 
   std::cout << "backend: " << r.executionSpace;
@@ -188,23 +173,18 @@ int cmdRegisterUnbiased(RegisterOptions const& o) {
             << r.fluid.rejected << " rejected steps), energy " << std::scientific << std::setprecision(4)
             << r.fluid.initial.total << " -> " << r.fluid.final.total << ", min det J " << std::fixed
             << std::setprecision(3) << r.fluid.final.minJacobian << ", " << r.secondsFluid << " s\n"
-            << "  " << explain(r.fluid.stop) << "\n";
+            << "  " << explain(r.fluid.stop) << (r.fluid.stop == StopReason::IterationCap ? " (--iterations)" : "")
+            << "\n";
   std::cout << "total " << std::setprecision(3) << r.secondsTotal << " s (normalise " << r.secondsNormalise
             << ", affine " << r.secondsAffine << ", resample " << r.secondsResample << ", fluid "
             << r.secondsFluid << ")\n";
 
   OutputSet outputs;
-  outputs.write(o.outWarped, [&](std::string const& p) { io::writeImage(validation::warpedMoving(r, moving), p); });
-  outputs.write(o.outField, [&](std::string const& p) { io::writeDisplacementField(validation::worldDisplacement(r), p); });
-  outputs.write(o.outJacobian, [&](std::string const& p) { io::writeImage(validation::jacobianMap(r), p); });
+  outputs.write(o.outWarped, [&](std::string const& p) { io::writeImage(pipeline::warpedMoving(r, moving), p); });
+  outputs.write(o.outField, [&](std::string const& p) { io::writeDisplacementField(pipeline::worldDisplacement(r), p); });
+  outputs.write(o.outJacobian, [&](std::string const& p) { io::writeImage(pipeline::jacobianMap(r), p); });
   outputs.write(o.outAffine, [&](std::string const& p) {
-    const std::string tmp = p + ".tmp";
-    {
-      std::ofstream f(tmp);
-      f << itkTransformText(toWorldMatrix(r.affine, r.fixedGrid, r.movingGrid));
-      if (!f) throw IoError("cannot write '" + p + "'");
-    }
-    fs::rename(tmp, p);
+    io::writeTextFileAtomic(p, itkTransformText(toWorldMatrix(r.affine, r.fixedGrid, r.movingGrid)));
   });
   outputs.commit();
   std::cout << "wrote " << o.outWarped << " (moving resampled on the fixed grid, original intensities)\n";

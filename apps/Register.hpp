@@ -3,17 +3,17 @@
 
 #include <string>
 
+#include "core/Registration.hpp"
+
 namespace kortex::app {
 
 struct RegisterOptions {
   std::string fixed, moving;
   std::string outWarped, outField, outJacobian, outAffine;
-  double lambda = 1.0;   // = RegistrationParams' defaults (core/Registration.hpp)
-  float sigma = 2.0f;
-  int iterations = 300;
+  RegistrationParams fluid;  // --lambda, --sigma, --iterations bind here (defaults: the struct's)
   bool noAffine = false;
   std::string backend = "auto";
-  std::string variant;  // empty: the default (reuse)
+  std::string variant;  // empty: RegistrationParams' default
   bool quiet = false;
 };
 

@@ -12,28 +12,17 @@
 #include "bench/BenchRegistration.hpp"
 #include "bench/BenchSurfaceNlm.hpp"
 #include "core/Errors.hpp"
-#include "core/TextFile.hpp"
+#include "io/Output.hpp"
 #include "validation/Suite.hpp"
 
 namespace fs = std::filesystem;
 
 namespace kortex::app {
 
-namespace {
-// Fails before any work if a report file could not be written later.
-void checkReportPath(std::string const& path) {
-  if (path.empty()) return;
-  const fs::path p(path);
-  if (fs::is_directory(p)) throw IoError("cannot write '" + path + "': it is a directory");
-  const fs::path dir = p.has_parent_path() ? p.parent_path() : fs::path(".");
-  if (!fs::is_directory(dir))
-    throw IoError("cannot write '" + path + "': directory '" + dir.string() + "' does not exist");
-}
-}  // namespace
 
 int cmdValidate(ValidateOptions const& o) {
-  checkReportPath(o.jsonPath);
-  checkReportPath(o.markdownPath);
+  if (!o.jsonPath.empty()) io::requireWritableFile(o.jsonPath, "JSON report");
+  if (!o.markdownPath.empty()) io::requireWritableFile(o.markdownPath, "Markdown report");
   validation::SuiteOptions so;
   so.quick = o.quick;
   so.dataDir = o.dataDir;
@@ -43,18 +32,16 @@ int cmdValidate(ValidateOptions const& o) {
   if (o.registrationOnly && o.surfaceOnly) throw InvalidArgument("--registration-only and --surface-only exclude each other");
   if (o.surfaceOnly && o.dataDir.empty())
     throw InvalidArgument("--surface-only needs --data (the ICBM152 template and the IXI label maps)");
-  if (o.lambda >= 0.0) so.registration.lambda = o.lambda;
-  if (o.sigma > 0.0f) so.registration.sigma = o.sigma;
-  if (o.iterations > 0) so.registration.iterations = o.iterations;
-  if (o.pairs > 0) so.registrationPairs = o.pairs;
+  so.registration = o.registration;
+  so.registrationPairs = o.pairs;
   if (o.registrationOnly && o.dataDir.empty())
     throw InvalidArgument("--registration-only needs --data (the IXI volumes and labels)");
   so.registration.validate();
   const auto report = validation::runValidationSuite(so);
   const std::string md = validation::toMarkdown(report);
   std::cout << "\n" << md;
-  if (!o.jsonPath.empty()) writeTextFileAtomic(o.jsonPath, validation::toJson(report).dump(2) + "\n");
-  if (!o.markdownPath.empty()) writeTextFileAtomic(o.markdownPath, md);
+  if (!o.jsonPath.empty()) io::writeTextFileAtomic(o.jsonPath, validation::toJson(report).dump(2) + "\n");
+  if (!o.markdownPath.empty()) io::writeTextFileAtomic(o.markdownPath, md);
   if (!report.pass) {
     std::cerr << "kortex: error: validation failed (" << report.casesFailed
               << " case(s) outside their bounds"
@@ -173,8 +160,8 @@ int cmdReproduce(ReproduceOptions const& o) {
   j["bench_ct"] = benchReport.json;
   j["bench_register"] = regReport.json;
   j["pass"] = suite.pass && benchReport.ok && regReport.ok;
-  writeTextFileAtomic(out / "reproduce.json", j.dump(2) + "\n");
-  writeTextFileAtomic(out / "report.md", "# Kortex reproduce\n\n" + suiteMd + "\n" +
+  io::writeTextFileAtomic(out / "reproduce.json", j.dump(2) + "\n");
+  io::writeTextFileAtomic(out / "report.md", "# Kortex reproduce\n\n" + suiteMd + "\n" +
                                              benchReport.markdown + "\n" + regReport.markdown);
   std::cout << "\nReport: " << (out / "report.md").string() << ", JSON: "
             << (out / "reproduce.json").string() << "\n";

@@ -30,12 +30,12 @@ namespace kortex::app {
 struct SurfaceOptions {
   std::string input, output, outMesh;
   std::string inputKind = "mask";   // mask | phi
-  double label = -1.0;              // >= 0: inside = voxels equal to it
-  double threshold = -1.0;          // >= 0: inside = voxels >= it (exclusive with label)
+  double label = 0.0;               // with labelGiven: inside = voxels equal to it
+  double threshold = 0.0;           // with thresholdGiven: inside = voxels >= it (not with a label)
   bool labelGiven = false, thresholdGiven = false;
   double spacing = 1.0;             // mesh input: voxel size, world units
   std::string backend = "auto";
-  std::string variant;              // empty: the default (scratch)
+  std::string variant;              // empty: SurfaceNlmParams' default
   double maxMemoryMiB = 0.0;        // > 0: cap instead of what the device / host reports
   bool quiet = false;
   SurfaceNlmParams params;

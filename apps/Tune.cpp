@@ -22,7 +22,7 @@
 #include "bench/Tuners.hpp"
 #include "core/Backend.hpp"
 #include "core/Errors.hpp"
-#include "core/TextFile.hpp"
+#include "io/Output.hpp"
 #include "core/Tuning.hpp"
 #include "validation/Report.hpp"
 
@@ -44,25 +44,6 @@ std::string utcDate() {
   char buf[16];
   std::strftime(buf, sizeof buf, "%Y-%m-%d", &tm);
   return buf;
-}
-
-// The target can be written later: not a directory, and the nearest existing ancestor of its
-// folder is a writable directory (`createParent`: the folder itself may be created).
-void checkWritable(std::string const& path, std::string const& what, bool createParent) {
-  if (path.empty()) throw IoError(what + " path is empty");
-  const fs::path p(path);
-  if (fs::is_directory(p)) throw IoError(what + " '" + path + "' is a directory, not a file");
-  fs::path dir = fs::absolute(p).parent_path();
-  if (!createParent && !fs::is_directory(dir))
-    throw IoError("cannot write " + what + " '" + path + "': directory '" + dir.string() +
-                  "' does not exist");
-  while (!fs::exists(dir) && dir != dir.parent_path()) dir = dir.parent_path();
-  if (!fs::is_directory(dir))
-    throw IoError("cannot write " + what + " '" + path + "': '" + dir.string() +
-                  "' is not a directory");
-  if (access(dir.c_str(), W_OK) != 0)
-    throw IoError("cannot write " + what + " '" + path + "': directory '" + dir.string() +
-                  "' is not writable");
 }
 
 // The database at `path` (empty if absent); a corrupt or unreadable one is refused.
@@ -248,8 +229,8 @@ int cmdTune(TuneOptions const& o) {
     }
   }
   if (selected.empty()) throw Unsupported("no tuners are registered in this build");
-  checkWritable(dbPath, "tuning database", true);
-  if (!o.jsonPath.empty()) checkWritable(o.jsonPath, "JSON report", false);
+  io::requireWritableFile(dbPath, "tuning database", true);
+  if (!o.jsonPath.empty()) io::requireWritableFile(o.jsonPath, "JSON report");
   tuning::Database db = loadDatabase(dbPath);
 
   struct Job {
@@ -311,18 +292,18 @@ int cmdTune(TuneOptions const& o) {
     results.push_back(std::move(r));
   }
 
-  db.save(dbPath);
+  io::saveTuningDatabase(db, dbPath);
   std::cout << "\nWrote " << results.size() << " entr" << (results.size() == 1 ? "y" : "ies")
             << " to " << dbPath << " (" << db.entries().size() << " in the file)\n";
   if (!o.jsonPath.empty()) {
     nlohmann::ordered_json j;
     j["schema"] = "kortex-tune-run";
-    j["environment"] = validation::environmentJson(false);
+    j["environment"] = io::environmentJson(false);
     j["database"] = dbPath;
     nlohmann::ordered_json list = nlohmann::ordered_json::array();
     for (auto const& r : results) list.push_back(resultJson(r));
     j["kernels"] = std::move(list);
-    writeTextFileAtomic(o.jsonPath, j.dump(2) + "\n");
+    io::writeTextFileAtomic(o.jsonPath, j.dump(2) + "\n");
     std::cout << "Wrote every timed candidate to " << o.jsonPath << "\n";
   }
   return 0;

@@ -18,7 +18,7 @@
 #include "core/Compat.hpp"
 #include "core/Errors.hpp"
 #include "core/Phantom.hpp"
-#include "core/TextFile.hpp"
+#include "io/Output.hpp"
 #include "core/Timing.hpp"
 #include "validation/Metrics.hpp"
 #include "validation/Quality.hpp"
@@ -666,7 +666,7 @@ nlohmann::json Engine::toJson(std::vector<Row> const& rows, std::vector<Transfer
   nlohmann::json j;
   j["kind"] = "kortex-bench-ct";
   j["mode"] = mode_.name;
-  j["environment"] = validation::environmentJson(true);
+  j["environment"] = io::environmentJson(true);
   j["device_execution_space"] = DeviceExec::name();
   j["device_concurrency"] = kx::concurrency(exec_);
   j["cpu_reference_threads"] = {1, cpuThreads_};
@@ -760,7 +760,7 @@ std::string Engine::toMarkdown(std::vector<Row> const& rows, std::vector<Transfe
   std::ostringstream os;
   const std::string cpuN = "CPU " + std::to_string(cpuThreads_) + " thr";
   os << "# Kortex CT benchmark (" << mode_.name << ")\n\n"
-     << validation::environmentMarkdown()
+     << io::environmentMarkdown()
      << "- Kokkos variants run on `" << DeviceExec::name() << "` (concurrency " << kx::concurrency(exec_)
      << "); measured device peaks: copy bandwidth (read + write) " << fmt(copyGBs_, 4)
      << " GB/s, float exp() rate " << fmt(expRate_, 4) << " G/s\n"
@@ -920,8 +920,8 @@ std::string defaultResultStem() {
 
 CtBenchReport runCtBench(CtBenchOptions const& opt) {
   if (opt.quick && opt.tiny) throw InvalidArgument("bench ct: --quick and --tiny are exclusive");
-  if (!opt.jsonPath.empty()) validation::requireWritableFile(opt.jsonPath);
-  if (!opt.markdownPath.empty()) validation::requireWritableFile(opt.markdownPath);
+  if (!opt.jsonPath.empty()) io::requireWritableFile(opt.jsonPath);
+  if (!opt.markdownPath.empty()) io::requireWritableFile(opt.markdownPath);
   if (!opt.peersJsonPath.empty() && !std::ifstream(opt.peersJsonPath))
     throw IoError("cannot read peers JSON '" + opt.peersJsonPath + "'");
   if (!opt.only.empty()) {
@@ -934,8 +934,8 @@ CtBenchReport runCtBench(CtBenchOptions const& opt) {
   }
   Engine e(opt);
   CtBenchReport rep = e.run();
-  if (!opt.jsonPath.empty()) kortex::writeTextFileAtomic(opt.jsonPath, rep.json.dump(2) + "\n");
-  if (!opt.markdownPath.empty()) kortex::writeTextFileAtomic(opt.markdownPath, rep.markdown);
+  if (!opt.jsonPath.empty()) io::writeTextFileAtomic(opt.jsonPath, rep.json.dump(2) + "\n");
+  if (!opt.markdownPath.empty()) io::writeTextFileAtomic(opt.markdownPath, rep.markdown);
   return rep;
 }
 

@@ -3,7 +3,7 @@
 #include <sstream>
 
 #include "bench/Bench.hpp"
-#include "gpu/Bilateral.hpp"
+#include "gpu/bilateral/Bilateral.hpp"
 #include "reference_cpu/Bilateral.hpp"
 #include "validation/Quality.hpp"
 

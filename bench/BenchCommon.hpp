@@ -20,7 +20,7 @@
 #include <string>
 #include <utility>
 
-#include "core/TextFile.hpp"
+#include "io/Output.hpp"
 #include "core/Timing.hpp"
 
 namespace kortex::bench::common {
@@ -181,8 +181,8 @@ void finishReport(Report& rep, nlohmann::json& j, std::string markdown, Clock::t
   j["ok"] = rep.ok;
   rep.json = j;
   rep.markdown = std::move(markdown);
-  if (!jsonPath.empty()) writeTextFileAtomic(jsonPath, j.dump(2) + "\n");
-  if (!markdownPath.empty()) writeTextFileAtomic(markdownPath, rep.markdown);
+  if (!jsonPath.empty()) io::writeTextFileAtomic(jsonPath, j.dump(2) + "\n");
+  if (!markdownPath.empty()) io::writeTextFileAtomic(markdownPath, rep.markdown);
 }
 
 }  // namespace kortex::bench::common

@@ -24,11 +24,11 @@
 #include "core/Errors.hpp"
 #include "core/Multires.hpp"
 #include "core/Phantom.hpp"
-#include "core/TextFile.hpp"
+#include "io/Output.hpp"
 #include "core/Tuning.hpp"
-#include "gpu/Multires.hpp"
-#include "gpu/MultiresBilateral.hpp"
-#include "gpu/MultiresPyramid.hpp"
+#include "gpu/multires/Multires.hpp"
+#include "gpu/multires/MultiresBilateral.hpp"
+#include "gpu/multires/MultiresPyramid.hpp"
 #include "reference_cpu/Multires.hpp"
 #include "validation/Metrics.hpp"
 #include "validation/Quality.hpp"
@@ -72,12 +72,12 @@ constexpr std::uint64_t kNoiseSeed = 0x3D17ull;  // + image edge
 // Kokkos float pipeline vs the CPU reference, and float round trips: the tests' bound
 // (tests/tstMultires.cpp kReferenceTol), relative to the reference's peak.
 constexpr double kFloatRelTol = 1e-5;
-// Tuning-database keys of the two tuned kernels (gpu/MultiresImpl.hpp).
+// Tuning-database keys of the two tuned kernels (gpu/multires/detail/MultiresDriver.hpp).
 constexpr const char* kBilateralKernel = "multires.bilateral";
 constexpr const char* kPyramidKernel = "multires.pyramid";
 
 // Operations per window tap of each layer-bilateral variant (what the kernels in
-// gpu/MultiresBilateralImpl.hpp execute per tap; an exp counts as one operation; loads and
+// gpu/multires/detail/MultiresBilateralKernels.hpp execute per tap; an exp counts as one operation; loads and
 // table reads are not counted, nor the 5 per-pixel row-sum additions and the final division).
 struct TapOps {
   double ops;
@@ -1366,7 +1366,7 @@ nlohmann::json Engine::toJson() const {
   nlohmann::json j;
   j["kind"] = "kortex-bench-multires";
   j["mode"] = mode_.name;
-  j["environment"] = validation::environmentJson(true);
+  j["environment"] = io::environmentJson(true);
   j["device_execution_space"] = Exec::name();
   j["device_concurrency"] = kx::concurrency(exec_);
   j["concurrent_level_instances"] = kx::hasConcurrentInstances<Exec>;
@@ -1596,7 +1596,7 @@ std::string Engine::toMarkdown() const {
   std::ostringstream os;
   const std::string cpuN = "CPU " + std::to_string(cpuThreads_) + " thr";
   os << "# Kortex multiresolution benchmark (" << mode_.name << ")\n\n"
-     << validation::environmentMarkdown()
+     << io::environmentMarkdown()
      << "- Kokkos runs on `" << Exec::name() << "` (concurrency " << kx::concurrency(exec_)
      << "); concurrent level filtering on separate execution-space instances: "
      << (kx::hasConcurrentInstances<Exec> ? "available" : "not available here (levels run in order)")
@@ -1916,8 +1916,8 @@ std::string defaultMultiresResultStem() {
 
 MultiresBenchReport runMultiresBench(MultiresBenchOptions const& opt) {
   if (opt.quick && opt.tiny) throw InvalidArgument("bench multires: --quick and --tiny are exclusive");
-  if (!opt.jsonPath.empty()) validation::requireWritableFile(opt.jsonPath);
-  if (!opt.markdownPath.empty()) validation::requireWritableFile(opt.markdownPath);
+  if (!opt.jsonPath.empty()) io::requireWritableFile(opt.jsonPath);
+  if (!opt.markdownPath.empty()) io::requireWritableFile(opt.markdownPath);
   nlohmann::json peers;
   if (!opt.peersJsonPath.empty()) {
     peers = common::readPeersJson(opt.peersJsonPath);
@@ -1936,8 +1936,8 @@ MultiresBenchReport runMultiresBench(MultiresBenchOptions const& opt) {
   }
   Engine e(opt, std::move(peers));
   MultiresBenchReport rep = e.run();
-  if (!opt.jsonPath.empty()) kortex::writeTextFileAtomic(opt.jsonPath, rep.json.dump(2) + "\n");
-  if (!opt.markdownPath.empty()) kortex::writeTextFileAtomic(opt.markdownPath, rep.markdown);
+  if (!opt.jsonPath.empty()) io::writeTextFileAtomic(opt.jsonPath, rep.json.dump(2) + "\n");
+  if (!opt.markdownPath.empty()) io::writeTextFileAtomic(opt.markdownPath, rep.markdown);
   return rep;
 }
 

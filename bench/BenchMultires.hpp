@@ -1,7 +1,7 @@
 // Multiresolution filter benchmark behind
 //   `kortex bench multires [--quick|--tiny] [--json FILE] [--markdown FILE] [--peers FILE] [--only TEXT]`:
 // the paper's Figs 4-6 and Table 2 (Membarth et al.; bench/PaperMultires.hpp) for the Kokkos
-// implementation (gpu/Multires.hpp) on the default Kokkos execution space, beside the paper's
+// implementation (gpu/multires/Multires.hpp) on the default Kokkos execution space, beside the paper's
 // numbers and the CPU reference (reference_cpu/Multires.hpp) at 4 threads and at all threads:
 //   Fig 4   each layer-bilateral variant on one image (512^2; sigma_d = 2, 5x5): ms, Gtaps/s,
 //           GFLOP/s (stated operations per tap);

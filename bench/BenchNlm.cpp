@@ -3,7 +3,7 @@
 // parameters, and how each implementation is launched.
 #include "bench/Bench.hpp"
 #include "bench/PaperCt.hpp"
-#include "gpu/Nlm.hpp"
+#include "gpu/nlm/Nlm.hpp"
 #include "reference_cpu/Nlm.hpp"
 #include "validation/Quality.hpp"
 

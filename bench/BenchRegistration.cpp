@@ -14,14 +14,14 @@
 #include "core/Errors.hpp"
 #include "core/Occupancy.hpp"
 #include "core/Phantom.hpp"
-#include "core/TextFile.hpp"
+#include "io/Output.hpp"
 #include "core/Timing.hpp"
-#include "gpu/Registration.hpp"
-#include "gpu/RegistrationImpl.hpp"
+#include "gpu/registration/Registration.hpp"
+#include "gpu/registration/detail/Force.hpp"
 #include "gpu/Resources.hpp"
 #include "io/ImageIO.hpp"
 #include "reference_cpu/Registration.hpp"
-#include "validation/Registration.hpp"
+#include "pipeline/Register.hpp"
 #include "validation/Report.hpp"
 
 namespace kortex::bench {
@@ -30,7 +30,7 @@ namespace {
 
 using Exec = Kokkos::DefaultExecutionSpace;
 using Mem = Exec::memory_space;
-namespace ri = gpu::registration_impl;
+namespace ri = gpu::registration_detail;
 using Clock = std::chrono::steady_clock;
 double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
@@ -149,7 +149,7 @@ nlohmann::json resourcesJson(Exec const& exec, DeviceVolume const& d, ri::ForceL
 RegistrationBenchReport runRegistrationBench(RegistrationBenchOptions const& opt) {
   const auto tStart = Clock::now();
   for (auto const* p : {&opt.jsonPath, &opt.markdownPath})
-    if (!p->empty()) validation::requireWritableFile(*p);
+    if (!p->empty()) io::requireWritableFile(*p);
   nlohmann::json peers;
   if (!opt.peersJsonPath.empty()) peers = common::readPeersJson(opt.peersJsonPath);
 
@@ -179,7 +179,7 @@ RegistrationBenchReport runRegistrationBench(RegistrationBenchOptions const& opt
 
   nlohmann::json j;
   j["kind"] = "kortex-bench-register";
-  j["environment"] = validation::environmentJson(true);
+  j["environment"] = io::environmentJson(true);
   j["copy_bandwidth_GBs"] = copyGBs;
   j["params"] = {{"lambda", kLambda}, {"sigma", kSigma}, {"flops_per_voxel_paper", kPaperFlopsPerVoxel},
                  {"iteration_bytes_per_voxel", kIterationBytesPerVoxel}};
@@ -416,16 +416,16 @@ RegistrationBenchReport runRegistrationBench(RegistrationBenchOptions const& opt
       HostImage fixed = io::readImage(ixi / "IXI012-HH-1211-T1_ds.nii.gz");
       HostImage moving = io::readImage(ixi / "IXI013-HH-1212-T1_ds.nii.gz");
       const double readS = since(t0);
-      validation::RegistrationPipelineOptions po;
+      pipeline::RegistrationPipelineOptions po;
       po.backend = Backend::Kokkos;
-      validation::RegistrationPipelineResult r = validation::registerPair(moving, fixed, po);
+      pipeline::RegistrationPipelineResult r = pipeline::registerPair(moving, fixed, po);
       auto t1 = Clock::now();
-      HostImage warped = validation::warpedMoving(r, moving);
-      auto field = validation::worldDisplacement(r);
+      HostImage warped = pipeline::warpedMoving(r, moving);
+      auto field = pipeline::worldDisplacement(r);
       const double outS = since(t1);
       const double total = readS + r.secondsTotal + outS;
       totals.push_back(total);
-      nlohmann::json x = validation::toJson(r);
+      nlohmann::json x = pipeline::toJson(r);
       x["seconds"]["read"] = readS;
       x["seconds"]["outputs"] = outS;
       x["seconds"]["end_to_end"] = total;

@@ -2,7 +2,7 @@
 //   `kortex bench register [--quick|--tiny] [--json FILE] [--markdown FILE] [--peers FILE]
 //                          [--only TEXT] [--data DIR]`:
 // the registration part of Lee et al. (Table 1, Fig 1, Fig 2a, Fig 2b) for the Kokkos
-// implementation (gpu/Registration.hpp) on the default Kokkos execution space, beside the CPU
+// implementation (gpu/registration/Registration.hpp) on the default Kokkos execution space, beside the CPU
 // reference (reference_cpu/Registration.hpp) at 1 thread and at all threads:
 //   Table 1  per force variant and explored team tile: registers, static and dynamic shared memory
 //            (team scratch), local memory (spills/stack) per thread, team shape, teams per SM from
@@ -19,7 +19,7 @@
 //            iteration's minimum traffic (176 B per voxel, bench/BenchRegistration.cpp) against
 //            the measured device copy bandwidth;
 //   Targets  240^3 iteration <= 3 ms; an IXI pair (120x120x90, `--data`) end to end <= 1 s
-//            (validation/Registration.hpp registerPair: normalisation, affine, fluid).
+//            (pipeline/Register.hpp registerPair: normalisation, affine, fluid).
 // Inputs: fixed = the 3D Shepp-Logan phantom (core/Phantom.hpp) at n^3; moving = fixed warped by
 // smoothDisplacement(3 voxels) (core/Phantom.hpp). lambda and sigma: the library / CLI defaults.
 // Timing: fence before and after, warm-up, median (core/Timing.hpp). Every timed force output is

@@ -14,9 +14,9 @@
 
 #include "bench/BenchCommon.hpp"
 #include "core/Errors.hpp"
-#include "core/TextFile.hpp"
+#include "io/Output.hpp"
 #include "core/Timing.hpp"
-#include "gpu/SurfaceNlm.hpp"
+#include "gpu/surface_nlm/SurfaceNlm.hpp"
 #include "reference_cpu/SurfaceNlm.hpp"
 #include "validation/Report.hpp"
 #include "validation/SurfaceNlm.hpp"
@@ -71,7 +71,7 @@ struct Run {
 SurfaceBenchReport runSurfaceBench(SurfaceBenchOptions const& opt) {
   const auto tStart = Clock::now();
   for (auto const* p : {&opt.jsonPath, &opt.markdownPath})
-    if (!p->empty()) validation::requireWritableFile(*p);
+    if (!p->empty()) io::requireWritableFile(*p);
   nlohmann::json peers;
   if (!opt.peersJsonPath.empty()) peers = common::readPeersJson(opt.peersJsonPath);
   if (!opt.dumpDir.empty() && !std::filesystem::is_directory(opt.dumpDir))
@@ -102,7 +102,7 @@ SurfaceBenchReport runSurfaceBench(SurfaceBenchOptions const& opt) {
 
   nlohmann::json j;
   j["kind"] = "kortex-bench-surface";
-  j["environment"] = validation::environmentJson(true);
+  j["environment"] = io::environmentJson(true);
   j["params"] = {{"band", base.band},          {"patch", base.patch},   {"neighbors", base.neighbors},
                  {"c1", base.c1},              {"c2", base.c2},         {"iterations", base.iterations},
                  {"pass_candidates", base.passCandidates}, {"kept", base.neighbors + gpu::kSurfaceNlmExtraCandidates},

@@ -1,7 +1,7 @@
 // Surface NLM benchmark behind
 //   `kortex bench surface [--quick|--tiny] [--json FILE] [--markdown FILE] [--peers FILE]
 //                         [--dump DIR] [--only TEXT]`:
-// the surface part of Lee et al. for the Kokkos implementation (gpu/SurfaceNlm.hpp) on the
+// the surface part of Lee et al. for the Kokkos implementation (gpu/surface_nlm/SurfaceNlm.hpp) on the
 // default execution space, beside the CPU reference (reference_cpu/SurfaceNlm.hpp):
 //   Fig 4   time vs band size (17.5k .. 175k elements) for each search variant (the paper's
 //           brute-force Global, RandomAccess, ScratchBroadcast, and Pruned): whole run (search +

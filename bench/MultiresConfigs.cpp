@@ -3,7 +3,7 @@
 #include <string>
 
 #include "core/Errors.hpp"
-#include "gpu/MultiresBilateral.hpp"
+#include "gpu/multires/MultiresBilateral.hpp"
 
 namespace kortex::bench {
 

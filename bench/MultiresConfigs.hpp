@@ -1,5 +1,5 @@
 // Candidate tiles of the multires layer bilateral kernel (tuning key "multires.bilateral";
-// gpu/MultiresBilateral.hpp): the configuration space of the paper's Fig 6, shared by
+// gpu/multires/MultiresBilateral.hpp): the configuration space of the paper's Fig 6, shared by
 // `kortex bench multires` (Fig 6) and the tuner (`kortex tune --kernel multires.bilateral`).
 //
 // Space: tiles of x * y outputs per team (one output per thread on CUDA), x and y powers of two

@@ -24,7 +24,7 @@
 // and call it in registerBuiltinTuners() (bench/Tuners.cpp). The kernel then looks its
 // configuration up with tuning::lookupOn(tuning::deviceFor<ExecSpace>(), name,
 // tuning::sizeClass(...), <its default as a Config>) on the host side of its launcher (see
-// gpu/Bilateral.cpp scratchTile()); nothing else changes: `kortex tune` lists, runs, stores and
+// gpu/bilateral/Bilateral.cpp scratchTile()); nothing else changes: `kortex tune` lists, runs, stores and
 // shows every registered tuner.
 #pragma once
 

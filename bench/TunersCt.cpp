@@ -11,16 +11,16 @@
 #include "core/Compat.hpp"
 #include "core/Errors.hpp"
 #include "core/Phantom.hpp"
-#include "gpu/BilateralImpl.hpp"
-#include "gpu/NlmBoxSum.hpp"
-#include "gpu/NlmScratchTiled.hpp"
+#include "gpu/bilateral/detail/BilateralKernels.hpp"
+#include "gpu/nlm/detail/NlmBoxSum.hpp"
+#include "gpu/nlm/detail/NlmScratchTiled.hpp"
 #include "validation/Quality.hpp"
 
 namespace kortex::bench::tune {
 
 namespace {
 
-namespace bilateral_impl = gpu::bilateral_impl;
+namespace bilateral_detail = gpu::bilateral_detail;
 namespace nlm_detail = gpu::nlm_detail;
 using Exec = Kokkos::DefaultExecutionSpace;
 using Mem = Exec::memory_space;
@@ -59,7 +59,7 @@ std::string num(double v) {
 
 // ---- ct.bilateral.scratch ---------------------------------------------------------------------
 
-using bilateral_impl::TileShape;
+using bilateral_detail::TileShape;
 
 Config bilateralConfig(TileShape const& t) {
   return {{"x", t.x}, {"y", t.y}, {"per_thread", t.perThread}};
@@ -95,7 +95,7 @@ bool sameTile(TileShape const& a, TileShape const& b) {
 // 50 shapes remain on CUDA and on Kokkos 3.4 Serial at 1024^2 (none hits rule 5 at radius 8).
 CandidateSet enumerateBilateral(int size) {
   const int radius = (kBilateralWindow - 1) / 2;
-  const std::size_t maxBytes = kx::scratchSizeMax<bilateral_impl::TiledPolicy<Exec>>(0);
+  const std::size_t maxBytes = kx::scratchSizeMax<bilateral_detail::TiledPolicy<Exec>>(0);
   CandidateSet s;
   for (int x : {8, 16, 32, 64, 128})
     for (int y : {2, 4, 8, 16, 32})
@@ -112,14 +112,14 @@ CandidateSet enumerateBilateral(int size) {
           countPruned(s, "fewer than 32 work items per team (under a warp)");
         else if (items > 1024)
           countPruned(s, "more than 1024 work items per team");
-        else if (!sameTile(bilateral_impl::fitTile(t, radius, 2, maxBytes), t))
+        else if (!sameTile(bilateral_detail::fitTile(t, radius, 2, maxBytes), t))
           countPruned(s, "scratch above scratch_size_max(0) = " + std::to_string(maxBytes) + " B");
         else
           s.candidates.push_back(bilateralConfig(t));
       }
-  // gpu::bilateral's default without a database entry (bilateral_impl::defaultTileFor).
-  const TileShape def = bilateral_impl::adaptTile(
-      bilateral_impl::defaultTile(2, radius, maxBytes), size, size, 1, 2, kx::concurrency(Exec()));
+  // gpu::bilateral's default without a database entry (bilateral_detail::defaultTileFor).
+  const TileShape def = bilateral_detail::adaptTile(
+      bilateral_detail::defaultTile(2, radius, maxBytes), size, size, 1, 2, kx::concurrency(Exec()));
   s.defaultConfig = bilateralConfig(def);
   s.reference = bilateralConfig(TileShape{16, 16, 1, 1, false});
   s.referenceName = "16x16, one output per thread (the paper's assumed optimum)";
@@ -140,10 +140,10 @@ Workload prepareBilateral(int size) {
               ", sigma_r " + num(params.sigmaRange);
   w.launch = [in, out, params](Config const& c) {
     const TileShape t = bilateralTile(c);
-    const TileShape used = bilateral_impl::scratchTiled(Exec(), ConstImageView<Mem>(in), out, params, t);
+    const TileShape used = bilateral_detail::scratchTiled(Exec(), ConstImageView<Mem>(in), out, params, t);
     if (!sameTile(used, t))
-      throw Unsupported("tuning ct.bilateral.scratch: tile " + bilateral_impl::describe(t) +
-                        " was shrunk to " + bilateral_impl::describe(used));
+      throw Unsupported("tuning ct.bilateral.scratch: tile " + bilateral_detail::describe(t) +
+                        " was shrunk to " + bilateral_detail::describe(used));
   };
   w.fence = [] { Exec().fence(); };
   w.result = [out, g] { return toHost(out, g); };
@@ -332,7 +332,7 @@ void registerCtTuners() {
   n.defaultSize = 1024;
   n.dim = 2;
   // The batch size changes how many weights are summed in float before each double update
-  // (NlmImpl.hpp: accumulation precision): float rounding of sums of <= 17 terms, ~1e-6.
+  // (gpu/nlm/detail/NlmCommon.hpp: accumulation precision): float rounding of sums of <= 17 terms, ~1e-6.
   n.agreement = 1e-4;
   n.enumerate = enumerateNlm;
   n.prepare = prepareNlm;

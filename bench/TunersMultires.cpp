@@ -1,7 +1,7 @@
 // Tuners of the multiresolution filter (issue 3): "multires.bilateral", the tile of the layer
-// bilateral (gpu/MultiresBilateral.hpp; candidates and pruning: bench/MultiresConfigs.hpp, the
+// bilateral (gpu/multires/MultiresBilateral.hpp; candidates and pruning: bench/MultiresConfigs.hpp, the
 // paper's Fig 6 space), and "multires.pyramid", the coarse tile of the FusedExpand pyramid
-// kernels (gpu/MultiresPyramid.hpp). Inputs: a noisy Shepp-Logan phantom (SNR 25) on the
+// kernels (gpu/multires/MultiresPyramid.hpp). Inputs: a noisy Shepp-Logan phantom (SNR 25) on the
 // default execution space; the bilateral uses the paper's sigma_d = 2, 5x5 window and
 // sigma_r = 2 sigma_n with the default float variant (MultiresParams{}.bilateral).
 #include <Kokkos_Core.hpp>
@@ -15,8 +15,8 @@
 #include "core/Errors.hpp"
 #include "core/Multires.hpp"
 #include "core/Phantom.hpp"
-#include "gpu/MultiresBilateral.hpp"
-#include "gpu/MultiresPyramid.hpp"
+#include "gpu/multires/MultiresBilateral.hpp"
+#include "gpu/multires/MultiresPyramid.hpp"
 #include "validation/Quality.hpp"
 
 namespace kortex::bench::tune {

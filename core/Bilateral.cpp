@@ -24,10 +24,10 @@ void BilateralParams::validate() const {
     throw InvalidArgument("bilateral radius " + std::to_string(radius) + " exceeds the maximum " +
                           std::to_string(kMaxRadius));
   if (!(sigmaSpatial > 0.0f) || !std::isfinite(sigmaSpatial))
-    throw InvalidArgument("bilateral sigma-spatial must be positive and finite, got " +
+    throw InvalidArgument("bilateral spatial sigma (sigmaSpatial) must be positive and finite, got " +
                           std::to_string(sigmaSpatial));
   if (!(sigmaRange > 0.0f))  // rejects NaN, 0 and negatives; +inf is allowed
-    throw InvalidArgument("bilateral sigma-range must be positive (inf allowed), got " +
+    throw InvalidArgument("bilateral range sigma (sigmaRange) must be positive (inf allowed), got " +
                           std::to_string(sigmaRange));
 }
 

@@ -15,11 +15,29 @@
 #endif
 
 // Full unrolling of a loop with a compile-time trip count in device code (register arrays stay in
-// registers only when every index is a constant); nothing on host compilers.
-#if defined(__CUDA_ARCH__)
+// registers only when every index is a constant); KORTEX_NO_UNROLL keeps a loop rolled where nvcc
+// would unroll it. Nothing on host compilers, which unroll such short constant loops on their own.
+#if defined(__CUDA_ARCH__) || defined(__HIP_DEVICE_COMPILE__)
 #define KORTEX_UNROLL _Pragma("unroll")
+#define KORTEX_NO_UNROLL _Pragma("unroll 1")
 #else
 #define KORTEX_UNROLL
+#define KORTEX_NO_UNROLL
+#endif
+
+// Reducer join signatures: Kokkos 3.4 joins volatile values, Kokkos 4 removed the volatile
+// overloads. Write `void join(KORTEX_JOIN_VOLATILE T& dst, const KORTEX_JOIN_VOLATILE T& src)`.
+#if KORTEX_KOKKOS_4
+#define KORTEX_JOIN_VOLATILE
+#else
+#define KORTEX_JOIN_VOLATILE volatile
+#endif
+
+// Per-kernel CUDA resource queries (gpu/Resources.hpp) rely on Kokkos 4.6 internals.
+#if defined(KOKKOS_ENABLE_CUDA) && KOKKOS_VERSION >= 40600
+#define KORTEX_CUDA_KERNEL_RESOURCES 1
+#else
+#define KORTEX_CUDA_KERNEL_RESOURCES 0
 #endif
 
 namespace kortex::kx {

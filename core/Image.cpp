@@ -1,6 +1,10 @@
 #include "core/Image.hpp"
 
 #include <cmath>
+#include <limits>
+#include <string>
+
+#include "core/Errors.hpp"
 #include <sstream>
 
 namespace kortex {
@@ -61,6 +65,20 @@ std::string describe(Geometry const& g) {
   if (g.dimension == 3) os << "x" << g.spacing[2];
   os << " mm";
   return os.str();
+}
+
+void requireFinite(HostImage const& img, std::string const& what) {
+  const float* p = img.data.data();
+  const long long n = static_cast<long long>(img.data.size());
+  long long first = std::numeric_limits<long long>::max();
+#pragma omp parallel for reduction(min : first) schedule(static) if (n > (1 << 16))
+  for (long long i = 0; i < n; ++i)
+    if (!std::isfinite(p[i]) && i < first) first = i;
+  if (first == std::numeric_limits<long long>::max()) return;
+  const long long nx = img.data.extent(2), ny = img.data.extent(1);
+  throw InvalidArgument(what + " contains a NaN or Inf voxel at (x=" + std::to_string(first % nx) +
+                        ", y=" + std::to_string(first / nx % ny) + ", z=" +
+                        std::to_string(first / (nx * ny)) + "); the filters are not defined for non-finite values");
 }
 
 }  // namespace kortex

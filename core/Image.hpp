@@ -77,6 +77,10 @@ struct Image {
 
 using HostImage = Image<Kokkos::HostSpace>;
 
+// The one NaN/Inf scan of a job's input (pipeline/ entries; the kernels assume finite values).
+// Throws InvalidArgument naming `what` and the first non-finite voxel (x, y, z) in memory order.
+void requireFinite(HostImage const& img, std::string const& what);
+
 // Copy an image into another memory space (deep copy of the data, metadata kept).
 template <class DstSpace, class SrcSpace>
 Image<DstSpace> copyTo(Image<SrcSpace> const& src, std::string const& label) {

@@ -52,10 +52,10 @@ void MultiresParams::validate() const {
     throw InvalidArgument("multires radius must be in [0, " + std::to_string(kMaxRadius) + "], got " +
                           std::to_string(radius));
   if (!(sigmaSpatial > 0.0f) || !std::isfinite(sigmaSpatial))
-    throw InvalidArgument("multires sigma-spatial must be positive and finite, got " +
+    throw InvalidArgument("multires closeness sigma (sigmaSpatial) must be positive and finite, got " +
                           std::to_string(sigmaSpatial));
   if (!(sigmaRange > 0.0f))  // rejects NaN, 0 and negatives; +inf is allowed
-    throw InvalidArgument("multires sigma-range must be positive (inf allowed), got " +
+    throw InvalidArgument("multires similarity sigma (sigmaRange) must be positive (inf allowed), got " +
                           std::to_string(sigmaRange));
   if (bits < 0 || bits > kMaxBits)
     throw InvalidArgument("multires bits must be 0 (automatic) or in [1, " + std::to_string(kMaxBits) +

@@ -174,7 +174,7 @@ KOKKOS_INLINE_FUNCTION ExpandTaps expandTaps(int p, int m) {
   return t;
 }
 
-// ---- pyramid kernels, per pixel (Kokkos kernels: gpu/MultiresPyramidImpl.hpp) ---------------
+// ---- pyramid kernels, per pixel (Kokkos kernels: gpu/multires/detail/MultiresPyramidKernels.hpp) ---------------
 // Float forms are centred (a sample plus weighted differences), algebraically the definitions
 // above: a constant level reduces and expands to the same constant bit for bit. Integer forms
 // are the exact sums of the integer pipeline (any summation order gives the same result).
@@ -346,7 +346,7 @@ std::vector<float> multiresCloseness(int radius, float sigmaSpatial);
 // Smallest bit depth (>= 1) whose range [0, 2^bits - 1] holds maxValue.
 int bitsFor(std::uint32_t maxValue);
 
-// ---- layer bilateral, per tap and per pixel (Kokkos kernels: gpu/MultiresBilateralImpl.hpp) ---
+// ---- layer bilateral, per tap and per pixel (Kokkos kernels: gpu/multires/detail/MultiresBilateralKernels.hpp) ---
 // Float BF weights: c(o) = exp(|o|^2 * closeness), s(d) = exp(d^2 * similarity), with the
 // coefficients -1 / (2 sigma^2) computed in double and rounded to float once. sigma_r = +inf
 // gives similarity = 0, so s(d) = exp(0) = 1 for every finite difference. The centre tap has

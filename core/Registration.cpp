@@ -78,7 +78,7 @@ std::string explain(StopReason r) {
     case StopReason::Converged:
       return "converged: the relative energy decrease stayed below the tolerance";
     case StopReason::IterationCap:
-      return "stopped at the iteration cap (raise --iterations to continue)";
+      return "stopped at the iteration cap (raise the iteration cap to continue)";
     case StopReason::StepUnderflow:
       return "stopped: no step down to the minimum step lowered the energy without folding the "
              "Jacobian; the last valid field (det J > 0 everywhere) is kept";

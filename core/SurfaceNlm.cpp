@@ -27,22 +27,22 @@ const char* toString(SurfaceNlmVariant v) {
 
 void SurfaceNlmParams::validate() const {
   if (!(band > 0.0f) || !std::isfinite(band))
-    throw InvalidArgument("surface NLM: --band must be a finite number > 0 voxels, got " + std::to_string(band));
+    throw InvalidArgument("surface NLM: the band half-width must be a finite number > 0 voxels, got " + std::to_string(band));
   if (patch < 1 || patch % 2 == 0 || patch > kMaxPatch)
-    throw InvalidArgument("surface NLM: --patch must be odd and in [1, " + std::to_string(kMaxPatch) + "], got " +
+    throw InvalidArgument("surface NLM: the patch edge n must be odd and in [1, " + std::to_string(kMaxPatch) + "], got " +
                           std::to_string(patch));
   if (neighbors < 1 || neighbors > kMaxNeighbors)
-    throw InvalidArgument("surface NLM: --neighbors must be in [1, " + std::to_string(kMaxNeighbors) + "], got " +
+    throw InvalidArgument("surface NLM: the neighbour count m must be in [1, " + std::to_string(kMaxNeighbors) + "], got " +
                           std::to_string(neighbors));
   if (!(c1 > 0.0) || !std::isfinite(c1))
-    throw InvalidArgument("surface NLM: --c1 must be a finite number > 0, got " + std::to_string(c1));
+    throw InvalidArgument("surface NLM: the spatial weight scale c1 must be a finite number > 0, got " + std::to_string(c1));
   if (!(c2 > 0.0) || !std::isfinite(c2))
-    throw InvalidArgument("surface NLM: --c2 must be a finite number > 0, got " + std::to_string(c2));
+    throw InvalidArgument("surface NLM: the patch-distance weight scale c2 must be a finite number > 0, got " + std::to_string(c2));
   if (seedRadius < 0)
     throw InvalidArgument("surface NLM: the seed radius must be >= 0, got " + std::to_string(seedRadius));
   if (passCandidates < 1)
     throw InvalidArgument("surface NLM: candidates per pass must be >= 1, got " + std::to_string(passCandidates));
-  if (iterations < 0) throw InvalidArgument("surface NLM: --iterations must be >= 0, got " + std::to_string(iterations));
+  if (iterations < 0) throw InvalidArgument("surface NLM: the iteration count K must be >= 0, got " + std::to_string(iterations));
 }
 
 }  // namespace kortex

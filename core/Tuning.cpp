@@ -22,7 +22,6 @@
 
 #include "core/Backend.hpp"
 #include "core/Errors.hpp"
-#include "core/TextFile.hpp"
 
 namespace kortex::tuning {
 
@@ -309,19 +308,6 @@ std::string Database::dump() const {
   root["schema_version"] = kTuningSchemaVersion;
   root["entries"] = std::move(list);
   return root.dump(2) + "\n";
-}
-
-void Database::save(std::string const& path) const {
-  const fs::path p(path);
-  if (path.empty()) throw IoError("tuning database path is empty");
-  if (p.has_parent_path()) {
-    std::error_code ec;
-    fs::create_directories(p.parent_path(), ec);
-    if (ec)
-      throw IoError("cannot write tuning database '" + path + "': cannot create directory '" +
-                    p.parent_path().string() + "': " + ec.message());
-  }
-  writeTextFileAtomic(p, dump());
 }
 
 void Database::put(Entry const& e) {

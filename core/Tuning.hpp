@@ -13,7 +13,7 @@
 // the repository (core/tuning_defaults.json, compiled in), then the caller's documented default
 // with a one-line notice on stderr (once per kernel and size class per process). A missing user
 // file is silent; an unreadable or corrupt one gives a one-line warning and is ignored (never a
-// crash). Writes are atomic (core/TextFile.hpp). The user file is read once per process, on the
+// crash). Writes are atomic (io/Output.hpp saveTuningDatabase). The user file is read once per process, on the
 // first lookup (resetCache() forgets it); lookups are thread-safe. KORTEX_TUNING_QUIET=1 (any
 // value but "0") silences the notices, not the warnings. Notices and warnings never contain the
 // word "error" (CLI error lines carry it exactly once).
@@ -75,7 +75,6 @@ class Database {
   // Reads a file: std::nullopt if it does not exist; throws IoError if unreadable or corrupt.
   static std::optional<Database> load(std::string const& path);
   std::string dump() const;                 // JSON text (schema above)
-  void save(std::string const& path) const; // atomic; creates the parent directory
 
   // Inserts or replaces the entry with the same (kernel, device, sizeClass).
   void put(Entry const& e);

@@ -42,13 +42,10 @@
 #include <string>
 #include <type_traits>
 
+#include "core/Backend.hpp"
+#include "core/Compat.hpp"
 #include "core/Occupancy.hpp"
 
-#if defined(KOKKOS_ENABLE_CUDA) && KOKKOS_VERSION >= 40600
-#define KORTEX_CUDA_KERNEL_RESOURCES 1
-#else
-#define KORTEX_CUDA_KERNEL_RESOURCES 0
-#endif
 
 namespace kortex::gpu {
 
@@ -318,6 +315,20 @@ std::optional<CudaKernelInfo> cudaParallelReduceInfo(
     return std::nullopt;
 #endif
   }
+}
+
+// Free memory of the space `Mem` lives in: the CUDA runtime's answer for device memory, else the
+// host's MemAvailable (/proc/meminfo), else 0 (unknown).
+template <class Mem>
+std::int64_t availableMemoryBytes() {
+#if defined(KOKKOS_ENABLE_CUDA)
+  if constexpr (!Kokkos::SpaceAccessibility<Kokkos::HostSpace, Mem>::accessible) {
+    std::size_t freeB = 0, totalB = 0;
+    if (cudaMemGetInfo(&freeB, &totalB) == cudaSuccess) return static_cast<std::int64_t>(freeB);
+    return 0;
+  }
+#endif
+  return hostAvailableMemoryBytes();
 }
 
 }  // namespace kortex::gpu

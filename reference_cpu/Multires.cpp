@@ -243,13 +243,17 @@ PlaneD toPlane(HostConstView const& in) {
   return g;
 }
 
-// Checks of the float entry points; returns the image's geometry.
-Geometry checkFloat(HostConstView const& in, HostView const& out, MultiresParams const& params) {
-  const Geometry g = checkViews(in, out, "multires");
-  params.validateFor(g);
-  params.validateVariants(false);
-  checkFinite(in);
+// Structural checks of the entry points (parameters are validated where the job enters the
+// pipeline): a 2D image whose pyramid has `levels` levels. Returns the image's geometry.
+Geometry checkPyramid(Geometry const& g, MultiresParams const& params) {
+  if (g.dimension != 2 || !levelsFit(g.nx(), g.ny(), params.levels) || params.levels < 1)
+    throw InvalidArgument("multires: a " + describe(g) + " image has no " + std::to_string(params.levels) +
+                          "-level pyramid");
   return g;
+}
+
+Geometry checkFloat(HostConstView const& in, HostView const& out, MultiresParams const& params) {
+  return checkPyramid(checkViews(in, out, "multires"), params);
 }
 
 // ---- integer pipeline -----------------------------------------------------------------------
@@ -350,10 +354,9 @@ std::vector<HostImage> multiresLayers(HostImage const& in, MultiresParams const&
   checkImage(in, "multiresLayers");
   const HostConstView view = in.data;
   // The geometry its extents describe (a 3D geometry with nz == 1 is a 2D image).
-  params.validateFor(Geometry::fromSize(static_cast<Index>(view.extent(2)),
-                                        static_cast<Index>(view.extent(1)),
-                                        static_cast<Index>(view.extent(0))));
-  checkFinite(view);
+  checkPyramid(Geometry::fromSize(static_cast<Index>(view.extent(2)), static_cast<Index>(view.extent(1)),
+                                  static_cast<Index>(view.extent(0))),
+               params);
 
   const std::vector<PlaneD> layers = decompose(toPlane(view), params.levels);
   std::vector<HostImage> result;
@@ -376,9 +379,7 @@ std::vector<HostImage> multiresLayers(HostImage const& in, MultiresParams const&
 
 void multires(ConstU16ImageView<Kokkos::HostSpace> in, U16ImageView<Kokkos::HostSpace> out,
               MultiresParams const& params) {
-  const Geometry g = checkViews(in, out, "multires");
-  params.validateFor(g);
-  params.validateVariants(true);
+  const Geometry g = checkPyramid(checkViews(in, out, "multires"), params);
 
   // Bit depth and range: the first value (memory order) above the limit is reported.
   const Index ny = g.ny(), nx = g.nx();

@@ -255,8 +255,6 @@ void filterBlock(Problem const& p, Block const& b, Workspace& ws) {
 void nlm(ConstImageView<Kokkos::HostSpace> in, ImageView<Kokkos::HostSpace> out,
          NlmParams const& params) {
   const Geometry g = checkViews(in, out, "nlm");
-  params.validateFor(g);
-  checkFinite(in);
 
   Problem p{in, out, g.nz(), g.ny(), g.nx(), 0, 0, 0, 0, 0.0, {}, 0, 0};
   const int dim = g.dimension;

@@ -567,11 +567,14 @@ RegistrationResult fluidRegister(HostImage const& moving, HostImage const& fixed
   // ---- inputs
   checkImage(moving, who);
   checkImage(fixed, who);
+  // Extents only: the parameters and the finiteness of the inputs are checked where the job
+  // enters the pipeline (pipeline/Register.hpp).
   const Grid g = checkProblem(moving.data, fixed.data, u.data, params.lambda, who);
-  params.validateFor(moving.geometry);
-  checkFiniteImage(moving.data, who, "moving");
-  checkFiniteImage(fixed.data, who, "fixed");
-  checkFiniteField(u.data, who, "initial displacement");
+  if (moving.geometry.dimension != 3 || g.nx < RegistrationParams::kMinExtent ||
+      g.ny < RegistrationParams::kMinExtent || g.nz < RegistrationParams::kMinExtent)
+    throw InvalidArgument(std::string(who) + ": a 3D grid with every extent >= " +
+                          std::to_string(RegistrationParams::kMinExtent) + " is needed, got " +
+                          describe(moving.geometry));
 
   const ConstHostImageView T = moving.data, R = fixed.data;
   const HostField field = u.data;

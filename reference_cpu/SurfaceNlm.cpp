@@ -149,7 +149,7 @@ std::vector<float> bandPatches(HostImage const& phi, std::vector<std::int64_t> c
 
 SurfaceNeighbours surfaceNeighbours(std::vector<float> const& patches, std::int64_t n, int patchVoxels, int m) {
   if (m >= n)
-    throw InvalidArgument("surface: --neighbors " + std::to_string(m) + " must be smaller than the band size " +
+    throw InvalidArgument("surface: the neighbour count m = " + std::to_string(m) + " must be smaller than the band size " +
                           std::to_string(n) + " (each element has band size - 1 candidates)");
   SurfaceNeighbours out;
   out.m = m;
@@ -206,12 +206,8 @@ std::int64_t surfaceDenoiseBytes(std::int64_t n, SurfaceNlmParams const& params)
 
 HostImage surfaceDenoise(HostImage const& phi, SurfaceNlmParams const& params, SurfaceDenoiseInfo* info,
                          SurfaceNeighbours* neighboursOut) {
-  params.validate();
   const Geometry& g = phi.geometry;
   if (g.dimension != 3) throw InvalidArgument("surface: phi must be a 3D image");
-  for (Index i = 0; i < phi.numVoxels(); ++i)
-    if (!std::isfinite(phi.data.data()[i]))
-      throw InvalidArgument("surface: phi has a non-finite value at voxel " + std::to_string(i));
   const auto ids = narrowBand(phi, params.band);
   const std::int64_t n = static_cast<std::int64_t>(ids.size());
   if (n == 0)

@@ -5,7 +5,7 @@
 #include "core/Affine.hpp"
 #include "core/Intensity.hpp"
 #include "core/Phantom.hpp"
-#include "gpu/Affine.hpp"
+#include "gpu/affine/Affine.hpp"
 #include "reference_cpu/Affine.hpp"
 
 #if defined(KORTEX_TEST_AFFINE_IO)

@@ -6,8 +6,8 @@
 
 #include "TestUtils.hpp"
 #include "core/Phantom.hpp"
-#include "gpu/Bilateral.hpp"
-#include "gpu/Nlm.hpp"
+#include "gpu/bilateral/Bilateral.hpp"
+#include "gpu/nlm/Nlm.hpp"
 
 #include <cstdint>
 #include <string>

@@ -1,4 +1,4 @@
-// Kokkos multiresolution filter (gpu/Multires.hpp) on every enabled execution space: every pyramid
+// Kokkos multiresolution filter (gpu/multires/Multires.hpp) on every enabled execution space: every pyramid
 // x layer-bilateral variant pair of each pipeline, with and without concurrent level filtering,
 // against the independent CPU reference (reference_cpu/Multires.hpp) on odd sizes (float: within
 // kReferenceTol; 16-bit integer: exact); decompose + reconstruct without filtering returns the
@@ -13,7 +13,8 @@
 #include "core/Multires.hpp"
 #include "core/Phantom.hpp"
 #include "core/Tuning.hpp"
-#include "gpu/Multires.hpp"
+#include "io/Output.hpp"
+#include "gpu/multires/Multires.hpp"
 #include "reference_cpu/Multires.hpp"
 
 #include <cmath>
@@ -602,7 +603,7 @@ BOOST_AUTO_TEST_CASE_TEMPLATE(tiles_come_from_the_tuning_database, Space, test::
   tuning::Database db;
   db.put(entry("multires.pyramid", 16, 4));
   db.put(entry("multires.bilateral", 64, 2));
-  db.save(path);
+  io::saveTuningDatabase(db, path);
   const char* previous = std::getenv("KORTEX_TUNING_DB");
   const std::string saved = previous ? previous : "";
   setenv("KORTEX_TUNING_DB", path.c_str(), 1);
@@ -629,7 +630,7 @@ BOOST_AUTO_TEST_CASE_TEMPLATE(tiles_come_from_the_tuning_database, Space, test::
   // Unusable entries (tiles beyond the kernels' limits): the defaults, with a warning.
   db.put(entry("multires.pyramid", 4096, 1));
   db.put(entry("multires.bilateral", 512, 512));
-  db.save(path);
+  io::saveTuningDatabase(db, path);
   tuning::resetCache();
   {
     gpu::MultiresPlan<Space, float> plan(Space(), nx, ny, p);

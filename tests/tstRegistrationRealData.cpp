@@ -1,4 +1,4 @@
-// Unbiased fluid registration (gpu/Registration.hpp) on a real IXI T1 volume, on every enabled
+// Unbiased fluid registration (gpu/registration/Registration.hpp) on a real IXI T1 volume, on every enabled
 // execution space (issue 4):
 //   1. a known smooth diffeomorphic displacement (max |u| = 4 voxels) applied to the volume is
 //      recovered with RMSE <= 0.5 voxel inside the head, det J > 0 everywhere, energy decreasing;
@@ -19,7 +19,7 @@
 #include "core/Intensity.hpp"
 #include "core/Phantom.hpp"
 #include "core/Registration.hpp"
-#include "gpu/Registration.hpp"
+#include "gpu/registration/Registration.hpp"
 #include "io/ImageIO.hpp"
 #include "reference_cpu/Registration.hpp"
 #include "validation/Registration.hpp"

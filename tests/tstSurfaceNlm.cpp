@@ -1,4 +1,4 @@
-// Kokkos level-set NLM surface denoising (gpu/SurfaceNlm.hpp) on every enabled execution space:
+// Kokkos level-set NLM surface denoising (gpu/surface_nlm/SurfaceNlm.hpp) on every enabled execution space:
 // every storage variant against the CPU reference (neighbour sets identical ties aside, phi within
 // a named tolerance), the exact fallback on a band made of exact ties, the heat-iteration
 // properties, the paper's two noisy blocks (Fig 6) and a noisy sphere, and bad input.
@@ -15,7 +15,7 @@
 
 #include "core/Errors.hpp"
 #include "core/SurfaceNlm.hpp"
-#include "gpu/SurfaceNlm.hpp"
+#include "gpu/surface_nlm/SurfaceNlm.hpp"
 #include "reference_cpu/SurfaceNlm.hpp"
 
 using namespace kortex;
@@ -33,12 +33,12 @@ using test::noisySphere;
 
 template <class Space>
 HostImage runKokkos(HostImage const& phi, SurfaceNlmParams const& p, gpu::SurfaceNlmInfo* info = nullptr,
-                    gpu::SurfaceNlmNeighbours<Kokkos::HostSpace>* nbHost = nullptr, std::int64_t maxBytes = 0) {
+                    gpu::SurfaceNlmNeighbours<Kokkos::HostSpace>* nbHost = nullptr) {
   using Mem = typename Space::memory_space;
   const auto in = test::toSpace<Space>(phi, "kortex::test::phi");
   ImageView<Mem> out("kortex::test::out", in.extent(0), in.extent(1), in.extent(2));
   gpu::SurfaceNlmNeighbours<Mem> nb;
-  gpu::surfaceDenoise(Space(), ConstImageView<Mem>(in), out, p, info, {}, nbHost ? &nb : nullptr, maxBytes);
+  gpu::surfaceDenoise(Space(), ConstImageView<Mem>(in), out, p, info, {}, nbHost ? &nb : nullptr);
   if (nbHost) {
     nbHost->index = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), nb.index);
     nbHost->distance = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), nb.distance);
@@ -262,30 +262,26 @@ BOOST_AUTO_TEST_CASE_TEMPLATE(noisy_sphere_gets_closer, Space, test::ExecutionSp
   BOOST_TEST(after.max < before.max);
 }
 
+// The kernels refuse what their buffers cannot hold (parameters, NaN and memory: tstPipeline).
 BOOST_AUTO_TEST_CASE_TEMPLATE(bad_input_is_refused, Space, test::ExecutionSpaces) {
   HostImage phi("kortex::test::far", Geometry::make3D(8, 8, 8));
   Kokkos::deep_copy(phi.data, 5.0f);
   SurfaceNlmParams p;
-  auto message = [&](HostImage const& im, SurfaceNlmParams const& q, std::int64_t maxBytes = 0) {
+  auto message = [&](HostImage const& im, SurfaceNlmParams const& q) {
     try {
-      runKokkos<Space>(im, q, nullptr, nullptr, maxBytes);
-    } catch (InvalidArgument const& e) {
+      runKokkos<Space>(im, q);
+    } catch (std::exception const& e) {
       return std::string(e.what());
     }
     return std::string();
   };
-  BOOST_TEST(message(phi, p).find("empty") != std::string::npos);
+  BOOST_TEST(message(phi, p).find("band of 0 elements") != std::string::npos);  // empty band
   for (Index z = 0; z < 2; ++z)
     for (Index y = 0; y < 2; ++y)
       for (Index x = 0; x < 2; ++x) phi.data(z, y, x) = 0.5f;
-  BOOST_TEST(message(phi, p).find("smaller than the band size 8") != std::string::npos);  // m = 96 >= N = 8
+  BOOST_TEST(message(phi, p).find("cannot hold 96") != std::string::npos);  // m = 96 >= N = 8
   p.neighbors = 4;
-  BOOST_TEST(message(phi, p, 1000).find("needs") != std::string::npos);  // band above the memory allowed
-  BOOST_TEST(message(phi, p, 1000).find("available") != std::string::npos);
-  BOOST_TEST(message(phi, p).empty());  // the same band fits without the cap
-  phi.data(5, 5, 5) = NAN;
-  BOOST_TEST(message(phi, p).find("non-finite") != std::string::npos);
-  phi.data(5, 5, 5) = 5.0f;
+  BOOST_TEST(message(phi, p).empty());
   p.patch = 6;
-  BOOST_TEST(message(phi, p).find("--patch") != std::string::npos);
+  BOOST_TEST(!message(phi, p).empty());  // no kernel for an even patch
 }

@@ -6,6 +6,7 @@
 #include "TestUtils.hpp"
 #include "core/Errors.hpp"
 #include "core/Tuning.hpp"
+#include "io/Output.hpp"
 
 #include <unistd.h>
 
@@ -249,7 +250,7 @@ BOOST_AUTO_TEST_CASE(load_and_save) {
   Database db;
   db.put(makeEntry("ct.nlm.boxsum", "dev", "2d-256", {{"x", 8}, {"y", 4}, {"batch", 2}}));
   const fs::path target = env.dir / "a" / "b" / "tuning.json";  // parents do not exist yet
-  db.save(target.string());
+  io::saveTuningDatabase(db, target);
   BOOST_TEST(fs::is_regular_file(target));
   for (auto const& f : fs::directory_iterator(target.parent_path()))
     BOOST_TEST(f.path().filename() == "tuning.json");  // no temporary file left behind
@@ -259,13 +260,13 @@ BOOST_AUTO_TEST_CASE(load_and_save) {
 
   // Overwrite: replaced as a whole.
   db.put(makeEntry("ct.nlm.boxsum", "dev", "2d-512", {{"x", 16}, {"y", 8}, {"batch", 4}}));
-  db.save(target.string());
+  io::saveTuningDatabase(db, target);
   BOOST_TEST(Database::load(target.string())->entries().size() == 2u);
 
   // A parent that is a file: IoError, nothing written.
   writeFile(env.dir / "plain", "x");
-  BOOST_CHECK_THROW(db.save((env.dir / "plain" / "tuning.json").string()), IoError);
-  BOOST_CHECK_THROW(db.save(""), IoError);
+  BOOST_CHECK_THROW(io::saveTuningDatabase(db, env.dir / "plain" / "tuning.json"), IoError);
+  BOOST_CHECK_THROW(io::saveTuningDatabase(db, ""), IoError);
 }
 
 BOOST_AUTO_TEST_CASE(user_database_path) {
@@ -297,7 +298,7 @@ BOOST_AUTO_TEST_CASE(lookup_uses_the_user_database) {
   Database db;
   db.put(makeEntry("test.kernel", currentDevice(), "2d-1024", {{"x", 64}, {"y", 2}}));
   db.put(makeEntry("test.kernel", "Some Other GPU", "2d-2048", {{"x", 8}, {"y", 8}}));
-  db.save(file.string());
+  io::saveTuningDatabase(db, file);
   setenv("KORTEX_TUNING_DB", file.c_str(), 1);
   resetCache();
   const Config fallback{{"x", 32}, {"y", 16}};

@@ -15,13 +15,14 @@
 #include <vector>
 
 #include "core/Phantom.hpp"
-#include "core/TextFile.hpp"
+#include "io/Output.hpp"
 #include "reference_cpu/Bilateral.hpp"
 #include "reference_cpu/Nlm.hpp"
 #include "validation/Harness.hpp"
 #include "validation/Metrics.hpp"
 #include "validation/Quality.hpp"
 #include "validation/QualityMultires.hpp"
+#include "pipeline/Denoise.hpp"
 #include "validation/Report.hpp"
 #include "validation/Suite.hpp"
 
@@ -331,12 +332,12 @@ BOOST_AUTO_TEST_CASE(harness_multires_cases_pass_on_every_space) {
 BOOST_AUTO_TEST_CASE(noise_estimate_recovers_added_noise) {
   HostImage flat("flat", Geometry::make2D(256, 256));
   Kokkos::deep_copy(flat.data, 0.5f);
-  BOOST_TEST(estimateNoiseSigma(flat) == 0.0);
+  BOOST_TEST(pipeline::estimateNoiseSigma(flat) == 0.0);
   // Immerkaer's estimator on white Gaussian noise: unbiased; 254^2 samples give ~0.3% spread.
   constexpr double kNoiseEstimateTolerance = 0.03;
   for (double sigma : {0.01, 0.05}) {
     const HostImage noisy = addGaussianNoise(flat, sigma, 77);
-    BOOST_TEST(estimateNoiseSigma(noisy) == sigma, boost::test_tools::tolerance(kNoiseEstimateTolerance));
+    BOOST_TEST(pipeline::estimateNoiseSigma(noisy) == sigma, boost::test_tools::tolerance(kNoiseEstimateTolerance));
   }
 }
 
@@ -404,13 +405,13 @@ BOOST_AUTO_TEST_CASE(report_files_are_atomic_and_checked) {
   const fs::path dir = fs::temp_directory_path() / ("kortex-tstValidation-" + std::to_string(::getpid()));
   fs::create_directories(dir);
   const fs::path file = dir / "r.json";
-  writeTextFileAtomic(file.string(), "{\"a\": 1}\n");
+  io::writeTextFileAtomic(file.string(), "{\"a\": 1}\n");
   std::ifstream in(file);
   std::stringstream ss;
   ss << in.rdbuf();
   BOOST_TEST(ss.str() == "{\"a\": 1}\n");
-  BOOST_CHECK_THROW(writeTextFileAtomic((dir / "missing" / "x.json").string(), "x"), IoError);
-  BOOST_CHECK_THROW(requireWritableFile(dir.string()), IoError);
+  BOOST_CHECK_THROW(io::writeTextFileAtomic((dir / "missing" / "x.json").string(), "x"), IoError);
+  BOOST_CHECK_THROW(io::requireWritableFile(dir.string()), IoError);
   BOOST_TEST(!fs::exists(dir / "missing"));
   std::size_t entries = 0;
   for ([[maybe_unused]] auto const& e : fs::directory_iterator(dir)) ++entries;

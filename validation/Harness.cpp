@@ -11,9 +11,9 @@
 
 #include "core/Compat.hpp"
 #include "core/Errors.hpp"
-#include "gpu/Bilateral.hpp"
-#include "gpu/Multires.hpp"
-#include "gpu/Nlm.hpp"
+#include "gpu/bilateral/Bilateral.hpp"
+#include "gpu/multires/Multires.hpp"
+#include "gpu/nlm/Nlm.hpp"
 #include "reference_cpu/Bilateral.hpp"
 #include "reference_cpu/Multires.hpp"
 #include "reference_cpu/Nlm.hpp"

@@ -110,24 +110,6 @@ double dataRange(HostImage const& img) {
   return hi > lo ? hi - lo : 0.0;
 }
 
-double estimateNoiseSigma(HostImage const& img) {
-  const Index nx = img.geometry.nx(), ny = img.geometry.ny(), nz = img.geometry.nz();
-  if (nx < 3 || ny < 3) return 0.0;
-  double sum = 0.0;
-  for (Index k = 0; k < nz; ++k) {
-#pragma omp parallel for reduction(+ : sum) schedule(static)
-    for (Index j = 1; j < ny - 1; ++j)
-      for (Index i = 1; i < nx - 1; ++i) {
-        auto v = [&](Index dj, Index di) { return static_cast<double>(img.data(k, j + dj, i + di)); };
-        const double c = v(-1, -1) + v(-1, 1) + v(1, -1) + v(1, 1) -
-                         2.0 * (v(-1, 0) + v(1, 0) + v(0, -1) + v(0, 1)) + 4.0 * v(0, 0);
-        sum += std::fabs(c);
-      }
-  }
-  const double kPi = 3.14159265358979323846;
-  return std::sqrt(kPi / 2.0) * sum / (6.0 * static_cast<double>(nx - 2) * static_cast<double>(ny - 2) * nz);
-}
-
 bool allFinite(HostImage const& img) {
   const float* p = img.data.data();
   const long long n = static_cast<long long>(img.data.size());

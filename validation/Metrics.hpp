@@ -44,11 +44,6 @@ double minValue(HostImage const& img);
 double maxValue(HostImage const& img);
 // True when every voxel is finite.
 bool allFinite(HostImage const& img);
-// Standard deviation of additive white Gaussian noise estimated from the image alone
-// (Immerkaer, "Fast noise variance estimation", CVIU 1996): sigma = sqrt(pi/2) / (6 (W-2)(H-2))
-// * sum |I * N| over the interior, N = [1 -2 1; -2 4 -2; 1 -2 1], per xy plane, averaged over
-// the planes. Images smaller than 3x3 give 0.
-double estimateNoiseSigma(HostImage const& img);
 
 // All the error norms of one comparison, computed in one pass.
 struct ErrorStats {

@@ -11,8 +11,8 @@
 
 #include "core/Errors.hpp"
 #include "core/Phantom.hpp"
-#include "gpu/Bilateral.hpp"
-#include "gpu/Nlm.hpp"
+#include "gpu/bilateral/Bilateral.hpp"
+#include "gpu/nlm/Nlm.hpp"
 #include "reference_cpu/Bilateral.hpp"
 #include "reference_cpu/Nlm.hpp"
 #include "validation/Harness.hpp"

@@ -8,8 +8,8 @@
 
 #include "core/Errors.hpp"
 #include "core/Phantom.hpp"
-#include "gpu/Bilateral.hpp"
-#include "gpu/Multires.hpp"
+#include "gpu/bilateral/Bilateral.hpp"
+#include "gpu/multires/Multires.hpp"
 #include "reference_cpu/Bilateral.hpp"
 #include "reference_cpu/Multires.hpp"
 #include "validation/Metrics.hpp"

@@ -1,83 +1,21 @@
-// Registration pipeline for real images and the measurements that judge it (issue 4).
-//
-// Pipeline (registerPair), every stage on the chosen back end (CPU reference or Kokkos):
-//   1. intensity normalisation of both images (core/Intensity.hpp; NaN/Inf voxels and constant
-//      images are refused there);
-//   2. affine pre-alignment (core/Affine.hpp: NCC, multi-resolution, 12 parameters), or with
-//      `affine = false` the header alignment alone (initialTransform: grids of different size or
-//      orientation are resampled through their world coordinates, never refused); either way a
-//      start whose overlap is below kMinOverlap is refused ("no overlap");
-//   3. the normalised moving image resampled onto the fixed grid through that transform;
-//   4. the unbiased fluid registration (core/Registration.hpp) of that image to the normalised
-//      fixed image, from u = 0.
-// The whole map from fixed voxel p to moving voxel is then
-//   Phi(p) = A(p - u(p)),   A the affine of step 2 (fixed index -> moving index),
-// and the outputs are computed through it with ONE interpolation of the original moving image:
-//   warped(p)      = moving(Phi(p)) (trilinear, 0 outside the moving volume, original intensities);
-//   labels(p)      = moving labels at the nearest voxel of Phi(p) (0 outside);
-//   displacement   = world(Phi(p)) - world(p) in mm, LPS: the ITK/ANTs displacement-field
-//                    convention (a fixed point x maps to the moving point x + d(x));
-//   jacobian(p)    = det(I - grad u)(p), the fluid part (the quantity the symmetric-KL prior
-//                    controls; the affine part contributes the constant factor det A).
+// Measurements that judge a registration (pipeline/Register.hpp runs it) and the registration
+// study of `kortex validate`.
 #pragma once
 
 #include <nlohmann/json.hpp>
 
-#include <optional>
+#include <array>
+#include <ostream>
 #include <string>
 #include <vector>
 
-#include "core/Affine.hpp"
-#include "core/Backend.hpp"
 #include "core/Image.hpp"
-#include "core/Registration.hpp"
+#include "pipeline/Register.hpp"
 
 namespace kortex::validation {
 
-struct RegistrationPipelineOptions {
-  Backend backend = Backend::Auto;
-  RegistrationParams fluid;
-  AffineParams affine;
-  bool useAffine = true;
-  bool useFluid = true;              // false: affine only (the Dice baseline)
-  // When set, the affine stage is skipped and this transform (fixed index -> moving index) used:
-  // e.g. to run the fluid stage of two back ends on identical inputs.
-  std::optional<AffineTransform> presetAffine;
-  IntensityParams intensity;
-  RegistrationProgress progress;     // fluid iterations
-  AffineProgress affineProgress;
-};
-
-struct RegistrationPipelineResult {
-  Backend backend = Backend::Cpu;      // resolved
-  std::string executionSpace;
-  AffineTransform affine;              // fixed index -> moving index
-  AffineResult affineResult;           // when the affine stage ran
-  bool affineRan = false;
-  RegistrationResult fluid;
-  VectorField<Kokkos::HostSpace> u;    // fixed grid, voxels
-  HostImage fixedNormalised, movingResampled;  // the fluid stage's inputs
-  Geometry fixedGrid, movingGrid;
-  double overlapStart = 0.0;
-  // Wall seconds per stage (host clock, device fenced).
-  double secondsNormalise = 0, secondsAffine = 0, secondsResample = 0, secondsFluid = 0, secondsTotal = 0;
-};
-
-// Throws InvalidArgument for non-3D input, NaN voxels, constant images, no overlap, invalid
-// parameters (one message each).
-RegistrationPipelineResult registerPair(HostImage const& moving, HostImage const& fixed,
-                                        RegistrationPipelineOptions const& opt);
-
-// Phi(p) at a fixed voxel (moving index coordinates).
-std::array<double, 3> mapPoint(RegistrationPipelineResult const& r, Index x, Index y, Index z);
-// Phi at a non-grid fixed point (u interpolated trilinearly, clamp rule).
-std::array<double, 3> mapPoint(RegistrationPipelineResult const& r, std::array<double, 3> const& p);
-
-HostImage warpedMoving(RegistrationPipelineResult const& r, HostImage const& movingOriginal);
-HostImage warpedLabels(RegistrationPipelineResult const& r, HostImage const& movingLabels);
-// The ITK/ANTs displacement field (world mm, LPS) on the fixed grid, 3 components.
-VectorField<Kokkos::HostSpace> worldDisplacement(RegistrationPipelineResult const& r);
-HostImage jacobianMap(RegistrationPipelineResult const& r);
+using pipeline::RegistrationPipelineOptions;
+using pipeline::RegistrationPipelineResult;
 
 // ---- measurements ---------------------------------------------------------------------------------
 
@@ -112,7 +50,7 @@ LogJacobianStats logJacobianStats(HostImage const& jacobian, HostImage const* ma
 // Head mask: fixedNormalised > threshold (normalised intensities in [0, 1]).
 HostImage headMask(RegistrationPipelineResult const& r, double threshold = 0.1);
 
-nlohmann::json toJson(RegistrationPipelineResult const& r);
+
 
 }  // namespace kortex::validation
 

@@ -1,7 +1,6 @@
-// Report helpers shared by the validation harness and the benchmarks: the run's environment
-// (git hash, device, Kokkos version/configuration, thread counts, date) as JSON, number
-// formatting for Markdown tables, and an early writability check for report paths (the
-// atomic write itself is core/TextFile.hpp's writeTextFileAtomic).
+// Report helpers shared by the validation harness and the benchmarks: number formatting for
+// Markdown tables and file names. The environment record, writability checks and atomic writes
+// are io/Output.hpp's.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -11,23 +10,6 @@
 #include "core/Backend.hpp"
 
 namespace kortex::validation {
-
-// {"kortex_version","git_hash","build_type","compiler","kokkos_version","execution_spaces",
-//  "default_execution_space","device","cpu_model","host_threads","kokkos_host_concurrency",
-//  "vtk_io","date_utc","hostname","boundary_rule"}; with `verboseKokkos` also
-// "kokkos_configuration" (Kokkos::print_configuration, verbose). Needs Kokkos initialised.
-nlohmann::json environmentJson(bool verboseKokkos = true);
-// One Markdown paragraph with the same facts.
-std::string environmentMarkdown();
-
-// UTC time as "2025-01-31T12:34:56Z".
-std::string utcTimestamp();
-
-// Throws IoError with one clear message unless `path` can be written: its folder exists and is a
-// writable directory and `path` itself is not a directory. Creates nothing. Call this before
-// a long run so a bad --json path fails at once.
-void requireWritableFile(std::string const& path);
-// Atomic writes: use kortex::writeTextFileAtomic (core/TextFile.hpp).
 
 // Number formatting for tables: fixed/scientific with `digits` significant digits;
 // non-finite values print as "inf"/"-inf"/"nan".

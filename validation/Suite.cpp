@@ -12,6 +12,7 @@
 #include "core/Errors.hpp"
 #include "core/Phantom.hpp"
 #include "validation/Report.hpp"
+#include "io/Output.hpp"
 
 namespace kortex::validation {
 
@@ -220,7 +221,7 @@ SuiteReport runValidationSuite(SuiteOptions const& opt) {
     throw IoError("data folder '" + opt.dataDir + "' does not exist or is not a folder");
   SuiteReport rep;
   rep.quick = opt.quick;
-  rep.environment = environmentJson(true);
+  rep.environment = io::environmentJson(true);
 
   HarnessOptions ho;
   ho.time = opt.timing;
@@ -334,7 +335,7 @@ nlohmann::json toJson(SuiteReport const& r) {
 std::string toMarkdown(SuiteReport const& r) {
   std::ostringstream os;
   os << "# Kortex validation report" << (r.quick ? " (quick)" : "") << "\n\n"
-     << environmentMarkdown() << "\n"
+     << io::environmentMarkdown() << "\n"
      << "## CPU reference vs Kokkos variants\n\n"
      << "Tolerance: max relative error (max|kokkos - reference| / max|reference|) <= "
      << fmtSci(kMaxRelativeErrorTolerance)

@@ -11,7 +11,7 @@
 
 #include "core/Errors.hpp"
 #include "core/SurfaceNlm.hpp"
-#include "gpu/SurfaceNlm.hpp"
+#include "gpu/surface_nlm/SurfaceNlm.hpp"
 #include "io/ImageIO.hpp"
 #include "reference_cpu/SurfaceNlm.hpp"
 #include "validation/Report.hpp"

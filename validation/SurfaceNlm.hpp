@@ -23,7 +23,7 @@
 #include <string>
 #include <vector>
 
-#include "gpu/SurfaceNlm.hpp"
+#include "gpu/surface_nlm/SurfaceNlm.hpp"
 #include "reference_cpu/SurfaceNlm.hpp"
 
 namespace kortex::validation {

@@ -1,4 +1,4 @@
-#include <kortex/gpu/Nlm.hpp>
+#include <kortex/gpu/nlm/Nlm.hpp>
 #include <kortex/reference_cpu/Nlm.hpp>
 #include <kortex/core/Phantom.hpp>
 #include <cmath>

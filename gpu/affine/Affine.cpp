@@ -1,0 +1,51 @@
+// Kokkos affine pre-alignment: entry points and explicit instantiation for every enabled
+// execution space. Kernels: gpu/affine/detail/AffineKernels.hpp.
+#include "gpu/affine/Affine.hpp"
+
+#include "gpu/affine/detail/AffineKernels.hpp"
+
+namespace kortex::gpu {
+
+template <class Exec>
+AffineMetric affineMetric(Exec const& exec, ConstImageView<typename Exec::memory_space> moving,
+                          ConstImageView<typename Exec::memory_space> fixed, AffineTransform const& t) {
+  return affine_detail::metric(exec, moving, fixed, t);
+}
+
+template <class Exec>
+void resampleAffine(Exec const& exec, ConstImageView<typename Exec::memory_space> moving,
+                    AffineTransform const& t, ImageView<typename Exec::memory_space> out) {
+  affine_detail::resample(exec, moving, t, out);
+}
+
+template <class Exec>
+AffineResult affineRegister(Exec const& exec, HostImage const& moving, HostImage const& fixed,
+                            AffineParams const& params, AffineProgress const& progress) {
+  affine_detail::Backend<Exec> backend(exec);
+  return affineOptimise(moving, fixed, params, backend, progress);
+}
+
+#define KORTEX_INSTANTIATE_AFFINE(SPACE)                                                             \
+  template AffineMetric affineMetric<SPACE>(SPACE const&, ConstImageView<SPACE::memory_space>,        \
+                                            ConstImageView<SPACE::memory_space>, AffineTransform const&); \
+  template void resampleAffine<SPACE>(SPACE const&, ConstImageView<SPACE::memory_space>,               \
+                                      AffineTransform const&, ImageView<SPACE::memory_space>);         \
+  template AffineResult affineRegister<SPACE>(SPACE const&, HostImage const&, HostImage const&,        \
+                                              AffineParams const&, AffineProgress const&);
+
+#ifdef KOKKOS_ENABLE_SERIAL
+KORTEX_INSTANTIATE_AFFINE(Kokkos::Serial)
+#endif
+#ifdef KOKKOS_ENABLE_OPENMP
+KORTEX_INSTANTIATE_AFFINE(Kokkos::OpenMP)
+#endif
+#ifdef KOKKOS_ENABLE_THREADS
+KORTEX_INSTANTIATE_AFFINE(Kokkos::Threads)
+#endif
+#ifdef KOKKOS_ENABLE_CUDA
+KORTEX_INSTANTIATE_AFFINE(Kokkos::Cuda)
+#endif
+
+#undef KORTEX_INSTANTIATE_AFFINE
+
+}  // namespace kortex::gpu

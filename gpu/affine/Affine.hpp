@@ -1,0 +1,34 @@
+// Kokkos affine pre-alignment (specification: core/Affine.hpp):
+//   affineMetric   - NCC, its gradient w.r.t. the 12 parameters and the overlap: ONE
+//                    parallel_reduce over the fixed voxels (RangePolicy, one voxel per work item)
+//                    with an array reduction of kAffineSumCount doubles; the per-voxel maths are
+//                    core/Affine.hpp's affineMap / affineSample / affineAccumulate. Fences `exec`.
+//   resampleAffine - moving -> the grid of `out` (trilinear, 0 outside); enqueues and returns.
+//   affineRegister - the spec's registration: host normalisation, pyramid and optimiser
+//                    (core/Affine.cpp affineOptimise), each level copied to `exec`'s memory space
+//                    once, every metric evaluation on `exec`.
+// Extents are checked at run time (InvalidArgument). Explicitly instantiated for every enabled
+// execution space in gpu/affine/Affine.cpp.
+#pragma once
+
+#include <Kokkos_Core.hpp>
+
+#include "core/Affine.hpp"
+#include "core/Image.hpp"
+
+namespace kortex::gpu {
+
+template <class Exec>
+AffineMetric affineMetric(Exec const& exec, ConstImageView<typename Exec::memory_space> moving,
+                          ConstImageView<typename Exec::memory_space> fixed, AffineTransform const& t);
+
+// `out`'s extents are the fixed grid of `t`.
+template <class Exec>
+void resampleAffine(Exec const& exec, ConstImageView<typename Exec::memory_space> moving,
+                    AffineTransform const& t, ImageView<typename Exec::memory_space> out);
+
+template <class Exec>
+AffineResult affineRegister(Exec const& exec, HostImage const& moving, HostImage const& fixed,
+                            AffineParams const& params, AffineProgress const& progress = {});
+
+}  // namespace kortex::gpu

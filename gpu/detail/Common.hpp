@@ -1,0 +1,49 @@
+// Helpers shared by the Kokkos implementations in gpu/: extent checks and dimension inference.
+// (No Eigen, no OpenMP pragmas, no VTK in gpu/ headers.)
+#pragma once
+
+#include <Kokkos_Core.hpp>
+
+#include <string>
+
+#include "core/Errors.hpp"
+
+namespace kortex::gpu {
+
+// Throws InvalidArgument unless `in` and `out` are allocated, non-empty, have equal extents
+// and do not alias.
+template <class InView, class OutView>
+void checkSameExtents(InView const& in, OutView const& out, const char* what) {
+  if (in.data() == nullptr || out.data() == nullptr)
+    throw InvalidArgument(std::string(what) + ": input or output view is not allocated");
+  for (int r = 0; r < 3; ++r)
+    if (in.extent(r) != out.extent(r))
+      throw InvalidArgument(std::string(what) + ": input extents (" + std::to_string(in.extent(0)) +
+                            "," + std::to_string(in.extent(1)) + "," + std::to_string(in.extent(2)) +
+                            ") differ from output extents (" + std::to_string(out.extent(0)) + "," +
+                            std::to_string(out.extent(1)) + "," + std::to_string(out.extent(2)) + ")");
+  if (in.size() == 0) throw InvalidArgument(std::string(what) + ": image is empty");
+  // Overlap of the two spans (LayoutRight, contiguous): [in, in+n) vs [out, out+n).
+  const auto* a = reinterpret_cast<const char*>(in.data());
+  const auto* b = reinterpret_cast<const char*>(out.data());
+  const std::size_t bytesIn = in.span() * sizeof(typename InView::value_type);
+  const std::size_t bytesOut = out.span() * sizeof(typename OutView::value_type);
+  if (a < b + bytesOut && b < a + bytesIn)
+    throw InvalidArgument(std::string(what) + ": input and output views must not overlap");
+}
+
+// A window radius the kernels can size their scratch and taps for (parameters themselves are
+// validated where a job enters the pipeline; this guards memory, not meaning).
+inline void requireRadius(const char* what, int radius, int maxRadius) {
+  if (radius < 0 || radius > maxRadius)
+    throw InvalidArgument(std::string(what) + ": radius " + std::to_string(radius) + " outside [0, " +
+                          std::to_string(maxRadius) + "]");
+}
+
+// Views are (nz, ny, nx); nz == 1 means a 2D image.
+template <class View>
+int imageDimension(View const& v) {
+  return v.extent(0) == 1 ? 2 : 3;
+}
+
+}  // namespace kortex::gpu

@@ -1,0 +1,541 @@
+// Kernels of the multires layer bilateral (entry points: gpu/multires/MultiresBilateral.hpp; definition:
+// core/Multires.hpp, "BF"; per-tap maths: the layer bilateral block of core/Multires.hpp).
+// Internal header: tests and benchmarks include it to force the similarity-table placement of
+// the integer kernel (bilateralLayerQ). No Eigen, no OpenMP pragmas, no VTK here.
+//
+// Every variant: TeamPolicy, one team per output tile of tile.x * tile.y pixels (league rank ->
+// tile, x fastest), one TeamThreadRange over the tile's outputs (x fastest: on CUDA consecutive
+// threads of a warp own consecutive x, so loads and stores coalesce). team_rank() is never a
+// tile index: the team size is min(tile.x * tile.y, team_size_max) for the functor and scratch
+// footprint, so on CUDA every thread owns one output (tiles are at most 1024 outputs) and on
+// Kokkos 3.4 Serial (team size 1) the one thread walks the whole tile.
+//
+// Input reads: straight from global memory through the read-only data cache (readOnly(): __ldg,
+// ld.global.nc, on CUDA; a plain load elsewhere), clamp rule applied to each tap's index, as the
+// paper's configuration exploration measured (texture / global reads). The Views are plain const
+// Views: the RandomAccess memory trait no longer selects the __ldg path in the mdspan-based View
+// of Kokkos 4.6.99 (kokkos/kokkos#8964; the PTX of these kernels had no ld.global.nc with it), so
+// the kernels ask for it explicitly. No apron in scratch: for the paper's 5x5 window an apron
+// of a 32x8 tile is 36x12 = 1.7 loads per output plus a barrier,
+// while the L1 read-only cache already serves the 25 taps of neighbouring threads (each input
+// is read by 25 outputs of the same or an adjacent tile); the per-tap cost is dominated by the
+// exp calls (SFU) of the float variants and by the int64 accumulation of the integer variant,
+// not by the load. Scratch is kept for the weight tables, which every thread of a team reads:
+//   Naive                  - no scratch; per tap: 1 load, 2 exp (closeness and similarity),
+//                            ~6 FP ops (d, d^2, the two exponent products, w*d, sums).
+//   FastMath               - as Naive with __expf (one MUFU.EX2 + one FMUL each) on CUDA.
+//   ClosenessLut           - the (2r+1)^2 float closeness table copied cooperatively into
+//                            level-0 scratch, team_barrier(); per tap: 1 global load, 1 scratch
+//                            load (same address across the warp: broadcast), 1 exp.
+//   ClosenessSimilarityLut - int16 layers; closenessQ ((2r+1)^2 int32) and, when both fit in
+//                            scratch_size_max(0) - kScratchMarginBytes, similarityQ copied into
+//                            scratch, else similarityQ read from global memory (readOnly);
+//                            per tap: 1 global int16 load, 1 scratch load (closeness), 1 scratch
+//                            or global load (similarity, data-dependent index), w = cQ * sQ in
+//                            int32, num += w * l and den += w in int64.
+// Float sums run in float, window row by window row (row sums added to the totals), in the
+// centred form of multiresBFResult. Radii 1..kMaxFixedRadius run a compile-time-radius kernel
+// (loops fully unrolled, table offsets constant); other radii loop at run time.
+// What nvcc 13 makes of it (sm_90, Kokkos 4.6.99, ptxas -v and the PTX; not profiled): 32-56
+// registers per thread (r = 2: Naive 51, ClosenessLut 40, FastMath 40, integer 40 / 44 with
+// the table in scratch / global), no spills, no stack. Per output at r = 2: 26 ld.global.nc
+// (25 taps + the centre); Naive and FastMath 31 ex2 (25 similarity + one closeness per distinct
+// |o|^2: with the loops unrolled the compiler evaluates exp(|o|^2 k) once per distance);
+// ClosenessLut 25 ex2 + 25 ld.shared (broadcast); integer 25 ld.shared (closeness) + 25
+// similarity loads (ld.shared or ld.global.nc), 25 mul.wide.s32 and two int64 adds per tap.
+#pragma once
+
+#include <Kokkos_Core.hpp>
+
+#include <algorithm>
+#include <climits>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "core/Boundary.hpp"
+#include "core/Compat.hpp"
+#include "core/Errors.hpp"
+#include "gpu/detail/Common.hpp"
+#include "core/Multires.hpp"
+#include "gpu/multires/MultiresBilateral.hpp"
+
+namespace kortex::gpu::multires_detail {
+
+// Largest tile (outputs per team): the CUDA block limit, one output per thread.
+inline constexpr int kMaxTileOutputs = 1024;
+// Radii with a compile-time-radius kernel (the paper's 5x5 window is r = 2).
+inline constexpr int kMaxFixedRadius = 3;
+// Scratch headroom kept free when deciding whether the similarity table goes into scratch:
+// the byte counts below include the 16-B alignment of the block already, the margin covers
+// Kokkos' own per-team bookkeeping beyond its documented reserve.
+inline constexpr std::size_t kScratchMarginBytes = 512;
+// Longest useful similarity table: one entry per |difference| of two int16 values.
+inline constexpr std::size_t kMaxSimilarityEntries = 65536;
+
+// Integer kernel: where the similarity table is read from. Auto: scratch when it fits (see
+// similarityFitsScratch), else global. Scratch / Global force one (benchmarks, tests).
+enum class SimilarityPlacement { Auto, Scratch, Global };
+
+template <class ExecSpace>
+using LayerPolicy = Kokkos::TeamPolicy<ExecSpace>;
+
+// Load through the read-only data cache: __ldg on CUDA devices (global memory only, data not
+// written during the kernel), a plain load elsewhere.
+template <class T>
+KOKKOS_FORCEINLINE_FUNCTION T readOnly(const T* p) {
+#if defined(__CUDA_ARCH__)
+  return __ldg(p);
+#else
+  return *p;
+#endif
+}
+
+
+// Extents and tiling of one launch (league rank -> tile: x fastest).
+struct LayerShape {
+  int nx = 1, ny = 1;
+  int tileX = 1, tileY = 1;
+  int tilesX = 1;
+};
+
+// Tables as callables for multiresSimilarityQAt: in team scratch, or in global memory read
+// through the read-only cache.
+struct ScratchTableQ {
+  const std::int32_t* p;
+  KOKKOS_INLINE_FUNCTION std::int32_t operator()(int i) const { return p[i]; }
+};
+struct GlobalTableQ {
+  const std::int32_t* p;
+  KOKKOS_INLINE_FUNCTION std::int32_t operator()(int i) const { return readOnly(p + i); }
+};
+
+inline int windowTaps(int radius) { return (2 * radius + 1) * (2 * radius + 1); }
+
+// Level-0 scratch one team requests for `n` 4-byte table entries: the block is taken with
+// get_shmem_aligned(n * 4, 16), so 16 B more always suffice.
+inline std::size_t tableScratchBytes(std::size_t n) { return n * 4 + 16; }
+
+// Whether closenessQ and a similarity table of `simEntries` entries both fit the team scratch
+// of `ExecSpace` with kScratchMarginBytes to spare.
+template <class ExecSpace>
+bool similarityFitsScratch(int radius, std::size_t simEntries) {
+  const std::size_t maxBytes = kx::scratchSizeMax<LayerPolicy<ExecSpace>>(0);
+  const std::size_t need =
+      tableScratchBytes(static_cast<std::size_t>(windowTaps(radius)) + simEntries);
+  return maxBytes >= kScratchMarginBytes && need <= maxBytes - kScratchMarginBytes;
+}
+
+inline std::string describe(LayerTile const& t) {
+  return std::to_string(t.x) + "x" + std::to_string(t.y);
+}
+
+// 0 per axis -> kDefaultBilateralTile; refuses negative extents and more than kMaxTileOutputs.
+inline LayerTile resolveTile(LayerTile t) {
+  if (t.x < 0 || t.y < 0)
+    throw InvalidArgument("multires bilateral: tile " + describe(t) +
+                          " must have extents >= 0 (0: default " +
+                          describe(kDefaultBilateralTile) + ")");
+  if (t.x == 0) t.x = kDefaultBilateralTile.x;
+  if (t.y == 0) t.y = kDefaultBilateralTile.y;
+  if (static_cast<std::int64_t>(t.x) * t.y > kMaxTileOutputs)
+    throw InvalidArgument("multires bilateral: tile " + describe(t) + " has more than " +
+                          std::to_string(kMaxTileOutputs) + " outputs per team");
+  return t;
+}
+
+// In and out: allocated, same extents, non-empty, not overlapping, 32-bit indexable.
+template <class InView, class OutView>
+void checkLayers(InView const& in, OutView const& out) {
+  if (in.extent(0) != out.extent(0) || in.extent(1) != out.extent(1))
+    throw InvalidArgument("multires bilateral: input layer extents " +
+                          std::to_string(in.extent(1)) + "x" + std::to_string(in.extent(0)) +
+                          " differ from output extents " + std::to_string(out.extent(1)) + "x" +
+                          std::to_string(out.extent(0)) + " (nx x ny)");
+  if (in.size() == 0) throw InvalidArgument("multires bilateral: the layer is empty");
+  if (in.data() == nullptr || out.data() == nullptr)
+    throw InvalidArgument("multires bilateral: input or output layer is not allocated");
+  const auto* a = reinterpret_cast<const char*>(in.data());
+  const auto* b = reinterpret_cast<const char*>(out.data());
+  const std::size_t bytesIn = in.span() * sizeof(typename InView::value_type);
+  const std::size_t bytesOut = out.span() * sizeof(typename OutView::value_type);
+  if (a < b + bytesOut && b < a + bytesIn)
+    throw InvalidArgument("multires bilateral: input and output layers must not overlap");
+  if (in.extent(0) > static_cast<std::size_t>(INT_MAX / 2) ||
+      in.extent(1) > static_cast<std::size_t>(INT_MAX / 2))
+    throw InvalidArgument("multires bilateral: layer too large for 32-bit indexing");
+}
+
+template <class Table>
+void checkTable(Table const& t, std::size_t expected, const char* name, int radius) {
+  if (t.extent(0) != expected || t.data() == nullptr)
+    throw InvalidArgument(std::string("multires bilateral: the ") + name + " table has " +
+                          std::to_string(t.extent(0)) + " entries, radius " +
+                          std::to_string(radius) + " needs " + std::to_string(expected));
+}
+
+inline LayerShape makeShape(std::size_t ny, std::size_t nx, LayerTile const& t) {
+  LayerShape s;
+  s.nx = static_cast<int>(nx);
+  s.ny = static_cast<int>(ny);
+  s.tileX = t.x;
+  s.tileY = t.y;
+  const std::int64_t tilesX = (static_cast<std::int64_t>(s.nx) + t.x - 1) / t.x;
+  const std::int64_t tilesY = (static_cast<std::int64_t>(s.ny) + t.y - 1) / t.y;
+  if (tilesX * tilesY > INT_MAX)
+    throw InvalidArgument("multires bilateral: " + std::to_string(tilesX * tilesY) + " tiles of " +
+                          describe(t) + " exceed the league size limit; use a larger tile");
+  s.tilesX = static_cast<int>(tilesX);
+  return s;
+}
+
+inline int leagueSize(LayerShape const& s) {
+  return s.tilesX * ((s.ny + s.tileY - 1) / s.tileY);
+}
+
+// Team size: min(tile outputs, team_size_max for this functor and scratch footprint).
+template <class ExecSpace, class Functor>
+void launch(ExecSpace const& exec, const char* label, Functor const& f, LayerShape const& s,
+            std::size_t scratchBytes) {
+  // Closures of 512 B or more are copied to CUDA constant memory under a lock per launch.
+  static_assert(sizeof(Functor) < 512, "keep the kernel closure small");
+  const int league = leagueSize(s);
+  const int bytes = static_cast<int>(scratchBytes);  // <= scratch_size_max(0), checked
+  LayerPolicy<ExecSpace> probe(exec, league, 1);
+  probe.set_scratch_size(0, Kokkos::PerTeam(bytes));
+  const int maxTeam = probe.team_size_max(f, Kokkos::ParallelForTag());
+  const int teamSize = std::max(1, std::min(s.tileX * s.tileY, maxTeam));
+  LayerPolicy<ExecSpace> policy(exec, league, teamSize);
+  policy.set_scratch_size(0, Kokkos::PerTeam(bytes));
+  Kokkos::parallel_for(label, policy, f);
+}
+
+// ----------------------------------------------------------------------------------------------
+// Float layers: Naive, ClosenessLut, FastMath. R: compile-time radius, 0 for run-time loops.
+
+template <class ExecSpace, MultiresBilateralVariant V, int R>
+struct FloatLayerFunctor {
+  static_assert(V != MultiresBilateralVariant::ClosenessSimilarityLut, "float variants only");
+  using Mem = typename ExecSpace::memory_space;
+  using Member = typename LayerPolicy<ExecSpace>::member_type;
+
+  ConstLayer<Mem> in;
+  LayerView<Mem> out;
+  ConstFloatTable<Mem> closeness;  // ClosenessLut only
+  MultiresBFCoeffs coeffs;
+  LayerShape shape;
+  int radius;
+
+  KOKKOS_INLINE_FUNCTION void operator()(Member const& team) const {
+    const int r = R > 0 ? R : radius;
+    const float* lut = nullptr;
+    if constexpr (V == MultiresBilateralVariant::ClosenessLut) {
+      const int n = (2 * r + 1) * (2 * r + 1);
+      float* const s = static_cast<float*>(
+          team.team_scratch(0).get_shmem_aligned(static_cast<std::size_t>(n) * sizeof(float), 16));
+      Kokkos::parallel_for(Kokkos::TeamThreadRange(team, n),
+                           [&](const int i) { s[i] = closeness(i); });
+      team.team_barrier();
+      lut = s;
+    }
+    const int league = team.league_rank();
+    const int x0 = (league % shape.tilesX) * shape.tileX;
+    const int y0 = (league / shape.tilesX) * shape.tileY;
+    const int tileN = shape.tileX * shape.tileY;
+    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, tileN), [&](const int i) {
+      const int x = x0 + i % shape.tileX;
+      const int y = y0 + i / shape.tileX;
+      if (x >= shape.nx || y >= shape.ny) return;
+      out(y, x) = filter(x, y, r, lut);
+    });
+  }
+
+  // Weight of tap (dx, dy) with intensity difference d.
+  KOKKOS_INLINE_FUNCTION float weight(const int dx, const int dy, const int r, const float d,
+                                      const float* const lut) const {
+    if constexpr (V == MultiresBilateralVariant::ClosenessLut) {
+      return lut[(dy + r) * (2 * r + 1) + (dx + r)] *
+             multiresSimilarityWeight(d, coeffs.similarity);
+    } else if constexpr (V == MultiresBilateralVariant::FastMath) {
+      return multiresClosenessWeightFast(dx * dx + dy * dy, coeffs.closeness) *
+             multiresSimilarityWeightFast(d, coeffs.similarity);
+    } else {
+      return multiresClosenessWeight(dx * dx + dy * dy, coeffs.closeness) *
+             multiresSimilarityWeight(d, coeffs.similarity);
+    }
+  }
+
+  KOKKOS_INLINE_FUNCTION float filter(const int x, const int y, const int r,
+                                      const float* const lut) const {
+    const float c = readOnly(&in(y, x));
+    float sumWD = 0.0f;
+    float sumW = 0.0f;
+    KORTEX_UNROLL
+    for (int dy = -r; dy <= r; ++dy) {
+      const int yy = clampIndex(y + dy, shape.ny);
+      float rowWD = 0.0f;
+      float rowW = 0.0f;
+      KORTEX_UNROLL
+      for (int dx = -r; dx <= r; ++dx) {
+        const float d = readOnly(&in(yy, clampIndex(x + dx, shape.nx))) - c;
+        const float w = weight(dx, dy, r, d, lut);
+        rowWD += w * d;
+        rowW += w;
+      }
+      sumWD += rowWD;
+      sumW += rowW;
+    }
+    return multiresBFResult(c, sumWD, sumW);
+  }
+};
+
+inline const char* floatLabel(MultiresBilateralVariant v) {
+  switch (v) {
+    case MultiresBilateralVariant::Naive: return "kortex::Multires::Bilateral::Naive";
+    case MultiresBilateralVariant::ClosenessLut: return "kortex::Multires::Bilateral::ClosenessLut";
+    case MultiresBilateralVariant::FastMath: return "kortex::Multires::Bilateral::FastMath";
+    case MultiresBilateralVariant::ClosenessSimilarityLut: break;
+  }
+  return "kortex::Multires::Bilateral::?";
+}
+
+template <class ExecSpace, MultiresBilateralVariant V, int R>
+void launchFloat(ExecSpace const& exec, ConstLayer<typename ExecSpace::memory_space> in,
+                 LayerView<typename ExecSpace::memory_space> out,
+                 ConstFloatTable<typename ExecSpace::memory_space> closeness,
+                 MultiresBFCoeffs const& coeffs, LayerShape const& shape, int radius) {
+  const std::size_t bytes = V == MultiresBilateralVariant::ClosenessLut
+                                ? tableScratchBytes(static_cast<std::size_t>(windowTaps(radius)))
+                                : 0;
+  const FloatLayerFunctor<ExecSpace, V, R> f{in, out, closeness, coeffs, shape, radius};
+  launch(exec, floatLabel(V), f, shape, bytes);
+}
+
+template <class ExecSpace, MultiresBilateralVariant V>
+void dispatchFloatRadius(ExecSpace const& exec, ConstLayer<typename ExecSpace::memory_space> in,
+                         LayerView<typename ExecSpace::memory_space> out,
+                         ConstFloatTable<typename ExecSpace::memory_space> closeness,
+                         MultiresBFCoeffs const& coeffs, LayerShape const& shape, int radius) {
+  static_assert(kMaxFixedRadius == 3, "update the radius switch");
+  switch (radius) {
+    case 1: return launchFloat<ExecSpace, V, 1>(exec, in, out, closeness, coeffs, shape, radius);
+    case 2: return launchFloat<ExecSpace, V, 2>(exec, in, out, closeness, coeffs, shape, radius);
+    case 3: return launchFloat<ExecSpace, V, 3>(exec, in, out, closeness, coeffs, shape, radius);
+    default: return launchFloat<ExecSpace, V, 0>(exec, in, out, closeness, coeffs, shape, radius);
+  }
+}
+
+// Every check of the float entry point; returns the resolved tile. Nothing is enqueued.
+template <class ExecSpace>
+LayerTile checkFloat(ConstLayer<typename ExecSpace::memory_space> const& in,
+                     LayerView<typename ExecSpace::memory_space> const& out,
+                     ConstFloatTable<typename ExecSpace::memory_space> const& closeness,
+                     MultiresParams const& params, LayerTile tile) {
+  requireRadius("multires bilateral", params.radius, MultiresParams::kMaxRadius);
+  if (params.bilateral != MultiresBilateralVariant::Naive &&
+      params.bilateral != MultiresBilateralVariant::ClosenessLut &&
+      params.bilateral != MultiresBilateralVariant::FastMath)
+    throw InvalidArgument(std::string("multires bilateral: float layers use the Naive, ClosenessLut or FastMath "
+                                      "variant; got ") + toString(params.bilateral));
+  checkLayers(in, out);
+  if (params.bilateral == MultiresBilateralVariant::ClosenessLut) {
+    checkTable(closeness, static_cast<std::size_t>(windowTaps(params.radius)), "closeness",
+               params.radius);
+    if (tableScratchBytes(static_cast<std::size_t>(windowTaps(params.radius))) >
+        kx::scratchSizeMax<LayerPolicy<ExecSpace>>(0))
+      throw Unsupported("multires bilateral ClosenessLut: the closeness table of radius " +
+                        std::to_string(params.radius) + " does not fit the team scratch of " +
+                        kx::spaceName<ExecSpace>() + "; use naive or fastmath");
+  }
+  const LayerTile t = resolveTile(tile);
+  makeShape(in.extent(0), in.extent(1), t);  // league size check
+  return t;
+}
+
+template <class ExecSpace>
+LayerTile bilateralLayerFloat(ExecSpace const& exec,
+                              ConstLayer<typename ExecSpace::memory_space> in,
+                              LayerView<typename ExecSpace::memory_space> out,
+                              ConstFloatTable<typename ExecSpace::memory_space> closeness,
+                              MultiresParams const& params, LayerTile tile) {
+  const LayerTile t = checkFloat<ExecSpace>(in, out, closeness, params, tile);
+  const LayerShape shape = makeShape(in.extent(0), in.extent(1), t);
+  const MultiresBFCoeffs coeffs = multiresBFCoeffs(params.sigmaSpatial, params.sigmaRange);
+  switch (params.bilateral) {
+    case MultiresBilateralVariant::Naive:
+      dispatchFloatRadius<ExecSpace, MultiresBilateralVariant::Naive>(exec, in, out, closeness,
+                                                                      coeffs, shape, params.radius);
+      break;
+    case MultiresBilateralVariant::ClosenessLut:
+      dispatchFloatRadius<ExecSpace, MultiresBilateralVariant::ClosenessLut>(
+          exec, in, out, closeness, coeffs, shape, params.radius);
+      break;
+    case MultiresBilateralVariant::FastMath:
+      dispatchFloatRadius<ExecSpace, MultiresBilateralVariant::FastMath>(
+          exec, in, out, closeness, coeffs, shape, params.radius);
+      break;
+    case MultiresBilateralVariant::ClosenessSimilarityLut:
+      break;  // refused by checkFloat
+  }
+  return t;
+}
+
+// ----------------------------------------------------------------------------------------------
+// Integer layers: ClosenessSimilarityLut. SimScratch: similarity table in scratch (else global).
+
+template <class ExecSpace, bool SimScratch, int R>
+struct IntLayerFunctor {
+  using Mem = typename ExecSpace::memory_space;
+  using Member = typename LayerPolicy<ExecSpace>::member_type;
+
+  ConstIntLayer<Mem> in;
+  IntLayerView<Mem> out;
+  ConstTable<Mem> closenessQ;
+  ConstTable<Mem> similarityQ;
+  LayerShape shape;
+  int radius;
+  int simSize;
+
+  KOKKOS_INLINE_FUNCTION void operator()(Member const& team) const {
+    const int r = R > 0 ? R : radius;
+    const int nC = (2 * r + 1) * (2 * r + 1);
+    const int nTables = nC + (SimScratch ? simSize : 0);
+    // closenessQ, then (SimScratch) similarityQ, in one block.
+    std::int32_t* const tables = static_cast<std::int32_t*>(team.team_scratch(0).get_shmem_aligned(
+        static_cast<std::size_t>(nTables) * sizeof(std::int32_t), 16));
+    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nTables), [&](const int i) {
+      tables[i] = i < nC ? closenessQ(i) : similarityQ(i - nC);
+    });
+    team.team_barrier();
+    const ScratchTableQ simScratch{tables + nC};
+    const GlobalTableQ simGlobal{similarityQ.data()};
+    const int league = team.league_rank();
+    const int x0 = (league % shape.tilesX) * shape.tileX;
+    const int y0 = (league / shape.tilesX) * shape.tileY;
+    const int tileN = shape.tileX * shape.tileY;
+    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, tileN), [&](const int i) {
+      const int x = x0 + i % shape.tileX;
+      const int y = y0 + i / shape.tileX;
+      if (x >= shape.nx || y >= shape.ny) return;
+      const std::int16_t c = readOnly(&in(y, x));
+      std::int64_t num = 0;
+      std::int64_t den = 0;
+      KORTEX_UNROLL
+      for (int dy = -r; dy <= r; ++dy) {
+        const int yy = clampIndex(y + dy, shape.ny);
+        const std::int32_t* const cRow = tables + (dy + r) * (2 * r + 1) + r;
+        KORTEX_UNROLL
+        for (int dx = -r; dx <= r; ++dx) {
+          const int v = readOnly(&in(yy, clampIndex(x + dx, shape.nx)));
+          const int ad = v >= c ? v - c : c - v;
+          std::int32_t sQ;
+          if constexpr (SimScratch)
+            sQ = multiresSimilarityQAt(simScratch, simSize, ad);
+          else
+            sQ = multiresSimilarityQAt(simGlobal, simSize, ad);
+          const std::int32_t w = multiresWeightQ(cRow[dx], sQ);
+          num += static_cast<std::int64_t>(w) * v;
+          den += w;
+        }
+      }
+      out(y, x) = multiresBFResultQ(num, den, c);
+    });
+  }
+};
+
+template <class ExecSpace, bool SimScratch, int R>
+void launchInt(ExecSpace const& exec, ConstIntLayer<typename ExecSpace::memory_space> in,
+               IntLayerView<typename ExecSpace::memory_space> out,
+               ConstTable<typename ExecSpace::memory_space> closenessQ,
+               ConstTable<typename ExecSpace::memory_space> similarityQ, LayerShape const& shape,
+               int radius) {
+  const int simSize = static_cast<int>(similarityQ.extent(0));
+  const std::size_t bytes = tableScratchBytes(static_cast<std::size_t>(windowTaps(radius)) +
+                                              (SimScratch ? static_cast<std::size_t>(simSize) : 0));
+  const IntLayerFunctor<ExecSpace, SimScratch, R> f{
+      in, out, closenessQ, similarityQ, shape, radius, simSize};
+  launch(exec,
+         SimScratch ? "kortex::Multires::Bilateral::ClosenessSimilarityLut"
+                    : "kortex::Multires::Bilateral::ClosenessSimilarityLut::GlobalSimilarity",
+         f, shape, bytes);
+}
+
+template <class ExecSpace, bool SimScratch>
+void dispatchIntRadius(ExecSpace const& exec, ConstIntLayer<typename ExecSpace::memory_space> in,
+                       IntLayerView<typename ExecSpace::memory_space> out,
+                       ConstTable<typename ExecSpace::memory_space> closenessQ,
+                       ConstTable<typename ExecSpace::memory_space> similarityQ,
+                       LayerShape const& shape, int radius) {
+  static_assert(kMaxFixedRadius == 3, "update the radius switch");
+  const auto& cQ = closenessQ;
+  const auto& sQ = similarityQ;
+  switch (radius) {
+    case 1: return launchInt<ExecSpace, SimScratch, 1>(exec, in, out, cQ, sQ, shape, radius);
+    case 2: return launchInt<ExecSpace, SimScratch, 2>(exec, in, out, cQ, sQ, shape, radius);
+    case 3: return launchInt<ExecSpace, SimScratch, 3>(exec, in, out, cQ, sQ, shape, radius);
+    default: return launchInt<ExecSpace, SimScratch, 0>(exec, in, out, cQ, sQ, shape, radius);
+  }
+}
+
+// Every check of the integer entry point; returns the resolved tile and whether the similarity
+// table goes into scratch. Nothing is enqueued.
+template <class ExecSpace>
+LayerTile checkInt(ConstIntLayer<typename ExecSpace::memory_space> const& in,
+                   IntLayerView<typename ExecSpace::memory_space> const& out,
+                   ConstTable<typename ExecSpace::memory_space> const& closenessQ,
+                   ConstTable<typename ExecSpace::memory_space> const& similarityQ,
+                   MultiresParams const& params, LayerTile tile, SimilarityPlacement placement,
+                   bool& simInScratch) {
+  requireRadius("multires bilateral", params.radius, MultiresParams::kMaxRadius);
+  if (params.bilateral != MultiresBilateralVariant::ClosenessSimilarityLut)
+    throw InvalidArgument(std::string("multires bilateral: integer layers use the "
+                                      "closeness+similarity LUT variant (lut); '") +
+                          toString(params.bilateral) + "' is a float-layer variant");
+  checkLayers(in, out);
+  checkTable(closenessQ, static_cast<std::size_t>(windowTaps(params.radius)), "closenessQ",
+             params.radius);
+  const std::size_t simEntries = similarityQ.extent(0);
+  if (simEntries == 0 || simEntries > kMaxSimilarityEntries || similarityQ.data() == nullptr)
+    throw InvalidArgument("multires bilateral: the similarityQ table must have 1 to " +
+                          std::to_string(kMaxSimilarityEntries) + " entries, got " +
+                          std::to_string(simEntries));
+  const bool fits = similarityFitsScratch<ExecSpace>(params.radius, simEntries);
+  const std::size_t maxBytes = kx::scratchSizeMax<LayerPolicy<ExecSpace>>(0);
+  if (placement == SimilarityPlacement::Scratch && !fits)
+    throw Unsupported("multires bilateral: a similarity table of " + std::to_string(simEntries) +
+                      " entries does not fit the team scratch of " + kx::spaceName<ExecSpace>() +
+                      " (" + std::to_string(maxBytes) + " B)");
+  if (tableScratchBytes(static_cast<std::size_t>(windowTaps(params.radius))) > maxBytes)
+    throw Unsupported("multires bilateral: the closenessQ table of radius " +
+                      std::to_string(params.radius) + " does not fit the team scratch of " +
+                      kx::spaceName<ExecSpace>());
+  simInScratch = placement == SimilarityPlacement::Scratch ||
+                 (placement == SimilarityPlacement::Auto && fits);
+  const LayerTile t = resolveTile(tile);
+  makeShape(in.extent(0), in.extent(1), t);  // league size check
+  return t;
+}
+
+// The integer layer bilateral with an explicit similarity-table placement.
+template <class ExecSpace>
+LayerTile bilateralLayerQ(ExecSpace const& exec, ConstIntLayer<typename ExecSpace::memory_space> in,
+                          IntLayerView<typename ExecSpace::memory_space> out,
+                          ConstTable<typename ExecSpace::memory_space> closenessQ,
+                          ConstTable<typename ExecSpace::memory_space> similarityQ,
+                          MultiresParams const& params, LayerTile tile,
+                          SimilarityPlacement placement) {
+  bool simInScratch = false;
+  const LayerTile t =
+      checkInt<ExecSpace>(in, out, closenessQ, similarityQ, params, tile, placement, simInScratch);
+  const LayerShape shape = makeShape(in.extent(0), in.extent(1), t);
+  const int r = params.radius;
+  if (simInScratch)
+    dispatchIntRadius<ExecSpace, true>(exec, in, out, closenessQ, similarityQ, shape, r);
+  else
+    dispatchIntRadius<ExecSpace, false>(exec, in, out, closenessQ, similarityQ, shape, r);
+  return t;
+}
+
+}  // namespace kortex::gpu::multires_detail
+
+#undef KORTEX_UNROLL

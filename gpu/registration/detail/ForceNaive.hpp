@@ -1,0 +1,95 @@
+// Force variant Naive: RangePolicy, one voxel per work item (flat index, x fastest: consecutive
+// threads read consecutive addresses), everything from global memory through the read-only
+// (RandomAccess) path. For voxel y the work item evaluates the stress W = Phi'(J) cof(I - G) at
+// y and at its in-range neighbours y +- e_j (G there needs u at y +- 2 e_j, clamped), assembles
+// f_reg_i = sum_j D_j^T W_ij (adjointCentral), samples the moving image at y - u(y)
+// (regSampleTrilinear) for the data term, writes f = f_data + lambda f_reg and adds 1/2 (T-R)^2,
+// Phi(J(y)) and J(y) to the reduction. Seven stress evaluations per voxel: the baseline the
+// scratch variants improve on.
+#pragma once
+
+#include <Kokkos_Core.hpp>
+#include <cstdint>
+
+#include "gpu/registration/detail/RegistrationKernels.hpp"
+
+namespace kortex::gpu::registration_detail {
+
+// W at grid point (x, y, z) from global memory; returns J.
+template <class UView>
+KOKKOS_INLINE_FUNCTION float stressGlobal(UView const& u, Extents const& e, int x, int y, int z,
+                                          float* w) {
+  float g[9];
+  gradientGlobal(u, e, x, y, z, g);
+  return regStress(g, w);
+}
+
+template <class Mem>
+struct NaiveForceFunctor {
+  KORTEX_REGISTRATION_ENERGY_REDUCER
+  ForceViews<Mem> v;
+  Extents e;
+  float lambda;
+
+  KOKKOS_INLINE_FUNCTION void operator()(std::int64_t i, EnergySums& acc) const {
+    int x, y, z;
+    voxelOf(i, e, x, y, z);
+    float wc[9];
+    const float J = stressGlobal(v.u, e, x, y, z, wc);
+    energyAddJacobian(acc, J);
+
+    float fr[3] = {0.0f, 0.0f, 0.0f};
+    float wm[9], wp[9];
+    // Along x (column 0 of W).
+    for (int k = 0; k < 9; ++k) wm[k] = wp[k] = 0.0f;
+    if (x > 0) stressGlobal(v.u, e, x - 1, y, z, wm);
+    if (x < e.nx - 1) stressGlobal(v.u, e, x + 1, y, z, wp);
+    for (int c = 0; c < 3; ++c) fr[c] += adjointCentral(wm[3 * c], wc[3 * c], wp[3 * c], x, e.nx);
+    // Along y (column 1).
+    for (int k = 0; k < 9; ++k) wm[k] = wp[k] = 0.0f;
+    if (y > 0) stressGlobal(v.u, e, x, y - 1, z, wm);
+    if (y < e.ny - 1) stressGlobal(v.u, e, x, y + 1, z, wp);
+    for (int c = 0; c < 3; ++c)
+      fr[c] += adjointCentral(wm[3 * c + 1], wc[3 * c + 1], wp[3 * c + 1], y, e.ny);
+    // Along z (column 2).
+    for (int k = 0; k < 9; ++k) wm[k] = wp[k] = 0.0f;
+    if (z > 0) stressGlobal(v.u, e, x, y, z - 1, wm);
+    if (z < e.nz - 1) stressGlobal(v.u, e, x, y, z + 1, wp);
+    for (int c = 0; c < 3; ++c)
+      fr[c] += adjointCentral(wm[3 * c + 2], wc[3 * c + 2], wp[3 * c + 2], z, e.nz);
+
+    float fd[3];
+    dataTerm(v.moving, v.fixed, x, y, z, v.u(0, z, y, x), v.u(1, z, y, x), v.u(2, z, y, x), acc,
+             fd);
+    for (int c = 0; c < 3; ++c) v.f(c, z, y, x) = fd[c] + lambda * fr[c];
+  }
+};
+
+template <class Exec>
+struct ForceKernel<RegistrationVariant::Naive, Exec> {
+  using Mem = typename Exec::memory_space;
+
+  static ForceLaunchInfo info(Exec const&, Extents const& e, ForceTile const&) {
+    ForceLaunchInfo i;
+    i.variant = RegistrationVariant::Naive;
+    i.tileX = i.tileY = i.chunk = 1;
+    i.teamSize = 0;
+    i.scratchBytes = 0;
+    i.scratchMax = kx::scratchSizeMax<Kokkos::TeamPolicy<Exec>>(0);
+    i.teams = e.voxels();
+    return i;
+  }
+
+  static EnergySums launch(Exec const& exec, ForceViews<Mem> const& views, Extents const& e,
+                           float lambda, ForceLaunchInfo const&) {
+    static_assert(sizeof(NaiveForceFunctor<Mem>) <= 512, "force functor closure above 512 B");
+    EnergySums s;
+    Kokkos::parallel_reduce(
+        "kortex::Registration::Naive::force",
+        Kokkos::RangePolicy<Exec, Kokkos::IndexType<std::int64_t>>(exec, 0, e.voxels()),
+        NaiveForceFunctor<Mem>{views, e, lambda}, s);
+    return s;
+  }
+};
+
+}  // namespace kortex::gpu::registration_detail

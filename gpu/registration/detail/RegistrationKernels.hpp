@@ -1,0 +1,698 @@
+// Kernels shared by the Kokkos unbiased fluid registration (entry points:
+// gpu/registration/Registration.hpp; specification: core/Registration.hpp): views, extent checks,
+// the energy reduction, the clamped central-difference gradient from global memory, the force
+// variants' launch configuration (ForceKernel is specialised by detail/Force*.hpp; the dispatch
+// is detail/Force.hpp) and the element-wise kernels:
+//   Smooth<Axis>  one pass of the separable Gaussian (zero boundary);
+//   Rate          rate = v - H v (upwind) and max |rate|;
+//   Update        u' = u + dt rate (flat);
+//   Warp          T(x - u(x));
+//   Jacobian      det(I - G).
+#pragma once
+
+#include <Kokkos_Core.hpp>
+#include <algorithm>
+#include <climits>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <string>
+
+#include "core/Boundary.hpp"
+#include "core/Compat.hpp"
+#include "core/Errors.hpp"
+#include "core/Image.hpp"
+#include "core/Registration.hpp"
+#include "gpu/registration/Registration.hpp"
+
+namespace kortex::gpu::registration_detail {
+
+template <class Mem>
+using RandomImage = Kokkos::View<const float***, Kokkos::LayoutRight, Mem,
+                                 Kokkos::MemoryTraits<Kokkos::RandomAccess>>;
+template <class Mem>
+using RandomField = Kokkos::View<const float****, Kokkos::LayoutRight, Mem,
+                                 Kokkos::MemoryTraits<Kokkos::RandomAccess>>;
+
+struct Extents {
+  int nx = 0, ny = 0, nz = 0;
+  KOKKOS_INLINE_FUNCTION std::int64_t voxels() const {
+    return static_cast<std::int64_t>(nx) * ny * nz;
+  }
+};
+
+inline int ceilDiv(int a, int b) { return (a + b - 1) / b; }
+
+// Ring-buffer slot of slice s (s may be negative: slices before the volume, clamped at load).
+KOKKOS_INLINE_FUNCTION int ringSlot(int s, int n) { return ((s % n) + n) % n; }
+
+// ---- checks ------------------------------------------------------------------------------------
+
+inline std::string extentsString(std::size_t a, std::size_t b, std::size_t c) {
+  return "(" + std::to_string(a) + "," + std::to_string(b) + "," + std::to_string(c) + ")";
+}
+
+template <class View>
+std::string fieldExtents(View const& v) {
+  return "(" + std::to_string(v.extent(0)) + "," + std::to_string(v.extent(1)) + "," +
+         std::to_string(v.extent(2)) + "," + std::to_string(v.extent(3)) + ")";
+}
+
+// The grid the kernels are written for: 3D, every extent >= RegistrationParams::kMinExtent (the
+// clamped differences and the z ring buffers need that many slices).
+inline void checkGridShape(Index nx, Index ny, Index nz, const char* what) {
+  if (nx < RegistrationParams::kMinExtent || ny < RegistrationParams::kMinExtent ||
+      nz < RegistrationParams::kMinExtent)
+    throw InvalidArgument(std::string(what) + ": a 3D grid with every extent >= " +
+                          std::to_string(RegistrationParams::kMinExtent) + " is needed, got " +
+                          extentsString(nz, ny, nx));
+}
+
+// Extents of a registration grid from the fixed image: checkGridShape, 32-bit indexable.
+template <class ImgView>
+Extents checkGrid(ImgView const& img, const char* what) {
+  if (img.data() == nullptr) throw InvalidArgument(std::string(what) + ": image is not allocated");
+  const Index nz = static_cast<Index>(img.extent(0)), ny = static_cast<Index>(img.extent(1)),
+              nx = static_cast<Index>(img.extent(2));
+  if (nx > INT_MAX / 4 || ny > INT_MAX / 4 || nz > INT_MAX / 4 ||
+      nx * ny * nz > static_cast<Index>(INT64_MAX / 8))
+    throw InvalidArgument(std::string(what) + ": image extents " +
+                          extentsString(img.extent(0), img.extent(1), img.extent(2)) +
+                          " are too large for 32-bit indexing");
+  checkGridShape(nx, ny, nz, what);
+  return Extents{static_cast<int>(nx), static_cast<int>(ny), static_cast<int>(nz)};
+}
+
+template <class A, class B>
+void checkSameImage(A const& a, B const& b, const char* what, const char* nameA,
+                    const char* nameB) {
+  if (a.data() == nullptr || b.data() == nullptr)
+    throw InvalidArgument(std::string(what) + ": " + nameA + " or " + nameB + " is not allocated");
+  for (int r = 0; r < 3; ++r)
+    if (a.extent(r) != b.extent(r))
+      throw InvalidArgument(std::string(what) + ": " + nameA + " extents " +
+                            extentsString(a.extent(0), a.extent(1), a.extent(2)) + " differ from " +
+                            nameB + " extents " +
+                            extentsString(b.extent(0), b.extent(1), b.extent(2)));
+}
+
+// A displacement-like field on the grid `e`: extents (3, nz, ny, nx).
+template <class F>
+void checkField(F const& f, Extents const& e, const char* what, const char* name) {
+  if (f.data() == nullptr)
+    throw InvalidArgument(std::string(what) + ": " + name + " is not allocated");
+  if (f.extent(0) != 3 || f.extent(1) != static_cast<std::size_t>(e.nz) ||
+      f.extent(2) != static_cast<std::size_t>(e.ny) ||
+      f.extent(3) != static_cast<std::size_t>(e.nx))
+    throw InvalidArgument(std::string(what) + ": " + name + " extents " + fieldExtents(f) +
+                          " must be (3," + std::to_string(e.nz) + "," + std::to_string(e.ny) + "," +
+                          std::to_string(e.nx) + ") (3 components on the image grid)");
+}
+
+// Two fields with equal extents (any number of components).
+template <class A, class B>
+void checkSameField(A const& a, B const& b, const char* what, const char* nameA,
+                    const char* nameB) {
+  if (a.data() == nullptr || b.data() == nullptr)
+    throw InvalidArgument(std::string(what) + ": " + nameA + " or " + nameB + " is not allocated");
+  for (int r = 0; r < 4; ++r)
+    if (a.extent(r) != b.extent(r))
+      throw InvalidArgument(std::string(what) + ": " + nameA + " extents " + fieldExtents(a) +
+                            " differ from " + nameB + " extents " + fieldExtents(b));
+}
+
+// Throws unless the memory spans of `a` and `b` are disjoint.
+template <class A, class B>
+void checkNoOverlap(A const& a, B const& b, const char* what, const char* nameA,
+                    const char* nameB) {
+  const auto* pa = reinterpret_cast<const char*>(a.data());
+  const auto* pb = reinterpret_cast<const char*>(b.data());
+  const std::size_t na = a.span() * sizeof(typename A::value_type);
+  const std::size_t nb = b.span() * sizeof(typename B::value_type);
+  if (pa < pb + nb && pb < pa + na)
+    throw InvalidArgument(std::string(what) + ": " + nameA + " and " + nameB + " must not overlap");
+}
+
+// ---- energy reduction
+// ----------------------------------------------------------------------------
+
+// Partial sums of one force evaluation: E_data, E_reg (double) and min J (float). Every force
+// functor reduces one of these per thread (value_type of the functor: init/join below).
+struct EnergySums {
+  double data;
+  double reg;
+  float minJ;
+};
+
+KOKKOS_INLINE_FUNCTION void energyInit(EnergySums& s) {
+  s.data = 0.0;
+  s.reg = 0.0;
+  s.minJ = Kokkos::reduction_identity<float>::min();
+}
+
+// Adds the regulariser term of one voxel: Phi(J) for J > 0; a fold (J <= 0, Phi = +inf) is
+// reported through min J and turned into E_reg = +inf by finishSums. A NaN J (non-finite u)
+// counts as a fold at -FLT_MAX, so such a field is never accepted.
+KOKKOS_INLINE_FUNCTION void energyAddJacobian(EnergySums& s, float J) {
+  if (J > 0.0f) s.reg += static_cast<double>(regPhi(J));
+  const float lowest = -Kokkos::reduction_identity<float>::min();
+  const float j = J >= lowest ? J : lowest;
+  if (j < s.minJ) s.minJ = j;
+}
+
+KOKKOS_INLINE_FUNCTION void energyAddData(EnergySums& s, float diff) {
+  s.data += 0.5 * static_cast<double>(diff) * static_cast<double>(diff);
+}
+
+// D and S are EnergySums, volatile-qualified where Kokkos 3.4 joins volatile values.
+template <class D, class S>
+KOKKOS_INLINE_FUNCTION void energyJoin(D& dst, S const& src) {
+  dst.data += src.data;
+  dst.reg += src.reg;
+  if (src.minJ < dst.minJ) dst.minJ = src.minJ;
+}
+
+// Reduction interface of the force functors (value_type EnergySums): written into each functor
+// rather than inherited, because Kokkos detects init/join through member pointers of the functor
+// type itself.
+#define KORTEX_REGISTRATION_ENERGY_REDUCER                                                  \
+  using value_type = ::kortex::gpu::registration_detail::EnergySums;                        \
+  KOKKOS_INLINE_FUNCTION void init(value_type& s) const {                                   \
+    ::kortex::gpu::registration_detail::energyInit(s);                                      \
+  }                                                                                         \
+  KOKKOS_INLINE_FUNCTION void join(KORTEX_JOIN_VOLATILE value_type& dst,                    \
+                                   const KORTEX_JOIN_VOLATILE value_type& src) const {      \
+    ::kortex::gpu::registration_detail::energyJoin(dst, src);                               \
+  }
+
+inline RegistrationEnergy finishSums(EnergySums const& s, double lambda) {
+  const bool folded = !(s.minJ > 0.0f);
+  return finishEnergy(s.data, folded ? std::numeric_limits<double>::infinity() : s.reg, s.minJ,
+                      lambda);
+}
+
+// ---- per-voxel helpers on global memory
+// ------------------------------------------------------------
+
+// G at grid point (x, y, z): g[3i + j] = D_j u_i with the clamp rule.
+template <class UView>
+KOKKOS_INLINE_FUNCTION void gradientGlobal(UView const& u, Extents const& e, int x, int y, int z,
+                                           float* g) {
+  const int xm = clampIndex(x - 1, e.nx), xp = clampIndex(x + 1, e.nx);
+  const int ym = clampIndex(y - 1, e.ny), yp = clampIndex(y + 1, e.ny);
+  const int zm = clampIndex(z - 1, e.nz), zp = clampIndex(z + 1, e.nz);
+  for (int i = 0; i < 3; ++i) {
+    g[3 * i + 0] = regCentral(u(i, z, y, xm), u(i, z, y, xp));
+    g[3 * i + 1] = regCentral(u(i, z, ym, x), u(i, z, yp, x));
+    g[3 * i + 2] = regCentral(u(i, zm, y, x), u(i, zp, y, x));
+  }
+}
+
+// W from a scratch apron: point `idx` of slice S0 (3 components, `axy` floats apart, rows of
+// `ax` floats), z neighbours from slices Sm and Sp at the same index; returns J. The apron holds
+// u already clamped, so these are the spec's clamped central differences.
+KOKKOS_INLINE_FUNCTION float stressScratch(const float* Sm, const float* S0, const float* Sp,
+                                           int idx, int ax, int axy, float* w) {
+  float g[9];
+  for (int c = 0; c < 3; ++c) {
+    const float* s = S0 + c * axy + idx;
+    g[3 * c + 0] = regCentral(s[-1], s[1]);
+    g[3 * c + 1] = regCentral(s[-ax], s[ax]);
+    g[3 * c + 2] = regCentral(Sm[c * axy + idx], Sp[c * axy + idx]);
+  }
+  return regStress(g, w);
+}
+
+// Decomposes a flat voxel index, x fastest.
+KOKKOS_INLINE_FUNCTION void voxelOf(std::int64_t i, Extents const& e, int& x, int& y, int& z) {
+  x = static_cast<int>(i % e.nx);
+  const std::int64_t t = i / e.nx;
+  y = static_cast<int>(t % e.ny);
+  z = static_cast<int>(t / e.ny);
+}
+
+// Data term of voxel (x, y, z) with displacement (u0, u1, u2): adds 1/2 (T(x-u)-R)^2 to `s`
+// and writes (T(x-u)-R) grad T(x-u) to fd.
+template <class Img>
+KOKKOS_INLINE_FUNCTION void dataTerm(Img const& moving, Img const& fixed, int x, int y, int z,
+                                     float u0, float u1, float u2, EnergySums& s, float* fd) {
+  float grad[3];
+  const float t = regSampleTrilinear(moving, static_cast<float>(x) - u0, static_cast<float>(y) - u1,
+                                     static_cast<float>(z) - u2, grad);
+  const float diff = t - fixed(z, y, x);
+  energyAddData(s, diff);
+  fd[0] = diff * grad[0];
+  fd[1] = diff * grad[1];
+  fd[2] = diff * grad[2];
+}
+
+// ---- force variants: configuration and dispatch ------------------------------------------------
+
+// Team tile of the scratch variants: x * y voxels of one xy tile, marching through `chunk`
+// consecutive z slices. Zero entries mean "choose" (see chooseForceTile).
+struct ForceTile {
+  int x = 0;
+  int y = 0;
+  int chunk = 0;
+};
+
+// What one force launch looks like (benchmarks and the paper's Table 1 report it).
+struct ForceLaunchInfo {
+  RegistrationVariant variant = RegistrationVariant::Naive;
+  int tileX = 1, tileY = 1, chunk = 1;  // voxels per team: tileX * tileY * chunk (Naive: 1x1x1)
+  int teamSize = 0;                     // threads per team (Naive: 0 = backend's block size)
+  std::size_t scratchBytes = 0;         // level-0 scratch per team
+  std::size_t scratchMax = 0;           // the backend's level-0 limit
+  std::int64_t teams = 0;               // league size (Naive: voxels = work items)
+};
+
+inline std::string describe(ForceLaunchInfo const& i) {
+  return std::string(toString(i.variant)) + " tile " + std::to_string(i.tileX) + "x" +
+         std::to_string(i.tileY) + "x" + std::to_string(i.chunk) + ", team " +
+         std::to_string(i.teamSize) + ", scratch " + std::to_string(i.scratchBytes) + "/" +
+         std::to_string(i.scratchMax) + " B, teams " + std::to_string(i.teams);
+}
+
+// The views of one force evaluation.
+template <class Mem>
+struct ForceViews {
+  RandomImage<Mem> moving;
+  RandomImage<Mem> fixed;
+  RandomField<Mem> u;
+  Field<Mem> f;
+};
+
+// Level-0 scratch bytes of `n` floats as Kokkos lays them out (alignment included).
+template <class Exec>
+std::size_t scratchFloatBytes(std::size_t n) {
+  using ScratchView = Kokkos::View<float*, typename Exec::scratch_memory_space,
+                                   Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
+  return ScratchView::shmem_size(n);
+}
+
+// Shortest z chunk a team marches through: the prologue of a chunk (Recompute: 4 extra u slices;
+// Reuse: 2 u slices and one W slice) then costs at most ~1/4 of the chunk's loads.
+inline constexpr int kMinChunk = 8;
+
+// Default z chunk: the whole column, split so that the league holds about twice as many teams
+// as the device runs at once (concurrency / teamSize), but no chunk shorter than kMinChunk.
+// Host backends (a few threads) keep whole columns unless the image has fewer xy tiles than
+// twice their thread count. Not tuned yet: the chunk length is a parameter of ForceTile.
+inline int defaultChunk(Extents const& e, int tileX, int tileY, int concurrency, int teamSize) {
+  const std::int64_t tilesXY =
+      static_cast<std::int64_t>(ceilDiv(e.nx, tileX)) * ceilDiv(e.ny, tileY);
+  const std::int64_t wanted = std::max<std::int64_t>(1, 2 * concurrency / std::max(1, teamSize));
+  const std::int64_t chunks = std::max<std::int64_t>(1, (wanted + tilesXY - 1) / tilesXY);
+  const int chunk = static_cast<int>((e.nz + chunks - 1) / chunks);
+  return std::min(e.nz, std::max(kMinChunk, chunk));
+}
+
+// Team size: what the backend recommends for this functor and scratch (ParallelReduce), capped
+// at the next power of two of `work` (the most work items one pass of the team offers). Kokkos
+// 3.4 Serial answers 1.
+template <class Policy, class Functor>
+int chooseTeamSize(Policy const& policy, Functor const& f, int work) {
+  const int rec = policy.team_size_recommended(f, Kokkos::ParallelReduceTag());
+  int cap = 1;
+  while (cap < work) cap *= 2;
+  return std::max(1, std::min(rec, cap));
+}
+
+// Launch of a team variant (Recompute, Reuse): Functor::scratchFloats(tx, ty) floats of level-0
+// scratch per team. A requested tile (x, y > 0) is used as is; else `preferred` shrinks (y by
+// one, then x halved) until its scratch fits the backend's limit. Zero chunk: defaultChunk.
+template <class Functor, class Exec>
+ForceLaunchInfo teamLaunchInfo(Exec const& exec, Extents const& e, RegistrationVariant variant,
+                               ForceTile const& requested, ForceTile const& preferred) {
+  using Policy = Kokkos::TeamPolicy<Exec>;
+  const std::size_t maxBytes = kx::scratchSizeMax<Policy>(0);
+  auto bytes = [](int tx, int ty) {
+    return scratchFloatBytes<Exec>(Functor::scratchFloats(tx, ty));
+  };
+  ForceLaunchInfo i;
+  i.variant = variant;
+  i.scratchMax = maxBytes;
+  const std::string name = std::string("registration ") + toString(variant) + " force";
+  if (requested.x > 0 || requested.y > 0) {
+    if (requested.x < 1 || requested.y < 1 || requested.x > 1024 || requested.y > 1024)
+      throw InvalidArgument(name + ": tile " + std::to_string(requested.x) + "x" +
+                            std::to_string(requested.y) + " must have extents in [1, 1024]");
+    if (bytes(requested.x, requested.y) > maxBytes)
+      throw Unsupported(name + ": tile " + std::to_string(requested.x) + "x" +
+                        std::to_string(requested.y) + " needs " +
+                        std::to_string(bytes(requested.x, requested.y)) +
+                        " B of team scratch, more than the " + std::to_string(maxBytes) +
+                        " B this execution space offers");
+    i.tileX = requested.x;
+    i.tileY = requested.y;
+  } else {
+    int tx = preferred.x, ty = preferred.y;
+    while (bytes(tx, ty) > maxBytes) {
+      if (ty > 1)
+        --ty;
+      else if (tx > 1)
+        tx = (tx + 1) / 2;
+      else
+        throw Unsupported(name + " needs " + std::to_string(bytes(1, 1)) +
+                          " B of team scratch even for a 1x1 tile, more than the " +
+                          std::to_string(maxBytes) +
+                          " B this execution space offers; use the naive variant");
+    }
+    i.tileX = tx;
+    i.tileY = ty;
+  }
+  if (requested.chunk < 0)
+    throw InvalidArgument(name + ": the z chunk must be >= 1, got " +
+                          std::to_string(requested.chunk));
+  i.scratchBytes = bytes(i.tileX, i.tileY);
+  const Policy probe =
+      Policy(exec, 1, Kokkos::AUTO).set_scratch_size(0, Kokkos::PerTeam(i.scratchBytes));
+  i.teamSize = chooseTeamSize(probe, Functor{}, i.tileX * i.tileY);
+  i.chunk = requested.chunk > 0
+                ? std::min(requested.chunk, e.nz)
+                : defaultChunk(e, i.tileX, i.tileY, kx::concurrency(exec), i.teamSize);
+  i.teams = static_cast<std::int64_t>(ceilDiv(e.nx, i.tileX)) * ceilDiv(e.ny, i.tileY) *
+            ceilDiv(e.nz, i.chunk);
+  if (i.teams > INT_MAX) throw InvalidArgument(name + ": too many teams for one launch");
+  return i;
+}
+
+// The exact policy a team variant launches with `info` (resource reports: gpu/Resources.hpp
+// takes this policy and the functor from forceTeamFunctor).
+template <class Exec>
+Kokkos::TeamPolicy<Exec> forceTeamPolicy(Exec const& exec, ForceLaunchInfo const& info) {
+  return Kokkos::TeamPolicy<Exec>(exec, static_cast<int>(info.teams), info.teamSize)
+      .set_scratch_size(0, Kokkos::PerTeam(info.scratchBytes));
+}
+
+// A team variant's functor (fields v, e, lambda, tx, ty, chunk, tilesX, tilesY) set up for
+// `info`. Closures above 512 B would go to constant memory under a lock on CUDA.
+template <class Functor>
+Functor forceTeamFunctor(ForceViews<typename Functor::Mem> const& views, Extents const& e,
+                         float lambda, ForceLaunchInfo const& info) {
+  static_assert(sizeof(Functor) <= 512, "force functor closure above 512 B");
+  Functor f;
+  f.v = views;
+  f.e = e;
+  f.lambda = lambda;
+  f.tx = info.tileX;
+  f.ty = info.tileY;
+  f.chunk = info.chunk;
+  f.tilesX = ceilDiv(e.nx, info.tileX);
+  f.tilesY = ceilDiv(e.ny, info.tileY);
+  return f;
+}
+
+template <class Functor, class Exec>
+EnergySums launchTeams(Exec const& exec, ForceViews<typename Exec::memory_space> const& views,
+                       Extents const& e, float lambda, ForceLaunchInfo const& info,
+                       const char* label) {
+  EnergySums s;
+  Kokkos::parallel_reduce(label, forceTeamPolicy(exec, info),
+                          forceTeamFunctor<Functor>(views, e, lambda, info), s);
+  return s;
+}
+
+// Specialised by gpu/registration/detail/ForceNaive.hpp, ...Recompute.hpp, ...Reuse.hpp:
+//   static ForceLaunchInfo info(Exec const&, Extents const&, ForceTile const& requested);
+//   static EnergySums launch(Exec const&, ForceViews<Mem> const&, Extents const&, float lambda,
+//                            ForceLaunchInfo const&);   (fences: returns the sums)
+// `requested` with x, y > 0 is used as is (Unsupported if its scratch does not fit); zeros pick
+// the variant's default tile shrunk to the backend's scratch limit.
+template <RegistrationVariant V, class Exec>
+struct ForceKernel;
+
+// ---- Gaussian smoothing
+// ------------------------------------------------------------------------------
+
+// Half of the symmetric taps: w[k] = exp(-k^2 / (2 sigma^2)) / sum, k = 0..radius.
+struct GaussianTaps {
+  float w[RegistrationParams::kMaxRadius + 1];
+  int radius;
+};
+
+inline GaussianTaps gaussianTaps(float sigma) {
+  GaussianTaps t{};
+  t.radius = smoothingRadius(sigma);
+  if (t.radius < 0 || t.radius > RegistrationParams::kMaxRadius || !(sigma > 0.0f))
+    throw InvalidArgument("registration smoothing: sigma must be in (0, " +
+                          std::to_string(RegistrationParams::kMaxRadius / 3) + "] voxels, got " +
+                          std::to_string(sigma));
+  const double s2 = 2.0 * static_cast<double>(sigma) * static_cast<double>(sigma);
+  double sum = 0.0;
+  for (int k = -t.radius; k <= t.radius; ++k) sum += std::exp(-double(k) * double(k) / s2);
+  for (int k = 0; k <= t.radius; ++k)
+    t.w[k] = static_cast<float>(std::exp(-double(k) * double(k) / s2) / sum);
+  return t;
+}
+
+// One pass along Axis (0 = x, 1 = y, 2 = z) over every component: out = sum_k w_|k| in(i+k),
+// k = -r..r in that order, terms with i+k outside the grid left out (zero boundary). One team per image row (c, z, y), its threads across x: no 64-bit
+// index division per voxel (the flat RangePolicy version spent most of its time there: 2.16 ms
+// for the three passes at 240^3, radius 6, on an H200 = 11 % of the copy bandwidth), and
+// consecutive threads read consecutive x on every axis.
+template <int Axis, class Exec>
+struct SmoothFunctor {
+  using Mem = typename Exec::memory_space;
+  using member_type = typename Kokkos::TeamPolicy<Exec>::member_type;
+  ConstField<Mem> in;
+  Field<Mem> out;
+  GaussianTaps taps;
+  Extents e;
+
+  KOKKOS_INLINE_FUNCTION void operator()(member_type const& team) const {
+    const int row = team.league_rank();
+    const int y = row % e.ny;
+    const int z = (row / e.ny) % e.nz;
+    const int c = row / (e.ny * e.nz);
+    const int r = taps.radius;
+    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, e.nx), [&](const int x) {
+      float s = 0.0f;
+      const int pos = Axis == 0 ? x : (Axis == 1 ? y : z);
+      const int len = Axis == 0 ? e.nx : (Axis == 1 ? e.ny : e.nz);
+      for (int k = -r; k <= r; ++k) {
+        const int q = pos + k;
+        if (q < 0 || q >= len) continue;  // zero outside the grid (spec)
+        const float w = taps.w[k < 0 ? -k : k];
+        float v;
+        if (Axis == 0)
+          v = in(c, z, y, q);
+        else if (Axis == 1)
+          v = in(c, z, q, x);
+        else
+          v = in(c, q, y, x);
+        s += w * v;
+      }
+      out(c, z, y, x) = s;
+    });
+  }
+};
+
+// y and z passes, tiled: a team owns kSmoothTileX consecutive x by kSmoothTileA consecutive
+// positions along the pass axis (fixed component and third coordinate), loads the column
+// segment with its 2r apron once into level-0 scratch (zero outside the grid, applied while loading), then
+// every output reads its 2r+1 taps from scratch: each input value is read from memory once per
+// tile instead of 2r+1 times through L2. Same taps, same order as SmoothFunctor.
+inline constexpr int kSmoothTileX = 32;
+inline constexpr int kSmoothTileA = 32;
+
+template <int Axis, class Exec>
+struct SmoothTiledFunctor {
+  static_assert(Axis == 1 || Axis == 2, "tiled smoothing runs the y and z passes");
+  using Mem = typename Exec::memory_space;
+  using member_type = typename Kokkos::TeamPolicy<Exec>::member_type;
+  using scratch_view = Kokkos::View<float*, typename Exec::scratch_memory_space,
+                                    Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
+  ConstField<Mem> in;
+  Field<Mem> out;
+  GaussianTaps taps;
+  Extents e;
+  int tilesX = 1, tilesA = 1;
+
+  static std::size_t scratchBytes(int radius) {
+    return scratch_view::shmem_size(static_cast<std::size_t>(kSmoothTileX) * (kSmoothTileA + 2 * radius));
+  }
+
+  KOKKOS_INLINE_FUNCTION void operator()(member_type const& team) const {
+    const int nA = Axis == 1 ? e.ny : e.nz;  // extent along the pass
+    const int nB = Axis == 1 ? e.nz : e.ny;  // the third coordinate
+    int t = team.league_rank();
+    const int tx = t % tilesX;
+    t /= tilesX;
+    const int ta = t % tilesA;
+    t /= tilesA;
+    const int b = t % nB;
+    const int c = t / nB;
+    const int x0 = tx * kSmoothTileX, a0 = ta * kSmoothTileA;
+    const int r = taps.radius;
+    const int rows = kSmoothTileA + 2 * r;
+    scratch_view buf(team.team_scratch(0), static_cast<std::size_t>(kSmoothTileX) * rows);
+    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, kSmoothTileX * rows), [&](const int i) {
+      const int lx = i % kSmoothTileX, la = i / kSmoothTileX;
+      const int x = clampIndex(x0 + lx, e.nx);  // columns past nx are loaded but never written
+      const int a = a0 + la - r;
+      buf(i) = (a < 0 || a >= nA) ? 0.0f : (Axis == 1 ? in(c, b, a, x) : in(c, a, b, x));
+    });
+    team.team_barrier();
+    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, kSmoothTileX * kSmoothTileA), [&](const int i) {
+      const int lx = i % kSmoothTileX, la = i / kSmoothTileX;
+      const int x = x0 + lx, a = a0 + la;
+      if (x >= e.nx || a >= nA) return;
+      float s = 0.0f;
+      for (int k = -r; k <= r; ++k) s += taps.w[k < 0 ? -k : k] * buf((la + r + k) * kSmoothTileX + lx);
+      if (Axis == 1)
+        out(c, b, a, x) = s;
+      else
+        out(c, a, b, x) = s;
+    });
+  }
+};
+
+template <int Axis, class Exec>
+void smoothTiled(Exec const& exec, ConstField<typename Exec::memory_space> in, Field<typename Exec::memory_space> out,
+                 GaussianTaps const& taps, Extents const& e) {
+  using F = SmoothTiledFunctor<Axis, Exec>;
+  using Policy = Kokkos::TeamPolicy<Exec>;
+  const int nA = Axis == 1 ? e.ny : e.nz, nB = Axis == 1 ? e.nz : e.ny;
+  F f{in, out, taps, e, (e.nx + kSmoothTileX - 1) / kSmoothTileX, (nA + kSmoothTileA - 1) / kSmoothTileA};
+  const std::int64_t league = static_cast<std::int64_t>(in.extent(0)) * nB * f.tilesA * f.tilesX;
+  const std::size_t bytes = F::scratchBytes(taps.radius);
+  if (league > INT_MAX) throw InvalidArgument("registration smoothing: too many tiles for one launch");
+  if (bytes > kx::scratchSizeMax<Policy>(0))
+    throw Unsupported("registration smoothing: a " + std::to_string(kSmoothTileX) + "x" +
+                      std::to_string(kSmoothTileA) + " tile with radius " + std::to_string(taps.radius) +
+                      " needs " + std::to_string(bytes) + " B of team scratch, more than this backend offers");
+  Policy policy = [&] {
+    if constexpr (Kokkos::SpaceAccessibility<Exec, Kokkos::HostSpace>::accessible)
+      return Policy(exec, static_cast<int>(league), Kokkos::AUTO);
+    else  // one thread per output of a 32 x 32 tile would be 1024: 256 threads, 4 outputs each (not tuned)
+      return Policy(exec, static_cast<int>(league), 256);
+  }();
+  Kokkos::parallel_for(Axis == 1 ? "kortex::Registration::smooth::y" : "kortex::Registration::smooth::z",
+                       policy.set_scratch_size(0, Kokkos::PerTeam(bytes)), f);
+}
+
+// in -> out (x), out -> tmp (y), tmp -> out (z).
+template <class Exec>
+void smooth(Exec const& exec, ConstField<typename Exec::memory_space> in,
+            Field<typename Exec::memory_space> out, Field<typename Exec::memory_space> tmp,
+            GaussianTaps const& taps) {
+  const Extents e{static_cast<int>(in.extent(3)), static_cast<int>(in.extent(2)),
+                  static_cast<int>(in.extent(1))};
+  const std::int64_t rows = static_cast<std::int64_t>(in.extent(0)) * e.nz * e.ny;
+  if (rows > INT_MAX) throw InvalidArgument("registration smoothing: too many image rows for one launch");
+  // Device team size for the x pass: a warp multiple covering a typical row (<= 256 voxels) in
+  // one or two passes (not tuned); host spaces: AUTO (Kokkos 3.4 Serial allows only 1).
+  const int teamSize = e.nx > 128 ? 128 : 64;
+  Kokkos::TeamPolicy<Exec> policy = [&] {
+    if constexpr (Kokkos::SpaceAccessibility<Exec, Kokkos::HostSpace>::accessible)
+      return Kokkos::TeamPolicy<Exec>(exec, static_cast<int>(rows), Kokkos::AUTO);
+    else
+      return Kokkos::TeamPolicy<Exec>(exec, static_cast<int>(rows), teamSize);
+  }();
+  Kokkos::parallel_for("kortex::Registration::smooth::x", policy, SmoothFunctor<0, Exec>{in, out, taps, e});
+  smoothTiled<1>(exec, ConstField<typename Exec::memory_space>(out), tmp, taps, e);
+  smoothTiled<2>(exec, ConstField<typename Exec::memory_space>(tmp), out, taps, e);
+}
+
+// ---- rate, update, warp, Jacobian
+// ------------------------------------------------------------------
+
+template <class Mem>
+struct RateFunctor {
+  RandomField<Mem> u;
+  ConstField<Mem> v;
+  Field<Mem> rate;
+  Extents e;
+
+  KOKKOS_INLINE_FUNCTION void operator()(std::int64_t i, float& mx) const {
+    int x, y, z;
+    voxelOf(i, e, x, y, z);
+    const float vv[3] = {v(0, z, y, x), v(1, z, y, x), v(2, z, y, x)};
+    const int xm = clampIndex(x - 1, e.nx), xp = clampIndex(x + 1, e.nx);
+    const int ym = clampIndex(y - 1, e.ny), yp = clampIndex(y + 1, e.ny);
+    const int zm = clampIndex(z - 1, e.nz), zp = clampIndex(z + 1, e.nz);
+    float h[9];
+    for (int c = 0; c < 3; ++c) {
+      const float u0 = u(c, z, y, x);
+      h[3 * c + 0] = regUpwind(vv[0], u(c, z, y, xm), u0, u(c, z, y, xp));
+      h[3 * c + 1] = regUpwind(vv[1], u(c, z, ym, x), u0, u(c, z, yp, x));
+      h[3 * c + 2] = regUpwind(vv[2], u(c, zm, y, x), u0, u(c, zp, y, x));
+    }
+    float r[3];
+    regRate(h, vv, r);
+    rate(0, z, y, x) = r[0];
+    rate(1, z, y, x) = r[1];
+    rate(2, z, y, x) = r[2];
+    const float norm = regStepNorm(r, vv);
+    if (norm > mx) mx = norm;
+  }
+};
+
+// rate = v - H v (upwind, core/Registration.hpp); returns the step norm m (fences).
+template <class Exec>
+double rate(Exec const& exec, ConstField<typename Exec::memory_space> u,
+            ConstField<typename Exec::memory_space> v, Field<typename Exec::memory_space> r,
+            Extents const& e) {
+  using Mem = typename Exec::memory_space;
+  float mx = 0.0f;
+  Kokkos::parallel_reduce(
+      "kortex::Registration::rate",
+      Kokkos::RangePolicy<Exec, Kokkos::IndexType<std::int64_t>>(exec, 0, e.voxels()),
+      RateFunctor<Mem>{u, v, r, e}, Kokkos::Max<float>(mx));
+  return static_cast<double>(mx);
+}
+
+template <class Mem>
+struct UpdateFunctor {
+  const float* u;
+  const float* rate;
+  float* out;
+  float dt;
+  KOKKOS_INLINE_FUNCTION void operator()(std::int64_t i) const { out[i] = u[i] + dt * rate[i]; }
+};
+
+template <class Exec>
+void update(Exec const& exec, ConstField<typename Exec::memory_space> u,
+            ConstField<typename Exec::memory_space> r, float dt,
+            Field<typename Exec::memory_space> out) {
+  Kokkos::parallel_for(
+      "kortex::Registration::update",
+      Kokkos::RangePolicy<Exec, Kokkos::IndexType<std::int64_t>>(
+          exec, 0, static_cast<std::int64_t>(u.span())),
+      UpdateFunctor<typename Exec::memory_space>{u.data(), r.data(), out.data(), dt});
+}
+
+template <class Mem>
+struct WarpFunctor {
+  RandomImage<Mem> moving;
+  ConstField<Mem> u;
+  ImageView<Mem> out;
+  Extents e;
+  KOKKOS_INLINE_FUNCTION void operator()(std::int64_t i) const {
+    int x, y, z;
+    voxelOf(i, e, x, y, z);
+    float grad[3];
+    out(z, y, x) = regSampleTrilinear(moving, static_cast<float>(x) - u(0, z, y, x),
+                                      static_cast<float>(y) - u(1, z, y, x),
+                                      static_cast<float>(z) - u(2, z, y, x), grad);
+  }
+};
+
+template <class Mem>
+struct JacobianFunctor {
+  RandomField<Mem> u;
+  ImageView<Mem> out;
+  Extents e;
+  KOKKOS_INLINE_FUNCTION void operator()(std::int64_t i) const {
+    int x, y, z;
+    voxelOf(i, e, x, y, z);
+    float g[9];
+    gradientGlobal(u, e, x, y, z, g);
+    out(z, y, x) = regDeterminant(g);
+  }
+};
+
+}  // namespace kortex::gpu::registration_detail
+

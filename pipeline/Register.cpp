@@ -1,0 +1,260 @@
+#include "pipeline/Register.hpp"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <map>
+#include <set>
+
+#include "core/Errors.hpp"
+#include "core/Intensity.hpp"
+#include "gpu/affine/Affine.hpp"
+#include "gpu/registration/Registration.hpp"
+#include "reference_cpu/Affine.hpp"
+#include "reference_cpu/Registration.hpp"
+
+namespace kortex::pipeline {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+void requireVolume(HostImage const& img, const char* name) {
+  if (img.data.data() == nullptr || img.numVoxels() == 0)
+    throw InvalidArgument(std::string("registration: the ") + name + " image is empty");
+  if (img.geometry.dimension != 3)
+    throw InvalidArgument(std::string("registration: the ") + name + " image must be 3D, got " +
+                          describe(img.geometry));
+}
+
+// Fraction of fixed voxels whose mapped point lies inside the moving volume.
+double overlapFraction(AffineTransform const& t, Geometry const& fixed, Geometry const& moving) {
+  Index inside = 0;
+  const Index nx = fixed.nx(), ny = fixed.ny(), nz = fixed.nz();
+#pragma omp parallel for reduction(+ : inside) collapse(2)
+  for (Index z = 0; z < nz; ++z)
+    for (Index y = 0; y < ny; ++y)
+      for (Index x = 0; x < nx; ++x) {
+        const auto q = t.apply({double(x), double(y), double(z)});
+        if (affineInside(q.data(), int(moving.nx()), int(moving.ny()), int(moving.nz()))) ++inside;
+      }
+  return double(inside) / double(fixed.numVoxels());
+}
+
+bool insideGrid(std::array<double, 3> const& q, Geometry const& g) {
+  return affineInside(q.data(), int(g.nx()), int(g.ny()), int(g.nz()));
+}
+
+std::array<double, 3> toWorld(Geometry const& g, std::array<double, 3> const& p) {
+  std::array<double, 3> w{};
+  for (int r = 0; r < 3; ++r) {
+    w[r] = g.origin[r];
+    for (int c = 0; c < 3; ++c) w[r] += g.direction[3 * r + c] * g.spacing[c] * p[c];
+  }
+  return w;
+}
+
+template <class Exec>
+void runKokkos(HostImage const& movingN, HostImage const& fixedN, HostImage const& moving, HostImage const& fixed,
+               RegistrationPipelineOptions const& opt, RegistrationPipelineResult& r) {
+  using Mem = typename Exec::memory_space;
+  Exec exec;
+  r.executionSpace = Exec::name();
+  auto t0 = Clock::now();
+  if (opt.presetAffine) {
+    r.affine = *opt.presetAffine;
+  } else if (opt.useAffine) {
+    AffineParams ap = opt.affine;
+    ap.intensity = opt.intensity;
+    r.affineResult = gpu::affineRegister(exec, moving, fixed, ap, opt.affineProgress);
+    r.affine = r.affineResult.transform;
+    r.affineRan = true;
+  }
+  r.secondsAffine = since(t0);
+  t0 = Clock::now();
+  auto dMoving = Kokkos::create_mirror_view_and_copy(Mem(), movingN.data);
+  auto dFixed = Kokkos::create_mirror_view_and_copy(Mem(), fixedN.data);
+  ImageView<Mem> dResampled("kortex::registerPair::movingResampled", fixed.geometry.nz(), fixed.geometry.ny(),
+                            fixed.geometry.nx());
+  gpu::resampleAffine(exec, ConstImageView<Mem>(dMoving), r.affine, dResampled);
+  exec.fence();
+  r.secondsResample = since(t0);
+  r.movingResampled = HostImage("kortex::registerPair::movingResampled", fixed.geometry);
+  Kokkos::deep_copy(r.movingResampled.data, dResampled);
+  r.u = VectorField<Kokkos::HostSpace>("kortex::registerPair::u", fixed.geometry, 3);
+  t0 = Clock::now();
+  if (opt.useFluid) {
+    gpu::Field<Mem> dU("kortex::registerPair::dU", 3, fixed.geometry.nz(), fixed.geometry.ny(), fixed.geometry.nx());
+    gpu::FluidRegistration<Exec> reg(exec, fixed.geometry, opt.fluid);
+    r.fluid = reg.run(ConstImageView<Mem>(dResampled), ConstImageView<Mem>(dFixed), dU, opt.progress);
+    Kokkos::deep_copy(r.u.data, dU);
+  }
+  r.secondsFluid = since(t0);
+}
+
+void runReference(HostImage const& movingN, HostImage const& fixedN, HostImage const& moving, HostImage const& fixed,
+                  RegistrationPipelineOptions const& opt, RegistrationPipelineResult& r) {
+  r.executionSpace = "OpenMP reference (" + std::to_string(omp_get_max_threads()) + " threads)";
+  auto t0 = Clock::now();
+  if (opt.presetAffine) {
+    r.affine = *opt.presetAffine;
+  } else if (opt.useAffine) {
+    AffineParams ap = opt.affine;
+    ap.intensity = opt.intensity;
+    r.affineResult = ref::affineRegister(moving, fixed, ap, opt.affineProgress);
+    r.affine = r.affineResult.transform;
+    r.affineRan = true;
+  }
+  r.secondsAffine = since(t0);
+  t0 = Clock::now();
+  r.movingResampled = ref::resampleAffine(movingN, fixed.geometry, r.affine);
+  r.secondsResample = since(t0);
+  r.u = VectorField<Kokkos::HostSpace>("kortex::registerPair::u", fixed.geometry, 3);
+  t0 = Clock::now();
+  if (opt.useFluid) r.fluid = ref::fluidRegister(r.movingResampled, fixedN, r.u, opt.fluid, opt.progress);
+  r.secondsFluid = since(t0);
+}
+
+}  // namespace
+
+RegistrationPipelineResult registerPair(HostImage const& moving, HostImage const& fixed,
+                                        RegistrationPipelineOptions const& opt) {
+  const auto tStart = Clock::now();
+  requireVolume(moving, "moving");
+  requireVolume(fixed, "fixed");
+  opt.fluid.validateFor(fixed.geometry);
+  if (opt.useAffine) opt.affine.validate();
+  opt.intensity.validate();
+
+  RegistrationPipelineResult r;
+  r.backend = resolve(opt.backend);
+  r.fixedGrid = fixed.geometry;
+  r.movingGrid = moving.geometry;
+  auto t0 = Clock::now();
+  HostImage movingN = normaliseIntensity(moving, opt.intensity, "moving image");
+  r.fixedNormalised = normaliseIntensity(fixed, opt.intensity, "fixed image");
+  r.secondsNormalise = since(t0);
+
+  r.affine = initialTransform(fixed.geometry, moving.geometry);
+  r.overlapStart = overlapFraction(r.affine, fixed.geometry, moving.geometry);
+  if (r.overlapStart < kMinOverlap)
+    throw InvalidArgument("registration: no overlap after alignment: only " +
+                          std::to_string(100.0 * r.overlapStart) +
+                          " % of the fixed voxels map inside the moving image through the image headers "
+                          "(need " + std::to_string(100.0 * kMinOverlap) + " %); check the files' orientation");
+
+  if (r.backend == Backend::Cpu)
+    runReference(movingN, r.fixedNormalised, moving, fixed, opt, r);
+  else
+    runKokkos<Kokkos::DefaultExecutionSpace>(movingN, r.fixedNormalised, moving, fixed, opt, r);
+  if (!opt.useFluid) {
+    r.fluid.initial = r.fluid.final = RegistrationEnergy{};
+    r.fluid.stop = StopReason::IterationCap;
+  }
+  r.secondsTotal = since(tStart);
+  return r;
+}
+
+std::array<double, 3> mapPoint(RegistrationPipelineResult const& r, Index x, Index y, Index z) {
+  return r.affine.apply({double(x) - r.u.data(0, z, y, x), double(y) - r.u.data(1, z, y, x),
+                         double(z) - r.u.data(2, z, y, x)});
+}
+
+std::array<double, 3> mapPoint(RegistrationPipelineResult const& r, std::array<double, 3> const& p) {
+  float grad[3];
+  std::array<double, 3> q{};
+  for (int c = 0; c < 3; ++c) {
+    auto comp = Kokkos::subview(r.u.data, c, Kokkos::ALL, Kokkos::ALL, Kokkos::ALL);
+    q[c] = p[c] - regSampleTrilinear(comp, float(p[0]), float(p[1]), float(p[2]), grad);
+  }
+  return r.affine.apply(q);
+}
+
+HostImage warpedMoving(RegistrationPipelineResult const& r, HostImage const& movingOriginal) {
+  if (!movingOriginal.geometry.sameGrid(r.movingGrid))
+    throw InvalidArgument("warpedMoving: the image is not on the registered moving grid");
+  HostImage out("kortex::registration::warped", r.fixedGrid);
+  out.metadata = movingOriginal.metadata;
+  const Geometry& g = r.fixedGrid;
+  const auto mv = movingOriginal.data;
+#pragma omp parallel for collapse(2)
+  for (Index z = 0; z < g.nz(); ++z)
+    for (Index y = 0; y < g.ny(); ++y)
+      for (Index x = 0; x < g.nx(); ++x) {
+        const auto q = mapPoint(r, x, y, z);
+        out.data(z, y, x) = insideGrid(q, r.movingGrid) ? affineSample(mv, q.data(), nullptr) : 0.0f;
+      }
+  return out;
+}
+
+HostImage warpedLabels(RegistrationPipelineResult const& r, HostImage const& movingLabels) {
+  if (!movingLabels.geometry.sameGrid(r.movingGrid))
+    throw InvalidArgument("warpedLabels: the label map is not on the registered moving grid");
+  HostImage out("kortex::registration::labels", r.fixedGrid);
+  const Geometry& g = r.fixedGrid;
+  const Geometry& m = r.movingGrid;
+#pragma omp parallel for collapse(2)
+  for (Index z = 0; z < g.nz(); ++z)
+    for (Index y = 0; y < g.ny(); ++y)
+      for (Index x = 0; x < g.nx(); ++x) {
+        const auto q = mapPoint(r, x, y, z);
+        const Index kx = Index(std::floor(q[0] + 0.5)), ky = Index(std::floor(q[1] + 0.5)),
+                    kz = Index(std::floor(q[2] + 0.5));
+        const bool in = kx >= 0 && kx < m.nx() && ky >= 0 && ky < m.ny() && kz >= 0 && kz < m.nz();
+        out.data(z, y, x) = in ? movingLabels.data(kz, ky, kx) : 0.0f;
+      }
+  return out;
+}
+
+VectorField<Kokkos::HostSpace> worldDisplacement(RegistrationPipelineResult const& r) {
+  const Geometry& g = r.fixedGrid;
+  VectorField<Kokkos::HostSpace> d("kortex::registration::displacement", g, 3);
+#pragma omp parallel for collapse(2)
+  for (Index z = 0; z < g.nz(); ++z)
+    for (Index y = 0; y < g.ny(); ++y)
+      for (Index x = 0; x < g.nx(); ++x) {
+        const auto wm = toWorld(r.movingGrid, mapPoint(r, x, y, z));
+        const auto wf = toWorld(g, {double(x), double(y), double(z)});
+        for (int c = 0; c < 3; ++c) d.data(c, z, y, x) = static_cast<float>(wm[c] - wf[c]);
+      }
+  return d;
+}
+
+HostImage jacobianMap(RegistrationPipelineResult const& r) {
+  HostImage out("kortex::registration::jacobian", r.fixedGrid);
+  ref::jacobianDeterminant(r.u.data, out.data);
+  return out;
+}
+
+nlohmann::json toJson(RegistrationPipelineResult const& r) {
+  nlohmann::json j;
+  j["backend"] = toString(r.backend);
+  j["execution_space"] = r.executionSpace;
+  j["fixed_grid"] = describe(r.fixedGrid);
+  j["moving_grid"] = describe(r.movingGrid);
+  j["overlap_start"] = r.overlapStart;
+  if (r.affineRan) {
+    j["affine"] = {{"ncc_initial", r.affineResult.nccInitial},
+                   {"ncc_final", r.affineResult.nccFinal},
+                   {"overlap", r.affineResult.overlap},
+                   {"evaluations", r.affineResult.evaluations},
+                   {"levels", r.affineResult.levelsUsed},
+                   {"world_matrix", r.affineResult.world}};
+  }
+  j["fluid"] = {{"iterations", r.fluid.iterations},
+                {"accepted", r.fluid.accepted},
+                {"rejected", r.fluid.rejected},
+                {"stop", toString(r.fluid.stop)},
+                {"energy_initial", r.fluid.initial.total},
+                {"energy_final", r.fluid.final.total},
+                {"min_jacobian", r.fluid.final.minJacobian}};
+  j["seconds"] = {{"normalise", r.secondsNormalise}, {"affine", r.secondsAffine},
+                  {"resample", r.secondsResample},   {"fluid", r.secondsFluid},
+                  {"total", r.secondsTotal}};
+  return j;
+}
+
+}  // namespace kortex::pipeline

@@ -1,0 +1,402 @@
+// The product jobs of pipeline/: each validates its parameters against the image and scans the
+// input for NaN/Inf once, before anything runs, on either back end; then it gives exactly what the
+// back end it picked gives when called directly (the jobs add no maths of their own).
+#define BOOST_TEST_MODULE Pipeline
+#include <boost/test/unit_test.hpp>
+
+#include <cmath>
+#include <functional>
+#include <limits>
+#include <optional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "TestUtils.hpp"
+#include "core/Errors.hpp"
+#include "gpu/bilateral/Bilateral.hpp"
+#include "gpu/multires/Multires.hpp"
+#include "gpu/nlm/Nlm.hpp"
+#include "gpu/surface_nlm/SurfaceNlm.hpp"
+#include "pipeline/Denoise.hpp"
+#include "pipeline/Register.hpp"
+#include "pipeline/Surface.hpp"
+#include "reference_cpu/Bilateral.hpp"
+#include "reference_cpu/Multires.hpp"
+#include "reference_cpu/Nlm.hpp"
+#include "reference_cpu/SurfaceNlm.hpp"
+
+using namespace kortex;
+
+namespace {
+
+constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
+constexpr float kInf = std::numeric_limits<float>::infinity();
+const std::vector<Backend> kBackends{Backend::Cpu, Backend::Kokkos};
+
+HostImage randomImage(Geometry const& g, unsigned seed, float scale = 1.0f) {
+  HostImage img("kortex::test::Pipeline::random", g);
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(0.0f, scale);
+  for (Index i = 0; i < img.numVoxels(); ++i) img.data.data()[i] = u(rng);
+  return img;
+}
+
+BilateralParams bf(int radius, float sigmaS, float sigmaR) {
+  BilateralParams p;
+  p.radius = radius;
+  p.sigmaSpatial = sigmaS;
+  p.sigmaRange = sigmaR;
+  return p;
+}
+
+NlmParams nlmParams(int patch, int search, float h) {
+  NlmParams p;
+  p.patchRadius = patch;
+  p.searchRadius = search;
+  p.h = h;
+  return p;
+}
+
+MultiresParams mr(int levels, int radius, float sigmaS, float sigmaR) {
+  MultiresParams p;
+  p.levels = levels;
+  p.radius = radius;
+  p.sigmaSpatial = sigmaS;
+  p.sigmaRange = sigmaR;
+  return p;
+}
+
+bool mentions(std::exception const& e, std::string const& what) {
+  return std::string(e.what()).find(what) != std::string::npos;
+}
+
+// `job` must throw InvalidArgument whose message contains `what`.
+void expectRefused(std::function<void()> const& job, std::string const& what) {
+  try {
+    job();
+    BOOST_ERROR("expected InvalidArgument mentioning '" << what << "', nothing was thrown");
+  } catch (InvalidArgument const& e) {
+    BOOST_TEST(mentions(e, what), "'" << what << "' not in: " << e.what());
+  }
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(non_finite_input_rejected_on_every_backend) {
+  for (Backend b : kBackends)
+    for (float bad : {kNaN, kInf, -kInf}) {
+      BOOST_TEST_CONTEXT(toString(b) << " value " << bad) {
+        auto img = randomImage(Geometry::make3D(7, 6, 5), 1);
+        img.data(1, 2, 3) = bad;  // (z, y, x): voxel (x, y, z) = (3, 2, 1)
+        const std::string where = "NaN or Inf voxel at (x=3, y=2, z=1)";
+        expectRefused([&] { pipeline::denoiseBilateral(img, bf(1, 1.0f, 0.1f), b); }, where);
+        expectRefused([&] { pipeline::denoiseNlm(img, nlmParams(1, 2, 0.1f), b); }, where);
+        auto flat = randomImage(Geometry::make2D(9, 8), 1);
+        flat.data(0, 2, 3) = bad;
+        pipeline::MultiresJob job;
+        job.params = mr(2, 1, 1.0f, 0.1f);
+        job.backend = b;
+        expectRefused([&] { pipeline::denoiseMultires(flat, job); }, "NaN or Inf voxel at (x=3, y=2, z=0)");
+      }
+    }
+}
+
+BOOST_AUTO_TEST_CASE(bad_parameters_rejected_on_every_backend) {
+  const auto img2 = randomImage(Geometry::make2D(9, 12), 1);
+  const auto img3 = randomImage(Geometry::make3D(9, 12, 6), 1);
+  for (Backend b : kBackends) {
+    BOOST_TEST_CONTEXT(toString(b)) {
+      auto bil = [&](HostImage const& img, BilateralParams const& p) {
+        return [&img, p, b] { pipeline::denoiseBilateral(img, p, b); };
+      };
+      auto nlm = [&](HostImage const& img, NlmParams const& p) {
+        return [&img, p, b] { pipeline::denoiseNlm(img, p, b); };
+      };
+      // Radius smaller than every filtered extent.
+      expectRefused(bil(img2, bf(9, 1.0f, 0.1f)), "radius");
+      BOOST_CHECK_NO_THROW(bil(img2, bf(8, 1.0f, 0.1f))());
+      expectRefused(bil(img3, bf(6, 1.0f, 0.1f)), "radius");
+      expectRefused(bil(img2, bf(-1, 1.0f, 0.1f)), "radius");
+      expectRefused(nlm(img3, nlmParams(1, 6, 0.1f)), "search radius");
+      expectRefused(nlm(img3, nlmParams(6, 1, 0.1f)), "patch radius");
+      BOOST_CHECK_NO_THROW(nlm(img3, nlmParams(1, 5, 0.1f))());
+      expectRefused(nlm(img2, nlmParams(1, -1, 0.1f)), "radii");
+      expectRefused(nlm(img2, nlmParams(NlmParams::kMaxRadius + 1, 1, 0.1f)), "radii");
+      // h positive and finite; sigmas: spatial positive finite, range positive (inf allowed).
+      for (float h : {0.0f, -0.1f, kNaN, kInf}) expectRefused(nlm(img2, nlmParams(1, 2, h)), "NLM h");
+      for (float s : {0.0f, -1.0f, kNaN, kInf}) expectRefused(bil(img2, bf(2, s, 0.1f)), "spatial sigma");
+      for (float s : {0.0f, -0.1f, kNaN}) expectRefused(bil(img2, bf(2, 1.0f, s)), "range sigma");
+      BOOST_CHECK_NO_THROW(bil(img2, bf(2, 1.0f, kInf))());
+
+      // Multires: levels that fit, 2D, parameters, the variant of the pipeline that runs.
+      const auto img = randomImage(Geometry::make2D(97, 61), 1);
+      const int L = maxLevels(97, 61);
+      auto mres = [&](HostImage const& in, MultiresParams const& p, bool bilateralGiven = false) {
+        return [&in, p, b, bilateralGiven] {
+          pipeline::MultiresJob job;
+          job.params = p;
+          job.backend = b;
+          job.bilateralGiven = bilateralGiven;
+          job.integer = pipeline::IntegerMode::No;
+          pipeline::denoiseMultires(in, job);
+        };
+      };
+      expectRefused(mres(img, mr(L + 1, 2, 2.0f, 0.05f)), "too many");
+      expectRefused(mres(img, mr(0, 2, 2.0f, 0.05f)), "levels");
+      BOOST_CHECK_NO_THROW(mres(img, mr(L, 2, 2.0f, 0.05f))());
+      expectRefused(mres(randomImage(Geometry::make3D(9, 8, 3), 1), mr(1, 1, 1.0f, 0.1f)), "2D");
+      expectRefused(mres(img, mr(2, -1, 2.0f, 0.05f)), "radius");
+      expectRefused(mres(img, mr(2, 2, 0.0f, 0.05f)), "closeness sigma");
+      expectRefused(mres(img, mr(2, 2, 2.0f, kNaN)), "similarity sigma");
+      auto p = mr(2, 2, 2.0f, 0.05f);
+      p.bilateral = MultiresBilateralVariant::ClosenessSimilarityLut;
+      expectRefused(mres(img, p, true), "integer");
+      p = mr(2, 2, 2.0f, 0.05f);
+      p.pyramid = PyramidVariant::Packed16;
+      expectRefused(mres(img, p), "packed16");
+    }
+  }
+}
+
+// The jobs add nothing to the back ends: the CPU job is ref:: exactly, the Kokkos job is gpu:: on
+// the default execution space exactly (same inputs, same code: 0 difference).
+BOOST_AUTO_TEST_CASE(jobs_give_what_the_back_ends_give) {
+  using Exec = Kokkos::DefaultExecutionSpace;
+  using Mem = Exec::memory_space;
+  const auto img = randomImage(Geometry::make2D(40, 33), 7);
+  auto direct = [&](auto&& filter) {
+    auto din = test::toSpace<Exec>(img, "kortex::test::Pipeline::in");
+    ImageView<Mem> dout("kortex::test::Pipeline::out", din.extent(0), din.extent(1), din.extent(2));
+    filter(Exec(), ConstImageView<Mem>(din), dout);
+    Exec().fence();
+    return test::toHost(dout, img.geometry);
+  };
+  const auto pb = bf(3, 2.0f, 0.2f);
+  const auto pn = nlmParams(1, 3, 0.15f);
+  const auto pm = mr(3, 2, 2.0f, 0.1f);
+  pipeline::RunReport cpu, kokkos;
+  BOOST_TEST(test::maxAbsDifference(pipeline::denoiseBilateral(img, pb, Backend::Cpu, &cpu), ref::bilateral(img, pb)) == 0.0);
+  BOOST_TEST(cpu.backend == Backend::Cpu);
+  BOOST_TEST(test::maxAbsDifference(pipeline::denoiseBilateral(img, pb, Backend::Kokkos, &kokkos),
+                                    direct([&](auto const& e, auto const& i, auto const& o) { gpu::bilateral(e, i, o, pb); })) == 0.0);
+  BOOST_TEST(kokkos.backend == Backend::Kokkos);
+  BOOST_TEST(kokkos.executionSpace == Exec::name());
+  BOOST_TEST(test::maxAbsDifference(pipeline::denoiseNlm(img, pn, Backend::Cpu), ref::nlm(img, pn)) == 0.0);
+  BOOST_TEST(test::maxAbsDifference(pipeline::denoiseNlm(img, pn, Backend::Kokkos),
+                                    direct([&](auto const& e, auto const& i, auto const& o) { gpu::nlm(e, i, o, pn); })) == 0.0);
+  pipeline::MultiresJob job;
+  job.params = pm;
+  job.bilateralGiven = true;  // the params' own variant (float: ClosenessLut by default)
+  job.integer = pipeline::IntegerMode::No;
+  job.backend = Backend::Cpu;
+  BOOST_TEST(test::maxAbsDifference(pipeline::denoiseMultires(img, job), ref::multires(img, pm)) == 0.0);
+  job.backend = Backend::Kokkos;
+  BOOST_TEST(test::maxAbsDifference(pipeline::denoiseMultires(img, job),
+                                    direct([&](auto const& e, auto const& i, auto const& o) { gpu::multires(e, i, o, pm); })) == 0.0);
+}
+
+// Multires job policy: the integer pipeline runs for integer images in [0, 32767] (auto), is
+// refused for others when forced, and sigma_r = 2 x the estimated noise when automatic.
+BOOST_AUTO_TEST_CASE(multires_job_policy) {
+  HostImage ints("kortex::test::Pipeline::ints", Geometry::make2D(64, 48));
+  std::mt19937 rng(3);
+  std::uniform_int_distribution<int> u(0, 4095);
+  for (Index i = 0; i < ints.numVoxels(); ++i) ints.data.data()[i] = static_cast<float>(u(rng));
+  for (Backend b : kBackends) {
+    BOOST_TEST_CONTEXT(toString(b)) {
+      pipeline::MultiresJob job;
+      job.params = mr(3, 2, 2.0f, 40.0f);
+      job.backend = b;
+      pipeline::MultiresRun run;
+      const HostImage out = pipeline::denoiseMultires(ints, job, &run);
+      BOOST_TEST(run.integer);
+      BOOST_TEST((run.params.bilateral == MultiresBilateralVariant::ClosenessSimilarityLut));
+      for (Index i = 0; i < out.numVoxels(); ++i)
+        if (out.data.data()[i] != std::floor(out.data.data()[i])) {
+          BOOST_ERROR("integer pipeline output " << out.data.data()[i] << " is not an integer");
+          break;
+        }
+      job.integer = pipeline::IntegerMode::No;
+      pipeline::denoiseMultires(ints, job, &run);
+      BOOST_TEST(!run.integer);
+      BOOST_TEST((run.params.bilateral == MultiresBilateralVariant::ClosenessLut));
+
+      HostImage half = ints;
+      half.data = ImageView<Kokkos::HostSpace>("kortex::test::Pipeline::half", 1, 48, 64);
+      Kokkos::deep_copy(half.data, ints.data);
+      half.data(0, 5, 7) = 0.5f;
+      job.integer = pipeline::IntegerMode::Yes;
+      expectRefused([&] { pipeline::denoiseMultires(half, job); }, "integer in [0, 32767]");
+
+      job.integer = pipeline::IntegerMode::Auto;
+      job.autoSigmaRange = true;
+      pipeline::denoiseMultires(ints, job, &run);
+      BOOST_TEST(run.noiseSigma == pipeline::estimateNoiseSigma(ints));
+      BOOST_TEST(run.params.sigmaRange == static_cast<float>(2.0 * run.noiseSigma));
+      HostImage constant("kortex::test::Pipeline::constant", Geometry::make2D(16, 16));
+      Kokkos::deep_copy(constant.data, 100.0f);
+      expectRefused([&] { pipeline::denoiseMultires(constant, job); }, "no noise");
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(integer_mode_names) {
+  BOOST_TEST((pipeline::parseIntegerMode("auto") == pipeline::IntegerMode::Auto));
+  BOOST_TEST((pipeline::parseIntegerMode("yes") == pipeline::IntegerMode::Yes));
+  BOOST_TEST((pipeline::parseIntegerMode("no") == pipeline::IntegerMode::No));
+  BOOST_CHECK_THROW(pipeline::parseIntegerMode("maybe"), InvalidArgument);
+}
+
+// ---- surface denoise ----------------------------------------------------------------------------
+
+namespace {
+// phi of a cube of edge 2 (voxels 0..1) in an 8^3 grid: a band of 8 voxels at |phi| <= 0.5.
+HostImage tinyBandPhi() {
+  HostImage phi("kortex::test::Pipeline::phi", Geometry::make3D(8, 8, 8));
+  Kokkos::deep_copy(phi.data, 5.0f);
+  for (Index z = 0; z < 2; ++z)
+    for (Index y = 0; y < 2; ++y)
+      for (Index x = 0; x < 2; ++x) phi.data(z, y, x) = 0.5f;
+  return phi;
+}
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(surface_job_checks_once_before_running) {
+  for (Backend b : kBackends) {
+    BOOST_TEST_CONTEXT(toString(b)) {
+      pipeline::SurfaceJob job;
+      job.backend = b;
+      HostImage far("kortex::test::Pipeline::far", Geometry::make3D(8, 8, 8));
+      Kokkos::deep_copy(far.data, 5.0f);
+      expectRefused([&] { pipeline::surfaceDenoise(far, job); }, "is empty");
+      HostImage phi = tinyBandPhi();
+      expectRefused([&] { pipeline::surfaceDenoise(phi, job); }, "smaller than the band size 8");  // m = 96
+      job.params.neighbors = 4;
+      job.maxBytes = 1000;
+      expectRefused([&] { pipeline::surfaceDenoise(phi, job); }, "is available");
+      job.maxBytes = 0;
+      pipeline::SurfaceRun run;
+      BOOST_CHECK_NO_THROW(pipeline::surfaceDenoise(phi, job, &run));
+      BOOST_TEST(run.bandSize == 8);
+      BOOST_TEST((run.backend == b));
+      phi.data(5, 5, 5) = kNaN;
+      expectRefused([&] { pipeline::surfaceDenoise(phi, job); }, "NaN or Inf voxel at (x=5, y=5, z=5)");
+      phi.data(5, 5, 5) = 5.0f;
+      job.params.patch = 6;
+      expectRefused([&] { pipeline::surfaceDenoise(phi, job); }, "patch edge");
+      job.params.patch = 3;
+      HostImage flat("kortex::test::Pipeline::flat", Geometry::make2D(8, 8));
+      Kokkos::deep_copy(flat.data, 0.5f);
+      expectRefused([&] { pipeline::surfaceDenoise(flat, job); }, "3D");
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(surface_job_gives_what_the_back_ends_give) {
+  using Exec = Kokkos::DefaultExecutionSpace;
+  using Mem = Exec::memory_space;
+  HostImage clean, noisy;
+  test::noisySphere(20, 6.0, 0.3, 11, clean, noisy);
+  pipeline::SurfaceJob job;
+  job.params.neighbors = 16;
+  job.params.iterations = 3;
+  job.backend = Backend::Cpu;
+  BOOST_TEST(test::maxAbsDifference(pipeline::surfaceDenoise(noisy, job), ref::surfaceDenoise(noisy, job.params)) == 0.0);
+  job.backend = Backend::Kokkos;
+  const auto in = test::toSpace<Exec>(noisy, "kortex::test::Pipeline::phiIn");
+  ImageView<Mem> out("kortex::test::Pipeline::phiOut", in.extent(0), in.extent(1), in.extent(2));
+  gpu::surfaceDenoise(Exec(), ConstImageView<Mem>(in), out, job.params);
+  BOOST_TEST(test::maxAbsDifference(pipeline::surfaceDenoise(noisy, job), test::toHost(out, noisy.geometry)) == 0.0);
+}
+
+BOOST_AUTO_TEST_CASE(surface_phi_from_masks) {
+  HostImage labels("kortex::test::Pipeline::labels", Geometry::make3D(10, 10, 10));
+  Kokkos::deep_copy(labels.data, 0.0f);
+  for (Index z = 3; z < 7; ++z)
+    for (Index y = 3; y < 7; ++y)
+      for (Index x = 3; x < 7; ++x) labels.data(z, y, x) = x < 5 ? 2.0f : 3.0f;
+  // Not binary: refused as it is; a label or a threshold selects the inside.
+  BOOST_CHECK_THROW(pipeline::surfacePhiFromMask(labels), InvalidArgument);
+  const HostImage two = pipeline::surfacePhiFromMask(labels, 2.0);
+  const HostImage both = pipeline::surfacePhiFromMask(labels, std::nullopt, 1.5);
+  BOOST_TEST(two.data(4, 4, 3) < 0.0f);   // label 2: inside
+  BOOST_TEST(two.data(4, 4, 6) > 0.0f);   // label 3: outside
+  BOOST_TEST(both.data(4, 4, 6) < 0.0f);  // >= 1.5: inside
+  BOOST_TEST(labels.data(4, 4, 6) == 3.0f);  // the input is not modified
+  expectRefused([&] { pipeline::surfacePhiFromMask(labels, 2.0, 1.5); }, "exclude each other");
+  labels.data(0, 0, 0) = kNaN;
+  expectRefused([&] { pipeline::surfacePhiFromMask(labels, 2.0); }, "NaN");
+  HostImage flat("kortex::test::Pipeline::flat", Geometry::make2D(8, 8));
+  expectRefused([&] { pipeline::surfacePhiFromMask(flat); }, "3D");
+}
+
+// ---- register unbiased ----------------------------------------------------------------------------
+
+namespace {
+HostImage blob(Index n, double cx, unsigned) {
+  HostImage img("kortex::test::Pipeline::blob", Geometry::make3D(n, n, n));
+  for (Index z = 0; z < n; ++z)
+    for (Index y = 0; y < n; ++y)
+      for (Index x = 0; x < n; ++x) {
+        const double dx = x - cx, dy = y - 0.5 * n, dz = z - 0.5 * n;
+        img.data(z, y, x) = static_cast<float>(100.0 * std::exp(-(dx * dx + dy * dy + dz * dz) / 18.0));
+      }
+  return img;
+}
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(registration_job_checks_once_before_running) {
+  const HostImage fixed = blob(16, 8.0, 1), moving = blob(16, 9.0, 2);
+  for (Backend b : kBackends) {
+    BOOST_TEST_CONTEXT(toString(b)) {
+      pipeline::RegistrationPipelineOptions opt;
+      opt.backend = b;
+      opt.useAffine = false;
+      opt.fluid.iterations = 3;
+      BOOST_CHECK_NO_THROW(pipeline::registerPair(moving, fixed, opt));
+      auto bad = opt;
+      bad.fluid.lambda = -0.1;
+      expectRefused([&] { pipeline::registerPair(moving, fixed, bad); }, "lambda");
+      bad = opt;
+      bad.fluid.minStep = 2 * bad.fluid.maxStep;
+      expectRefused([&] { pipeline::registerPair(moving, fixed, bad); }, "step");
+      bad = opt;
+      bad.fluid.sigma = 11.0f;  // smoothing radius 33 > kMaxRadius
+      expectRefused([&] { pipeline::registerPair(moving, fixed, bad); }, "sigma");
+      for (float v : {kNaN, kInf}) {
+        HostImage m("kortex::test::Pipeline::m", moving.geometry);
+        Kokkos::deep_copy(m.data, moving.data);
+        m.data(1, 2, 3) = v;
+        expectRefused([&] { pipeline::registerPair(m, fixed, opt); }, "moving image contains");
+      }
+      HostImage flat("kortex::test::Pipeline::flat", Geometry::make2D(16, 16));
+      Kokkos::deep_copy(flat.data, 1.0f);
+      expectRefused([&] { pipeline::registerPair(flat, fixed, opt); }, "3D");
+      const HostImage small = blob(3, 1.0, 3);
+      expectRefused([&] { pipeline::registerPair(small, small, opt); }, "extent");
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(multires_integer_job_checks) {
+  HostImage ints("kortex::test::Pipeline::ints", Geometry::make2D(32, 24));
+  for (Index i = 0; i < ints.numVoxels(); ++i) ints.data.data()[i] = static_cast<float>((i * 37) % 1000);
+  for (Backend b : kBackends) {
+    BOOST_TEST_CONTEXT(toString(b)) {
+      pipeline::MultiresJob job;
+      job.params = mr(2, 1, 1.0f, 30.0f);
+      job.backend = b;
+      job.integer = pipeline::IntegerMode::Yes;
+      job.params.bits = 16;
+      expectRefused([&] { pipeline::denoiseMultires(ints, job); }, "bits");
+      job.params.bits = 10;
+      for (auto v : {MultiresBilateralVariant::Naive, MultiresBilateralVariant::ClosenessLut,
+                     MultiresBilateralVariant::FastMath}) {
+        job.params.bilateral = v;
+        job.bilateralGiven = true;
+        expectRefused([&] { pipeline::denoiseMultires(ints, job); }, "lut");
+      }
+    }
+  }
+}
