@@ -15,7 +15,7 @@
 #include "apps/Commands.hpp"
 #include "apps/Register.hpp"
 #include "apps/Surface.hpp"
-#include "bench/Tuners.hpp"
+#include "pipeline/Tune.hpp"
 #include "core/Errors.hpp"
 #include "core/Multires.hpp"
 #include "io/ImageIO.hpp"
@@ -260,7 +260,7 @@ int main(int argc, char** argv) {
                                           "and store them in the tuning database (read at run time)");
   app::TuneOptions to;
   std::string tunerNames;
-  for (auto const& t : bench::tune::tuners()) tunerNames += (tunerNames.empty() ? "" : ", ") + t.name;
+  for (auto const& t : pipeline::tune::tuners()) tunerNames += (tunerNames.empty() ? "" : ", ") + t.name;
   tune->add_option("--kernel", to.kernels, "Tuned kernel, repeatable (default: every one: " + tunerNames + ")");
   tune->add_option("--db", to.dbPath, "Tuning database to update or show (default: $KORTEX_TUNING_DB, else "
                                       "$XDG_CACHE_HOME/kortex/tuning.json, else ~/.cache/kortex/tuning.json)");

@@ -1,4 +1,4 @@
-// `kortex tune`: explores the configurations of every registered tuned kernel (bench/Tuners.hpp)
+// `kortex tune`: explores the configurations of every registered tuned kernel (pipeline/Tune.hpp)
 // on the default execution space and stores the fastest per (kernel, device, size class) in the
 // tuning database (core/Tuning.hpp); `kortex tune --show` prints the database.
 //
@@ -19,7 +19,7 @@
 #include <sstream>
 
 #include "apps/Commands.hpp"
-#include "bench/Tuners.hpp"
+#include "pipeline/Tune.hpp"
 #include "core/Backend.hpp"
 #include "core/Errors.hpp"
 #include "io/Output.hpp"
@@ -149,7 +149,7 @@ nlohmann::ordered_json configJson(tuning::Config const& c) {
   return j;
 }
 
-nlohmann::ordered_json resultJson(bench::tune::TuneResult const& r) {
+nlohmann::ordered_json resultJson(pipeline::tune::TuneResult const& r) {
   nlohmann::ordered_json j;
   j["kernel"] = r.kernel;
   j["device"] = r.device;
@@ -183,7 +183,7 @@ nlohmann::ordered_json resultJson(bench::tune::TuneResult const& r) {
   return j;
 }
 
-void printSummary(bench::tune::TuneResult const& r, std::string const& dbPath) {
+void printSummary(pipeline::tune::TuneResult const& r, std::string const& dbPath) {
   auto const& best = r.measured[r.best];
   const double bestMs = best.stats.medianMs;
   auto line = [&](const char* label, tuning::Config const& c, double v, std::string const& note) {
@@ -219,12 +219,12 @@ int cmdTune(TuneOptions const& o) {
   if (o.show) return showDatabase(o, dbPath);
 
   // Everything that can fail cheaply fails before any timing.
-  std::vector<bench::tune::Tuner const*> selected;
+  std::vector<pipeline::tune::Tuner const*> selected;
   if (o.kernels.empty()) {
-    for (auto const& t : bench::tune::tuners()) selected.push_back(&t);
+    for (auto const& t : pipeline::tune::tuners()) selected.push_back(&t);
   } else {
     for (auto const& name : o.kernels) {
-      auto const* t = &bench::tune::findTuner(name);
+      auto const* t = &pipeline::tune::findTuner(name);
       if (std::find(selected.begin(), selected.end(), t) == selected.end()) selected.push_back(t);
     }
   }
@@ -234,10 +234,10 @@ int cmdTune(TuneOptions const& o) {
   tuning::Database db = loadDatabase(dbPath);
 
   struct Job {
-    bench::tune::Tuner const* tuner;
+    pipeline::tune::Tuner const* tuner;
     int size;
-    bench::tune::CandidateSet set;
-    bench::tune::Workload work;
+    pipeline::tune::CandidateSet set;
+    pipeline::tune::Workload work;
   };
   std::vector<Job> jobs;
   for (auto const* t : selected) {
@@ -256,14 +256,14 @@ int cmdTune(TuneOptions const& o) {
             << info.defaultExecutionSpace << "); each candidate: " << warmup
             << " warm-up run(s), median of " << reps << "\n";
 
-  std::vector<bench::tune::TuneResult> results;
+  std::vector<pipeline::tune::TuneResult> results;
   const std::string kokkos = info.kokkosVersion + " " + info.defaultExecutionSpace;
   const std::string date = utcDate();
   for (auto const& j : jobs) {
     auto const& t = *j.tuner;
     std::cout << "\n" << t.name << ": " << t.description << "\n"
               << "  problem: " << j.work.problem << " (size class "
-              << bench::tune::sizeClassFor(t, j.size) << ")\n"
+              << pipeline::tune::sizeClassFor(t, j.size) << ")\n"
               << "  " << j.set.enumerated << " shapes enumerated";
     int prunedTotal = 0;
     for (auto const& p : j.set.pruned) prunedTotal += p.second;
@@ -272,8 +272,8 @@ int cmdTune(TuneOptions const& o) {
       std::cout << (i ? "; " : " (") << j.set.pruned[i].second << " " << j.set.pruned[i].first
                 << (i + 1 == j.set.pruned.size() ? ")" : "");
     std::cout << ", " << j.set.candidates.size() << " to time\n" << std::flush;
-    bench::tune::TuneResult r =
-        bench::tune::runTuner(t, j.work, j.set, j.size, warmup, reps, &std::cout);
+    pipeline::tune::TuneResult r =
+        pipeline::tune::runTuner(t, j.work, j.set, j.size, warmup, reps, &std::cout);
     printSummary(r, dbPath);
     int accepted = 0;
     for (auto const& m : r.measured) accepted += m.accepted ? 1 : 0;

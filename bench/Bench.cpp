@@ -141,7 +141,7 @@ struct InputSet {
   void make() {
     if (made) return;
     HostImage clean = dim == 2 ? sheppLogan2D(n) : sheppLogan3D(n);
-    sigma = noiseSigmaForSnr(clean, validation::kQualitySnr);
+    sigma = noiseSigmaForSnr(clean, kQualitySnr);
     image = addGaussianNoise(clean, sigma, 0xC7B3ull + static_cast<std::uint64_t>(n * 10 + dim));
     lo = static_cast<float>(validation::minValue(image));
     hi = static_cast<float>(validation::maxValue(image));

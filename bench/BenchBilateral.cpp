@@ -29,7 +29,7 @@ std::vector<RowSpec> bilateralRows(bool tiny) {
 void setBilateralParams(RowSpec& row) {
   // The quality study's rule (sigma_s = r/2, sigma_r = 2 sigma_n): the benchmark times the
   // filter as it is used on CT at SNR 25. The cost does not depend on the sigmas.
-  row.bilateral = validation::qualityBilateralParams(row.window, row.noiseSigma);
+  row.bilateral = qualityBilateralParams(row.window, row.noiseSigma);
 }
 
 std::vector<std::string> bilateralVariants() {

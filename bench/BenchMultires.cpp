@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "bench/BenchCommon.hpp"
-#include "bench/MultiresConfigs.hpp"
+#include "pipeline/MultiresTileSpace.hpp"
 #include "bench/PaperMultires.hpp"
 #include "core/Backend.hpp"
 #include "core/Compat.hpp"
@@ -67,7 +67,7 @@ constexpr int kWindowTaps = (2 * kRadius + 1) * (2 * kRadius + 1);
 constexpr float kSigmaSpatial = 2.0f; // sigma_d of Table 2 and Figs 4-6
 constexpr int kBits = 10;             // the paper's 10-bit data
 constexpr int kMaxValue = (1 << kBits) - 1;
-constexpr double kSigmaRangePerNoise = validation::kQualityBilateralRangeFactor;  // sigma_r = 2 sigma_n
+constexpr double kSigmaRangePerNoise = kQualityBilateralRangeFactor;  // sigma_r = 2 sigma_n
 constexpr std::uint64_t kNoiseSeed = 0x3D17ull;  // + image edge
 // Kokkos float pipeline vs the CPU reference, and float round trips: the tests' bound
 // (tests/tstMultires.cpp kReferenceTol), relative to the reference's peak.
@@ -127,7 +127,7 @@ std::unique_ptr<Input> makeInput(Index n) {
   const float* u = unit.data.data();
   float* c = in->clean.data.data();
   for (Index i = 0; i < count; ++i) c[i] = static_cast<float>(double(kMaxValue) * u[i]);
-  in->sigma = noiseSigmaForSnr(in->clean, validation::kQualitySnr);
+  in->sigma = noiseSigmaForSnr(in->clean, kQualitySnr);
   const HostImage raw = addGaussianNoise(in->clean, in->sigma, kNoiseSeed + static_cast<std::uint64_t>(n));
   in->noisy = HostImage("kortex::bench::multires::noisy", unit.geometry);
   in->noisy16 = HostU16("kortex::bench::multires::noisy16", 1, n, n);
@@ -515,7 +515,7 @@ class Engine {
   std::vector<Fig4Row> fig4_;
   std::vector<Fig5Row> fig5_;
   std::vector<Fig6Row> fig6_;
-  tune::CandidateSet fig6Set_;
+  pipeline::tune::CandidateSet fig6Set_;
   TileInfo fig6Chosen_;
   bool fig6Run_ = false;
   std::vector<Table2Row> table2_;
@@ -928,7 +928,7 @@ void Engine::fig5() {
 
 void Engine::fig6() {
   const Index n = fig6Size(opt_.tiny);
-  fig6Set_ = multiresBilateralCandidates(static_cast<int>(n));
+  fig6Set_ = pipeline::tune::multiresBilateralCandidates(static_cast<int>(n));
   for (auto const& cfg : fig6Set_.candidates) {
     Fig6Row r;
     r.x = cfg.at("x");
@@ -1460,10 +1460,10 @@ nlohmann::json Engine::toJson() const {
   // Fig 6
   if (fig6Run_) {
     nlohmann::json f6;
-    const auto counts = multiresBilateralCounts(fig6Set_);
+    const auto counts = pipeline::tune::multiresBilateralCounts(fig6Set_);
     f6["size"] = fig6Size(opt_.tiny);
     f6["kernel"] = std::string(kBilateralKernel) + " (float layer, ClosenessLut)";
-    f6["rule"] = multiresBilateralPruningRule();
+    f6["rule"] = pipeline::tune::multiresBilateralPruningRule();
     f6["grid"] = counts.grid;
     f6["space_before_pruning"] = counts.inSpace;
     f6["candidates_after_pruning"] = counts.candidates;
@@ -1704,9 +1704,9 @@ std::string Engine::toMarkdown() const {
   // Fig 6
   if (fig6Run_) {
     const Index n = fig6Size(opt_.tiny);
-    const auto counts = multiresBilateralCounts(fig6Set_);
+    const auto counts = pipeline::tune::multiresBilateralCounts(fig6Set_);
     os << "## Fig 6: configuration space of the layer bilateral (" << sqU(n) << ", float, ClosenessLut)\n\n"
-       << "Space: " << multiresBilateralPruningRule() << ". Counts: " << counts.grid << " shapes in the grid, "
+       << "Space: " << pipeline::tune::multiresBilateralPruningRule() << ". Counts: " << counts.grid << " shapes in the grid, "
        << counts.inSpace << " in the space (before pruning), " << counts.candidates << " candidates after pruning (";
     bool first = true;
     for (auto const& p : fig6Set_.pruned) {
@@ -1898,7 +1898,7 @@ std::vector<std::string> multiresBenchLabels(bool tiny) {
       for (auto v : pyramidVariants(integer))
         for (auto o : kPyrOps) l.push_back(fig5Label(n, integer, v, o));
   const Index n6 = fig6Size(tiny);
-  for (auto const& c : multiresBilateralCandidates(static_cast<int>(n6)).candidates)
+  for (auto const& c : pipeline::tune::multiresBilateralCandidates(static_cast<int>(n6)).candidates)
     l.push_back(fig6Label(n6, c.at("x"), c.at("y")));
   for (Index n : table2Sizes(tiny)) {
     for (int c = 0; c < kNumE2e; ++c) l.push_back(e2eLabel(n, c));

@@ -10,7 +10,7 @@
 //           decompose (l_0 = g_0 - expand(g_1)) and of reconstruct (g'_0 = l'_0 + expand(g'_1)),
 //           and the whole decompose and reconstruct phases: ms, GB/s of the minimum traffic, % of
 //           the measured device copy bandwidth;
-//   Fig 6   every candidate tile of the layer bilateral (bench/MultiresConfigs.hpp) at 1024^2:
+//   Fig 6   every candidate tile of the layer bilateral (pipeline/MultiresTileSpace.hpp) at 1024^2:
 //           best, worst, 16x16, the default and the tile gpu::multires uses (MultiresPlan::tiles());
 //   Table 2 frames per second at 512^2 .. 8192^2: Kokkos end to end (MultiresPlan::run, plan built
 //           once, image on the device) for the float and the 16-bit pipelines with concurrent

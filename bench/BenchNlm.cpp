@@ -41,7 +41,7 @@ std::vector<RowSpec> nlmRows(bool tiny) {
 
 void setNlmParams(RowSpec& row) {
   // The quality study's rule (h = sigma_n); the cost does not depend on h.
-  row.nlm = validation::qualityNlmParams(row.window, row.noiseSigma, row.patchRadius);
+  row.nlm = qualityNlmParams(row.window, row.noiseSigma, row.patchRadius);
 }
 
 std::vector<std::string> nlmVariants() {

@@ -28,24 +28,6 @@ namespace kortex::validation {
 
 namespace fs = std::filesystem;
 
-BilateralParams qualityBilateralParams(int window, double noiseSigma) {
-  BilateralParams p;
-  p.radius = (window - 1) / 2;
-  p.sigmaSpatial = std::max(0.5f, 0.5f * static_cast<float>(p.radius));
-  p.sigmaRange = static_cast<float>(kQualityBilateralRangeFactor * noiseSigma);
-  p.variant = BilateralVariant::ScratchTiled;
-  return p;
-}
-
-NlmParams qualityNlmParams(int window, double noiseSigma, int patchRadius) {
-  NlmParams p;
-  p.searchRadius = (window - 1) / 2;
-  p.patchRadius = patchRadius;
-  p.h = static_cast<float>(kQualityNlmHFactor * noiseSigma);
-  p.variant = NlmVariant::BoxSum;
-  return p;
-}
-
 HostImage hounsfieldToAttenuation(HostImage const& hu) {
   HostImage out("kortex::validation::attenuation", hu.geometry);
   out.metadata = hu.metadata;

@@ -33,18 +33,11 @@
 #include "core/Bilateral.hpp"
 #include "core/Image.hpp"
 #include "core/Nlm.hpp"
+#include "core/QualitySettings.hpp"
 
 namespace kortex::validation {
 
-inline constexpr double kQualitySnr = 25.0;
-inline constexpr int kQualityPatchRadius = 3;    // 2D NLM patch 7x7 (the paper's)
-inline constexpr int kQuality3DPatchRadius = 1;  // 3D NLM patch 3x3x3 (affordable on a CPU)
-inline constexpr double kQualityBilateralRangeFactor = 2.0;  // sigma_r = 2 sigma_n
-inline constexpr double kQualityNlmHFactor = 1.0;            // h = 1.0 sigma_n
-
-// Parameters for a window size and noise sigma, following the rules above.
-BilateralParams qualityBilateralParams(int window, double noiseSigma);
-NlmParams qualityNlmParams(int window, double noiseSigma, int patchRadius);
+// The filter settings: core/QualitySettings.hpp (kQualitySnr, qualityBilateralParams, ...).
 
 struct QualityOptions {
   double snr = kQualitySnr;

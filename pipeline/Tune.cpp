@@ -1,5 +1,5 @@
-// Tuner registry and the runner shared by every tuner (bench/Tuners.hpp).
-#include "bench/Tuners.hpp"
+// Tuner registry and the runner shared by every tuner (pipeline/Tune.hpp).
+#include "pipeline/Tune.hpp"
 
 #include <cmath>
 #include <iomanip>
@@ -8,7 +8,7 @@
 
 #include "core/Errors.hpp"
 
-namespace kortex::bench::tune {
+namespace kortex::pipeline::tune {
 
 namespace {
 
@@ -156,4 +156,4 @@ TuneResult runTuner(Tuner const& t, Workload const& w, CandidateSet const& set, 
   return r;
 }
 
-}  // namespace kortex::bench::tune
+}  // namespace kortex::pipeline::tune

@@ -1,22 +1,22 @@
 // Tuners of the CT filters (issue 2 kernels): the bilateral ScratchTiled tile and the NLM BoxSum
 // tile/batch. Both time a 2D Shepp-Logan phantom with Gaussian noise at SNR 25 and the quality
-// study's parameters (validation/Quality.hpp), on the default execution space.
+// study's parameters (core/QualitySettings.hpp), on the default execution space.
 #include <Kokkos_Core.hpp>
 
 #include <algorithm>
 #include <sstream>
 #include <string>
 
-#include "bench/Tuners.hpp"
+#include "pipeline/Tune.hpp"
 #include "core/Compat.hpp"
 #include "core/Errors.hpp"
 #include "core/Phantom.hpp"
 #include "gpu/bilateral/detail/BilateralKernels.hpp"
 #include "gpu/nlm/detail/NlmBoxSum.hpp"
 #include "gpu/nlm/detail/NlmScratchTiled.hpp"
-#include "validation/Quality.hpp"
+#include "core/QualitySettings.hpp"
 
-namespace kortex::bench::tune {
+namespace kortex::pipeline::tune {
 
 namespace {
 
@@ -35,7 +35,7 @@ constexpr int kNlmPatchRadius = 3;
 HostImage noisyPhantom(int size, double* sigma) {
   if (size < 1) throw InvalidArgument("tuning: image size must be positive");
   const HostImage clean = sheppLogan2D(size);
-  *sigma = noiseSigmaForSnr(clean, validation::kQualitySnr);
+  *sigma = noiseSigmaForSnr(clean, kQualitySnr);
   return addGaussianNoise(clean, *sigma, kNoiseSeed);
 }
 
@@ -129,7 +129,7 @@ CandidateSet enumerateBilateral(int size) {
 Workload prepareBilateral(int size) {
   double sigma = 0.0;
   const HostImage noisy = noisyPhantom(size, &sigma);
-  const BilateralParams params = validation::qualityBilateralParams(kBilateralWindow, sigma);
+  const BilateralParams params = qualityBilateralParams(kBilateralWindow, sigma);
   params.validateFor(noisy.geometry);
   const ImageView<Mem> in = toDevice(noisy, "kortex::tune::bilateral::in");
   const ImageView<Mem> out(std::string("kortex::tune::bilateral::out"), in.extent(0), in.extent(1), in.extent(2));
@@ -233,7 +233,7 @@ struct NlmSetup {
 NlmSetup prepareNlmProblem(int size, const char* label) {
   double sigma = 0.0;
   const HostImage noisy = noisyPhantom(size, &sigma);
-  NlmParams params = validation::qualityNlmParams(kNlmWindow, sigma, kNlmPatchRadius);
+  NlmParams params = qualityNlmParams(kNlmWindow, sigma, kNlmPatchRadius);
   params.validateFor(noisy.geometry);
   NlmSetup s;
   const ImageView<Mem> in = toDevice(noisy, (std::string(label) + "::in").c_str());
@@ -349,4 +349,4 @@ void registerCtTuners() {
   registerTuner(std::move(t));
 }
 
-}  // namespace kortex::bench::tune
+}  // namespace kortex::pipeline::tune

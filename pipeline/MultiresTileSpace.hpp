@@ -18,9 +18,9 @@
 // "assumed optimal" 16x16.
 #pragma once
 
-#include "bench/Tuners.hpp"
+#include "pipeline/Tune.hpp"
 
-namespace kortex::bench {
+namespace kortex::pipeline::tune {
 
 // Counts of the space above, for reports.
 struct MultiresTileSpaceCounts {
@@ -32,10 +32,10 @@ struct MultiresTileSpaceCounts {
 // The candidates for an image of edge `size` (>= 1), in enumeration order (x outer, y inner,
 // ascending), with every pruning rule and its count, the default and the 16x16 reference.
 // Configs hold {"x", "y"}. Throws InvalidArgument for size < 1.
-tune::CandidateSet multiresBilateralCandidates(int size);
-MultiresTileSpaceCounts multiresBilateralCounts(tune::CandidateSet const& s);
+CandidateSet multiresBilateralCandidates(int size);
+MultiresTileSpaceCounts multiresBilateralCounts(CandidateSet const& s);
 
 // One-paragraph statement of the rules (for reports).
 const char* multiresBilateralPruningRule();
 
-}  // namespace kortex::bench
+}  // namespace kortex::pipeline::tune

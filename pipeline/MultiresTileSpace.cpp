@@ -1,11 +1,11 @@
-#include "bench/MultiresConfigs.hpp"
+#include "pipeline/MultiresTileSpace.hpp"
 
 #include <string>
 
 #include "core/Errors.hpp"
 #include "gpu/multires/MultiresBilateral.hpp"
 
-namespace kortex::bench {
+namespace kortex::pipeline::tune {
 
 namespace {
 
@@ -14,7 +14,7 @@ constexpr const char* kRuleBlockLimit = "x*y > 1024 outputs per team (CUDA block
 constexpr const char* kRuleShortRows = "rows shorter than 16 elements (x < 16, uncoalesced)";
 constexpr const char* kRuleLargerThanImage = "tile wider or taller than the image";
 
-int prunedBy(tune::CandidateSet const& s, std::string const& rule) {
+int prunedBy(CandidateSet const& s, std::string const& rule) {
   for (auto const& p : s.pruned)
     if (p.first == rule) return p.second;
   return 0;
@@ -22,9 +22,9 @@ int prunedBy(tune::CandidateSet const& s, std::string const& rule) {
 
 }  // namespace
 
-tune::CandidateSet multiresBilateralCandidates(int size) {
+CandidateSet multiresBilateralCandidates(int size) {
   if (size < 1) throw InvalidArgument("multires tile candidates: the image size must be >= 1");
-  tune::CandidateSet s;
+  CandidateSet s;
   // Rules are checked in order so every rule appears in the list, even with a zero count.
   for (const char* r : {kRuleUnderWarp, kRuleBlockLimit, kRuleShortRows}) s.pruned.emplace_back(r, 0);
   if (size < 1024) s.pruned.emplace_back(kRuleLargerThanImage, 0);
@@ -50,7 +50,7 @@ tune::CandidateSet multiresBilateralCandidates(int size) {
   return s;
 }
 
-MultiresTileSpaceCounts multiresBilateralCounts(tune::CandidateSet const& s) {
+MultiresTileSpaceCounts multiresBilateralCounts(CandidateSet const& s) {
   MultiresTileSpaceCounts c;
   c.grid = s.enumerated;
   c.inSpace = s.enumerated - prunedBy(s, kRuleUnderWarp) - prunedBy(s, kRuleBlockLimit);
@@ -65,4 +65,4 @@ const char* multiresBilateralPruningRule() {
          "1024^2, to tiles no wider or taller than the image";
 }
 
-}  // namespace kortex::bench
+}  // namespace kortex::pipeline::tune

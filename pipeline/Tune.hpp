@@ -1,4 +1,5 @@
-// Tuner registry and runner behind `kortex tune` (the per-GPU tuning database: core/Tuning.hpp).
+// The tune job: tuner registry and runner behind `kortex tune` (the per-GPU tuning database that
+// gpu/ reads at run time: core/Tuning.hpp).
 //
 // A tuner explores the configurations (tile / team / batch shapes) of one tuned kernel:
 //   name          the database key the kernel looks up at run time ("ct.bilateral.scratch");
@@ -16,12 +17,12 @@
 // each candidate's output against the output of the kernel's default configuration (a faster
 // but wrong configuration is rejected, never chosen) and picks the fastest accepted one.
 //
-// Built-in tuners: bench/TunersCt.cpp ("ct.bilateral.scratch", "ct.nlm.boxsum") and
-// bench/TunersMultires.cpp ("multires.bilateral", "multires.pyramid").
+// Built-in tuners: pipeline/TuneCt.cpp ("ct.bilateral.scratch", "ct.nlm.boxsum") and
+// pipeline/TuneMultires.cpp ("multires.bilateral", "multires.pyramid").
 // Adding a tuner (e.g. "multires.bilateral", "multires.pyramid"): write a function that calls
-// registerTuner() for each (e.g. `void registerMultiresTuners()` in bench/TunersMultires.cpp,
-// added to kortex_bench in bench/CMakeLists.txt), declare it below next to registerCtTuners()
-// and call it in registerBuiltinTuners() (bench/Tuners.cpp). The kernel then looks its
+// registerTuner() for each (e.g. `void registerMultiresTuners()` in pipeline/TuneMultires.cpp,
+// added to kortex_pipeline in pipeline/CMakeLists.txt), declare it below next to registerCtTuners()
+// and call it in registerBuiltinTuners() (pipeline/Tune.cpp). The kernel then looks its
 // configuration up with tuning::lookupOn(tuning::deviceFor<ExecSpace>(), name,
 // tuning::sizeClass(...), <its default as a Config>) on the host side of its launcher (see
 // gpu/bilateral/Bilateral.cpp scratchTile()); nothing else changes: `kortex tune` lists, runs, stores and
@@ -39,7 +40,7 @@
 #include "core/Timing.hpp"
 #include "core/Tuning.hpp"
 
-namespace kortex::bench::tune {
+namespace kortex::pipeline::tune {
 
 using tuning::Config;
 
@@ -90,8 +91,8 @@ std::vector<Tuner> const& tuners();
 Tuner const& findTuner(std::string const& name);
 
 // Built-in registration functions (called once by tuners()).
-void registerCtTuners();        // bench/TunersCt.cpp
-void registerMultiresTuners();  // bench/TunersMultires.cpp
+void registerCtTuners();        // pipeline/TuneCt.cpp
+void registerMultiresTuners();  // pipeline/TuneMultires.cpp
 
 struct Measurement {
   Config config;
@@ -118,4 +119,4 @@ std::string sizeClassFor(Tuner const& t, int size);
 TuneResult runTuner(Tuner const& t, Workload const& w, CandidateSet const& set, int size,
                     int warmup, int repetitions, std::ostream* progress);
 
-}  // namespace kortex::bench::tune
+}  // namespace kortex::pipeline::tune

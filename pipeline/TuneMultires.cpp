@@ -1,5 +1,5 @@
 // Tuners of the multiresolution filter (issue 3): "multires.bilateral", the tile of the layer
-// bilateral (gpu/multires/MultiresBilateral.hpp; candidates and pruning: bench/MultiresConfigs.hpp, the
+// bilateral (gpu/multires/MultiresBilateral.hpp; candidates and pruning: pipeline/MultiresTileSpace.hpp, the
 // paper's Fig 6 space), and "multires.pyramid", the coarse tile of the FusedExpand pyramid
 // kernels (gpu/multires/MultiresPyramid.hpp). Inputs: a noisy Shepp-Logan phantom (SNR 25) on the
 // default execution space; the bilateral uses the paper's sigma_d = 2, 5x5 window and
@@ -10,16 +10,16 @@
 #include <memory>
 #include <string>
 
-#include "bench/MultiresConfigs.hpp"
-#include "bench/Tuners.hpp"
+#include "pipeline/MultiresTileSpace.hpp"
+#include "pipeline/Tune.hpp"
 #include "core/Errors.hpp"
 #include "core/Multires.hpp"
 #include "core/Phantom.hpp"
 #include "gpu/multires/MultiresBilateral.hpp"
 #include "gpu/multires/MultiresPyramid.hpp"
-#include "validation/Quality.hpp"
+#include "core/QualitySettings.hpp"
 
-namespace kortex::bench::tune {
+namespace kortex::pipeline::tune {
 
 namespace {
 
@@ -34,7 +34,7 @@ constexpr std::uint64_t kNoiseSeed = 0x4D52ull;
 Layer noisyLayer(int size, double* sigma) {
   if (size < 8) throw InvalidArgument("tuning multires: image size must be at least 8");
   const HostImage clean = sheppLogan2D(size);
-  *sigma = noiseSigmaForSnr(clean, validation::kQualitySnr);
+  *sigma = noiseSigmaForSnr(clean, kQualitySnr);
   const HostImage noisy = addGaussianNoise(clean, *sigma, kNoiseSeed);
   Layer d("kortex::tune::multires::input", static_cast<std::size_t>(size), static_cast<std::size_t>(size));
   Kokkos::View<const float**, Kokkos::LayoutRight, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>> h(
@@ -59,7 +59,7 @@ Workload prepareBilateral(int size) {
   auto in = std::make_shared<Layer>(noisyLayer(size, &sigma));
   auto out = std::make_shared<Layer>("kortex::tune::multires::output", in->extent(0), in->extent(1));
   MultiresParams p;
-  p.sigmaRange = static_cast<float>(validation::kQualityBilateralRangeFactor * sigma);
+  p.sigmaRange = static_cast<float>(kQualityBilateralRangeFactor * sigma);
   const auto host = multiresCloseness(p.radius, p.sigmaSpatial);
   auto closeness = std::make_shared<Kokkos::View<float*, Mem>>("kortex::tune::multires::closeness", host.size());
   Kokkos::deep_copy(*closeness, Kokkos::View<const float*, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>(
@@ -166,4 +166,4 @@ void registerMultiresTuners() {
   registerTuner(p);
 }
 
-}  // namespace kortex::bench::tune
+}  // namespace kortex::pipeline::tune
