@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/BenchOptions.hpp"
 #include "validation/Suite.hpp"
 
 namespace kortex::app {
@@ -22,22 +23,13 @@ struct ValidateOptions {
 };
 int cmdValidate(ValidateOptions const& o);
 
-struct BenchOptions {
-  bool quick = false;
-  bool tiny = false;
-  std::string jsonPath;
-  std::string markdownPath;
-  std::string peersJsonPath;  // merge bench/peers/run_peers.py output
-  std::string only;           // only rows whose label contains this
-  std::string dataDir;        // real data folder (bench register: the IXI pair target)
-};
-int cmdBenchCt(BenchOptions const& o);
+int cmdBenchCt(bench::BenchOptions o);
 // `kortex bench multires` (same options; --peers takes bench/peers/multires_opencv.py output).
-int cmdBenchMultires(BenchOptions const& o);
+int cmdBenchMultires(bench::BenchOptions o);
 // `kortex bench register` (--peers takes bench/peers/registration_torch.py output; --data adds the IXI pair).
-int cmdBenchRegister(BenchOptions const& o);
+int cmdBenchRegister(bench::BenchOptions o);
 // `kortex bench surface` (--peers takes bench/peers/surface_torch.py output; dumpDir: records for it).
-int cmdBenchSurface(BenchOptions const& o, std::string const& dumpDir);
+int cmdBenchSurface(bench::BenchOptions o);
 
 struct ReproduceOptions {
   bool quick = false;

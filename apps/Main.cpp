@@ -141,7 +141,7 @@ int main(int argc, char** argv) {
   auto* bench = app.add_subcommand("bench", "Benchmarks that reproduce the papers' tables");
   bench->require_subcommand(1);
   auto* benchCt = bench->add_subcommand("ct", "CT neighbourhood filters: Tables I and II (bilateral, NLM), 2D and 3D");
-  app::BenchOptions bo;
+  bench::BenchOptions bo;
   benchCt->add_flag("--quick", bo.quick, "Fewer sizes and repetitions");
   benchCt->add_flag("--tiny", bo.tiny, "Tiny sizes (smoke test)");
   benchCt->add_option("--json", bo.jsonPath, "Write results as JSON");
@@ -152,7 +152,7 @@ int main(int argc, char** argv) {
       ->check(CLI::ExistingFile);
   auto* benchMr = bench->add_subcommand(
       "multires", "Multiresolution filter: Figs 4-6 (bilateral variants, pyramid kernels, tile space) and Table 2 (FPS)");
-  app::BenchOptions mbo;
+  bench::BenchOptions mbo;
   benchMr->add_flag("--quick", mbo.quick, "Smaller budgets (minutes on a CPU-only machine)");
   benchMr->add_flag("--tiny", mbo.tiny, "Sizes 64^2 and 128^2 (smoke test)");
   benchMr->add_option("--json", mbo.jsonPath, "Write results as JSON");
@@ -165,8 +165,7 @@ int main(int argc, char** argv) {
   auto* benchReg = bench->add_subcommand(
       "register", "Unbiased fluid registration: Table 1 (resources, occupancy), Fig 1 (force kernels), "
                   "Fig 2a/2b (iteration time, speedups, GFLOP/s, GB/s) and the targets");
-  app::BenchOptions rbo;
-  std::string benchData;
+  bench::BenchOptions rbo;
   benchReg->add_flag("--quick", rbo.quick, "Fewer sizes");
   benchReg->add_flag("--tiny", rbo.tiny, "24^3 and 32^3 (smoke test)");
   benchReg->add_option("--json", rbo.jsonPath, "Write results as JSON");
@@ -174,14 +173,13 @@ int main(int argc, char** argv) {
   benchReg->add_option("--only", rbo.only, "Only cases whose label contains this text, e.g. \"Fig1\", \"Fig2 240^3\", \"IXI\"");
   benchReg->add_option("--peers", rbo.peersJsonPath, "Merge peer timings from bench/peers/registration_torch.py (JSON)")
       ->check(CLI::ExistingFile);
-  benchReg->add_option("--data", benchData, "Real data folder (../shared/data): adds the IXI pair target")
+  benchReg->add_option("--data", rbo.dataDir, "Real data folder (../shared/data): adds the IXI pair target")
       ->check(CLI::ExistingDirectory);
 
   auto* benchSurf = bench->add_subcommand(
       "surface", "Level-set NLM surface denoising: Fig 4 (time vs band size per storage variant), Fig 5 (speedup "
                  "vs the CPU reference at 2 and all threads, GB/s), CPU check and the 175k target");
-  app::BenchOptions sbo;
-  std::string surfDump;
+  bench::BenchOptions sbo;
   benchSurf->add_flag("--quick", sbo.quick, "Bands of 17.5k and 35k only");
   benchSurf->add_flag("--tiny", sbo.tiny, "Bands of ~1.5k and ~3k (smoke test)");
   benchSurf->add_option("--json", sbo.jsonPath, "Write results as JSON");
@@ -189,7 +187,7 @@ int main(int argc, char** argv) {
   benchSurf->add_option("--only", sbo.only, "Only variants / sizes whose label contains this text, e.g. \"Scratch\"");
   benchSurf->add_option("--peers", sbo.peersJsonPath, "Merge the PyTorch kNN peer (bench/peers/surface_torch.py JSON)")
       ->check(CLI::ExistingFile);
-  benchSurf->add_option("--dump", surfDump, "Write the largest case's records and exact neighbours here (for the peer)")
+  benchSurf->add_option("--dump", sbo.dumpDir, "Write the largest case's records and exact neighbours here (for the peer)")
       ->check(CLI::ExistingDirectory);
 
   // surface
@@ -294,12 +292,9 @@ int main(int argc, char** argv) {
     if (*benchMr) return app::cmdBenchMultires(mbo);
     if (*reproduce) return app::cmdReproduce(ro);
     if (*tune) return app::cmdTune(to);
-    if (*benchReg) {
-      rbo.dataDir = benchData;
-      return app::cmdBenchRegister(rbo);
-    }
+    if (*benchReg) return app::cmdBenchRegister(rbo);
     if (*unb) return app::cmdRegisterUnbiased(rgo);
-    if (*benchSurf) return app::cmdBenchSurface(sbo, surfDump);
+    if (*benchSurf) return app::cmdBenchSurface(sbo);
     if (*surfDenoise) {
       so.labelGiven = surfLabel->count() > 0;
       so.thresholdGiven = surfThr->count() > 0;

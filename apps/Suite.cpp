@@ -54,72 +54,37 @@ int cmdValidate(ValidateOptions const& o) {
 }
 
 namespace {
-// The options every benchmark shares, copied from the CLI's; progress lines go to stderr.
-template <class Options>
-Options benchOptions(BenchOptions const& o) {
-  Options b;
-  b.quick = o.quick;
-  b.tiny = o.tiny;
-  b.jsonPath = o.jsonPath;
-  b.markdownPath = o.markdownPath;
-  b.peersJsonPath = o.peersJsonPath;
-  b.only = o.only;
-  b.progress = &std::cerr;
-  return b;
-}
-}  // namespace
-
-int cmdBenchCt(BenchOptions const& o) {
-  const auto bo = benchOptions<bench::CtBenchOptions>(o);
-  const auto report = bench::runCtBench(bo);
+// Prints a benchmark report; exit code 1 with one error line when it failed or measured nothing.
+int finishBench(bench::BenchReport const& report) {
   std::cout << report.markdown;
-  if (!report.ok) {
-    std::cerr << "kortex: error: benchmark failed (" << report.failed
-              << " measurement(s) failed their sanity check)" << std::endl;
-    return 1;
-  }
-  return 0;
-}
-
-int cmdBenchMultires(BenchOptions const& o) {
-  const auto mo = benchOptions<bench::MultiresBenchOptions>(o);
-  const auto report = bench::runMultiresBench(mo);
-  std::cout << report.markdown;
-  if (!report.ok) {
-    if (report.failed == 0)
-      std::cerr << "kortex: error: benchmark measured nothing (every case was skipped by its budget)" << std::endl;
-    else
-      std::cerr << "kortex: error: benchmark failed (" << report.failed
-                << " measurement(s) failed their check or threw)" << std::endl;
-    return 1;
-  }
-  return 0;
-}
-
-namespace {
-// Prints a benchmark report; exit code 1 with one error line when it failed.
-template <class Report>
-int finishBench(Report const& report) {
-  std::cout << report.markdown;
-  if (!report.ok) {
+  if (report.ok) return 0;
+  if (report.failed == 0)
+    std::cerr << "kortex: error: benchmark measured nothing (every case was skipped by its budget)" << std::endl;
+  else
     std::cerr << "kortex: error: benchmark failed (" << report.failed << " check(s) failed, " << report.measured
               << " measured)" << std::endl;
-    return 1;
-  }
-  return 0;
+  return 1;
 }
 }  // namespace
 
-int cmdBenchRegister(BenchOptions const& o) {
-  auto ro = benchOptions<bench::RegistrationBenchOptions>(o);
-  ro.dataDir = o.dataDir;
-  return finishBench(bench::runRegistrationBench(ro));
+int cmdBenchCt(bench::BenchOptions o) {
+  o.progress = &std::cerr;
+  return finishBench(bench::runCtBench(o));
 }
 
-int cmdBenchSurface(BenchOptions const& o, std::string const& dumpDir) {
-  auto so = benchOptions<bench::SurfaceBenchOptions>(o);
-  so.dumpDir = dumpDir;
-  return finishBench(bench::runSurfaceBench(so));
+int cmdBenchMultires(bench::BenchOptions o) {
+  o.progress = &std::cerr;
+  return finishBench(bench::runMultiresBench(o));
+}
+
+int cmdBenchRegister(bench::BenchOptions o) {
+  o.progress = &std::cerr;
+  return finishBench(bench::runRegistrationBench(o));
+}
+
+int cmdBenchSurface(bench::BenchOptions o) {
+  o.progress = &std::cerr;
+  return finishBench(bench::runSurfaceBench(o));
 }
 
 int cmdReproduce(ReproduceOptions const& o) {
@@ -141,13 +106,13 @@ int cmdReproduce(ReproduceOptions const& o) {
   const std::string suiteMd = validation::toMarkdown(suite);
   std::cout << "\n" << suiteMd << "\n## 2. Paper tables (CT filters)\n\n";
 
-  bench::CtBenchOptions bo;
+  bench::BenchOptions bo;
   bo.quick = o.quick;
   bo.progress = &std::cerr;
   const auto benchReport = bench::runCtBench(bo);
   std::cout << benchReport.markdown << "\n## 3. Registration (Lee et al.: Table 1, Figs 1, 2a, 2b)\n\n";
 
-  bench::RegistrationBenchOptions rbo;
+  bench::BenchOptions rbo;
   rbo.quick = o.quick;
   rbo.dataDir = o.dataDir;
   rbo.progress = &std::cerr;

@@ -79,21 +79,19 @@ namespace {
 using common::Budget;
 using common::cacheBytes;
 using common::cell;
-using common::Clock;
 using common::kDeviceIsHostMemory;
 using common::Measurement;
 using common::Mode;
 using common::OmpThreads;
 using common::ratio;
 using common::repsText;
-using common::secondsSince;
 
 // Budgets per mode. A measurement is skipped when its estimated run time exceeds `single` (or
 // the time left); otherwise its first run is timed, and the warm-up + repetitions follow when
 // they fit `budget` (else the first run is reported alone, marked "1 run"). Nothing starts once
 // the run has used `total` seconds.
 
-Mode modeFor(CtBenchOptions const& o) {
+Mode modeFor(BenchOptions const& o) {
   Mode m;
   if (o.tiny)
     m = {"tiny", 1.0, 1.0, 1.0, 1.0, 90.0, 1, 1, 2, 2};
@@ -171,11 +169,11 @@ bool saneOutput(HostImage const& out, float lo, float hi, std::string* why) {
 
 class Engine {
  public:
-  Engine(CtBenchOptions const& o)
-      : opt_(o), mode_(modeFor(o)), budget_(mode_), t0_(Clock::now()), cache_(cacheBytes()),
+  Engine(BenchOptions const& o, nlohmann::json peers)
+      : opt_(o), peers_(std::move(peers)), mode_(modeFor(o)), budget_(mode_), t0_(Clock::now()), cache_(cacheBytes()),
         cpuThreads_(omp_get_max_threads()) {}
 
-  CtBenchReport run();
+  BenchReport run();
 
  private:
   // ---- cost model ----
@@ -185,9 +183,10 @@ class Engine {
     return impl + "|" + (r.algo == Algo::Bilateral ? "bf" : "nlm") + "|" + std::to_string(r.dim) +
            "|w" + std::to_string(r.window) + "|p" + std::to_string(r.patchRadius);
   }
-  double units(RowSpec const& r, int variant) const {
-    return r.algo == Algo::Bilateral ? bilateralUnits(r, variant) : nlmUnits(r, variant);
+  static std::vector<DeviceVariant> const& variants(Algo a) {
+    return a == Algo::Bilateral ? bilateralVariants() : nlmVariants();
   }
+  static WorkUnits referenceUnits(Algo a) { return a == Algo::Bilateral ? &bilateralUnits : &nlmUnits; }
   void progress(std::string const& s) {
     if (opt_.progress) {
       *opt_.progress << s << "\n";
@@ -217,7 +216,7 @@ class Engine {
   }
 
   // Estimated ms of one run from the measured rate of this implementation, or a probe.
-  double estimateMs(std::string const& impl, RowSpec const& r, int variant,
+  double estimateMs(std::string const& impl, RowSpec const& r, WorkUnits units,
                     std::function<double(RowSpec const&)> const& probe) {
     const std::string k = key(impl, r);
     auto it = rate_.find(k);
@@ -228,13 +227,13 @@ class Engine {
       p.n = std::max<Index>(r.dim == 2 ? 48 : 12, rad + 2);
       if (p.n >= r.n) return -1.0;  // the row itself is the smallest: just run it
       const double ms = probe(p);
-      rate_[k] = ms / units(p, variant);
+      rate_[k] = ms / units(p);
       it = rate_.find(k);
     }
-    return it->second * units(r, variant);
+    return it->second * units(r);
   }
-  void learn(std::string const& impl, RowSpec const& r, int variant, double ms) {
-    if (ms > 0.0) rate_[key(impl, r)] = ms / units(r, variant);
+  void learn(std::string const& impl, RowSpec const& r, WorkUnits units, double ms) {
+    if (ms > 0.0) rate_[key(impl, r)] = ms / units(r);
   }
 
   // Budget rules (bench/BenchCommon.hpp).
@@ -244,18 +243,12 @@ class Engine {
     budget_.timeAdaptive(m, device, run, fence);
   }
 
-  void measureDevice(Row& row, InputSet& in, int variant);
+  void measureDevice(Row& row, InputSet& in, std::size_t variant);
   void measureCpu(Row& row, InputSet& in, bool allThreads);
   void allocateDevice(InputSet& in, Transfer& tr);
   void allocateHost(InputSet& in);
-  double probeDevice(RowSpec const& p, int variant);
+  double probeDevice(RowSpec const& p, DeviceVariant const& variant);
   double probeCpu(RowSpec const& p, int threads);
-  void launch(RowSpec const& r, int variant, ConstImageView<DeviceMem> in, ImageView<DeviceMem> out) {
-    if (r.algo == Algo::Bilateral)
-      launchBilateral(exec_, in, out, r, variant);
-    else
-      launchNlm(exec_, in, out, r, variant);
-  }
   void reference(RowSpec const& r, ConstImageView<Kokkos::HostSpace> in, ImageView<Kokkos::HostSpace> out) {
     if (r.algo == Algo::Bilateral)
       referenceBilateral(in, out, r);
@@ -270,7 +263,8 @@ class Engine {
   std::string toMarkdown(std::vector<Row> const& rows, std::vector<Transfer> const& transfers,
                          nlohmann::json const& peers) const;
 
-  CtBenchOptions opt_;
+  BenchOptions opt_;
+  nlohmann::json peers_;  // bench/peers/run_peers.py output (null: none)
   Mode mode_;
   Budget budget_;
   Clock::time_point t0_;
@@ -324,7 +318,7 @@ void Engine::allocateHost(InputSet& in) {
   }
 }
 
-double Engine::probeDevice(RowSpec const& p0, int variant) {
+double Engine::probeDevice(RowSpec const& p0, DeviceVariant const& variant) {
   InputSet probe;
   probe.dim = p0.dim;
   probe.n = p0.n;
@@ -338,7 +332,7 @@ double Engine::probeDevice(RowSpec const& p0, int variant) {
   auto once = [&] {
     exec_.fence();
     const auto t = Clock::now();
-    launch(p, variant, din, dout);
+    variant.launch(exec_, din, dout, p);
     exec_.fence();
     return secondsSince(t) * 1e3;
   };
@@ -366,13 +360,14 @@ double Engine::probeCpu(RowSpec const& p0, int threads) {
   return ms;
 }
 
-void Engine::measureDevice(Row& row, InputSet& in, int variant) {
-  Measurement& m = row.device[variant];
+void Engine::measureDevice(Row& row, InputSet& in, std::size_t v) {
+  Measurement& m = row.device[v];
   const RowSpec& r = row.spec;
+  DeviceVariant const& variant = variants(r.algo)[v];
   m.threads = kx::concurrency(exec_);
   auto phase = budget_.clock(true);
   try {
-    const double est = estimateMs(m.impl, r, variant, [&](RowSpec const& p) { return probeDevice(p, variant); });
+    const double est = estimateMs(m.impl, r, variant.units, [&](RowSpec const& p) { return probeDevice(p, variant); });
     if (!plan(m, est, true)) {
       ++skipped_;
       progress("  " + r.label() + " " + m.impl + ": skipped (" + m.note + ")");
@@ -385,7 +380,7 @@ void Engine::measureDevice(Row& row, InputSet& in, int variant) {
         m, true,
         [&] {
           last = next++ % k;
-          launch(r, variant, in.dIn[last], in.dOut[last]);
+          variant.launch(exec_, in.dIn[last], in.dOut[last], r);
         },
         [&] { exec_.fence(); });
     HostImage out("kortex::bench::check", in.image.geometry);
@@ -397,7 +392,7 @@ void Engine::measureDevice(Row& row, InputSet& in, int variant) {
       ++failed_;
     } else {
       ++measured_;
-      learn(m.impl, r, variant, m.timing.medianMs);
+      learn(m.impl, r, variant.units, m.timing.medianMs);
     }
     progress("  " + r.label() + " " + m.impl + " [" + DeviceExec::name() + "]: " +
              fmtMs(m.timing.medianMs) + " ms (" + repsText(m) + ")" +
@@ -417,7 +412,8 @@ void Engine::measureCpu(Row& row, InputSet& in, bool allThreads) {
   m.threads = threads;
   auto phase = budget_.clock(false);
   try {
-    const double est = estimateMs(m.impl, r, -1, [&](RowSpec const& p) { return probeCpu(p, threads); });
+    const double est =
+        estimateMs(m.impl, r, referenceUnits(r.algo), [&](RowSpec const& p) { return probeCpu(p, threads); });
     if (!plan(m, est, false)) {
       ++skipped_;
       progress("  " + r.label() + " " + m.impl + ": skipped (" + m.note + ")");
@@ -445,7 +441,7 @@ void Engine::measureCpu(Row& row, InputSet& in, bool allThreads) {
       ++failed_;
     } else {
       ++measured_;
-      learn(m.impl, r, -1, m.timing.medianMs);
+      learn(m.impl, r, referenceUnits(r.algo), m.timing.medianMs);
     }
     progress("  " + r.label() + " CPU reference " + std::to_string(threads) + " thread(s): " +
              fmtMs(m.timing.medianMs) + " ms (" + repsText(m) + ")");
@@ -470,7 +466,7 @@ double Engine::measureExpRate() {
 
 double Engine::measureCopyBandwidth() { return common::measureCopyBandwidth(exec_, opt_.tiny); }
 
-CtBenchReport Engine::run() {
+BenchReport Engine::run() {
   std::vector<Row> rows;
   for (auto const& s : bilateralRows(opt_.tiny))
     if (s.label().find(opt_.only) != std::string::npos) rows.push_back(Row{s, {}, {}, {}});
@@ -482,10 +478,9 @@ CtBenchReport Engine::run() {
     return a.spec.n < b.spec.n;
   });
   for (auto& r : rows) {
-    const auto names = r.spec.algo == Algo::Bilateral ? bilateralVariants() : nlmVariants();
-    for (auto const& nme : names) {
+    for (auto const& variant : variants(r.spec.algo)) {
       Measurement m;
-      m.impl = nme;
+      m.impl = variant.name;
       r.device.push_back(m);
     }
     r.cpuAll.impl = "cpu-all";
@@ -515,8 +510,8 @@ CtBenchReport Engine::run() {
         // Estimate first: skipped measurements must not build the input.
         double est = 0.0;
         try {
-          est = estimateMs(m.impl, spec, static_cast<int>(v),
-                           [&](RowSpec const& p) { return probeDevice(p, static_cast<int>(v)); });
+          DeviceVariant const& variant = variants(spec.algo)[v];
+          est = estimateMs(m.impl, spec, variant.units, [&](RowSpec const& p) { return probeDevice(p, variant); });
         } catch (std::exception const& e) {
           m.status = "error";
           m.note = e.what();
@@ -538,7 +533,7 @@ CtBenchReport Engine::run() {
           allocated = true;
         }
         setParams(spec, in.sigma);
-        measureDevice(rows[q], in, static_cast<int>(v));
+        measureDevice(rows[q], in, v);
       }
     }
     in.releaseDevice();
@@ -553,7 +548,7 @@ CtBenchReport Engine::run() {
       if (!in.made) setParams(spec, 0.01);
       double est = 0.0;
       try {
-        est = estimateMs(m.impl, spec, -1, [&](RowSpec const& p) { return probeCpu(p, threads); });
+        est = estimateMs(m.impl, spec, referenceUnits(spec.algo), [&](RowSpec const& p) { return probeCpu(p, threads); });
       } catch (std::exception const& e) {
         m.status = "error";
         m.note = e.what();
@@ -582,10 +577,8 @@ CtBenchReport Engine::run() {
     if (in.made) setParams(r.spec, in.sigma);
   }
 
-  nlohmann::json peers;
-  if (!opt_.peersJsonPath.empty()) peers = common::readPeersJson(opt_.peersJsonPath);
-
-  CtBenchReport rep;
+  nlohmann::json const& peers = peers_;
+  BenchReport rep;
   rep.measured = measured_;
   rep.skipped = skipped_;
   rep.failed = failed_;
@@ -785,7 +778,8 @@ std::string Engine::toMarkdown(std::vector<Row> const& rows, std::vector<Transfe
         sel.push_back(&r);
     if (sel.empty()) return;
     const bool withPaper = dim == 2;
-    const auto names = algo == Algo::Bilateral ? bilateralVariants() : nlmVariants();
+    std::vector<std::string> names;
+    for (auto const& variant : variants(algo)) names.push_back(variant.name);
     os << "## " << title << "\n\n| image | window |";
     if (withPaper) os << " paper SF | paper opt. |";
     for (auto const& n : names) os << " " << n << " |";
@@ -918,12 +912,8 @@ std::string defaultResultStem() {
   return "bench/results/ct_" + validation::sanitizeForFileName(buildInfo().device);
 }
 
-CtBenchReport runCtBench(CtBenchOptions const& opt) {
-  if (opt.quick && opt.tiny) throw InvalidArgument("bench ct: --quick and --tiny are exclusive");
-  if (!opt.jsonPath.empty()) io::requireWritableFile(opt.jsonPath);
-  if (!opt.markdownPath.empty()) io::requireWritableFile(opt.markdownPath);
-  if (!opt.peersJsonPath.empty() && !std::ifstream(opt.peersJsonPath))
-    throw IoError("cannot read peers JSON '" + opt.peersJsonPath + "'");
+BenchReport runCtBench(BenchOptions const& opt) {
+  nlohmann::json peers = common::checkOptions(opt, "ct");
   if (!opt.only.empty()) {
     bool any = false;
     for (auto const& s : detail::bilateralRows(opt.tiny)) any = any || s.label().find(opt.only) != std::string::npos;
@@ -932,10 +922,9 @@ CtBenchReport runCtBench(CtBenchOptions const& opt) {
       throw InvalidArgument("bench ct: --only '" + opt.only +
                             "' matches no row (rows are labelled like 'NLM 2D 1024^2 patch 7 window 17')");
   }
-  Engine e(opt);
-  CtBenchReport rep = e.run();
-  if (!opt.jsonPath.empty()) io::writeTextFileAtomic(opt.jsonPath, rep.json.dump(2) + "\n");
-  if (!opt.markdownPath.empty()) io::writeTextFileAtomic(opt.markdownPath, rep.markdown);
+  Engine e(opt, std::move(peers));
+  BenchReport rep = e.run();
+  common::writeReport(rep, opt);
   return rep;
 }
 

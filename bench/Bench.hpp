@@ -25,6 +25,8 @@
 //     window taps (bilateral) or voxels x search offsets (NLM: one weight, one exp each) / time.
 #pragma once
 
+#include "bench/BenchOptions.hpp"
+
 #include <Kokkos_Core.hpp>
 #include <nlohmann/json.hpp>
 
@@ -38,31 +40,11 @@
 
 namespace kortex::bench {
 
-struct CtBenchOptions {
-  bool quick = false;   // smaller budgets (minutes on a CPU-only machine)
-  bool tiny = false;    // 64^2 and 16^3, 1-2 repetitions: the ctest smoke test (seconds)
-  std::string jsonPath;      // write JSON here (atomic); empty: none
-  std::string markdownPath;  // write Markdown here (atomic); empty: none
-  std::string peersJsonPath; // optional: output of bench/peers/run_peers.py to merge
-  std::string only;          // non-empty: only rows whose label contains it ("NLM 2D 1024^2")
-  std::ostream* progress = nullptr;  // live progress lines, when set
-  // Overrides of the mode's budgets (seconds; <= 0: the mode's default).
-  double deviceCaseBudgetS = 0.0;
-  double cpuCaseBudgetS = 0.0;
-  double totalBudgetS = 0.0;
-};
 
-struct CtBenchReport {
-  bool ok = false;           // every measured output passed its sanity check, nothing threw
-  double wallSeconds = 0.0;
-  int measured = 0, skipped = 0, failed = 0;
-  nlohmann::json json;
-  std::string markdown;      // the full report (tables); also what the CLI prints
-};
 
 // Runs the benchmark and writes the requested files (checked for writability before running).
 // Throws IoError for an unwritable output path or unreadable peers JSON.
-CtBenchReport runCtBench(CtBenchOptions const& opt);
+BenchReport runCtBench(BenchOptions const& opt);
 
 // "bench/results/ct_<device>" (device name made file-name safe): the stem under which GPU
 // results are committed (add ".json" / ".md").
@@ -91,28 +73,32 @@ struct RowSpec {
   std::string label() const;  // "NLM 3D 256^3 patch 5 window 11"
 };
 
+// One implementation of a row's filter: its name, its launch (device variants) and its work
+// units for the cost model (run time ~ rate x units).
+using WorkUnits = double (*)(RowSpec const&);
+struct DeviceVariant {
+  std::string name;
+  void (*launch)(DeviceExec const&, ConstImageView<DeviceMem>, ImageView<DeviceMem>, RowSpec const&);
+  WorkUnits units;
+};
+
 // bilateral (BenchBilateral.cpp)
 std::vector<RowSpec> bilateralRows(bool tiny);
 void setBilateralParams(RowSpec& row);  // from window + noiseSigma
-std::vector<std::string> bilateralVariants();  // "Naive", "ScratchTiled"
-void launchBilateral(DeviceExec const& exec, ConstImageView<DeviceMem> in, ImageView<DeviceMem> out,
-                     RowSpec const& row, int variant);
+std::vector<DeviceVariant> const& bilateralVariants();  // Naive, ScratchTiled
 void referenceBilateral(ConstImageView<Kokkos::HostSpace> in, ImageView<Kokkos::HostSpace> out,
                         RowSpec const& row);
-// Work units for the cost model: voxels x taps (every implementation).
-double bilateralUnits(RowSpec const& row, int variant);
+// Work units of the CPU reference and every variant: voxels x taps.
+double bilateralUnits(RowSpec const& row);
 
 // NLM (BenchNlm.cpp)
 std::vector<RowSpec> nlmRows(bool tiny);
 void setNlmParams(RowSpec& row);
-std::vector<std::string> nlmVariants();  // "Naive", "ScratchTiled", "BoxSum"
-void launchNlm(DeviceExec const& exec, ConstImageView<DeviceMem> in, ImageView<DeviceMem> out,
-               RowSpec const& row, int variant);
+std::vector<DeviceVariant> const& nlmVariants();  // Naive, ScratchTiled, BoxSum
 void referenceNlm(ConstImageView<Kokkos::HostSpace> in, ImageView<Kokkos::HostSpace> out,
                   RowSpec const& row);
-// Work units: voxels x offsets x patch (Naive, ScratchTiled: cost grows with the patch),
-// voxels x offsets (BoxSum and the box-sum CPU reference; variant -1).
-double nlmUnits(RowSpec const& row, int variant);
+// Work units of the box-sum CPU reference (and BoxSum): voxels x offsets.
+double nlmUnits(RowSpec const& row);
 
 }  // namespace detail
 }  // namespace kortex::bench

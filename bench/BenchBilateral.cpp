@@ -32,24 +32,30 @@ void setBilateralParams(RowSpec& row) {
   row.bilateral = qualityBilateralParams(row.window, row.noiseSigma);
 }
 
-std::vector<std::string> bilateralVariants() {
-  return {toString(BilateralVariant::Naive), toString(BilateralVariant::ScratchTiled)};
+double bilateralUnits(RowSpec const& row) {
+  return static_cast<double>(row.voxels()) * static_cast<double>(row.taps());
 }
 
-void launchBilateral(DeviceExec const& exec, ConstImageView<DeviceMem> in, ImageView<DeviceMem> out,
-                     RowSpec const& row, int variant) {
+namespace {
+template <BilateralVariant V>
+void launchVariant(DeviceExec const& exec, ConstImageView<DeviceMem> in, ImageView<DeviceMem> out,
+                   RowSpec const& row) {
   BilateralParams p = row.bilateral;
-  p.variant = static_cast<BilateralVariant>(variant);
+  p.variant = V;
   gpu::bilateral(exec, in, out, p);
+}
+}  // namespace
+
+std::vector<DeviceVariant> const& bilateralVariants() {
+  static const std::vector<DeviceVariant> v{
+      {toString(BilateralVariant::Naive), &launchVariant<BilateralVariant::Naive>, &bilateralUnits},
+      {toString(BilateralVariant::ScratchTiled), &launchVariant<BilateralVariant::ScratchTiled>, &bilateralUnits}};
+  return v;
 }
 
 void referenceBilateral(ConstImageView<Kokkos::HostSpace> in, ImageView<Kokkos::HostSpace> out,
                         RowSpec const& row) {
   ref::bilateral(in, out, row.bilateral);
-}
-
-double bilateralUnits(RowSpec const& row, int) {
-  return static_cast<double>(row.voxels()) * static_cast<double>(row.taps());
 }
 
 }  // namespace kortex::bench::detail

@@ -7,6 +7,7 @@
 #include <type_traits>
 
 #include "core/Errors.hpp"
+#include "io/Output.hpp"
 #include "validation/Report.hpp"
 
 #ifdef KOKKOS_ENABLE_CUDA
@@ -126,6 +127,29 @@ bool Budget::plan(Measurement& m, double estMs, bool device) const {
                           : std::string(device ? "device" : "CPU") + " time cap of " +
                                 fmt(phaseCapS(device), 3) + " s reached";
   return false;
+}
+
+nlohmann::json checkOptions(BenchOptions const& opt, const char* bench) {
+  if (opt.quick && opt.tiny) throw InvalidArgument(std::string("bench ") + bench + ": --quick and --tiny are exclusive");
+  if (!opt.jsonPath.empty()) io::requireWritableFile(opt.jsonPath, "JSON report");
+  if (!opt.markdownPath.empty()) io::requireWritableFile(opt.markdownPath, "Markdown report");
+  return opt.peersJsonPath.empty() ? nlohmann::json() : readPeersJson(opt.peersJsonPath);
+}
+
+void finishReport(BenchReport& rep, nlohmann::json& j, std::string markdown, Clock::time_point tStart,
+                  BenchOptions const& opt) {
+  rep.wallSeconds = secondsSince(tStart);
+  j["wall_seconds"] = rep.wallSeconds;
+  rep.ok = rep.failed == 0 && rep.measured > 0;
+  j["ok"] = rep.ok;
+  rep.json = j;
+  rep.markdown = std::move(markdown);
+  writeReport(rep, opt);
+}
+
+void writeReport(BenchReport const& rep, BenchOptions const& opt) {
+  if (!opt.jsonPath.empty()) io::writeTextFileAtomic(opt.jsonPath, rep.json.dump(2) + "\n");
+  if (!opt.markdownPath.empty()) io::writeTextFileAtomic(opt.markdownPath, rep.markdown);
 }
 
 }  // namespace kortex::bench::common

@@ -20,7 +20,7 @@
 #include <string>
 #include <utility>
 
-#include "io/Output.hpp"
+#include "bench/BenchOptions.hpp"
 #include "core/Timing.hpp"
 
 namespace kortex::bench::common {
@@ -32,10 +32,6 @@ using DeviceMem = DeviceExec::memory_space;
 inline constexpr bool kDeviceIsHostMemory =
     Kokkos::SpaceAccessibility<Kokkos::HostSpace, DeviceMem>::accessible;
 
-using Clock = std::chrono::steady_clock;
-inline double secondsSince(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
 
 // Budgets of one mode (seconds), see the rules above.
 struct Mode {
@@ -94,11 +90,15 @@ int rotationSlots(double setBytes, std::size_t cache, int maxSlots);
 // Views of 512 MiB (128 MiB in host memory; 64 / 16 MiB when `tiny`).
 double measureCopyBandwidth(DeviceExec const& exec, bool tiny);
 
-// Completes a report with measured / failed counts (register, surface): wall time, ok (nothing
-// failed and something was measured), the JSON and Markdown, written atomically where asked.
-template <class Report>
-void finishReport(Report& rep, nlohmann::json& j, std::string markdown, Clock::time_point tStart,
-                  std::string const& jsonPath, std::string const& markdownPath);
+// Checks every benchmark makes before anything runs: --quick and --tiny exclusive, report paths
+// writable, the peers JSON readable (returned; null when none was given).
+nlohmann::json checkOptions(BenchOptions const& opt, const char* bench);
+// Completes a report: wall time, ok (nothing failed and something was measured), the JSON and
+// Markdown, written atomically where the options ask.
+void finishReport(BenchReport& rep, nlohmann::json& j, std::string markdown, Clock::time_point tStart,
+                  BenchOptions const& opt);
+// Writes the report's JSON and Markdown atomically where the options ask.
+void writeReport(BenchReport const& rep, BenchOptions const& opt);
 
 // Reads a peers JSON (bench/peers/*.py); throws IoError when unreadable or not JSON.
 nlohmann::json readPeersJson(std::string const& path);
@@ -171,18 +171,5 @@ class Budget {
   double spentDeviceS_ = 0.0, spentCpuS_ = 0.0;
   double limitDeviceS_ = 0.0, limitCpuS_ = 0.0;
 };
-
-template <class Report>
-void finishReport(Report& rep, nlohmann::json& j, std::string markdown, Clock::time_point tStart,
-                  std::string const& jsonPath, std::string const& markdownPath) {
-  rep.wallSeconds = secondsSince(tStart);
-  j["wall_seconds"] = rep.wallSeconds;
-  rep.ok = rep.failed == 0 && rep.measured > 0;
-  j["ok"] = rep.ok;
-  rep.json = j;
-  rep.markdown = std::move(markdown);
-  if (!jsonPath.empty()) io::writeTextFileAtomic(jsonPath, j.dump(2) + "\n");
-  if (!markdownPath.empty()) io::writeTextFileAtomic(markdownPath, rep.markdown);
-}
 
 }  // namespace kortex::bench::common

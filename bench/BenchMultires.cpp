@@ -40,13 +40,11 @@ namespace {
 
 using common::Budget;
 using common::cell;
-using common::Clock;
 using common::kDeviceIsHostMemory;
 using common::Measurement;
 using common::Mode;
 using common::OmpThreads;
 using common::repsText;
-using common::secondsSince;
 using validation::fmt;
 using validation::fmtMs;
 namespace paper = paper_multires;
@@ -365,7 +363,7 @@ std::string fpsCell(Measurement const& m) {
   return fmt(fps(m), 4) + (m.status == "single" ? " (1 run)" : "");
 }
 
-Mode modeFor(MultiresBenchOptions const& o) {
+Mode modeFor(BenchOptions const& o) {
   Mode m;
   if (o.tiny)
     m = {"tiny", 0.5, 1.0, 0.5, 1.0, 60.0, 1, 1, 2, 2, 0.6};
@@ -423,11 +421,11 @@ struct Case {
 
 class Engine {
  public:
-  Engine(MultiresBenchOptions const& o, nlohmann::json peers)
+  Engine(BenchOptions const& o, nlohmann::json peers)
       : opt_(o), mode_(modeFor(o)), budget_(mode_), peers_(std::move(peers)), t0_(Clock::now()),
         cache_(common::cacheBytes()), cpuThreads_(common::maxOmpThreads()) {}
 
-  MultiresBenchReport run();
+  BenchReport run();
 
  private:
   bool selected(std::string const& label) const {
@@ -492,7 +490,7 @@ class Engine {
   nlohmann::json toJson() const;
   std::string toMarkdown() const;
 
-  MultiresBenchOptions opt_;
+  BenchOptions opt_;
   Mode mode_;
   Budget budget_;
   nlohmann::json peers_;
@@ -1309,7 +1307,7 @@ void Engine::table2Cpu() {
 
 // ---- run --------------------------------------------------------------------------------------
 
-MultiresBenchReport Engine::run() {
+BenchReport Engine::run() {
   progress(std::string("Kortex multiresolution benchmark (") + mode_.name + "), device space " + Exec::name() +
            ", CPU reference threads: " + std::to_string(paper::kTable2CpuThreads) + " and " +
            std::to_string(cpuThreads_));
@@ -1328,7 +1326,7 @@ MultiresBenchReport Engine::run() {
   refFloat_.reset();
   refInt_ = HostU16();
 
-  MultiresBenchReport rep;
+  BenchReport rep;
   rep.measured = measured_;
   rep.skipped = skipped_;
   rep.failed = failed_;
@@ -1914,13 +1912,9 @@ std::string defaultMultiresResultStem() {
   return "bench/results/multires_" + validation::sanitizeForFileName(buildInfo().device);
 }
 
-MultiresBenchReport runMultiresBench(MultiresBenchOptions const& opt) {
-  if (opt.quick && opt.tiny) throw InvalidArgument("bench multires: --quick and --tiny are exclusive");
-  if (!opt.jsonPath.empty()) io::requireWritableFile(opt.jsonPath);
-  if (!opt.markdownPath.empty()) io::requireWritableFile(opt.markdownPath);
-  nlohmann::json peers;
+BenchReport runMultiresBench(BenchOptions const& opt) {
+  nlohmann::json peers = common::checkOptions(opt, "multires");
   if (!opt.peersJsonPath.empty()) {
-    peers = common::readPeersJson(opt.peersJsonPath);
     if (!peers.is_object() || !peers.contains("results") || !peers["results"].is_array())
       throw IoError("peers JSON '" + opt.peersJsonPath +
                     "' has no \"results\" array (expected the output of bench/peers/multires_opencv.py)");
@@ -1935,9 +1929,8 @@ MultiresBenchReport runMultiresBench(MultiresBenchOptions const& opt) {
                             "'Table2 2048^2 kokkos float')");
   }
   Engine e(opt, std::move(peers));
-  MultiresBenchReport rep = e.run();
-  if (!opt.jsonPath.empty()) io::writeTextFileAtomic(opt.jsonPath, rep.json.dump(2) + "\n");
-  if (!opt.markdownPath.empty()) io::writeTextFileAtomic(opt.markdownPath, rep.markdown);
+  BenchReport rep = e.run();
+  common::writeReport(rep, opt);
   return rep;
 }
 

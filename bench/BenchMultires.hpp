@@ -37,6 +37,8 @@
 //     out below the noisy input's PSNR.
 #pragma once
 
+#include "bench/BenchOptions.hpp"
+
 #include <nlohmann/json.hpp>
 
 #include <ostream>
@@ -45,32 +47,12 @@
 
 namespace kortex::bench {
 
-struct MultiresBenchOptions {
-  bool quick = false;         // smaller budgets (minutes on a CPU-only machine)
-  bool tiny = false;          // 64^2 and 128^2, 1-2 repetitions: the ctest smoke test (seconds)
-  std::string jsonPath;       // write JSON here (atomic); empty: none
-  std::string markdownPath;   // write Markdown here (atomic); empty: none
-  std::string peersJsonPath;  // optional: output of bench/peers/multires_opencv.py to merge
-  std::string only;           // non-empty: only cases whose label contains it ("Table2 4096^2")
-  std::ostream* progress = nullptr;  // live progress lines, when set
-  // Overrides of the mode's budgets (seconds; <= 0: the mode's default).
-  double deviceCaseBudgetS = 0.0;
-  double cpuCaseBudgetS = 0.0;
-  double totalBudgetS = 0.0;
-};
 
-struct MultiresBenchReport {
-  bool ok = false;  // every measured output passed its check, nothing threw, something measured
-  double wallSeconds = 0.0;
-  int measured = 0, skipped = 0, failed = 0;
-  nlohmann::json json;
-  std::string markdown;  // the full report (tables); also what the CLI prints
-};
 
 // Runs the benchmark and writes the requested files. Every option is checked before anything
 // runs: InvalidArgument for --quick with --tiny or an --only matching no case, IoError for an
 // unwritable output path or an unreadable / invalid peers JSON.
-MultiresBenchReport runMultiresBench(MultiresBenchOptions const& opt);
+BenchReport runMultiresBench(BenchOptions const& opt);
 
 // Every case label of a mode (what --only matches), e.g. "Fig4 512^2 ClosenessLut",
 // "Fig5 4096^2 int16 Packed16 decompose", "Fig6 1024^2 tile 64x1", "Table2 2048^2 kokkos float".

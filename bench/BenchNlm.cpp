@@ -44,27 +44,34 @@ void setNlmParams(RowSpec& row) {
   row.nlm = qualityNlmParams(row.window, row.noiseSigma, row.patchRadius);
 }
 
-std::vector<std::string> nlmVariants() {
-  return {toString(NlmVariant::Naive), toString(NlmVariant::ScratchTiled), toString(NlmVariant::BoxSum)};
+double nlmUnits(RowSpec const& row) {
+  return static_cast<double>(row.voxels()) * static_cast<double>(row.taps());
 }
 
-void launchNlm(DeviceExec const& exec, ConstImageView<DeviceMem> in, ImageView<DeviceMem> out,
-               RowSpec const& row, int variant) {
+namespace {
+// Naive and ScratchTiled compute every patch distance: their cost grows with the patch.
+double patchUnits(RowSpec const& row) { return nlmUnits(row) * patchSize(row.patchRadius, row.dim); }
+
+template <NlmVariant V>
+void launchVariant(DeviceExec const& exec, ConstImageView<DeviceMem> in, ImageView<DeviceMem> out,
+                   RowSpec const& row) {
   NlmParams p = row.nlm;
-  p.variant = static_cast<NlmVariant>(variant);
+  p.variant = V;
   gpu::nlm(exec, in, out, p);
+}
+}  // namespace
+
+std::vector<DeviceVariant> const& nlmVariants() {
+  static const std::vector<DeviceVariant> v{
+      {toString(NlmVariant::Naive), &launchVariant<NlmVariant::Naive>, &patchUnits},
+      {toString(NlmVariant::ScratchTiled), &launchVariant<NlmVariant::ScratchTiled>, &patchUnits},
+      {toString(NlmVariant::BoxSum), &launchVariant<NlmVariant::BoxSum>, &nlmUnits}};
+  return v;
 }
 
 void referenceNlm(ConstImageView<Kokkos::HostSpace> in, ImageView<Kokkos::HostSpace> out,
                   RowSpec const& row) {
   ref::nlm(in, out, row.nlm);
-}
-
-double nlmUnits(RowSpec const& row, int variant) {
-  const double base = static_cast<double>(row.voxels()) * static_cast<double>(row.taps());
-  const bool patchCost = variant == static_cast<int>(NlmVariant::Naive) ||
-                         variant == static_cast<int>(NlmVariant::ScratchTiled);
-  return patchCost ? base * patchSize(row.patchRadius, row.dim) : base;
 }
 
 }  // namespace kortex::bench::detail

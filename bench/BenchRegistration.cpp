@@ -31,8 +31,6 @@ namespace {
 using Exec = Kokkos::DefaultExecutionSpace;
 using Mem = Exec::memory_space;
 namespace ri = gpu::registration_detail;
-using Clock = std::chrono::steady_clock;
-double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
 // The paper's flop count of the force kernel per voxel (Lee et al., Sec. 3.2).
 constexpr double kPaperFlopsPerVoxel = 158.0;
@@ -146,14 +144,11 @@ nlohmann::json resourcesJson(Exec const& exec, DeviceVolume const& d, ri::ForceL
 
 }  // namespace
 
-RegistrationBenchReport runRegistrationBench(RegistrationBenchOptions const& opt) {
+BenchReport runRegistrationBench(BenchOptions const& opt) {
   const auto tStart = Clock::now();
-  for (auto const* p : {&opt.jsonPath, &opt.markdownPath})
-    if (!p->empty()) io::requireWritableFile(*p);
-  nlohmann::json peers;
-  if (!opt.peersJsonPath.empty()) peers = common::readPeersJson(opt.peersJsonPath);
+  const nlohmann::json peers = common::checkOptions(opt, "register");
 
-  RegistrationBenchReport rep;
+  BenchReport rep;
   Exec exec;
   auto say = [&](std::string const& s) {
     if (opt.progress) *opt.progress << s << std::endl;
@@ -335,7 +330,7 @@ RegistrationBenchReport runRegistrationBench(RegistrationBenchOptions const& opt
     auto t0 = Clock::now();
     RegistrationResult rr = reg.run(d.moving, d.fixed, u0);
     exec.fence();
-    const double runMs = since(t0) * 1e3 / std::max(1, rr.iterations);
+    const double runMs = secondsSince(t0) * 1e3 / std::max(1, rr.iterations);
     if (!(rr.final.total < rr.initial.total)) fail(label + ": the Kokkos registration did not lower the energy");
     // CPU reference, 1 thread and all threads.
     auto cpuRun = [&](int threads) -> std::pair<double, int> {
@@ -349,7 +344,7 @@ RegistrationBenchReport runRegistrationBench(RegistrationBenchOptions const& opt
       VectorField<Kokkos::HostSpace> uc("kortex::bench::uc", h.fixed.geometry, 3);
       auto c0 = Clock::now();
       RegistrationResult cr = ref::fluidRegister(h.moving, h.fixed, uc, pc);
-      return {since(c0) * 1e3 / std::max(1, cr.iterations), cr.iterations};
+      return {secondsSince(c0) * 1e3 / std::max(1, cr.iterations), cr.iterations};
     };
     std::pair<double, int> cpu1{NAN, 0}, cpuAll{NAN, 0};
     const bool cpuOk = opt.tiny || onDevice ? (n <= 256) : true;
@@ -415,14 +410,14 @@ RegistrationBenchReport runRegistrationBench(RegistrationBenchOptions const& opt
       auto t0 = Clock::now();
       HostImage fixed = io::readImage(ixi / "IXI012-HH-1211-T1_ds.nii.gz");
       HostImage moving = io::readImage(ixi / "IXI013-HH-1212-T1_ds.nii.gz");
-      const double readS = since(t0);
+      const double readS = secondsSince(t0);
       pipeline::RegistrationPipelineOptions po;
       po.backend = Backend::Kokkos;
       pipeline::RegistrationPipelineResult r = pipeline::registerPair(moving, fixed, po);
       auto t1 = Clock::now();
       HostImage warped = pipeline::warpedMoving(r, moving);
       auto field = pipeline::worldDisplacement(r);
-      const double outS = since(t1);
+      const double outS = secondsSince(t1);
       const double total = readS + r.secondsTotal + outS;
       totals.push_back(total);
       nlohmann::json x = pipeline::toJson(r);
@@ -444,7 +439,7 @@ RegistrationBenchReport runRegistrationBench(RegistrationBenchOptions const& opt
        << "; fluid " << last["fluid"]["iterations"] << " iterations (" << last["fluid"]["stop"] << ")\n";
   }
   j["targets"] = targets;
-  common::finishReport(rep, j, md.str(), tStart, opt.jsonPath, opt.markdownPath);
+  common::finishReport(rep, j, md.str(), tStart, opt);
   return rep;
 }
 

@@ -26,6 +26,8 @@
 // checked finite with finite energy; the whole-registration runs must lower the energy.
 #pragma once
 
+#include "bench/BenchOptions.hpp"
+
 #include <nlohmann/json.hpp>
 
 #include <ostream>
@@ -33,25 +35,8 @@
 
 namespace kortex::bench {
 
-struct RegistrationBenchOptions {
-  bool quick = false;
-  bool tiny = false;           // 24^3 and 32^3: the ctest smoke test (seconds)
-  std::string jsonPath;
-  std::string markdownPath;
-  std::string peersJsonPath;   // bench/peers/registration_torch.py output
-  std::string only;            // only sections/cases whose label contains this
-  std::string dataDir;         // ../shared/data: the IXI pair target
-  std::ostream* progress = nullptr;
-};
 
-struct RegistrationBenchReport {
-  bool ok = false;
-  int measured = 0, failed = 0;
-  double wallSeconds = 0.0;
-  nlohmann::json json;
-  std::string markdown;
-};
 
-RegistrationBenchReport runRegistrationBench(RegistrationBenchOptions const& opt);
+BenchReport runRegistrationBench(BenchOptions const& opt);
 
 }  // namespace kortex::bench

@@ -27,7 +27,6 @@ namespace {
 
 using Exec = Kokkos::DefaultExecutionSpace;
 using Mem = Exec::memory_space;
-using common::Clock;
 
 // The paper (Lee et al., surface part; GTX 480 against a dual-thread CPU): whole run times.
 struct PaperPoint {
@@ -68,16 +67,13 @@ struct Run {
 
 }  // namespace
 
-SurfaceBenchReport runSurfaceBench(SurfaceBenchOptions const& opt) {
+BenchReport runSurfaceBench(BenchOptions const& opt) {
   const auto tStart = Clock::now();
-  for (auto const* p : {&opt.jsonPath, &opt.markdownPath})
-    if (!p->empty()) io::requireWritableFile(*p);
-  nlohmann::json peers;
-  if (!opt.peersJsonPath.empty()) peers = common::readPeersJson(opt.peersJsonPath);
+  const nlohmann::json peers = common::checkOptions(opt, "surface");
   if (!opt.dumpDir.empty() && !std::filesystem::is_directory(opt.dumpDir))
     throw IoError("--dump folder '" + opt.dumpDir + "' does not exist");
 
-  SurfaceBenchReport rep;
+  BenchReport rep;
   Exec exec;
   auto say = [&](std::string const& s) {
     if (opt.progress) *opt.progress << s << std::endl;
@@ -272,7 +268,7 @@ SurfaceBenchReport runSurfaceBench(SurfaceBenchOptions const& opt) {
       ref::SurfaceDenoiseInfo rinfo;
       const auto t0 = Clock::now();
       const HostImage want = ref::surfaceDenoise(phi, base, &rinfo, checked ? nullptr : &rnb);
-      const double cpuS = common::secondsSince(t0);
+      const double cpuS = secondsSince(t0);
       cpuSpent += cpuS;
       cpuPerPair[ti] = cpuS / pairs;
       say("  CPU " + std::to_string(threads) + " threads: " + fmt(cpuS, 2) + " s");
@@ -334,7 +330,7 @@ SurfaceBenchReport runSurfaceBench(SurfaceBenchOptions const& opt) {
          << fmt(100.0 * p.value("rows_identical_sets", NAN), 2) << "% of rows identical as sets\n";
   }
   j["targets"] = tj;
-  common::finishReport(rep, j, md.str(), tStart, opt.jsonPath, opt.markdownPath);
+  common::finishReport(rep, j, md.str(), tStart, opt);
   return rep;
 }
 

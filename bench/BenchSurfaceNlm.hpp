@@ -22,6 +22,8 @@
 // warm-up, median (core/Timing.hpp).
 #pragma once
 
+#include "bench/BenchOptions.hpp"
+
 #include <nlohmann/json.hpp>
 
 #include <ostream>
@@ -29,25 +31,8 @@
 
 namespace kortex::bench {
 
-struct SurfaceBenchOptions {
-  bool quick = false;
-  bool tiny = false;           // bands of ~1.5k and ~3k: the ctest smoke test
-  std::string jsonPath;
-  std::string markdownPath;
-  std::string peersJsonPath;   // bench/peers/surface_torch.py output
-  std::string dumpDir;         // records + exact neighbours of the largest case, for the peer
-  std::string only;            // only variants / sizes whose label contains this
-  std::ostream* progress = nullptr;
-};
 
-struct SurfaceBenchReport {
-  bool ok = false;
-  int measured = 0, failed = 0;
-  double wallSeconds = 0.0;
-  nlohmann::json json;
-  std::string markdown;
-};
 
-SurfaceBenchReport runSurfaceBench(SurfaceBenchOptions const& opt);
+BenchReport runSurfaceBench(BenchOptions const& opt);
 
 }  // namespace kortex::bench

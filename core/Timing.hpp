@@ -1,5 +1,5 @@
-// Timing helper used by the validation harness and the benchmarks:
-// warm up, fence before and after every repetition, report the median.
+// Timing helpers: host clock intervals, and the fenced median timing used by the validation
+// harness and the benchmarks (warm up, fence before and after every repetition, the median).
 #pragma once
 
 #include <algorithm>
@@ -7,6 +7,19 @@
 #include <vector>
 
 namespace kortex {
+
+using Clock = std::chrono::steady_clock;
+
+// Seconds / milliseconds of host time since t0 (fence device work before reading them).
+inline double secondsSince(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+inline double msSince(Clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+}
+
+// ceil(a / b) for a >= 0, b > 0 (tile and league counts).
+constexpr int ceilDiv(int a, int b) { return (a + b - 1) / b; }
 
 struct TimingStats {
   double medianMs = 0.0;

@@ -1,4 +1,5 @@
 #include "pipeline/Denoise.hpp"
+#include "core/Timing.hpp"
 
 #include <Kokkos_Core.hpp>
 
@@ -19,10 +20,6 @@ namespace kortex::pipeline {
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
-double msSince(Clock::time_point t0) {
-  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-}
 
 template <class T, class Mem>
 using Volume = Kokkos::View<T***, Kokkos::LayoutRight, Mem>;

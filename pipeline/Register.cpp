@@ -1,4 +1,5 @@
 #include "pipeline/Register.hpp"
+#include "core/Timing.hpp"
 
 #include <omp.h>
 
@@ -19,8 +20,6 @@ namespace kortex::pipeline {
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
-double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
 void requireVolume(HostImage const& img, const char* name) {
   if (img.data.data() == nullptr || img.numVoxels() == 0)
@@ -73,7 +72,7 @@ void runKokkos(HostImage const& movingN, HostImage const& fixedN, HostImage cons
     r.affine = r.affineResult.transform;
     r.affineRan = true;
   }
-  r.secondsAffine = since(t0);
+  r.secondsAffine = secondsSince(t0);
   t0 = Clock::now();
   auto dMoving = Kokkos::create_mirror_view_and_copy(Mem(), movingN.data);
   auto dFixed = Kokkos::create_mirror_view_and_copy(Mem(), fixedN.data);
@@ -81,7 +80,7 @@ void runKokkos(HostImage const& movingN, HostImage const& fixedN, HostImage cons
                             fixed.geometry.nx());
   gpu::resampleAffine(exec, ConstImageView<Mem>(dMoving), r.affine, dResampled);
   exec.fence();
-  r.secondsResample = since(t0);
+  r.secondsResample = secondsSince(t0);
   r.movingResampled = HostImage("kortex::registerPair::movingResampled", fixed.geometry);
   Kokkos::deep_copy(r.movingResampled.data, dResampled);
   r.u = VectorField<Kokkos::HostSpace>("kortex::registerPair::u", fixed.geometry, 3);
@@ -92,7 +91,7 @@ void runKokkos(HostImage const& movingN, HostImage const& fixedN, HostImage cons
     r.fluid = reg.run(ConstImageView<Mem>(dResampled), ConstImageView<Mem>(dFixed), dU, opt.progress);
     Kokkos::deep_copy(r.u.data, dU);
   }
-  r.secondsFluid = since(t0);
+  r.secondsFluid = secondsSince(t0);
 }
 
 void runReference(HostImage const& movingN, HostImage const& fixedN, HostImage const& moving, HostImage const& fixed,
@@ -108,14 +107,14 @@ void runReference(HostImage const& movingN, HostImage const& fixedN, HostImage c
     r.affine = r.affineResult.transform;
     r.affineRan = true;
   }
-  r.secondsAffine = since(t0);
+  r.secondsAffine = secondsSince(t0);
   t0 = Clock::now();
   r.movingResampled = ref::resampleAffine(movingN, fixed.geometry, r.affine);
-  r.secondsResample = since(t0);
+  r.secondsResample = secondsSince(t0);
   r.u = VectorField<Kokkos::HostSpace>("kortex::registerPair::u", fixed.geometry, 3);
   t0 = Clock::now();
   if (opt.useFluid) r.fluid = ref::fluidRegister(r.movingResampled, fixedN, r.u, opt.fluid, opt.progress);
-  r.secondsFluid = since(t0);
+  r.secondsFluid = secondsSince(t0);
 }
 
 }  // namespace
@@ -136,7 +135,7 @@ RegistrationPipelineResult registerPair(HostImage const& moving, HostImage const
   auto t0 = Clock::now();
   HostImage movingN = normaliseIntensity(moving, opt.intensity, "moving image");
   r.fixedNormalised = normaliseIntensity(fixed, opt.intensity, "fixed image");
-  r.secondsNormalise = since(t0);
+  r.secondsNormalise = secondsSince(t0);
 
   r.affine = initialTransform(fixed.geometry, moving.geometry);
   r.overlapStart = overlapFraction(r.affine, fixed.geometry, moving.geometry);
@@ -154,7 +153,7 @@ RegistrationPipelineResult registerPair(HostImage const& moving, HostImage const
     r.fluid.initial = r.fluid.final = RegistrationEnergy{};
     r.fluid.stop = StopReason::IterationCap;
   }
-  r.secondsTotal = since(tStart);
+  r.secondsTotal = secondsSince(tStart);
   return r;
 }
 

@@ -1,4 +1,5 @@
 #include "pipeline/Surface.hpp"
+#include "core/Timing.hpp"
 
 #include <Kokkos_Core.hpp>
 
@@ -21,9 +22,6 @@ std::string mib(std::int64_t bytes) {
   return buf;
 }
 
-double secondsSince(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
 
 }  // namespace
 

@@ -16,6 +16,7 @@
 
 #include "TestUtils.hpp"
 #include "core/Affine.hpp"
+#include "core/Timing.hpp"
 #include "core/Intensity.hpp"
 #include "core/Phantom.hpp"
 #include "core/Registration.hpp"
@@ -210,9 +211,6 @@ RegistrationResult registerOn(HostImage const& moving, HostImage const& fixed, H
   });
 }
 
-double secondsSince(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
 
 }  // namespace
 

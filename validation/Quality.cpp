@@ -49,7 +49,6 @@ HostImage qualityReadImage(std::string const& path) {
 }
 
 using detail::backendLabel;
-using detail::msSince;
 using detail::middleSlice;
 using detail::runOnBackend;
 #if KORTEX_VALIDATION_HAVE_IO

@@ -101,7 +101,7 @@ MultiresQualityResult runMultiresQualityImage(HostImage const& clean, std::strin
     r.montagePath = file;
 #endif
   }
-  r.wallMs = detail::msSince(wall0);
+  r.wallMs = msSince(wall0);
   return r;
 }
 

@@ -11,15 +11,13 @@
 #include <string>
 #include <vector>
 
+#include "core/Timing.hpp"
 #include "core/Backend.hpp"
 #include "core/Image.hpp"
 
 namespace kortex::validation::detail {
 
 using Clock = std::chrono::steady_clock;
-inline double msSince(Clock::time_point t0) {
-  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-}
 
 // Runs a filter on the chosen backend; returns the output and the wall time of one run.
 template <class RefFilter, class KokkosFilter>

@@ -1,4 +1,5 @@
 #include "validation/SurfaceNlm.hpp"
+#include "core/Timing.hpp"
 
 #include <Kokkos_Core.hpp>
 
@@ -24,8 +25,6 @@ namespace {
 
 using Exec = Kokkos::DefaultExecutionSpace;
 using Mem = Exec::memory_space;
-using Clock = std::chrono::steady_clock;
-double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
 constexpr double kNoiseSd = 0.3;        // voxel, on phi
 constexpr double kPhiBound = 0.25;      // voxel: the paper's GPU-CPU bound
@@ -140,13 +139,13 @@ Check cpuCheck(HostImage const& noisy, SurfaceNlmParams const& p, std::string re
   HostImage gotHere;
   auto t0 = Clock::now();
   if (!kokkosOut) gotHere = runKokkos(noisy, p, &info, &nbHere);
-  c.kokkosS = since(t0);
+  c.kokkosS = secondsSince(t0);
   HostImage const& got = kokkosOut ? *kokkosOut : gotHere;
   auto const& nb = kokkosNb ? *kokkosNb : nbHere;
   ref::SurfaceNeighbours rnb;
   t0 = Clock::now();
   const HostImage want = ref::surfaceDenoise(noisy, p, nullptr, &rnb);
-  c.cpuS = since(t0);
+  c.cpuS = secondsSince(t0);
   c.band = static_cast<std::int64_t>(nb.index.extent(0));
   for (auto id : ref::narrowBand(noisy, p.band))
     c.maxDphi = std::max(c.maxDphi, std::abs(double(got.data.data()[id]) - double(want.data.data()[id])));
@@ -255,7 +254,7 @@ SurfaceStudyReport runSurfaceStudy(SurfaceStudyOptions const& opt) {
     const bool checkWhole = opt.quick || band <= kCpuFullMax;
     const auto t0 = Clock::now();
     const HostImage out = runKokkos(noisy, params, &info, checkWhole ? &nb : nullptr);
-    const double kokkosS = since(t0);
+    const double kokkosS = secondsSince(t0);
     const Distance before = surfaceDistance(noisy, clean), after = surfaceDistance(out, clean);
     Check c;
     if (checkWhole) {

@@ -3,6 +3,7 @@
 // instantiation for every enabled execution space. Kernels: gpu/registration/detail/RegistrationKernels.hpp and
 // gpu/RegistrationForce*.hpp.
 #include "gpu/registration/Registration.hpp"
+#include "core/Timing.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -52,9 +53,6 @@ void checkThreeComponents(F const& f, const char* what, const char* name) {
                           " must have 3 components (3, nz, ny, nx)");
 }
 
-double secondsSince(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
 
 }  // namespace
 

@@ -20,6 +20,7 @@
 #endif
 
 #include "core/Backend.hpp"
+#include "core/Timing.hpp"
 #include "core/Errors.hpp"
 #include "gpu/detail/Common.hpp"
 #include "gpu/surface_nlm/detail/SurfaceNlmKernels.hpp"
@@ -30,9 +31,6 @@ using namespace surface_nlm_detail;
 
 namespace {
 
-double secondsSince(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
 
 // Candidate sub-chunk of ScratchBroadcast and Pruned: as many patches as level-0 scratch holds, at
 // most 64 (H200, n = 5: 64 x 512 B = 32 KB per team; 2 teams of 128 threads per SM by registers

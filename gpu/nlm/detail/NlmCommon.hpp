@@ -12,6 +12,7 @@
 
 #include "core/Boundary.hpp"
 #include "core/Compat.hpp"
+#include "core/Timing.hpp"
 #include "core/Errors.hpp"
 #include "core/Image.hpp"
 #include "core/Nlm.hpp"
@@ -73,7 +74,6 @@ struct FastDivisor {
 };
 inline constexpr int kFastDivisorLimit = 1 << 21;
 
-inline int ceilDiv(int a, int b) { return (a + b - 1) / b; }
 
 // Bytes of level-0 scratch for `n` floats as Kokkos lays it out (alignment included).
 template <class ExecSpace>

@@ -21,6 +21,7 @@
 
 #include "core/Boundary.hpp"
 #include "core/Compat.hpp"
+#include "core/Timing.hpp"
 #include "core/Errors.hpp"
 #include "core/Image.hpp"
 #include "core/Registration.hpp"
@@ -42,7 +43,6 @@ struct Extents {
   }
 };
 
-inline int ceilDiv(int a, int b) { return (a + b - 1) / b; }
 
 // Ring-buffer slot of slice s (s may be negative: slices before the volume, clamped at load).
 KOKKOS_INLINE_FUNCTION int ringSlot(int s, int n) { return ((s % n) + n) % n; }
