@@ -8,10 +8,6 @@
 #include "gpu/affine/Affine.hpp"
 #include "reference_cpu/Affine.hpp"
 
-#if defined(KORTEX_TEST_AFFINE_IO)
-#include "io/ImageIO.hpp"
-#endif
-
 #include <chrono>
 #include <cmath>
 #include <functional>
@@ -146,13 +142,6 @@ PhantomPair phantomPair(Index n) {
   p.moving = phantom(g, AffineTransform::identity(g), double(n));
   p.fixed = phantom(g, p.truth, double(n));
   return p;
-}
-
-template <class Space>
-ImageView<typename Space::memory_space> toDevice(HostImage const& h, std::string const& label) {
-  ImageView<typename Space::memory_space> d(label, h.data.extent(0), h.data.extent(1), h.data.extent(2));
-  Kokkos::deep_copy(d, h.data);
-  return d;
 }
 
 template <class F>
@@ -329,8 +318,8 @@ BOOST_AUTO_TEST_CASE(reference_metric_properties) {
 
 BOOST_AUTO_TEST_CASE_TEMPLATE(kokkos_metric_matches_reference, Space, test::ExecutionSpaces) {
   const FdSetup s = fdSetup();
-  const auto md = toDevice<Space>(s.moving, "moving");
-  const auto fd = toDevice<Space>(s.fixed, "fixed");
+  const auto md = test::toSpace<Space>(s.moving, "moving");
+  const auto fd = test::toSpace<Space>(s.fixed, "fixed");
   std::vector<AffineTransform> ts{s.t, AffineTransform::identity(s.fixed.geometry)};
   AffineTransform partial = s.t;  // partial overlap
   partial.translation = {-6.3, 20.2, 3.1};
@@ -358,13 +347,11 @@ BOOST_AUTO_TEST_CASE_TEMPLATE(kokkos_metric_matches_reference, Space, test::Exec
 
 BOOST_AUTO_TEST_CASE_TEMPLATE(kokkos_resample_matches_reference, Space, test::ExecutionSpaces) {
   const FdSetup s = fdSetup();
-  const auto md = toDevice<Space>(s.moving, "moving");
+  const auto md = test::toSpace<Space>(s.moving, "moving");
   for (AffineTransform t : {s.t, AffineTransform::identity(s.fixed.geometry)}) {
     t.translation[0] += -14.0;  // part of the fixed grid outside: zeros there
     const HostImage r = ref::resampleAffine(s.moving, s.fixed.geometry, t);
-    ImageView<typename Space::memory_space> out("out", s.fixed.data.extent(0), s.fixed.data.extent(1),
-                                                s.fixed.data.extent(2));
-    Kokkos::deep_copy(out, std::numeric_limits<float>::quiet_NaN());
+    auto out = test::poisonedImage<Space>(s.fixed.geometry);
     gpu::resampleAffine(Space(), md, t, out);
     const HostImage k = test::toHost(out, s.fixed.geometry);
     BOOST_TEST(test::maxAbsDifference(k, r) <= kResampleTol);
@@ -517,43 +504,3 @@ BOOST_AUTO_TEST_CASE(bad_inputs) {
   bad.maxStep = std::numeric_limits<double>::quiet_NaN();
   BOOST_CHECK_THROW(bad.validate(), InvalidArgument);
 }
-
-// ---- real data ---------------------------------------------------------------------------------------------
-
-#if defined(KORTEX_TEST_AFFINE_IO)
-BOOST_AUTO_TEST_CASE(ixi_pair_improves) {
-  if (!test::requireData("mri/ixi_2mm")) return;
-  const auto dir = test::dataDir() / "mri";
-  const HostImage fixed = io::readImage(dir / "ixi_2mm/IXI012-HH-1211-T1_ds.nii.gz");
-  const HostImage moving = io::readImage(dir / "ixi_2mm/IXI013-HH-1212-T1_ds.nii.gz");
-  const auto t0 = std::chrono::steady_clock::now();
-  const AffineResult r = ref::affineRegister(moving, fixed, AffineParams{});
-  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  std::cout << "IXI013 -> IXI012 (ref): NCC " << r.nccInitial << " -> " << r.nccFinal << ", overlap "
-            << r.overlapInitial << " -> " << r.overlap << ", " << r.evaluations << " evaluations, " << s
-            << " s\n  transform " << r.transform << "\n";
-  for (auto const& l : r.perLevel)
-    std::cout << "  level " << l.level << ": NCC " << l.nccStart << " -> " << l.nccEnd << ", "
-              << l.evaluations << " evaluations, stop " << toString(l.stop) << ", " << l.seconds << " s\n";
-  BOOST_TEST(r.nccFinal > r.nccInitial);
-  BOOST_TEST(r.overlap >= kMinOverlap);
-  // The Kokkos back end on the default execution space takes the same path.
-  const auto tk = std::chrono::steady_clock::now();
-  const AffineResult k = gpu::affineRegister(Kokkos::DefaultExecutionSpace(), moving, fixed, AffineParams{});
-  const double sk = std::chrono::duration<double>(std::chrono::steady_clock::now() - tk).count();
-  const double between = rmsMappedPointDistance(r.transform, k.transform, fixed.geometry);
-  std::cout << "  Kokkos (" << Kokkos::DefaultExecutionSpace::name() << "): NCC " << k.nccFinal << ", "
-            << k.evaluations << " evaluations, " << sk << " s; RMS distance to the reference transform "
-            << between << " voxels\n";
-  BOOST_TEST(between < kBackendTol);
-  if (std::filesystem::exists(dir / "ixi_2mm_labels")) {
-    const HostImage lf = io::readImage(dir / "ixi_2mm_labels/IXI012-HH-1211-T1_ds_DLMUSE.nii.gz");
-    const HostImage lm = io::readImage(dir / "ixi_2mm_labels/IXI013-HH-1212-T1_ds_DLMUSE.nii.gz");
-    const std::vector<int> wm{81, 82, 83, 84, 85, 86, 87, 88};
-    const double before = ref::labelDice(lf, ref::resampleAffineLabels(lm, fixed.geometry, r.start), wm);
-    const double after = ref::labelDice(lf, ref::resampleAffineLabels(lm, fixed.geometry, r.transform), wm);
-    std::cout << "  white matter (81-88) Dice " << before << " -> " << after << "\n";
-    BOOST_TEST(after > before);
-  }
-}
-#endif

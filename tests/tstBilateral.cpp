@@ -56,16 +56,6 @@ BilateralParams makeParams(int radius, float sigmaS, float sigmaR, BilateralVari
   return p;
 }
 
-// Host image -> View in Space's memory. (test::toSpace passes a `const char*` label, which
-// Kokkos 3.4's View constructor rejects; std::string works with both versions.)
-template <class Space>
-ImageView<typename Space::memory_space> toDevice(HostImage const& h, std::string const& label) {
-  ImageView<typename Space::memory_space> d(label, h.data.extent(0), h.data.extent(1),
-                                            h.data.extent(2));
-  Kokkos::deep_copy(d, h.data);
-  return d;
-}
-
 Index countNonFinite(HostImage const& img) {
   Index n = 0;
   for (Index i = 0; i < img.numVoxels(); ++i)
@@ -79,9 +69,8 @@ template <class Space, class Launch>
 HostImage runPoisoned(HostImage const& in, Launch&& launch) {
   using Mem = typename Space::memory_space;
   Space exec;
-  auto din = toDevice<Space>(in, "kortex::test::Bilateral::in");
-  ImageView<Mem> dout("kortex::test::Bilateral::out", din.extent(0), din.extent(1), din.extent(2));
-  Kokkos::deep_copy(dout, std::numeric_limits<float>::quiet_NaN());
+  auto din = test::toSpace<Space>(in, "kortex::test::Bilateral::in");
+  auto dout = test::poisonedImage<Space>(in.geometry, "kortex::test::Bilateral::out");
   launch(exec, ConstImageView<Mem>(din), dout);
   exec.fence();
   HostImage out = test::toHost(dout, in.geometry);
@@ -465,11 +454,11 @@ BOOST_AUTO_TEST_CASE_TEMPLATE(bad_inputs_throw, Space, test::ExecutionSpaces) {
   Space exec;
   const float nan = std::numeric_limits<float>::quiet_NaN();
   auto img = randomImage(Geometry::make2D(16, 12), 81);
-  auto in = toDevice<Space>(img, "kortex::test::Bilateral::in");
+  auto in = test::toSpace<Space>(img, "kortex::test::Bilateral::in");
   ImageView<Mem> out("kortex::test::Bilateral::out", 1, 12, 16);
   ImageView<Mem> wrong("kortex::test::Bilateral::wrong", 1, 12, 15);
   ImageView<Mem> unallocated;
-  auto in3 = toDevice<Space>(randomImage(Geometry::make3D(16, 12, 3), 82), "kortex::test::in3");
+  auto in3 = test::toSpace<Space>(randomImage(Geometry::make3D(16, 12, 3), 82), "kortex::test::in3");
   ImageView<Mem> out3("kortex::test::Bilateral::out3", 3, 12, 16);
   Kokkos::deep_copy(out, nan);
   Kokkos::deep_copy(out3, nan);
@@ -492,7 +481,7 @@ BOOST_AUTO_TEST_CASE_TEMPLATE(bad_inputs_throw, Space, test::ExecutionSpaces) {
   }
   // A radius whose apron cannot fit in team scratch even for one voxel (101x101 apron + LUT
   // floats = 51 KB > the 32-40 KB every backend offers): ScratchTiled refuses, Naive runs.
-  auto big = toDevice<Space>(randomImage(Geometry::make2D(60, 52), 83), "kortex::test::big");
+  auto big = test::toSpace<Space>(randomImage(Geometry::make2D(60, 52), 83), "kortex::test::big");
   ImageView<Mem> bigOut("kortex::test::Bilateral::bigOut", 1, 52, 60);
   Kokkos::deep_copy(bigOut, nan);
   BOOST_CHECK_THROW(gpu::bilateral(exec, big, bigOut,

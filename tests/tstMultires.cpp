@@ -68,21 +68,6 @@ std::string describe(MultiresParams const& p, Index nx, Index ny) {
   return os.str();
 }
 
-template <class Space>
-ImageView<typename Space::memory_space> floatToDevice(HostImage const& h) {
-  ImageView<typename Space::memory_space> d(std::string("kortex::test::Multires::in"), h.data.extent(0),
-                                            h.data.extent(1), h.data.extent(2));
-  Kokkos::deep_copy(d, h.data);
-  return d;
-}
-
-template <class Space>
-ImageView<typename Space::memory_space> poisonedFloat(Geometry const& g) {
-  ImageView<typename Space::memory_space> out(std::string("kortex::test::Multires::out"), g.nz(), g.ny(), g.nx());
-  Kokkos::deep_copy(out, std::numeric_limits<float>::quiet_NaN());
-  return out;
-}
-
 constexpr std::uint16_t kPoison16 = 0xBEEF;  // above every 15-bit value
 
 template <class Space>
@@ -95,9 +80,8 @@ U16ImageView<typename Space::memory_space> u16ToDevice(U16Host const& h) {
 
 template <class Space>
 U16ImageView<typename Space::memory_space> poisonedU16(std::size_t nz, std::size_t ny, std::size_t nx) {
-  U16ImageView<typename Space::memory_space> out(std::string("kortex::test::Multires::out16"), nz, ny, nx);
-  Kokkos::deep_copy(out, kPoison16);
-  return out;
+  using View = U16ImageView<typename Space::memory_space>;
+  return test::poisoned(View(std::string("kortex::test::Multires::out16"), nz, ny, nx), kPoison16);
 }
 
 U16Host u16ToHost(U16ImageView<Kokkos::HostSpace> const& h) { return h; }
@@ -111,8 +95,8 @@ U16Host u16ToHost(View const& d) {
 template <class Space>
 HostImage runFloat(HostImage const& in, MultiresParams const& p) {
   Space exec;
-  auto din = floatToDevice<Space>(in);
-  auto dout = poisonedFloat<Space>(in.geometry);
+  auto din = test::toSpace<Space>(in, "kortex::test::Multires::in");
+  auto dout = test::poisonedImage<Space>(in.geometry, "kortex::test::Multires::out");
   gpu::multires(exec, din, dout, p);
   exec.fence();
   return test::toHost(dout, in.geometry);
@@ -380,8 +364,8 @@ BOOST_AUTO_TEST_CASE_TEMPLATE(bad_inputs_are_refused_and_output_untouched, Space
   Space exec;
   const Index nx = 33, ny = 5;
   const HostImage img = floatImage(nx, ny, 600);
-  auto din = floatToDevice<Space>(img);
-  auto dout = poisonedFloat<Space>(img.geometry);
+  auto din = test::toSpace<Space>(img, "kortex::test::Multires::in");
+  auto dout = test::poisonedImage<Space>(img.geometry, "kortex::test::Multires::out");
   auto untouched = [&]() {
     const HostImage h = test::toHost(dout, img.geometry);
     for (Index i = 0; i < h.numVoxels(); ++i)
@@ -525,8 +509,9 @@ BOOST_AUTO_TEST_CASE_TEMPLATE(plan_reuse_repeats_one_shot_results, Space, test::
       BOOST_TEST(t.bilateralX > 0);
       BOOST_TEST(t.bilateralY > 0);
       BOOST_TEST((pv == PyramidVariant::FusedExpand) == (t.pyramidX > 0 && t.pyramidY > 0));
-      auto da = floatToDevice<Space>(a), db = floatToDevice<Space>(b);
-      auto out = poisonedFloat<Space>(a.geometry);
+      auto da = test::toSpace<Space>(a, "kortex::test::Multires::a");
+      auto db = test::toSpace<Space>(b, "kortex::test::Multires::b");
+      auto out = test::poisonedImage<Space>(a.geometry, "kortex::test::Multires::out");
       const HostImage* expected[] = {&oneA, &oneB, &oneA};
       int frame = 0;
       for (auto const& in : {da, db, da}) {

@@ -218,8 +218,7 @@ std::vector<float> runFloat(std::vector<float> const& in, Size s, MultiresParams
   using Mem = typename Space::memory_space;
   Space exec;
   auto din = toDevice2D<Mem>(in, s, "kortex::test::MultiresBilateral::in");
-  LayerView<Mem> dout(std::string("kortex::test::MultiresBilateral::out"), s.ny, s.nx);
-  Kokkos::deep_copy(dout, std::numeric_limits<float>::quiet_NaN());
+  auto dout = test::poisoned(LayerView<Mem>(std::string("kortex::test::MultiresBilateral::out"), s.ny, s.nx));
   auto table = tableToDevice<Mem>(multiresCloseness(p.radius, p.sigmaSpatial),
                                   "kortex::test::MultiresBilateral::closeness");
   const md::LayerTile t = md::bilateralLayer(exec, md::ConstLayer<Mem>(din), dout,
@@ -239,8 +238,8 @@ std::vector<std::int16_t> runInt(std::vector<std::int16_t> const& in, Size s,
   using Mem = typename Space::memory_space;
   Space exec;
   auto din = toDevice2D<Mem>(in, s, "kortex::test::MultiresBilateral::inQ");
-  IntLayerView<Mem> dout(std::string("kortex::test::MultiresBilateral::outQ"), s.ny, s.nx);
-  Kokkos::deep_copy(dout, kIntPoison);
+  auto dout = test::poisoned(IntLayerView<Mem>(std::string("kortex::test::MultiresBilateral::outQ"), s.ny, s.nx),
+                             kIntPoison);
   auto dc = tableToDevice<Mem>(cQ, "kortex::test::MultiresBilateral::closenessQ");
   auto ds = tableToDevice<Mem>(sQ, "kortex::test::MultiresBilateral::similarityQ");
   if (placement == md::SimilarityPlacement::Auto)
@@ -448,8 +447,7 @@ BOOST_AUTO_TEST_CASE_TEMPLATE(bad_inputs_throw, Space, test::ExecutionSpaces) {
   const std::vector<float> hostIn = floatLayer(s, 0.5f, 1u);
   auto din = toDevice2D<Mem>(hostIn, s, "kortex::test::MultiresBilateral::in");
   const md::ConstLayer<Mem> in = din;
-  LayerView<Mem> out(std::string("kortex::test::MultiresBilateral::out"), s.ny, s.nx);
-  Kokkos::deep_copy(out, std::numeric_limits<float>::quiet_NaN());
+  auto out = test::poisoned(LayerView<Mem>(std::string("kortex::test::MultiresBilateral::out"), s.ny, s.nx));
   MultiresParams good;
   good.bilateral = MultiresBilateralVariant::ClosenessLut;
   const md::ConstFloatTable<Mem> closeness =
@@ -505,8 +503,8 @@ BOOST_AUTO_TEST_CASE_TEMPLATE(bad_inputs_throw, Space, test::ExecutionSpaces) {
   const std::vector<std::int16_t> hostInQ = intLayer(s, 1023, 2u);
   auto dinQ = toDevice2D<Mem>(hostInQ, s, "kortex::test::MultiresBilateral::inQ");
   const md::ConstIntLayer<Mem> inQ = dinQ;
-  IntLayerView<Mem> outQ(std::string("kortex::test::MultiresBilateral::outQ"), s.ny, s.nx);
-  Kokkos::deep_copy(outQ, kIntPoison);
+  auto outQ = test::poisoned(IntLayerView<Mem>(std::string("kortex::test::MultiresBilateral::outQ"), s.ny, s.nx),
+                             kIntPoison);
   MultiresParams q;
   q.bilateral = MultiresBilateralVariant::ClosenessSimilarityLut;
   q.sigmaRange = 40.0f;

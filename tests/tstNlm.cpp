@@ -56,29 +56,12 @@ std::string describe(NlmParams const& p, Geometry const& g) {
   return os.str();
 }
 
-// Host image -> View in Space's memory (test::toSpace passes a `const char*` label, which Kokkos
-// 3.4's View constructor rejects; std::string works with both versions).
-template <class Space>
-ImageView<typename Space::memory_space> toDevice(HostImage const& h) {
-  ImageView<typename Space::memory_space> d(std::string("kortex::test::Nlm::in"), h.data.extent(0),
-                                            h.data.extent(1), h.data.extent(2));
-  Kokkos::deep_copy(d, h.data);
-  return d;
-}
-
-template <class Space>
-ImageView<typename Space::memory_space> poisonedOutput(Geometry const& g) {
-  ImageView<typename Space::memory_space> out(std::string("kortex::test::Nlm::out"), g.nz(), g.ny(), g.nx());
-  Kokkos::deep_copy(out, std::numeric_limits<float>::quiet_NaN());
-  return out;
-}
-
 // Runs gpu::nlm on `Space` into a NaN-poisoned output and copies the result back.
 template <class Space>
 HostImage runNlm(HostImage const& in, NlmParams const& p) {
   Space exec;
-  auto din = toDevice<Space>(in);
-  auto dout = poisonedOutput<Space>(in.geometry);
+  auto din = test::toSpace<Space>(in, "kortex::test::Nlm::in");
+  auto dout = test::poisonedImage<Space>(in.geometry, "kortex::test::Nlm::out");
   gpu::nlm(exec, din, dout, p);
   exec.fence();
   return test::toHost(dout, in.geometry);
@@ -181,8 +164,8 @@ BOOST_AUTO_TEST_CASE_TEMPLATE(boxsum_tilings_agree, Space, test::ExecutionSpaces
                    : std::vector<TileCase>{{1, 4, 4, 1}, {7, 8, 4, 3}, {24, 8, 4, 2}, {8, 12, 8, 1}};
       for (auto const& t : tiles) {
         Space exec;
-        auto din = toDevice<Space>(img);
-        auto dout = poisonedOutput<Space>(img.geometry);
+        auto din = test::toSpace<Space>(img, "kortex::test::Nlm::in");
+        auto dout = test::poisonedImage<Space>(img.geometry, "kortex::test::Nlm::out");
         gpu::nlm_detail::BoxSumConfig cfg;
         cfg.tx = t.tx;
         cfg.ty = t.ty;
@@ -323,8 +306,8 @@ BOOST_AUTO_TEST_CASE_TEMPLATE(bad_inputs_throw, Space, test::ExecutionSpaces) {
   using Mem = typename Space::memory_space;
   Space exec;
   const HostImage img = random2D();
-  auto din = toDevice<Space>(img);
-  auto dout = poisonedOutput<Space>(img.geometry);
+  auto din = test::toSpace<Space>(img, "kortex::test::Nlm::in");
+  auto dout = test::poisonedImage<Space>(img.geometry, "kortex::test::Nlm::out");
   for (NlmVariant v : kVariants) {
     NlmParams good;
     good.patchRadius = 2;

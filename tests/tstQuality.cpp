@@ -1,4 +1,5 @@
 #define BOOST_TEST_MODULE Quality
+#define BOOST_TEST_NO_MAIN
 #include <boost/test/unit_test.hpp>
 
 #include "TestUtils.hpp"
@@ -97,3 +98,5 @@ BOOST_AUTO_TEST_CASE(ixi_t1_nlm3d_snr25) {
   for (auto const& f : r.filters)
     if (f.filter == "nlm") BOOST_TEST(f.nlm.patchRadius == kQuality3DPatchRadius);
 }
+
+KORTEX_REALDATA_TEST_MAIN()

@@ -142,14 +142,7 @@ using DField = gpu::Field<typename Space::memory_space>;
 template <class Space>
 using DImage = ImageView<typename Space::memory_space>;
 
-template <class Space>
-DImage<Space> toDevice(HostImage const& h) {
-  DImage<Space> d(std::string("kortex::test::image"), h.data.extent(0), h.data.extent(1),
-                  h.data.extent(2));
-  Kokkos::deep_copy(d, h.data);
-  return d;
-}
-
+// Host field -> Field in Space's memory (images: test::toSpace).
 template <class Space>
 DField<Space> toDevice(HostField const& h) {
   DField<Space> d(std::string("kortex::test::field"), 3, h.data.extent(1), h.data.extent(2),
@@ -158,18 +151,10 @@ DField<Space> toDevice(HostField const& h) {
   return d;
 }
 
+// A NaN-poisoned displacement field in Space's memory on the grid of g.
 template <class Space>
 DField<Space> poisonedField(Geometry const& g) {
-  DField<Space> d(std::string("kortex::test::out"), 3, g.nz(), g.ny(), g.nx());
-  Kokkos::deep_copy(d, std::numeric_limits<float>::quiet_NaN());
-  return d;
-}
-
-template <class View>
-HostField fieldToHost(View const& d, Geometry const& g) {
-  HostField h("kortex::test::host", g);
-  Kokkos::deep_copy(h.data, d);
-  return h;
+  return test::poisoned(DField<Space>(std::string("kortex::test::out"), 3, g.nz(), g.ny(), g.nx()));
 }
 
 std::int64_t countNonFinite(const float* p, std::size_t n) {
@@ -230,13 +215,14 @@ template <class Space>
 RegistrationEnergy kokkosForce(Problem const& p, RegistrationParams const& params, HostField& f) {
   using Mem = typename Space::memory_space;
   Space exec;
-  const auto dm = toDevice<Space>(p.moving), df = toDevice<Space>(p.fixed);
+  const auto dm = test::toSpace<Space>(p.moving, "kortex::test::moving");
+  const auto df = test::toSpace<Space>(p.fixed, "kortex::test::fixed");
   const auto du = toDevice<Space>(p.u);
   auto dout = poisonedField<Space>(p.u.geometry);
   const RegistrationEnergy e =
       gpu::registrationForce(exec, ConstImageView<Mem>(dm), ConstImageView<Mem>(df),
                              gpu::ConstField<Mem>(du), dout, params);
-  f = fieldToHost(dout, p.u.geometry);
+  f = test::toHost<HostField>(dout, p.u.geometry);
   return e;
 }
 
@@ -247,7 +233,8 @@ RegistrationEnergy kokkosForceTile(Problem const& p, RegistrationVariant v, doub
                                    ri::ForceLaunchInfo* used = nullptr) {
   using Mem = typename Space::memory_space;
   Space exec;
-  const auto dm = toDevice<Space>(p.moving), df = toDevice<Space>(p.fixed);
+  const auto dm = test::toSpace<Space>(p.moving, "kortex::test::moving");
+  const auto df = test::toSpace<Space>(p.fixed, "kortex::test::fixed");
   const auto du = toDevice<Space>(p.u);
   auto dout = poisonedField<Space>(p.u.geometry);
   const Geometry& g = p.u.geometry;
@@ -256,7 +243,7 @@ RegistrationEnergy kokkosForceTile(Problem const& p, RegistrationVariant v, doub
   if (used) *used = info;
   const RegistrationEnergy en =
       ri::computeForce(exec, ri::ForceViews<Mem>{dm, df, du, dout}, e, lambda, info);
-  f = fieldToHost(dout, g);
+  f = test::toHost<HostField>(dout, g);
   return en;
 }
 
@@ -376,7 +363,7 @@ BOOST_AUTO_TEST_CASE_TEMPLATE(smoothing_matches_reference, Space, test::Executio
         auto dout = poisonedField<Space>(g);
         auto dtmp = poisonedField<Space>(g);
         gpu::gaussianSmooth(exec, gpu::ConstField<Mem>(din), dout, dtmp, sigma);
-        const HostField out = fieldToHost(dout, g);
+        const HostField out = test::toHost<HostField>(dout, g);
         BOOST_TEST_MESSAGE("smoothing error " << relError(out, refOut));
         BOOST_TEST(relError(out, refOut) <= kSmoothTol);
       }
@@ -406,7 +393,7 @@ BOOST_AUTO_TEST_CASE_TEMPLATE(smoothing_constant_field_zero_boundary, Space, tes
   auto dout = poisonedField<Space>(g);
   auto dtmp = poisonedField<Space>(g);
   gpu::gaussianSmooth(exec, gpu::ConstField<Mem>(din), dout, dtmp, sigma);
-  const HostField out = fieldToHost(dout, g);
+  const HostField out = test::toHost<HostField>(dout, g);
   double worst = 0.0, worstInterior = 0.0;
   for (int comp = 0; comp < 3; ++comp)
     for (Index z = 0; z < g.nz(); ++z)
@@ -437,7 +424,7 @@ BOOST_AUTO_TEST_CASE_TEMPLATE(rate_matches_reference, Space, test::ExecutionSpac
       auto dr = poisonedField<Space>(g);
       const double m =
           gpu::updateRate(exec, gpu::ConstField<Mem>(du), gpu::ConstField<Mem>(dv), dr);
-      const HostField r = fieldToHost(dr, g);
+      const HostField r = test::toHost<HostField>(dr, g);
       BOOST_TEST_MESSAGE("rate error " << relError(r, refRate) << " max " << relDiff(m, mRef));
       BOOST_TEST(relError(r, refRate) <= kRateTol);
       BOOST_TEST(relDiff(m, mRef) <= kRateTol);
@@ -459,12 +446,12 @@ BOOST_AUTO_TEST_CASE_TEMPLATE(update_matches_reference, Space, test::ExecutionSp
       const auto dr = toDevice<Space>(rate);
       auto dout = poisonedField<Space>(g);
       gpu::applyUpdate(exec, gpu::ConstField<Mem>(du), gpu::ConstField<Mem>(dr), dt, dout);
-      const HostField out = fieldToHost(dout, g);
+      const HostField out = test::toHost<HostField>(dout, g);
       BOOST_TEST_MESSAGE("update error " << maxAbs(out, refOut));
       BOOST_TEST(maxAbs(out, refOut) <= kUpdateTol);
       // In place (documented: uOut may be u).
       gpu::applyUpdate(exec, gpu::ConstField<Mem>(du), gpu::ConstField<Mem>(dr), dt, du);
-      const HostField inPlace = fieldToHost(du, g);
+      const HostField inPlace = test::toHost<HostField>(du, g);
       BOOST_TEST(maxAbs(inPlace, out) == 0.0);
     }
   }
@@ -479,12 +466,10 @@ BOOST_AUTO_TEST_CASE_TEMPLATE(warp_and_jacobian_match_reference, Space, test::Ex
       HostImage refWarp("kortex::test::refWarp", g), refJ("kortex::test::refJ", g);
       ref::warp(p.moving.data, p.u.data, refWarp.data);
       ref::jacobianDeterminant(p.u.data, refJ.data);
-      const auto dm = toDevice<Space>(p.moving);
+      const auto dm = test::toSpace<Space>(p.moving, "kortex::test::moving");
       const auto du = toDevice<Space>(p.u);
-      DImage<Space> dw(std::string("kortex::test::warp"), g.nz(), g.ny(), g.nx());
-      DImage<Space> dj(std::string("kortex::test::jac"), g.nz(), g.ny(), g.nx());
-      Kokkos::deep_copy(dw, std::numeric_limits<float>::quiet_NaN());
-      Kokkos::deep_copy(dj, std::numeric_limits<float>::quiet_NaN());
+      auto dw = test::poisonedImage<Space>(g, "kortex::test::warp");
+      auto dj = test::poisonedImage<Space>(g, "kortex::test::jac");
       gpu::warp(exec, ConstImageView<Mem>(dm), gpu::ConstField<Mem>(du), dw);
       gpu::jacobianDeterminant(exec, gpu::ConstField<Mem>(du), dj);
       const HostImage w = test::toHost(dw, g), j = test::toHost(dj, g);
@@ -692,7 +677,8 @@ BOOST_AUTO_TEST_CASE_TEMPLATE(bad_inputs_throw, Space, test::ExecutionSpaces) {
   Space exec;
   const Problem p = problems()[0];
   const Geometry& g = p.u.geometry;
-  const auto dm = toDevice<Space>(p.moving), df = toDevice<Space>(p.fixed);
+  const auto dm = test::toSpace<Space>(p.moving, "kortex::test::moving");
+  const auto df = test::toSpace<Space>(p.fixed, "kortex::test::fixed");
   const auto du = toDevice<Space>(p.u);
   auto dout = poisonedField<Space>(g);
   const RegistrationParams params;

@@ -4,7 +4,7 @@
 //      recovered with RMSE <= 0.5 voxel inside the head, det J > 0 everywhere, energy decreasing;
 //   2. registering the volume to a noisy copy of itself gives a log-Jacobian distribution inside
 //      the head with mean ~ 0 (the unbiased property), tighter than the one of lambda = 0.
-// Data: ../shared/data/mri/ixi_2mm (or $KORTEX_DATA_DIR); skipped (KORTEX_SKIP) when absent.
+// Data: ../shared/data/mri/ixi_2mm (or $KORTEX_DATA_DIR); skipped (exit 77) when absent.
 //
 // Problem size: IXI012 (2 mm, 120x120x90) is intensity-normalised (core/Intensity.hpp) and reduced
 // once with affineReduce (binomial, 4 mm, 60x60x45, 162k voxels). The reduction keeps the whole
@@ -12,6 +12,7 @@
 // iteration; the properties tested (recovery of a smooth field, the prior's effect on log J) do
 // not depend on the resolution. Displacements are in voxels of the 4 mm grid.
 #define BOOST_TEST_MODULE RegistrationRealData
+#define BOOST_TEST_NO_MAIN
 #include <boost/test/unit_test.hpp>
 
 #include "TestUtils.hpp"
@@ -179,8 +180,7 @@ HostImage jacobianOn(HostField const& u) {
   const Geometry& g = u.geometry;
   gpu::Field<Mem> du(std::string("kortex::test::u"), 3, g.nz(), g.ny(), g.nx());
   Kokkos::deep_copy(du, u.data);
-  ImageView<Mem> dj(std::string("kortex::test::jacobian"), g.nz(), g.ny(), g.nx());
-  Kokkos::deep_copy(dj, std::numeric_limits<float>::quiet_NaN());
+  auto dj = test::poisonedImage<Space>(g, "kortex::test::jacobian");
   Space exec;
   gpu::jacobianDeterminant(exec, gpu::ConstField<Mem>(du), dj);
   exec.fence();
@@ -328,3 +328,5 @@ BOOST_AUTO_TEST_CASE_TEMPLATE(noisy_copy_is_unbiased, Space, test::ExecutionSpac
   BOOST_TEST(l02.stats.sd < l005.stats.sd);
   std::cout << Space::name() << " unbiasedness case " << secondsSince(t0) << " s" << std::endl;
 }
+
+KORTEX_REALDATA_TEST_MAIN()

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# CLI on real data (../shared/data or $KORTEX_DATA_DIR): an IXI volume through the whole chain, a
+# truncated copy that must fail cleanly, the registration of an IXI pair and the quick surface
+# study. Exits 77 (ctest: Skipped) with a message when the data is absent; any failed check
+# fails the test. The synthetic CLI contract is cli_test.sh.
+# Usage: cli_realdata_test.sh /path/to/kortex [DATA_DIR]
+set -u
+KORTEX="$1"
+DATA="${2:-}"
+if [ -n "${KORTEX_DATA_DIR:-}" ]; then DATA="$KORTEX_DATA_DIR"; fi
+ixi="$DATA/mri/ixi_2mm/IXI012-HH-1211-T1_ds.nii.gz"
+if [ -z "$DATA" ] || [ ! -f "$ixi" ]; then
+  echo "skipped: real data 'mri/ixi_2mm/IXI012-HH-1211-T1_ds.nii.gz' not found in '${DATA}'" \
+       "(set KORTEX_DATA_DIR or provide ../shared/data)"
+  exit 77
+fi
+DATA="$(cd "$DATA" && pwd)"  # the checks run in a temporary folder
+ixi="$DATA/mri/ixi_2mm/IXI012-HH-1211-T1_ds.nii.gz"
+# shellcheck source=cli_lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/cli_lib.sh"
+
+# A 2D image for the "3D vs 2D" refusal.
+mha good.mha 2 "16 12" "$(rep "$one" 192)"
+
+expect_success "ixi nlm 3d" ixi_out.nii.gz "$KORTEX" denoise nlm "$ixi" ixi_out.nii.gz --patch-radius 1 --search-radius 2 --h 40
+head -c 20000 "$ixi" > truncated.nii.gz
+expect_error "truncated nifti.gz" out.nii "$KORTEX" denoise nlm truncated.nii.gz out.nii
+gzip -dc "$ixi" | head -c 100000 > truncated.nii
+expect_error "truncated nifti" out.nii "$KORTEX" denoise bilateral truncated.nii out.nii
+ixi2="$DATA/mri/ixi_2mm/IXI013-HH-1212-T1_ds.nii.gz"
+expect_success "register IXI pair (kokkos, 10 iterations)" rw.nii.gz "$KORTEX" register unbiased --fixed "$ixi" \
+  --moving "$ixi2" --out-warped rw.nii.gz --out-field rf.nii.gz --out-affine ra.txt --backend kokkos --iterations 10 --quiet
+grep -q "affine: NCC" stdout.txt || fail "register IXI: no affine report"
+[ -s rf.nii.gz ] && [ -s ra.txt ] || fail "register IXI: field or affine not written"
+expect_success "surface study quick (ICBM152 + IXI white matter crops)" sv.json "$KORTEX" validate --surface-only --quick \
+  --data "$DATA" --json sv.json
+expect_error "register IXI vs 2D" rw.nii.gz "$KORTEX" register unbiased --fixed "$ixi" --moving good.mha --out-warped rw.nii.gz
+
+finish
