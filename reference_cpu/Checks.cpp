@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "core/Errors.hpp"
+#include "core/ViewChecks.hpp"
 
 namespace kortex::ref::detail {
 
@@ -29,11 +30,7 @@ Geometry checkViewsImpl(ConstView const& in, View const& out, const char* who) {
   if (oz != nz || oy != ny || ox != nx)
     throw InvalidArgument(std::string(who) + ": output extents " + extentsString(oz, oy, ox) +
                           " differ from input extents " + extentsString(nz, ny, nx));
-  const auto inBegin = reinterpret_cast<std::uintptr_t>(in.data());
-  const auto inEnd = inBegin + in.span() * sizeof(Value);
-  const auto outBegin = reinterpret_cast<std::uintptr_t>(out.data());
-  const auto outEnd = outBegin + out.span() * sizeof(Value);
-  if (inBegin < outEnd && outBegin < inEnd)
+  if (spansOverlap(in, out))
     throw InvalidArgument(std::string(who) +
                           ": input and output views overlap (in-place filtering is not supported)");
   return Geometry::fromSize(nx, ny, nz);

@@ -42,6 +42,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/ViewChecks.hpp"
 #include "core/Errors.hpp"
 #include "reference_cpu/Checks.hpp"
 
@@ -91,15 +92,6 @@ std::string number(double v) {
 
 // ---- argument checks ---------------------------------------------------------------------------
 
-template <class A, class B>
-bool overlap(A const& a, B const& b) {
-  if (a.data() == nullptr || b.data() == nullptr) return false;
-  const auto aBegin = reinterpret_cast<std::uintptr_t>(a.data());
-  const auto aEnd = aBegin + a.span() * sizeof(typename A::value_type);
-  const auto bBegin = reinterpret_cast<std::uintptr_t>(b.data());
-  const auto bEnd = bBegin + b.span() * sizeof(typename B::value_type);
-  return aBegin < bEnd && bBegin < aEnd;
-}
 
 template <class View>
 Grid checkField(View const& f, const char* who, const char* name) {
@@ -493,7 +485,7 @@ RegistrationEnergy registrationForce(ConstHostImageView moving, ConstHostImageVi
   const char* who = "registrationForce";
   const Grid g = checkProblem(moving, fixed, u, lambda, who);
   checkSameGrid(g, checkField(f, who, "force"), who, "force field", "moving image");
-  if (overlap(f, u) || overlap(f, moving) || overlap(f, fixed))
+  if (spansOverlap(f, u) || spansOverlap(f, moving) || spansOverlap(f, fixed))
     throw InvalidArgument(std::string(who) + ": the force field overlaps an input (in-place is not supported)");
   ForceBuffers buffers;
   return forcePass(moving, fixed, u, f, lambda, buffers);
@@ -504,7 +496,7 @@ void gaussianSmooth(ConstHostField in, HostField out, float sigma) {
   const Grid g = checkField(in, who, "input");
   checkSameGrid(g, checkField(out, who, "output"), who, "output field", "input field");
   checkSigma(sigma, who);
-  if (overlap(in, out))
+  if (spansOverlap(in, out))
     throw InvalidArgument(std::string(who) + ": input and output fields overlap (in-place is not supported)");
   smoothPass(in, out, sigma);
 }
@@ -514,7 +506,7 @@ double updateRate(ConstHostField u, ConstHostField v, HostField rate) {
   const Grid g = checkField(u, who, "displacement");
   checkSameGrid(g, checkField(v, who, "velocity"), who, "velocity field", "displacement field");
   checkSameGrid(g, checkField(rate, who, "rate"), who, "rate field", "displacement field");
-  if (overlap(rate, u) || overlap(rate, v))
+  if (spansOverlap(rate, u) || spansOverlap(rate, v))
     throw InvalidArgument(std::string(who) + ": the rate field overlaps an input (in-place is not supported)");
   return ratePass(u, v, rate);
 }
@@ -527,7 +519,7 @@ void applyUpdate(ConstHostField u, ConstHostField rate, float dt, HostField uOut
   if (!std::isfinite(dt))
     throw InvalidArgument(std::string(who) + ": time step must be finite, got " + number(dt));
   // Element-wise: uOut may be u itself, but not a shifted view of u or rate.
-  if ((overlap(uOut, u) && uOut.data() != u.data()) || overlap(uOut, rate))
+  if ((spansOverlap(uOut, u) && uOut.data() != u.data()) || spansOverlap(uOut, rate))
     throw InvalidArgument(std::string(who) + ": the output field partially overlaps an input");
   updatePass(u, rate, dt, uOut);
 }
@@ -537,7 +529,7 @@ void warp(ConstHostImageView moving, ConstHostField u, ImageView<Kokkos::HostSpa
   const Grid g = checkImageView(moving, who, "moving");
   checkSameGrid(g, checkField(u, who, "displacement"), who, "displacement field", "moving image");
   checkSameGrid(g, checkImageView(out, who, "output"), who, "output image", "moving image");
-  if (overlap(out, moving) || overlap(out, u))
+  if (spansOverlap(out, moving) || spansOverlap(out, u))
     throw InvalidArgument(std::string(who) + ": the output image overlaps an input (in-place is not supported)");
 #pragma omp parallel for schedule(static)
   for (Index row = 0; row < g.rows(); ++row) {
@@ -551,7 +543,7 @@ void jacobianDeterminant(ConstHostField u, ImageView<Kokkos::HostSpace> out) {
   const char* who = "jacobianDeterminant";
   const Grid g = checkField(u, who, "displacement");
   checkSameGrid(g, checkImageView(out, who, "output"), who, "output image", "displacement field");
-  if (overlap(out, u))
+  if (spansOverlap(out, u))
     throw InvalidArgument(std::string(who) + ": the output image overlaps the displacement field");
   jacobianPass(u, out);
 }

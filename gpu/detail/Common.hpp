@@ -7,6 +7,7 @@
 #include <string>
 
 #include "core/Errors.hpp"
+#include "core/ViewChecks.hpp"
 
 namespace kortex::gpu {
 
@@ -23,12 +24,7 @@ void checkSameExtents(InView const& in, OutView const& out, const char* what) {
                             ") differ from output extents (" + std::to_string(out.extent(0)) + "," +
                             std::to_string(out.extent(1)) + "," + std::to_string(out.extent(2)) + ")");
   if (in.size() == 0) throw InvalidArgument(std::string(what) + ": image is empty");
-  // Overlap of the two spans (LayoutRight, contiguous): [in, in+n) vs [out, out+n).
-  const auto* a = reinterpret_cast<const char*>(in.data());
-  const auto* b = reinterpret_cast<const char*>(out.data());
-  const std::size_t bytesIn = in.span() * sizeof(typename InView::value_type);
-  const std::size_t bytesOut = out.span() * sizeof(typename OutView::value_type);
-  if (a < b + bytesOut && b < a + bytesIn)
+  if (spansOverlap(in, out))
     throw InvalidArgument(std::string(what) + ": input and output views must not overlap");
 }
 

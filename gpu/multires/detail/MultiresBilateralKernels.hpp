@@ -155,11 +155,7 @@ void checkLayers(InView const& in, OutView const& out) {
   if (in.size() == 0) throw InvalidArgument("multires bilateral: the layer is empty");
   if (in.data() == nullptr || out.data() == nullptr)
     throw InvalidArgument("multires bilateral: input or output layer is not allocated");
-  const auto* a = reinterpret_cast<const char*>(in.data());
-  const auto* b = reinterpret_cast<const char*>(out.data());
-  const std::size_t bytesIn = in.span() * sizeof(typename InView::value_type);
-  const std::size_t bytesOut = out.span() * sizeof(typename OutView::value_type);
-  if (a < b + bytesOut && b < a + bytesIn)
+  if (spansOverlap(in, out))
     throw InvalidArgument("multires bilateral: input and output layers must not overlap");
   if (in.extent(0) > static_cast<std::size_t>(INT_MAX / 2) ||
       in.extent(1) > static_cast<std::size_t>(INT_MAX / 2))

@@ -47,24 +47,12 @@ struct RecomputeForceFunctor {
     scratch_view buf(team.team_scratch(0), static_cast<std::size_t>(kSlices) * slice);
     float* U = buf.data();
 
-    int t = team.league_rank();
-    const int x0 = (t % tilesX) * tx;
-    t /= tilesX;
-    const int y0 = (t % tilesY) * ty;
-    const int zB = (t / tilesY) * chunk;
-    const int zE = zB + chunk < e.nz ? zB + chunk : e.nz;
+    const TeamTile tile = teamTile(team.league_rank(), tx, ty, chunk, tilesX, tilesY, e.nz);
+    const int x0 = tile.x0, y0 = tile.y0, zB = tile.zB, zE = tile.zE;
 
-    // Slice zz (clamped) into its ring slot, clamp rule applied to every apron voxel.
+    // Slice zz (clamped) into its ring slot.
     auto load = [&](int zz) {
-      float* S = U + ringSlot(zz, kSlices) * slice;
-      const int zc = clampIndex(zz, e.nz);
-      Kokkos::parallel_for(Kokkos::TeamThreadRange(team, slice), [&](const int i) {
-        const int c = i / axy;
-        const int r = i - c * axy;
-        const int iy = r / ax;
-        const int ix = r - iy * ax;
-        S[i] = v.u(c, zc, clampIndex(y0 - kApron + iy, e.ny), clampIndex(x0 - kApron + ix, e.nx));
-      });
+      loadApronSlice(team, v.u, e, U + ringSlot(zz, kSlices) * slice, zz, x0, y0, kApron, ax, ay);
     };
 
     for (int zz = zB - 2; zz <= zB + 1; ++zz) load(zz);

@@ -61,23 +61,11 @@ struct ReuseForceFunctor {
     float* WY = WX + kXYSlices * 3 * wxPlane;
     float* WZ = WY + kXYSlices * 3 * wyPlane;
 
-    int t = team.league_rank();
-    const int x0 = (t % tilesX) * tx;
-    t /= tilesX;
-    const int y0 = (t % tilesY) * ty;
-    const int zB = (t / tilesY) * chunk;
-    const int zE = zB + chunk < e.nz ? zB + chunk : e.nz;
+    const TeamTile tile = teamTile(team.league_rank(), tx, ty, chunk, tilesX, tilesY, e.nz);
+    const int x0 = tile.x0, y0 = tile.y0, zB = tile.zB, zE = tile.zE;
 
     auto load = [&](int zz) {
-      float* S = U + ringSlot(zz, kUSlices) * uSlice;
-      const int zc = clampIndex(zz, e.nz);
-      Kokkos::parallel_for(Kokkos::TeamThreadRange(team, uSlice), [&](const int i) {
-        const int c = i / axy;
-        const int r = i - c * axy;
-        const int iy = r / ax;
-        const int ix = r - iy * ax;
-        S[i] = v.u(c, zc, clampIndex(y0 - 2 + iy, e.ny), clampIndex(x0 - 2 + ix, e.nx));
-      });
+      loadApronSlice(team, v.u, e, U + ringSlot(zz, kUSlices) * uSlice, zz, x0, y0, 2, ax, ay);
     };
 
     // W of slice s on the tile + 1 apron (corners skipped; points outside the grid are never

@@ -22,6 +22,7 @@
 #include "core/Boundary.hpp"
 #include "core/Compat.hpp"
 #include "core/Timing.hpp"
+#include "core/ViewChecks.hpp"
 #include "core/Errors.hpp"
 #include "core/Image.hpp"
 #include "core/Registration.hpp"
@@ -46,6 +47,38 @@ struct Extents {
 
 // Ring-buffer slot of slice s (s may be negative: slices before the volume, clamped at load).
 KOKKOS_INLINE_FUNCTION int ringSlot(int s, int n) { return ((s % n) + n) % n; }
+
+// The part of the grid one team of a scratch force variant owns: the xy tile at (x0, y0) and the
+// z slices [zB, zE). League rank -> tile: x fastest, then y, then the z chunk.
+struct TeamTile {
+  int x0, y0, zB, zE;
+};
+KOKKOS_INLINE_FUNCTION TeamTile teamTile(int leagueRank, int tx, int ty, int chunk, int tilesX, int tilesY,
+                                         int nz) {
+  TeamTile t;
+  t.x0 = (leagueRank % tilesX) * tx;
+  leagueRank /= tilesX;
+  t.y0 = (leagueRank % tilesY) * ty;
+  t.zB = (leagueRank / tilesY) * chunk;
+  t.zE = t.zB + chunk < nz ? t.zB + chunk : nz;
+  return t;
+}
+
+// Loads slice zz (clamped) of the 3 components of u into S: the tile plus `apron` voxels on each
+// side in x and y (ax x ay per component, x fastest), the clamp rule applied to every apron voxel.
+template <class Member, class UView>
+KOKKOS_INLINE_FUNCTION void loadApronSlice(Member const& team, UView const& u, Extents const& e, float* S, int zz,
+                                           int x0, int y0, int apron, int ax, int ay) {
+  const int axy = ax * ay;
+  const int zc = clampIndex(zz, e.nz);
+  Kokkos::parallel_for(Kokkos::TeamThreadRange(team, 3 * axy), [&](const int i) {
+    const int c = i / axy;
+    const int r = i - c * axy;
+    const int iy = r / ax;
+    const int ix = r - iy * ax;
+    S[i] = u(c, zc, clampIndex(y0 - apron + iy, e.ny), clampIndex(x0 - apron + ix, e.nx));
+  });
+}
 
 // ---- checks ------------------------------------------------------------------------------------
 
@@ -126,11 +159,7 @@ void checkSameField(A const& a, B const& b, const char* what, const char* nameA,
 template <class A, class B>
 void checkNoOverlap(A const& a, B const& b, const char* what, const char* nameA,
                     const char* nameB) {
-  const auto* pa = reinterpret_cast<const char*>(a.data());
-  const auto* pb = reinterpret_cast<const char*>(b.data());
-  const std::size_t na = a.span() * sizeof(typename A::value_type);
-  const std::size_t nb = b.span() * sizeof(typename B::value_type);
-  if (pa < pb + nb && pb < pa + na)
+  if (spansOverlap(a, b))
     throw InvalidArgument(std::string(what) + ": " + nameA + " and " + nameB + " must not overlap");
 }
 
