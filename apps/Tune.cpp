@@ -37,14 +37,6 @@ namespace {
 constexpr int kWarmup = 3, kRepetitions = 21;
 constexpr int kQuickWarmup = 1, kQuickRepetitions = 3;
 
-std::string utcDate() {
-  const std::time_t t = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[16];
-  std::strftime(buf, sizeof buf, "%Y-%m-%d", &tm);
-  return buf;
-}
 
 // The database at `path` (empty if absent); a corrupt or unreadable one is refused.
 tuning::Database loadDatabase(std::string const& path) {
@@ -258,7 +250,7 @@ int cmdTune(TuneOptions const& o) {
 
   std::vector<pipeline::tune::TuneResult> results;
   const std::string kokkos = info.kokkosVersion + " " + info.defaultExecutionSpace;
-  const std::string date = utcDate();
+  const std::string date = io::utcTimestamp().substr(0, 10);
   for (auto const& j : jobs) {
     auto const& t = *j.tuner;
     std::cout << "\n" << t.name << ": " << t.description << "\n"

@@ -914,14 +914,10 @@ std::string defaultResultStem() {
 
 BenchReport runCtBench(BenchOptions const& opt) {
   nlohmann::json peers = common::checkOptions(opt, "ct");
-  if (!opt.only.empty()) {
-    bool any = false;
-    for (auto const& s : detail::bilateralRows(opt.tiny)) any = any || s.label().find(opt.only) != std::string::npos;
-    for (auto const& s : detail::nlmRows(opt.tiny)) any = any || s.label().find(opt.only) != std::string::npos;
-    if (!any)
-      throw InvalidArgument("bench ct: --only '" + opt.only +
-                            "' matches no row (rows are labelled like 'NLM 2D 1024^2 patch 7 window 17')");
-  }
+  std::vector<std::string> labels;
+  for (auto const& s : detail::bilateralRows(opt.tiny)) labels.push_back(s.label());
+  for (auto const& s : detail::nlmRows(opt.tiny)) labels.push_back(s.label());
+  common::requireOnlyMatches(opt, labels, "ct", "'NLM 2D 1024^2 patch 7 window 17'");
   Engine e(opt, std::move(peers));
   BenchReport rep = e.run();
   common::writeReport(rep, opt);

@@ -136,6 +136,15 @@ nlohmann::json checkOptions(BenchOptions const& opt, const char* bench) {
   return opt.peersJsonPath.empty() ? nlohmann::json() : readPeersJson(opt.peersJsonPath);
 }
 
+void requireOnlyMatches(BenchOptions const& opt, std::vector<std::string> const& labels, const char* bench,
+                        const char* example) {
+  if (opt.only.empty()) return;
+  for (auto const& l : labels)
+    if (l.find(opt.only) != std::string::npos) return;
+  throw InvalidArgument(std::string("bench ") + bench + ": --only '" + opt.only +
+                        "' matches no case (cases are labelled like " + example + ")");
+}
+
 void finishReport(BenchReport& rep, nlohmann::json& j, std::string markdown, Clock::time_point tStart,
                   BenchOptions const& opt) {
   rep.wallSeconds = secondsSince(tStart);

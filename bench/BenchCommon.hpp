@@ -19,6 +19,7 @@
 #include <cstddef>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "bench/BenchOptions.hpp"
 #include "core/Timing.hpp"
@@ -93,6 +94,10 @@ double measureCopyBandwidth(DeviceExec const& exec, bool tiny);
 // Checks every benchmark makes before anything runs: --quick and --tiny exclusive, report paths
 // writable, the peers JSON readable (returned; null when none was given).
 nlohmann::json checkOptions(BenchOptions const& opt, const char* bench);
+// InvalidArgument unless the --only text of `opt` is empty or part of one of `labels`;
+// `example` shows what the labels look like.
+void requireOnlyMatches(BenchOptions const& opt, std::vector<std::string> const& labels, const char* bench,
+                        const char* example);
 // Completes a report: wall time, ok (nothing failed and something was measured), the JSON and
 // Markdown, written atomically where the options ask.
 void finishReport(BenchReport& rep, nlohmann::json& j, std::string markdown, Clock::time_point tStart,

@@ -1919,15 +1919,9 @@ BenchReport runMultiresBench(BenchOptions const& opt) {
       throw IoError("peers JSON '" + opt.peersJsonPath +
                     "' has no \"results\" array (expected the output of bench/peers/multires_opencv.py)");
   }
-  if (!opt.only.empty()) {
-    bool any = false;
-    for (auto const& s : multiresBenchLabels(opt.tiny)) any = any || s.find(opt.only) != std::string::npos;
-    if (!any)
-      throw InvalidArgument("bench multires: --only '" + opt.only +
-                            "' matches no case (cases are labelled like 'Fig4 512^2 ClosenessLut', "
-                            "'Fig5 4096^2 int16 Packed16 decompose', 'Fig6 1024^2 tile 64x1', "
-                            "'Table2 2048^2 kokkos float')");
-  }
+  common::requireOnlyMatches(opt, multiresBenchLabels(opt.tiny), "multires",
+                             "'Fig4 512^2 ClosenessLut', 'Fig5 4096^2 int16 Packed16 decompose', "
+                             "'Fig6 1024^2 tile 64x1', 'Table2 2048^2 kokkos float'");
   Engine e(opt, std::move(peers));
   BenchReport rep = e.run();
   common::writeReport(rep, opt);

@@ -44,7 +44,9 @@
 #include <unistd.h>
 
 #include "KortexExecSpaces.hpp"
+#include "core/Bilateral.hpp"
 #include "core/Image.hpp"
+#include "core/Nlm.hpp"
 
 namespace kortex::test {
 
@@ -203,6 +205,25 @@ inline void noisySphere(Index n, double R, double sd, unsigned seed, HostImage& 
         clean.data(z, y, x) = static_cast<float>(d);
         noisy.data(z, y, x) = static_cast<float>(d + noise(rng));
       }
+}
+
+// Filter parameters in one line (variant: the params struct's default unless given).
+inline BilateralParams bilateralParams(int radius, float sigmaS, float sigmaR,
+                                       BilateralVariant v = BilateralParams{}.variant) {
+  BilateralParams p;
+  p.radius = radius;
+  p.sigmaSpatial = sigmaS;
+  p.sigmaRange = sigmaR;
+  p.variant = v;
+  return p;
+}
+inline NlmParams nlmParams(int patchRadius, int searchRadius, float h, NlmVariant v = NlmParams{}.variant) {
+  NlmParams p;
+  p.patchRadius = patchRadius;
+  p.searchRadius = searchRadius;
+  p.h = h;
+  p.variant = v;
+  return p;
 }
 
 }  // namespace kortex::test

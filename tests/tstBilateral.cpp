@@ -48,12 +48,7 @@ int numTaps(int radius, int dim) {
 const BilateralVariant kVariants[] = {BilateralVariant::Naive, BilateralVariant::ScratchTiled};
 
 BilateralParams makeParams(int radius, float sigmaS, float sigmaR, BilateralVariant v) {
-  BilateralParams p;
-  p.radius = radius;
-  p.sigmaSpatial = sigmaS;
-  p.sigmaRange = sigmaR;
-  p.variant = v;
-  return p;
+  return test::bilateralParams(radius, sigmaS, sigmaR, v);
 }
 
 Index countNonFinite(HostImage const& img) {

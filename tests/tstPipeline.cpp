@@ -14,6 +14,7 @@
 
 #include "TestUtils.hpp"
 #include "core/Errors.hpp"
+#include "core/Phantom.hpp"
 #include "gpu/bilateral/Bilateral.hpp"
 #include "gpu/multires/Multires.hpp"
 #include "gpu/nlm/Nlm.hpp"
@@ -34,29 +35,8 @@ constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 constexpr float kInf = std::numeric_limits<float>::infinity();
 const std::vector<Backend> kBackends{Backend::Cpu, Backend::Kokkos};
 
-HostImage randomImage(Geometry const& g, unsigned seed, float scale = 1.0f) {
-  HostImage img("kortex::test::Pipeline::random", g);
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> u(0.0f, scale);
-  for (Index i = 0; i < img.numVoxels(); ++i) img.data.data()[i] = u(rng);
-  return img;
-}
-
-BilateralParams bf(int radius, float sigmaS, float sigmaR) {
-  BilateralParams p;
-  p.radius = radius;
-  p.sigmaSpatial = sigmaS;
-  p.sigmaRange = sigmaR;
-  return p;
-}
-
-NlmParams nlmParams(int patch, int search, float h) {
-  NlmParams p;
-  p.patchRadius = patch;
-  p.searchRadius = search;
-  p.h = h;
-  return p;
-}
+using test::nlmParams;
+BilateralParams bf(int radius, float sigmaS, float sigmaR) { return test::bilateralParams(radius, sigmaS, sigmaR); }
 
 MultiresParams mr(int levels, int radius, float sigmaS, float sigmaR) {
   MultiresParams p;

@@ -169,21 +169,8 @@ std::vector<HostImage> testImages(Geometry const& g) {
   return {randomImage(g, 7), structuredImage(g, 11)};
 }
 
-BilateralParams bf(int radius, float sigmaS, float sigmaR) {
-  BilateralParams p;
-  p.radius = radius;
-  p.sigmaSpatial = sigmaS;
-  p.sigmaRange = sigmaR;
-  return p;
-}
-
-NlmParams nlmParams(int patchRadius, int searchRadius, float h) {
-  NlmParams p;
-  p.patchRadius = patchRadius;
-  p.searchRadius = searchRadius;
-  p.h = h;
-  return p;
-}
+using test::nlmParams;
+BilateralParams bf(int radius, float sigmaS, float sigmaR) { return test::bilateralParams(radius, sigmaS, sigmaR); }
 
 constexpr float kInf = std::numeric_limits<float>::infinity();
 
