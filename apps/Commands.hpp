@@ -2,13 +2,30 @@
 // throws kortex errors (caught in main: one message, non-zero exit).
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
 #include "bench/BenchOptions.hpp"
 #include "validation/Suite.hpp"
 
+namespace CLI {
+class App;
+}
+
 namespace kortex::app {
+
+// What the parsed command line asks for: set by the chosen subcommand's callback, run by main()
+// once Kokkos is initialised. Each add* function declares its subcommand(s) on `app`.
+using Action = std::function<int()>;
+void addInfoCommand(CLI::App& app, Action& action);        // apps/Info.cpp
+void addDenoiseCommands(CLI::App& app, Action& action);    // apps/Denoise.cpp
+void addValidateCommand(CLI::App& app, Action& action);    // apps/Suite.cpp
+void addBenchCommands(CLI::App& app, Action& action);      // apps/Suite.cpp
+void addReproduceCommand(CLI::App& app, Action& action);   // apps/Suite.cpp
+void addSurfaceCommands(CLI::App& app, Action& action);    // apps/Surface.cpp
+void addRegisterCommands(CLI::App& app, Action& action);   // apps/Register.cpp
+void addTuneCommand(CLI::App& app, Action& action);        // apps/Tune.cpp
 
 struct ValidateOptions {
   bool quick = false;

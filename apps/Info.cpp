@@ -2,6 +2,10 @@
 
 #include <iostream>
 
+#include <CLI/CLI.hpp>
+
+#include <memory>
+
 #include "apps/Commands.hpp"
 #include "core/Backend.hpp"
 #include "core/Boundary.hpp"
@@ -37,6 +41,13 @@ int cmdInfo(std::string const& jsonPath) {
     io::writeTextFileAtomic(jsonPath, j.dump(2) + "\n");
   }
   return 0;
+}
+
+void addInfoCommand(CLI::App& app, Action& action) {
+  auto* info = app.add_subcommand("info", "Backends, devices and the Kokkos configuration");
+  auto json = std::make_shared<std::string>();
+  info->add_option("--json", *json, "Also write the description as JSON");
+  info->callback([json, &action] { action = [json] { return cmdInfo(*json); }; });
 }
 
 }  // namespace kortex::app

@@ -1,7 +1,12 @@
 // `kortex register unbiased`: affine + unbiased fluid registration of two 3D images
 // (pipeline/Register.hpp registerPair), with a progress bar and the outputs of the
 // ITK/ANTs conventions (io/ImageIO.hpp).
+
 #include "apps/Register.hpp"
+
+#include <CLI/CLI.hpp>
+
+#include <memory>
 
 #include <unistd.h>
 
@@ -14,6 +19,7 @@
 #include <set>
 #include <sstream>
 
+#include "apps/Commands.hpp"
 #include "core/Errors.hpp"
 #include "io/ImageIO.hpp"
 #include "io/Output.hpp"
@@ -195,6 +201,34 @@ int cmdRegisterUnbiased(RegisterOptions const& o) {
   if (!o.outJacobian.empty()) std::cout << "wrote " << o.outJacobian << " (det(I - grad u) of the fluid part)\n";
   if (!o.outAffine.empty()) std::cout << "wrote " << o.outAffine << " (affine part, ITK transform file)\n";
   return 0;
+}
+
+void addRegisterCommands(CLI::App& app, Action& action) {
+  auto* reg = app.add_subcommand("register", "Register two images");
+  reg->require_subcommand(1);
+  auto rgop = std::make_shared<RegisterOptions>();
+  RegisterOptions& rgo = *rgop;
+  auto* unb = reg->add_subcommand(
+      "unbiased",
+      "Affine (NCC) + unbiased fluid registration (symmetric-KL prior, Yanovsky et al. 2007) of two 3D images");
+  unb->add_option("--fixed", rgo.fixed, "Fixed (reference) 3D image")->required();
+  unb->add_option("--moving", rgo.moving, "Moving (template) 3D image")->required();
+  unb->add_option("--out-warped", rgo.outWarped, "Moving image resampled on the fixed grid (written atomically)")
+      ->required();
+  unb->add_option("--out-field", rgo.outField,
+                  "Displacement field, NIfTI vector image in the ITK/ANTs convention (world mm, LPS; fixed point x "
+                  "maps to moving point x + d(x))");
+  unb->add_option("--out-jacobian", rgo.outJacobian, "det(I - grad u) of the fluid part");
+  unb->add_option("--out-affine", rgo.outAffine, "Affine part as an ITK transform file (.txt)");
+  unb->add_option("--lambda", rgo.fluid.lambda, "Weight of the symmetric-KL regulariser (> 0)")->capture_default_str();
+  unb->add_option("--sigma", rgo.fluid.sigma, "Gaussian smoothing of the force, voxels")->capture_default_str();
+  unb->add_option("--iterations", rgo.fluid.iterations, "Cap on fluid iterations")->capture_default_str();
+  unb->add_flag("--no-affine", rgo.noAffine, "Skip the affine stage (header alignment only)");
+  unb->add_option("--backend", rgo.backend, "auto|cpu|kokkos (auto = Kokkos if it has a GPU backend)")
+      ->capture_default_str();
+  unb->add_option("--variant", rgo.variant, "Kokkos force kernel: naive|recompute|reuse (default " + std::string(toString(RegistrationParams{}.variant)) + ")");
+  unb->add_flag("--quiet", rgo.quiet, "No progress bar");
+  unb->callback([rgop, &action] { action = [rgop] { return cmdRegisterUnbiased(*rgop); }; });
 }
 
 }  // namespace kortex::app

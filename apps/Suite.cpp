@@ -6,6 +6,10 @@
 #include <filesystem>
 #include <iostream>
 
+#include <CLI/CLI.hpp>
+
+#include <memory>
+
 #include "apps/Commands.hpp"
 #include "bench/Bench.hpp"
 #include "bench/BenchMultires.hpp"
@@ -137,6 +141,104 @@ int cmdReproduce(ReproduceOptions const& o) {
     return 1;
   }
   return 0;
+}
+
+void addValidateCommand(CLI::App& app, Action& action) {
+  auto* validate = app.add_subcommand("validate", "Run the validation harness: CPU reference vs every Kokkos variant; non-zero exit if any bound fails");
+  auto vop = std::make_shared<ValidateOptions>();
+  ValidateOptions& vo = *vop;
+  validate->add_flag("--quick", vo.quick, "Small sizes (seconds)");
+  validate->add_option("--data", vo.dataDir, "Real data folder (e.g. ../shared/data)")->check(CLI::ExistingDirectory);
+  validate->add_option("--json", vo.jsonPath, "Write the report as JSON");
+  validate->add_option("--markdown", vo.markdownPath, "Write the report as Markdown");
+  validate->add_flag("--registration-only", vo.registrationOnly,
+                     "Only the registration study (IXI pairs: Dice, CPU vs Kokkos, inverse consistency); needs --data");
+  validate->add_flag("--surface-only", vo.surfaceOnly,
+                     "Only the surface study (ICBM152 and IXI white matter: distance to the clean surface, CPU vs "
+                     "Kokkos); needs --data");
+  validate->add_option("--lambda", vo.registration.lambda, "Registration study: regulariser weight")
+      ->capture_default_str();
+  validate->add_option("--sigma", vo.registration.sigma, "Registration study: force smoothing sigma, voxels")
+      ->capture_default_str();
+  validate->add_option("--iterations", vo.registration.iterations,
+                       "Registration study: iteration cap (--quick caps it further)")
+      ->capture_default_str();
+  validate->add_option("--pairs", vo.pairs, "Registration study: number of subject pairs")
+      ->check(CLI::Range(1, vo.pairs))
+      ->capture_default_str();
+  validate->callback([vop, &action] { action = [vop] { return cmdValidate(*vop); }; });
+}
+
+void addBenchCommands(CLI::App& app, Action& action) {
+  auto* bench = app.add_subcommand("bench", "Benchmarks that reproduce the papers' tables");
+  bench->require_subcommand(1);
+  auto* benchCt = bench->add_subcommand("ct", "CT neighbourhood filters: Tables I and II (bilateral, NLM), 2D and 3D");
+  auto bop = std::make_shared<bench::BenchOptions>();
+  bench::BenchOptions& bo = *bop;
+  benchCt->add_flag("--quick", bo.quick, "Fewer sizes and repetitions");
+  benchCt->add_flag("--tiny", bo.tiny, "Tiny sizes (smoke test)");
+  benchCt->add_option("--json", bo.jsonPath, "Write results as JSON");
+  benchCt->add_option("--markdown", bo.markdownPath, "Write results as Markdown");
+  benchCt->add_option("--only", bo.only,
+                      "Only rows whose label contains this text, e.g. \"NLM 2D 1024^2 patch 7 window 17\"");
+  benchCt->add_option("--peers", bo.peersJsonPath, "Merge peer timings from bench/peers/run_peers.py (JSON)")
+      ->check(CLI::ExistingFile);
+  auto* benchMr = bench->add_subcommand(
+      "multires", "Multiresolution filter: Figs 4-6 (bilateral variants, pyramid kernels, tile space) and Table 2 (FPS)");
+  auto mbop = std::make_shared<bench::BenchOptions>();
+  bench::BenchOptions& mbo = *mbop;
+  benchMr->add_flag("--quick", mbo.quick, "Smaller budgets (minutes on a CPU-only machine)");
+  benchMr->add_flag("--tiny", mbo.tiny, "Sizes 64^2 and 128^2 (smoke test)");
+  benchMr->add_option("--json", mbo.jsonPath, "Write results as JSON");
+  benchMr->add_option("--markdown", mbo.markdownPath, "Write results as Markdown");
+  benchMr->add_option("--only", mbo.only,
+                      "Only cases whose label contains this text, e.g. \"Table2 4096^2\", \"Fig6\", \"Fig5 512^2 float\"");
+  benchMr->add_option("--peers", mbo.peersJsonPath, "Merge peer timings from bench/peers/multires_opencv.py (JSON)")
+      ->check(CLI::ExistingFile);
+
+  auto* benchReg = bench->add_subcommand(
+      "register", "Unbiased fluid registration: Table 1 (resources, occupancy), Fig 1 (force kernels), "
+                  "Fig 2a/2b (iteration time, speedups, GFLOP/s, GB/s) and the targets");
+  auto rbop = std::make_shared<bench::BenchOptions>();
+  bench::BenchOptions& rbo = *rbop;
+  benchReg->add_flag("--quick", rbo.quick, "Fewer sizes");
+  benchReg->add_flag("--tiny", rbo.tiny, "24^3 and 32^3 (smoke test)");
+  benchReg->add_option("--json", rbo.jsonPath, "Write results as JSON");
+  benchReg->add_option("--markdown", rbo.markdownPath, "Write results as Markdown");
+  benchReg->add_option("--only", rbo.only, "Only cases whose label contains this text, e.g. \"Fig1\", \"Fig2 240^3\", \"IXI\"");
+  benchReg->add_option("--peers", rbo.peersJsonPath, "Merge peer timings from bench/peers/registration_torch.py (JSON)")
+      ->check(CLI::ExistingFile);
+  benchReg->add_option("--data", rbo.dataDir, "Real data folder (../shared/data): adds the IXI pair target")
+      ->check(CLI::ExistingDirectory);
+
+  auto* benchSurf = bench->add_subcommand(
+      "surface", "Level-set NLM surface denoising: Fig 4 (time vs band size per storage variant), Fig 5 (speedup "
+                 "vs the CPU reference at 2 and all threads, GB/s), CPU check and the 175k target");
+  auto sbop = std::make_shared<bench::BenchOptions>();
+  bench::BenchOptions& sbo = *sbop;
+  benchSurf->add_flag("--quick", sbo.quick, "Bands of 17.5k and 35k only");
+  benchSurf->add_flag("--tiny", sbo.tiny, "Bands of ~1.5k and ~3k (smoke test)");
+  benchSurf->add_option("--json", sbo.jsonPath, "Write results as JSON");
+  benchSurf->add_option("--markdown", sbo.markdownPath, "Write results as Markdown");
+  benchSurf->add_option("--only", sbo.only, "Only variants / sizes whose label contains this text, e.g. \"Scratch\"");
+  benchSurf->add_option("--peers", sbo.peersJsonPath, "Merge the PyTorch kNN peer (bench/peers/surface_torch.py JSON)")
+      ->check(CLI::ExistingFile);
+  benchSurf->add_option("--dump", sbo.dumpDir, "Write the largest case's records and exact neighbours here (for the peer)")
+      ->check(CLI::ExistingDirectory);
+  benchCt->callback([bop, &action] { action = [bop] { return cmdBenchCt(*bop); }; });
+  benchMr->callback([mbop, &action] { action = [mbop] { return cmdBenchMultires(*mbop); }; });
+  benchReg->callback([rbop, &action] { action = [rbop] { return cmdBenchRegister(*rbop); }; });
+  benchSurf->callback([sbop, &action] { action = [sbop] { return cmdBenchSurface(*sbop); }; });
+}
+
+void addReproduceCommand(CLI::App& app, Action& action) {
+  auto* reproduce = app.add_subcommand("reproduce", "Main job: validation + every available paper table; readable report + JSON");
+  auto rop = std::make_shared<ReproduceOptions>();
+  ReproduceOptions& ro = *rop;
+  reproduce->add_flag("--quick", ro.quick, "Small sizes (minutes on a laptop)");
+  reproduce->add_option("--data", ro.dataDir, "Real data folder (e.g. ../shared/data)")->check(CLI::ExistingDirectory);
+  reproduce->add_option("--out", ro.outDir, "Folder for the report, JSON and montages")->capture_default_str();
+  reproduce->callback([rop, &action] { action = [rop] { return cmdReproduce(*rop); }; });
 }
 
 }  // namespace kortex::app

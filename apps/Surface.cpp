@@ -1,4 +1,9 @@
+
 #include "apps/Surface.hpp"
+
+#include <CLI/CLI.hpp>
+
+#include <memory>
 
 #include <unistd.h>
 
@@ -9,6 +14,7 @@
 #include <iostream>
 #include <sstream>
 
+#include "apps/Commands.hpp"
 #include "core/Backend.hpp"
 #include "core/Errors.hpp"
 #include "gpu/surface_nlm/SurfaceNlm.hpp"
@@ -160,6 +166,44 @@ int cmdSurfaceDenoise(SurfaceOptions const& o) {
   if (!o.outMesh.empty()) std::cout << " and " << o.outMesh << " (" << mesh.triangles.size() << " triangles)";
   std::cout << std::endl;
   return 0;
+}
+
+void addSurfaceCommands(CLI::App& app, Action& action) {
+  auto* surface = app.add_subcommand("surface", "Level-set surface processing");
+  surface->require_subcommand(1);
+  auto sop = std::make_shared<SurfaceOptions>();
+  SurfaceOptions& so = *sop;
+  auto* surfDenoise = surface->add_subcommand(
+      "denoise", "Level-set non-local-means surface denoising (Dong et al.; exact all-pairs patch search) of a "
+                 "mask, a signed distance or a closed triangle mesh");
+  surfDenoise->add_option("IN", so.input, "Binary mask / label / probability volume, signed distance (--input phi), "
+                                          "or closed mesh (.vtp .stl .obj)")->required();
+  surfDenoise->add_option("OUT", so.output, "Denoised signed distance phi (image, same grid)")->required();
+  surfDenoise->add_option("--band", so.params.band, "Narrow band |phi| <= band, voxels")->capture_default_str();
+  surfDenoise->add_option("--patch", so.params.patch, "Patch edge n (n^3 patches, odd, <= 7)")->capture_default_str();
+  surfDenoise->add_option("--neighbors", so.params.neighbors, "Most similar patches kept per element (m < band size)")
+      ->capture_default_str();
+  surfDenoise->add_option("--c1", so.params.c1, "Spatial scale of the weights, voxels^2")->capture_default_str();
+  surfDenoise->add_option("--c2", so.params.c2, "Patch-distance scale of the weights")->capture_default_str();
+  surfDenoise->add_option("--iterations", so.params.iterations, "Heat iterations K")->capture_default_str();
+  surfDenoise->add_option("--out-mesh", so.outMesh, "Also write the zero level set as a mesh (.vtp .stl .obj)");
+  surfDenoise->add_option("--input", so.inputKind, "Image input: mask (binary, or see --label/--threshold) | phi")
+      ->capture_default_str();
+  auto* surfLabel = surfDenoise->add_option("--label", so.label, "Inside = voxels equal to this label");
+  auto* surfThr = surfDenoise->add_option("--threshold", so.threshold, "Inside = voxels >= this value");
+  surfDenoise->add_option("--spacing", so.spacing, "Mesh input: voxel size of the grid, world units")
+      ->capture_default_str();
+  surfDenoise->add_option("--backend", so.backend, "auto|cpu|kokkos (auto = Kokkos if it has a GPU backend)")
+      ->capture_default_str();
+  surfDenoise->add_option("--variant", so.variant, "Kokkos search: global|randomaccess|scratch (brute force, by candidate storage) or pruned (default: patch-sum bound, same neighbours)");
+  surfDenoise->add_option("--max-memory", so.maxMemoryMiB,
+                          "Memory the search may use, MiB (default: what the device / host reports free)");
+  surfDenoise->add_flag("--quiet", so.quiet, "No progress bar");
+  surfDenoise->callback([sop, surfLabel, surfThr, &action] {
+    sop->labelGiven = surfLabel->count() > 0;
+    sop->thresholdGiven = surfThr->count() > 0;
+    action = [sop] { return cmdSurfaceDenoise(*sop); };
+  });
 }
 
 }  // namespace kortex::app

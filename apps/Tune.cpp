@@ -18,6 +18,10 @@
 #include <iostream>
 #include <sstream>
 
+#include <CLI/CLI.hpp>
+
+#include <memory>
+
 #include "apps/Commands.hpp"
 #include "pipeline/Tune.hpp"
 #include "core/Backend.hpp"
@@ -299,6 +303,26 @@ int cmdTune(TuneOptions const& o) {
     std::cout << "Wrote every timed candidate to " << o.jsonPath << "\n";
   }
   return 0;
+}
+
+void addTuneCommand(CLI::App& app, Action& action) {
+  auto* tune = app.add_subcommand("tune", "Find the fastest tile/team shapes of the tuned kernels on this device "
+                                          "and store them in the tuning database (read at run time)");
+  auto top = std::make_shared<TuneOptions>();
+  TuneOptions& to = *top;
+  std::string tunerNames;
+  for (auto const& t : pipeline::tune::tuners()) tunerNames += (tunerNames.empty() ? "" : ", ") + t.name;
+  tune->add_option("--kernel", to.kernels, "Tuned kernel, repeatable (default: every one: " + tunerNames + ")");
+  tune->add_option("--db", to.dbPath, "Tuning database to update or show (default: $KORTEX_TUNING_DB, else "
+                                      "$XDG_CACHE_HOME/kortex/tuning.json, else ~/.cache/kortex/tuning.json)");
+  auto* tuneShow = tune->add_flag("--show", to.show, "Print the merged database (user + shipped defaults); time nothing");
+  tune->add_flag("--quick", to.quick, "Fewer repetitions per candidate (a smoke run, noisier choice)")
+      ->excludes(tuneShow);
+  tune->add_option("--size", to.size, "Image edge of the timed problem (default: each kernel's, 1024 for the CT ones)")
+      ->check(CLI::Range(1, 16384))
+      ->excludes(tuneShow);
+  tune->add_option("--json", to.jsonPath, "Write every timed candidate as JSON")->excludes(tuneShow);
+  tune->callback([top, &action] { action = [top] { return cmdTune(*top); }; });
 }
 
 }  // namespace kortex::app

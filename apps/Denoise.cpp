@@ -1,0 +1,176 @@
+// `kortex denoise bilateral | nlm | multires IN OUT`: options, then the denoise jobs of
+// pipeline/Denoise.hpp.
+#include <CLI/CLI.hpp>
+
+#include <filesystem>
+#include <iostream>
+#include <memory>
+#include <string>
+
+#include "apps/Commands.hpp"
+#include "core/Errors.hpp"
+#include "io/ImageIO.hpp"
+#include "io/Output.hpp"
+#include "pipeline/Denoise.hpp"
+
+namespace fs = std::filesystem;
+
+namespace kortex::app {
+
+namespace {
+
+struct DenoiseOptions {
+  std::string in, out, backend = "auto", variant;
+  BilateralParams bilateral;
+  NlmParams nlm;
+  MultiresParams multires;
+  std::string sigmaRange = "auto", pyramid, integer = "auto";
+};
+
+// Fail before reading or computing: the input exists and is a file, the output can be written
+// with a supported extension (or one that needs VTK in a build without it).
+void checkPaths(std::string const& in, std::string const& out) {
+  if (fs::is_directory(in)) throw IoError("input '" + in + "' is a directory, not an image file");
+  if (!fs::exists(in)) throw IoError("input '" + in + "' does not exist");
+  io::requireWritableFile(out);
+  io::requireSupportedExtension(out, io::Access::Write);
+}
+
+void printRun(const char* what, HostImage const& in, pipeline::RunReport const& r, std::string const& out) {
+  std::cout << what << ": " << describe(in.geometry) << " on " << r.executionSpace << ": " << r.computeMs << " ms";
+  if (r.backend == Backend::Kokkos) std::cout << " (+ " << r.transferMs << " ms transfers)";
+  std::cout << " -> " << out << "\n";
+}
+
+int runMultires(DenoiseOptions& o) {
+  std::string const& in = o.in;
+  std::string const& out = o.out;
+  std::string const& backendName = o.backend;
+  std::string const& variantName = o.variant;
+  std::string const& sigmaRangeText = o.sigmaRange;
+  std::string const& pyramidName = o.pyramid;
+  std::string const& integerName = o.integer;
+  MultiresParams& mp = o.multires;
+
+  pipeline::MultiresJob job;
+  job.backend = parseBackend(backendName);
+  job.integer = pipeline::parseIntegerMode(integerName);
+  job.bilateralGiven = !variantName.empty();
+  if (!variantName.empty()) mp.bilateral = parseMultiresBilateralVariant(variantName);
+  if (!pyramidName.empty()) mp.pyramid = parsePyramidVariant(pyramidName);
+  if ((!variantName.empty() || !pyramidName.empty()) && resolve(job.backend) == Backend::Cpu)
+    throw InvalidArgument("--variant and --pyramid select Kokkos variants; they have no meaning with the CPU backend");
+  job.autoSigmaRange = sigmaRangeText == "auto";
+  if (!job.autoSigmaRange) {
+    std::size_t used = 0;
+    float v = 0.0f;
+    try {
+      v = std::stof(sigmaRangeText, &used);
+    } catch (std::exception const&) {
+      used = 0;
+    }
+    if (used != sigmaRangeText.size())
+      throw InvalidArgument("--sigma-range must be a number, inf or auto; got '" + sigmaRangeText + "'");
+    mp.sigmaRange = v;
+  }
+  checkPaths(in, out);
+  const HostImage img = io::readImage(in);
+  job.params = mp;
+  pipeline::MultiresRun run;
+  const HostImage result = pipeline::denoiseMultires(img, job, &run);
+  io::writeImage(result, out);
+  printRun("multires", img, run.report, out);
+  std::cout << "  " << (run.integer ? "integer (16-bit, exact) pipeline" : "float pipeline") << ", levels "
+            << run.params.levels << ", r " << run.params.radius << ", sigma_d " << run.params.sigmaSpatial
+            << ", sigma_r " << run.params.sigmaRange << (job.autoSigmaRange ? " (auto)" : "");
+  if (run.report.backend == Backend::Kokkos)
+    std::cout << ", " << toString(run.params.pyramid) << " + " << toString(run.params.bilateral);
+  std::cout << "\n";
+  return 0;
+}
+
+int runBilateralOrNlm(DenoiseOptions& o, bool bilateral) {
+  std::string const& in = o.in;
+  std::string const& out = o.out;
+  std::string const& backendName = o.backend;
+  std::string const& variantName = o.variant;
+  BilateralParams& bp = o.bilateral;
+  NlmParams& np = o.nlm;
+  const bool isBil = bilateral;
+
+  const Backend backend = parseBackend(backendName);
+  if (isBil && !variantName.empty()) bp.variant = parseBilateralVariant(variantName);
+  if (!isBil && !variantName.empty()) np.variant = parseNlmVariant(variantName);
+  if (!variantName.empty() && resolve(backend) == Backend::Cpu)
+    throw InvalidArgument("--variant selects a Kokkos variant; it has no meaning with the CPU backend");
+  checkPaths(in, out);
+  const HostImage img = io::readImage(in);
+  pipeline::RunReport report;
+  const HostImage result = isBil ? pipeline::denoiseBilateral(img, bp, backend, &report)
+                                : pipeline::denoiseNlm(img, np, backend, &report);
+  io::writeImage(result, out);
+  printRun(isBil ? "bilateral" : "nlm", img, report, out);
+  return 0;
+}
+
+}  // namespace
+
+void addDenoiseCommands(CLI::App& app, Action& action) {
+  auto* denoise = app.add_subcommand("denoise", "Denoise an image (2D or 3D)");
+  denoise->require_subcommand(1);
+  auto o = std::make_shared<DenoiseOptions>();
+  std::string& in = o->in;
+  std::string& out = o->out;
+  std::string& backendName = o->backend;
+  std::string& variantName = o->variant;
+  BilateralParams& bp = o->bilateral;
+  NlmParams& np = o->nlm;
+  auto* bil = denoise->add_subcommand("bilateral", "Bilateral filter: exp(-|d|^2/2ss^2) exp(-dI^2/2sr^2) over a (2r+1)^d window");
+  bil->add_option("IN", in, "Input image (.nii .nii.gz .mha .mhd .vti .png .jpg .dcm)")->required();
+  bil->add_option("OUT", out, "Output image (written atomically)")->required();
+  bil->add_option("--radius", bp.radius, "Window radius r (window 2r+1)")->capture_default_str();
+  bil->add_option("--sigma-spatial", bp.sigmaSpatial, "Spatial sigma in voxels")->capture_default_str();
+  bil->add_option("--sigma-range", bp.sigmaRange, "Range sigma in intensity units (inf allowed)")->capture_default_str();
+  bil->add_option("--backend", backendName, "auto|cpu|kokkos (auto = Kokkos if it has a GPU backend)")->capture_default_str();
+  bil->add_option("--variant", variantName, "Kokkos variant: naive|scratch (default scratch)");
+
+  auto* nlm = denoise->add_subcommand("nlm", "Non-local means: exp(-||P(x)-P(y)||^2/(|P| h^2)) over the search window");
+  nlm->add_option("IN", in, "Input image (.nii .nii.gz .mha .mhd .vti .png .jpg .dcm)")->required();
+  nlm->add_option("OUT", out, "Output image (written atomically)")->required();
+  nlm->add_option("--patch-radius", np.patchRadius, "Patch radius r (patch 2r+1)")->capture_default_str();
+  nlm->add_option("--search-radius", np.searchRadius, "Search radius R (window 2R+1)")->capture_default_str();
+  nlm->add_option("--h", np.h, "Filtering parameter h in intensity units")->capture_default_str();
+  nlm->add_option("--backend", backendName, "auto|cpu|kokkos (auto = Kokkos if it has a GPU backend)")->capture_default_str();
+  nlm->add_option("--variant", variantName, "Kokkos variant: naive|scratch|boxsum (default boxsum)");
+
+  MultiresParams& mp = o->multires;
+  std::string& sigmaRangeText = o->sigmaRange;
+  std::string& pyramidName = o->pyramid;
+  std::string& integerName = o->integer;
+  auto* mres = denoise->add_subcommand(
+      "multires", "Multiresolution filter (2D): Laplacian pyramid, bilateral on every layer, reconstruction");
+  mres->add_option("IN", in, "Input 2D image (.png .jpg .dcm .nii .nii.gz .mha .mhd .vti)")->required();
+  mres->add_option("OUT", out, "Output image (written atomically)")->required();
+  mres->add_option("--levels", mp.levels, "Pyramid levels L (layers l_0..l_{L-1} and g_L)")->capture_default_str();
+  mres->add_option("--radius", mp.radius, "Bilateral window radius r on every layer (window 2r+1)")->capture_default_str();
+  mres->add_option("--sigma-spatial", mp.sigmaSpatial, "Closeness sigma (sigma_d) in pixels")->capture_default_str();
+  mres->add_option("--sigma-range", sigmaRangeText,
+                   "Similarity sigma in intensity units (inf allowed); auto = 2 x the noise sigma "
+                   "estimated from the image (Immerkaer 1996)")
+      ->capture_default_str();
+  mres->add_option("--bits", mp.bits, "Integer pipeline: data bit depth 1-15 (0 = smallest that holds the maximum)")
+      ->capture_default_str();
+  mres->add_option("--integer", integerName,
+                   "auto|yes|no: the exact 16-bit integer pipeline (auto: when every voxel is an integer in [0, 32767])")
+      ->capture_default_str();
+  mres->add_option("--backend", backendName, "auto|cpu|kokkos (auto = Kokkos if it has a GPU backend)")->capture_default_str();
+  mres->add_option("--variant", variantName,
+                   "Kokkos layer bilateral: naive|closeness-lut|fastmath (float) or lut (integer); default per pipeline");
+  mres->add_option("--pyramid", pyramidName, "Kokkos pyramid kernels: unfused|fused|fused-expand|packed16 (default fused)");
+
+  bil->callback([o, &action] { action = [o] { return runBilateralOrNlm(*o, true); }; });
+  nlm->callback([o, &action] { action = [o] { return runBilateralOrNlm(*o, false); }; });
+  mres->callback([o, &action] { action = [o] { return runMultires(*o); }; });
+}
+
+}  // namespace kortex::app
