@@ -218,71 +218,82 @@ std::int64_t surfaceNlmBytes(std::int64_t n, SurfaceNlmParams const& params) {
   return n * (8 + P * 4 + kept * (4 + 4 + 8) + 4 + 4 + m * 8 + 2 * 8 + pruned);
 }
 
-template <class ExecSpace>
-void surfaceDenoise(ExecSpace const& exec, ConstImageView<typename ExecSpace::memory_space> phi,
-                    ImageView<typename ExecSpace::memory_space> out, SurfaceNlmParams const& params,
-                    SurfaceNlmInfo* info, SurfaceNlmProgress const& progress,
-                    SurfaceNlmNeighbours<typename ExecSpace::memory_space>* neighboursOut) {
-  using Mem = typename ExecSpace::memory_space;
-  using Range = Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<std::int64_t>>;
-  checkSameExtents(phi, out, "kortex::gpu::surfaceDenoise");
-  if (!phi.span_is_contiguous() || !out.span_is_contiguous())
-    throw InvalidArgument("kortex::gpu::surfaceDenoise: phi and out must be contiguous views");
+namespace {
+
+template <class Exec>
+using Range64 = Kokkos::RangePolicy<Exec, Kokkos::IndexType<std::int64_t>>;
+
+// The band |phi| <= band in increasing linear index (n elements) and its patch records, zero
+// padded to P floats (clamp rule at the volume's faces).
+template <class Exec>
+void bandRecords(Exec const& exec, ConstImageView<typename Exec::memory_space> phi, SurfaceNlmParams const& params,
+                 std::int64_t n, Kokkos::View<std::int64_t*, typename Exec::memory_space>& ids,
+                 Records<typename Exec::memory_space>& patches) {
+  using Mem = typename Exec::memory_space;
+  using Range = Range64<Exec>;
   const int nz = static_cast<int>(phi.extent(0)), ny = static_cast<int>(phi.extent(1)),
             nx = static_cast<int>(phi.extent(2));
-  if (nz < 2) throw InvalidArgument("kortex::gpu::surfaceDenoise: phi must be a 3D image");
   const std::int64_t total = static_cast<std::int64_t>(phi.size());
   const float* phiData = phi.data();
   const float band = params.band;
-
-  // Band size; what sizes the buffers must hold (the job checked the parameters and phi).
-  std::int64_t n = 0;
-  Kokkos::parallel_reduce(
-      "kortex::SurfaceNlm::bandSize", Range(exec, 0, total),
-      KOKKOS_LAMBDA(const std::int64_t i, std::int64_t& c) { c += kx::fabs(phiData[i]) <= band ? 1 : 0; }, n);
-  const int m = params.neighbors;
-  if (n == 0 || n > std::numeric_limits<std::int32_t>::max() || m < 1 || m >= n)
-    throw InvalidArgument("kortex::gpu::surfaceDenoise: a band of " + std::to_string(n) + " elements cannot hold " +
-                          std::to_string(m) + " neighbours per element");
-  const std::int64_t need = surfaceNlmBytes(n, params);
   const int pv = params.patch * params.patch * params.patch;
   const int P = paddedPatch(pv);
-  const int kept = surfaceNlmKept(n, m);
   const int h = (params.patch - 1) / 2;
-  auto t0 = std::chrono::steady_clock::now();
-
   // Band, in increasing linear index.
-  Kokkos::View<std::int64_t*, Mem> ids(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kortex::SurfaceNlm::ids"), n);
+  const Kokkos::View<std::int64_t*, Mem> ids_(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kortex::SurfaceNlm::ids"), n);
   Kokkos::parallel_scan(
       "kortex::SurfaceNlm::band", Range(exec, 0, total),
       KOKKOS_LAMBDA(const std::int64_t i, std::int64_t& pos, const bool final) {
         if (kx::fabs(phiData[i]) <= band) {
-          if (final) ids(pos) = i;
+          if (final) ids_(pos) = i;
           ++pos;
         }
       });
 
   // Records.
-  Records<Mem> patches(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kortex::SurfaceNlm::records"), n, P);
+  const Records<Mem> patches_(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kortex::SurfaceNlm::records"), n, P);
   Kokkos::parallel_for(
       "kortex::SurfaceNlm::records", Range(exec, 0, n * P), KOKKOS_LAMBDA(const std::int64_t t) {
         const std::int64_t j = t / P;
         const int k = static_cast<int>(t % P);
         if (k >= pv) {
-          patches(j, k) = 0.0f;
+          patches_(j, k) = 0.0f;
           return;
         }
         const int n1 = 2 * h + 1;
         const int ox = k % n1 - h, oy = (k / n1) % n1 - h, oz = k / (n1 * n1) - h;
-        const std::int64_t id = ids(j);
+        const std::int64_t id = ids_(j);
         const int x = static_cast<int>(id % nx), y = static_cast<int>((id / nx) % ny),
                   z = static_cast<int>(id / (static_cast<std::int64_t>(nx) * ny));
         const int cx = clampIndex(x + ox, nx), cy = clampIndex(y + oy, ny), cz = clampIndex(z + oz, nz);
-        patches(j, k) = phiData[(static_cast<std::int64_t>(cz) * ny + cy) * nx + cx];
+        patches_(j, k) = phiData[(static_cast<std::int64_t>(cz) * ny + cy) * nx + cx];
       });
+  ids = ids_;
+  patches = patches_;
+}
 
+// The m nearest records of every element (listI, rows in the spec's order, exact distances in
+// exactD): the seed pass, the search passes of the variant (or the pruned scan), the exact
+// re-rank of the m' kept with its certificate, and the exact search of the elements whose
+// certificate failed.
+struct SearchSummary {
+  int passes = 0;
+  std::int64_t evaluatedPairs = 0;
+  std::int32_t certificateFailures = 0;
+  double seedSeconds = 0.0;
+};
+
+template <class ExecSpace>
+SearchSummary searchNeighbours(ExecSpace const& exec, ConstRecords<typename ExecSpace::memory_space> patches,
+                               SurfaceNlmParams const& params, std::int64_t n, SearchState<typename ExecSpace::memory_space>& state,
+                               ListD<typename ExecSpace::memory_space>& exactD, SurfaceNlmProgress const& progress,
+                               std::chrono::steady_clock::time_point t0) {
+  using Mem = typename ExecSpace::memory_space;
+  using Range = Range64<ExecSpace>;
+  const int m = params.neighbors;
+  const int pv = params.patch * params.patch * params.patch;
+  const int kept = surfaceNlmKept(n, m);
   // Multi-pass float pre-selection.
-  SearchState<Mem> state;
   state.listD = ListF<Mem>(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kortex::SurfaceNlm::listD"), n, kept);
   state.listI = ListI<Mem>(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kortex::SurfaceNlm::listI"), n, kept);
   state.count = Kokkos::View<int*, Mem>("kortex::SurfaceNlm::count", n);
@@ -314,11 +325,12 @@ void surfaceDenoise(ExecSpace const& exec, ConstImageView<typename ExecSpace::me
   }
 
   // Exact re-rank of the m' kept, certificate, list of failures.
-  ListD<Mem> exactD(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kortex::SurfaceNlm::exactD"), n, kept);
+  exactD = ListD<Mem>(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kortex::SurfaceNlm::exactD"), n, kept);
+  const auto exactD_ = exactD;
   Kokkos::View<std::int32_t*, Mem> failures(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kortex::SurfaceNlm::failures"), n);
   Kokkos::View<std::int32_t, Mem> failCount("kortex::SurfaceNlm::failCount");
   {
-    Rerank<ExecSpace> f{patches, state.listD, state.listI, exactD, failures, failCount, kept, m, pv, kept == n - 1};
+    Rerank<ExecSpace> f{patches, state.listD, state.listI, exactD_, failures, failCount, kept, m, pv, kept == n - 1};
     Kokkos::TeamPolicy<ExecSpace> policy(exec, static_cast<int>(n), onHost<ExecSpace> ? 1 : 128);
     policy.set_scratch_size(0, Kokkos::PerTeam(Rerank<ExecSpace>::scratchBytes(kept, pv)));
     Kokkos::parallel_for("kortex::SurfaceNlm::rerank", policy, f);
@@ -342,21 +354,77 @@ void surfaceDenoise(ExecSpace const& exec, ConstImageView<typename ExecSpace::me
             const double d = surfaceNlmDistanceExact(a, &patches(l, 0), pv);
             if (!(d < thr)) continue;
             int i = cnt < m ? cnt : m - 1;
-            while (i > 0 && exactD(j, i - 1) > d) {
-              exactD(j, i) = exactD(j, i - 1);
+            while (i > 0 && exactD_(j, i - 1) > d) {
+              exactD(j, i) = exactD_(j, i - 1);
               listI(j, i) = listI(j, i - 1);
               --i;
             }
-            exactD(j, i) = d;
+            exactD_(j, i) = d;
             listI(j, i) = l;
             if (cnt < m) ++cnt;
-            if (cnt == m) thr = exactD(j, m - 1);
+            if (cnt == m) thr = exactD_(j, m - 1);
           }
         });
   }
   exec.fence();
-  const double searchSeconds = secondsSince(t0);
   if (progress) progress({"search", passes, passes});
+  SearchSummary sum;
+  sum.passes = passes;
+  sum.evaluatedPairs = evaluatedPairs;
+  sum.certificateFailures = nFail;
+  sum.seedSeconds = seedSeconds;
+  return sum;
+}
+
+}  // namespace
+
+template <class ExecSpace>
+void surfaceDenoise(ExecSpace const& exec, ConstImageView<typename ExecSpace::memory_space> phi,
+                    ImageView<typename ExecSpace::memory_space> out, SurfaceNlmParams const& params,
+                    SurfaceNlmInfo* info, SurfaceNlmProgress const& progress,
+                    SurfaceNlmNeighbours<typename ExecSpace::memory_space>* neighboursOut) {
+  using Mem = typename ExecSpace::memory_space;
+  using Range = Range64<ExecSpace>;
+  checkSameExtents(phi, out, "kortex::gpu::surfaceDenoise");
+  if (!phi.span_is_contiguous() || !out.span_is_contiguous())
+    throw InvalidArgument("kortex::gpu::surfaceDenoise: phi and out must be contiguous views");
+  const int nz = static_cast<int>(phi.extent(0)), ny = static_cast<int>(phi.extent(1)),
+            nx = static_cast<int>(phi.extent(2));
+  if (nz < 2) throw InvalidArgument("kortex::gpu::surfaceDenoise: phi must be a 3D image");
+  const std::int64_t total = static_cast<std::int64_t>(phi.size());
+  const float* phiData = phi.data();
+  const float band = params.band;
+
+  // Band size; what sizes the buffers must hold (the job checked the parameters and phi).
+  std::int64_t n = 0;
+  Kokkos::parallel_reduce(
+      "kortex::SurfaceNlm::bandSize", Range(exec, 0, total),
+      KOKKOS_LAMBDA(const std::int64_t i, std::int64_t& c) { c += kx::fabs(phiData[i]) <= band ? 1 : 0; }, n);
+  const int m = params.neighbors;
+  if (n == 0 || n > std::numeric_limits<std::int32_t>::max() || m < 1 || m >= n)
+    throw InvalidArgument("kortex::gpu::surfaceDenoise: a band of " + std::to_string(n) + " elements cannot hold " +
+                          std::to_string(m) + " neighbours per element");
+  const std::int64_t need = surfaceNlmBytes(n, params);
+  const int kept = surfaceNlmKept(n, m);
+  auto t0 = std::chrono::steady_clock::now();
+
+  Kokkos::View<std::int64_t*, Mem> ids;
+  Records<Mem> patches;
+  bandRecords(exec, phi, params, n, ids, patches);
+
+  SearchState<Mem> state;
+  state.listD = ListF<Mem>(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kortex::SurfaceNlm::listD"), n, kept);
+  state.listI = ListI<Mem>(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kortex::SurfaceNlm::listI"), n, kept);
+  state.count = Kokkos::View<int*, Mem>("kortex::SurfaceNlm::count", n);
+  state.kept = kept;
+  state.seed = params.seedRadius;
+  ListD<Mem> exactD;
+  const SearchSummary search = searchNeighbours(exec, ConstRecords<Mem>(patches), params, n, state, exactD, progress, t0);
+  const double searchSeconds = secondsSince(t0);
+  const int passes = search.passes;
+  const std::int64_t evaluatedPairs = search.evaluatedPairs;
+  const std::int32_t nFail = search.certificateFailures;
+  const double seedSeconds = search.seedSeconds;
 
   if (neighboursOut) {
     neighboursOut->index = decltype(neighboursOut->index)("kortex::SurfaceNlm::neighbours", n, m);
