@@ -4,10 +4,9 @@
 // n^3 patch, padded to a multiple of 4 floats for 16-byte rows, and its running top-m' list);
 // the all-pairs search is multi-pass: pass p compares every element against one chunk of
 // candidates, and each element keeps its best m' = m + extra candidates by the float distance Df
-// (m' entries of state, not N). The paper keeps them sorted by insertion; here they are a max-heap
-// on (Df, index), because an insertion shifts up to m' entries in global memory, one dependent
-// load at a time, and that, not the distances, bounded the first version (6.4 s at N = 175k on
-// the H200, compute at 5% of peak). The threshold (the heap's root) stays in a register.
+// (m' entries of state, not N), in a max-heap on (Df, index) rather than the paper's sorted list
+// (an insertion shifts up to m' entries, one dependent load at a time; docs/surface.md has the
+// measurements). The threshold (the heap's root) stays in a register.
 // A seed pass first offers each element its band neighbours j - seed .. j + seed (mostly spatial
 // neighbours, with similar patches), so the threshold is tight before the passes; the heap is
 // ordered by (Df, index), so the kept set does not depend on the order candidates arrive in.

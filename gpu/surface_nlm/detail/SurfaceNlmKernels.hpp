@@ -615,8 +615,7 @@ struct SearchPruned {
 // One team per element: its threads compute the exact D of the m' kept candidates side by side
 // (one candidate each), then each candidate's rank in (D, index) order by counting, and write the
 // list in that order. The candidate of rank m - 1 checks the certificate of core/SurfaceNlm.hpp
-// against the heap root (the worst Df kept). (One thread per element with an insertion sort in
-// global memory took 29 ms at N = 175k on the H200.)
+// against the heap root (the worst Df kept). (docs/surface.md: why one team per element.)
 template <class Exec>
 struct Rerank {
   using Mem = typename Exec::memory_space;
