@@ -169,66 +169,66 @@ void addValidateCommand(CLI::App& app, Action& action) {
   validate->callback([vop, &action] { action = [vop] { return cmdValidate(*vop); }; });
 }
 
+namespace {
+// One `kortex bench NAME` subcommand: the options every benchmark takes (bench::BenchOptions),
+// its help texts, and the action that runs it.
+struct BenchHelp {
+  const char* quick;
+  const char* tiny;
+  const char* only;
+  const char* peers;
+};
+std::shared_ptr<bench::BenchOptions> addBench(CLI::App* bench, Action& action, const char* name, std::string const& what,
+                                             BenchHelp const& help, int (*run)(bench::BenchOptions),
+                                             CLI::App** sub = nullptr) {
+  auto* cmd = bench->add_subcommand(name, what);
+  auto o = std::make_shared<bench::BenchOptions>();
+  cmd->add_flag("--quick", o->quick, help.quick);
+  cmd->add_flag("--tiny", o->tiny, help.tiny);
+  cmd->add_option("--json", o->jsonPath, "Write results as JSON");
+  cmd->add_option("--markdown", o->markdownPath, "Write results as Markdown");
+  cmd->add_option("--only", o->only, help.only);
+  cmd->add_option("--peers", o->peersJsonPath, help.peers)->check(CLI::ExistingFile);
+  cmd->callback([o, run, &action] { action = [o, run] { return run(*o); }; });
+  if (sub) *sub = cmd;
+  return o;
+}
+}  // namespace
+
 void addBenchCommands(CLI::App& app, Action& action) {
   auto* bench = app.add_subcommand("bench", "Benchmarks that reproduce the papers' tables");
   bench->require_subcommand(1);
-  auto* benchCt = bench->add_subcommand("ct", "CT neighbourhood filters: Tables I and II (bilateral, NLM), 2D and 3D");
-  auto bop = std::make_shared<bench::BenchOptions>();
-  bench::BenchOptions& bo = *bop;
-  benchCt->add_flag("--quick", bo.quick, "Fewer sizes and repetitions");
-  benchCt->add_flag("--tiny", bo.tiny, "Tiny sizes (smoke test)");
-  benchCt->add_option("--json", bo.jsonPath, "Write results as JSON");
-  benchCt->add_option("--markdown", bo.markdownPath, "Write results as Markdown");
-  benchCt->add_option("--only", bo.only,
-                      "Only rows whose label contains this text, e.g. \"NLM 2D 1024^2 patch 7 window 17\"");
-  benchCt->add_option("--peers", bo.peersJsonPath, "Merge peer timings from bench/peers/run_peers.py (JSON)")
-      ->check(CLI::ExistingFile);
-  auto* benchMr = bench->add_subcommand(
-      "multires", "Multiresolution filter: Figs 4-6 (bilateral variants, pyramid kernels, tile space) and Table 2 (FPS)");
-  auto mbop = std::make_shared<bench::BenchOptions>();
-  bench::BenchOptions& mbo = *mbop;
-  benchMr->add_flag("--quick", mbo.quick, "Smaller budgets (minutes on a CPU-only machine)");
-  benchMr->add_flag("--tiny", mbo.tiny, "Sizes 64^2 and 128^2 (smoke test)");
-  benchMr->add_option("--json", mbo.jsonPath, "Write results as JSON");
-  benchMr->add_option("--markdown", mbo.markdownPath, "Write results as Markdown");
-  benchMr->add_option("--only", mbo.only,
-                      "Only cases whose label contains this text, e.g. \"Table2 4096^2\", \"Fig6\", \"Fig5 512^2 float\"");
-  benchMr->add_option("--peers", mbo.peersJsonPath, "Merge peer timings from bench/peers/multires_opencv.py (JSON)")
-      ->check(CLI::ExistingFile);
-
-  auto* benchReg = bench->add_subcommand(
-      "register", "Unbiased fluid registration: Table 1 (resources, occupancy), Fig 1 (force kernels), "
-                  "Fig 2a/2b (iteration time, speedups, GFLOP/s, GB/s) and the targets");
-  auto rbop = std::make_shared<bench::BenchOptions>();
-  bench::BenchOptions& rbo = *rbop;
-  benchReg->add_flag("--quick", rbo.quick, "Fewer sizes");
-  benchReg->add_flag("--tiny", rbo.tiny, "24^3 and 32^3 (smoke test)");
-  benchReg->add_option("--json", rbo.jsonPath, "Write results as JSON");
-  benchReg->add_option("--markdown", rbo.markdownPath, "Write results as Markdown");
-  benchReg->add_option("--only", rbo.only, "Only cases whose label contains this text, e.g. \"Fig1\", \"Fig2 240^3\", \"IXI\"");
-  benchReg->add_option("--peers", rbo.peersJsonPath, "Merge peer timings from bench/peers/registration_torch.py (JSON)")
-      ->check(CLI::ExistingFile);
-  benchReg->add_option("--data", rbo.dataDir, "Real data folder (../shared/data): adds the IXI pair target")
+  addBench(bench, action, "ct", "CT neighbourhood filters: Tables I and II (bilateral, NLM), 2D and 3D",
+           {"Fewer sizes and repetitions", "Tiny sizes (smoke test)",
+            "Only rows whose label contains this text, e.g. \"NLM 2D 1024^2 patch 7 window 17\"",
+            "Merge peer timings from bench/peers/run_peers.py (JSON)"},
+           &cmdBenchCt);
+  addBench(bench, action, "multires",
+           "Multiresolution filter: Figs 4-6 (bilateral variants, pyramid kernels, tile space) and Table 2 (FPS)",
+           {"Smaller budgets (minutes on a CPU-only machine)", "Sizes 64^2 and 128^2 (smoke test)",
+            "Only cases whose label contains this text, e.g. \"Table2 4096^2\", \"Fig6\", \"Fig5 512^2 float\"",
+            "Merge peer timings from bench/peers/multires_opencv.py (JSON)"},
+           &cmdBenchMultires);
+  CLI::App* reg = nullptr;
+  auto ro = addBench(bench, action, "register",
+                     "Unbiased fluid registration: Table 1 (resources, occupancy), Fig 1 (force kernels), "
+                     "Fig 2a/2b (iteration time, speedups, GFLOP/s, GB/s) and the targets",
+                     {"Fewer sizes", "24^3 and 32^3 (smoke test)",
+                      "Only cases whose label contains this text, e.g. \"Fig1\", \"Fig2 240^3\", \"IXI\"",
+                      "Merge peer timings from bench/peers/registration_torch.py (JSON)"},
+                     &cmdBenchRegister, &reg);
+  reg->add_option("--data", ro->dataDir, "Real data folder (../shared/data): adds the IXI pair target")
       ->check(CLI::ExistingDirectory);
-
-  auto* benchSurf = bench->add_subcommand(
-      "surface", "Level-set NLM surface denoising: Fig 4 (time vs band size per storage variant), Fig 5 (speedup "
-                 "vs the CPU reference at 2 and all threads, GB/s), CPU check and the 175k target");
-  auto sbop = std::make_shared<bench::BenchOptions>();
-  bench::BenchOptions& sbo = *sbop;
-  benchSurf->add_flag("--quick", sbo.quick, "Bands of 17.5k and 35k only");
-  benchSurf->add_flag("--tiny", sbo.tiny, "Bands of ~1.5k and ~3k (smoke test)");
-  benchSurf->add_option("--json", sbo.jsonPath, "Write results as JSON");
-  benchSurf->add_option("--markdown", sbo.markdownPath, "Write results as Markdown");
-  benchSurf->add_option("--only", sbo.only, "Only variants / sizes whose label contains this text, e.g. \"Scratch\"");
-  benchSurf->add_option("--peers", sbo.peersJsonPath, "Merge the PyTorch kNN peer (bench/peers/surface_torch.py JSON)")
-      ->check(CLI::ExistingFile);
-  benchSurf->add_option("--dump", sbo.dumpDir, "Write the largest case's records and exact neighbours here (for the peer)")
+  CLI::App* surf = nullptr;
+  auto so = addBench(bench, action, "surface",
+                     "Level-set NLM surface denoising: Fig 4 (time vs band size per storage variant), Fig 5 (speedup "
+                     "vs the CPU reference at 2 and all threads, GB/s), CPU check and the 175k target",
+                     {"Bands of 17.5k and 35k only", "Bands of ~1.5k and ~3k (smoke test)",
+                      "Only variants / sizes whose label contains this text, e.g. \"Scratch\"",
+                      "Merge the PyTorch kNN peer (bench/peers/surface_torch.py JSON)"},
+                     &cmdBenchSurface, &surf);
+  surf->add_option("--dump", so->dumpDir, "Write the largest case's records and exact neighbours here (for the peer)")
       ->check(CLI::ExistingDirectory);
-  benchCt->callback([bop, &action] { action = [bop] { return cmdBenchCt(*bop); }; });
-  benchMr->callback([mbop, &action] { action = [mbop] { return cmdBenchMultires(*mbop); }; });
-  benchReg->callback([rbop, &action] { action = [rbop] { return cmdBenchRegister(*rbop); }; });
-  benchSurf->callback([sbop, &action] { action = [sbop] { return cmdBenchSurface(*sbop); }; });
 }
 
 void addReproduceCommand(CLI::App& app, Action& action) {

@@ -56,24 +56,33 @@ std::array<double, 3> toWorld(Geometry const& g, std::array<double, 3> const& p)
   return w;
 }
 
+// The affine stage: the preset transform, the back end's affine registration, or none (the
+// header alignment already in r.affine).
+template <class Register>
+void affineStage(RegistrationPipelineOptions const& opt, RegistrationPipelineResult& r, Register&& registerAffine) {
+  const auto t0 = Clock::now();
+  if (opt.presetAffine) {
+    r.affine = *opt.presetAffine;
+  } else if (opt.useAffine) {
+    AffineParams ap = opt.affine;
+    ap.intensity = opt.intensity;
+    r.affineResult = registerAffine(ap);
+    r.affine = r.affineResult.transform;
+    r.affineRan = true;
+  }
+  r.secondsAffine = secondsSince(t0);
+}
+
 template <class Exec>
 void runKokkos(HostImage const& movingN, HostImage const& fixedN, HostImage const& moving, HostImage const& fixed,
                RegistrationPipelineOptions const& opt, RegistrationPipelineResult& r) {
   using Mem = typename Exec::memory_space;
   Exec exec;
   r.executionSpace = Exec::name();
+  affineStage(opt, r, [&](AffineParams const& ap) {
+    return gpu::affineRegister(exec, moving, fixed, ap, opt.affineProgress);
+  });
   auto t0 = Clock::now();
-  if (opt.presetAffine) {
-    r.affine = *opt.presetAffine;
-  } else if (opt.useAffine) {
-    AffineParams ap = opt.affine;
-    ap.intensity = opt.intensity;
-    r.affineResult = gpu::affineRegister(exec, moving, fixed, ap, opt.affineProgress);
-    r.affine = r.affineResult.transform;
-    r.affineRan = true;
-  }
-  r.secondsAffine = secondsSince(t0);
-  t0 = Clock::now();
   auto dMoving = Kokkos::create_mirror_view_and_copy(Mem(), movingN.data);
   auto dFixed = Kokkos::create_mirror_view_and_copy(Mem(), fixedN.data);
   ImageView<Mem> dResampled("kortex::registerPair::movingResampled", fixed.geometry.nz(), fixed.geometry.ny(),
@@ -97,18 +106,10 @@ void runKokkos(HostImage const& movingN, HostImage const& fixedN, HostImage cons
 void runReference(HostImage const& movingN, HostImage const& fixedN, HostImage const& moving, HostImage const& fixed,
                   RegistrationPipelineOptions const& opt, RegistrationPipelineResult& r) {
   r.executionSpace = "OpenMP reference (" + std::to_string(omp_get_max_threads()) + " threads)";
+  affineStage(opt, r, [&](AffineParams const& ap) {
+    return ref::affineRegister(moving, fixed, ap, opt.affineProgress);
+  });
   auto t0 = Clock::now();
-  if (opt.presetAffine) {
-    r.affine = *opt.presetAffine;
-  } else if (opt.useAffine) {
-    AffineParams ap = opt.affine;
-    ap.intensity = opt.intensity;
-    r.affineResult = ref::affineRegister(moving, fixed, ap, opt.affineProgress);
-    r.affine = r.affineResult.transform;
-    r.affineRan = true;
-  }
-  r.secondsAffine = secondsSince(t0);
-  t0 = Clock::now();
   r.movingResampled = ref::resampleAffine(movingN, fixed.geometry, r.affine);
   r.secondsResample = secondsSince(t0);
   r.u = VectorField<Kokkos::HostSpace>("kortex::registerPair::u", fixed.geometry, 3);
