@@ -86,16 +86,7 @@ inline std::string md(HostImage const& img, std::string const& key) {
 // Runs f, expects IoError whose message contains every fragment.
 template <class F>
 void expectIoError(F&& f, std::vector<std::string> const& fragments) {
-  try {
-    f();
-    BOOST_ERROR("expected kortex::IoError, nothing was thrown");
-  } catch (IoError const& e) {
-    const std::string msg = e.what();
-    for (auto const& frag : fragments)
-      BOOST_TEST(msg.find(frag) != std::string::npos, "'" << frag << "' not in: " << msg);
-  } catch (std::exception const& e) {
-    BOOST_ERROR("expected kortex::IoError, got: " << e.what());
-  }
+  kortex::test::expectThrowWith<kortex::IoError>(std::forward<F>(f), fragments);
 }
 
 // Redirects file descriptor 2 (stderr) to a file while alive; text() returns what was written.

@@ -15,6 +15,8 @@
 #include <Kokkos_Core.hpp>
 #include <boost/test/unit_test.hpp>
 
+#include <boost/core/demangle.hpp>
+
 #if defined(KORTEX_REALDATA_TEST)
 #include <boost/cstdlib.hpp>  // boost::exit_test_failure
 #if !defined(BOOST_TEST_NO_MAIN)
@@ -40,6 +42,8 @@
 #include <string>
 #include <system_error>
 #include <type_traits>
+#include <typeinfo>
+#include <vector>
 
 #include <unistd.h>
 
@@ -224,6 +228,23 @@ inline NlmParams nlmParams(int patchRadius, int searchRadius, float h, NlmVarian
   p.h = h;
   p.variant = v;
   return p;
+}
+
+// Runs f and expects an exception of type E whose message contains every fragment; anything
+// else (nothing thrown, another type, a fragment missing) is a test error naming what happened.
+template <class E, class F>
+void expectThrowWith(F&& f, std::vector<std::string> const& fragments) {
+  const std::string name = boost::core::demangle(typeid(E).name());
+  try {
+    f();
+    BOOST_ERROR("expected " << name << ", nothing was thrown");
+  } catch (E const& e) {
+    const std::string msg = e.what();
+    for (auto const& frag : fragments)
+      BOOST_TEST(msg.find(frag) != std::string::npos, "'" << frag << "' not in: " << msg);
+  } catch (std::exception const& e) {
+    BOOST_ERROR("expected " << name << ", got: " << e.what());
+  }
 }
 
 }  // namespace kortex::test

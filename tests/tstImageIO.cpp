@@ -127,16 +127,7 @@ BOOST_AUTO_TEST_CASE(vtk_formats_need_vtk) {
   }
   TempDir dir;
   auto expectUnsupported = [](auto&& f, std::vector<std::string> const& fragments) {
-    try {
-      f();
-      BOOST_ERROR("expected kortex::Unsupported, nothing was thrown");
-    } catch (Unsupported const& e) {
-      const std::string msg = e.what();
-      for (auto const& frag : fragments)
-        BOOST_TEST(msg.find(frag) != std::string::npos, "'" << frag << "' not in: " << msg);
-    } catch (std::exception const& e) {
-      BOOST_ERROR("expected kortex::Unsupported, got: " << e.what());
-    }
+    kortex::test::expectThrowWith<Unsupported>(f, fragments);
   };
   const std::vector<std::string> common = {"needs a Kortex build with VTK",
                                            "NIfTI (.nii, .nii.gz) is always available"};
