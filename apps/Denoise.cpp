@@ -132,7 +132,7 @@ void addDenoiseCommands(CLI::App& app, Action& action) {
   bil->add_option("--sigma-spatial", bp.sigmaSpatial, "Spatial sigma in voxels")->capture_default_str();
   bil->add_option("--sigma-range", bp.sigmaRange, "Range sigma in intensity units (inf allowed)")->capture_default_str();
   bil->add_option("--backend", backendName, "auto|cpu|kokkos (auto = Kokkos if it has a GPU backend)")->capture_default_str();
-  bil->add_option("--variant", variantName, "Kokkos variant: naive|scratch (default scratch)");
+  bil->add_option("--variant", variantName, "Kokkos variant: naive|scratch (default: " + std::string(toString(BilateralParams{}.variant)) + ")");
 
   auto* nlm = denoise->add_subcommand("nlm", "Non-local means: exp(-||P(x)-P(y)||^2/(|P| h^2)) over the search window");
   nlm->add_option("IN", in, "Input image (.nii .nii.gz .mha .mhd .vti .png .jpg .dcm)")->required();
@@ -141,7 +141,7 @@ void addDenoiseCommands(CLI::App& app, Action& action) {
   nlm->add_option("--search-radius", np.searchRadius, "Search radius R (window 2R+1)")->capture_default_str();
   nlm->add_option("--h", np.h, "Filtering parameter h in intensity units")->capture_default_str();
   nlm->add_option("--backend", backendName, "auto|cpu|kokkos (auto = Kokkos if it has a GPU backend)")->capture_default_str();
-  nlm->add_option("--variant", variantName, "Kokkos variant: naive|scratch|boxsum (default boxsum)");
+  nlm->add_option("--variant", variantName, "Kokkos variant: naive|scratch|boxsum (default: " + std::string(toString(NlmParams{}.variant)) + ")");
 
   MultiresParams& mp = o->multires;
   std::string& sigmaRangeText = o->sigmaRange;
@@ -166,7 +166,7 @@ void addDenoiseCommands(CLI::App& app, Action& action) {
   mres->add_option("--backend", backendName, "auto|cpu|kokkos (auto = Kokkos if it has a GPU backend)")->capture_default_str();
   mres->add_option("--variant", variantName,
                    "Kokkos layer bilateral: naive|closeness-lut|fastmath (float) or lut (integer); default per pipeline");
-  mres->add_option("--pyramid", pyramidName, "Kokkos pyramid kernels: unfused|fused|fused-expand|packed16 (default fused)");
+  mres->add_option("--pyramid", pyramidName, "Kokkos pyramid kernels: unfused|fused|fused-expand|packed16 (default: " + std::string(toString(MultiresParams{}.pyramid)) + ")");
 
   bil->callback([o, &action] { action = [o] { return runBilateralOrNlm(*o, true); }; });
   nlm->callback([o, &action] { action = [o] { return runBilateralOrNlm(*o, false); }; });

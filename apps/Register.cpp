@@ -226,7 +226,7 @@ void addRegisterCommands(CLI::App& app, Action& action) {
   unb->add_flag("--no-affine", rgo.noAffine, "Skip the affine stage (header alignment only)");
   unb->add_option("--backend", rgo.backend, "auto|cpu|kokkos (auto = Kokkos if it has a GPU backend)")
       ->capture_default_str();
-  unb->add_option("--variant", rgo.variant, "Kokkos force kernel: naive|recompute|reuse (default " + std::string(toString(RegistrationParams{}.variant)) + ")");
+  unb->add_option("--variant", rgo.variant, "Kokkos force kernel: naive|recompute|reuse (default: " + std::string(toString(RegistrationParams{}.variant)) + ")");
   unb->add_flag("--quiet", rgo.quiet, "No progress bar");
   unb->callback([rgop, &action] { action = [rgop] { return cmdRegisterUnbiased(*rgop); }; });
 }
