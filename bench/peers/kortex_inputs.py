@@ -136,7 +136,7 @@ MULTIRES_MAX = (1 << MULTIRES_BITS) - 1
 
 
 def noisy_phantom_10bit(n: int):
-    """(noisy, clean, sigma_n) exactly as bench/BenchMultires.cpp makeInput(): the 2D phantom
+    """(noisy, clean, sigma_n) exactly as bench/multires/Context.cpp makeInput(): the 2D phantom
     scaled to 10 bits (float32(1023 * value)), Gaussian noise at SNR 25 (sigma = mean / 25, seed
     0x3D17 + n), rounded to the nearest integer (ties to even, as std::nearbyint) and clamped to
     0..1023. Both images are float32; the noisy one holds integers."""
