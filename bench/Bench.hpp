@@ -25,22 +25,11 @@
 //     window taps (bilateral) or voxels x search offsets (NLM: one weight, one exp each) / time.
 #pragma once
 
+#include <string>
+
 #include "bench/BenchOptions.hpp"
 
-#include <Kokkos_Core.hpp>
-#include <nlohmann/json.hpp>
-
-#include <ostream>
-#include <string>
-#include <vector>
-
-#include "core/Bilateral.hpp"
-#include "core/Image.hpp"
-#include "core/Nlm.hpp"
-
 namespace kortex::bench {
-
-
 
 // Runs the benchmark and writes the requested files (checked for writability before running).
 // Throws IoError for an unwritable output path or unreadable peers JSON.
@@ -50,55 +39,4 @@ BenchReport runCtBench(BenchOptions const& opt);
 // results are committed (add ".json" / ".md").
 std::string defaultResultStem();
 
-// ---- shared by Bench.cpp, BenchBilateral.cpp, BenchNlm.cpp --------------------------------
-namespace detail {
-
-using DeviceExec = Kokkos::DefaultExecutionSpace;
-using DeviceMem = DeviceExec::memory_space;
-
-enum class Algo { Bilateral, Nlm };
-
-struct RowSpec {
-  Algo algo = Algo::Bilateral;
-  int dim = 2;
-  Index n = 256;           // n^dim voxels
-  int window = 7;          // 2r+1 (BF) or 2R+1 (NLM)
-  int patchRadius = -1;    // NLM only
-  double noiseSigma = 0.0; // filled in once the input exists
-  BilateralParams bilateral;
-  NlmParams nlm;
-
-  Index voxels() const { return dim == 2 ? n * n : n * n * n; }
-  long long taps() const;  // window^dim: BF taps / NLM search offsets per voxel
-  std::string label() const;  // "NLM 3D 256^3 patch 5 window 11"
-};
-
-// One implementation of a row's filter: its name, its launch (device variants) and its work
-// units for the cost model (run time ~ rate x units).
-using WorkUnits = double (*)(RowSpec const&);
-struct DeviceVariant {
-  std::string name;
-  void (*launch)(DeviceExec const&, ConstImageView<DeviceMem>, ImageView<DeviceMem>, RowSpec const&);
-  WorkUnits units;
-};
-
-// bilateral (BenchBilateral.cpp)
-std::vector<RowSpec> bilateralRows(bool tiny);
-void setBilateralParams(RowSpec& row);  // from window + noiseSigma
-std::vector<DeviceVariant> const& bilateralVariants();  // Naive, ScratchTiled
-void referenceBilateral(ConstImageView<Kokkos::HostSpace> in, ImageView<Kokkos::HostSpace> out,
-                        RowSpec const& row);
-// Work units of the CPU reference and every variant: voxels x taps.
-double bilateralUnits(RowSpec const& row);
-
-// NLM (BenchNlm.cpp)
-std::vector<RowSpec> nlmRows(bool tiny);
-void setNlmParams(RowSpec& row);
-std::vector<DeviceVariant> const& nlmVariants();  // Naive, ScratchTiled, BoxSum
-void referenceNlm(ConstImageView<Kokkos::HostSpace> in, ImageView<Kokkos::HostSpace> out,
-                  RowSpec const& row);
-// Work units of the box-sum CPU reference (and BoxSum): voxels x offsets.
-double nlmUnits(RowSpec const& row);
-
-}  // namespace detail
 }  // namespace kortex::bench

@@ -2,12 +2,12 @@
 // parameters, and how each implementation is launched.
 #include <sstream>
 
-#include "bench/Bench.hpp"
+#include "bench/ct/CtBench.hpp"
 #include "gpu/bilateral/Bilateral.hpp"
 #include "reference_cpu/Bilateral.hpp"
 #include "validation/Quality.hpp"
 
-namespace kortex::bench::detail {
+namespace kortex::bench::ct {
 
 std::vector<RowSpec> bilateralRows(bool tiny) {
   std::vector<RowSpec> rows;
@@ -58,4 +58,4 @@ void referenceBilateral(ConstImageView<Kokkos::HostSpace> in, ImageView<Kokkos::
   ref::bilateral(in, out, row.bilateral);
 }
 
-}  // namespace kortex::bench::detail
+}  // namespace kortex::bench::ct

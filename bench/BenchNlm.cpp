@@ -1,13 +1,13 @@
 // NLM part of the CT benchmark: the rows of Table II (2D, patch 7x7) and the 3D rows (patch 5^3,
 // which holds the target "NLM 3D 256^3, patch 5, window 11", and patch 7^3 as in 2D),
 // parameters, and how each implementation is launched.
-#include "bench/Bench.hpp"
+#include "bench/ct/CtBench.hpp"
 #include "bench/PaperCt.hpp"
 #include "gpu/nlm/Nlm.hpp"
 #include "reference_cpu/Nlm.hpp"
 #include "validation/Quality.hpp"
 
-namespace kortex::bench::detail {
+namespace kortex::bench::ct {
 
 std::vector<RowSpec> nlmRows(bool tiny) {
   std::vector<RowSpec> rows;
@@ -74,4 +74,4 @@ void referenceNlm(ConstImageView<Kokkos::HostSpace> in, ImageView<Kokkos::HostSp
   ref::nlm(in, out, row.nlm);
 }
 
-}  // namespace kortex::bench::detail
+}  // namespace kortex::bench::ct

@@ -112,7 +112,7 @@ def add_gaussian_noise(img: np.ndarray, sigma: float, seed: int) -> np.ndarray:
 
 
 def noisy_phantom(dim: int, n: int):
-    """(noisy image float32, sigma_n) exactly as bench/Bench.cpp InputSet::make()."""
+    """(noisy image float32, sigma_n) exactly as bench/ct/Inputs.cpp InputSet::make()."""
     clean = shepp_logan_2d(n) if dim == 2 else shepp_logan_3d(n)
     mean = float(np.mean(clean, dtype=np.float64))
     sigma = mean / SNR

@@ -1,5 +1,5 @@
 """Timing helpers shared by the peer scripts: warm-up, median of repetitions, a per-case budget
-and a cost model that skips (and says so) what would not fit, mirroring bench/Bench.cpp."""
+and a cost model that skips (and says so) what would not fit, mirroring bench/ct/CostModel.cpp."""
 
 from __future__ import annotations
 
