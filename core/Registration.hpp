@@ -18,8 +18,7 @@
 // Sample point: p = fl(x - u(x)), the float32 difference on every back end (a double reference
 // that kept x - u exactly would put points within half an ulp of a cell face in the other cell,
 // where the interpolant's gradient jumps: near u = 0, e.g. at the corners of the volume, the force
-// would then differ by a whole forward-vs-backward difference; measured on IXI pairs this alone
-// moved CPU and CUDA maps 0.6-0.8 voxel apart after 100 identical steps).
+// would then differ by a whole forward-vs-backward difference; docs/registration.md "CPU vs GPU").
 // Interpolation: T(p) at a non-grid point p = (px, py, pz) is the trilinear interpolant of the
 // clamp-extended image (corner indices floor(p), floor(p)+1, each clamped). grad T(p) is the
 // EXACT gradient of that interpolant (inside a cell: differences of the two opposite faces,
@@ -52,20 +51,15 @@
 //                            exp(-k^2 / (2 sigma^2)) normalised to sum 1, ZERO boundary (f = 0
 //                            outside the grid, no renormalisation). Zero padding keeps G_sigma a
 //                            symmetric positive definite matrix, so v . f > 0 and every voxel
-//                            gets the same self-weight w_0^3. (With the clamp rule a corner voxel
-//                            weighs its own force about 27 times more than an interior voxel at
-//                            sigma 2; measured on an IXI pair, u at a corner then oscillated with
-//                            period 2 and grew 500-fold in 6 iterations.)
+//                            gets the same self-weight w_0^3 (the clamp rule would weigh a corner
+//                            voxel's own force ~27 times more at sigma 2: docs/registration.md).
 //   rate  = v - H v          (du/dt = v - v . grad u: rate_i = v_i - sum_j H_ij v_j), where H is
 //                            grad u by UPWIND differences with the clamp rule: H_ij = u_i(x) -
 //                            u_i(x - e_j) where v_j(x) > 0, u_i(x + e_j) - u_i(x) where v_j(x) < 0.
-//                            (Central differences here make the forward-time centred-space
-//                            scheme for advection, which amplifies every Fourier mode by up to
-//                            sqrt(1 + C^2) per step. Measured on IXI013 -> IXI012, 100 steps of
-//                            0.5 voxel: float Kokkos and the double reference ended 0.62 voxel
-//                            apart with central differences, 0.03 voxel with upwind ones. Upwind
-//                            is first order, i.e. slightly diffusive: the same run ends at a 4 %
-//                            higher energy.)
+//                            (Central differences would make the forward-time centred-space
+//                            scheme, which amplifies every Fourier mode by up to sqrt(1 + C^2) per
+//                            step; upwind is first order, i.e. slightly diffusive. Measurements:
+//                            docs/registration.md "CPU vs GPU".)
 //   m     = max_x max(|rate(x)|, |v(x)|_1 / 2)   (|.| Euclidean). m == 0: stop (ZeroVelocity;
 //                            the iteration counts).
 //   dt    = delta / m        so that no voxel moves more than delta voxels in one step, and the
@@ -75,10 +69,9 @@
 //   On rejection delta halves and the candidate is rebuilt from the same rate; delta < minStep:
 //   stop (StepUnderflow), keeping the last accepted field (this is how a step that would fold the
 //   Jacobian is refused: the log barrier makes E infinite there). delta starts at maxStep; after
-//   every accepted candidate it grows back: delta = min(2 delta, maxStep). (Without regrowth one
-//   rejection halves every later step, and a near-tie E(u') ~ E(u) decided differently by two
-//   back ends - float vs double sums - sends them on different step schedules for the rest of
-//   the run: measured on IXI pairs, CPU and CUDA maps then end up 1.4-5.5 voxels apart.)
+//   every accepted candidate it grows back: delta = min(2 delta, maxStep) (without regrowth one
+//   near-tie decided differently by two back ends sends them on different step schedules:
+//   docs/registration.md).
 //   Accepted: if (E(u) - E(u')) / E(u) < tolerance for `patience` accepted steps in a row, stop
 //   (Converged). The loop runs at most `iterations` times (one v, and one accepted candidate or a
 //   step underflow, per iteration); reaching the cap stops with IterationCap.
