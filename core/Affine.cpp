@@ -379,7 +379,8 @@ AffineLevelResult runLevel(AffineTransform& t, Geometry const& fixedLevel, Affin
 AffineResult affineOptimise(HostImage const& moving, HostImage const& fixed, AffineParams const& params,
                             AffineMetricBackend& backend, AffineProgress const& progress) {
   const auto t0 = std::chrono::steady_clock::now();
-  params.validate();
+  // The parameters are the job's to validate (pipeline/Register.hpp); the volumes must fit the
+  // pyramid.
   checkVolume(moving, "moving image");
   checkVolume(fixed, "fixed image");
 
@@ -388,9 +389,7 @@ AffineResult affineOptimise(HostImage const& moving, HostImage const& fixed, Aff
   if (params.normalise) {
     mN = normaliseIntensity(moving, params.intensity, "moving image", &res.movingWindow);
     fN = normaliseIntensity(fixed, params.intensity, "fixed image", &res.fixedWindow);
-  } else {
-    res.movingWindow = intensityWindow(moving, params.intensity, "moving image");  // finite, not constant
-    res.fixedWindow = intensityWindow(fixed, params.intensity, "fixed image");
+  } else {  // normalised by the caller (finite, not constant)
     mN = moving;
     fN = fixed;
   }

@@ -25,7 +25,9 @@
 // ---- Intensities ---------------------------------------------------------------------------------
 // Both images are normalised first (core/Intensity.hpp: percentiles pLow/pHigh -> [0, 1], clamped;
 // NaN/Inf voxels and constant images are refused there). AffineParams::normalise = false skips
-// this (the images must then be finite and non-constant all the same).
+// this: the images must then be normalised, finite and non-constant already (the registration
+// job passes its normalised images, so each image is scanned once), and the result's intensity
+// windows stay empty.
 //
 // ---- Metric ----------------------------------------------------------------------------------------
 // Overlap: Omega = { fixed voxels p_f whose p_m lies inside the moving volume }, inside meaning
@@ -193,7 +195,7 @@ struct AffineResult {
   int evaluations = 0;        // metric evaluations, all levels (+ the two at level 0)
   int levelsUsed = 0;
   double seconds = 0.0;
-  IntensityWindow movingWindow, fixedWindow;
+  IntensityWindow movingWindow, fixedWindow;  // when the stage normalised (AffineParams::normalise)
   std::vector<AffineLevelResult> perLevel;  // coarse to fine
 };
 

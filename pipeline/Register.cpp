@@ -64,8 +64,11 @@ void affineStage(RegistrationPipelineOptions const& opt, RegistrationPipelineRes
   if (opt.presetAffine) {
     r.affine = *opt.presetAffine;
   } else if (opt.useAffine) {
+    // The stage gets the job's normalised images (the same as normalising the originals with
+    // opt.intensity): each image is checked and normalised once.
     AffineParams ap = opt.affine;
     ap.intensity = opt.intensity;
+    ap.normalise = false;
     r.affineResult = registerAffine(ap);
     r.affine = r.affineResult.transform;
     r.affineRan = true;
@@ -80,7 +83,7 @@ void runKokkos(HostImage const& movingN, HostImage const& fixedN, HostImage cons
   Exec exec;
   r.executionSpace = Exec::name();
   affineStage(opt, r, [&](AffineParams const& ap) {
-    return gpu::affineRegister(exec, moving, fixed, ap, opt.affineProgress);
+    return gpu::affineRegister(exec, movingN, fixedN, ap, opt.affineProgress);
   });
   auto t0 = Clock::now();
   auto dMoving = Kokkos::create_mirror_view_and_copy(Mem(), movingN.data);
@@ -107,7 +110,7 @@ void runReference(HostImage const& movingN, HostImage const& fixedN, HostImage c
                   RegistrationPipelineOptions const& opt, RegistrationPipelineResult& r) {
   r.executionSpace = "OpenMP reference (" + std::to_string(omp_get_max_threads()) + " threads)";
   affineStage(opt, r, [&](AffineParams const& ap) {
-    return ref::affineRegister(moving, fixed, ap, opt.affineProgress);
+    return ref::affineRegister(movingN, fixedN, ap, opt.affineProgress);
   });
   auto t0 = Clock::now();
   r.movingResampled = ref::resampleAffine(movingN, fixed.geometry, r.affine);

@@ -339,6 +339,13 @@ BOOST_AUTO_TEST_CASE(registration_job_checks_once_before_running) {
       bad = opt;
       bad.fluid.sigma = 11.0f;  // smoothing radius 33 > kMaxRadius
       expectRefused([&] { pipeline::registerPair(moving, fixed, bad); }, "sigma");
+      bad = opt;
+      bad.useAffine = true;
+      bad.affine.levels = 0;
+      expectRefused([&] { pipeline::registerPair(moving, fixed, bad); }, "levels");
+      bad = opt;
+      bad.intensity.pHigh = 101.0;
+      expectRefused([&] { pipeline::registerPair(moving, fixed, bad); }, "percentile");
       for (float v : {kNaN, kInf}) {
         HostImage m("kortex::test::Pipeline::m", moving.geometry);
         Kokkos::deep_copy(m.data, moving.data);
