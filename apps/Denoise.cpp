@@ -43,43 +43,36 @@ void printRun(const char* what, HostImage const& in, pipeline::RunReport const& 
 }
 
 int runMultires(DenoiseOptions& o) {
-  std::string const& in = o.in;
-  std::string const& out = o.out;
-  std::string const& backendName = o.backend;
-  std::string const& variantName = o.variant;
-  std::string const& sigmaRangeText = o.sigmaRange;
-  std::string const& pyramidName = o.pyramid;
-  std::string const& integerName = o.integer;
   MultiresParams& mp = o.multires;
 
   pipeline::MultiresJob job;
-  job.backend = parseBackend(backendName);
-  job.integer = pipeline::parseIntegerMode(integerName);
-  job.bilateralGiven = !variantName.empty();
-  if (!variantName.empty()) mp.bilateral = parseMultiresBilateralVariant(variantName);
-  if (!pyramidName.empty()) mp.pyramid = parsePyramidVariant(pyramidName);
-  if ((!variantName.empty() || !pyramidName.empty()) && resolve(job.backend) == Backend::Cpu)
+  job.backend = parseBackend(o.backend);
+  job.integer = pipeline::parseIntegerMode(o.integer);
+  job.bilateralGiven = !o.variant.empty();
+  if (!o.variant.empty()) mp.bilateral = parseMultiresBilateralVariant(o.variant);
+  if (!o.pyramid.empty()) mp.pyramid = parsePyramidVariant(o.pyramid);
+  if ((!o.variant.empty() || !o.pyramid.empty()) && resolve(job.backend) == Backend::Cpu)
     throw InvalidArgument("--variant and --pyramid select Kokkos variants; they have no meaning with the CPU backend");
-  job.autoSigmaRange = sigmaRangeText == "auto";
+  job.autoSigmaRange = o.sigmaRange == "auto";
   if (!job.autoSigmaRange) {
     std::size_t used = 0;
     float v = 0.0f;
     try {
-      v = std::stof(sigmaRangeText, &used);
+      v = std::stof(o.sigmaRange, &used);
     } catch (std::exception const&) {
       used = 0;
     }
-    if (used != sigmaRangeText.size())
-      throw InvalidArgument("--sigma-range must be a number, inf or auto; got '" + sigmaRangeText + "'");
+    if (used != o.sigmaRange.size())
+      throw InvalidArgument("--sigma-range must be a number, inf or auto; got '" + o.sigmaRange + "'");
     mp.sigmaRange = v;
   }
-  checkPaths(in, out);
-  const HostImage img = io::readImage(in);
+  checkPaths(o.in, o.out);
+  const HostImage img = io::readImage(o.in);
   job.params = mp;
   pipeline::MultiresRun run;
   const HostImage result = pipeline::denoiseMultires(img, job, &run);
-  io::writeImage(result, out);
-  printRun("multires", img, run.report, out);
+  io::writeImage(result, o.out);
+  printRun("multires", img, run.report, o.out);
   std::cout << "  " << (run.integer ? "integer (16-bit, exact) pipeline" : "float pipeline") << ", levels "
             << run.params.levels << ", r " << run.params.radius << ", sigma_d " << run.params.sigmaSpatial
             << ", sigma_r " << run.params.sigmaRange << (job.autoSigmaRange ? " (auto)" : "");
@@ -89,27 +82,20 @@ int runMultires(DenoiseOptions& o) {
   return 0;
 }
 
-int runBilateralOrNlm(DenoiseOptions& o, bool bilateral) {
-  std::string const& in = o.in;
-  std::string const& out = o.out;
-  std::string const& backendName = o.backend;
-  std::string const& variantName = o.variant;
-  BilateralParams& bp = o.bilateral;
-  NlmParams& np = o.nlm;
-  const bool isBil = bilateral;
+int runBilateralOrNlm(DenoiseOptions& o, bool isBil) {
 
-  const Backend backend = parseBackend(backendName);
-  if (isBil && !variantName.empty()) bp.variant = parseBilateralVariant(variantName);
-  if (!isBil && !variantName.empty()) np.variant = parseNlmVariant(variantName);
-  if (!variantName.empty() && resolve(backend) == Backend::Cpu)
+  const Backend backend = parseBackend(o.backend);
+  if (isBil && !o.variant.empty()) o.bilateral.variant = parseBilateralVariant(o.variant);
+  if (!isBil && !o.variant.empty()) o.nlm.variant = parseNlmVariant(o.variant);
+  if (!o.variant.empty() && resolve(backend) == Backend::Cpu)
     throw InvalidArgument("--variant selects a Kokkos variant; it has no meaning with the CPU backend");
-  checkPaths(in, out);
-  const HostImage img = io::readImage(in);
+  checkPaths(o.in, o.out);
+  const HostImage img = io::readImage(o.in);
   pipeline::RunReport report;
-  const HostImage result = isBil ? pipeline::denoiseBilateral(img, bp, backend, &report)
-                                : pipeline::denoiseNlm(img, np, backend, &report);
-  io::writeImage(result, out);
-  printRun(isBil ? "bilateral" : "nlm", img, report, out);
+  const HostImage result = isBil ? pipeline::denoiseBilateral(img, o.bilateral, backend, &report)
+                                : pipeline::denoiseNlm(img, o.nlm, backend, &report);
+  io::writeImage(result, o.out);
+  printRun(isBil ? "bilateral" : "nlm", img, report, o.out);
   return 0;
 }
 

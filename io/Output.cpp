@@ -14,6 +14,7 @@
 #include "core/Backend.hpp"
 #include "core/Boundary.hpp"
 #include "core/Errors.hpp"
+#include "core/Tuning.hpp"
 
 namespace kortex::io {
 

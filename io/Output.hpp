@@ -8,7 +8,9 @@
 #include <filesystem>
 #include <string>
 
-#include "core/Tuning.hpp"
+namespace kortex::tuning {
+class Database;  // core/Tuning.hpp
+}
 
 namespace kortex::io {
 

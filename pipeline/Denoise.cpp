@@ -134,8 +134,7 @@ HostImage denoiseMultires(HostImage const& in, MultiresJob const& job, MultiresR
     p.sigmaRange = static_cast<float>(2.0 * noise);
   }
   RunReport report;
-  HostImage out("kortex::pipeline::result", in.geometry);
-  out.metadata = in.metadata;
+  HostImage out;
   if (!useInteger) {
     out = runFloat(
         in, job.backend, &report, [&](auto const& i, auto const& o) { ref::multires(i, o, p); },
@@ -154,6 +153,8 @@ HostImage denoiseMultires(HostImage const& in, MultiresJob const& job, MultiresR
       runOnKokkos<std::uint16_t>(
           chin, hout, [&](auto const& exec, auto const& i, auto const& o) { gpu::multires(exec, i, o, p); },
           &report);
+    out = HostImage("kortex::pipeline::result", in.geometry);
+    out.metadata = in.metadata;
     for (Index i = 0; i < in.numVoxels(); ++i) out.data.data()[i] = static_cast<float>(hout.data()[i]);
   }
   if (run) {

@@ -46,26 +46,6 @@ Geometry checkViews(HostConstU16View const& in, HostU16View const& out, const ch
   return checkViewsImpl(in, out, who);
 }
 
-void checkFinite(HostConstView const& in) {
-  const Index nz = static_cast<Index>(in.extent(0)), ny = static_cast<Index>(in.extent(1)),
-              nx = static_cast<Index>(in.extent(2));
-  const Index none = std::numeric_limits<Index>::max();
-  Index first = none;
-#pragma omp parallel for schedule(static) reduction(min : first)
-  for (Index row = 0; row < nz * ny; ++row) {
-    const float* p = &in(row / ny, row % ny, 0);
-    for (Index i = 0; i < nx; ++i)
-      if (!std::isfinite(p[i])) {
-        first = std::min(first, row * nx + i);
-        break;
-      }
-  }
-  if (first != none) {
-    const Index x = first % nx, y = (first / nx) % ny, z = first / (nx * ny);
-    throw InvalidArgument("input contains NaN or Inf at voxel (" + std::to_string(x) + "," +
-                          std::to_string(y) + "," + std::to_string(z) + ")");
-  }
-}
 
 void checkImage(HostImage const& in, const char* who) {
   const auto& d = in.data;

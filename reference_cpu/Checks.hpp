@@ -27,8 +27,6 @@ std::string extentsString(Index nz, Index ny, Index nx);
 // Extents, emptiness and aliasing; returns the geometry the extents describe.
 Geometry checkViews(HostConstView const& in, HostView const& out, const char* who);
 Geometry checkViews(HostConstU16View const& in, HostU16View const& out, const char* who);
-// The filters are not defined for NaN/Inf: throws for the first such voxel in memory order.
-void checkFinite(HostConstView const& in);
 // A HostImage whose data is allocated and matches its geometry.
 void checkImage(HostImage const& in, const char* who);
 

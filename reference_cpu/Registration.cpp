@@ -136,41 +136,8 @@ void checkSigma(float sigma, const char* who) {
                           number(sigma));
 }
 
-// Index of the first NaN/Inf among `rows` * `rowLength` contiguous floats (memory order), or -1.
-Index firstNonFinite(const float* p, Index rows, Index rowLength) {
-  const Index none = std::numeric_limits<Index>::max();
-  Index first = none;
-#pragma omp parallel for schedule(static) reduction(min : first)
-  for (Index row = 0; row < rows; ++row) {
-    const float* q = p + row * rowLength;
-    for (Index x = 0; x < rowLength; ++x)
-      if (!std::isfinite(q[x])) {
-        first = std::min(first, row * rowLength + x);
-        break;
-      }
-  }
-  return first == none ? Index(-1) : first;
-}
 
-void checkFiniteImage(ConstHostImageView const& img, const char* who, const char* name) {
-  const Grid g = gridOfImage(img);
-  const Index i = firstNonFinite(img.data(), g.rows(), g.nx);
-  if (i >= 0)
-    throw InvalidArgument(std::string(who) + ": the " + name + " image contains NaN or Inf at voxel " +
-                          voxelString(i % g.nx, (i / g.nx) % g.ny, i / (g.nx * g.ny)));
-}
 
-void checkFiniteField(ConstHostField const& u, const char* who, const char* name) {
-  const Grid g = gridOfField(u);
-  const Index first = firstNonFinite(u.data(), 3 * g.rows(), g.nx);
-  if (first >= 0) {
-    const Index c = first / g.voxels(), i = first % g.voxels();
-    const char* axis[3] = {"x", "y", "z"};
-    throw InvalidArgument(std::string(who) + ": the " + name + " field contains NaN or Inf at voxel " +
-                          voxelString(i % g.nx, (i / g.nx) % g.ny, i / (g.nx * g.ny)) +
-                          ", component " + axis[c]);
-  }
-}
 
 // ---- per-voxel maths ---------------------------------------------------------------------------
 
