@@ -42,4 +42,22 @@ int imageDimension(View const& v) {
   return v.extent(0) == 1 ? 2 : 3;
 }
 
+// Adapts a functor f(z, y, x) to a flat RangePolicy index i = (z ny + y) nx + x (x fastest, so
+// consecutive work items touch consecutive addresses of LayoutRight views).
+template <class F>
+struct Flat3 {
+  F f;
+  int ny, nx;
+  KOKKOS_INLINE_FUNCTION void operator()(long i) const {
+    const long row = i / nx;
+    f(static_cast<int>(row / ny), static_cast<int>(row % ny), static_cast<int>(i % nx));
+  }
+};
+
+template <class Exec, class F>
+void parallelForVoxels(std::string const& label, Exec const& exec, int nz, int ny, int nx, F const& f) {
+  Kokkos::parallel_for(label, Kokkos::RangePolicy<Exec, Kokkos::IndexType<long>>(exec, 0, long(nz) * ny * nx),
+                       Flat3<F>{f, ny, nx});
+}
+
 }  // namespace kortex::gpu

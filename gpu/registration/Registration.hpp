@@ -17,13 +17,9 @@
 
 #include "core/Image.hpp"
 #include "core/Registration.hpp"
+#include "gpu/Fields.hpp"
 
 namespace kortex::gpu {
-
-template <class Mem>
-using Field = Kokkos::View<float****, Kokkos::LayoutRight, Mem>;
-template <class Mem>
-using ConstField = Kokkos::View<const float****, Kokkos::LayoutRight, Mem>;
 
 template <class Exec>
 RegistrationEnergy registrationForce(Exec const& exec,

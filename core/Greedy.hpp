@@ -1,0 +1,196 @@
+// Greedy iterative diffeomorphic registration (Ha et al. 2010, Algorithm 2, after Christensen et
+// al. 1996), multi-scale (Algorithm 4): the specification every back end implements, the
+// parameters, and the per-voxel maths shared by every Kokkos variant. The fluid operator L and
+// its solvers are specified in core/Fluid.hpp. The CPU reference (reference_cpu/Greedy.cpp)
+// implements this text independently.
+//
+// ---- Conventions (the same as core/Registration.hpp, so that the registration job's outputs serve
+// both) --------------------------------------------------------------------------------------------
+// I0 (moving) and I1 (fixed) are 3D scalar images on the same grid. The deformation is stored as a
+// displacement u (VectorField, 3 components, x first, voxel units): h(x) = x - u(x), and the
+// deformed moving image is I0(t)(x) = I0(h(x)) = I0(x - u(x)) (trilinear, clamp-extended; the
+// registration module's warp). Dh = I - grad u with the clamped central differences of
+// core/Registration.hpp; "det Dh > 0 everywhere" is checked after every step.
+//
+// ---- One iteration (every back end, at the current scale) ---------------------------------------
+//   1. force      F(x) = -( W(x) - I1(x) ) grad W(x),   W = I0(t) = I0(x - u(x)),
+//                 grad by clamped central differences: (D_j W)(i) = (W(c(i+1)) - W(c(i-1))) / 2.
+//                 (-F is the gradient of E = 1/2 sum (W - I1)^2 with respect to a displacement of
+//                 the sample points, so v = L^-1 F is a descent direction: L is SPD.)
+//   2. solve      L v = F (core/Fluid.hpp; the solver rule below).
+//   3. step       m = max_x |v(x)| (Euclidean). m == 0: stop (ZeroVelocity).
+//                 delta = maxStep (voxels of the current scale), eps = delta / m, so that no point
+//                 moves more than maxStep voxels (the paper: 1 voxel).
+//   4. compose    h <- h(x + eps v(x)), i.e.  u'(x) = u(x + eps v(x)) - eps v(x),
+//                 u sampled trilinearly with the clamp rule (reverse mapping).
+//   5. fold check min det(I - grad u') > 0. Otherwise the step is refused: delta halves and step 4
+//                 is redone from the same v; delta < minStep: stop (Folded), keeping the last u
+//                 (which has det > 0 everywhere).
+//   6. warp       W = I0(x - u'(x)) from the original I0 (no accumulation of resampling).
+// The RMSE sqrt(mean (W - I1)^2) after the step is recorded per iteration.
+//
+// Solver rule (GreedySolver): Fft - the spectral solve every iteration; Sor - red-black SOR from the
+// previous iteration's v (coldSweeps from zero at a scale's first iteration, warmSweeps after);
+// Cg - CG from the previous v until the relative residual <= cgTolerance (at most cgMaxIterations);
+// HybridSor / HybridCg - the spectral solve at a scale's first iteration, then warm SOR / CG.
+//
+// ---- Multi-scale (Algorithm 4) --------------------------------------------------------------------
+// scales = downsample factors f, coarse to fine, strictly decreasing, the last 1 (e.g. 2,1), with
+// iterations[s] per scale. Every factor divides every extent of the grid (the registration job
+// pads images so that it does). Voxel x of the scale-f grid (extents n / f) sits at the full-grid
+// point X = f x + (f - 1) / 2. The scale-f images are the full images blurred with a Gaussian of
+// sigma = f / 2 full-grid voxels (core/Gaussian.hpp, recursive, clamp rule; none for f = 1) and
+// sampled trilinearly at X. Between scales (factor g -> f), u and v are up-sampled by trilinear
+// reverse mapping with the clamp rule and rescaled to the new voxel size:
+//     u_f(x) = (g / f) u_g( (f x + (f - 1)/2 - (g - 1)/2) / g ).
+// u starts at zero on the coarsest scale.
+#pragma once
+
+#include <Kokkos_Core.hpp>
+
+#include <functional>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "core/Boundary.hpp"
+#include "core/Compat.hpp"
+#include "core/Fluid.hpp"
+#include "core/Image.hpp"
+
+namespace kortex {
+
+enum class GreedySolver { Fft, Sor, Cg, HybridSor, HybridCg };
+GreedySolver parseGreedySolver(std::string const& s);  // fft|sor|cg|hybrid-sor|hybrid-cg
+const char* toString(GreedySolver s);                   // the same spelling
+inline std::ostream& operator<<(std::ostream& os, GreedySolver s) { return os << toString(s); }
+bool usesSor(GreedySolver s);
+bool usesCg(GreedySolver s);
+
+struct GreedyParams {
+  FluidParams fluid;
+  std::vector<int> scales{2, 1};         // downsample factors, coarse to fine, last 1
+  std::vector<int> iterations{25, 50};   // per scale (the paper: 25 coarse + 50 fine)
+  float maxStep = 1.0f;                  // voxels of the current scale per iteration
+  float minStep = 1.0f / 64.0f;          // fold refusals halve the step down to this
+  GreedySolver solver = GreedySolver::Fft;
+  int coldSweeps = 100;                  // SOR from zero (the paper: 50-100)
+  int warmSweeps = 6;                    // SOR from the previous v (the paper: 4-6)
+  int cgMaxIterations = 200;
+  double cgTolerance = 1e-4;             // relative residual
+  SorVariant sorVariant = SorVariant::ScratchTiled;
+  MatvecVariant matvecVariant = MatvecVariant::Implicit;
+  bool recordResidual = false;           // compute the solve's relative residual every iteration
+
+  static constexpr int kMaxScaleFactor = 16;
+
+  void validate() const;                      // throws InvalidArgument
+  void validateFor(Geometry const& g) const;  // + 3D, every factor divides every extent, scaled
+                                              // extents >= kFluidMinExtent, even when SOR is used
+};
+
+// Extents (nz, ny, nx) of the scale-f grid.
+struct GridExtents {
+  int nz = 0, ny = 0, nx = 0;
+  Index voxels() const { return Index(nz) * ny * nx; }
+};
+GridExtents scaledExtents(Geometry const& g, int factor);
+// Blur sigma (full-grid voxels) before down-sampling by `factor` (0 for factor 1).
+float scaleSigma(int factor);
+// The scale-f grid in world space: extents n / f, spacing f times, origin at full-grid point
+// (f - 1) / 2 (voxel x of the scale-f grid sits at X = f x + (f - 1)/2).
+Geometry scaledGeometry(Geometry const& g, int factor);
+
+enum class GreedyStop { IterationCap, ZeroVelocity, Folded };
+const char* toString(GreedyStop s);
+std::string explain(GreedyStop s);  // one sentence for users
+
+struct GreedyIteration {
+  int scale = 0;          // index into params.scales
+  int factor = 1;
+  int iteration = 0;      // 1-based within the scale
+  double rmse = 0.0;      // after the step (or of the kept field when refused)
+  float step = 0.0f;      // delta of the accepted step (voxels of this scale); 0 when none
+  int refused = 0;        // fold refusals in this iteration
+  float minJacobian = 1.0f;
+  FluidSolveReport solve;
+  double seconds = 0.0;   // since the start of the registration
+};
+
+struct GreedyScaleResult {
+  int factor = 1;
+  int iterations = 0;     // iterations run
+  double rmseStart = 0.0, rmseEnd = 0.0;
+  GreedyStop stop = GreedyStop::IterationCap;
+  double seconds = 0.0;
+};
+
+struct GreedyResult {
+  std::vector<GreedyScaleResult> scales;
+  std::vector<GreedyIteration> history;
+  int iterations = 0;     // over all scales
+  int refused = 0;
+  float minJacobian = 1.0f;  // of the final field
+  double seconds = 0.0;
+  bool folded() const;       // some scale stopped on a refused fold
+};
+
+using GreedyProgress = std::function<void(GreedyIteration const&)>;
+
+// ---- per-voxel maths (shared by every Kokkos variant) --------------------------------------------
+
+// F at voxel (z, y, x) from W (the warped moving image) and I1: out[0..2] = -(W - I1) grad W.
+template <class Img>
+KOKKOS_INLINE_FUNCTION void greedyForce(Img const& w, Img const& fixed, int z, int y, int x, float* out) {
+  const int nz = static_cast<int>(w.extent(0)), ny = static_cast<int>(w.extent(1)),
+            nx = static_cast<int>(w.extent(2));
+  const float gx = 0.5f * (w(z, y, clampIndex(x + 1, nx)) - w(z, y, clampIndex(x - 1, nx)));
+  const float gy = 0.5f * (w(z, clampIndex(y + 1, ny), x) - w(z, clampIndex(y - 1, ny), x));
+  const float gz = 0.5f * (w(clampIndex(z + 1, nz), y, x) - w(clampIndex(z - 1, nz), y, x));
+  const float r = -(w(z, y, x) - fixed(z, y, x));
+  out[0] = r * gx;
+  out[1] = r * gy;
+  out[2] = r * gz;
+}
+
+// Trilinear sample of the 3 components of the clamp-extended field u (3, nz, ny, nx) at (px, py, pz).
+template <class Field>
+KOKKOS_INLINE_FUNCTION void greedySampleField(Field const& u, float px, float py, float pz, float* out) {
+  const int nz = static_cast<int>(u.extent(1)), ny = static_cast<int>(u.extent(2)),
+            nx = static_cast<int>(u.extent(3));
+  auto corner = [](float p, int n, int& i0, int& i1, float& t) {
+    const float lo = p < -1.0f ? -1.0f : (p > static_cast<float>(n) ? static_cast<float>(n) : p);
+    const float f = kx::math::floor(lo);
+    t = lo - f;
+    const int i = static_cast<int>(f);
+    i0 = clampIndex(i, n);
+    i1 = clampIndex(i + 1, n);
+  };
+  int x0, x1, y0, y1, z0, z1;
+  float tx, ty, tz;
+  corner(px, nx, x0, x1, tx);
+  corner(py, ny, y0, y1, ty);
+  corner(pz, nz, z0, z1, tz);
+  for (int c = 0; c < 3; ++c) {
+    const float e00 = u(c, z0, y0, x0) + tx * (u(c, z0, y0, x1) - u(c, z0, y0, x0));
+    const float e01 = u(c, z0, y1, x0) + tx * (u(c, z0, y1, x1) - u(c, z0, y1, x0));
+    const float e10 = u(c, z1, y0, x0) + tx * (u(c, z1, y0, x1) - u(c, z1, y0, x0));
+    const float e11 = u(c, z1, y1, x0) + tx * (u(c, z1, y1, x1) - u(c, z1, y1, x0));
+    const float f0 = e00 + ty * (e01 - e00), f1 = e10 + ty * (e11 - e10);
+    out[c] = f0 + tz * (f1 - f0);
+  }
+}
+
+// u'(x) = u(x + eps v(x)) - eps v(x) at voxel (z, y, x); out[0..2].
+template <class Field, class ConstField>
+KOKKOS_INLINE_FUNCTION void greedyCompose(Field const& u, ConstField const& v, float eps, int z, int y,
+                                          int x, float* out) {
+  const float dx = eps * v(0, z, y, x), dy = eps * v(1, z, y, x), dz = eps * v(2, z, y, x);
+  greedySampleField(u, static_cast<float>(x) + dx, static_cast<float>(y) + dy,
+                    static_cast<float>(z) + dz, out);
+  out[0] -= dx;
+  out[1] -= dy;
+  out[2] -= dz;
+}
+
+}  // namespace kortex

@@ -1,0 +1,112 @@
+#include "gpu/fluid/detail/Spectral.hpp"
+
+#include <fftw3.h>
+
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+
+#if defined(KOKKOS_ENABLE_CUDA)
+#include <cufft.h>
+#endif
+
+namespace kortex::gpu::fluid_detail {
+namespace {
+
+template <class Exec>
+constexpr bool kIsCuda = false;
+#if defined(KOKKOS_ENABLE_CUDA)
+template <>
+constexpr bool kIsCuda<Kokkos::Cuda> = true;
+
+void cufftCheck(cufftResult r, const char* what) {
+  if (r != CUFFT_SUCCESS) throw std::runtime_error(std::string("cuFFT ") + what + " failed (cufftResult " + std::to_string(int(r)) + ")");
+}
+#endif
+
+}  // namespace
+
+template <class Exec>
+SpectralPlan<Exec>::SpectralPlan(Exec const& e, int nz, int ny, int nx, Field<Mem> realProbe, Spectrum spectrum)
+    : exec(e) {
+  int n[3] = {nz, ny, nx};
+  const int nh = nx / 2 + 1;
+  const int realDist = nz * ny * nx, complexDist = nz * ny * nh;
+  if constexpr (kIsCuda<Exec>) {
+#if defined(KOKKOS_ENABLE_CUDA)
+    cufftHandle f, i;
+    cufftCheck(cufftPlanMany(&f, 3, n, nullptr, 1, realDist, nullptr, 1, complexDist, CUFFT_R2C, 3), "R2C plan");
+    cufftCheck(cufftPlanMany(&i, 3, n, nullptr, 1, complexDist, nullptr, 1, realDist, CUFFT_C2R, 3), "C2R plan");
+    cufftCheck(cufftSetStream(f, exec.cuda_stream()), "stream");
+    cufftCheck(cufftSetStream(i, exec.cuda_stream()), "stream");
+    handles[0] = int(f);
+    handles[1] = int(i);
+#endif
+  } else {
+    auto* cplx = reinterpret_cast<fftwf_complex*>(spectrum.data());
+    forwardPlan = fftwf_plan_many_dft_r2c(3, n, 3, realProbe.data(), nullptr, 1, realDist, cplx, nullptr, 1,
+                                          complexDist, FFTW_ESTIMATE | FFTW_UNALIGNED);
+    inversePlan = fftwf_plan_many_dft_c2r(3, n, 3, cplx, nullptr, 1, complexDist, realProbe.data(), nullptr, 1,
+                                          realDist, FFTW_ESTIMATE | FFTW_UNALIGNED);
+    if (!forwardPlan || !inversePlan) throw std::runtime_error("FFTW could not plan the fluid spectral solve");
+  }
+}
+
+template <class Exec>
+SpectralPlan<Exec>::~SpectralPlan() {
+  if constexpr (kIsCuda<Exec>) {
+#if defined(KOKKOS_ENABLE_CUDA)
+    cufftDestroy(cufftHandle(handles[0]));
+    cufftDestroy(cufftHandle(handles[1]));
+#endif
+  } else {
+    if (forwardPlan) fftwf_destroy_plan(static_cast<fftwf_plan>(forwardPlan));
+    if (inversePlan) fftwf_destroy_plan(static_cast<fftwf_plan>(inversePlan));
+  }
+}
+
+template <class Exec>
+void SpectralPlan<Exec>::forward(ConstField<Mem> in, Spectrum spectrum) {
+  if constexpr (kIsCuda<Exec>) {
+#if defined(KOKKOS_ENABLE_CUDA)
+    cufftCheck(cufftExecR2C(cufftHandle(handles[0]), const_cast<cufftReal*>(in.data()),
+                            reinterpret_cast<cufftComplex*>(spectrum.data())),
+               "R2C");
+#endif
+  } else {
+    exec.fence();  // FFTW runs on the calling thread: earlier kernels must be done
+    fftwf_execute_dft_r2c(static_cast<fftwf_plan>(forwardPlan), const_cast<float*>(in.data()),
+                          reinterpret_cast<fftwf_complex*>(spectrum.data()));
+  }
+}
+
+template <class Exec>
+void SpectralPlan<Exec>::inverse(Spectrum spectrum, Field<Mem> out) {
+  if constexpr (kIsCuda<Exec>) {
+#if defined(KOKKOS_ENABLE_CUDA)
+    cufftCheck(cufftExecC2R(cufftHandle(handles[1]), reinterpret_cast<cufftComplex*>(spectrum.data()), out.data()),
+               "C2R");
+#endif
+  } else {
+    exec.fence();
+    fftwf_execute_dft_c2r(static_cast<fftwf_plan>(inversePlan), reinterpret_cast<fftwf_complex*>(spectrum.data()),
+                          out.data());
+  }
+}
+
+#define KORTEX_INSTANTIATE_SPECTRAL(SPACE) template struct SpectralPlan<SPACE>;
+#if defined(KOKKOS_ENABLE_SERIAL)
+KORTEX_INSTANTIATE_SPECTRAL(Kokkos::Serial)
+#endif
+#if defined(KOKKOS_ENABLE_OPENMP)
+KORTEX_INSTANTIATE_SPECTRAL(Kokkos::OpenMP)
+#endif
+#if defined(KOKKOS_ENABLE_THREADS)
+KORTEX_INSTANTIATE_SPECTRAL(Kokkos::Threads)
+#endif
+#if defined(KOKKOS_ENABLE_CUDA)
+KORTEX_INSTANTIATE_SPECTRAL(Kokkos::Cuda)
+#endif
+#undef KORTEX_INSTANTIATE_SPECTRAL
+
+}  // namespace kortex::gpu::fluid_detail

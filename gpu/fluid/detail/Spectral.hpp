@@ -1,0 +1,31 @@
+// Batched real 3D FFTs of a 3-component field (forward R2C, inverse C2R, unnormalised) on one
+// grid: FFTW (single precision) on host execution spaces, cuFFT on the CUDA stream of the
+// execution-space instance. The library headers stay in gpu/fluid/Spectral.cpp.
+#pragma once
+
+#include <Kokkos_Core.hpp>
+
+#include "gpu/Fields.hpp"
+
+namespace kortex::gpu::fluid_detail {
+
+template <class Exec>
+struct SpectralPlan {
+  using Mem = typename Exec::memory_space;
+  using Spectrum = Kokkos::View<Kokkos::complex<float>****, Kokkos::LayoutRight, Mem>;
+  SpectralPlan(Exec const& exec, int nz, int ny, int nx, Field<Mem> realProbe, Spectrum spectrum);
+  ~SpectralPlan();
+  SpectralPlan(SpectralPlan const&) = delete;
+  SpectralPlan& operator=(SpectralPlan const&) = delete;
+  // spectrum (3, nz, ny, nx/2 + 1) <- FFT(in); in is not modified.
+  void forward(ConstField<Mem> in, Spectrum spectrum);
+  // out <- unnormalised inverse FFT of spectrum (the spectrum is overwritten).
+  void inverse(Spectrum spectrum, Field<Mem> out);
+
+  Exec exec;
+  void* forwardPlan = nullptr;
+  void* inversePlan = nullptr;
+  int handles[2] = {0, 0};  // cuFFT handles
+};
+
+}  // namespace kortex::gpu::fluid_detail
