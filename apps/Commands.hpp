@@ -47,6 +47,8 @@ int cmdBenchMultires(bench::BenchOptions o);
 int cmdBenchRegister(bench::BenchOptions o);
 // `kortex bench surface` (--peers takes bench/peers/surface_torch.py output; dumpDir: records for it).
 int cmdBenchSurface(bench::BenchOptions o);
+// `kortex bench greedy` (--peers takes bench/peers/greedy_torch.py output; --data adds the IXI pair).
+int cmdBenchGreedy(bench::BenchOptions o);
 
 struct ReproduceOptions {
   bool quick = false;

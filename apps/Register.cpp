@@ -1,6 +1,6 @@
-// `kortex register unbiased`: affine + unbiased fluid registration of two 3D images
-// (pipeline/Register.hpp registerPair), with a progress bar and the outputs of the
-// ITK/ANTs conventions (io/ImageIO.hpp).
+// `kortex register unbiased` / `kortex register greedy`: affine + unbiased fluid or greedy
+// diffeomorphic registration of two 3D images (pipeline/Register.hpp registerPair), with a
+// progress bar and the outputs of the ITK/ANTs conventions (io/ImageIO.hpp).
 
 #include "apps/Register.hpp"
 
@@ -67,6 +67,22 @@ class ProgressBar {
     std::cerr << (tty_ ? "\r" : "") << s.str() << (tty_ ? "" : "\n") << std::flush;
     dirty_ = tty_;
   }
+  void greedy(GreedyIteration const& it, GreedyParams const& p) {
+    if (quiet_) return;
+    const int cap = p.iterations[std::size_t(it.scale)];
+    if (!tty_ && it.iteration % 25 != 0 && it.iteration != 1 && it.iteration != cap) return;
+    const int width = 24;
+    const int filled = cap > 0 ? std::min(width, it.iteration * width / cap) : width;
+    std::ostringstream s;
+    s << "  greedy scale " << it.scale + 1 << "/" << p.scales.size() << " (x" << it.factor << ") ["
+      << std::string(filled, '#') << std::string(width - filled, '.') << "] " << std::setw(4) << it.iteration << "/"
+      << cap << "  RMSE " << std::fixed << std::setprecision(4) << it.rmse << "  min det " << std::setprecision(3)
+      << it.minJacobian << "  step " << it.step << " vx" << (it.refused ? "  (fold refused)" : "") << "  "
+      << std::setprecision(2) << it.seconds << " s";
+    std::cerr << (tty_ ? "\r" : "") << s.str() << (tty_ ? "" : "\n") << std::flush;
+    dirty_ = tty_;
+    if (tty_ && it.iteration == cap) end();
+  }
   void affine(AffineIteration const& it) {
     if (quiet_) return;
     if (it.level != level_) {
@@ -117,20 +133,30 @@ class OutputSet {
 
 }  // namespace
 
-int cmdRegisterUnbiased(RegisterOptions const& o) {
-  // Everything cheap first: options, inputs, outputs.
-  // The command's policy (registerPair itself accepts lambda = 0: the validation study uses it).
-  if (!(o.fluid.lambda > 0.0) || !std::isfinite(o.fluid.lambda))
-    throw InvalidArgument("--lambda must be a finite number > 0 (the symmetric-KL prior is what makes the "
-                          "registration unbiased), got " + std::to_string(o.fluid.lambda));
-  pipeline::RegistrationPipelineOptions opt;
-  opt.backend = parseBackend(o.backend);
-  opt.fluid = o.fluid;
-  if (!o.variant.empty()) {
-    if (resolve(opt.backend) == Backend::Cpu)
-      throw InvalidArgument("--variant selects a Kokkos force kernel; it has no meaning with the CPU backend");
-    opt.fluid.variant = parseRegistrationVariant(o.variant);
+namespace {
+
+std::vector<int> parseIntList(std::string const& text, const char* option) {
+  std::vector<int> out;
+  std::stringstream ss(text);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    std::size_t used = 0;
+    int v = 0;
+    try {
+      v = std::stoi(item, &used);
+    } catch (std::exception const&) {
+      used = 0;
+    }
+    if (item.empty() || used != item.size())
+      throw InvalidArgument(std::string(option) + " expects a comma-separated list of integers, got '" + text + "'");
+    out.push_back(v);
   }
+  if (out.empty()) throw InvalidArgument(std::string(option) + " is empty");
+  return out;
+}
+
+int runRegistration(RegisterOptions const& o, pipeline::RegistrationPipelineOptions& opt) {
+  const bool greedy = opt.method == pipeline::RegistrationMethod::Greedy;
   opt.useAffine = !o.noAffine;
   checkInput(o.fixed, "fixed");
   checkInput(o.moving, "moving");
@@ -160,12 +186,13 @@ int cmdRegisterUnbiased(RegisterOptions const& o) {
 
   ProgressBar bar(o.fluid.iterations, o.quiet);
   opt.progress = [&](RegistrationIteration const& it) { bar.fluid(it); };
+  opt.greedyProgress = [&](GreedyIteration const& it) { bar.greedy(it, opt.greedy); };
   opt.affineProgress = [&](AffineIteration const& it) { bar.affine(it); };
   pipeline::RegistrationPipelineResult r = pipeline::registerPair(moving, fixed, opt);
   bar.end();
 
   std::cout << "backend: " << r.executionSpace;
-  if (r.backend == Backend::Kokkos) std::cout << ", force kernel " << toString(opt.fluid.variant);
+  if (r.backend == Backend::Kokkos && !greedy) std::cout << ", force kernel " << toString(opt.fluid.variant);
   std::cout << "\n";
   if (r.affineRan)
     std::cout << "affine: NCC " << std::fixed << std::setprecision(4) << r.affineResult.nccInitial << " -> "
@@ -175,15 +202,25 @@ int cmdRegisterUnbiased(RegisterOptions const& o) {
   else
     std::cout << "affine: skipped (--no-affine); header alignment, overlap " << std::setprecision(1)
               << 100.0 * r.overlapStart << " %\n";
-  std::cout << "fluid: " << r.fluid.iterations << " iterations (" << r.fluid.accepted << " accepted, "
-            << r.fluid.rejected << " rejected steps), energy " << std::scientific << std::setprecision(4)
-            << r.fluid.initial.total << " -> " << r.fluid.final.total << ", min det J " << std::fixed
-            << std::setprecision(3) << r.fluid.final.minJacobian << ", " << r.secondsFluid << " s\n"
-            << "  " << explain(r.fluid.stop) << (r.fluid.stop == StopReason::IterationCap ? " (--iterations)" : "")
-            << "\n";
+  if (greedy) {
+    std::cout << "greedy: solver " << toString(opt.greedy.solver) << ", grid padded to " << describe(r.greedyGrid) << "\n";
+    for (auto const& sc : r.greedy.scales)
+      std::cout << "  scale x" << sc.factor << ": " << sc.iterations << " iterations, RMSE " << std::fixed
+                << std::setprecision(4) << sc.rmseStart << " -> " << sc.rmseEnd << ", " << std::setprecision(3)
+                << sc.seconds << " s; " << explain(sc.stop) << "\n";
+    std::cout << "  " << r.greedy.refused << " fold-refused steps, min det Dh " << std::setprecision(3)
+              << r.greedy.minJacobian << ", " << r.secondsFluid << " s\n";
+  } else {
+    std::cout << "fluid: " << r.fluid.iterations << " iterations (" << r.fluid.accepted << " accepted, "
+              << r.fluid.rejected << " rejected steps), energy " << std::scientific << std::setprecision(4)
+              << r.fluid.initial.total << " -> " << r.fluid.final.total << ", min det J " << std::fixed
+              << std::setprecision(3) << r.fluid.final.minJacobian << ", " << r.secondsFluid << " s\n"
+              << "  " << explain(r.fluid.stop) << (r.fluid.stop == StopReason::IterationCap ? " (--iterations)" : "")
+              << "\n";
+  }
   std::cout << "total " << std::setprecision(3) << r.secondsTotal << " s (normalise " << r.secondsNormalise
-            << ", affine " << r.secondsAffine << ", resample " << r.secondsResample << ", fluid "
-            << r.secondsFluid << ")\n";
+            << ", affine " << r.secondsAffine << ", resample " << r.secondsResample << ", "
+            << (greedy ? "greedy " : "fluid ") << r.secondsFluid << ")\n";
 
   OutputSet outputs;
   outputs.write(o.outWarped, [&](std::string const& p) { io::writeImage(pipeline::warpedMoving(r, moving), p); });
@@ -198,9 +235,43 @@ int cmdRegisterUnbiased(RegisterOptions const& o) {
     std::cout << "wrote " << o.outField
               << " (displacement field, ITK/ANTs convention: world mm, LPS; fixed point x -> moving point "
                  "x + d(x); apply with antsApplyTransforms -i moving -r fixed -t field)\n";
-  if (!o.outJacobian.empty()) std::cout << "wrote " << o.outJacobian << " (det(I - grad u) of the fluid part)\n";
+  if (!o.outJacobian.empty())
+    std::cout << "wrote " << o.outJacobian << " (det(I - grad u) of the " << (greedy ? "greedy" : "fluid") << " part)\n";
   if (!o.outAffine.empty()) std::cout << "wrote " << o.outAffine << " (affine part, ITK transform file)\n";
   return 0;
+}
+
+}  // namespace
+
+int cmdRegisterUnbiased(RegisterOptions const& o) {
+  // The command's policy (registerPair itself accepts lambda = 0: the validation study uses it).
+  if (!(o.fluid.lambda > 0.0) || !std::isfinite(o.fluid.lambda))
+    throw InvalidArgument("--lambda must be a finite number > 0 (the symmetric-KL prior is what makes the "
+                          "registration unbiased), got " + std::to_string(o.fluid.lambda));
+  pipeline::RegistrationPipelineOptions opt;
+  opt.backend = parseBackend(o.backend);
+  opt.fluid = o.fluid;
+  if (!o.variant.empty()) {
+    if (resolve(opt.backend) == Backend::Cpu)
+      throw InvalidArgument("--variant selects a Kokkos force kernel; it has no meaning with the CPU backend");
+    opt.fluid.variant = parseRegistrationVariant(o.variant);
+  }
+  return runRegistration(o, opt);
+}
+
+int cmdRegisterGreedy(RegisterOptions const& o) {
+  pipeline::RegistrationPipelineOptions opt;
+  opt.backend = parseBackend(o.backend);
+  opt.method = pipeline::RegistrationMethod::Greedy;
+  opt.greedy = o.greedy;
+  opt.greedy.scales = parseIntList(o.scales, "--scales");
+  opt.greedy.iterations = parseIntList(o.iterations, "--iterations");
+  opt.greedy.solver = parseGreedySolver(o.solver);
+  if (opt.greedy.scales.size() != opt.greedy.iterations.size())
+    throw InvalidArgument("--scales has " + std::to_string(opt.greedy.scales.size()) + " entries but --iterations " +
+                          std::to_string(opt.greedy.iterations.size()) + " (one iteration count per scale)");
+  opt.greedy.validate();  // the flags' values, before any file is read
+  return runRegistration(o, opt);
 }
 
 void addRegisterCommands(CLI::App& app, Action& action) {
@@ -229,6 +300,33 @@ void addRegisterCommands(CLI::App& app, Action& action) {
   unb->add_option("--variant", rgo.variant, "Kokkos force kernel: naive|recompute|reuse (default: " + std::string(toString(RegistrationParams{}.variant)) + ")");
   unb->add_flag("--quiet", rgo.quiet, "No progress bar");
   unb->callback([rgop, &action] { action = [rgop] { return cmdRegisterUnbiased(*rgop); }; });
+
+  auto* gr = reg->add_subcommand(
+      "greedy",
+      "Affine (NCC) + greedy diffeomorphic registration (fluid operator, multi-scale; Ha et al. 2010) of two 3D images");
+  gr->add_option("--fixed", rgo.fixed, "Fixed (reference) 3D image")->required();
+  gr->add_option("--moving", rgo.moving, "Moving (template) 3D image")->required();
+  gr->add_option("--out-warped", rgo.outWarped, "Moving image resampled on the fixed grid (written atomically)")
+      ->required();
+  gr->add_option("--out-field", rgo.outField,
+                 "Displacement field, NIfTI vector image in the ITK/ANTs convention (world mm, LPS; fixed point x "
+                 "maps to moving point x + d(x))");
+  gr->add_option("--out-jacobian", rgo.outJacobian, "det(I - grad u) of the greedy part");
+  gr->add_option("--out-affine", rgo.outAffine, "Affine part as an ITK transform file (.txt)");
+  gr->add_option("--alpha", rgo.greedy.fluid.alpha, "Fluid operator: weight of -laplacian (> 0)")->capture_default_str();
+  gr->add_option("--beta", rgo.greedy.fluid.beta, "Fluid operator: weight of -grad div (>= 0; fft and cg solvers)")
+      ->capture_default_str();
+  gr->add_option("--gamma", rgo.greedy.fluid.gamma, "Fluid operator: identity weight (> 0)")->capture_default_str();
+  gr->add_option("--scales", rgo.scales, "Down-sampling factors, coarse to fine, ending with 1")->capture_default_str();
+  gr->add_option("--iterations", rgo.iterations, "Iterations per scale")->capture_default_str();
+  gr->add_option("--max-step", rgo.greedy.maxStep, "Largest displacement per iteration, voxels of the scale")
+      ->capture_default_str();
+  gr->add_option("--solver", rgo.solver, "Fluid solve: fft|sor|cg|hybrid-sor|hybrid-cg")->capture_default_str();
+  gr->add_flag("--no-affine", rgo.noAffine, "Skip the affine stage (header alignment only)");
+  gr->add_option("--backend", rgo.backend, "auto|cpu|kokkos (auto = Kokkos if it has a GPU backend)")
+      ->capture_default_str();
+  gr->add_flag("--quiet", rgo.quiet, "No progress bar");
+  gr->callback([rgop, &action] { action = [rgop] { return cmdRegisterGreedy(*rgop); }; });
 }
 
 }  // namespace kortex::app

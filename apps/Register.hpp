@@ -1,8 +1,9 @@
-// `kortex register unbiased` (apps/Register.cpp).
+// `kortex register unbiased` and `kortex register greedy` (apps/Register.cpp).
 #pragma once
 
 #include <string>
 
+#include "core/Greedy.hpp"
 #include "core/Registration.hpp"
 
 namespace kortex::app {
@@ -10,7 +11,9 @@ namespace kortex::app {
 struct RegisterOptions {
   std::string fixed, moving;
   std::string outWarped, outField, outJacobian, outAffine;
-  RegistrationParams fluid;  // --lambda, --sigma, --iterations bind here (defaults: the struct's)
+  RegistrationParams fluid;  // unbiased: --lambda, --sigma, --iterations bind here (defaults: the struct's)
+  GreedyParams greedy;       // greedy: --alpha, --beta, --gamma, --max-step bind here
+  std::string scales = "2,1", iterations = "25,50", solver = "fft";  // greedy, parsed by the command
   bool noAffine = false;
   std::string backend = "auto";
   std::string variant;  // empty: RegistrationParams' default
@@ -18,5 +21,6 @@ struct RegisterOptions {
 };
 
 int cmdRegisterUnbiased(RegisterOptions const& o);
+int cmdRegisterGreedy(RegisterOptions const& o);
 
 }  // namespace kortex::app

@@ -12,6 +12,7 @@
 
 #include "apps/Commands.hpp"
 #include "bench/Bench.hpp"
+#include "bench/BenchGreedy.hpp"
 #include "bench/BenchMultires.hpp"
 #include "bench/BenchRegistration.hpp"
 #include "bench/BenchSurfaceNlm.hpp"
@@ -84,6 +85,11 @@ int cmdBenchMultires(bench::BenchOptions o) {
 int cmdBenchRegister(bench::BenchOptions o) {
   o.progress = &std::cerr;
   return finishBench(bench::runRegistrationBench(o));
+}
+
+int cmdBenchGreedy(bench::BenchOptions o) {
+  o.progress = &std::cerr;
+  return finishBench(bench::runGreedyBench(o));
 }
 
 int cmdBenchSurface(bench::BenchOptions o) {
@@ -218,6 +224,17 @@ void addBenchCommands(CLI::App& app, Action& action) {
                       "Merge peer timings from bench/peers/registration_torch.py (JSON)"},
                      &cmdBenchRegister, &reg);
   reg->add_option("--data", ro->dataDir, "Real data folder (../shared/data): adds the IXI pair target")
+      ->check(CLI::ExistingDirectory);
+  CLI::App* greedy = nullptr;
+  auto go = addBench(bench, action, "greedy",
+                     "Greedy diffeomorphic registration (Ha et al. 2010): Helmholtz matvec GFLOP/s, solver comparison "
+                     "(FFT, SOR, CG; cold and warm), one iteration at 144x192x160 vs PyTorch, gradient, Gaussian and "
+                     "n-ary kernels, and the IXI pair (multi-scale vs single scale)",
+                     {"Smaller budgets", "Tiny grids (smoke test)",
+                      "Only sections whose label contains this text: \"Matvec\", \"Solvers\", \"Iteration\", \"IXI\"",
+                      "Merge peer timings from bench/peers/greedy_torch.py (JSON)"},
+                     &cmdBenchGreedy, &greedy);
+  greedy->add_option("--data", go->dataDir, "Real data folder (../shared/data): adds the IXI pair")
       ->check(CLI::ExistingDirectory);
   CLI::App* surf = nullptr;
   auto so = addBench(bench, action, "surface",

@@ -12,8 +12,10 @@
 #include "core/Errors.hpp"
 #include "core/Intensity.hpp"
 #include "gpu/affine/Affine.hpp"
+#include "gpu/greedy/Greedy.hpp"
 #include "gpu/registration/Registration.hpp"
 #include "reference_cpu/Affine.hpp"
+#include "reference_cpu/Greedy.hpp"
 #include "reference_cpu/Registration.hpp"
 
 namespace kortex::pipeline {
@@ -54,6 +56,41 @@ std::array<double, 3> toWorld(Geometry const& g, std::array<double, 3> const& p)
     for (int c = 0; c < 3; ++c) w[r] += g.direction[3 * r + c] * g.spacing[c] * p[c];
   }
   return w;
+}
+
+// `img` extended at the high end of every axis to the extents of `g` by the clamp rule.
+HostImage padToGrid(HostImage const& img, Geometry const& g) {
+  HostImage out("kortex::registerPair::padded", g);
+  const Index nz = img.geometry.nz(), ny = img.geometry.ny(), nx = img.geometry.nx();
+  const auto in = img.data;
+#pragma omp parallel for collapse(2)
+  for (Index z = 0; z < g.nz(); ++z)
+    for (Index y = 0; y < g.ny(); ++y)
+      for (Index x = 0; x < g.nx(); ++x)
+        out.data(z, y, x) = in(std::min(z, nz - 1), std::min(y, ny - 1), std::min(x, nx - 1));
+  return out;
+}
+
+// The padded greedy field cropped to the fixed grid.
+void cropField(VectorField<Kokkos::HostSpace> const& padded, VectorField<Kokkos::HostSpace>& out) {
+  const auto d = out.data;
+  const auto p = padded.data;
+#pragma omp parallel for collapse(2)
+  for (Index c = 0; c < 3; ++c)
+    for (Index z = 0; z < Index(d.extent(1)); ++z)
+      for (Index y = 0; y < Index(d.extent(2)); ++y)
+        for (Index x = 0; x < Index(d.extent(3)); ++x) d(c, z, y, x) = p(c, z, y, x);
+}
+
+// The greedy stage on either back end: pad, register, crop.
+template <class Register>
+void greedyStage(HostImage const& movingResampled, HostImage const& fixedN, RegistrationPipelineOptions const& opt,
+                 RegistrationPipelineResult& r, Register&& registerGreedy) {
+  r.greedyGrid = greedyPaddedGrid(fixedN.geometry, opt.greedy);
+  const HostImage m = padToGrid(movingResampled, r.greedyGrid), f = padToGrid(fixedN, r.greedyGrid);
+  VectorField<Kokkos::HostSpace> padded;
+  r.greedy = registerGreedy(m, f, padded);
+  cropField(padded, r.u);
 }
 
 // The affine stage: the preset transform, the back end's affine registration, or none (the
@@ -97,7 +134,11 @@ void runKokkos(HostImage const& movingN, HostImage const& fixedN, HostImage cons
   Kokkos::deep_copy(r.movingResampled.data, dResampled);
   r.u = VectorField<Kokkos::HostSpace>("kortex::registerPair::u", fixed.geometry, 3);
   t0 = Clock::now();
-  if (opt.useFluid) {
+  if (opt.useFluid && opt.method == RegistrationMethod::Greedy) {
+    greedyStage(r.movingResampled, fixedN, opt, r, [&](HostImage const& m, HostImage const& f, VectorField<Kokkos::HostSpace>& u) {
+      return gpu::greedyRegister(exec, m, f, u, opt.greedy, opt.greedyProgress);
+    });
+  } else if (opt.useFluid) {
     gpu::Field<Mem> dU("kortex::registerPair::dU", 3, fixed.geometry.nz(), fixed.geometry.ny(), fixed.geometry.nx());
     gpu::FluidRegistration<Exec> reg(exec, fixed.geometry, opt.fluid);
     r.fluid = reg.run(ConstImageView<Mem>(dResampled), ConstImageView<Mem>(dFixed), dU, opt.progress);
@@ -117,7 +158,12 @@ void runReference(HostImage const& movingN, HostImage const& fixedN, HostImage c
   r.secondsResample = secondsSince(t0);
   r.u = VectorField<Kokkos::HostSpace>("kortex::registerPair::u", fixed.geometry, 3);
   t0 = Clock::now();
-  if (opt.useFluid) r.fluid = ref::fluidRegister(r.movingResampled, fixedN, r.u, opt.fluid, opt.progress);
+  if (opt.useFluid && opt.method == RegistrationMethod::Greedy)
+    greedyStage(r.movingResampled, fixedN, opt, r, [&](HostImage const& m, HostImage const& f, VectorField<Kokkos::HostSpace>& u) {
+      return ref::greedyRegister(m, f, u, opt.greedy, opt.greedyProgress);
+    });
+  else if (opt.useFluid)
+    r.fluid = ref::fluidRegister(r.movingResampled, fixedN, r.u, opt.fluid, opt.progress);
   r.secondsFluid = secondsSince(t0);
 }
 
@@ -128,11 +174,15 @@ RegistrationPipelineResult registerPair(HostImage const& moving, HostImage const
   const auto tStart = Clock::now();
   requireVolume(moving, "moving");
   requireVolume(fixed, "fixed");
-  opt.fluid.validateFor(fixed.geometry);
+  if (opt.method == RegistrationMethod::Greedy)
+    opt.greedy.validateFor(greedyPaddedGrid(fixed.geometry, opt.greedy));
+  else
+    opt.fluid.validateFor(fixed.geometry);
   if (opt.useAffine) opt.affine.validate();
   opt.intensity.validate();
 
   RegistrationPipelineResult r;
+  r.method = opt.method;
   r.backend = resolve(opt.backend);
   r.fixedGrid = fixed.geometry;
   r.movingGrid = moving.geometry;
@@ -159,6 +209,20 @@ RegistrationPipelineResult registerPair(HostImage const& moving, HostImage const
   }
   r.secondsTotal = secondsSince(tStart);
   return r;
+}
+
+const char* toString(RegistrationMethod m) { return m == RegistrationMethod::Greedy ? "greedy" : "unbiased"; }
+
+Geometry greedyPaddedGrid(Geometry const& fixed, GreedyParams const& params) {
+  int m = 1;
+  for (int f : params.scales) m = std::max(m, f);
+  if (usesSor(params.solver)) m *= 2;
+  Geometry g = fixed;
+  for (int a = 0; a < 3; ++a) {
+    const Index n = std::max<Index>(g.size[a], kFluidMinExtent * m);
+    g.size[a] = (n + m - 1) / m * m;
+  }
+  return g;
 }
 
 std::array<double, 3> mapPoint(RegistrationPipelineResult const& r, Index x, Index y, Index z) {
@@ -246,6 +310,16 @@ nlohmann::json toJson(RegistrationPipelineResult const& r) {
                    {"evaluations", r.affineResult.evaluations},
                    {"levels", r.affineResult.levelsUsed},
                    {"world_matrix", r.affineResult.world}};
+  }
+  j["method"] = toString(r.method);
+  if (r.method == RegistrationMethod::Greedy) {
+    nlohmann::json scales = nlohmann::json::array();
+    for (auto const& sc : r.greedy.scales)
+      scales.push_back({{"factor", sc.factor}, {"iterations", sc.iterations}, {"rmse_start", sc.rmseStart},
+                        {"rmse_end", sc.rmseEnd}, {"stop", toString(sc.stop)}, {"seconds", sc.seconds}});
+    j["greedy"] = {{"iterations", r.greedy.iterations}, {"refused", r.greedy.refused},
+                   {"min_jacobian", r.greedy.minJacobian}, {"padded_grid", describe(r.greedyGrid)},
+                   {"scales", scales}};
   }
   j["fluid"] = {{"iterations", r.fluid.iterations},
                 {"accepted", r.fluid.accepted},

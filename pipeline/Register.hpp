@@ -8,8 +8,12 @@
 //      orientation are resampled through their world coordinates, never refused); either way a
 //      start whose overlap is below kMinOverlap is refused ("no overlap");
 //   3. the normalised moving image resampled onto the fixed grid through that transform;
-//   4. the unbiased fluid registration (core/Registration.hpp) of that image to the normalised
-//      fixed image, from u = 0.
+//   4. the nonlinear stage on the fixed grid, from u = 0: the unbiased fluid registration
+//      (core/Registration.hpp; method Unbiased) or the greedy diffeomorphic registration
+//      (core/Greedy.hpp; method Greedy) of that image to the normalised fixed image. The greedy
+//      stage pads both images at the high end of every axis by repeating the edge voxel (the clamp
+//      rule) to extents that every scale factor divides (and even at every scale for SOR), and
+//      crops its field back to the fixed grid. Both store h(x) = x - u(x).
 // The whole map from fixed voxel p to moving voxel is then
 //   Phi(p) = A(p - u(p)),   A the affine of step 2 (fixed index -> moving index),
 // and the outputs are computed through it with ONE interpolation of the original moving image:
@@ -29,22 +33,29 @@
 
 #include "core/Affine.hpp"
 #include "core/Backend.hpp"
+#include "core/Greedy.hpp"
 #include "core/Image.hpp"
 #include "core/Registration.hpp"
 
 namespace kortex::pipeline {
 
+enum class RegistrationMethod { Unbiased, Greedy };
+const char* toString(RegistrationMethod m);  // "unbiased" | "greedy"
+
 struct RegistrationPipelineOptions {
   Backend backend = Backend::Auto;
-  RegistrationParams fluid;
+  RegistrationMethod method = RegistrationMethod::Unbiased;
+  RegistrationParams fluid;          // method Unbiased
+  GreedyParams greedy;               // method Greedy
   AffineParams affine;
   bool useAffine = true;
-  bool useFluid = true;              // false: affine only (the Dice baseline)
+  bool useFluid = true;              // false: affine only (the Dice baseline), either method
   // When set, the affine stage is skipped and this transform (fixed index -> moving index) used:
   // e.g. to run the fluid stage of two back ends on identical inputs.
   std::optional<AffineTransform> presetAffine;
   IntensityParams intensity;
-  RegistrationProgress progress;     // fluid iterations
+  RegistrationProgress progress;     // fluid iterations (Unbiased)
+  GreedyProgress greedyProgress;     // greedy iterations (Greedy)
   AffineProgress affineProgress;
 };
 
@@ -54,7 +65,10 @@ struct RegistrationPipelineResult {
   AffineTransform affine;              // fixed index -> moving index
   AffineResult affineResult;           // when the affine stage ran
   bool affineRan = false;
-  RegistrationResult fluid;
+  RegistrationMethod method = RegistrationMethod::Unbiased;
+  RegistrationResult fluid;            // method Unbiased
+  GreedyResult greedy;                 // method Greedy
+  Geometry greedyGrid;                 // the padded grid of the greedy stage
   VectorField<Kokkos::HostSpace> u;    // fixed grid, voxels
   HostImage fixedNormalised, movingResampled;  // the fluid stage's inputs
   Geometry fixedGrid, movingGrid;
@@ -67,6 +81,9 @@ struct RegistrationPipelineResult {
 // parameters (one message each).
 RegistrationPipelineResult registerPair(HostImage const& moving, HostImage const& fixed,
                                         RegistrationPipelineOptions const& opt);
+
+// The extents the greedy stage pads a grid to (see above).
+Geometry greedyPaddedGrid(Geometry const& fixed, GreedyParams const& params);
 
 // Phi(p) at a fixed voxel (moving index coordinates).
 std::array<double, 3> mapPoint(RegistrationPipelineResult const& r, Index x, Index y, Index z);

@@ -1,0 +1,329 @@
+#include "gpu/greedy/Greedy.hpp"
+
+#include <chrono>
+#include <string>
+
+#include "core/Errors.hpp"
+#include "gpu/detail/Common.hpp"
+#include "gpu/gaussian/Gaussian.hpp"
+#include "gpu/greedy/detail/GreedyKernels.hpp"
+#include "gpu/registration/Registration.hpp"
+
+namespace kortex::gpu {
+namespace {
+
+using namespace greedy_detail;
+
+template <class A, class B>
+void requireSameGrid(A const& a, B const& b, const char* who, const char* what) {
+  for (int k = 0; k < 3; ++k)
+    if (a.extent(k) != b.extent(k)) throw InvalidArgument(std::string(who) + ": " + what + " on different grids");
+}
+
+template <class F>
+void requireField3(F const& f, const char* who) {
+  if (f.data() == nullptr) throw InvalidArgument(std::string(who) + ": field not allocated");
+  if (f.extent(0) != 3) throw InvalidArgument(std::string(who) + ": fields need 3 components");
+}
+
+}  // namespace
+
+template <class Exec>
+void greedyForce(Exec const& exec, ConstImageView<typename Exec::memory_space> warped,
+                 ConstImageView<typename Exec::memory_space> fixed, Field<typename Exec::memory_space> f) {
+  using Mem = typename Exec::memory_space;
+  requireSameGrid(warped, fixed, "greedyForce", "the warped and fixed images are");
+  requireField3(f, "greedyForce");
+  for (int k = 0; k < 3; ++k)
+    if (f.extent(k + 1) != warped.extent(k)) throw InvalidArgument("greedyForce: the force is not on the image grid");
+  parallelForVoxels("kortex::greedy::force", exec, int(warped.extent(0)), int(warped.extent(1)),
+                    int(warped.extent(2)), ForceFunctor<Mem>{warped, fixed, f});
+}
+
+template <class Exec>
+void greedyCompose(Exec const& exec, ConstField<typename Exec::memory_space> u,
+                   ConstField<typename Exec::memory_space> v, float eps, Field<typename Exec::memory_space> out) {
+  using Mem = typename Exec::memory_space;
+  requireField3(u, "greedyCompose");
+  for (int k = 0; k < 4; ++k)
+    if (u.extent(k) != v.extent(k) || u.extent(k) != out.extent(k))
+      throw InvalidArgument("greedyCompose: fields of different extents");
+  if (spansOverlap(out, u) || spansOverlap(out, v)) throw InvalidArgument("greedyCompose: the output overlaps an input");
+  parallelForVoxels("kortex::greedy::compose", exec, int(u.extent(1)), int(u.extent(2)), int(u.extent(3)),
+                    ComposeFunctor<Mem>{u, v, out, eps});
+}
+
+template <class Exec>
+double fieldMaxNorm(Exec const& exec, ConstField<typename Exec::memory_space> v) {
+  requireField3(v, "fieldMaxNorm");
+  const long n = long(v.extent(1)) * long(v.extent(2)) * long(v.extent(3));
+  const float* p = v.data();
+  float m2 = 0.0f;
+  Kokkos::parallel_reduce(
+      "kortex::greedy::max_norm", Kokkos::RangePolicy<Exec, Kokkos::IndexType<long>>(exec, 0, n),
+      KOKKOS_LAMBDA(long i, float& m) {
+        const float a = p[i], b = p[n + i], c = p[2 * n + i];
+        const float s = a * a + b * b + c * c;
+        if (s > m) m = s;
+      },
+      Kokkos::Max<float>(m2));
+  return std::sqrt(double(m2));
+}
+
+template <class Exec>
+float minJacobian(Exec const& exec, ConstField<typename Exec::memory_space> u) {
+  using Mem = typename Exec::memory_space;
+  requireField3(u, "minJacobian");
+  const int nz = int(u.extent(1)), ny = int(u.extent(2)), nx = int(u.extent(3));
+  float m = 0.0f;
+  Kokkos::parallel_reduce("kortex::greedy::min_jacobian",
+                          Kokkos::RangePolicy<Exec, Kokkos::IndexType<long>>(exec, 0, long(nz) * ny * nx),
+                          MinJacobianFunctor<Mem>{u, ny, nx, nz}, m);
+  return m;
+}
+
+template <class Exec>
+double imageRmse(Exec const& exec, ConstImageView<typename Exec::memory_space> a,
+                 ConstImageView<typename Exec::memory_space> b) {
+  requireSameGrid(a, b, "imageRmse", "images");
+  const long n = long(a.size());
+  const float* pa = a.data();
+  const float* pb = b.data();
+  double s = 0.0;
+  Kokkos::parallel_reduce(
+      "kortex::greedy::rmse", Kokkos::RangePolicy<Exec, Kokkos::IndexType<long>>(exec, 0, n),
+      KOKKOS_LAMBDA(long i, double& acc) {
+        const double d = double(pa[i]) - double(pb[i]);
+        acc += d * d;
+      },
+      s);
+  return std::sqrt(s / double(n));
+}
+
+template <class Exec>
+void downsampleImage(Exec const& exec, ConstImageView<typename Exec::memory_space> in, int factor,
+                     ImageView<typename Exec::memory_space> blurred, ImageView<typename Exec::memory_space> out) {
+  using Mem = typename Exec::memory_space;
+  if (factor < 1 || in.extent(0) % factor || in.extent(1) % factor || in.extent(2) % factor)
+    throw InvalidArgument("downsampleImage: factor " + std::to_string(factor) + " does not divide the extents");
+  for (int k = 0; k < 3; ++k)
+    if (out.extent(k) != in.extent(k) / std::size_t(factor))
+      throw InvalidArgument("downsampleImage: the output extents are not the input's / factor");
+  if (factor == 1) {
+    Kokkos::deep_copy(exec, out, in);
+    return;
+  }
+  requireSameGrid(in, blurred, "downsampleImage", "the input and the blur workspace are");
+  gaussianBlur(exec, in, blurred, GaussianParams{double(scaleSigma(factor)), GaussianVariant::Recursive});
+  parallelForVoxels("kortex::greedy::downsample", exec, int(out.extent(0)), int(out.extent(1)), int(out.extent(2)),
+                    DownsampleFunctor<Mem>{blurred, out, float(factor), 0.5f * float(factor - 1)});
+}
+
+template <class Exec>
+void upsampleField(Exec const& exec, ConstField<typename Exec::memory_space> in, int from, int to,
+                   Field<typename Exec::memory_space> out) {
+  using Mem = typename Exec::memory_space;
+  requireField3(in, "upsampleField");
+  requireField3(out, "upsampleField");
+  const float a = float(to) / float(from), b = (0.5f * float(to - 1) - 0.5f * float(from - 1)) / float(from);
+  parallelForVoxels("kortex::greedy::upsample", exec, int(out.extent(1)), int(out.extent(2)), int(out.extent(3)),
+                    UpsampleFunctor<Mem>{in, out, a, b, float(from) / float(to)});
+}
+
+// ---- the registration -----------------------------------------------------------------------------
+
+template <class Exec>
+struct GreedyRegistration<Exec>::Scale {
+  int factor;
+  int nz, ny, nx;
+  ImageView<memory_space> I0, I1, W;
+  Field<memory_space> u, v, f, cand;
+  FluidSolver<Exec> solver;
+  Scale(Exec const& exec, int fct, GridExtents e, FluidParams const& p)
+      : factor(fct), nz(e.nz), ny(e.ny), nx(e.nx),
+        I0("kortex::greedy::I0", e.nz, e.ny, e.nx), I1("kortex::greedy::I1", e.nz, e.ny, e.nx),
+        W("kortex::greedy::W", e.nz, e.ny, e.nx), u("kortex::greedy::u", 3, e.nz, e.ny, e.nx),
+        v("kortex::greedy::v", 3, e.nz, e.ny, e.nx), f("kortex::greedy::f", 3, e.nz, e.ny, e.nx),
+        cand("kortex::greedy::candidate", 3, e.nz, e.ny, e.nx), solver(exec, e.nz, e.ny, e.nx, p) {}
+};
+
+template <class Exec>
+GreedyRegistration<Exec>::GreedyRegistration(Exec const& exec, Geometry const& grid, GreedyParams const& params)
+    : exec_(exec), grid_(grid), params_(params) {
+  params_.validateFor(grid);
+  for (int f : params_.scales) scales_.push_back(std::make_unique<Scale>(exec_, f, scaledExtents(grid, f), params_.fluid));
+  if (params_.scales.front() > 1)
+    blurred_ = ImageView<memory_space>("kortex::greedy::blurred", grid.nz(), grid.ny(), grid.nx());
+}
+
+template <class Exec>
+GreedyRegistration<Exec>::~GreedyRegistration() = default;
+
+template <class Exec>
+GreedyResult GreedyRegistration<Exec>::run(ConstImageView<memory_space> moving, ConstImageView<memory_space> fixed,
+                                           Field<memory_space> uOut, GreedyProgress const& progress) {
+  using Clock = std::chrono::steady_clock;
+  const auto start = Clock::now();
+  auto elapsed = [&start] { return std::chrono::duration<double>(Clock::now() - start).count(); };
+  const int nz = int(grid_.nz()), ny = int(grid_.ny()), nx = int(grid_.nx());
+  if (int(moving.extent(0)) != nz || int(moving.extent(1)) != ny || int(moving.extent(2)) != nx)
+    throw InvalidArgument("greedy registration: the moving image is not on the registration grid");
+  requireSameGrid(moving, fixed, "greedy registration", "the moving and fixed images are");
+  requireField3(uOut, "greedy registration");
+  for (int k = 0; k < 3; ++k)
+    if (uOut.extent(k + 1) != moving.extent(k))
+      throw InvalidArgument("greedy registration: the displacement is not on the registration grid");
+
+  GreedyResult result;
+  Scale* prev = nullptr;
+  for (std::size_t s = 0; s < scales_.size(); ++s) {
+    Scale& S = *scales_[s];
+    const double scaleStart = elapsed();
+    downsampleImage(exec_, moving, S.factor, blurred_, S.I0);
+    downsampleImage(exec_, fixed, S.factor, blurred_, S.I1);
+    if (prev) {
+      upsampleField(exec_, prev->u, prev->factor, S.factor, S.u);
+      upsampleField(exec_, prev->v, prev->factor, S.factor, S.v);
+    } else {
+      Kokkos::deep_copy(exec_, S.u, 0.0f);
+      Kokkos::deep_copy(exec_, S.v, 0.0f);
+    }
+    warp(exec_, S.I0, S.u, S.W);
+    GreedyScaleResult sr;
+    sr.factor = S.factor;
+    sr.rmseStart = imageRmse(exec_, S.W, S.I1);
+    sr.rmseEnd = sr.rmseStart;
+    for (int it = 1; it <= params_.iterations[s]; ++it) {
+      GreedyIteration rec;
+      rec.scale = int(s);
+      rec.factor = S.factor;
+      rec.iteration = it;
+      greedyForce(exec_, S.W, S.I1, S.f);
+      const bool first = it == 1;
+      const bool residual = params_.recordResidual;
+      switch (params_.solver) {
+        case GreedySolver::Fft:
+          S.solver.spectral(S.f, S.v);
+          break;
+        case GreedySolver::HybridSor:
+        case GreedySolver::HybridCg:
+          if (first) {
+            S.solver.spectral(S.f, S.v);
+          } else if (params_.solver == GreedySolver::HybridSor) {
+            rec.solve = S.solver.sor(S.f, S.v, params_.warmSweeps, params_.sorVariant, residual);
+          } else {
+            rec.solve = S.solver.cg(S.f, S.v, params_.cgMaxIterations, params_.cgTolerance, params_.matvecVariant);
+          }
+          break;
+        case GreedySolver::Sor:
+          rec.solve = S.solver.sor(S.f, S.v, first ? params_.coldSweeps : params_.warmSweeps, params_.sorVariant,
+                                   residual);
+          break;
+        case GreedySolver::Cg:
+          rec.solve = S.solver.cg(S.f, S.v, params_.cgMaxIterations, params_.cgTolerance, params_.matvecVariant);
+          break;
+      }
+      if (residual && rec.solve.residual < 0.0) rec.solve.residual = S.solver.residual(S.f, S.v);
+      const double m = fieldMaxNorm(exec_, S.v);
+      sr.iterations = it;
+      if (!(m > 0.0)) {
+        sr.stop = GreedyStop::ZeroVelocity;
+        rec.rmse = sr.rmseEnd;
+        rec.seconds = elapsed();
+        result.history.push_back(rec);
+        ++result.iterations;
+        if (progress) progress(rec);
+        break;
+      }
+      float delta = params_.maxStep;
+      bool accepted = false;
+      while (delta >= params_.minStep) {
+        greedyCompose(exec_, S.u, S.v, float(delta / m), S.cand);
+        const float mj = minJacobian(exec_, S.cand);
+        if (mj > 0.0f) {
+          accepted = true;
+          rec.minJacobian = mj;
+          break;
+        }
+        ++rec.refused;
+        delta *= 0.5f;
+      }
+      result.refused += rec.refused;
+      if (accepted) {
+        std::swap(S.u, S.cand);
+        warp(exec_, S.I0, S.u, S.W);
+        rec.step = delta;
+        sr.rmseEnd = imageRmse(exec_, S.W, S.I1);
+      }
+      rec.rmse = sr.rmseEnd;
+      rec.seconds = elapsed();
+      result.history.push_back(rec);
+      ++result.iterations;
+      if (progress) progress(rec);
+      if (!accepted) {
+        sr.stop = GreedyStop::Folded;
+        break;
+      }
+    }
+    sr.seconds = elapsed() - scaleStart;
+    result.scales.push_back(sr);
+    prev = &S;
+  }
+  Kokkos::deep_copy(exec_, uOut, prev->u);
+  result.minJacobian = minJacobian(exec_, uOut);
+  result.seconds = elapsed();
+  return result;
+}
+
+template <class Exec>
+GreedyResult greedyRegister(Exec const& exec, HostImage const& moving, HostImage const& fixed,
+                            VectorField<Kokkos::HostSpace>& u, GreedyParams const& params,
+                            GreedyProgress const& progress) {
+  using Mem = typename Exec::memory_space;
+  if (moving.data.extent(0) != fixed.data.extent(0) || moving.data.extent(1) != fixed.data.extent(1) ||
+      moving.data.extent(2) != fixed.data.extent(2))
+    throw InvalidArgument("greedyRegister: the moving and fixed images are on different grids");
+  auto dMoving = Kokkos::create_mirror_view_and_copy(Mem(), moving.data);
+  auto dFixed = Kokkos::create_mirror_view_and_copy(Mem(), fixed.data);
+  Field<Mem> dU("kortex::greedy::u_out", 3, fixed.geometry.nz(), fixed.geometry.ny(), fixed.geometry.nx());
+  GreedyRegistration<Exec> reg(exec, fixed.geometry, params);
+  GreedyResult r = reg.run(dMoving, dFixed, dU, progress);
+  u = VectorField<Kokkos::HostSpace>("greedy displacement", fixed.geometry);
+  Kokkos::deep_copy(u.data, dU);
+  return r;
+}
+
+#define KORTEX_INSTANTIATE_GREEDY(SPACE)                                                                   \
+  template void greedyForce<SPACE>(SPACE const&, ConstImageView<SPACE::memory_space>,                     \
+                                   ConstImageView<SPACE::memory_space>, Field<SPACE::memory_space>);       \
+  template void greedyCompose<SPACE>(SPACE const&, ConstField<SPACE::memory_space>,                       \
+                                     ConstField<SPACE::memory_space>, float, Field<SPACE::memory_space>);  \
+  template double fieldMaxNorm<SPACE>(SPACE const&, ConstField<SPACE::memory_space>);                     \
+  template float minJacobian<SPACE>(SPACE const&, ConstField<SPACE::memory_space>);                       \
+  template double imageRmse<SPACE>(SPACE const&, ConstImageView<SPACE::memory_space>,                     \
+                                   ConstImageView<SPACE::memory_space>);                                   \
+  template void downsampleImage<SPACE>(SPACE const&, ConstImageView<SPACE::memory_space>, int,            \
+                                       ImageView<SPACE::memory_space>, ImageView<SPACE::memory_space>);    \
+  template void upsampleField<SPACE>(SPACE const&, ConstField<SPACE::memory_space>, int, int,             \
+                                     Field<SPACE::memory_space>);                                          \
+  template class GreedyRegistration<SPACE>;                                                                \
+  template GreedyResult greedyRegister<SPACE>(SPACE const&, HostImage const&, HostImage const&,           \
+                                              VectorField<Kokkos::HostSpace>&, GreedyParams const&,        \
+                                              GreedyProgress const&);
+
+#ifdef KOKKOS_ENABLE_SERIAL
+KORTEX_INSTANTIATE_GREEDY(Kokkos::Serial)
+#endif
+#ifdef KOKKOS_ENABLE_OPENMP
+KORTEX_INSTANTIATE_GREEDY(Kokkos::OpenMP)
+#endif
+#ifdef KOKKOS_ENABLE_THREADS
+KORTEX_INSTANTIATE_GREEDY(Kokkos::Threads)
+#endif
+#ifdef KOKKOS_ENABLE_CUDA
+KORTEX_INSTANTIATE_GREEDY(Kokkos::Cuda)
+#endif
+
+#undef KORTEX_INSTANTIATE_GREEDY
+
+}  // namespace kortex::gpu

@@ -1,0 +1,84 @@
+// Kokkos greedy diffeomorphic registration (specification: core/Greedy.hpp; the fluid solves:
+// gpu/fluid/Fluid.hpp). Every kernel is an entry point of its own, so that tests compare each with
+// the CPU reference:
+//   greedyForce     - F = -(W - I1) grad W (gradient and force fused in one pass);
+//   greedyCompose   - u'(x) = u(x + eps v(x)) - eps v(x);
+//   fieldMaxNorm    - max |v| (fences);
+//   minJacobian     - min det(I - grad u) without storing it (fences);
+//   imageRmse       - sqrt(mean (a - b)^2) (fences);
+//   downsampleImage - the multi-scale rule's scale-f image (blur + trilinear sample);
+//   upsampleField   - u or v carried from one scale to the next.
+// The warp W = I0(x - u(x)) is the registration module's `warp` (gpu/registration). GreedyRegistration
+// allocates the workspace of every scale once and runs the spec's multi-scale iteration.
+#pragma once
+
+#include <Kokkos_Core.hpp>
+
+#include <memory>
+#include <vector>
+
+#include "core/Greedy.hpp"
+#include "core/Image.hpp"
+#include "gpu/Fields.hpp"
+#include "gpu/fluid/Fluid.hpp"
+
+namespace kortex::gpu {
+
+template <class Exec>
+void greedyForce(Exec const& exec, ConstImageView<typename Exec::memory_space> warped,
+                 ConstImageView<typename Exec::memory_space> fixed, Field<typename Exec::memory_space> f);
+
+template <class Exec>
+void greedyCompose(Exec const& exec, ConstField<typename Exec::memory_space> u,
+                   ConstField<typename Exec::memory_space> v, float eps, Field<typename Exec::memory_space> out);
+
+template <class Exec>
+double fieldMaxNorm(Exec const& exec, ConstField<typename Exec::memory_space> v);
+
+template <class Exec>
+float minJacobian(Exec const& exec, ConstField<typename Exec::memory_space> u);
+
+template <class Exec>
+double imageRmse(Exec const& exec, ConstImageView<typename Exec::memory_space> a,
+                 ConstImageView<typename Exec::memory_space> b);
+
+// out (extents in / factor) = the scale-`factor` image of `in`; `blurred` has the extents of `in`
+// (workspace; unused for factor 1).
+template <class Exec>
+void downsampleImage(Exec const& exec, ConstImageView<typename Exec::memory_space> in, int factor,
+                     ImageView<typename Exec::memory_space> blurred, ImageView<typename Exec::memory_space> out);
+
+template <class Exec>
+void upsampleField(Exec const& exec, ConstField<typename Exec::memory_space> in, int from, int to,
+                   Field<typename Exec::memory_space> out);
+
+template <class Exec>
+class GreedyRegistration {
+ public:
+  using memory_space = typename Exec::memory_space;
+  // `grid` is the full grid (the last scale); params must be valid for it (validateFor).
+  GreedyRegistration(Exec const& exec, Geometry const& grid, GreedyParams const& params);
+  ~GreedyRegistration();
+  // Registers `moving` to `fixed` (full grid, on exec's memory space); `u` (3, nz, ny, nx) receives
+  // the full-grid displacement.
+  GreedyResult run(ConstImageView<memory_space> moving, ConstImageView<memory_space> fixed,
+                   Field<memory_space> u, GreedyProgress const& progress = {});
+  GreedyParams const& params() const { return params_; }
+
+ private:
+  struct Scale;
+  Exec exec_;
+  Geometry grid_;
+  GreedyParams params_;
+  std::vector<std::unique_ptr<Scale>> scales_;
+  ImageView<memory_space> blurred_;
+};
+
+// Convenience: copies host images to the device, runs, copies the field back into `u` (allocated
+// here on the fixed grid).
+template <class Exec>
+GreedyResult greedyRegister(Exec const& exec, HostImage const& moving, HostImage const& fixed,
+                            VectorField<Kokkos::HostSpace>& u, GreedyParams const& params,
+                            GreedyProgress const& progress = {});
+
+}  // namespace kortex::gpu

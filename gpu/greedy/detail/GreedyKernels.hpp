@@ -1,0 +1,96 @@
+// Kernels of greedy registration (specification: core/Greedy.hpp), one functor per pass.
+#pragma once
+
+#include <Kokkos_Core.hpp>
+
+#include "core/Boundary.hpp"
+#include "core/Compat.hpp"
+#include "core/Greedy.hpp"
+#include "core/Registration.hpp"
+#include "gpu/Fields.hpp"
+
+namespace kortex::gpu::greedy_detail {
+
+// F = -(W - I1) grad W.
+template <class Mem>
+struct ForceFunctor {
+  ConstImageView<Mem> w, fixed;
+  Field<Mem> f;
+  KOKKOS_INLINE_FUNCTION void operator()(int z, int y, int x) const {
+    float o[3];
+    ::kortex::greedyForce(w, fixed, z, y, x, o);
+    f(0, z, y, x) = o[0];
+    f(1, z, y, x) = o[1];
+    f(2, z, y, x) = o[2];
+  }
+};
+
+// out = u(x + eps v) - eps v.
+template <class Mem>
+struct ComposeFunctor {
+  ConstField<Mem> u, v;
+  Field<Mem> out;
+  float eps;
+  KOKKOS_INLINE_FUNCTION void operator()(int z, int y, int x) const {
+    float o[3];
+    ::kortex::greedyCompose(u, v, eps, z, y, x, o);
+    out(0, z, y, x) = o[0];
+    out(1, z, y, x) = o[1];
+    out(2, z, y, x) = o[2];
+  }
+};
+
+// min over voxels of det(I - grad u) (clamped central differences).
+template <class Mem>
+struct MinJacobianFunctor {
+  using value_type = float;
+  ConstField<Mem> u;
+  int ny, nx, nz;
+  KOKKOS_INLINE_FUNCTION void operator()(long i, float& m) const {
+    const int x = static_cast<int>(i % nx), y = static_cast<int>((i / nx) % ny), z = static_cast<int>(i / (long(nx) * ny));
+    const int xm = clampIndex(x - 1, nx), xp = clampIndex(x + 1, nx);
+    const int ym = clampIndex(y - 1, ny), yp = clampIndex(y + 1, ny);
+    const int zm = clampIndex(z - 1, nz), zp = clampIndex(z + 1, nz);
+    float g[9];
+    for (int c = 0; c < 3; ++c) {
+      g[3 * c + 0] = regCentral(u(c, z, y, xm), u(c, z, y, xp));
+      g[3 * c + 1] = regCentral(u(c, z, ym, x), u(c, z, yp, x));
+      g[3 * c + 2] = regCentral(u(c, zm, y, x), u(c, zp, y, x));
+    }
+    const float J = regDeterminant(g);
+    if (J < m) m = J;
+  }
+  KOKKOS_INLINE_FUNCTION void init(float& m) const { m = 3.4e38f; }
+  KOKKOS_INLINE_FUNCTION void join(KORTEX_JOIN_VOLATILE float& d, const KORTEX_JOIN_VOLATILE float& s) const {
+    if (s < d) d = s;
+  }
+};
+
+// Scale-f image: trilinear sample of `blurred` at f x + (f - 1)/2.
+template <class Mem>
+struct DownsampleFunctor {
+  ConstImageView<Mem> blurred;
+  ImageView<Mem> out;
+  float factor, shift;
+  KOKKOS_INLINE_FUNCTION void operator()(int z, int y, int x) const {
+    float g[3];
+    out(z, y, x) = regSampleTrilinear(blurred, factor * x + shift, factor * y + shift, factor * z + shift, g);
+  }
+};
+
+// out(x) = scale * in(a x + b) per component.
+template <class Mem>
+struct UpsampleFunctor {
+  ConstField<Mem> in;
+  Field<Mem> out;
+  float a, b, scale;
+  KOKKOS_INLINE_FUNCTION void operator()(int z, int y, int x) const {
+    float o[3];
+    greedySampleField(in, a * x + b, a * y + b, a * z + b, o);
+    out(0, z, y, x) = scale * o[0];
+    out(1, z, y, x) = scale * o[1];
+    out(2, z, y, x) = scale * o[2];
+  }
+};
+
+}  // namespace kortex::gpu::greedy_detail

@@ -1,0 +1,285 @@
+#include "reference_cpu/Greedy.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <string>
+
+#include "core/Errors.hpp"
+#include "reference_cpu/Gaussian.hpp"
+#include "reference_cpu/Registration.hpp"
+
+namespace kortex::ref {
+namespace {
+
+// Views are passed by reference inside the OpenMP loops below: copying one there would update
+// its reference count from several threads (not atomic in a Kokkos build without host threads).
+
+inline Index clampI(Index i, Index n) { return i < 0 ? 0 : (i >= n ? n - 1 : i); }
+
+struct Cell {
+  Index i0, i1;
+  double t;
+};
+// Corner indices and weight of a coordinate on an axis of n samples (clamp-extended).
+Cell cell(double p, Index n) {
+  const double q = std::min(std::max(p, -1.0), double(n));
+  const double f = std::floor(q);
+  return Cell{clampI(Index(f), n), clampI(Index(f) + 1, n), q - f};
+}
+
+double trilinear(ConstHostField const& u, int c, double px, double py, double pz) {
+  const Cell X = cell(px, Index(u.extent(3))), Y = cell(py, Index(u.extent(2))), Z = cell(pz, Index(u.extent(1)));
+  double s = 0.0;
+  for (int dz = 0; dz < 2; ++dz)
+    for (int dy = 0; dy < 2; ++dy)
+      for (int dx = 0; dx < 2; ++dx) {
+        const double w = (dz ? Z.t : 1 - Z.t) * (dy ? Y.t : 1 - Y.t) * (dx ? X.t : 1 - X.t);
+        s += w * u(c, dz ? Z.i1 : Z.i0, dy ? Y.i1 : Y.i0, dx ? X.i1 : X.i0);
+      }
+  return s;
+}
+
+double trilinearImage(ConstHostImageView const& img, double px, double py, double pz) {
+  const Cell X = cell(px, Index(img.extent(2))), Y = cell(py, Index(img.extent(1))), Z = cell(pz, Index(img.extent(0)));
+  double s = 0.0;
+  for (int dz = 0; dz < 2; ++dz)
+    for (int dy = 0; dy < 2; ++dy)
+      for (int dx = 0; dx < 2; ++dx) {
+        const double w = (dz ? Z.t : 1 - Z.t) * (dy ? Y.t : 1 - Y.t) * (dx ? X.t : 1 - X.t);
+        s += w * img(dz ? Z.i1 : Z.i0, dy ? Y.i1 : Y.i0, dx ? X.i1 : X.i0);
+      }
+  return s;
+}
+
+void requireSameGrid3(std::size_t const* a, std::size_t const* b, const char* who) {
+  for (int k = 0; k < 3; ++k)
+    if (a[k] != b[k]) throw InvalidArgument(std::string(who) + ": inputs on different grids");
+}
+
+HostField makeField(const char* label, Index nz, Index ny, Index nx) { return HostField(std::string(label), 3, nz, ny, nx); }
+
+}  // namespace
+
+void greedyForce(ConstHostImageView w, ConstHostImageView fixed, HostField f) {
+  const std::size_t a[3] = {w.extent(0), w.extent(1), w.extent(2)};
+  const std::size_t b[3] = {fixed.extent(0), fixed.extent(1), fixed.extent(2)};
+  const std::size_t c[3] = {f.extent(1), f.extent(2), f.extent(3)};
+  requireSameGrid3(a, b, "greedyForce");
+  requireSameGrid3(a, c, "greedyForce");
+  if (f.extent(0) != 3) throw InvalidArgument("greedyForce: the force field needs 3 components");
+  const Index nz = Index(a[0]), ny = Index(a[1]), nx = Index(a[2]);
+#pragma omp parallel for
+  for (Index z = 0; z < nz; ++z)
+    for (Index y = 0; y < ny; ++y)
+      for (Index x = 0; x < nx; ++x) {
+        const double r = double(fixed(z, y, x)) - double(w(z, y, x));
+        const double g[3] = {0.5 * (double(w(z, y, clampI(x + 1, nx))) - w(z, y, clampI(x - 1, nx))),
+                             0.5 * (double(w(z, clampI(y + 1, ny), x)) - w(z, clampI(y - 1, ny), x)),
+                             0.5 * (double(w(clampI(z + 1, nz), y, x)) - w(clampI(z - 1, nz), y, x))};
+        for (int k = 0; k < 3; ++k) f(k, z, y, x) = float(r * g[k]);
+      }
+}
+
+void greedyCompose(ConstHostField u, ConstHostField v, float eps, HostField out) {
+  for (int k = 0; k < 4; ++k)
+    if (u.extent(k) != v.extent(k) || u.extent(k) != out.extent(k))
+      throw InvalidArgument("greedyCompose: fields of different extents");
+  if (u.extent(0) != 3) throw InvalidArgument("greedyCompose: fields need 3 components");
+  if (out.data() == u.data() || out.data() == v.data())
+    throw InvalidArgument("greedyCompose: the output aliases an input");
+  const Index nz = Index(u.extent(1)), ny = Index(u.extent(2)), nx = Index(u.extent(3));
+#pragma omp parallel for
+  for (Index z = 0; z < nz; ++z)
+    for (Index y = 0; y < ny; ++y)
+      for (Index x = 0; x < nx; ++x) {
+        // The step is formed in float, as the spec's sample point: eps * v(x).
+        const float d[3] = {eps * v(0, z, y, x), eps * v(1, z, y, x), eps * v(2, z, y, x)};
+        const double px = double(float(x) + d[0]), py = double(float(y) + d[1]), pz = double(float(z) + d[2]);
+        for (int c = 0; c < 3; ++c) out(c, z, y, x) = float(trilinear(u, c, px, py, pz) - d[c]);
+      }
+}
+
+double fieldMaxNorm(ConstHostField v) {
+  const std::size_t n = v.extent(1) * v.extent(2) * v.extent(3);
+  double m = 0.0;
+#pragma omp parallel for reduction(max : m)
+  for (std::size_t i = 0; i < n; ++i) {
+    const double a = v.data()[i], b = v.data()[n + i], c = v.data()[2 * n + i];
+    m = std::max(m, std::sqrt(a * a + b * b + c * c));
+  }
+  return m;
+}
+
+double imageRmse(ConstHostImageView a, ConstHostImageView b) {
+  double s = 0.0;
+  const std::size_t n = a.size();
+#pragma omp parallel for reduction(+ : s)
+  for (std::size_t i = 0; i < n; ++i) {
+    const double d = double(a.data()[i]) - b.data()[i];
+    s += d * d;
+  }
+  return std::sqrt(s / double(n));
+}
+
+HostImage downsampleImage(HostImage const& in, int factor) {
+  const Geometry& g = in.geometry;
+  if (factor < 1 || g.nx() % factor || g.ny() % factor || g.nz() % factor)
+    throw InvalidArgument("downsampleImage: factor " + std::to_string(factor) + " does not divide " + describe(g));
+  HostImage out("greedy scale image", scaledGeometry(g, factor));
+  if (factor == 1) {
+    Kokkos::deep_copy(out.data, in.data);
+    return out;
+  }
+  HostImage blurred("greedy blurred", g);
+  gaussianBlur(in.data, blurred.data, GaussianParams{double(scaleSigma(factor)), GaussianVariant::Recursive});
+  ConstHostImageView b = blurred.data;
+  const double shift = 0.5 * (factor - 1);
+  const Index nz = out.geometry.nz(), ny = out.geometry.ny(), nx = out.geometry.nx();
+#pragma omp parallel for
+  for (Index z = 0; z < nz; ++z)
+    for (Index y = 0; y < ny; ++y)
+      for (Index x = 0; x < nx; ++x)
+        out.data(z, y, x) = float(trilinearImage(b, factor * x + shift, factor * y + shift, factor * z + shift));
+  return out;
+}
+
+void upsampleField(ConstHostField in, int from, int to, HostField out) {
+  if (in.extent(0) != 3 || out.extent(0) != 3) throw InvalidArgument("upsampleField: fields need 3 components");
+  const double scale = double(from) / double(to);
+  const double a = double(to) / double(from), b = (0.5 * (to - 1) - 0.5 * (from - 1)) / double(from);
+  const Index nz = Index(out.extent(1)), ny = Index(out.extent(2)), nx = Index(out.extent(3));
+#pragma omp parallel for
+  for (Index z = 0; z < nz; ++z)
+    for (Index y = 0; y < ny; ++y)
+      for (Index x = 0; x < nx; ++x)
+        for (int c = 0; c < 3; ++c)
+          out(c, z, y, x) = float(scale * trilinear(in, c, a * x + b, a * y + b, a * z + b));
+}
+
+GreedyResult greedyRegister(HostImage const& moving, HostImage const& fixed, VectorField<Kokkos::HostSpace>& u,
+                            GreedyParams const& params, GreedyProgress const& progress) {
+  using Clock = std::chrono::steady_clock;
+  const auto start = Clock::now();
+  auto elapsed = [&start] { return std::chrono::duration<double>(Clock::now() - start).count(); };
+  if (moving.data.extent(0) != fixed.data.extent(0) || moving.data.extent(1) != fixed.data.extent(1) ||
+      moving.data.extent(2) != fixed.data.extent(2))
+    throw InvalidArgument("greedyRegister: the moving and fixed images are on different grids");
+  for (int f : params.scales)
+    if (f < 1 || fixed.geometry.nx() % f || fixed.geometry.ny() % f || fixed.geometry.nz() % f ||
+        fixed.geometry.nx() / f < kFluidMinExtent || fixed.geometry.ny() / f < kFluidMinExtent ||
+        fixed.geometry.nz() / f < kFluidMinExtent)
+      throw InvalidArgument("greedyRegister: scale factor " + std::to_string(f) + " does not fit " +
+                            describe(fixed.geometry));
+
+  GreedyResult result;
+  HostField uCur, vCur;
+  int prevFactor = 0;
+  for (std::size_t s = 0; s < params.scales.size(); ++s) {
+    const int f = params.scales[s];
+    const auto scaleStart = elapsed();
+    const HostImage I0 = downsampleImage(moving, f), I1 = downsampleImage(fixed, f);
+    const Index nz = I1.geometry.nz(), ny = I1.geometry.ny(), nx = I1.geometry.nx();
+    HostField uS = makeField("greedy u", nz, ny, nx), vS = makeField("greedy v", nz, ny, nx);
+    if (prevFactor != 0) {
+      upsampleField(uCur, prevFactor, f, uS);
+      upsampleField(vCur, prevFactor, f, vS);
+    }
+    HostField force = makeField("greedy force", nz, ny, nx), cand = makeField("greedy candidate", nz, ny, nx);
+    ImageView<Kokkos::HostSpace> W("greedy warped", nz, ny, nx), jac("greedy jacobian", nz, ny, nx);
+    warp(I0.data, uS, W);
+    GreedyScaleResult sr;
+    sr.factor = f;
+    sr.rmseStart = imageRmse(W, I1.data);
+    sr.rmseEnd = sr.rmseStart;
+    for (int it = 1; it <= params.iterations[s]; ++it) {
+      GreedyIteration rec;
+      rec.scale = int(s);
+      rec.factor = f;
+      rec.iteration = it;
+      greedyForce(W, I1.data, force);
+      const bool first = it == 1;
+      switch (params.solver) {
+        case GreedySolver::Fft:
+          fluidSolveSpectral(params.fluid, force, vS);
+          break;
+        case GreedySolver::HybridSor:
+        case GreedySolver::HybridCg:
+          if (first) {
+            fluidSolveSpectral(params.fluid, force, vS);
+            break;
+          }
+          if (params.solver == GreedySolver::HybridSor)
+            rec.solve = fluidSolveSor(params.fluid, force, vS, params.warmSweeps);
+          else
+            rec.solve = fluidSolveCg(params.fluid, force, vS, params.cgMaxIterations, params.cgTolerance);
+          break;
+        case GreedySolver::Sor:
+          if (first && prevFactor == 0) Kokkos::deep_copy(vS, 0.0f);
+          rec.solve = fluidSolveSor(params.fluid, force, vS, first ? params.coldSweeps : params.warmSweeps);
+          break;
+        case GreedySolver::Cg:
+          rec.solve = fluidSolveCg(params.fluid, force, vS, params.cgMaxIterations, params.cgTolerance);
+          break;
+      }
+      if (params.recordResidual && rec.solve.residual < 0.0) rec.solve.residual = fluidResidual(params.fluid, force, vS);
+      const double m = fieldMaxNorm(vS);
+      if (!(m > 0.0)) {
+        sr.stop = GreedyStop::ZeroVelocity;
+        sr.iterations = it;
+        rec.rmse = sr.rmseEnd;
+        rec.seconds = elapsed();
+        result.history.push_back(rec);
+        if (progress) progress(rec);
+        break;
+      }
+      float delta = params.maxStep;
+      bool accepted = false;
+      while (delta >= params.minStep) {
+        greedyCompose(uS, vS, float(delta / m), cand);
+        jacobianDeterminant(cand, jac);
+        float mj = jac(0, 0, 0);
+        for (std::size_t i = 0; i < jac.size(); ++i) mj = std::min(mj, jac.data()[i]);
+        if (mj > 0.0f) {
+          accepted = true;
+          rec.minJacobian = mj;
+          break;
+        }
+        ++rec.refused;
+        delta *= 0.5f;
+      }
+      result.refused += rec.refused;
+      sr.iterations = it;
+      if (accepted) {
+        std::swap(uS, cand);
+        warp(I0.data, uS, W);
+        rec.step = delta;
+        sr.rmseEnd = imageRmse(W, I1.data);
+      }
+      rec.rmse = sr.rmseEnd;
+      rec.seconds = elapsed();
+      result.history.push_back(rec);
+      ++result.iterations;
+      if (progress) progress(rec);
+      if (!accepted) {
+        sr.stop = GreedyStop::Folded;
+        break;
+      }
+    }
+    sr.seconds = elapsed() - scaleStart;
+    result.scales.push_back(sr);
+    uCur = uS;
+    vCur = vS;
+    prevFactor = f;
+  }
+  u = VectorField<Kokkos::HostSpace>("greedy displacement", fixed.geometry);
+  Kokkos::deep_copy(u.data, uCur);
+  ImageView<Kokkos::HostSpace> jac("greedy jacobian", u.data.extent(1), u.data.extent(2), u.data.extent(3));
+  jacobianDeterminant(u.data, jac);
+  result.minJacobian = jac(0, 0, 0);
+  for (std::size_t i = 0; i < jac.size(); ++i) result.minJacobian = std::min(result.minJacobian, jac.data()[i]);
+  result.seconds = elapsed();
+  return result;
+}
+
+}  // namespace kortex::ref

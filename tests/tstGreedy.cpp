@@ -1,0 +1,339 @@
+// Greedy diffeomorphic registration (core/Greedy.hpp): the CPU reference (reference_cpu/Greedy.hpp)
+// on analytic cases, and every Kokkos kernel (gpu/greedy/Greedy.hpp) against it on every enabled
+// execution space: force, composition, max |v|, min det, RMSE, down- and up-sampling, whole
+// multi-scale registrations with every solver, the fold refusal, and bad inputs.
+#define BOOST_TEST_MODULE Greedy
+#include <boost/test/unit_test.hpp>
+#include <cmath>
+#include <random>
+#include <string>
+
+#include "TestUtils.hpp"
+#include "core/Greedy.hpp"
+#include "gpu/greedy/Greedy.hpp"
+#include "gpu/registration/Registration.hpp"
+#include "reference_cpu/Greedy.hpp"
+#include "reference_cpu/Registration.hpp"
+
+using namespace kortex;
+using HostField = ref::HostField;
+
+namespace {
+
+// ---- tolerances ----------------------------------------------------------------------------------
+// Force: float central differences and one float product vs double, relative to the peak |F|
+// (measured 9e-10 absolute).
+constexpr double kForceTol = 1e-6;
+// Composition: float trilinear sample (7 lerps) of |u| <= 3 vs double, and the float step eps v
+// formed identically on both sides: a few ulps of 3 (2.4e-7 each).
+constexpr double kComposeTol = 2e-6;  // voxels
+// Down-sampling: the recursive blur (its own float-vs-double tolerance in tstGaussian) then one
+// float trilinear sample; relative to the image range [0, 1].
+constexpr double kDownsampleTol = 1e-5;
+// Up-sampling: float trilinear sample and one float scaling.
+constexpr double kUpsampleTol = 2e-6;  // voxels
+// Whole registrations, Kokkos (float FFT / sweeps) vs the reference (double FFT / sweeps, float
+// storage), 18 steps of <= 1 voxel: measured 1.1e-6 (fft), 1.9e-6 (cg), 1.1e-5 (sor, hybrid-sor)
+// voxels on Serial; a different fold decision would move the field by >= half a step.
+constexpr double kFieldTol = 1e-4;  // voxels
+// Linear functions are reproduced exactly by trilinear interpolation away from the clamp: float
+// rounding of |u| <= 2 only.
+constexpr double kLinearTol = 1e-5;
+
+Geometry grid(int nx, int ny, int nz) { return Geometry::make3D(nx, ny, nz); }
+
+// A smooth blob image with structure in every direction, values in [0, 1].
+HostImage blobs(int nx, int ny, int nz, double shift = 0.0) {
+  HostImage img("blobs", grid(nx, ny, nz));
+  for (int z = 0; z < nz; ++z)
+    for (int y = 0; y < ny; ++y)
+      for (int x = 0; x < nx; ++x) {
+        const double cx = nx / 2.0 + shift, cy = ny / 2.0, cz = nz / 2.0;
+        const double r2 = std::pow((x - cx) / (0.3 * nx), 2) + std::pow((y - cy) / (0.25 * ny), 2) +
+                          std::pow((z - cz) / (0.3 * nz), 2);
+        const double d2 = std::pow((x - cx - 0.15 * nx) / (0.1 * nx), 2) + std::pow((y - cy) / (0.1 * ny), 2) +
+                          std::pow((z - cz) / (0.12 * nz), 2);
+        img.data(z, y, x) = float(0.7 * std::exp(-r2) + 0.3 * std::exp(-d2));
+      }
+  return img;
+}
+
+HostField randomField(int nz, int ny, int nx, unsigned seed, float amp) {
+  HostField v("random", 3, nz, ny, nx);
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> d(-amp, amp);
+  for (std::size_t i = 0; i < v.size(); ++i) v.data()[i] = d(rng);
+  return v;
+}
+
+// A smooth field (sines), amplitude `amp` voxels.
+HostField smoothField(int nz, int ny, int nx, float amp) {
+  HostField u("smooth", 3, nz, ny, nx);
+  const double tw = 6.283185307179586;
+  for (int c = 0; c < 3; ++c)
+    for (int z = 0; z < nz; ++z)
+      for (int y = 0; y < ny; ++y)
+        for (int x = 0; x < nx; ++x)
+          u(c, z, y, x) = float(amp * std::sin(tw * x / nx + c) * std::cos(tw * y / ny) * std::sin(tw * z / nz + 0.5));
+  return u;
+}
+
+double maxAbs(HostField const& a) {
+  double m = 0.0;
+  for (std::size_t i = 0; i < a.size(); ++i) m = std::max(m, double(std::fabs(a.data()[i])));
+  return m;
+}
+
+double maxDiff(HostField const& a, HostField const& b) {
+  double m = 0.0;
+  for (std::size_t i = 0; i < a.size(); ++i) m = std::max(m, std::fabs(double(a.data()[i]) - b.data()[i]));
+  return m;
+}
+
+template <class Space>
+gpu::Field<typename Space::memory_space> toDevice(HostField const& h) {
+  gpu::Field<typename Space::memory_space> d("d", h.extent(0), h.extent(1), h.extent(2), h.extent(3));
+  Kokkos::deep_copy(d, h);
+  return d;
+}
+
+template <class View>
+HostField toHostField(View const& d) {
+  HostField h("h", d.extent(0), d.extent(1), d.extent(2), d.extent(3));
+  Kokkos::deep_copy(h, d);
+  return h;
+}
+
+GreedyParams smallParams(GreedySolver solver) {
+  GreedyParams p;
+  p.scales = {2, 1};
+  p.iterations = {8, 10};
+  p.solver = solver;
+  p.coldSweeps = 60;
+  p.warmSweeps = 6;
+  p.cgTolerance = 1e-5;
+  return p;
+}
+
+}  // namespace
+
+// ---- reference and spec ---------------------------------------------------------------------------
+
+BOOST_AUTO_TEST_CASE(params_validation) {
+  GreedyParams p;
+  BOOST_CHECK_NO_THROW(p.validate());
+  p.scales = {1, 2};
+  p.iterations = {5, 5};
+  test::expectThrowWith<InvalidArgument>([&] { p.validate(); }, {"decrease"});
+  p = GreedyParams{};
+  p.scales = {2};
+  p.iterations = {5};
+  test::expectThrowWith<InvalidArgument>([&] { p.validate(); }, {"must be 1"});
+  p = GreedyParams{};
+  p.iterations = {5};
+  test::expectThrowWith<InvalidArgument>([&] { p.validate(); }, {"one per scale"});
+  p = GreedyParams{};
+  p.fluid.beta = 0.1;
+  p.solver = GreedySolver::HybridSor;
+  test::expectThrowWith<InvalidArgument>([&] { p.validate(); }, {"beta = 0"});
+  p = GreedyParams{};
+  p.maxStep = 0.0f;
+  test::expectThrowWith<InvalidArgument>([&] { p.validate(); }, {"max step"});
+  p = GreedyParams{};
+  p.fluid.gamma = 0.0;
+  test::expectThrowWith<InvalidArgument>([&] { p.validate(); }, {"gamma"});
+  p = GreedyParams{};
+  test::expectThrowWith<InvalidArgument>([&] { p.validateFor(grid(20, 21, 20)); }, {"does not divide"});
+  p.solver = GreedySolver::Sor;
+  test::expectThrowWith<InvalidArgument>([&] { p.validateFor(grid(20, 18, 22)); }, {"even extents"});
+  BOOST_CHECK_NO_THROW(p.validateFor(grid(20, 16, 24)));
+  BOOST_TEST(toString(parseGreedySolver("hybrid-cg")) == std::string("hybrid-cg"));
+  test::expectThrowWith<InvalidArgument>([] { parseGreedySolver("multigrid"); }, {"unknown fluid solver"});
+}
+
+BOOST_AUTO_TEST_CASE(reference_composition_of_linear_maps_is_exact) {
+  // u(x) = A x (linear), v constant: u(x + eps v) - eps v = A x + (A - I) eps v, exactly, wherever
+  // x + eps v stays inside the grid (no clamp).
+  const int n = 12;
+  HostField u("u", 3, n, n, n), v("v", 3, n, n, n), out("out", 3, n, n, n);
+  const double A[3][3] = {{0.02, -0.01, 0.03}, {0.01, 0.015, -0.02}, {-0.025, 0.01, 0.01}};
+  const double vc[3] = {0.7, -0.4, 0.3};
+  const float eps = 1.5f;
+  for (int z = 0; z < n; ++z)
+    for (int y = 0; y < n; ++y)
+      for (int x = 0; x < n; ++x)
+        for (int c = 0; c < 3; ++c) {
+          u(c, z, y, x) = float(A[c][0] * x + A[c][1] * y + A[c][2] * z);
+          v(c, z, y, x) = float(vc[c]);
+        }
+  ref::greedyCompose(u, v, eps, out);
+  double err = 0.0;
+  for (int z = 2; z < n - 2; ++z)
+    for (int y = 2; y < n - 2; ++y)
+      for (int x = 2; x < n - 2; ++x)
+        for (int c = 0; c < 3; ++c) {
+          const double p[3] = {x + eps * vc[0], y + eps * vc[1], z + eps * vc[2]};
+          const double want = A[c][0] * p[0] + A[c][1] * p[1] + A[c][2] * p[2] - eps * vc[c];
+          err = std::max(err, std::fabs(out(c, z, y, x) - want));
+        }
+  BOOST_TEST(err <= kLinearTol);
+}
+
+BOOST_AUTO_TEST_CASE(reference_downsample_and_upsample_rules) {
+  // Factor 2 of a linear ramp: the blur keeps a ramp (away from the clamp), the sample at 2x + 1/2.
+  const int n = 16;
+  HostImage ramp("ramp", grid(n, n, n));
+  for (int z = 0; z < n; ++z)
+    for (int y = 0; y < n; ++y)
+      for (int x = 0; x < n; ++x) ramp.data(z, y, x) = float(0.01 * x + 0.02 * y - 0.005 * z);
+  const HostImage d = ref::downsampleImage(ramp, 2);
+  BOOST_TEST(d.geometry.nx() == n / 2);
+  BOOST_TEST(d.geometry.spacing[0] == 2.0);
+  double err = 0.0;
+  for (int z = 2; z < n / 2 - 2; ++z)
+    for (int y = 2; y < n / 2 - 2; ++y)
+      for (int x = 2; x < n / 2 - 2; ++x)
+        err = std::max(err, std::fabs(d.data(z, y, x) - (0.01 * (2 * x + 0.5) + 0.02 * (2 * y + 0.5) - 0.005 * (2 * z + 0.5))));
+  BOOST_TEST(err <= 1e-4);  // the recursive Gaussian keeps ramps to its own accuracy
+  // A constant coarse field of 1 voxel becomes a constant fine field of 2 voxels.
+  HostField coarse("coarse", 3, 4, 4, 4), fine("fine", 3, 8, 8, 8);
+  Kokkos::deep_copy(coarse, 1.0f);
+  ref::upsampleField(coarse, 2, 1, fine);
+  for (std::size_t i = 0; i < fine.size(); ++i) BOOST_TEST(fine.data()[i] == 2.0f);
+}
+
+BOOST_AUTO_TEST_CASE(reference_registration_recovers_a_shift_and_stays_diffeomorphic) {
+  const int n = 24;
+  const HostImage fixed = blobs(n, n, n), moving = blobs(n, n, n, 1.5);
+  for (GreedySolver s : {GreedySolver::Fft, GreedySolver::HybridSor, GreedySolver::Cg}) {
+    VectorField<Kokkos::HostSpace> u;
+    GreedyParams p = smallParams(s);
+    p.iterations = {15, 25};
+    const GreedyResult r = ref::greedyRegister(moving, fixed, u, p);
+    BOOST_TEST(r.scales.size() == 2u);
+    BOOST_TEST(r.scales.back().rmseEnd < 0.25 * r.scales.front().rmseStart, toString(s));
+    BOOST_TEST(r.minJacobian > 0.0f);
+    // The moving blob sits 1.5 voxels further along +x: I0(x - u) = I1 needs u_x ~ -1.5 in the blob.
+    const double ux = u.data(0, n / 2, n / 2, n / 2);
+    BOOST_TEST(std::fabs(ux + 1.5) < 0.3, toString(s) << ": u_x at the centre " << ux);
+  }
+}
+
+// ---- Kokkos, every execution space ----------------------------------------------------------------
+
+BOOST_AUTO_TEST_CASE_TEMPLATE(kokkos_kernels_match_reference, Space, test::ExecutionSpaces) {
+  Space exec;
+  using Mem = typename Space::memory_space;
+  const int nz = 10, ny = 12, nx = 14;
+  const HostImage fixed = blobs(nx, ny, nz), moving = blobs(nx, ny, nz, 1.0);
+  auto dFixed = test::toSpace<Space>(fixed), dMoving = test::toSpace<Space>(moving);
+  // Force
+  {
+    gpu::Field<Mem> f("f", 3, nz, ny, nx);
+    gpu::greedyForce(exec, dMoving, dFixed, f);
+    HostField want("want", 3, nz, ny, nx);
+    ref::greedyForce(moving.data, fixed.data, want);
+    BOOST_TEST(maxDiff(toHostField(f), want) <= kForceTol * maxAbs(want));
+  }
+  // Composition, max norm, min det
+  {
+    const HostField u = smoothField(nz, ny, nx, 1.5f), v = randomField(nz, ny, nx, 3, 1.0f);
+    auto du = toDevice<Space>(u);
+    auto dv = toDevice<Space>(v);
+    gpu::Field<Mem> out("out", 3, nz, ny, nx);
+    gpu::greedyCompose(exec, du, dv, 0.8f, out);
+    HostField want("want", 3, nz, ny, nx);
+    ref::greedyCompose(u, v, 0.8f, want);
+    BOOST_TEST(maxDiff(toHostField(out), want) <= kComposeTol);
+    BOOST_TEST(std::fabs(gpu::fieldMaxNorm(exec, dv) - ref::fieldMaxNorm(v)) <= 1e-6 * ref::fieldMaxNorm(v));
+    ImageView<Kokkos::HostSpace> jac("jac", nz, ny, nx);
+    ref::jacobianDeterminant(u, jac);
+    float mj = jac(0, 0, 0);
+    for (std::size_t i = 0; i < jac.size(); ++i) mj = std::min(mj, jac.data()[i]);
+    BOOST_TEST(std::fabs(gpu::minJacobian(exec, du) - mj) <= 2e-6);
+    BOOST_TEST(std::fabs(gpu::imageRmse(exec, dMoving, dFixed) - ref::imageRmse(moving.data, fixed.data)) <= 1e-9);
+  }
+  // Down- and up-sampling
+  {
+    const HostImage img = blobs(16, 12, 8);
+    auto d = test::toSpace<Space>(img);
+    ImageView<Mem> blurred("blurred", 8, 12, 16), out("out", 4, 6, 8);
+    gpu::downsampleImage(exec, d, 2, blurred, out);
+    const HostImage want = ref::downsampleImage(img, 2);
+    const HostImage got = test::toHost(out, want.geometry);
+    BOOST_TEST(test::maxAbsDifference(got, want) <= kDownsampleTol);
+    const HostField c = smoothField(4, 6, 8, 1.0f);
+    gpu::Field<Mem> fine("fine", 3, 8, 12, 16);
+    gpu::upsampleField(exec, toDevice<Space>(c), 2, 1, fine);
+    HostField wantFine("wantFine", 3, 8, 12, 16);
+    ref::upsampleField(c, 2, 1, wantFine);
+    BOOST_TEST(maxDiff(toHostField(fine), wantFine) <= kUpsampleTol);
+  }
+}
+
+BOOST_AUTO_TEST_CASE_TEMPLATE(kokkos_registration_matches_reference, Space, test::ExecutionSpaces) {
+  Space exec;
+  const int n = 16;
+  const HostImage fixed = blobs(n, n, n), moving = blobs(n, n, n, 1.2);
+  for (GreedySolver s : {GreedySolver::Fft, GreedySolver::Sor, GreedySolver::HybridSor, GreedySolver::Cg,
+                         GreedySolver::HybridCg}) {
+    const GreedyParams p = smallParams(s);
+    VectorField<Kokkos::HostSpace> uRef, uGpu;
+    const GreedyResult want = ref::greedyRegister(moving, fixed, uRef, p);
+    const GreedyResult got = gpu::greedyRegister(exec, moving, fixed, uGpu, p);
+    BOOST_TEST(got.iterations == want.iterations, toString(s));
+    BOOST_TEST(got.refused == want.refused, toString(s));
+    BOOST_TEST(maxDiff(uGpu.data, uRef.data) <= kFieldTol, toString(s) << ": " << maxDiff(uGpu.data, uRef.data));
+    BOOST_TEST(std::fabs(got.scales.back().rmseEnd - want.scales.back().rmseEnd) <= 1e-4 * want.scales.front().rmseStart);
+    BOOST_TEST(got.minJacobian > 0.0f);
+    for (auto const& it : got.history) BOOST_TEST(it.minJacobian > 0.0f);
+  }
+}
+
+BOOST_AUTO_TEST_CASE_TEMPLATE(kokkos_fold_is_refused_and_the_last_field_kept, Space, test::ExecutionSpaces) {
+  // A huge step (4 voxels per iteration on a tiny grid with sharp images) folds h unless refused:
+  // every accepted field must have det > 0, and a refusal must be reported as such.
+  Space exec;
+  const int n = 12;
+  HostImage fixed("fixed", grid(n, n, n)), moving("moving", grid(n, n, n));
+  for (int z = 0; z < n; ++z)
+    for (int y = 0; y < n; ++y)
+      for (int x = 0; x < n; ++x) {
+        fixed.data(z, y, x) = float((x + y + z) % 3 == 0);
+        moving.data(z, y, x) = float((x + 2 * y + z) % 4 == 0);
+      }
+  GreedyParams p;
+  p.scales = {1};
+  p.iterations = {30};
+  p.maxStep = 4.0f;
+  p.minStep = 0.5f;
+  p.fluid.alpha = 0.001;
+  VectorField<Kokkos::HostSpace> uRef, uGpu;
+  const GreedyResult want = ref::greedyRegister(moving, fixed, uRef, p);
+  const GreedyResult got = gpu::greedyRegister(exec, moving, fixed, uGpu, p);
+  BOOST_TEST(want.refused > 0);
+  BOOST_TEST(got.refused > 0);
+  BOOST_TEST(got.minJacobian > 0.0f);
+  BOOST_TEST(want.minJacobian > 0.0f);
+  for (auto const& it : got.history)
+    if (it.step > 0.0f) BOOST_TEST(it.minJacobian > 0.0f);
+}
+
+BOOST_AUTO_TEST_CASE_TEMPLATE(kokkos_refusals, Space, test::ExecutionSpaces) {
+  Space exec;
+  using Mem = typename Space::memory_space;
+  const HostImage a = blobs(12, 12, 12), b = blobs(12, 12, 14);
+  VectorField<Kokkos::HostSpace> u;
+  GreedyParams p;
+  p.scales = {1};
+  p.iterations = {2};
+  test::expectThrowWith<InvalidArgument>([&] { gpu::greedyRegister(exec, a, b, u, p); }, {"different grids"});
+  p.scales = {5, 1};
+  p.iterations = {2, 2};
+  test::expectThrowWith<InvalidArgument>([&] { gpu::greedyRegister(exec, a, a, u, p); }, {"does not divide"});
+  gpu::Field<Mem> f("f", 3, 12, 12, 13);
+  auto d = test::toSpace<Space>(a);
+  test::expectThrowWith<InvalidArgument>([&] { gpu::greedyForce(exec, d, d, f); }, {"grid"});
+  gpu::Field<Mem> v("v", 3, 12, 12, 12);
+  test::expectThrowWith<InvalidArgument>([&] { gpu::greedyCompose(exec, v, v, 1.0f, v); }, {"overlaps"});
+}
