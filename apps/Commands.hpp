@@ -25,6 +25,8 @@ void addBenchCommands(CLI::App& app, Action& action);      // apps/Suite.cpp
 void addReproduceCommand(CLI::App& app, Action& action);   // apps/Suite.cpp
 void addSurfaceCommands(CLI::App& app, Action& action);    // apps/Surface.cpp
 void addRegisterCommands(CLI::App& app, Action& action);   // apps/Register.cpp
+// "2,1" -> {2, 1}; InvalidArgument naming `option` otherwise (apps/Register.cpp).
+std::vector<int> parseIntList(std::string const& text, const char* option);
 void addTuneCommand(CLI::App& app, Action& action);        // apps/Tune.cpp
 
 struct ValidateOptions {
@@ -33,10 +35,18 @@ struct ValidateOptions {
   std::string jsonPath;  // empty: no JSON
   std::string markdownPath;
   bool registrationOnly = false;  // only part 3 (the IXI registration study)
-  bool surfaceOnly = false;       // only part 4 (the real-surface study)
+  bool surfaceOnly = false;       // only part 4
+  bool greedyOnly = false;        // only part 5 (greedy registration study) (the real-surface study)
   // Part 3's fluid parameters and pair count: the CLI binds them here, defaults from the structs.
   RegistrationParams registration;
   int pairs = validation::SuiteOptions{}.registrationPairs;
+  // Part 5: the greedy parameters (parsed by the command) and pairs.
+  GreedyParams greedy;
+  std::string scales = "2,1", greedyIterations = "25,50", solver = "fft";
+  int greedyPairs = validation::SuiteOptions{}.greedyPairs;
+  int greedyCpuPairs = validation::SuiteOptions{}.greedyCpuPairs;
+  std::string elastixDir;
+  bool skipUnbiased = false;  // part 5 without the register-unbiased runs
 };
 int cmdValidate(ValidateOptions const& o);
 

@@ -133,8 +133,6 @@ class OutputSet {
 
 }  // namespace
 
-namespace {
-
 std::vector<int> parseIntList(std::string const& text, const char* option) {
   std::vector<int> out;
   std::stringstream ss(text);
@@ -154,6 +152,8 @@ std::vector<int> parseIntList(std::string const& text, const char* option) {
   if (out.empty()) throw InvalidArgument(std::string(option) + " is empty");
   return out;
 }
+
+namespace {
 
 int runRegistration(RegisterOptions const& o, pipeline::RegistrationPipelineOptions& opt) {
   const bool greedy = opt.method == pipeline::RegistrationMethod::Greedy;

@@ -34,7 +34,22 @@ int cmdValidate(ValidateOptions const& o) {
   so.progress = &std::cout;
   so.registrationOnly = o.registrationOnly;
   so.surfaceOnly = o.surfaceOnly;
-  if (o.registrationOnly && o.surfaceOnly) throw InvalidArgument("--registration-only and --surface-only exclude each other");
+  so.greedyOnly = o.greedyOnly;
+  if (int(o.registrationOnly) + int(o.surfaceOnly) + int(o.greedyOnly) > 1)
+    throw InvalidArgument("--registration-only, --surface-only and --greedy-only exclude each other");
+  if (o.greedyOnly && o.dataDir.empty())
+    throw InvalidArgument("--greedy-only needs --data (the IXI volumes and labels of mri/ixi_2mm_more)");
+  so.greedy = o.greedy;
+  so.greedy.scales = parseIntList(o.scales, "--scales");
+  so.greedy.iterations = parseIntList(o.greedyIterations, "--greedy-iterations");
+  so.greedy.solver = parseGreedySolver(o.solver);
+  so.greedy.validate();
+  so.greedyPairs = o.greedyPairs;
+  so.greedyCpuPairs = o.greedyCpuPairs;
+  if (!o.elastixDir.empty() && !std::filesystem::is_directory(o.elastixDir))
+    throw InvalidArgument("--elastix '" + o.elastixDir + "' is not a folder");
+  so.elastixDir = o.elastixDir;
+  so.greedyUnbiased = !o.skipUnbiased;
   if (o.surfaceOnly && o.dataDir.empty())
     throw InvalidArgument("--surface-only needs --data (the ICBM152 template and the IXI label maps)");
   so.registration = o.registration;
@@ -172,6 +187,29 @@ void addValidateCommand(CLI::App& app, Action& action) {
   validate->add_option("--pairs", vo.pairs, "Registration study: number of subject pairs")
       ->check(CLI::Range(1, vo.pairs))
       ->capture_default_str();
+  validate->add_flag("--greedy-only", vo.greedyOnly,
+                     "Only the greedy registration study (IXI pairs of mri/ixi_2mm_more: Dice affine / greedy / "
+                     "unbiased / elastix, CPU vs Kokkos end to end); needs --data");
+  validate->add_option("--alpha", vo.greedy.fluid.alpha, "Greedy study: fluid operator alpha")->capture_default_str();
+  validate->add_option("--beta", vo.greedy.fluid.beta, "Greedy study: fluid operator beta")->capture_default_str();
+  validate->add_option("--gamma", vo.greedy.fluid.gamma, "Greedy study: fluid operator gamma")->capture_default_str();
+  validate->add_option("--max-step", vo.greedy.maxStep, "Greedy study: max step per iteration, voxels")
+      ->capture_default_str();
+  validate->add_option("--scales", vo.scales, "Greedy study: down-sampling factors, coarse to fine")->capture_default_str();
+  validate->add_option("--greedy-iterations", vo.greedyIterations, "Greedy study: iterations per scale")
+      ->capture_default_str();
+  validate->add_option("--solver", vo.solver, "Greedy study: fft|sor|cg|hybrid-sor|hybrid-cg")->capture_default_str();
+  validate->add_option("--greedy-pairs", vo.greedyPairs, "Greedy study: number of subject pairs")
+      ->check(CLI::Range(1, 32))
+      ->capture_default_str();
+  validate->add_option("--greedy-cpu-pairs", vo.greedyCpuPairs,
+                       "Greedy study: pairs also run end to end on the CPU reference (0: none)")
+      ->check(CLI::Range(0, 32))
+      ->capture_default_str();
+  validate->add_flag("--skip-unbiased", vo.skipUnbiased,
+                     "Greedy study: leave out the register-unbiased runs (Dice and CPU vs Kokkos)");
+  validate->add_option("--elastix", vo.elastixDir,
+                       "Greedy study: folder of elastix's warped label maps (bench/peers/elastix_ixi.sh)");
   validate->callback([vop, &action] { action = [vop] { return cmdValidate(*vop); }; });
 }
 

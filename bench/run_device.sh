@@ -28,6 +28,11 @@
 #                                                 # 4096^2 end to end, registration 240^3 iteration, surface
 #                                                 # weights at 175k (issue 13: behaviour unchanged)
 #
+#   bench/run_device.sh BIN_DIR OUT_DIR greedy    # issue 14: tstFluid, tstGaussian, tstGreedy,
+#                                                 # tstGreedyRealData (DATA=folder) on every space; the
+#                                                 # PyTorch greedy peer; kortex bench greedy; the greedy
+#                                                 # study (kortex validate --greedy-only, DATA)
+#
 #   bench/run_device.sh BIN_DIR OUT_DIR profile # Nsight Compute reports of the kernels behind
 #                                               # the issue's NLM targets (needs ncu)
 #
@@ -178,6 +183,39 @@ elif [ "$PART" = "targets" ]; then
   timeout 300 "$BIN/kortex" bench surface --only "Pruned 175000" --json "$OUT/surface_targets.json" \
     --markdown "$OUT/surface_targets.md" > "$OUT/surface_targets.log" 2>&1 || { echo "FAIL bench surface"; status=1; }
   grep -hE "^\| (BF 2D 1024|multires 4096|175258)|240\^3 iteration|Target|target" "$OUT"/*_targets.md | head -n 20
+elif [ "$PART" = "greedy" ]; then
+  # Issue 14: the fluid, Gaussian and greedy test binaries on every execution space (the real-data
+  # one with DATA), the PyTorch greedy-step peer, kortex bench greedy (with the IXI pair when DATA is
+  # given) and the greedy validation study (GREEDY_PAIRS pairs of mri/ixi_2mm_more, 1 CPU pair).
+  {
+    nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm,clocks.mem --format=csv
+    nproc; lscpu | grep -E "Model name|Socket|Core"
+  } > "$OUT/device.txt" 2>&1
+  if [ -z "${SKIP_TESTS:-}" ]; then
+    for name in tstFluid tstGaussian tstGreedy tstGreedyRealData; do
+      echo "=== $name" >> "$OUT/tests.log"
+      KORTEX_DATA_DIR="${DATA:-}" timeout 300 "$BIN/$name" --log_level=test_suite --report_level=short >> "$OUT/tests.log" 2>&1
+      rc=$?
+      if [ $rc -eq 0 ]; then echo "PASS $name"; elif [ $rc -eq 77 ]; then echo "SKIP $name (no data)";
+      else echo "FAIL $name ($rc)"; status=1; fi
+    done
+  fi
+  [ -n "${ONLY_TESTS:-}" ] && exit $status
+  HERE="$(cd "$(dirname "$0")" && pwd)"
+  if [ -z "${SKIP_BENCH:-}" ]; then
+    timeout 200 python3 "$HERE/peers/greedy_torch.py" --out "$OUT/peers_greedy.json" > "$OUT/peers_greedy.log" 2>&1 \
+      || echo "peer greedy_torch.py failed (see peers_greedy.log)"
+    peers=(); [ -f "$OUT/peers_greedy.json" ] && peers=(--peers "$OUT/peers_greedy.json")
+    data=(); [ -n "${DATA:-}" ] && data=(--data "$DATA")
+    timeout 400 "$BIN/kortex" bench greedy "${peers[@]}" "${data[@]}" --json "$OUT/bench_greedy.json" \
+      --markdown "$OUT/bench_greedy.md" > "$OUT/bench_greedy.log" 2>&1 || { echo "FAIL bench greedy"; status=1; }
+  fi
+  if [ -n "${DATA:-}" ] && [ -z "${SKIP_STUDY:-}" ]; then
+    timeout 500 "$BIN/kortex" validate --greedy-only --data "$DATA" --greedy-pairs "${GREEDY_PAIRS:-10}" \
+      --json "$OUT/validate_greedy.json" --markdown "$OUT/validate_greedy.md" > "$OUT/validate_greedy.log" 2>&1 \
+      || { echo "FAIL validate greedy"; status=1; }
+  fi
+  grep -hE "Target|target|mean" "$OUT"/bench_greedy.md "$OUT"/validate_greedy.md 2>/dev/null | head -n 20
 elif [ "$PART" = "profile" ]; then
   NCU="$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -n 1)"
   if [ -z "$NCU" ]; then echo "no ncu on this machine"; exit 1; fi
@@ -198,6 +236,6 @@ elif [ "$PART" = "profile" ]; then
       "$OUT/ncu_$name.txt" | head -n 8
   done
 else
-  echo "unknown part '$PART' (check|bench|tune|multires|register|surface|targets|profile)"; exit 2
+  echo "unknown part '$PART' (check|bench|tune|multires|register|surface|targets|greedy|profile)"; exit 2
 fi
 exit $status

@@ -173,6 +173,23 @@ HostImage headMask(RegistrationPipelineResult const& r, double threshold) {
 
 namespace kortex::validation {
 
+HostImage loadStudyImage(std::filesystem::path const& path, bool labels, bool quick) {
+  HostImage h = io::readImage(path);
+  if (!quick) return h;
+  if (!labels) return affineReduce(h);
+  // Labels at 4 mm: every second voxel (the grid of affineReduce: coarse i = fine 2i).
+  Geometry g = h.geometry;
+  for (int a = 0; a < 3; ++a) {
+    g.size[a] = (g.size[a] + 1) / 2;
+    g.spacing[a] *= 2;
+  }
+  HostImage o("kortex::study::labels", g);
+  for (Index z = 0; z < g.nz(); ++z)
+    for (Index y = 0; y < g.ny(); ++y)
+      for (Index x = 0; x < g.nx(); ++x) o.data(z, y, x) = h.data(2 * z, 2 * y, 2 * x);
+  return o;
+}
+
 RegistrationStudyReport runRegistrationStudy(RegistrationStudyOptions const& opt) {
   namespace fs = std::filesystem;
   RegistrationStudyReport rep;
@@ -187,20 +204,8 @@ RegistrationStudyReport runRegistrationStudy(RegistrationStudyOptions const& opt
   }
   rep.ran = true;
   auto load = [&](std::string const& id, bool labels) {
-    HostImage h = labels ? io::readImage(lab / (id + "-T1_ds_DLMUSE.nii.gz")) : io::readImage(img / (id + "-T1_ds.nii.gz"));
-    if (!opt.quick) return h;
-    if (!labels) return affineReduce(h);
-    // Labels at 4 mm: every second voxel (the grid of affineReduce: coarse i = fine 2i).
-    Geometry g = h.geometry;
-    for (int a = 0; a < 3; ++a) {
-      g.size[a] = (g.size[a] + 1) / 2;
-      g.spacing[a] *= 2;
-    }
-    HostImage o("kortex::study::labels", g);
-    for (Index z = 0; z < g.nz(); ++z)
-      for (Index y = 0; y < g.ny(); ++y)
-        for (Index x = 0; x < g.nx(); ++x) o.data(z, y, x) = h.data(2 * z, 2 * y, 2 * x);
-    return o;
+    return labels ? loadStudyImage(lab / (id + "-T1_ds_DLMUSE.nii.gz"), true, opt.quick)
+                  : loadStudyImage(img / (id + "-T1_ds.nii.gz"), false, opt.quick);
   };
   RegistrationPipelineOptions po;
   po.fluid = opt.fluid;

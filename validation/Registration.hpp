@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include <array>
+#include <filesystem>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -49,6 +50,10 @@ LogJacobianStats logJacobianStats(HostImage const& jacobian, HostImage const* ma
 
 // Head mask: fixedNormalised > threshold (normalised intensities in [0, 1]).
 HostImage headMask(RegistrationPipelineResult const& r, double threshold = 0.1);
+
+// A study's image or label map: as read, or (quick) at 4 mm: images by affineReduce (binomial),
+// labels by taking every second voxel (the same grid).
+HostImage loadStudyImage(std::filesystem::path const& path, bool labels, bool quick);
 
 
 

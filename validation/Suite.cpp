@@ -229,7 +229,7 @@ SuiteReport runValidationSuite(SuiteOptions const& opt) {
   ho.repetitions = opt.quick ? 3 : 7;
   ho.timeBudgetMs = opt.quick ? 500.0 : 1500.0;
 
-  const bool only = opt.registrationOnly || opt.surfaceOnly;
+  const bool only = opt.registrationOnly || opt.surfaceOnly || opt.greedyOnly;
   const auto cases = only ? std::vector<Case>{} : validationCases(opt.quick, opt.dataDir, &rep.notes);
   for (auto const& c : cases) {
     CaseResult r = runCase(c, ho);
@@ -281,7 +281,7 @@ SuiteReport runValidationSuite(SuiteOptions const& opt) {
     }
   }
   bool registrationPass = true;
-  if (opt.registrationStudy && !opt.dataDir.empty() && !opt.surfaceOnly) {
+  if (opt.registrationStudy && !opt.dataDir.empty() && !opt.surfaceOnly && !opt.greedyOnly) {
     RegistrationStudyOptions ro;
     ro.quick = opt.quick;
     ro.dataDir = opt.dataDir;
@@ -293,7 +293,7 @@ SuiteReport runValidationSuite(SuiteOptions const& opt) {
     registrationPass = !rep.registration.ran || rep.registration.pass;
   }
   bool surfacePass = true;
-  if (opt.surfaceStudy && !opt.dataDir.empty() && !opt.registrationOnly) {
+  if (opt.surfaceStudy && !opt.dataDir.empty() && !opt.registrationOnly && !opt.greedyOnly) {
     SurfaceStudyOptions so;
     so.quick = opt.quick;
     so.dataDir = opt.dataDir;
@@ -302,8 +302,25 @@ SuiteReport runValidationSuite(SuiteOptions const& opt) {
     if (!rep.surface.ran) rep.notes.push_back(rep.surface.note);
     surfacePass = !rep.surface.ran || rep.surface.pass;
   }
+  bool greedyPass = true;
+  if (opt.greedyStudy && !opt.dataDir.empty() && !opt.registrationOnly && !opt.surfaceOnly) {
+    GreedyStudyOptions go;
+    go.quick = opt.quick;
+    go.dataDir = opt.dataDir;
+    go.progress = opt.progress;
+    go.greedy = opt.greedy;
+    go.unbiased = opt.registration;
+    go.pairs = opt.greedyPairs;
+    go.cpuPairs = opt.greedyCpuPairs;
+    go.elastixDir = opt.elastixDir;
+    go.runUnbiased = opt.greedyUnbiased;
+    rep.greedy = runGreedyStudy(go);
+    if (!rep.greedy.ran) rep.notes.push_back(rep.greedy.note);
+    greedyPass = !rep.greedy.ran || rep.greedy.pass;
+  }
   rep.pass = rep.casesFailed == 0 && (!rep.cases.empty() || only) && qualityPass && registrationPass &&
-             surfacePass && (!opt.registrationOnly || rep.registration.ran) && (!opt.surfaceOnly || rep.surface.ran);
+             surfacePass && greedyPass && (!opt.registrationOnly || rep.registration.ran) &&
+             (!opt.surfaceOnly || rep.surface.ran) && (!opt.greedyOnly || rep.greedy.ran);
   rep.wallSeconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return rep;
@@ -328,6 +345,7 @@ nlohmann::json toJson(SuiteReport const& r) {
   for (auto const& q : r.multiresQuality) j["multires_quality"].push_back(toJson(q));
   if (r.registration.ran) j["registration"] = r.registration.json;
   if (r.surface.ran) j["surface"] = r.surface.json;
+  if (r.greedy.ran) j["greedy"] = r.greedy.json;
   j["notes"] = r.notes;
   return j;
 }
@@ -350,6 +368,7 @@ std::string toMarkdown(SuiteReport const& r) {
     os << "## Multiresolution filter quality (SNR 25)\n\n" << toMarkdown(r.multiresQuality) << "\n";
   if (r.registration.ran) os << "## Registration (issue 4)\n\n" << r.registration.markdown << "\n";
   if (r.surface.ran) os << "## Surface denoising (issue 5)\n\n" << r.surface.markdown << "\n";
+  if (r.greedy.ran) os << "## Greedy registration (issue 14)\n\n" << r.greedy.markdown << "\n";
   if (!r.notes.empty()) {
     os << "## Notes\n\n";
     for (auto const& n : r.notes) os << "- " << n << "\n";

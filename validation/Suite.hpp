@@ -12,6 +12,8 @@
 //   4. surface (issue 5, with the data): validation/SurfaceNlm.hpp runSurfaceStudy - ICBM152 and
 //      IXI white-matter surfaces with surface noise: distance to the clean surface before/after,
 //      Kokkos vs CPU reference (max |dphi| <= 1/4 voxel, neighbour sets).
+//   5. greedy registration (issue 14, with the data): validation/Greedy.hpp runGreedyStudy - Dice
+//      affine vs greedy vs unbiased (vs elastix), CPU vs Kokkos end to end for both registrations.
 //   2. quality: the SNR-25 study (validation/Quality.hpp); both filters must raise the PSNR;
 //      and the multires study (validation/QualityMultires.hpp): multires must raise the PSNR.
 // quick: small sizes, seconds on 2 CPU cores; full: bigger images and radii (minutes there).
@@ -23,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "validation/Greedy.hpp"
 #include "validation/Harness.hpp"
 #include "validation/Quality.hpp"
 #include "validation/QualityMultires.hpp"
@@ -43,6 +46,13 @@ struct SuiteOptions {
   bool surfaceOnly = false;       // only part 4
   RegistrationParams registration;  // part 3's fluid parameters
   int registrationPairs = 6;
+  bool greedyStudy = true;          // part 5 (needs dataDir with ixi_2mm_more)
+  bool greedyOnly = false;          // only part 5
+  GreedyParams greedy;              // part 5's greedy parameters (the unbiased run uses `registration`)
+  int greedyPairs = 10;
+  int greedyCpuPairs = 1;
+  bool greedyUnbiased = true;       // part 5 runs register unbiased beside the greedy registration
+  std::string elastixDir;           // part 5: elastix's warped label maps (bench/peers/elastix_ixi.sh)
   std::ostream* progress = nullptr;  // one line per finished case, when set
 };
 
@@ -56,6 +66,7 @@ struct SuiteReport {
   std::vector<MultiresQualityResult> multiresQuality;
   RegistrationStudyReport registration;  // part 3; .ran false without the IXI data
   SurfaceStudyReport surface;            // part 4; .ran false without the data
+  GreedyStudyReport greedy;              // part 5; .ran false without the data
   std::vector<std::string> notes;  // inputs that were skipped, and why
   nlohmann::json environment;      // validation/Report.hpp environmentJson()
 };

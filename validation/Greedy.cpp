@@ -1,0 +1,237 @@
+#include "validation/Greedy.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <iomanip>
+#include <optional>
+#include <sstream>
+
+#include "core/Timing.hpp"
+#include "io/ImageIO.hpp"
+
+namespace kortex::validation {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::vector<std::string> subjects(fs::path const& t1) {
+  std::vector<std::string> ids;
+  if (!fs::is_directory(t1)) return ids;
+  for (auto const& e : fs::directory_iterator(t1)) {
+    const std::string n = e.path().filename().string();
+    const std::string suffix = "-T1_ds.nii.gz";
+    if (n.size() > suffix.size() && n.compare(n.size() - suffix.size(), suffix.size(), suffix) == 0)
+      ids.push_back(n.substr(0, n.size() - suffix.size()));
+  }
+  std::sort(ids.begin(), ids.end());
+  return ids;
+}
+
+std::string stats(DistanceStats const& d) {
+  std::ostringstream o;
+  o << std::fixed << std::setprecision(3) << d.max << " / " << d.mean << " / " << d.p99;
+  return o.str();
+}
+
+nlohmann::json statsJson(DistanceStats const& d) {
+  return {{"max", d.max}, {"mean", d.mean}, {"p99", d.p99}, {"voxels", d.count}, {"worst_voxel", d.worst}};
+}
+
+}  // namespace
+
+GreedyStudyReport runGreedyStudy(GreedyStudyOptions const& opt) {
+  GreedyStudyReport rep;
+  const fs::path root = fs::path(opt.dataDir) / "mri" / "ixi_2mm_more";
+  const std::vector<std::string> ids = subjects(root / "t1");
+  if (opt.dataDir.empty() || ids.size() < 2 || !fs::exists(root / "labels" / (ids[0] + "-T1_ds_DLMUSE.nii.gz"))) {
+    rep.note = "greedy study skipped: IXI volumes and labels not found under " + (root / "t1").string();
+    return rep;
+  }
+  rep.ran = true;
+  auto image = [&](std::string const& id) { return loadStudyImage(root / "t1" / (id + "-T1_ds.nii.gz"), false, opt.quick); };
+  auto labels = [&](std::string const& id) {
+    return loadStudyImage(root / "labels" / (id + "-T1_ds_DLMUSE.nii.gz"), true, opt.quick);
+  };
+  const int nPairs = std::min<int>(opt.quick ? 2 : opt.pairs, int(ids.size()) - 1);
+  const HostImage fixed = image(ids[0]), fixedLabels = labels(ids[0]);
+
+  RegistrationPipelineOptions greedy;
+  greedy.backend = Backend::Kokkos;
+  greedy.method = pipeline::RegistrationMethod::Greedy;
+  greedy.greedy = opt.greedy;
+  RegistrationPipelineOptions unbiased;
+  unbiased.backend = Backend::Kokkos;
+  unbiased.fluid = opt.unbiased;
+  RegistrationPipelineOptions affineOnly = greedy;
+  affineOnly.useFluid = false;
+
+  bool allPass = true;
+  for (int k = 1; k <= nPairs; ++k) {
+    GreedyPairResult pr;
+    pr.fixed = ids[0];
+    pr.moving = ids[k];
+    const HostImage moving = image(ids[k]), movingLabels = labels(ids[k]);
+    const auto ra = pipeline::registerPair(moving, fixed, affineOnly);
+    pr.diceAffine = diceSummary(fixedLabels, pipeline::warpedLabels(ra, movingLabels));
+    const auto rg = pipeline::registerPair(moving, fixed, greedy);
+    pr.diceGreedy = diceSummary(fixedLabels, pipeline::warpedLabels(rg, movingLabels));
+    pr.secondsGreedy = rg.secondsTotal;
+    pr.minJacobian = rg.greedy.minJacobian;
+    pr.refused = rg.greedy.refused;
+    pr.folded = rg.greedy.folded();
+    std::optional<RegistrationPipelineResult> ru;
+    if (opt.runUnbiased) {
+      ru = pipeline::registerPair(moving, fixed, unbiased);
+      pr.diceUnbiased = diceSummary(fixedLabels, pipeline::warpedLabels(*ru, movingLabels));
+      pr.secondsUnbiased = ru->secondsTotal;
+      pr.unbiasedRan = true;
+    }
+    if (!opt.elastixDir.empty()) {
+      const fs::path warped = fs::path(opt.elastixDir) / (ids[k] + "_to_" + ids[0] + "_labels.nii.gz");
+      if (fs::exists(warped)) {
+        HostImage el = io::readImage(warped);
+        if (opt.quick) el = loadStudyImage(warped, true, true);
+        if (el.geometry.nx() == fixedLabels.geometry.nx() && el.geometry.ny() == fixedLabels.geometry.ny() &&
+            el.geometry.nz() == fixedLabels.geometry.nz()) {
+          pr.diceElastix = diceSummary(fixedLabels, el);
+          pr.elastixRan = true;
+        }
+        std::ifstream js(fs::path(opt.elastixDir) / (ids[k] + "_to_" + ids[0] + ".json"));
+        if (js) {
+          try {
+            pr.secondsElastix = nlohmann::json::parse(js).value("seconds", -1.0);
+          } catch (std::exception const&) {
+          }
+        }
+      }
+    }
+    const HostImage head = headMask(rg);
+    if (k <= opt.cpuPairs) {
+      pr.cpuCompared = true;
+      RegistrationPipelineOptions gc = greedy;
+      gc.backend = Backend::Cpu;
+      const auto rgc = pipeline::registerPair(moving, fixed, gc);
+      pr.secondsCpuGreedy = rgc.secondsTotal;
+      pr.greedyCpuVsKokkos = mapDifference(rgc, rg, &head);
+      if (ru) {
+        RegistrationPipelineOptions uc = unbiased;
+        uc.backend = Backend::Cpu;
+        const auto ruc = pipeline::registerPair(moving, fixed, uc);
+        pr.secondsCpuUnbiased = ruc.secondsTotal;
+        pr.unbiasedCpuVsKokkos = mapDifference(ruc, *ru, &head);
+      }
+    }
+    pr.pass = pr.diceGreedy.meanAllLabels > pr.diceAffine.meanAllLabels && pr.minJacobian > 0.0f &&
+              (!pr.cpuCompared || (pr.greedyCpuVsKokkos.max <= kMaxMapDifferenceVoxels &&
+                                   (!ru || pr.unbiasedCpuVsKokkos.max <= kMaxMapDifferenceVoxels)));
+    allPass = allPass && pr.pass;
+    if (opt.progress) {
+      *opt.progress << (pr.pass ? "  pass  " : "  FAIL  ") << "greedy " << pr.moving << " -> " << pr.fixed
+                    << ": Dice affine " << std::fixed << std::setprecision(4) << pr.diceAffine.meanAllLabels
+                    << ", greedy " << pr.diceGreedy.meanAllLabels;
+      if (pr.unbiasedRan) *opt.progress << ", unbiased " << pr.diceUnbiased.meanAllLabels;
+      if (pr.elastixRan) *opt.progress << ", elastix " << pr.diceElastix.meanAllLabels;
+      *opt.progress << "; min det " << std::setprecision(3) << pr.minJacobian << ", " << pr.refused
+                    << " fold refusals" << (pr.folded ? " (stopped on a fold)" : "") << ", " << pr.secondsGreedy
+                    << " s";
+      if (pr.cpuCompared) {
+        *opt.progress << "; CPU vs Kokkos (max / mean / p99 vx) greedy " << stats(pr.greedyCpuVsKokkos);
+        if (ru) *opt.progress << ", unbiased " << stats(pr.unbiasedCpuVsKokkos);
+      }
+      *opt.progress << std::endl;
+    }
+    rep.pairs.push_back(pr);
+  }
+  rep.pass = allPass;
+
+  // ---- report
+  std::ostringstream md;
+  GreedyParams const& g = opt.greedy;
+  std::string sc, it;
+  for (std::size_t s = 0; s < g.scales.size(); ++s) {
+    sc += (s ? "," : "") + std::to_string(g.scales[s]);
+    it += (s ? "," : "") + std::to_string(g.iterations[s]);
+  }
+  md << "### Greedy registration (IXI " << (opt.quick ? "4 mm, quick" : "2 mm") << ", fixed " << ids[0]
+     << "; alpha " << g.fluid.alpha << ", beta " << g.fluid.beta << ", gamma " << g.fluid.gamma << ", scales " << sc
+     << ", iterations " << it << ", max step " << g.maxStep << ", solver " << toString(g.solver) << ")\n\n"
+     << "| moving | Dice affine | Dice greedy | Dice unbiased | Dice elastix | min det Dh | fold refusals | greedy s "
+        "| unbiased s | elastix s | pass |\n|---|---|---|---|---|---|---|---|---|---|---|\n";
+  double sumA = 0, sumG = 0, sumU = 0, sumE = 0;
+  int nU = 0, nE = 0;
+  nlohmann::json jp = nlohmann::json::array();
+  auto num = [](bool ran, double v, int prec) {
+    if (!ran) return std::string("-");
+    std::ostringstream o;
+    o << std::fixed << std::setprecision(prec) << v;
+    return o.str();
+  };
+  for (auto const& p : rep.pairs) {
+    sumA += p.diceAffine.meanAllLabels;
+    sumG += p.diceGreedy.meanAllLabels;
+    if (p.unbiasedRan) sumU += p.diceUnbiased.meanAllLabels, ++nU;
+    if (p.elastixRan) sumE += p.diceElastix.meanAllLabels, ++nE;
+    md << "| " << p.moving << " | " << num(true, p.diceAffine.meanAllLabels, 4) << " | "
+       << num(true, p.diceGreedy.meanAllLabels, 4) << " | " << num(p.unbiasedRan, p.diceUnbiased.meanAllLabels, 4)
+       << " | " << num(p.elastixRan, p.diceElastix.meanAllLabels, 4) << " | " << num(true, p.minJacobian, 3) << " | "
+       << p.refused << (p.folded ? " (stopped)" : "") << " | " << num(true, p.secondsGreedy, 3) << " | "
+       << num(p.unbiasedRan, p.secondsUnbiased, 3) << " | " << num(p.secondsElastix >= 0, p.secondsElastix, 1)
+       << " | " << (p.pass ? "yes" : "**no**") << " |\n";
+    nlohmann::json x = {{"fixed", p.fixed},
+                        {"moving", p.moving},
+                        {"dice_affine", p.diceAffine.meanAllLabels},
+                        {"dice_greedy", p.diceGreedy.meanAllLabels},
+                        {"min_jacobian", p.minJacobian},
+                        {"fold_refusals", p.refused},
+                        {"folded", p.folded},
+                        {"seconds_greedy", p.secondsGreedy},
+                        {"pass", p.pass}};
+    if (p.unbiasedRan) x["dice_unbiased"] = p.diceUnbiased.meanAllLabels, x["seconds_unbiased"] = p.secondsUnbiased;
+    if (p.elastixRan) x["dice_elastix"] = p.diceElastix.meanAllLabels, x["seconds_elastix"] = p.secondsElastix;
+    if (p.cpuCompared) {
+      x["greedy_cpu_vs_kokkos"] = statsJson(p.greedyCpuVsKokkos);
+      x["seconds_cpu_greedy"] = p.secondsCpuGreedy;
+      if (p.unbiasedRan) {
+        x["unbiased_cpu_vs_kokkos"] = statsJson(p.unbiasedCpuVsKokkos);
+        x["seconds_cpu_unbiased"] = p.secondsCpuUnbiased;
+      }
+    }
+    jp.push_back(x);
+  }
+  const double n = double(std::max<std::size_t>(1, rep.pairs.size()));
+  md << "| **mean** | " << num(true, sumA / n, 4) << " | " << num(true, sumG / n, 4) << " | "
+     << num(nU > 0, sumU / std::max(1, nU), 4) << " | " << num(nE > 0, sumE / std::max(1, nE), 4)
+     << " | | | | | | |\n";
+  for (auto const& p : rep.pairs) {
+    if (!p.cpuCompared) continue;
+    md << "\nCPU reference vs Kokkos end to end, " << p.moving << " -> " << p.fixed
+       << " (each back end its own normalisation and affine, as a user runs it; |Phi_cpu - Phi_kokkos| inside the "
+          "head, max / mean / p99, voxels; bound "
+       << kMaxMapDifferenceVoxels << " on the max): greedy " << stats(p.greedyCpuVsKokkos) << " (CPU "
+       << std::setprecision(1) << p.secondsCpuGreedy << " s)";
+    if (p.unbiasedRan)
+      md << "; register unbiased " << stats(p.unbiasedCpuVsKokkos) << " (CPU " << std::setprecision(1)
+         << p.secondsCpuUnbiased << " s)";
+    md << ".\n";
+  }
+  rep.markdown = md.str();
+  rep.json = {{"pairs", jp},
+              {"quick", opt.quick},
+              {"fixed", ids[0]},
+              {"alpha", g.fluid.alpha},
+              {"beta", g.fluid.beta},
+              {"gamma", g.fluid.gamma},
+              {"scales", g.scales},
+              {"iterations", g.iterations},
+              {"max_step", g.maxStep},
+              {"solver", toString(g.solver)},
+              {"mean_dice", {{"affine", sumA / n}, {"greedy", sumG / n}}},
+              {"pass", rep.pass}};
+  if (nU) rep.json["mean_dice"]["unbiased"] = sumU / nU;
+  if (nE) rep.json["mean_dice"]["elastix"] = sumE / nE;
+  return rep;
+}
+
+}  // namespace kortex::validation
