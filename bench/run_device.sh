@@ -28,7 +28,7 @@
 #                                                 # 4096^2 end to end, registration 240^3 iteration, surface
 #                                                 # weights at 175k (issue 13: behaviour unchanged)
 #
-#   bench/run_device.sh BIN_DIR OUT_DIR greedy    # issue 14: tstFluid, tstGaussian, tstGreedy,
+#   bench/run_device.sh BIN_DIR OUT_DIR greedy    # issue 14: tstFluid, tstGaussian, tstImageOps, tstGreedy,
 #                                                 # tstGreedyRealData (DATA=folder) on every space; the
 #                                                 # PyTorch greedy peer; kortex bench greedy; the greedy
 #                                                 # study (kortex validate --greedy-only, DATA)
@@ -192,7 +192,7 @@ elif [ "$PART" = "greedy" ]; then
     nproc; lscpu | grep -E "Model name|Socket|Core"
   } > "$OUT/device.txt" 2>&1
   if [ -z "${SKIP_TESTS:-}" ]; then
-    for name in tstFluid tstGaussian tstGreedy tstGreedyRealData; do
+    for name in tstFluid tstGaussian tstImageOps tstGreedy tstGreedyRealData; do
       echo "=== $name" >> "$OUT/tests.log"
       KORTEX_DATA_DIR="${DATA:-}" timeout 300 "$BIN/$name" --log_level=test_suite --report_level=short >> "$OUT/tests.log" 2>&1
       rc=$?
