@@ -269,7 +269,7 @@ BOOST_AUTO_TEST_CASE_TEMPLATE(kokkos_sor_variants_do_the_same_sweeps, Space, tes
   Space exec;
   using Mem = typename Space::memory_space;
   const FluidParams p = paperParams();
-  for (auto ext : {std::array<int, 3>{6, 10, 40}, std::array<int, 3>{4, 18, 36}}) {
+  for (auto ext : {std::array<int, 3>{6, 10, 40}, std::array<int, 3>{4, 18, 36}, std::array<int, 3>{38, 6, 10}}) {  // the last: 3 z chunks
     const int nz = ext[0], ny = ext[1], nx = ext[2];
     const HostField f = randomField(nz, ny, nx, 11), v0 = randomField(nz, ny, nx, 12);
     HostField want("want", 3, nz, ny, nx);

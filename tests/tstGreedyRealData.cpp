@@ -2,8 +2,9 @@
 // T1 volume: a known smooth diffeomorphism (max |u| = 4 voxels, a curl field: volume-preserving to
 // first order) applied to the volume is recovered with RMSE <= 0.5 voxel inside the head, with
 // det Dh > 0 everywhere and the RMSE of the images falling, by the CPU reference and on every
-// enabled execution space, with the paper's parameters (2 scales, 25 + 50 iterations, alpha 0.01,
-// gamma 0.001, max step 1 voxel). Data: ../shared/data/mri/ixi_2mm (or $KORTEX_DATA_DIR); skipped
+// enabled execution space, with the library's parameters (2 scales, 25 + 50 iterations, alpha 0.1,
+// gamma 0.001, max step 1 voxel). Measured (Serial and reference): field RMSE 0.247 voxel over
+// the head, min det Dh 0.75 (the truth's: 0.86); with the paper's alpha 0.01: 0.492 and 0.37. Data: ../shared/data/mri/ixi_2mm (or $KORTEX_DATA_DIR); skipped
 // (exit 77) when absent.
 //
 // Grid: IXI012 (2 mm, 120x120x90), intensity-normalised (core/Intensity.hpp): the full grid, whose
@@ -89,7 +90,10 @@ BOOST_AUTO_TEST_CASE(reference_recovers_a_known_deformation) {
 BOOST_AUTO_TEST_CASE_TEMPLATE(kokkos_recovers_a_known_deformation, Space, test::ExecutionSpaces) {
   if (!test::requireData("mri/ixi_2mm")) return;
   const Problem p = makeProblem();
-  for (GreedySolver s : {GreedySolver::Fft, GreedySolver::HybridCg}) {  // SOR needs even extents at every scale (45 here)
+  // The spectral solver only: the iterative ones are compared with it in tstGreedy and tstFluid
+  // (hybrid CG here took 262 s on Serial, 2 cores, at the library's alpha: ~100 CG iterations per
+  // solve), and SOR needs even extents at every scale (45 here).
+  for (GreedySolver s : {GreedySolver::Fft}) {
     BOOST_TEST_CONTEXT(Space::name() << " " << toString(s)) {
       GreedyParams gp;
       gp.solver = s;

@@ -93,7 +93,8 @@ BOOST_AUTO_TEST_CASE_TEMPLATE(gradient_variants_and_reference, Space, test::Exec
   Space exec;
   using Mem = typename Space::memory_space;
   // Extents that are not multiples of the 32 x 8 tile.
-  for (auto e : {std::array<int, 3>{37, 11, 9}, std::array<int, 3>{64, 16, 3}, std::array<int, 3>{5, 3, 2}}) {
+  for (auto e : {std::array<int, 3>{37, 11, 9}, std::array<int, 3>{64, 16, 3}, std::array<int, 3>{5, 3, 2},
+                 std::array<int, 3>{12, 10, 37}}) {  // the last: 3 z chunks of the tiled variant
     const HostImage a = randomImage(e[0], e[1], e[2], 7);
     auto d = test::toSpace<Space>(a);
     HostField want("want", 3, e[2], e[1], e[0]);

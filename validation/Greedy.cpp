@@ -8,6 +8,7 @@
 #include <optional>
 #include <sstream>
 
+#include "core/Affine.hpp"
 #include "core/Timing.hpp"
 #include "io/ImageIO.hpp"
 
@@ -115,6 +116,10 @@ GreedyStudyReport runGreedyStudy(GreedyStudyOptions const& opt) {
       const auto rgc = pipeline::registerPair(moving, fixed, gc);
       pr.secondsCpuGreedy = rgc.secondsTotal;
       pr.greedyCpuVsKokkos = mapDifference(rgc, rg, &head);
+      pr.affineCpuVsKokkos = rmsMappedPointDistance(rgc.affine, rg.affine, fixed.geometry);
+      RegistrationPipelineOptions gs = gc;
+      gs.presetAffine = rg.affine;
+      pr.greedySameInput = mapDifference(pipeline::registerPair(moving, fixed, gs), rg, &head);
       if (ru) {
         RegistrationPipelineOptions uc = unbiased;
         uc.backend = Backend::Cpu;
@@ -137,7 +142,9 @@ GreedyStudyReport runGreedyStudy(GreedyStudyOptions const& opt) {
                     << " fold refusals" << (pr.folded ? " (stopped on a fold)" : "") << ", " << pr.secondsGreedy
                     << " s";
       if (pr.cpuCompared) {
-        *opt.progress << "; CPU vs Kokkos (max / mean / p99 vx) greedy " << stats(pr.greedyCpuVsKokkos);
+        *opt.progress << "; CPU vs Kokkos (max / mean / p99 vx) greedy " << stats(pr.greedyCpuVsKokkos)
+                      << " (affines differ by " << std::scientific << std::setprecision(2) << pr.affineCpuVsKokkos
+                      << std::fixed << " vx RMS; greedy from the same affine " << stats(pr.greedySameInput) << ")";
         if (ru) *opt.progress << ", unbiased " << stats(pr.unbiasedCpuVsKokkos);
       }
       *opt.progress << std::endl;
@@ -192,6 +199,8 @@ GreedyStudyReport runGreedyStudy(GreedyStudyOptions const& opt) {
     if (p.elastixRan) x["dice_elastix"] = p.diceElastix.meanAllLabels, x["seconds_elastix"] = p.secondsElastix;
     if (p.cpuCompared) {
       x["greedy_cpu_vs_kokkos"] = statsJson(p.greedyCpuVsKokkos);
+      x["affine_cpu_vs_kokkos_rms"] = p.affineCpuVsKokkos;
+      x["greedy_same_input_cpu_vs_kokkos"] = statsJson(p.greedySameInput);
       x["seconds_cpu_greedy"] = p.secondsCpuGreedy;
       if (p.unbiasedRan) {
         x["unbiased_cpu_vs_kokkos"] = statsJson(p.unbiasedCpuVsKokkos);
@@ -210,7 +219,9 @@ GreedyStudyReport runGreedyStudy(GreedyStudyOptions const& opt) {
        << " (each back end its own normalisation and affine, as a user runs it; |Phi_cpu - Phi_kokkos| inside the "
           "head, max / mean / p99, voxels; bound "
        << kMaxMapDifferenceVoxels << " on the max): greedy " << stats(p.greedyCpuVsKokkos) << " (CPU "
-       << std::setprecision(1) << p.secondsCpuGreedy << " s)";
+       << std::setprecision(1) << p.secondsCpuGreedy << " s; the affine stages differ by " << std::scientific
+       << std::setprecision(2) << p.affineCpuVsKokkos << std::fixed << " voxel RMS; the greedy stage alone, from the "
+       << "same affine: " << stats(p.greedySameInput) << ")";
     if (p.unbiasedRan)
       md << "; register unbiased " << stats(p.unbiasedCpuVsKokkos) << " (CPU " << std::setprecision(1)
          << p.secondsCpuUnbiased << " s)";

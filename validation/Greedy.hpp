@@ -7,7 +7,9 @@
 //   CPU vs Kokkos, as a user runs each back end (each doing its own normalisation and affine):
 //           |Phi_cpu(p) - Phi_kokkos(p)| (voxels of the moving grid) over the head, max / mean /
 //           p99, for the greedy registration and for `register unbiased` (its defaults), on the
-//           first `cpuPairs` pairs. Bound: kMaxMapDifferenceVoxels (0.5) on the max.
+//           first `cpuPairs` pairs. Bound: kMaxMapDifferenceVoxels (0.5) on the max. Also reported:
+//           the RMS distance of the two affine stages and the greedy stage alone (the CPU greedy
+//           from the Kokkos affine).
 // Pass: every pair's greedy Dice above its affine Dice, det Dh > 0, and the CPU-vs-Kokkos bounds.
 // quick: images at 4 mm (validation/Registration.hpp loadStudyImage), 2 pairs, 1 CPU pair.
 #pragma once
@@ -46,6 +48,8 @@ struct GreedyPairResult {
   bool folded = false;
   bool cpuCompared = false;
   DistanceStats greedyCpuVsKokkos, unbiasedCpuVsKokkos;
+  double affineCpuVsKokkos = 0.0;       // RMS mapped-point distance of the two affine stages (voxels)
+  DistanceStats greedySameInput;        // CPU greedy from the Kokkos affine vs Kokkos
   double secondsCpuGreedy = 0, secondsCpuUnbiased = 0;
   bool pass = false;
 };

@@ -130,7 +130,8 @@ FluidSolveReport FluidSolver<Exec>::sor(ConstField<memory_space> f, Field<memory
     using Policy = Kokkos::TeamPolicy<Exec>;
     const std::size_t bytes = F::scratchBytes();
     const int tilesX = (nx_ + F::kTileX - 1) / F::kTileX, tilesY = (ny_ + F::kTileY - 1) / F::kTileY;
-    Policy probe(exec_, tilesX * tilesY, Kokkos::AUTO);
+    const int teams = tilesX * tilesY * ((nz_ + F::kChunkZ - 1) / F::kChunkZ);
+    Policy probe(exec_, teams, Kokkos::AUTO);
     const std::size_t maxBytes = probe.scratch_size_max(0);
     if (bytes > maxBytes)
       throw InvalidArgument("block SOR: its tile needs " + std::to_string(bytes) + " B of team scratch, the back end offers " +
@@ -139,8 +140,8 @@ FluidSolveReport FluidSolver<Exec>::sor(ConstField<memory_space> f, Field<memory
     Field<memory_space> a = v, b = pong_;
     for (int s = 0; s < sweeps; ++s) {
       Kokkos::parallel_for("kortex::fluid::sor_tiled",
-                           Policy(exec_, tilesX * tilesY, Kokkos::AUTO).set_scratch_size(0, Kokkos::PerTeam(bytes)),
-                           F{f, a, b, op_, omega, tilesX});
+                           Policy(exec_, teams, Kokkos::AUTO).set_scratch_size(0, Kokkos::PerTeam(bytes)),
+                           F{f, a, b, op_, omega, tilesX, tilesY});
       std::swap(a, b);
     }
     if (a.data() != v.data()) Kokkos::deep_copy(exec_, v, a);  // odd sweep count

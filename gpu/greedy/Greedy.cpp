@@ -136,15 +136,18 @@ template <class Exec>
 struct GreedyRegistration<Exec>::Scale {
   int factor;
   int nz, ny, nx;
-  ImageView<memory_space> I0, I1, W;
+  ImageView<memory_space> I0, I1, W, Wc;
   Field<memory_space> u, v, f, cand;
+  Kokkos::View<float, memory_space> vmax2;
   FluidSolver<Exec> solver;
   Scale(Exec const& exec, int fct, GridExtents e, FluidParams const& p)
       : factor(fct), nz(e.nz), ny(e.ny), nx(e.nx),
         I0("kortex::greedy::I0", e.nz, e.ny, e.nx), I1("kortex::greedy::I1", e.nz, e.ny, e.nx),
-        W("kortex::greedy::W", e.nz, e.ny, e.nx), u("kortex::greedy::u", 3, e.nz, e.ny, e.nx),
+        W("kortex::greedy::W", e.nz, e.ny, e.nx), Wc("kortex::greedy::W_candidate", e.nz, e.ny, e.nx),
+        u("kortex::greedy::u", 3, e.nz, e.ny, e.nx),
         v("kortex::greedy::v", 3, e.nz, e.ny, e.nx), f("kortex::greedy::f", 3, e.nz, e.ny, e.nx),
-        cand("kortex::greedy::candidate", 3, e.nz, e.ny, e.nx), solver(exec, e.nz, e.ny, e.nx, p) {}
+        cand("kortex::greedy::candidate", 3, e.nz, e.ny, e.nx), vmax2("kortex::greedy::vmax2"),
+        solver(exec, e.nz, e.ny, e.nx, p) {}
 };
 
 template <class Exec>
@@ -224,9 +227,39 @@ GreedyResult GreedyRegistration<Exec>::run(ConstImageView<memory_space> moving, 
           break;
       }
       if (residual && rec.solve.residual < 0.0) rec.solve.residual = S.solver.residual(S.f, S.v);
-      const double m = fieldMaxNorm(exec_, S.v);
+      // The step: max |v| stays on the device (the composition reads it); each candidate is
+      // composed, then warped, scored and checked for folds in one pass, the only read-back.
+      const long n = long(S.nz) * S.ny * S.nx;
+      Kokkos::parallel_reduce("kortex::greedy::max_norm2", Kokkos::RangePolicy<Exec, Kokkos::IndexType<long>>(exec_, 0, n),
+                              MaxNorm2Functor<memory_space>{S.v.data(), n}, S.vmax2);
       sr.iterations = it;
-      if (!(m > 0.0)) {
+      float delta = params_.maxStep;
+      bool accepted = false, zero = false;
+      double sse = 0.0;
+      while (delta >= params_.minStep) {
+        parallelForVoxels("kortex::greedy::compose", exec_, S.nz, S.ny, S.nx,
+                          ComposeScaledFunctor<memory_space>{S.u, S.v, S.cand, S.vmax2, delta});
+        CheckSums cs{0.0, 0.0f};
+        Kokkos::parallel_reduce("kortex::greedy::check", Kokkos::RangePolicy<Exec, Kokkos::IndexType<long>>(exec_, 0, n),
+                                CheckFunctor<memory_space>{S.cand, S.I0, S.I1, S.Wc, S.nz, S.ny, S.nx}, cs);
+        if (delta == params_.maxStep) {
+          float m2 = 0.0f;
+          Kokkos::deep_copy(m2, S.vmax2);
+          if (!(m2 > 0.0f)) {
+            zero = true;
+            break;
+          }
+        }
+        if (cs.minJ > 0.0f) {
+          accepted = true;
+          rec.minJacobian = cs.minJ;
+          sse = cs.sse;
+          break;
+        }
+        ++rec.refused;
+        delta *= 0.5f;
+      }
+      if (zero) {
         sr.stop = GreedyStop::ZeroVelocity;
         rec.rmse = sr.rmseEnd;
         rec.seconds = elapsed();
@@ -235,25 +268,12 @@ GreedyResult GreedyRegistration<Exec>::run(ConstImageView<memory_space> moving, 
         if (progress) progress(rec);
         break;
       }
-      float delta = params_.maxStep;
-      bool accepted = false;
-      while (delta >= params_.minStep) {
-        greedyCompose(exec_, S.u, S.v, float(delta / m), S.cand);
-        const float mj = minJacobian(exec_, S.cand);
-        if (mj > 0.0f) {
-          accepted = true;
-          rec.minJacobian = mj;
-          break;
-        }
-        ++rec.refused;
-        delta *= 0.5f;
-      }
       result.refused += rec.refused;
       if (accepted) {
         std::swap(S.u, S.cand);
-        warp(exec_, S.I0, S.u, S.W);
+        std::swap(S.W, S.Wc);
         rec.step = delta;
-        sr.rmseEnd = imageRmse(exec_, S.W, S.I1);
+        sr.rmseEnd = std::sqrt(sse / double(n));
       }
       rec.rmse = sr.rmseEnd;
       rec.seconds = elapsed();

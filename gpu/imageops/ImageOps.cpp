@@ -168,12 +168,12 @@ void gradient(Exec const& exec, ConstImageOf<Exec> a, Field<typename Exec::memor
   }
   using F = imageops_detail::GradientTiledFunctor<Exec>;
   const int tilesX = (nx + F::kTileX - 1) / F::kTileX, tilesY = (ny + F::kTileY - 1) / F::kTileY;
-  Kokkos::TeamPolicy<Exec> policy(exec, tilesX * tilesY, Kokkos::AUTO);
+  Kokkos::TeamPolicy<Exec> policy(exec, tilesX * tilesY * ((nz + F::kChunkZ - 1) / F::kChunkZ), Kokkos::AUTO);
   if (F::scratchBytes() > std::size_t(policy.scratch_size_max(0)))
     throw InvalidArgument("gradient: the tile needs " + std::to_string(F::scratchBytes()) +
                           " B of team scratch, the back end offers " + std::to_string(policy.scratch_size_max(0)) + " B");
   Kokkos::parallel_for("kortex::imageops::gradient_tiled", policy.set_scratch_size(0, Kokkos::PerTeam(F::scratchBytes())),
-                       F{a, out, tilesX});
+                       F{a, out, tilesX, tilesY});
 }
 
 #define KORTEX_INSTANTIATE_IMAGEOPS(SPACE)                                                                       \

@@ -108,19 +108,25 @@ struct SorTiledFunctor {
   static constexpr int kPitchX = kTileX + 2 * kApron, kPitchY = kTileY + 2 * kApron;
   static constexpr int kSlotFloats = 3 * kPitchX * kPitchY;
 
+  // Slices per team along z: the league is tiles x chunks, so that a grid of a few xy tiles still
+  // fills a GPU; each chunk recomputes the red of its two end slices from old values (k = z0 - 1
+  // and k = z1), 2 extra red slices per 16.
+  static constexpr int kChunkZ = 16;
+
   ConstField<Mem> f, in;
   Field<Mem> out;
   FluidOperator op;
   float omega;
-  int tilesX;
+  int tilesX, tilesY;
 
   static std::size_t scratchBytes() { return Scratch::shmem_size(kSlots * kSlotFloats); }
 
   KOKKOS_INLINE_FUNCTION void operator()(Team const& team) const {
     const int nz = static_cast<int>(in.extent(1)), ny = static_cast<int>(in.extent(2)),
               nx = static_cast<int>(in.extent(3));
-    const int tile = team.league_rank();
+    const int tile = team.league_rank() % (tilesX * tilesY), chunk = team.league_rank() / (tilesX * tilesY);
     const int x0 = (tile % tilesX) * kTileX, y0 = (tile / tilesX) * kTileY;
+    const int z0 = chunk * kChunkZ, z1 = z0 + kChunkZ < nz ? z0 + kChunkZ : nz;
     const int w = nx - x0 < kTileX ? nx - x0 : kTileX, h = ny - y0 < kTileY ? ny - y0 : kTileY;
     const int lw = w + 2 * kApron, lh = h + 2 * kApron;  // loaded region (local pitch kPitchX)
     Scratch ring(team.team_scratch(0), kSlots * kSlotFloats);
@@ -136,9 +142,9 @@ struct SorTiledFunctor {
         for (int c = 0; c < 3; ++c) at(s, c, ly, lx) = in(c, zs, gy, gx);
       });
     };
-    load(-2);  // red on slice -1 (= nz - 1) reads slices -2 .. 0
-    load(-1);
-    for (int k = -1; k <= nz; ++k) {
+    load(z0 - 2);  // red on slice z0 - 1 (nz - 1 for the first chunk) reads slices z0 - 2 .. z0
+    load(z0 - 1);
+    for (int k = z0 - 1; k <= z1; ++k) {
       load(k + 1);
       team.team_barrier();
       // Red on slice k over the tile + 1 apron, in place in slot(k).
@@ -156,14 +162,14 @@ struct SorTiledFunctor {
                              at(s, c, ly + 1, lx) + at(sm, c, ly, lx) + at(sp, c, ly, lx);
             const float nv = fluidSorUpdate(op, omega, at(s, c, ly, lx), f(c, zk, fy, fx), nb);
             at(s, c, ly, lx) = nv;
-            if (k >= 0 && k < nz && lx >= kApron && lx < kApron + w && ly >= kApron && ly < kApron + h)
+            if (k >= z0 && k < z1 && lx >= kApron && lx < kApron + w && ly >= kApron && ly < kApron + h)
               out(c, zk, fy, fx) = nv;
           }
         });
       }
       team.team_barrier();
       // Black on slice k - 1 over the tile.
-      if (k - 1 >= 0) {
+      if (k - 1 >= z0) {
         const int kb = k - 1;
         const int s = slotOf(kb), sm = slotOf(kb - 1), sp = slotOf(kb + 1);
         Kokkos::parallel_for(Kokkos::TeamThreadRange(team, w * h), [&](int i) {

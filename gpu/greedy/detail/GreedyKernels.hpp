@@ -93,4 +93,84 @@ struct UpsampleFunctor {
   }
 };
 
+// ---- the registration's fused passes --------------------------------------------------------------
+
+// max |v|^2 (reduced into a device scalar: no host synchronisation).
+template <class Mem>
+struct MaxNorm2Functor {
+  using value_type = float;
+  const float* v;
+  long n;
+  KOKKOS_INLINE_FUNCTION void operator()(long i, float& m) const {
+    const float a = v[i], b = v[n + i], c = v[2 * n + i];
+    const float s = a * a + b * b + c * c;
+    if (s > m) m = s;
+  }
+  KOKKOS_INLINE_FUNCTION void init(float& m) const { m = 0.0f; }
+  KOKKOS_INLINE_FUNCTION void join(KORTEX_JOIN_VOLATILE float& d, const KORTEX_JOIN_VOLATILE float& s) const {
+    if (s > d) d = s;
+  }
+};
+
+// out = u(x + eps v) - eps v with eps = delta / max |v| read from the device scalar (0 when v = 0).
+template <class Mem>
+struct ComposeScaledFunctor {
+  ConstField<Mem> u, v;
+  Field<Mem> out;
+  Kokkos::View<const float, Mem> vmax2;
+  float delta;
+  KOKKOS_INLINE_FUNCTION void operator()(int z, int y, int x) const {
+    const float m2 = vmax2();
+    const float eps = m2 > 0.0f ? delta / kx::sqrt(m2) : 0.0f;
+    float o[3];
+    ::kortex::greedyCompose(u, v, eps, z, y, x, o);
+    out(0, z, y, x) = o[0];
+    out(1, z, y, x) = o[1];
+    out(2, z, y, x) = o[2];
+  }
+};
+
+// The candidate's checks in one pass: W(x) = I0(x - u(x)) written to `warped`, sum (W - I1)^2 and
+// min det(I - grad u) (clamped central differences).
+struct CheckSums {
+  double sse;
+  float minJ;
+};
+template <class Mem>
+struct CheckFunctor {
+  using value_type = CheckSums;
+  ConstField<Mem> u;
+  ConstImageView<Mem> moving, fixed;
+  ImageView<Mem> warped;
+  int nz, ny, nx;
+  KOKKOS_INLINE_FUNCTION void operator()(long i, value_type& s) const {
+    const int x = static_cast<int>(i % nx), y = static_cast<int>((i / nx) % ny), z = static_cast<int>(i / (long(nx) * ny));
+    float g[3];
+    const float w = regSampleTrilinear(moving, static_cast<float>(x) - u(0, z, y, x), static_cast<float>(y) - u(1, z, y, x),
+                                       static_cast<float>(z) - u(2, z, y, x), g);
+    warped(z, y, x) = w;
+    const double d = double(w) - double(fixed(z, y, x));
+    s.sse += d * d;
+    const int xm = clampIndex(x - 1, nx), xp = clampIndex(x + 1, nx);
+    const int ym = clampIndex(y - 1, ny), yp = clampIndex(y + 1, ny);
+    const int zm = clampIndex(z - 1, nz), zp = clampIndex(z + 1, nz);
+    float G[9];
+    for (int c = 0; c < 3; ++c) {
+      G[3 * c + 0] = regCentral(u(c, z, y, xm), u(c, z, y, xp));
+      G[3 * c + 1] = regCentral(u(c, z, ym, x), u(c, z, yp, x));
+      G[3 * c + 2] = regCentral(u(c, zm, y, x), u(c, zp, y, x));
+    }
+    const float J = regDeterminant(G);
+    if (J < s.minJ) s.minJ = J;
+  }
+  KOKKOS_INLINE_FUNCTION void init(value_type& s) const {
+    s.sse = 0.0;
+    s.minJ = 3.4e38f;
+  }
+  KOKKOS_INLINE_FUNCTION void join(KORTEX_JOIN_VOLATILE value_type& d, const KORTEX_JOIN_VOLATILE value_type& s) const {
+    d.sse += s.sse;
+    if (s.minJ < d.minJ) d.minJ = s.minJ;
+  }
+};
+
 }  // namespace kortex::gpu::greedy_detail

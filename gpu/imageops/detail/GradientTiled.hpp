@@ -1,6 +1,7 @@
 // ScratchTiled gradient (core/ImageOps.hpp): a team owns an xy tile and marches along z with a
 // ring of 3 slices of the tile + 1-voxel apron in team scratch (clamp applied while loading), so
-// every input value is read from global memory once per tile (plus the apron).
+// every input value is read from global memory once per tile (plus the apron). A team handles
+// kChunkZ slices of its tile.
 #pragma once
 
 #include <Kokkos_Core.hpp>
@@ -20,29 +21,32 @@ struct GradientTiledFunctor {
   static constexpr int kTileX = 32, kTileY = 8, kPitchX = kTileX + 2, kPitchY = kTileY + 2;
   static constexpr int kSlice = kPitchX * kPitchY;
 
+  static constexpr int kChunkZ = 16;  // slices per team (league = tiles x chunks)
+
   ConstImageView<Mem> a;
   Field<Mem> out;
-  int tilesX;
+  int tilesX, tilesY;
 
   static std::size_t scratchBytes() { return Scratch::shmem_size(3 * kSlice); }
 
   KOKKOS_INLINE_FUNCTION void operator()(Team const& team) const {
     const int nz = static_cast<int>(a.extent(0)), ny = static_cast<int>(a.extent(1)), nx = static_cast<int>(a.extent(2));
-    const int tile = team.league_rank();
+    const int tile = team.league_rank() % (tilesX * tilesY), chunk = team.league_rank() / (tilesX * tilesY);
+    const int z0 = chunk * kChunkZ, z1 = z0 + kChunkZ < nz ? z0 + kChunkZ : nz;
     const int x0 = (tile % tilesX) * kTileX, y0 = (tile / tilesX) * kTileY;
     const int w = nx - x0 < kTileX ? nx - x0 : kTileX, h = ny - y0 < kTileY ? ny - y0 : kTileY;
     const int lw = w + 2, lh = h + 2;
     Scratch ring(team.team_scratch(0), 3 * kSlice);
-    auto load = [&](int z) {  // slice z (clamped) into slot (z + 1) mod 3
+    auto load = [&](int z) {  // slice z (clamped) into slot z mod 3 (z >= -1)
       const int zs = clampIndex(z, nz), slot = (z + 3) % 3;
       Kokkos::parallel_for(Kokkos::TeamThreadRange(team, lw * lh), [&](int i) {
         const int ly = i / lw, lx = i % lw;
         ring(slot * kSlice + ly * kPitchX + lx) = a(zs, clampIndex(y0 + ly - 1, ny), clampIndex(x0 + lx - 1, nx));
       });
     };
-    load(-1);
-    load(0);
-    for (int z = 0; z < nz; ++z) {
+    load(z0 - 1);
+    load(z0);
+    for (int z = z0; z < z1; ++z) {
       load(z + 1);
       team.team_barrier();
       const int sm = (z - 1 + 3) % 3, s0 = z % 3, sp = (z + 1) % 3;
