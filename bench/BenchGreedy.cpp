@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <functional>
 #include <iomanip>
 #include <sstream>
 
@@ -14,6 +15,8 @@
 #include "gpu/gaussian/Gaussian.hpp"
 #include "gpu/imageops/ImageOps.hpp"
 #include "gpu/greedy/Greedy.hpp"
+#include "gpu/greedy/detail/GreedyKernels.hpp"
+#include "gpu/detail/Common.hpp"
 #include "gpu/registration/Registration.hpp"
 #include "io/ImageIO.hpp"
 #include "io/Output.hpp"
@@ -304,6 +307,50 @@ BenchReport runGreedyBench(BenchOptions const& opt) {
                       {"torch_ms", torchMs}, {"torch_fold_check_ms", torchFoldMs}});
     }
     j["iteration"] = rows;
+    {
+      // Kernel split of one iteration (each timed alone, fenced): the passes run() makes.
+      namespace gd = gpu::greedy_detail;
+      const int nz = target.nz, ny = target.ny, nx = target.nx, n = nz * ny * nx;
+      gpu::FluidSolver<Exec> solver(exec, nz, ny, nx, FluidParams{0.1, 0.0, 0.001});
+      gpu::Field<Mem> f("kortex::bench::f", 3, nz, ny, nx), v("kortex::bench::v", 3, nz, ny, nx),
+          cand("kortex::bench::cand", 3, nz, ny, nx);
+      ImageView<Mem> W("kortex::bench::W", nz, ny, nx), Wc("kortex::bench::Wc", nz, ny, nx);
+      Kokkos::View<float, Mem> vmax2("kortex::bench::vmax2");
+      Kokkos::deep_copy(W, dMoving);
+      Kokkos::deep_copy(u, 0.0f);
+      gpu::greedyForce(exec, W, dFixed, f);
+      solver.spectral(f, v);
+      using IntPolicy = Kokkos::RangePolicy<Exec, Kokkos::IndexType<int>>;
+      struct Part {
+        const char* name;
+        double bytes;  // per voxel
+        std::function<void()> run;
+      };
+      std::vector<Part> parts = {
+          {"force", 20, [&] { gpu::greedyForce(exec, W, dFixed, f); }},
+          {"spectral solve (R2C, symbol, C2R)", 48, [&] { solver.spectral(f, v); }},
+          {"max norm of v (to a device scalar)", 12,
+           [&] { Kokkos::parallel_reduce("kortex::bench::max_norm2", IntPolicy(exec, 0, n), gd::MaxNorm2Functor<Mem>{v.data(), n}, vmax2); }},
+          {"composition", 36,
+           [&] { gpu::parallelForVoxels("kortex::bench::compose", exec, nz, ny, nx, gd::ComposeScaledFunctor<Mem>{u, v, cand, vmax2, 1.0f}); }},
+          {"warp + SSE + fold check (read back)", 24, [&] {
+             gd::CheckSums cs{0.0, 0.0f};
+             Kokkos::parallel_reduce("kortex::bench::check", IntPolicy(exec, 0, n),
+                                     gd::CheckFunctor<Mem>{cand, dMoving, dFixed, Wc, nz, ny, nx}, cs);
+           }}};
+      md << "\nKernel split (fft, each pass timed alone):\n\n| pass | ms | GB/s (minimum bytes) |\n|---|---|---|\n";
+      nlohmann::json split = nlohmann::json::array();
+      double sum = 0.0;
+      for (auto& part : parts) {
+        const double ms = timeMedian(part.run, fence, warm, reps).medianMs;
+        sum += ms;
+        const double gb = part.bytes * double(n) / (ms * 1e-3) * 1e-9;
+        md << "| " << part.name << " | " << fmt(ms) << " | " << fmt(gb, 0) << " (" << fmt(part.bytes, 0) << " B) |\n";
+        split.push_back({{"pass", part.name}, {"ms", ms}, {"GBs", gb}, {"bytes_per_voxel", part.bytes}});
+      }
+      md << "| sum | " << fmt(sum) << " | |\n";
+      j["iteration_split"] = split;
+    }
     if (onDevice && !opt.tiny) {
       md << "\nTarget: <= " << kTargetIterationMs << " ms per iteration: " << (bestMs <= kTargetIterationMs ? "met" : "missed")
          << " (" << fmt(bestMs) << " ms)";

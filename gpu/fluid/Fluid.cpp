@@ -70,7 +70,8 @@ double fluidResidual(Exec const& exec, ConstField<typename Exec::memory_space> f
   requireSameShape(f, v, "fluidResidual");
   ResidualSums sums{0.0, 0.0};
   const long n = long(v.extent(1)) * long(v.extent(2)) * long(v.extent(3));
-  Kokkos::parallel_reduce("kortex::fluid::residual", Kokkos::RangePolicy<Exec, Kokkos::IndexType<long>>(exec, 0, n),
+  if (n > 2147483647L) throw InvalidArgument("fluidResidual: more than 2^31 - 1 voxels");
+  Kokkos::parallel_reduce("kortex::fluid::residual", Kokkos::RangePolicy<Exec, Kokkos::IndexType<int>>(exec, 0, int(n)),
                           ResidualFunctor<Mem>{f, v, makeFluidOperator(params)}, sums);
   return relativeResidual(sums);
 }

@@ -77,7 +77,7 @@ float minJacobian(Exec const& exec, ConstField<typename Exec::memory_space> u) {
   const int nz = int(u.extent(1)), ny = int(u.extent(2)), nx = int(u.extent(3));
   float m = 0.0f;
   Kokkos::parallel_reduce("kortex::greedy::min_jacobian",
-                          Kokkos::RangePolicy<Exec, Kokkos::IndexType<long>>(exec, 0, long(nz) * ny * nx),
+                          Kokkos::RangePolicy<Exec, Kokkos::IndexType<int>>(exec, 0, nz * ny * nx),
                           MinJacobianFunctor<Mem>{u, ny, nx, nz}, m);
   return m;
 }
@@ -229,8 +229,8 @@ GreedyResult GreedyRegistration<Exec>::run(ConstImageView<memory_space> moving, 
       if (residual && rec.solve.residual < 0.0) rec.solve.residual = S.solver.residual(S.f, S.v);
       // The step: max |v| stays on the device (the composition reads it); each candidate is
       // composed, then warped, scored and checked for folds in one pass, the only read-back.
-      const long n = long(S.nz) * S.ny * S.nx;
-      Kokkos::parallel_reduce("kortex::greedy::max_norm2", Kokkos::RangePolicy<Exec, Kokkos::IndexType<long>>(exec_, 0, n),
+      const int n = S.nz * S.ny * S.nx;  // < 2^31 (parallelForVoxels checks the same grids)
+      Kokkos::parallel_reduce("kortex::greedy::max_norm2", Kokkos::RangePolicy<Exec, Kokkos::IndexType<int>>(exec_, 0, n),
                               MaxNorm2Functor<memory_space>{S.v.data(), n}, S.vmax2);
       sr.iterations = it;
       float delta = params_.maxStep;
@@ -240,7 +240,7 @@ GreedyResult GreedyRegistration<Exec>::run(ConstImageView<memory_space> moving, 
         parallelForVoxels("kortex::greedy::compose", exec_, S.nz, S.ny, S.nx,
                           ComposeScaledFunctor<memory_space>{S.u, S.v, S.cand, S.vmax2, delta});
         CheckSums cs{0.0, 0.0f};
-        Kokkos::parallel_reduce("kortex::greedy::check", Kokkos::RangePolicy<Exec, Kokkos::IndexType<long>>(exec_, 0, n),
+        Kokkos::parallel_reduce("kortex::greedy::check", Kokkos::RangePolicy<Exec, Kokkos::IndexType<int>>(exec_, 0, n),
                                 CheckFunctor<memory_space>{S.cand, S.I0, S.I1, S.Wc, S.nz, S.ny, S.nx}, cs);
         if (delta == params_.maxStep) {
           float m2 = 0.0f;

@@ -41,9 +41,9 @@ struct ResidualFunctor {
   using value_type = ResidualSums;
   ConstField<Mem> f, v;
   FluidOperator op;
-  KOKKOS_INLINE_FUNCTION void operator()(long i, value_type& sum) const {
-    const long nx = static_cast<long>(v.extent(3)), ny = static_cast<long>(v.extent(2));
-    const int x = static_cast<int>(i % nx), y = static_cast<int>((i / nx) % ny), z = static_cast<int>(i / (nx * ny));
+  KOKKOS_INLINE_FUNCTION void operator()(int i, value_type& sum) const {
+    const int nx = static_cast<int>(v.extent(3)), ny = static_cast<int>(v.extent(2));
+    const int row = i / nx, x = i - row * nx, y = row % ny, z = row / ny;
     float o[3];
     fluidApply(v, op, z, y, x, o);
     for (int c = 0; c < 3; ++c) {

@@ -46,8 +46,8 @@ struct MinJacobianFunctor {
   using value_type = float;
   ConstField<Mem> u;
   int ny, nx, nz;
-  KOKKOS_INLINE_FUNCTION void operator()(long i, float& m) const {
-    const int x = static_cast<int>(i % nx), y = static_cast<int>((i / nx) % ny), z = static_cast<int>(i / (long(nx) * ny));
+  KOKKOS_INLINE_FUNCTION void operator()(int i, float& m) const {
+    const int row = i / nx, x = i - row * nx, y = row % ny, z = row / ny;
     const int xm = clampIndex(x - 1, nx), xp = clampIndex(x + 1, nx);
     const int ym = clampIndex(y - 1, ny), yp = clampIndex(y + 1, ny);
     const int zm = clampIndex(z - 1, nz), zp = clampIndex(z + 1, nz);
@@ -100,8 +100,8 @@ template <class Mem>
 struct MaxNorm2Functor {
   using value_type = float;
   const float* v;
-  long n;
-  KOKKOS_INLINE_FUNCTION void operator()(long i, float& m) const {
+  int n;
+  KOKKOS_INLINE_FUNCTION void operator()(int i, float& m) const {
     const float a = v[i], b = v[n + i], c = v[2 * n + i];
     const float s = a * a + b * b + c * c;
     if (s > m) m = s;
@@ -143,8 +143,8 @@ struct CheckFunctor {
   ConstImageView<Mem> moving, fixed;
   ImageView<Mem> warped;
   int nz, ny, nx;
-  KOKKOS_INLINE_FUNCTION void operator()(long i, value_type& s) const {
-    const int x = static_cast<int>(i % nx), y = static_cast<int>((i / nx) % ny), z = static_cast<int>(i / (long(nx) * ny));
+  KOKKOS_INLINE_FUNCTION void operator()(int i, value_type& s) const {
+    const int row = i / nx, x = i - row * nx, y = row % ny, z = row / ny;
     float g[3];
     const float w = regSampleTrilinear(moving, static_cast<float>(x) - u(0, z, y, x), static_cast<float>(y) - u(1, z, y, x),
                                        static_cast<float>(z) - u(2, z, y, x), g);
