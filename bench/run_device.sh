@@ -31,7 +31,8 @@
 #   bench/run_device.sh BIN_DIR OUT_DIR greedy    # issue 14: tstFluid, tstGaussian, tstImageOps, tstGreedy,
 #                                                 # tstGreedyRealData (DATA=folder) on every space; the
 #                                                 # PyTorch greedy peer; kortex bench greedy; the greedy
-#                                                 # study (kortex validate --greedy-only, DATA)
+#                                                 # study (kortex validate --greedy-only, DATA; ELASTIX=
+#                                                 # the output of bench/peers/elastix_ixi.sh)
 #
 #   bench/run_device.sh BIN_DIR OUT_DIR profile # Nsight Compute reports of the kernels behind
 #                                               # the issue's NLM targets (needs ncu)
@@ -211,7 +212,8 @@ elif [ "$PART" = "greedy" ]; then
       --markdown "$OUT/bench_greedy.md" > "$OUT/bench_greedy.log" 2>&1 || { echo "FAIL bench greedy"; status=1; }
   fi
   if [ -n "${DATA:-}" ] && [ -z "${SKIP_STUDY:-}" ]; then
-    timeout 500 "$BIN/kortex" validate --greedy-only --data "$DATA" --greedy-pairs "${GREEDY_PAIRS:-10}" \
+    elastix=(); [ -n "${ELASTIX:-}" ] && elastix=(--elastix "$ELASTIX")
+    timeout 500 "$BIN/kortex" validate --greedy-only --data "$DATA" --greedy-pairs "${GREEDY_PAIRS:-10}" "${elastix[@]}" \
       --json "$OUT/validate_greedy.json" --markdown "$OUT/validate_greedy.md" > "$OUT/validate_greedy.log" 2>&1 \
       || { echo "FAIL validate greedy"; status=1; }
   fi
