@@ -9,7 +9,7 @@ KORTEX="$1"
 . "$(dirname "${BASH_SOURCE[0]}")/cli_lib.sh"
 
 # --- help on every subcommand -----------------------------------------------------------
-for sub in "" "info" "denoise" "denoise bilateral" "denoise nlm" "denoise multires" "validate" "bench" "bench ct" "bench register" "bench surface" "register" "register unbiased" "surface" "surface denoise" "reproduce" "tune"; do
+for sub in "" "info" "denoise" "denoise bilateral" "denoise nlm" "denoise multires" "validate" "bench" "bench ct" "bench register" "bench surface" "bench greedy" "register" "register unbiased" "register greedy" "surface" "surface denoise" "reproduce" "tune"; do
   # shellcheck disable=SC2086
   if "$KORTEX" $sub --help > help.txt 2>&1 && grep -q -i "usage" help.txt; then ok; else fail "--help for '$sub'"; fi
 done
@@ -163,6 +163,28 @@ expect_success "register tiny (cpu, no affine)" w.nii "${R[@]}" --moving vb.mha 
 expect_success "register tiny (kokkos recompute, no affine)" w.nii "${R[@]}" --moving vb.mha --out-warped w.nii \
   --backend kokkos --variant recompute --no-affine --iterations 5
 expect_success "bench register --tiny" br.json "$KORTEX" bench register --tiny --json br.json
+
+# --- register greedy (issue 14) ---------------------------------------------------------------
+G=("$KORTEX" register greedy --fixed va.mha)
+expect_error "greedy alpha 0" w.nii "${G[@]}" --moving vb.mha --out-warped w.nii --alpha 0
+expect_error "greedy negative gamma" w.nii "${G[@]}" --moving vb.mha --out-warped w.nii --gamma -1
+expect_error "greedy negative beta" w.nii "${G[@]}" --moving vb.mha --out-warped w.nii --beta -0.1
+expect_error "greedy scales not integers" w.nii "${G[@]}" --moving vb.mha --out-warped w.nii --scales 2,x
+expect_error "greedy scales increasing" w.nii "${G[@]}" --moving vb.mha --out-warped w.nii --scales 1,2
+expect_error "greedy scales vs iterations" w.nii "${G[@]}" --moving vb.mha --out-warped w.nii --scales 4,2,1
+expect_error "greedy unknown solver" w.nii "${G[@]}" --moving vb.mha --out-warped w.nii --solver multigrid
+expect_error "greedy SOR with beta" w.nii "${G[@]}" --moving vb.mha --out-warped w.nii --solver sor --beta 0.1
+expect_error "greedy max step 0" w.nii "${G[@]}" --moving vb.mha --out-warped w.nii --max-step 0
+expect_error "greedy 2D input" w.nii "$KORTEX" register greedy --fixed good.mha --moving good.mha --out-warped w.nii
+expect_error "greedy constant moving image" w.nii "${G[@]}" --moving vconst.mha --out-warped w.nii
+expect_error "greedy NaN voxel" w.nii "${G[@]}" --moving vnan.mha --out-warped w.nii
+expect_error "greedy no overlap" w.nii "${G[@]}" --moving vfar.mha --out-warped w.nii --no-affine
+expect_error "greedy field not NIfTI" f.mha "${G[@]}" --moving vb.mha --out-warped w.nii --out-field f.mha
+expect_success "greedy tiny (cpu, no affine)" w.nii "${G[@]}" --moving vb.mha --out-warped w.nii --out-field f.nii.gz \
+  --out-jacobian j.nii --backend cpu --no-affine --iterations 3,3
+[ -s f.nii.gz ] && [ -s j.nii ] || fail "greedy: field or Jacobian not written"
+expect_success "greedy tiny (kokkos hybrid-sor, no affine)" w.nii "${G[@]}" --moving vb.mha --out-warped w.nii \
+  --backend kokkos --solver hybrid-sor --no-affine --iterations 3,3
 
 # Surface denoising (issue 5): a 16^3 mask holding the cube [4, 12)^3, built line by line.
 zero='\x00\x00\x00\x00'

@@ -361,6 +361,53 @@ BOOST_AUTO_TEST_CASE(registration_job_checks_once_before_running) {
   }
 }
 
+BOOST_AUTO_TEST_CASE(greedy_job_checks_once_and_pads) {
+  // 15^3 (odd): the job pads to 16^3 (scale 2; 16 for SOR: even at scale 2) and crops back.
+  const HostImage fixed = blob(15, 8.0, 1), moving = blob(15, 9.0, 2);
+  for (Backend b : kBackends) {
+    BOOST_TEST_CONTEXT(toString(b)) {
+      pipeline::RegistrationPipelineOptions opt;
+      opt.backend = b;
+      opt.method = pipeline::RegistrationMethod::Greedy;
+      opt.useAffine = false;
+      opt.greedy.iterations = {3, 3};
+      for (GreedySolver s : {GreedySolver::Fft, GreedySolver::HybridSor}) {
+        opt.greedy.solver = s;
+        pipeline::RegistrationPipelineResult r;
+        BOOST_CHECK_NO_THROW(r = pipeline::registerPair(moving, fixed, opt));
+        BOOST_TEST(r.greedyGrid.nx() == 16);
+        BOOST_TEST(r.u.data.extent(3) == 15u);
+        BOOST_TEST(r.greedy.iterations == 6);
+        BOOST_TEST(r.greedy.minJacobian > 0.0f);
+      }
+      opt.greedy.solver = GreedySolver::Fft;
+      auto bad = opt;
+      bad.greedy.fluid.gamma = 0.0;
+      expectRefused([&] { pipeline::registerPair(moving, fixed, bad); }, "gamma");
+      bad = opt;
+      bad.greedy.fluid.beta = -1.0;
+      expectRefused([&] { pipeline::registerPair(moving, fixed, bad); }, "beta");
+      bad = opt;
+      bad.greedy.scales = {1, 2};
+      expectRefused([&] { pipeline::registerPair(moving, fixed, bad); }, "decrease");
+      bad = opt;
+      bad.greedy.solver = GreedySolver::Sor;
+      bad.greedy.fluid.beta = 0.1;
+      expectRefused([&] { pipeline::registerPair(moving, fixed, bad); }, "beta = 0");
+      for (float v : {kNaN, kInf}) {
+        HostImage m("kortex::test::Pipeline::m", moving.geometry);
+        Kokkos::deep_copy(m.data, moving.data);
+        m.data(1, 2, 3) = v;
+        expectRefused([&] { pipeline::registerPair(m, fixed, opt); }, "moving image contains");
+      }
+    }
+  }
+  BOOST_TEST(pipeline::greedyPaddedGrid(Geometry::make3D(120, 120, 90), GreedyParams{}).nz() == 90);
+  GreedyParams sor;
+  sor.solver = GreedySolver::HybridSor;
+  BOOST_TEST(pipeline::greedyPaddedGrid(Geometry::make3D(120, 120, 90), sor).nz() == 92);
+}
+
 BOOST_AUTO_TEST_CASE(multires_integer_job_checks) {
   HostImage ints("kortex::test::Pipeline::ints", Geometry::make2D(32, 24));
   for (Index i = 0; i < ints.numVoxels(); ++i) ints.data.data()[i] = static_cast<float>((i * 37) % 1000);
