@@ -8,6 +8,7 @@
 #include <random>
 #include <string>
 
+#include "FieldTestUtils.hpp"
 #include "TestUtils.hpp"
 #include "core/Fluid.hpp"
 #include "gpu/fluid/Fluid.hpp"
@@ -15,6 +16,11 @@
 
 using namespace kortex;
 using HostField = ref::HostField;
+using test::maxAbs;
+using test::maxDiff;
+using test::randomField;
+using test::toDevice;
+using test::toHostField;
 
 namespace {
 
@@ -63,40 +69,8 @@ HostField manufactured(int nz, int ny, int nx, unsigned seed = 1) {
   return v;
 }
 
-HostField randomField(int nz, int ny, int nx, unsigned seed) {
-  HostField v("random", 3, nz, ny, nx);
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> d(-1.0f, 1.0f);
-  for (std::size_t i = 0; i < v.size(); ++i) v.data()[i] = d(rng);
-  return v;
-}
-
-double maxAbs(HostField const& a) {
-  double m = 0.0;
-  for (std::size_t i = 0; i < a.size(); ++i) m = std::max(m, double(std::fabs(a.data()[i])));
-  return m;
-}
-
 // max |a - b| / max |b|.
-double relMaxError(HostField const& a, HostField const& b) {
-  double m = 0.0;
-  for (std::size_t i = 0; i < a.size(); ++i) m = std::max(m, std::fabs(double(a.data()[i]) - b.data()[i]));
-  return m / maxAbs(b);
-}
-
-template <class Space>
-gpu::Field<typename Space::memory_space> toDevice(HostField const& h) {
-  gpu::Field<typename Space::memory_space> d("d", h.extent(0), h.extent(1), h.extent(2), h.extent(3));
-  Kokkos::deep_copy(d, h);
-  return d;
-}
-
-template <class View>
-HostField toHostField(View const& d) {
-  HostField h("h", d.extent(0), d.extent(1), d.extent(2), d.extent(3));
-  Kokkos::deep_copy(h, d);
-  return h;
-}
+double relMaxError(HostField const& a, HostField const& b) { return test::maxDiff(a, b) / test::maxAbs(b); }
 
 HostField applyRef(FluidParams const& p, HostField const& v) {
   HostField out("Lv", 3, v.extent(1), v.extent(2), v.extent(3));

@@ -8,6 +8,7 @@
 #include <random>
 #include <string>
 
+#include "FieldTestUtils.hpp"
 #include "TestUtils.hpp"
 #include "core/Greedy.hpp"
 #include "gpu/greedy/Greedy.hpp"
@@ -17,6 +18,11 @@
 
 using namespace kortex;
 using HostField = ref::HostField;
+using test::maxAbs;
+using test::maxDiff;
+using test::randomField;
+using test::toDevice;
+using test::toHostField;
 
 namespace {
 
@@ -58,14 +64,6 @@ HostImage blobs(int nx, int ny, int nz, double shift = 0.0) {
   return img;
 }
 
-HostField randomField(int nz, int ny, int nx, unsigned seed, float amp) {
-  HostField v("random", 3, nz, ny, nx);
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> d(-amp, amp);
-  for (std::size_t i = 0; i < v.size(); ++i) v.data()[i] = d(rng);
-  return v;
-}
-
 // A smooth field (sines), amplitude `amp` voxels.
 HostField smoothField(int nz, int ny, int nx, float amp) {
   HostField u("smooth", 3, nz, ny, nx);
@@ -76,32 +74,6 @@ HostField smoothField(int nz, int ny, int nx, float amp) {
         for (int x = 0; x < nx; ++x)
           u(c, z, y, x) = float(amp * std::sin(tw * x / nx + c) * std::cos(tw * y / ny) * std::sin(tw * z / nz + 0.5));
   return u;
-}
-
-double maxAbs(HostField const& a) {
-  double m = 0.0;
-  for (std::size_t i = 0; i < a.size(); ++i) m = std::max(m, double(std::fabs(a.data()[i])));
-  return m;
-}
-
-double maxDiff(HostField const& a, HostField const& b) {
-  double m = 0.0;
-  for (std::size_t i = 0; i < a.size(); ++i) m = std::max(m, std::fabs(double(a.data()[i]) - b.data()[i]));
-  return m;
-}
-
-template <class Space>
-gpu::Field<typename Space::memory_space> toDevice(HostField const& h) {
-  gpu::Field<typename Space::memory_space> d("d", h.extent(0), h.extent(1), h.extent(2), h.extent(3));
-  Kokkos::deep_copy(d, h);
-  return d;
-}
-
-template <class View>
-HostField toHostField(View const& d) {
-  HostField h("h", d.extent(0), d.extent(1), d.extent(2), d.extent(3));
-  Kokkos::deep_copy(h, d);
-  return h;
 }
 
 // The paper's operator (alpha 0.01, gamma 0.001: smoothing length ~3 voxels) suits these small
