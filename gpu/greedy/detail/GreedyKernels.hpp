@@ -11,6 +11,21 @@
 
 namespace kortex::gpu::greedy_detail {
 
+// det(I - grad u) at (z, y, x), clamped central differences (core/Registration.hpp's G).
+template <class Field>
+KOKKOS_INLINE_FUNCTION float deformationDeterminant(Field const& u, int z, int y, int x, int nz, int ny, int nx) {
+  const int xm = clampIndex(x - 1, nx), xp = clampIndex(x + 1, nx);
+  const int ym = clampIndex(y - 1, ny), yp = clampIndex(y + 1, ny);
+  const int zm = clampIndex(z - 1, nz), zp = clampIndex(z + 1, nz);
+  float g[9];
+  for (int c = 0; c < 3; ++c) {
+    g[3 * c + 0] = regCentral(u(c, z, y, xm), u(c, z, y, xp));
+    g[3 * c + 1] = regCentral(u(c, z, ym, x), u(c, z, yp, x));
+    g[3 * c + 2] = regCentral(u(c, zm, y, x), u(c, zp, y, x));
+  }
+  return regDeterminant(g);
+}
+
 // F = -(W - I1) grad W.
 template <class Mem>
 struct ForceFunctor {
@@ -48,16 +63,7 @@ struct MinJacobianFunctor {
   int ny, nx, nz;
   KOKKOS_INLINE_FUNCTION void operator()(int i, float& m) const {
     const int row = i / nx, x = i - row * nx, y = row % ny, z = row / ny;
-    const int xm = clampIndex(x - 1, nx), xp = clampIndex(x + 1, nx);
-    const int ym = clampIndex(y - 1, ny), yp = clampIndex(y + 1, ny);
-    const int zm = clampIndex(z - 1, nz), zp = clampIndex(z + 1, nz);
-    float g[9];
-    for (int c = 0; c < 3; ++c) {
-      g[3 * c + 0] = regCentral(u(c, z, y, xm), u(c, z, y, xp));
-      g[3 * c + 1] = regCentral(u(c, z, ym, x), u(c, z, yp, x));
-      g[3 * c + 2] = regCentral(u(c, zm, y, x), u(c, zp, y, x));
-    }
-    const float J = regDeterminant(g);
+    const float J = deformationDeterminant(u, z, y, x, nz, ny, nx);
     if (J < m) m = J;
   }
   KOKKOS_INLINE_FUNCTION void init(float& m) const { m = 3.4e38f; }
@@ -151,16 +157,7 @@ struct CheckFunctor {
     warped(z, y, x) = w;
     const double d = double(w) - double(fixed(z, y, x));
     s.sse += d * d;
-    const int xm = clampIndex(x - 1, nx), xp = clampIndex(x + 1, nx);
-    const int ym = clampIndex(y - 1, ny), yp = clampIndex(y + 1, ny);
-    const int zm = clampIndex(z - 1, nz), zp = clampIndex(z + 1, nz);
-    float G[9];
-    for (int c = 0; c < 3; ++c) {
-      G[3 * c + 0] = regCentral(u(c, z, y, xm), u(c, z, y, xp));
-      G[3 * c + 1] = regCentral(u(c, z, ym, x), u(c, z, yp, x));
-      G[3 * c + 2] = regCentral(u(c, zm, y, x), u(c, zp, y, x));
-    }
-    const float J = regDeterminant(G);
+    const float J = deformationDeterminant(u, z, y, x, nz, ny, nx);
     if (J < s.minJ) s.minJ = J;
   }
   KOKKOS_INLINE_FUNCTION void init(value_type& s) const {
