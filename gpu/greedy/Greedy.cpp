@@ -153,7 +153,14 @@ struct GreedyRegistration<Exec>::Scale {
 template <class Exec>
 GreedyRegistration<Exec>::GreedyRegistration(Exec const& exec, Geometry const& grid, GreedyParams const& params)
     : exec_(exec), grid_(grid), params_(params) {
-  params_.validateFor(grid);
+  // Only what the workspace depends on: every scale grid exists (the job validates the rest once).
+  if (params_.scales.empty() || params_.scales.size() != params_.iterations.size())
+    throw InvalidArgument("greedy registration: one iteration count per scale is needed");
+  for (int f : params_.scales)
+    if (f < 1 || grid.nx() % f || grid.ny() % f || grid.nz() % f || grid.nx() / f < kFluidMinExtent ||
+        grid.ny() / f < kFluidMinExtent || grid.nz() / f < kFluidMinExtent)
+      throw InvalidArgument("greedy registration: scale factor " + std::to_string(f) + " does not divide " +
+                            describe(grid) + " into extents >= " + std::to_string(kFluidMinExtent));
   for (int f : params_.scales) scales_.push_back(std::make_unique<Scale>(exec_, f, scaledExtents(grid, f), params_.fluid));
   if (params_.scales.front() > 1)
     blurred_ = ImageView<memory_space>("kortex::greedy::blurred", grid.nz(), grid.ny(), grid.nx());

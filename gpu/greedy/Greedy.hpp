@@ -56,7 +56,9 @@ template <class Exec>
 class GreedyRegistration {
  public:
   using memory_space = typename Exec::memory_space;
-  // `grid` is the full grid (the last scale); params must be valid for it (validateFor).
+  // `grid` is the full grid (the last scale). Throws InvalidArgument when a scale factor does not
+  // divide it into extents >= kFluidMinExtent; the other parameters are preconditions (the job,
+  // pipeline/Register.hpp, calls GreedyParams::validateFor once).
   GreedyRegistration(Exec const& exec, Geometry const& grid, GreedyParams const& params);
   ~GreedyRegistration();
   // Registers `moving` to `fixed` (full grid, on exec's memory space); `u` (3, nz, ny, nx) receives
