@@ -313,7 +313,7 @@ BenchReport runGreedyBench(BenchOptions const& opt) {
       // Kernel split of one iteration (each timed alone, fenced): the passes run() makes.
       namespace gd = gpu::greedy_detail;
       const int nz = target.nz, ny = target.ny, nx = target.nx, n = nz * ny * nx;
-      gpu::FluidSolver<Exec> solver(exec, nz, ny, nx, FluidParams{0.1, 0.0, 0.001});
+      gpu::FluidSolver<Exec> solver(exec, nz, ny, nx, GreedyParams{}.fluid);
       gpu::Field<Mem> f("kortex::bench::f", 3, nz, ny, nx), v("kortex::bench::v", 3, nz, ny, nx),
           cand("kortex::bench::cand", 3, nz, ny, nx);
       ImageView<Mem> W("kortex::bench::W", nz, ny, nx), Wc("kortex::bench::Wc", nz, ny, nx);

@@ -166,7 +166,7 @@ void fluidSolveSpectral(FluidParams const& p, ConstHostField f, HostField v) {
   fftw_free(real);
 }
 
-FluidSolveReport fluidSolveSor(FluidParams const& p, ConstHostField f, HostField v, int sweeps) {
+FluidSolveReport fluidSolveSor(FluidParams const& p, ConstHostField f, HostField v, int sweeps, bool residual) {
   requireField(f, "fluid solve right-hand side");
   requireSame(f, v);
   if (p.beta != 0.0) throw InvalidArgument("SOR solves the fluid operator with beta = 0 only");
@@ -187,11 +187,11 @@ FluidSolveReport fluidSolveSor(FluidParams const& p, ConstHostField f, HostField
               const double gs = (double(f(c, z, y, x)) + p.alpha * nb) / diag;
               v(c, z, y, x) = float((1.0 - omega) * v(c, z, y, x) + omega * gs);
             }
-  return FluidSolveReport{sweeps, fluidResidual(p, f, v)};
+  return FluidSolveReport{sweeps, residual ? fluidResidual(p, f, v) : -1.0};
 }
 
 FluidSolveReport fluidSolveCg(FluidParams const& p, ConstHostField f, HostField v, int maxIterations,
-                              double tolerance) {
+                              double tolerance, bool residual) {
   requireField(f, "fluid solve right-hand side");
   requireSame(f, v);
   const int nz = int(f.extent(1)), ny = int(f.extent(2)), nx = int(f.extent(3));
@@ -217,7 +217,7 @@ FluidSolveReport fluidSolveCg(FluidParams const& p, ConstHostField f, HostField 
     ++rep.iterations;
   }
   for (std::size_t i = 0; i < x.size(); ++i) v.data()[i] = float(x[i]);
-  rep.residual = fluidResidual(p, f, v);
+  if (residual) rep.residual = fluidResidual(p, f, v);
   return rep;
 }
 

@@ -23,10 +23,11 @@ double fluidBilinear(FluidParams const& p, ConstHostField x, ConstHostField y);
 // v = L^-1 F exactly (FFT, 3x3 symbol per frequency).
 void fluidSolveSpectral(FluidParams const& p, ConstHostField f, HostField v);
 // `sweeps` red-black SOR sweeps from the v passed in (beta must be 0, every extent even); the
-// report carries the relative residual at the end.
-FluidSolveReport fluidSolveSor(FluidParams const& p, ConstHostField f, HostField v, int sweeps);
-// CG from the v passed in until the relative residual <= tolerance or maxIterations.
+// report carries the relative residual at the end when `residual` (one more operator pass; else -1).
+FluidSolveReport fluidSolveSor(FluidParams const& p, ConstHostField f, HostField v, int sweeps, bool residual = true);
+// CG from the v passed in until the relative residual <= tolerance or maxIterations; the report's
+// residual is recomputed from the final v when `residual` (else -1).
 FluidSolveReport fluidSolveCg(FluidParams const& p, ConstHostField f, HostField v, int maxIterations,
-                              double tolerance);
+                              double tolerance, bool residual = true);
 
 }  // namespace kortex::ref

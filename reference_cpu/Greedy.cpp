@@ -210,16 +210,19 @@ GreedyResult greedyRegister(HostImage const& moving, HostImage const& fixed, Vec
             break;
           }
           if (params.solver == GreedySolver::HybridSor)
-            rec.solve = fluidSolveSor(params.fluid, force, vS, params.warmSweeps);
+            rec.solve = fluidSolveSor(params.fluid, force, vS, params.warmSweeps, params.recordResidual);
           else
-            rec.solve = fluidSolveCg(params.fluid, force, vS, params.cgMaxIterations, params.cgTolerance);
+            rec.solve = fluidSolveCg(params.fluid, force, vS, params.cgMaxIterations, params.cgTolerance,
+                                      params.recordResidual);
           break;
         case GreedySolver::Sor:
           if (first && prevFactor == 0) Kokkos::deep_copy(vS, 0.0f);
-          rec.solve = fluidSolveSor(params.fluid, force, vS, first ? params.coldSweeps : params.warmSweeps);
+          rec.solve = fluidSolveSor(params.fluid, force, vS, first ? params.coldSweeps : params.warmSweeps,
+                                    params.recordResidual);
           break;
         case GreedySolver::Cg:
-          rec.solve = fluidSolveCg(params.fluid, force, vS, params.cgMaxIterations, params.cgTolerance);
+          rec.solve = fluidSolveCg(params.fluid, force, vS, params.cgMaxIterations, params.cgTolerance,
+                                      params.recordResidual);
           break;
       }
       if (params.recordResidual && rec.solve.residual < 0.0) rec.solve.residual = fluidResidual(params.fluid, force, vS);
