@@ -185,15 +185,16 @@ elif [ "$PART" = "targets" ]; then
     --markdown "$OUT/surface_targets.md" > "$OUT/surface_targets.log" 2>&1 || { echo "FAIL bench surface"; status=1; }
   grep -hE "^\| (BF 2D 1024|multires 4096|175258)|240\^3 iteration|Target|target" "$OUT"/*_targets.md | head -n 20
 elif [ "$PART" = "greedy" ]; then
-  # Issue 14: the fluid, Gaussian and greedy test binaries on every execution space (the real-data
+  # Issue 14: the affine, fluid, Gaussian and greedy test binaries on every execution space (the real-data
   # one with DATA), the PyTorch greedy-step peer, kortex bench greedy (with the IXI pair when DATA is
-  # given) and the greedy validation study (GREEDY_PAIRS pairs of mri/ixi_2mm_more, 1 CPU pair).
+  # given) and the greedy validation study (GREEDY_PAIRS pairs of mri/ixi_2mm_more, GREEDY_CPU_PAIRS
+  # of them also on the CPU reference, default 1).
   {
     nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm,clocks.mem --format=csv
     nproc; lscpu | grep -E "Model name|Socket|Core"
   } > "$OUT/device.txt" 2>&1
   if [ -z "${SKIP_TESTS:-}" ]; then
-    for name in tstFluid tstGaussian tstImageOps tstGreedy tstGreedyRealData; do
+    for name in tstAffine tstFluid tstGaussian tstImageOps tstGreedy tstGreedyRealData; do
       echo "=== $name" >> "$OUT/tests.log"
       KORTEX_DATA_DIR="${DATA:-}" timeout 300 "$BIN/$name" --log_level=test_suite --report_level=short >> "$OUT/tests.log" 2>&1
       rc=$?
@@ -213,7 +214,8 @@ elif [ "$PART" = "greedy" ]; then
   fi
   if [ -n "${DATA:-}" ] && [ -z "${SKIP_STUDY:-}" ]; then
     elastix=(); [ -n "${ELASTIX:-}" ] && elastix=(--elastix "$ELASTIX")
-    timeout 500 "$BIN/kortex" validate --greedy-only --data "$DATA" --greedy-pairs "${GREEDY_PAIRS:-10}" "${elastix[@]}" \
+    timeout 500 "$BIN/kortex" validate --greedy-only --data "$DATA" --greedy-pairs "${GREEDY_PAIRS:-10}" \
+      --greedy-cpu-pairs "${GREEDY_CPU_PAIRS:-1}" "${elastix[@]}" \
       --json "$OUT/validate_greedy.json" --markdown "$OUT/validate_greedy.md" > "$OUT/validate_greedy.log" 2>&1 \
       || { echo "FAIL validate greedy"; status=1; }
   fi

@@ -39,8 +39,11 @@
 // Sums over Omega, in double on every back end: n, Sf, Sm, Sff, Smm, Sfm and, for each parameter
 // k and each weight w in {1, f, m}, S_wk = sum w dm/dtheta_k, where with q = p_f - c,
 //   dm/dM_ij = g_i q_j,   dm/dt_i = g_i   (g = grad m at p_m; Omega is held fixed).
-// Precision: p_m is computed in double on every back end (so both classify the same voxels as
-// inside); the Kokkos kernels interpolate in float, the reference in double; sums in double.
+// Precision: double on every back end, for p_m, the interpolation, the gradient and the sums.
+// The optimiser below accepts or rejects a step by comparing two NCC values; near convergence
+// they differ by ~1e-7, which float interpolation (relative error ~1e-7 per voxel) cannot
+// resolve: with float kernels the CPU and Kokkos back ends ended 0.39 voxel RMS apart on an IXI
+// pair, in double 0.007 (docs/greedy.md "CPU reference vs Kokkos end to end").
 // NCC = cov / sqrt(vf vm),  cov = Sfm - Sf Sm / n,  vf = Sff - Sf^2 / n,  vm = Smm - Sm^2 / n.
 // dNCC/dtheta_k = (S_fk - Sf S_1k / n) / sqrt(vf vm) - NCC (S_mk - Sm S_1k / n) / vm.
 // Degenerate overlap (n < 2, or vf or vm <= kAffineVarianceFloor * (Sff or Smm)): NCC = 0 and a
@@ -264,32 +267,32 @@ KOKKOS_INLINE_FUNCTION bool affineInside(const double* p, int nx, int ny, int nz
 }
 
 // Cell of an inside coordinate on an axis of n >= 2 samples: lower corner and fraction.
-KOKKOS_INLINE_FUNCTION int affineCell(double p, int n, float* frac) {
+KOKKOS_INLINE_FUNCTION int affineCell(double p, int n, double* frac) {
   int i = static_cast<int>(p);  // p >= 0: truncation is floor
   if (i > n - 2) i = n - 2;
-  *frac = static_cast<float>(p - static_cast<double>(i));
+  *frac = p - static_cast<double>(i);
   return i;
 }
 
-// Trilinear value at an inside point p (extents (nz, ny, nx) of `img`, each >= 2); with
-// grad != nullptr also the exact gradient (d/dx, d/dy, d/dz) of the cell's polynomial.
+// Trilinear value at an inside point p (extents (nz, ny, nx) of `img`, each >= 2), in double;
+// with grad != nullptr also the exact gradient (d/dx, d/dy, d/dz) of the cell's polynomial.
 template <class View>
-KOKKOS_INLINE_FUNCTION float affineSample(View const& img, const double* p, float* grad) {
+KOKKOS_INLINE_FUNCTION double affineSample(View const& img, const double* p, double* grad) {
   const int nz = static_cast<int>(img.extent(0)), ny = static_cast<int>(img.extent(1)),
             nx = static_cast<int>(img.extent(2));
-  float tx, ty, tz;
+  double tx, ty, tz;
   const int x0 = affineCell(p[0], nx, &tx), y0 = affineCell(p[1], ny, &ty),
             z0 = affineCell(p[2], nz, &tz);
-  const float c000 = img(z0, y0, x0), c001 = img(z0, y0, x0 + 1);
-  const float c010 = img(z0, y0 + 1, x0), c011 = img(z0, y0 + 1, x0 + 1);
-  const float c100 = img(z0 + 1, y0, x0), c101 = img(z0 + 1, y0, x0 + 1);
-  const float c110 = img(z0 + 1, y0 + 1, x0), c111 = img(z0 + 1, y0 + 1, x0 + 1);
-  const float e00 = c000 + tx * (c001 - c000), e01 = c010 + tx * (c011 - c010);
-  const float e10 = c100 + tx * (c101 - c100), e11 = c110 + tx * (c111 - c110);
-  const float f0 = e00 + ty * (e01 - e00), f1 = e10 + ty * (e11 - e10);
+  const double c000 = img(z0, y0, x0), c001 = img(z0, y0, x0 + 1);
+  const double c010 = img(z0, y0 + 1, x0), c011 = img(z0, y0 + 1, x0 + 1);
+  const double c100 = img(z0 + 1, y0, x0), c101 = img(z0 + 1, y0, x0 + 1);
+  const double c110 = img(z0 + 1, y0 + 1, x0), c111 = img(z0 + 1, y0 + 1, x0 + 1);
+  const double e00 = c000 + tx * (c001 - c000), e01 = c010 + tx * (c011 - c010);
+  const double e10 = c100 + tx * (c101 - c100), e11 = c110 + tx * (c111 - c110);
+  const double f0 = e00 + ty * (e01 - e00), f1 = e10 + ty * (e11 - e10);
   if (grad) {
-    const float dx0 = (c001 - c000) + ty * ((c011 - c010) - (c001 - c000));
-    const float dx1 = (c101 - c100) + ty * ((c111 - c110) - (c101 - c100));
+    const double dx0 = (c001 - c000) + ty * ((c011 - c010) - (c001 - c000));
+    const double dx1 = (c101 - c100) + ty * ((c111 - c110) - (c101 - c100));
     grad[0] = dx0 + tz * (dx1 - dx0);
     grad[1] = (e01 - e00) + tz * ((e11 - e10) - (e01 - e00));
     grad[2] = f1 - f0;
@@ -299,15 +302,14 @@ KOKKOS_INLINE_FUNCTION float affineSample(View const& img, const double* p, floa
 
 // Adds one overlap voxel (fixed value f, moving value m, gradient g, q = p_f - c) to the sums.
 // withGradient == false: only the first six sums.
-KOKKOS_INLINE_FUNCTION void affineAccumulate(double* sums, float f, float m, const float* g,
+KOKKOS_INLINE_FUNCTION void affineAccumulate(double* sums, double f, double m, const double* g,
                                              const double* q, bool withGradient) {
-  const double fd = f, md = m;
   sums[kAffineSumN] += 1.0;
-  sums[kAffineSumF] += fd;
-  sums[kAffineSumM] += md;
-  sums[kAffineSumFF] += fd * fd;
-  sums[kAffineSumMM] += md * md;
-  sums[kAffineSumFM] += fd * md;
+  sums[kAffineSumF] += f;
+  sums[kAffineSumM] += m;
+  sums[kAffineSumFF] += f * f;
+  sums[kAffineSumMM] += m * m;
+  sums[kAffineSumFM] += f * m;
   if (!withGradient) return;
   double d[12];
   for (int i = 0; i < 3; ++i) {
@@ -319,8 +321,8 @@ KOKKOS_INLINE_FUNCTION void affineAccumulate(double* sums, float f, float m, con
   }
   for (int k = 0; k < 12; ++k) {
     sums[kAffineSumParam + k] += d[k];
-    sums[kAffineSumParam + 12 + k] += fd * d[k];
-    sums[kAffineSumParam + 24 + k] += md * d[k];
+    sums[kAffineSumParam + 12 + k] += f * d[k];
+    sums[kAffineSumParam + 24 + k] += m * d[k];
   }
 }
 

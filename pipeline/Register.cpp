@@ -252,7 +252,7 @@ HostImage warpedMoving(RegistrationPipelineResult const& r, HostImage const& mov
     for (Index y = 0; y < g.ny(); ++y)
       for (Index x = 0; x < g.nx(); ++x) {
         const auto q = mapPoint(r, x, y, z);
-        out.data(z, y, x) = insideGrid(q, r.movingGrid) ? affineSample(mv, q.data(), nullptr) : 0.0f;
+        out.data(z, y, x) = insideGrid(q, r.movingGrid) ? static_cast<float>(affineSample(mv, q.data(), nullptr)) : 0.0f;
       }
   return out;
 }

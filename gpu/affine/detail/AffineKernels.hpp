@@ -43,9 +43,9 @@ struct MetricFunctor {
     double q[3], p[3];
     affineMap(a, x, y, z, q, p);
     if (!affineInside(p, mx, my, mz)) return;
-    float g[3];
-    const float m = affineSample(moving, p, g);
-    affineAccumulate(sums, fixed(z, y, x), m, g, q, true);
+    double g[3];
+    const double m = affineSample(moving, p, g);
+    affineAccumulate(sums, static_cast<double>(fixed(z, y, x)), m, g, q, true);
   }
   KOKKOS_INLINE_FUNCTION void init(value_type sums) const {
     for (unsigned k = 0; k < value_count; ++k) sums[k] = 0.0;
@@ -70,7 +70,9 @@ struct ResampleFunctor {
     const int z = static_cast<int>(r / ny);
     double q[3], p[3];
     affineMap(a, x, y, z, q, p);
-    out(z, y, x) = affineInside(p, mx, my, mz) ? affineSample(moving, p, static_cast<float*>(nullptr)) : 0.0f;
+    out(z, y, x) = affineInside(p, mx, my, mz)
+                      ? static_cast<float>(affineSample(moving, p, static_cast<double*>(nullptr)))
+                      : 0.0f;
   }
 };
 
