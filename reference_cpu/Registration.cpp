@@ -6,9 +6,9 @@
 //   A = I - G with rows a0, a1, a2:  cof(A) has rows a1 x a2, a2 x a0, a0 x a1 (= dJ/dA),
 //             J = det A = a0 . (a1 x a2)
 //   T(p)      trilinear interpolant of the clamp-extended moving image, written as the sum of
-//             the 8 corner values times the products of the 1D hat weights (1 - t, t); its
-//             gradient replaces the weights of one axis by their derivatives (-1, +1), which is
-//             zero on an axis where both corners clamp to the same voxel (p outside [0, n-1]).
+//             the 8 corner values times the products of the 1D hat weights (1 - t, t); grad T(p)
+//             the same weighted sum of the corners' clamped central differences
+//             (T(c(k + e_a)) - T(c(k - e_a))) / 2.
 //   f         f_data = (T(x - u) - R) grad T(x - u);  f_reg_i = sum_j (D_j^T W_ij),
 //             W = Phi'(J) cof(A), D^T the transpose of the clamped central-difference matrix.
 // Sums (E_data, E_reg) are double partial sums per image row added in row order, so energies and
@@ -180,8 +180,8 @@ inline double phi(double J) {
 }
 inline double phiPrime(double J) { return 1.0 + std::log(J) - 1.0 / J; }
 
-// Trilinear interpolant of the clamp-extended image at p = (px, py, pz) (index units) and its
-// exact gradient (d/dx, d/dy, d/dz).
+// Trilinear interpolant of the clamp-extended image at p = (px, py, pz) (index units) and the
+// interpolant of its central-difference gradient (d/dx, d/dy, d/dz) with the same weights.
 struct Sample {
   double value;
   Vec3 gradient;
@@ -190,7 +190,6 @@ struct Sample {
 inline Sample sampleTrilinear(ConstHostImageView const& img, Grid const& g, Vec3 const& p) {
   Index lo[3], hi[3];
   double w[3][2];   // hat weights of the low and high corner
-  const double dw[2] = {-1.0, 1.0};  // their derivatives
   for (int a = 0; a < 3; ++a) {
     const Index n = g.extent(a);
     const double f = std::floor(p[a]);
@@ -206,12 +205,15 @@ inline Sample sampleTrilinear(ConstHostImageView const& img, Grid const& g, Vec3
   for (int cz = 0; cz < 2; ++cz)
     for (int cy = 0; cy < 2; ++cy)
       for (int cx = 0; cx < 2; ++cx) {
-        const double c =
-            img(cz ? hi[2] : lo[2], cy ? hi[1] : lo[1], cx ? hi[0] : lo[0]);
-        s.value += w[0][cx] * w[1][cy] * w[2][cz] * c;
-        s.gradient[0] += dw[cx] * w[1][cy] * w[2][cz] * c;
-        s.gradient[1] += w[0][cx] * dw[cy] * w[2][cz] * c;
-        s.gradient[2] += w[0][cx] * w[1][cy] * dw[cz] * c;
+        const Index k[3] = {cx ? hi[0] : lo[0], cy ? hi[1] : lo[1], cz ? hi[2] : lo[2]};
+        const double weight = w[0][cx] * w[1][cy] * w[2][cz];
+        s.value += weight * img(k[2], k[1], k[0]);
+        for (int a = 0; a < 3; ++a) {  // clamped central difference along axis a at corner k
+          Index m[3] = {k[0], k[1], k[2]}, p1[3] = {k[0], k[1], k[2]};
+          m[a] = clampTo(k[a] - 1, g.extent(a));
+          p1[a] = clampTo(k[a] + 1, g.extent(a));
+          s.gradient[a] += weight * 0.5 * (double(img(p1[2], p1[1], p1[0])) - double(img(m[2], m[1], m[0])));
+        }
       }
   return s;
 }

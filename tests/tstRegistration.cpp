@@ -255,6 +255,46 @@ RegistrationEnergy referenceForce(Problem const& p, double lambda, HostField& f)
 }  // namespace
 
 // ---------------------------------------------------------------------------------------------
+// The data force's image gradient (core/Registration.hpp "Interpolation"): exact on a linear
+// ramp away from the clamped faces, continuous across cell faces, and clamped at the border.
+
+BOOST_AUTO_TEST_CASE(smooth_gradient_exact_on_ramps_and_continuous) {
+  const int nz = 7, ny = 8, nx = 9;
+  Kokkos::View<float***, Kokkos::LayoutRight, Kokkos::HostSpace> ramp("ramp", nz, ny, nx), rough("rough", nz, ny, nx);
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> U(0.0f, 1.0f);
+  for (int z = 0; z < nz; ++z)
+    for (int y = 0; y < ny; ++y)
+      for (int x = 0; x < nx; ++x) {
+        ramp(z, y, x) = 0.25f * float(x) - 0.5f * float(y) + 0.125f * float(z);
+        rough(z, y, x) = U(rng);
+      }
+  float g[3];
+  // Interior points (every corner's neighbours inside): value and gradient of the ramp exactly
+  // (dyadic coefficients and points: no rounding).
+  for (float p : {1.0f, 1.25f, 2.5f, 4.75f}) {
+    const float v = regSampleSmoothGradient(ramp, p + 1.0f, p, p * 0.5f + 1.0f, g);
+    BOOST_TEST(v == 0.25f * (p + 1.0f) - 0.5f * p + 0.125f * (p * 0.5f + 1.0f));
+    BOOST_TEST(g[0] == 0.25f);
+    BOOST_TEST(g[1] == -0.5f);
+    BOOST_TEST(g[2] == 0.125f);
+  }
+  // Border: one-sided halves of the clamp rule, (T(1) - T(0)) / 2 at voxel 0.
+  regSampleSmoothGradient(ramp, 0.0f, 3.0f, 3.0f, g);
+  BOOST_TEST(g[0] == 0.125f);
+  // Continuity across the face x = 4 of a random image: the exact gradient of the interpolant
+  // jumps there (by the change of the cell's x-difference), the smooth one moves by O(h).
+  const float h = 1e-3f;
+  float gl[3], gr[3], el[3], er[3];
+  regSampleSmoothGradient(rough, 4.0f - h, 3.3f, 2.6f, gl);
+  regSampleSmoothGradient(rough, 4.0f + h, 3.3f, 2.6f, gr);
+  regSampleTrilinear(rough, 4.0f - h, 3.3f, 2.6f, el);
+  regSampleTrilinear(rough, 4.0f + h, 3.3f, 2.6f, er);
+  BOOST_TEST_REQUIRE(std::abs(el[0] - er[0]) > 0.05f);  // this image has a kink there
+  for (int a = 0; a < 3; ++a) BOOST_TEST(std::abs(gl[a] - gr[a]) <= 4.0f * h);  // |D T| <= 1: Lipschitz <= 2 per unit
+}
+
+// ---------------------------------------------------------------------------------------------
 // Force and energy: every variant vs the reference.
 
 BOOST_AUTO_TEST_CASE_TEMPLATE(force_matches_reference, Space, test::ExecutionSpaces) {

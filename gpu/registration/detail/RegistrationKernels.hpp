@@ -267,8 +267,8 @@ template <class Img>
 KOKKOS_INLINE_FUNCTION void dataTerm(Img const& moving, Img const& fixed, int x, int y, int z,
                                      float u0, float u1, float u2, EnergySums& s, float* fd) {
   float grad[3];
-  const float t = regSampleTrilinear(moving, static_cast<float>(x) - u0, static_cast<float>(y) - u1,
-                                     static_cast<float>(z) - u2, grad);
+  const float t = regSampleSmoothGradient(moving, static_cast<float>(x) - u0, static_cast<float>(y) - u1,
+                                          static_cast<float>(z) - u2, grad);
   const float diff = t - fixed(z, y, x);
   energyAddData(s, diff);
   fd[0] = diff * grad[0];
