@@ -255,13 +255,34 @@ KOKKOS_INLINE_FUNCTION float regSampleTrilinear(View const& img, float px, float
   return f0 + tz * (f1 - f0);
 }
 
-// T(p) as regSampleTrilinear, and in grad[0..2] the trilinear interpolant of the clamped
-// central-difference gradient of `img` at p (spec: "Interpolation"; continuous in p).
+// The template and its clamped central-difference gradient at one grid voxel, interleaved so
+// that a force kernel reads a corner with one 16-byte load (T is fixed during a registration:
+// built once, regSampleAt below).
+struct alignas(16) RegSample4 {
+  float value, gx, gy, gz;
+};
+
+// T and (D_x T, D_y T, D_z T) at grid voxel (x, y, z) of `img` (spec: "Interpolation").
 template <class View>
-KOKKOS_INLINE_FUNCTION float regSampleSmoothGradient(View const& img, float px, float py, float pz,
-                                                     float* grad) {
+KOKKOS_INLINE_FUNCTION RegSample4 regSampleAt(View const& img, int x, int y, int z) {
   const int nz = static_cast<int>(img.extent(0)), ny = static_cast<int>(img.extent(1)),
             nx = static_cast<int>(img.extent(2));
+  RegSample4 s;
+  s.value = img(z, y, x);
+  s.gx = regCentral(img(z, y, clampIndex(x - 1, nx)), img(z, y, clampIndex(x + 1, nx)));
+  s.gy = regCentral(img(z, clampIndex(y - 1, ny), x), img(z, clampIndex(y + 1, ny), x));
+  s.gz = regCentral(img(clampIndex(z - 1, nz), y, x), img(clampIndex(z + 1, nz), y, x));
+  return s;
+}
+
+// T(p) (as regSampleTrilinear) and in grad[0..2] the trilinear interpolant of the clamped
+// central-difference gradient at p, from the interleaved image `s4` of regSampleAt (same corners
+// and weights for all four channels; continuous in p).
+template <class View4>
+KOKKOS_INLINE_FUNCTION float regSampleSmoothGradient(View4 const& s4, float px, float py, float pz,
+                                                     float* grad) {
+  const int nz = static_cast<int>(s4.extent(0)), ny = static_cast<int>(s4.extent(1)),
+            nx = static_cast<int>(s4.extent(2));
   const float fx = kx::math::floor(px), fy = kx::math::floor(py), fz = kx::math::floor(pz);
   const float tx = px - fx, ty = py - fy, tz = pz - fz;
   auto corner = [](float f, int n) {
@@ -269,33 +290,22 @@ KOKKOS_INLINE_FUNCTION float regSampleSmoothGradient(View const& img, float px, 
     return static_cast<int>(lo > static_cast<float>(n) ? static_cast<float>(n) : lo);
   };
   const int ix = corner(fx, nx), iy = corner(fy, ny), iz = corner(fz, nz);
-  const int xs[2] = {clampIndex(ix, nx), clampIndex(ix + 1, nx)};
-  const int ys[2] = {clampIndex(iy, ny), clampIndex(iy + 1, ny)};
-  const int zs[2] = {clampIndex(iz, nz), clampIndex(iz + 1, nz)};
-  // Per corner: the value and its three clamped central differences.
-  float c[4][2][2][2];
-  for (int a = 0; a < 2; ++a)
-    for (int b = 0; b < 2; ++b)
-      for (int d = 0; d < 2; ++d) {
-        const int z = zs[a], y = ys[b], x = xs[d];
-        c[0][a][b][d] = img(z, y, x);
-        c[1][a][b][d] = regCentral(img(z, y, clampIndex(x - 1, nx)), img(z, y, clampIndex(x + 1, nx)));
-        c[2][a][b][d] = regCentral(img(z, clampIndex(y - 1, ny), x), img(z, clampIndex(y + 1, ny), x));
-        c[3][a][b][d] = regCentral(img(clampIndex(z - 1, nz), y, x), img(clampIndex(z + 1, nz), y, x));
-      }
-  float out[4];
-  for (int q = 0; q < 4; ++q) {
-    const float e00 = c[q][0][0][0] + tx * (c[q][0][0][1] - c[q][0][0][0]);
-    const float e01 = c[q][0][1][0] + tx * (c[q][0][1][1] - c[q][0][1][0]);
-    const float e10 = c[q][1][0][0] + tx * (c[q][1][0][1] - c[q][1][0][0]);
-    const float e11 = c[q][1][1][0] + tx * (c[q][1][1][1] - c[q][1][1][0]);
+  const int x0 = clampIndex(ix, nx), x1 = clampIndex(ix + 1, nx);
+  const int y0 = clampIndex(iy, ny), y1 = clampIndex(iy + 1, ny);
+  const int z0 = clampIndex(iz, nz), z1 = clampIndex(iz + 1, nz);
+  const RegSample4 c000 = s4(z0, y0, x0), c001 = s4(z0, y0, x1), c010 = s4(z0, y1, x0), c011 = s4(z0, y1, x1);
+  const RegSample4 c100 = s4(z1, y0, x0), c101 = s4(z1, y0, x1), c110 = s4(z1, y1, x0), c111 = s4(z1, y1, x1);
+  auto lerp3 = [&](float a000, float a001, float a010, float a011, float a100, float a101, float a110,
+                   float a111) {
+    const float e00 = a000 + tx * (a001 - a000), e01 = a010 + tx * (a011 - a010);
+    const float e10 = a100 + tx * (a101 - a100), e11 = a110 + tx * (a111 - a110);
     const float f0 = e00 + ty * (e01 - e00), f1 = e10 + ty * (e11 - e10);
-    out[q] = f0 + tz * (f1 - f0);
-  }
-  grad[0] = out[1];
-  grad[1] = out[2];
-  grad[2] = out[3];
-  return out[0];
+    return f0 + tz * (f1 - f0);
+  };
+  grad[0] = lerp3(c000.gx, c001.gx, c010.gx, c011.gx, c100.gx, c101.gx, c110.gx, c111.gx);
+  grad[1] = lerp3(c000.gy, c001.gy, c010.gy, c011.gy, c100.gy, c101.gy, c110.gy, c111.gy);
+  grad[2] = lerp3(c000.gz, c001.gz, c010.gz, c011.gz, c100.gz, c101.gz, c110.gz, c111.gz);
+  return lerp3(c000.value, c001.value, c010.value, c011.value, c100.value, c101.value, c110.value, c111.value);
 }
 
 // Upwind difference of one component along one axis for the advection term (see "Iteration"):

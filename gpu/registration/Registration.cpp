@@ -65,7 +65,8 @@ RegistrationEnergy registrationForce(Exec const& exec,
                                      RegistrationParams const& params) {
   const ri::Extents e = ri::checkForceInputs(moving, fixed, u, f);
   const ri::ForceLaunchInfo info = ri::forceLaunchInfo(exec, e, params.variant);
-  return ri::computeForce(exec, ri::ForceViews<typename Exec::memory_space>{moving, fixed, u, f}, e,
+  const auto samples = ri::buildSamples(exec, moving);
+  return ri::computeForce(exec, ri::ForceViews<typename Exec::memory_space>{samples, fixed, u, f}, e,
                           params.lambda, info);
 }
 
@@ -188,9 +189,10 @@ RegistrationResult FluidRegistration<Exec>::run(ConstImageView<memory_space> mov
   using Views = ri::ForceViews<memory_space>;
 
   Field<memory_space> cur = u, cand = candidate_, F = f_, T = tmp_;
+  const auto samples = ri::buildSamples(exec_, moving);  // T is fixed: its gradient once
   RegistrationResult result;
   RegistrationEnergy E =
-      ri::computeForce(exec_, Views{moving, fixed, cur, F}, e, params_.lambda, info);
+      ri::computeForce(exec_, Views{samples, fixed, cur, F}, e, params_.lambda, info);
   if (E.folded())
     throw InvalidArgument("registration: the initial displacement field folds (min det J = " +
                           std::to_string(E.minJacobian) + " <= 0)");
@@ -220,7 +222,7 @@ RegistrationResult FluidRegistration<Exec>::run(ConstImageView<memory_space> mov
         rec.step = delta;
         ri::update(exec_, cur, F, dt, cand);
         const RegistrationEnergy Ec =
-            ri::computeForce(exec_, Views{moving, fixed, cand, T}, e, params_.lambda, info);
+            ri::computeForce(exec_, Views{samples, fixed, cand, T}, e, params_.lambda, info);
         if (Ec.minJacobian > 0.0f && Ec.total < E.total) {
           const double decrease = (E.total - Ec.total) / E.total;
           std::swap(cur, cand);

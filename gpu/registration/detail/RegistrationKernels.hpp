@@ -36,6 +36,12 @@ using RandomImage = Kokkos::View<const float***, Kokkos::LayoutRight, Mem,
 template <class Mem>
 using RandomField = Kokkos::View<const float****, Kokkos::LayoutRight, Mem,
                                  Kokkos::MemoryTraits<Kokkos::RandomAccess>>;
+// The template with its gradient, interleaved (core/Registration.hpp regSampleAt).
+template <class Mem>
+using SampleImage = Kokkos::View<RegSample4***, Kokkos::LayoutRight, Mem>;
+template <class Mem>
+using RandomSampleImage = Kokkos::View<const RegSample4***, Kokkos::LayoutRight, Mem,
+                                       Kokkos::MemoryTraits<Kokkos::RandomAccess>>;
 
 struct Extents {
   int nx = 0, ny = 0, nz = 0;
@@ -262,9 +268,9 @@ KOKKOS_INLINE_FUNCTION void voxelOf(std::int64_t i, Extents const& e, int& x, in
 }
 
 // Data term of voxel (x, y, z) with displacement (u0, u1, u2): adds 1/2 (T(x-u)-R)^2 to `s`
-// and writes (T(x-u)-R) grad T(x-u) to fd.
-template <class Img>
-KOKKOS_INLINE_FUNCTION void dataTerm(Img const& moving, Img const& fixed, int x, int y, int z,
+// and writes (T(x-u)-R) grad T(x-u) to fd (`moving`: the interleaved samples of T).
+template <class Img4, class Img>
+KOKKOS_INLINE_FUNCTION void dataTerm(Img4 const& moving, Img const& fixed, int x, int y, int z,
                                      float u0, float u1, float u2, EnergySums& s, float* fd) {
   float grad[3];
   const float t = regSampleSmoothGradient(moving, static_cast<float>(x) - u0, static_cast<float>(y) - u1,
@@ -306,11 +312,39 @@ inline std::string describe(ForceLaunchInfo const& i) {
 // The views of one force evaluation.
 template <class Mem>
 struct ForceViews {
-  RandomImage<Mem> moving;
+  RandomSampleImage<Mem> moving;  // T with its gradient (buildSamples)
   RandomImage<Mem> fixed;
   RandomField<Mem> u;
   Field<Mem> f;
 };
+
+template <class Mem>
+struct SamplesFunctor {
+  ConstImageView<Mem> moving;
+  SampleImage<Mem> out;
+  int nx, ny;
+  KOKKOS_INLINE_FUNCTION void operator()(const std::int64_t i) const {
+    const int x = static_cast<int>(i % nx);
+    const std::int64_t r = i / nx;
+    const int y = static_cast<int>(r % ny), z = static_cast<int>(r / ny);
+    out(z, y, x) = regSampleAt(moving, x, y, z);
+  }
+};
+
+// The interleaved samples of `moving` (regSampleAt at every voxel): one pass, enqueued on exec.
+template <class Exec>
+SampleImage<typename Exec::memory_space> buildSamples(Exec const& exec,
+                                                       ConstImageView<typename Exec::memory_space> moving) {
+  using Mem = typename Exec::memory_space;
+  SampleImage<Mem> out(Kokkos::view_alloc(std::string("kortex::registration::samples"), Kokkos::WithoutInitializing),
+                       moving.extent(0), moving.extent(1), moving.extent(2));
+  SamplesFunctor<Mem> f{moving, out, static_cast<int>(moving.extent(2)), static_cast<int>(moving.extent(1))};
+  Kokkos::parallel_for("kortex::registration::samples",
+                       Kokkos::RangePolicy<Exec, Kokkos::IndexType<std::int64_t>>(
+                           exec, 0, static_cast<std::int64_t>(moving.size())),
+                       f);
+  return out;
+}
 
 // Level-0 scratch bytes of `n` floats as Kokkos lays them out (alignment included).
 template <class Exec>
