@@ -123,7 +123,10 @@ struct RegistrationParams {
   float minStep = 1e-3f;    // delta below this: stop (StepUnderflow)
   double tolerance = 1e-5;  // relative energy decrease per accepted step regarded as converged
   int patience = 5;         // ... for this many accepted steps in a row
-  RegistrationVariant variant = RegistrationVariant::Reuse;
+  // Recompute: the fastest force at 240^3 / 256^3 on the H200 since the data force reads the
+  // interleaved template + gradient (1.13 / 1.28 ms against Reuse 1.29 / 1.45, Naive 1.18 / 1.42;
+  // bench/results/register_nvidia-h200.md).
+  RegistrationVariant variant = RegistrationVariant::Recompute;
 
   static constexpr int kMinExtent = 4;
   static constexpr int kMaxRadius = 32;
