@@ -10,13 +10,15 @@ namespace kortex {
 GaussianVariant parseGaussianVariant(std::string const& s) {
   if (s == "separable") return GaussianVariant::Separable;
   if (s == "recursive") return GaussianVariant::Recursive;
-  throw InvalidArgument("unknown Gaussian variant '" + s + "' (expected separable|recursive)");
+  if (s == "fft") return GaussianVariant::Fft;
+  throw InvalidArgument("unknown Gaussian variant '" + s + "' (expected separable|recursive|fft)");
 }
 
 const char* toString(GaussianVariant v) {
   switch (v) {
     case GaussianVariant::Separable: return "Separable";
     case GaussianVariant::Recursive: return "Recursive";
+    case GaussianVariant::Fft: return "Fft";
   }
   return "?";
 }

@@ -11,7 +11,8 @@
 
 namespace kortex::ref {
 
-// out = G_sigma * in (variant from params); out may be in. Extents equal (InvalidArgument).
+// out = G_sigma * in (variant from params; Fft is the Separable operator, computed here directly);
+// out may be in. Extents equal (InvalidArgument).
 void gaussianBlur(ConstImageView<Kokkos::HostSpace> in, ImageView<Kokkos::HostSpace> out, GaussianParams const& params);
 
 // Padding length of the recursive reference (samples), for tests and docs.

@@ -32,11 +32,12 @@ SpectralPlan<Exec>::SpectralPlan(Exec const& e, int nz, int ny, int nx, Field<Me
   int n[3] = {nz, ny, nx};
   const int nh = nx / 2 + 1;
   const int realDist = nz * ny * nx, complexDist = nz * ny * nh;
+  const int batch = static_cast<int>(spectrum.extent(0));  // components transformed together
   if constexpr (kIsCuda<Exec>) {
 #if defined(KOKKOS_ENABLE_CUDA)
     cufftHandle f, i;
-    cufftCheck(cufftPlanMany(&f, 3, n, nullptr, 1, realDist, nullptr, 1, complexDist, CUFFT_R2C, 3), "R2C plan");
-    cufftCheck(cufftPlanMany(&i, 3, n, nullptr, 1, complexDist, nullptr, 1, realDist, CUFFT_C2R, 3), "C2R plan");
+    cufftCheck(cufftPlanMany(&f, 3, n, nullptr, 1, realDist, nullptr, 1, complexDist, CUFFT_R2C, batch), "R2C plan");
+    cufftCheck(cufftPlanMany(&i, 3, n, nullptr, 1, complexDist, nullptr, 1, realDist, CUFFT_C2R, batch), "C2R plan");
     cufftCheck(cufftSetStream(f, exec.cuda_stream()), "stream");
     cufftCheck(cufftSetStream(i, exec.cuda_stream()), "stream");
     handles[0] = int(f);
@@ -44,11 +45,11 @@ SpectralPlan<Exec>::SpectralPlan(Exec const& e, int nz, int ny, int nx, Field<Me
 #endif
   } else {
     auto* cplx = reinterpret_cast<fftwf_complex*>(spectrum.data());
-    forwardPlan = fftwf_plan_many_dft_r2c(3, n, 3, realProbe.data(), nullptr, 1, realDist, cplx, nullptr, 1,
+    forwardPlan = fftwf_plan_many_dft_r2c(3, n, batch, realProbe.data(), nullptr, 1, realDist, cplx, nullptr, 1,
                                           complexDist, FFTW_ESTIMATE | FFTW_UNALIGNED);
-    inversePlan = fftwf_plan_many_dft_c2r(3, n, 3, cplx, nullptr, 1, complexDist, realProbe.data(), nullptr, 1,
+    inversePlan = fftwf_plan_many_dft_c2r(3, n, batch, cplx, nullptr, 1, complexDist, realProbe.data(), nullptr, 1,
                                           realDist, FFTW_ESTIMATE | FFTW_UNALIGNED);
-    if (!forwardPlan || !inversePlan) throw std::runtime_error("FFTW could not plan the fluid spectral solve");
+    if (!forwardPlan || !inversePlan) throw std::runtime_error("FFTW could not plan a real 3D FFT");
   }
 }
 

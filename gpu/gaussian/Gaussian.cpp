@@ -1,11 +1,14 @@
 #include "gpu/gaussian/Gaussian.hpp"
 
+#include <cmath>
 #include <string>
 #include <vector>
 
 #include "core/Boundary.hpp"
 #include "core/Errors.hpp"
+#include "gpu/Fields.hpp"
 #include "gpu/detail/Common.hpp"
+#include "gpu/fluid/detail/Spectral.hpp"
 
 namespace kortex::gpu {
 namespace {
@@ -52,6 +55,80 @@ struct SeparableFunctor {
   }
 };
 
+// Fft: the clamp-padded copy (pad r_a voxels per side on each axis of extent > 1).
+template <class Mem>
+struct PadFunctor {
+  ConstImageView<Mem> in;
+  Field<Mem> padded;  // (1, pz, py, px)
+  int rx, ry, rz;
+  KOKKOS_INLINE_FUNCTION void operator()(int z, int y, int x) const {
+    const int nz = int(in.extent(0)), ny = int(in.extent(1)), nx = int(in.extent(2));
+    padded(0, z, y, x) = in(clampIndex(z - rz, nz), clampIndex(y - ry, ny), clampIndex(x - rx, nx));
+  }
+};
+
+// Fft: spectrum *= H(kz) H(ky) H(kx) / (number of padded voxels).
+template <class Mem>
+struct MultiplyFunctor {
+  Kokkos::View<Kokkos::complex<float>****, Kokkos::LayoutRight, Mem> spectrum;
+  Kokkos::View<const float*, Mem> hx, hy, hz;
+  float scale;
+  KOKKOS_INLINE_FUNCTION void operator()(int z, int y, int x) const {
+    spectrum(0, z, y, x) *= scale * hz(z) * hy(y) * hx(x);
+  }
+};
+
+// Fft: crop the padded result back to out.
+template <class Mem>
+struct CropFunctor {
+  Field<Mem> padded;
+  ImageView<Mem> out;
+  int rx, ry, rz;
+  KOKKOS_INLINE_FUNCTION void operator()(int z, int y, int x) const { out(z, y, x) = padded(0, z + rz, y + ry, x + rx); }
+};
+
+// The kernel's DFT on an axis of N padded samples, H(k) for k = 0..count-1 (double, then float).
+template <class Mem>
+Kokkos::View<const float*, Mem> kernelSpectrum(std::vector<double> const& g, int N, int count, bool identity) {
+  Kokkos::View<float*, Mem> h("kortex::gaussian::fft_h", count);
+  auto hh = Kokkos::create_mirror_view(h);
+  const double pi = 3.14159265358979323846;
+  for (int k = 0; k < count; ++k) {
+    double v = g[0];
+    for (std::size_t j = 1; j < g.size(); ++j) v += 2.0 * g[j] * std::cos(2.0 * pi * double(j) * double(k) / double(N));
+    hh(k) = identity ? 1.0f : float(v);
+  }
+  Kokkos::deep_copy(h, hh);
+  return h;
+}
+
+template <class Exec>
+void fftBlur(Exec const& exec, ConstImageView<typename Exec::memory_space> in, ImageView<typename Exec::memory_space> out,
+             double sigma) {
+  using Mem = typename Exec::memory_space;
+  const int nz = int(in.extent(0)), ny = int(in.extent(1)), nx = int(in.extent(2));
+  const std::vector<double> g = gaussianTaps(sigma);
+  const int r = int(g.size()) - 1;
+  const int rx = nx > 1 ? r : 0, ry = ny > 1 ? r : 0, rz = nz > 1 ? r : 0;
+  const int px = nx + 2 * rx, py = ny + 2 * ry, pz = nz + 2 * rz, ph = px / 2 + 1;
+  Field<Mem> padded(Kokkos::view_alloc(std::string("kortex::gaussian::fft_padded"), Kokkos::WithoutInitializing), 1, pz,
+                    py, px);
+  using Plan = fluid_detail::SpectralPlan<Exec>;
+  typename Plan::Spectrum spectrum(
+      Kokkos::view_alloc(std::string("kortex::gaussian::fft_spectrum"), Kokkos::WithoutInitializing), 1, pz, py, ph);
+  Plan plan(exec, pz, py, px, padded, spectrum);
+  parallelForVoxels("kortex::gaussian::fft_pad", exec, pz, py, px, PadFunctor<Mem>{in, padded, rx, ry, rz});
+  plan.forward(padded, spectrum);
+  // Frequencies of the half-complex layout: k_x in [0, px/2], k_y in [0, py), k_z in [0, pz).
+  const auto hx = kernelSpectrum<Mem>(g, px, ph, nx == 1), hy = kernelSpectrum<Mem>(g, py, py, ny == 1),
+             hz = kernelSpectrum<Mem>(g, pz, pz, nz == 1);
+  const float scale = float(1.0 / (double(px) * double(py) * double(pz)));
+  parallelForVoxels("kortex::gaussian::fft_multiply", exec, pz, py, ph, MultiplyFunctor<Mem>{spectrum, hx, hy, hz, scale});
+  plan.inverse(spectrum, padded);
+  parallelForVoxels("kortex::gaussian::fft_crop", exec, nz, ny, nx, CropFunctor<Mem>{padded, out, rx, ry, rz});
+  exec.fence();  // the plan and the temporaries go out of scope
+}
+
 }  // namespace
 
 template <class Exec>
@@ -64,6 +141,10 @@ void gaussianBlur(Exec const& exec, ConstImageView<typename Exec::memory_space> 
   if (in.size() == 0) throw InvalidArgument("gaussianBlur: empty image");
   const int nz = int(in.extent(0)), ny = int(in.extent(1)), nx = int(in.extent(2));
   const int n[3] = {nx, ny, nz};
+  if (params.variant == GaussianVariant::Fft) {
+    fftBlur(exec, in, out, params.sigma);
+    return;
+  }
   if (params.variant == GaussianVariant::Recursive) {
     const RecursiveGaussianFloat c = toFloat(recursiveGaussianCoefficients(params.sigma));
     if (in.data() != out.data()) Kokkos::deep_copy(exec, out, in);

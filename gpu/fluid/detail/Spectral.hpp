@@ -1,5 +1,6 @@
-// Batched real 3D FFTs of a 3-component field (forward R2C, inverse C2R, unnormalised) on one
-// grid: FFTW (single precision) on host execution spaces, cuFFT on the CUDA stream of the
+// Batched real 3D FFTs of a multi-component field (forward R2C, inverse C2R, unnormalised) on one
+// grid, batch = the spectrum's extent(0) (3 for the fluid solve, 1 for the spectral Gaussian):
+// FFTW (single precision) on host execution spaces, cuFFT on the CUDA stream of the
 // execution-space instance. The library headers stay in gpu/fluid/Spectral.cpp.
 #pragma once
 
@@ -17,7 +18,7 @@ struct SpectralPlan {
   ~SpectralPlan();
   SpectralPlan(SpectralPlan const&) = delete;
   SpectralPlan& operator=(SpectralPlan const&) = delete;
-  // spectrum (3, nz, ny, nx/2 + 1) <- FFT(in); in is not modified.
+  // spectrum (batch, nz, ny, nx/2 + 1) <- FFT(in); in is not modified.
   void forward(ConstField<Mem> in, Spectrum spectrum);
   // out <- unnormalised inverse FFT of spectrum (the spectrum is overwritten).
   void inverse(Spectrum spectrum, Field<Mem> out);
