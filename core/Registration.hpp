@@ -224,38 +224,56 @@ KOKKOS_INLINE_FUNCTION float adjointCentral(float wMinus, float w0, float wPlus,
   return 0.5f * s;
 }
 
-// Trilinear sample of the clamp-extended image `img` (extents nz, ny, nx) at (px, py, pz) in
-// index units, with the exact gradient of the interpolant in grad[0..2] = (d/dx, d/dy, d/dz).
-template <class View>
-KOKKOS_INLINE_FUNCTION float regSampleTrilinear(View const& img, float px, float py, float pz,
-                                                float* grad) {
-  const int nz = static_cast<int>(img.extent(0)), ny = static_cast<int>(img.extent(1)),
-            nx = static_cast<int>(img.extent(2));
+// The cell of a point p = (px, py, pz) (index units) in a clamp-extended grid of extents
+// (nz, ny, nx): clamped corner indices floor(p), floor(p) + 1 per axis and the fractions.
+struct RegCell {
+  int x0, x1, y0, y1, z0, z1;
+  float tx, ty, tz;
+};
+
+KOKKOS_INLINE_FUNCTION RegCell regCell(float px, float py, float pz, int nx, int ny, int nz) {
   const float fx = kx::math::floor(px), fy = kx::math::floor(py), fz = kx::math::floor(pz);
-  const float tx = px - fx, ty = py - fy, tz = pz - fz;
   // Clamp the float corner first: far-outside points must not overflow the int conversion.
   auto corner = [](float f, int n) {
     const float lo = f < -1.0f ? -1.0f : f;
     return static_cast<int>(lo > static_cast<float>(n) ? static_cast<float>(n) : lo);
   };
   const int ix = corner(fx, nx), iy = corner(fy, ny), iz = corner(fz, nz);
-  const int x0 = clampIndex(ix, nx), x1 = clampIndex(ix + 1, nx);
-  const int y0 = clampIndex(iy, ny), y1 = clampIndex(iy + 1, ny);
-  const int z0 = clampIndex(iz, nz), z1 = clampIndex(iz + 1, nz);
-  const float c000 = img(z0, y0, x0), c001 = img(z0, y0, x1);
-  const float c010 = img(z0, y1, x0), c011 = img(z0, y1, x1);
-  const float c100 = img(z1, y0, x0), c101 = img(z1, y0, x1);
-  const float c110 = img(z1, y1, x0), c111 = img(z1, y1, x1);
+  return RegCell{clampIndex(ix, nx), clampIndex(ix + 1, nx), clampIndex(iy, ny), clampIndex(iy + 1, ny),
+                 clampIndex(iz, nz), clampIndex(iz + 1, nz), px - fx, py - fy, pz - fz};
+}
+
+// Trilinear interpolation of the eight corner values c<z><y><x> of a cell: along x on the four
+// (y, z) edges, then y, then z.
+KOKKOS_INLINE_FUNCTION float regLerp3(RegCell const& c, float c000, float c001, float c010, float c011,
+                                      float c100, float c101, float c110, float c111) {
+  const float e00 = c000 + c.tx * (c001 - c000), e01 = c010 + c.tx * (c011 - c010);
+  const float e10 = c100 + c.tx * (c101 - c100), e11 = c110 + c.tx * (c111 - c110);
+  const float f0 = e00 + c.ty * (e01 - e00), f1 = e10 + c.ty * (e11 - e10);
+  return f0 + c.tz * (f1 - f0);
+}
+
+// Trilinear sample of the clamp-extended image `img` (extents nz, ny, nx) at (px, py, pz) in
+// index units, with the exact gradient of the interpolant in grad[0..2] = (d/dx, d/dy, d/dz).
+template <class View>
+KOKKOS_INLINE_FUNCTION float regSampleTrilinear(View const& img, float px, float py, float pz,
+                                                float* grad) {
+  const RegCell c = regCell(px, py, pz, static_cast<int>(img.extent(2)), static_cast<int>(img.extent(1)),
+                            static_cast<int>(img.extent(0)));
+  const float c000 = img(c.z0, c.y0, c.x0), c001 = img(c.z0, c.y0, c.x1);
+  const float c010 = img(c.z0, c.y1, c.x0), c011 = img(c.z0, c.y1, c.x1);
+  const float c100 = img(c.z1, c.y0, c.x0), c101 = img(c.z1, c.y0, c.x1);
+  const float c110 = img(c.z1, c.y1, c.x0), c111 = img(c.z1, c.y1, c.x1);
   // Along x on the four (y, z) edges.
-  const float e00 = c000 + tx * (c001 - c000), e01 = c010 + tx * (c011 - c010);
-  const float e10 = c100 + tx * (c101 - c100), e11 = c110 + tx * (c111 - c110);
-  const float f0 = e00 + ty * (e01 - e00), f1 = e10 + ty * (e11 - e10);
-  const float dx0 = (c001 - c000) + ty * ((c011 - c010) - (c001 - c000));
-  const float dx1 = (c101 - c100) + ty * ((c111 - c110) - (c101 - c100));
-  grad[0] = dx0 + tz * (dx1 - dx0);
-  grad[1] = (e01 - e00) + tz * ((e11 - e10) - (e01 - e00));
+  const float e00 = c000 + c.tx * (c001 - c000), e01 = c010 + c.tx * (c011 - c010);
+  const float e10 = c100 + c.tx * (c101 - c100), e11 = c110 + c.tx * (c111 - c110);
+  const float f0 = e00 + c.ty * (e01 - e00), f1 = e10 + c.ty * (e11 - e10);
+  const float dx0 = (c001 - c000) + c.ty * ((c011 - c010) - (c001 - c000));
+  const float dx1 = (c101 - c100) + c.ty * ((c111 - c110) - (c101 - c100));
+  grad[0] = dx0 + c.tz * (dx1 - dx0);
+  grad[1] = (e01 - e00) + c.tz * ((e11 - e10) - (e01 - e00));
   grad[2] = f1 - f0;
-  return f0 + tz * (f1 - f0);
+  return f0 + c.tz * (f1 - f0);
 }
 
 // The template and its clamped central-difference gradient at one grid voxel, interleaved so
@@ -284,31 +302,17 @@ KOKKOS_INLINE_FUNCTION RegSample4 regSampleAt(View const& img, int x, int y, int
 template <class View4>
 KOKKOS_INLINE_FUNCTION float regSampleSmoothGradient(View4 const& s4, float px, float py, float pz,
                                                      float* grad) {
-  const int nz = static_cast<int>(s4.extent(0)), ny = static_cast<int>(s4.extent(1)),
-            nx = static_cast<int>(s4.extent(2));
-  const float fx = kx::math::floor(px), fy = kx::math::floor(py), fz = kx::math::floor(pz);
-  const float tx = px - fx, ty = py - fy, tz = pz - fz;
-  auto corner = [](float f, int n) {
-    const float lo = f < -1.0f ? -1.0f : f;
-    return static_cast<int>(lo > static_cast<float>(n) ? static_cast<float>(n) : lo);
-  };
-  const int ix = corner(fx, nx), iy = corner(fy, ny), iz = corner(fz, nz);
-  const int x0 = clampIndex(ix, nx), x1 = clampIndex(ix + 1, nx);
-  const int y0 = clampIndex(iy, ny), y1 = clampIndex(iy + 1, ny);
-  const int z0 = clampIndex(iz, nz), z1 = clampIndex(iz + 1, nz);
-  const RegSample4 c000 = s4(z0, y0, x0), c001 = s4(z0, y0, x1), c010 = s4(z0, y1, x0), c011 = s4(z0, y1, x1);
-  const RegSample4 c100 = s4(z1, y0, x0), c101 = s4(z1, y0, x1), c110 = s4(z1, y1, x0), c111 = s4(z1, y1, x1);
-  auto lerp3 = [&](float a000, float a001, float a010, float a011, float a100, float a101, float a110,
-                   float a111) {
-    const float e00 = a000 + tx * (a001 - a000), e01 = a010 + tx * (a011 - a010);
-    const float e10 = a100 + tx * (a101 - a100), e11 = a110 + tx * (a111 - a110);
-    const float f0 = e00 + ty * (e01 - e00), f1 = e10 + ty * (e11 - e10);
-    return f0 + tz * (f1 - f0);
-  };
-  grad[0] = lerp3(c000.gx, c001.gx, c010.gx, c011.gx, c100.gx, c101.gx, c110.gx, c111.gx);
-  grad[1] = lerp3(c000.gy, c001.gy, c010.gy, c011.gy, c100.gy, c101.gy, c110.gy, c111.gy);
-  grad[2] = lerp3(c000.gz, c001.gz, c010.gz, c011.gz, c100.gz, c101.gz, c110.gz, c111.gz);
-  return lerp3(c000.value, c001.value, c010.value, c011.value, c100.value, c101.value, c110.value, c111.value);
+  const RegCell c = regCell(px, py, pz, static_cast<int>(s4.extent(2)), static_cast<int>(s4.extent(1)),
+                            static_cast<int>(s4.extent(0)));
+  const RegSample4 c000 = s4(c.z0, c.y0, c.x0), c001 = s4(c.z0, c.y0, c.x1), c010 = s4(c.z0, c.y1, c.x0),
+                   c011 = s4(c.z0, c.y1, c.x1);
+  const RegSample4 c100 = s4(c.z1, c.y0, c.x0), c101 = s4(c.z1, c.y0, c.x1), c110 = s4(c.z1, c.y1, c.x0),
+                   c111 = s4(c.z1, c.y1, c.x1);
+  grad[0] = regLerp3(c, c000.gx, c001.gx, c010.gx, c011.gx, c100.gx, c101.gx, c110.gx, c111.gx);
+  grad[1] = regLerp3(c, c000.gy, c001.gy, c010.gy, c011.gy, c100.gy, c101.gy, c110.gy, c111.gy);
+  grad[2] = regLerp3(c, c000.gz, c001.gz, c010.gz, c011.gz, c100.gz, c101.gz, c110.gz, c111.gz);
+  return regLerp3(c, c000.value, c001.value, c010.value, c011.value, c100.value, c101.value, c110.value,
+                  c111.value);
 }
 
 // Upwind difference of one component along one axis for the advection term (see "Iteration"):

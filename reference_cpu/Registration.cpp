@@ -187,7 +187,8 @@ struct Sample {
   Vec3 gradient;
 };
 
-inline Sample sampleTrilinear(ConstHostImageView const& img, Grid const& g, Vec3 const& p) {
+// withGradient == false: the value only (energy-only passes and the warp), gradient left zero.
+inline Sample sampleTrilinear(ConstHostImageView const& img, Grid const& g, Vec3 const& p, bool withGradient) {
   Index lo[3], hi[3];
   double w[3][2];   // hat weights of the low and high corner
   for (int a = 0; a < 3; ++a) {
@@ -208,6 +209,7 @@ inline Sample sampleTrilinear(ConstHostImageView const& img, Grid const& g, Vec3
         const Index k[3] = {cx ? hi[0] : lo[0], cy ? hi[1] : lo[1], cz ? hi[2] : lo[2]};
         const double weight = w[0][cx] * w[1][cy] * w[2][cz];
         s.value += weight * img(k[2], k[1], k[0]);
+        if (!withGradient) continue;
         for (int a = 0; a < 3; ++a) {  // clamped central difference along axis a at corner k
           Index m[3] = {k[0], k[1], k[2]}, p1[3] = {k[0], k[1], k[2]};
           m[a] = clampTo(k[a] - 1, g.extent(a));
@@ -248,7 +250,7 @@ RegistrationEnergy energyPass(ConstHostImageView const& moving, ConstHostImageVi
     for (Index x = 0; x < g.nx; ++x) {
       const Index v = row * g.nx + x;
       // Data term at x: sample point x - u(x).
-      const Sample s = sampleTrilinear(moving, g, samplePoint(u, z, y, x));
+      const Sample s = sampleTrilinear(moving, g, samplePoint(u, z, y, x), buffers != nullptr);
       const double r = s.value - double(fixed(z, y, x));
       dataSum += 0.5 * r * r;
       // Regulariser at x.
@@ -504,7 +506,7 @@ void warp(ConstHostImageView moving, ConstHostField u, ImageView<Kokkos::HostSpa
   for (Index row = 0; row < g.rows(); ++row) {
     const Index z = row / g.ny, y = row % g.ny;
     for (Index x = 0; x < g.nx; ++x)
-      out(z, y, x) = static_cast<float>(sampleTrilinear(moving, g, samplePoint(u, z, y, x)).value);
+      out(z, y, x) = static_cast<float>(sampleTrilinear(moving, g, samplePoint(u, z, y, x), false).value);
   }
 }
 
