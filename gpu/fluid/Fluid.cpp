@@ -6,7 +6,7 @@
 #include "core/Errors.hpp"
 #include "gpu/detail/Common.hpp"
 #include "gpu/fluid/detail/FluidKernels.hpp"
-#include "gpu/fluid/detail/Spectral.hpp"
+#include "gpu/detail/Spectral.hpp"
 
 namespace kortex::gpu {
 namespace {
@@ -102,7 +102,7 @@ void FluidSolver<Exec>::spectral(ConstField<memory_space> f, Field<memory_space>
   const int nh = nx_ / 2 + 1;
   if (!plan_) {
     spectrum_ = decltype(spectrum_)("kortex::fluid::spectrum", 3, nz_, ny_, nh);
-    plan_ = std::make_unique<SpectralPlan<Exec>>(exec_, nz_, ny_, nx_, v, spectrum_);
+    plan_ = std::make_unique<detail::SpectralPlan<Exec>>(exec_, nz_, ny_, nx_, v, spectrum_);
   }
   plan_->forward(f, spectrum_);
   const float scale = 1.0f / (float(nz_) * float(ny_) * float(nx_));

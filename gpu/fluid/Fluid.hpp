@@ -27,9 +27,9 @@ template <class Exec>
 double fluidResidual(Exec const& exec, ConstField<typename Exec::memory_space> f,
                      ConstField<typename Exec::memory_space> v, FluidParams const& params);
 
-namespace fluid_detail {
+namespace detail {
 template <class Exec>
-struct SpectralPlan;  // FFT plans of one grid (gpu/fluid/Spectral.cpp)
+struct SpectralPlan;  // FFT plans of one grid (gpu/detail/Spectral.cpp)
 }
 
 template <class Exec>
@@ -68,7 +68,7 @@ class FluidSolver {
   int nz_, ny_, nx_;
   FluidParams params_;
   FluidOperator op_;
-  std::unique_ptr<fluid_detail::SpectralPlan<Exec>> plan_;
+  std::unique_ptr<detail::SpectralPlan<Exec>> plan_;
   Kokkos::View<Kokkos::complex<float>****, Kokkos::LayoutRight, memory_space> spectrum_;
   Field<memory_space> r_, d_, q_, pong_;
   Kokkos::View<int*, memory_space> csrRow_;

@@ -8,7 +8,7 @@
 #include "core/Errors.hpp"
 #include "gpu/Fields.hpp"
 #include "gpu/detail/Common.hpp"
-#include "gpu/fluid/detail/Spectral.hpp"
+#include "gpu/detail/Spectral.hpp"
 
 namespace kortex::gpu {
 namespace {
@@ -113,7 +113,7 @@ void fftBlur(Exec const& exec, ConstImageView<typename Exec::memory_space> in, I
   const int px = nx + 2 * rx, py = ny + 2 * ry, pz = nz + 2 * rz, ph = px / 2 + 1;
   Field<Mem> padded(Kokkos::view_alloc(std::string("kortex::gaussian::fft_padded"), Kokkos::WithoutInitializing), 1, pz,
                     py, px);
-  using Plan = fluid_detail::SpectralPlan<Exec>;
+  using Plan = detail::SpectralPlan<Exec>;
   typename Plan::Spectrum spectrum(
       Kokkos::view_alloc(std::string("kortex::gaussian::fft_spectrum"), Kokkos::WithoutInitializing), 1, pz, py, ph);
   Plan plan(exec, pz, py, px, padded, spectrum);

@@ -5,7 +5,7 @@
 //               item walking along its row): the x pass is the slow one on GPUs.
 //   Separable - the sampled kernel of radius ceil(3 sigma), one pass per axis through a
 //               temporary image (allocated per call).
-//   Fft       - the same operator through a clamp-padded real 3D FFT (gpu/fluid/detail/Spectral.hpp:
+//   Fft       - the same operator through a clamp-padded real 3D FFT (gpu/detail/Spectral.hpp:
 //               cuFFT under CUDA, FFTW on host spaces); plan and temporaries per call.
 // `out` may be `in` (both variants). Enqueued on exec. Explicitly instantiated for every enabled execution space.
 #pragma once

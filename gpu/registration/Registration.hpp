@@ -1,8 +1,9 @@
 // Kokkos unbiased fluid registration (specification: core/Registration.hpp). Every kernel is an
 // entry point of its own, so that tests compare each with the CPU reference:
-//   registrationForce - f = -dE/du and E(u), variant from RegistrationParams::variant
-//                       (Naive | Recompute | Reuse, see core/Registration.hpp and
-//                       gpu/RegistrationForce*.hpp);
+//   registrationForce - the spec's force f = f_data + lambda f_reg and E(u), variant from
+//                       RegistrationParams::variant (Naive | Recompute | Reuse, see
+//                       core/Registration.hpp and gpu/registration/detail/Force*.hpp); builds the
+//                       template's interleaved samples per call (FluidRegistration::run: once);
 //   gaussianSmooth    - separable Gaussian per component;
 //   updateRate        - rate = v - (grad u) v and max |rate|;
 //   applyUpdate       - u' = u + dt rate;

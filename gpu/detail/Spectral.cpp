@@ -1,4 +1,4 @@
-#include "gpu/fluid/detail/Spectral.hpp"
+#include "gpu/detail/Spectral.hpp"
 
 #include <fftw3.h>
 
@@ -10,7 +10,7 @@
 #include <cufft.h>
 #endif
 
-namespace kortex::gpu::fluid_detail {
+namespace kortex::gpu::detail {
 namespace {
 
 template <class Exec>
@@ -110,4 +110,4 @@ KORTEX_INSTANTIATE_SPECTRAL(Kokkos::Cuda)
 #endif
 #undef KORTEX_INSTANTIATE_SPECTRAL
 
-}  // namespace kortex::gpu::fluid_detail
+}  // namespace kortex::gpu::detail

@@ -1,14 +1,15 @@
 // Batched real 3D FFTs of a multi-component field (forward R2C, inverse C2R, unnormalised) on one
 // grid, batch = the spectrum's extent(0) (3 for the fluid solve, 1 for the spectral Gaussian):
 // FFTW (single precision) on host execution spaces, cuFFT on the CUDA stream of the
-// execution-space instance. The library headers stay in gpu/fluid/Spectral.cpp.
+// execution-space instance. Shared by the fluid solve (gpu/fluid/) and the spectral Gaussian (gpu/gaussian/);
+// the library headers stay in gpu/detail/Spectral.cpp.
 #pragma once
 
 #include <Kokkos_Core.hpp>
 
 #include "gpu/Fields.hpp"
 
-namespace kortex::gpu::fluid_detail {
+namespace kortex::gpu::detail {
 
 template <class Exec>
 struct SpectralPlan {
@@ -29,4 +30,4 @@ struct SpectralPlan {
   int handles[2] = {0, 0};  // cuFFT handles
 };
 
-}  // namespace kortex::gpu::fluid_detail
+}  // namespace kortex::gpu::detail
