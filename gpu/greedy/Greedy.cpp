@@ -246,16 +246,12 @@ GreedyResult GreedyRegistration<Exec>::run(ConstImageView<memory_space> moving, 
       while (delta >= params_.minStep) {
         parallelForVoxels("kortex::greedy::compose", exec_, S.nz, S.ny, S.nx,
                           ComposeScaledFunctor<memory_space>{S.u, S.v, S.cand, S.vmax2, delta});
-        CheckSums cs{0.0, 0.0f};
+        CheckSums cs{0.0, 0.0f, 0.0f};
         Kokkos::parallel_reduce("kortex::greedy::check", Kokkos::RangePolicy<Exec, Kokkos::IndexType<int>>(exec_, 0, n),
-                                CheckFunctor<memory_space>{S.cand, S.I0, S.I1, S.Wc, S.nz, S.ny, S.nx}, cs);
-        if (delta == params_.maxStep) {
-          float m2 = 0.0f;
-          Kokkos::deep_copy(m2, S.vmax2);
-          if (!(m2 > 0.0f)) {
-            zero = true;
-            break;
-          }
+                                CheckFunctor<memory_space>{S.cand, S.I0, S.I1, S.Wc, S.vmax2, S.nz, S.ny, S.nx}, cs);
+        if (!(cs.vmax2 > 0.0f)) {
+          zero = true;
+          break;
         }
         if (cs.minJ > 0.0f) {
           accepted = true;
