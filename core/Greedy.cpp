@@ -15,6 +15,20 @@ GreedySolver parseGreedySolver(std::string const& s) {
   throw InvalidArgument("unknown fluid solver '" + s + "' (expected fft|sor|cg|hybrid-sor|hybrid-cg)");
 }
 
+GreedyStepVariant parseGreedyStepVariant(std::string const& s) {
+  if (s == "naive") return GreedyStepVariant::Naive;
+  if (s == "scratch-tiled") return GreedyStepVariant::ScratchTiled;
+  throw InvalidArgument("unknown greedy step variant '" + s + "' (expected naive|scratch-tiled)");
+}
+
+const char* toString(GreedyStepVariant v) {
+  switch (v) {
+    case GreedyStepVariant::Naive: return "Naive";
+    case GreedyStepVariant::ScratchTiled: return "ScratchTiled";
+  }
+  return "?";
+}
+
 const char* toString(GreedySolver s) {
   switch (s) {
     case GreedySolver::Fft: return "fft";

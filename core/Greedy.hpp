@@ -68,6 +68,16 @@ inline std::ostream& operator<<(std::ostream& os, GreedySolver s) { return os <<
 bool usesSor(GreedySolver s);
 bool usesCg(GreedySolver s);
 
+// How the Kokkos back end runs steps 4-6 and the next force (gpu/greedy/detail/GreedyKernels.hpp):
+//   Naive        - three passes per candidate: compose; warp + SSE + fold check; force.
+//   ScratchTiled - one pass: a team composes u' and warps W on an xy tile + apron slice by slice
+//                  (z march, ring of three slices in team scratch), then checks det, sums the
+//                  SSE and writes u' and the next force F from the ring.
+enum class GreedyStepVariant { Naive, ScratchTiled };
+GreedyStepVariant parseGreedyStepVariant(std::string const& s);  // naive|scratch-tiled
+const char* toString(GreedyStepVariant v);
+inline std::ostream& operator<<(std::ostream& os, GreedyStepVariant v) { return os << toString(v); }
+
 struct GreedyParams {
   // alpha 0.1 (the paper: 0.01) with gamma 0.001: the smoothing length sqrt(alpha / gamma) of L
   // is 10 voxels instead of 3. On IXI pairs at 2 mm (docs/greedy.md) the paper's values stop on a
@@ -85,6 +95,7 @@ struct GreedyParams {
   double cgTolerance = 1e-4;             // relative residual
   SorVariant sorVariant = SorVariant::ScratchTiled;
   MatvecVariant matvecVariant = MatvecVariant::Implicit;
+  GreedyStepVariant stepVariant = GreedyStepVariant::ScratchTiled;
   bool recordResidual = false;           // compute the solve's relative residual every iteration
 
   static constexpr int kMaxScaleFactor = 16;
@@ -144,15 +155,23 @@ using GreedyProgress = std::function<void(GreedyIteration const&)>;
 
 // ---- per-voxel maths (shared by every Kokkos variant) --------------------------------------------
 
-// F at voxel (z, y, x) from W (the warped moving image) and I1: out[0..2] = -(W - I1) grad W.
+// F at a voxel from W there, I1 there and W at the six clamped neighbours (m = minus, p = plus):
+// out[0..2] = -(W - I1) grad W, grad W = ((wxp - wxm) / 2, (wyp - wym) / 2, (wzp - wzm) / 2).
+KOKKOS_INLINE_FUNCTION void greedyForceAt(float w, float fixedValue, float wxm, float wxp, float wym, float wyp,
+                                          float wzm, float wzp, float* out) {
+  const float r = -(w - fixedValue);
+  out[0] = r * (0.5f * (wxp - wxm));
+  out[1] = r * (0.5f * (wyp - wym));
+  out[2] = r * (0.5f * (wzp - wzm));
+}
+
+// F at voxel (z, y, x) from the images W (the warped moving image) and I1.
 template <class Img>
 KOKKOS_INLINE_FUNCTION void greedyForce(Img const& w, Img const& fixed, int z, int y, int x, float* out) {
-  float g[3];
-  centralGradient(w, z, y, x, g);
-  const float r = -(w(z, y, x) - fixed(z, y, x));
-  out[0] = r * g[0];
-  out[1] = r * g[1];
-  out[2] = r * g[2];
+  const int nz = static_cast<int>(w.extent(0)), ny = static_cast<int>(w.extent(1)), nx = static_cast<int>(w.extent(2));
+  greedyForceAt(w(z, y, x), fixed(z, y, x), w(z, y, clampIndex(x - 1, nx)), w(z, y, clampIndex(x + 1, nx)),
+                w(z, clampIndex(y - 1, ny), x), w(z, clampIndex(y + 1, ny), x), w(clampIndex(z - 1, nz), y, x),
+                w(clampIndex(z + 1, nz), y, x), out);
 }
 
 // Trilinear sample of the 3 components of the clamp-extended field u (3, nz, ny, nx) at (px, py, pz).

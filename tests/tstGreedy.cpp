@@ -42,6 +42,16 @@ constexpr double kUpsampleTol = 2e-6;  // voxels
 // storage), 18 steps of <= 1 voxel: measured 1.1e-6 (fft), 1.9e-6 (cg), 1.1e-5 (sor, hybrid-sor)
 // voxels on Serial; a different fold decision would move the field by >= half a step.
 constexpr double kFieldTol = 1e-4;  // voxels
+// The two Kokkos step variants evaluate the same per-voxel functions on the same inputs; they may
+// differ only where a compiler contracts a multiply-add differently in the two kernels (float
+// ulps of |u| <= a few voxels, carried through the iterations).
+constexpr double kStepVariantTol = 1e-5;  // voxels
+// One candidate step vs the reference: u' within kComposeTol, so W moves by <= kComposeTol x
+// |grad I0| (<= ~0.3 per voxel here) and the force, a product of W differences, by a few 1e-7 of
+// its peak; det(I - grad u') by differences of u' (2 x 2e-6 per entry, entries <= ~2).
+constexpr double kStepForceTol = 1e-5;      // relative to max |F|
+constexpr double kStepJacobianTol = 2e-5;
+constexpr double kStepSseTol = 1e-5;        // relative
 // Linear functions are reproduced exactly by trilinear interpolation away from the clamp: float
 // rounding of |u| <= 2 only.
 constexpr double kLinearTol = 1e-5;
@@ -229,6 +239,36 @@ BOOST_AUTO_TEST_CASE_TEMPLATE(kokkos_kernels_match_reference, Space, test::Execu
     BOOST_TEST(std::fabs(gpu::minJacobian(exec, du) - mj) <= 2e-6);
     BOOST_TEST(std::fabs(gpu::imageRmse(exec, dMoving, dFixed) - ref::imageRmse(moving.data, fixed.data)) <= 1e-9);
   }
+  // One candidate step, every variant, against the reference's composition, warp, det and force.
+  {
+    const HostField u = smoothField(nz, ny, nx, 1.0f), v = randomField(nz, ny, nx, 5, 1.0f);
+    const float eps = 0.7f;
+    HostField wantU("wantU", 3, nz, ny, nx), wantF("wantF", 3, nz, ny, nx);
+    ref::greedyCompose(u, v, eps, wantU);
+    HostImage w("w", moving.geometry);
+    ref::warp(moving.data, wantU, w.data);
+    ref::greedyForce(w.data, fixed.data, wantF);
+    ImageView<Kokkos::HostSpace> jac("jac", nz, ny, nx);
+    ref::jacobianDeterminant(wantU, jac);
+    float wantJ = jac(0, 0, 0);
+    double wantSse = 0.0;
+    for (std::size_t i = 0; i < jac.size(); ++i) {
+      wantJ = std::min(wantJ, jac.data()[i]);
+      const double d = double(w.data.data()[i]) - double(fixed.data.data()[i]);
+      wantSse += d * d;
+    }
+    for (GreedyStepVariant step : {GreedyStepVariant::Naive, GreedyStepVariant::ScratchTiled}) {
+      gpu::Field<Mem> out("out", 3, nz, ny, nx), f("f", 3, nz, ny, nx);
+      const gpu::GreedyStepSums got =
+          gpu::greedyStep(exec, dMoving, dFixed, toDevice<Space>(u), toDevice<Space>(v), eps, out, f, step);
+      BOOST_TEST_CONTEXT(toString(step)) {
+        BOOST_TEST(maxDiff(toHostField(out), wantU) <= kComposeTol);
+        BOOST_TEST(maxDiff(toHostField(f), wantF) <= kStepForceTol * maxAbs(wantF));
+        BOOST_TEST(std::fabs(got.minJacobian - wantJ) <= kStepJacobianTol);
+        BOOST_TEST(std::fabs(got.sse - wantSse) <= kStepSseTol * wantSse);
+      }
+    }
+  }
   // Down- and up-sampling
   {
     const HostImage img = blobs(16, 12, 8);
@@ -251,19 +291,49 @@ BOOST_AUTO_TEST_CASE_TEMPLATE(kokkos_registration_matches_reference, Space, test
   Space exec;
   const int n = 16;
   const HostImage fixed = blobs(n, n, n), moving = blobs(n, n, n, 1.2);
-  for (GreedySolver s : {GreedySolver::Fft, GreedySolver::Sor, GreedySolver::HybridSor, GreedySolver::Cg,
-                         GreedySolver::HybridCg}) {
-    const GreedyParams p = smallParams(s);
-    VectorField<Kokkos::HostSpace> uRef, uGpu;
-    const GreedyResult want = ref::greedyRegister(moving, fixed, uRef, p);
-    const GreedyResult got = gpu::greedyRegister(exec, moving, fixed, uGpu, p);
-    BOOST_TEST(got.iterations == want.iterations, toString(s));
-    BOOST_TEST(got.refused == want.refused, toString(s));
-    BOOST_TEST(maxDiff(uGpu.data, uRef.data) <= kFieldTol, toString(s) << ": " << maxDiff(uGpu.data, uRef.data));
-    BOOST_TEST(std::fabs(got.scales.back().rmseEnd - want.scales.back().rmseEnd) <= 1e-4 * want.scales.front().rmseStart);
-    BOOST_TEST(got.minJacobian > 0.0f);
-    for (auto const& it : got.history) BOOST_TEST(it.minJacobian > 0.0f);
-  }
+  for (GreedyStepVariant step : {GreedyStepVariant::Naive, GreedyStepVariant::ScratchTiled})
+    for (GreedySolver s : {GreedySolver::Fft, GreedySolver::Sor, GreedySolver::HybridSor, GreedySolver::Cg,
+                           GreedySolver::HybridCg}) {
+      GreedyParams p = smallParams(s);
+      p.stepVariant = step;
+      VectorField<Kokkos::HostSpace> uRef, uGpu;
+      const GreedyResult want = ref::greedyRegister(moving, fixed, uRef, p);
+      const GreedyResult got = gpu::greedyRegister(exec, moving, fixed, uGpu, p);
+      BOOST_TEST_CONTEXT(toString(step) << " " << toString(s)) {
+        BOOST_TEST(got.iterations == want.iterations);
+        BOOST_TEST(got.refused == want.refused);
+        BOOST_TEST(maxDiff(uGpu.data, uRef.data) <= kFieldTol, maxDiff(uGpu.data, uRef.data));
+        BOOST_TEST(std::fabs(got.scales.back().rmseEnd - want.scales.back().rmseEnd) <= 1e-4 * want.scales.front().rmseStart);
+        BOOST_TEST(got.minJacobian > 0.0f);
+        for (auto const& it : got.history) BOOST_TEST(it.minJacobian > 0.0f);
+      }
+    }
+}
+
+// The one-pass step against the three-pass one and the reference on a grid that is not a multiple
+// of its tile (32 x 8, chunks of 16 slices) in any direction, with a non-cubic clamp at every face.
+BOOST_AUTO_TEST_CASE_TEMPLATE(kokkos_step_variants_agree_on_partial_tiles, Space, test::ExecutionSpaces) {
+  Space exec;
+  const int nx = 37, ny = 13, nz = 20;
+  const HostImage fixed = blobs(nx, ny, nz), moving = blobs(nx, ny, nz, 1.5);
+  GreedyParams p = smallParams(GreedySolver::Fft);
+  p.scales = {1};
+  p.iterations = {12};
+  VectorField<Kokkos::HostSpace> uRef, uNaive, uTiled;
+  const GreedyResult want = ref::greedyRegister(moving, fixed, uRef, p);
+  p.stepVariant = GreedyStepVariant::Naive;
+  const GreedyResult naive = gpu::greedyRegister(exec, moving, fixed, uNaive, p);
+  p.stepVariant = GreedyStepVariant::ScratchTiled;
+  const GreedyResult tiled = gpu::greedyRegister(exec, moving, fixed, uTiled, p);
+  BOOST_TEST(tiled.iterations == want.iterations);
+  BOOST_TEST(tiled.refused == want.refused);
+  BOOST_TEST(tiled.iterations == naive.iterations);
+  BOOST_TEST(maxDiff(uTiled.data, uRef.data) <= kFieldTol, maxDiff(uTiled.data, uRef.data));
+  BOOST_TEST(maxDiff(uTiled.data, uNaive.data) <= kStepVariantTol, maxDiff(uTiled.data, uNaive.data));
+  BOOST_TEST(std::fabs(tiled.scales.back().rmseEnd - naive.scales.back().rmseEnd) <= 1e-6 * naive.scales.front().rmseStart);
+  for (std::size_t i = 0; i < tiled.history.size() && i < naive.history.size(); ++i)
+    BOOST_TEST(tiled.history[i].minJacobian == naive.history[i].minJacobian, i);
+  BOOST_TEST(want.scales.back().rmseEnd < 0.8 * want.scales.back().rmseStart);  // the case moves
 }
 
 BOOST_AUTO_TEST_CASE_TEMPLATE(kokkos_fold_is_refused_and_the_last_field_kept, Space, test::ExecutionSpaces) {
@@ -284,15 +354,21 @@ BOOST_AUTO_TEST_CASE_TEMPLATE(kokkos_fold_is_refused_and_the_last_field_kept, Sp
   p.maxStep = 4.0f;
   p.minStep = 0.5f;
   p.fluid.alpha = 0.001;
-  VectorField<Kokkos::HostSpace> uRef, uGpu;
+  VectorField<Kokkos::HostSpace> uRef;
   const GreedyResult want = ref::greedyRegister(moving, fixed, uRef, p);
-  const GreedyResult got = gpu::greedyRegister(exec, moving, fixed, uGpu, p);
   BOOST_TEST(want.refused > 0);
-  BOOST_TEST(got.refused > 0);
-  BOOST_TEST(got.minJacobian > 0.0f);
   BOOST_TEST(want.minJacobian > 0.0f);
-  for (auto const& it : got.history)
-    if (it.step > 0.0f) BOOST_TEST(it.minJacobian > 0.0f);
+  for (GreedyStepVariant step : {GreedyStepVariant::Naive, GreedyStepVariant::ScratchTiled}) {
+    p.stepVariant = step;
+    VectorField<Kokkos::HostSpace> uGpu;
+    const GreedyResult got = gpu::greedyRegister(exec, moving, fixed, uGpu, p);
+    BOOST_TEST_CONTEXT(toString(step)) {
+      BOOST_TEST(got.refused > 0);
+      BOOST_TEST(got.minJacobian > 0.0f);
+      for (auto const& it : got.history)
+        if (it.step > 0.0f) BOOST_TEST(it.minJacobian > 0.0f);
+    }
+  }
 }
 
 BOOST_AUTO_TEST_CASE_TEMPLATE(kokkos_refusals, Space, test::ExecutionSpaces) {

@@ -130,24 +130,90 @@ void upsampleField(Exec const& exec, ConstField<typename Exec::memory_space> in,
                     UpsampleFunctor<Mem>{in, out, a, b, float(from) / float(to)});
 }
 
+namespace {
+
+// The ScratchTiled step's launch: league of tiles x z chunks, scratch checked against the back end.
+template <class Exec>
+CheckSums launchStepTiled(Exec const& exec, ConstImageView<typename Exec::memory_space> moving,
+                          ConstImageView<typename Exec::memory_space> fixed, ConstField<typename Exec::memory_space> u,
+                          ConstField<typename Exec::memory_space> v, Kokkos::View<const float, typename Exec::memory_space> vmax2,
+                          float delta, Field<typename Exec::memory_space> uOut, Field<typename Exec::memory_space> force) {
+  using F = StepTiledFunctor<Exec>;
+  using Policy = Kokkos::TeamPolicy<Exec>;
+  const int nz = int(u.extent(1)), ny = int(u.extent(2)), nx = int(u.extent(3));
+  const int tilesX = (nx + F::kTileX - 1) / F::kTileX, tilesY = (ny + F::kTileY - 1) / F::kTileY;
+  const int teams = tilesX * tilesY * ((nz + F::kChunkZ - 1) / F::kChunkZ);
+  const std::size_t bytes = F::scratchBytes();
+  Policy policy(exec, teams, Kokkos::AUTO);
+  const std::size_t maxBytes = policy.scratch_size_max(0);
+  if (bytes > maxBytes)
+    throw InvalidArgument("greedy step: its tile needs " + std::to_string(bytes) + " B of team scratch, the back end offers " +
+                          std::to_string(maxBytes) + " B");
+  CheckSums cs{0.0, 0.0f, 0.0f};
+  Kokkos::parallel_reduce("kortex::greedy::step_tiled", policy.set_scratch_size(0, Kokkos::PerTeam(bytes)),
+                          F{u, v, moving, fixed, uOut, force, vmax2, delta, tilesX, tilesY}, cs);
+  return cs;
+}
+
+}  // namespace
+
+template <class Exec>
+GreedyStepSums greedyStep(Exec const& exec, ConstImageView<typename Exec::memory_space> moving,
+                          ConstImageView<typename Exec::memory_space> fixed, ConstField<typename Exec::memory_space> u,
+                          ConstField<typename Exec::memory_space> v, float eps, Field<typename Exec::memory_space> uOut,
+                          Field<typename Exec::memory_space> force, GreedyStepVariant variant) {
+  using Mem = typename Exec::memory_space;
+  requireSameGrid(moving, fixed, "greedyStep", "the moving and fixed images are");
+  for (auto const* f : {&u, &v}) requireField3(*f, "greedyStep");
+  requireField3(uOut, "greedyStep");
+  requireField3(force, "greedyStep");
+  for (int k = 0; k < 3; ++k)
+    if (u.extent(k + 1) != moving.extent(k) || v.extent(k + 1) != moving.extent(k) || uOut.extent(k + 1) != moving.extent(k) ||
+        force.extent(k + 1) != moving.extent(k))
+      throw InvalidArgument("greedyStep: the fields are not on the image grid");
+  if (spansOverlap(uOut, u) || spansOverlap(uOut, v) || spansOverlap(force, u) || spansOverlap(force, v) ||
+      spansOverlap(force, uOut))
+    throw InvalidArgument("greedyStep: an output overlaps an input or the other output");
+  // eps = delta / sqrt(vmax2) with vmax2 = 1.
+  Kokkos::View<float, Mem> one("kortex::greedy::one");
+  Kokkos::deep_copy(exec, one, 1.0f);
+  const int nz = int(u.extent(1)), ny = int(u.extent(2)), nx = int(u.extent(3));
+  CheckSums cs{0.0, 0.0f, 0.0f};
+  if (variant == GreedyStepVariant::Naive) {
+    ImageView<Mem> w("kortex::greedy::step_W", nz, ny, nx);
+    parallelForVoxels("kortex::greedy::compose", exec, nz, ny, nx, ComposeScaledFunctor<Mem>{u, v, uOut, one, eps});
+    Kokkos::parallel_reduce("kortex::greedy::check", Kokkos::RangePolicy<Exec, Kokkos::IndexType<int>>(exec, 0, nz * ny * nx),
+                            CheckFunctor<Mem>{uOut, moving, fixed, w, one, nz, ny, nx}, cs);
+    greedyForce(exec, w, fixed, force);
+    exec.fence();
+  } else {
+    cs = launchStepTiled(exec, moving, fixed, u, v, one, eps, uOut, force);
+  }
+  return GreedyStepSums{cs.sse, cs.minJ};
+}
+
 // ---- the registration -----------------------------------------------------------------------------
 
 template <class Exec>
 struct GreedyRegistration<Exec>::Scale {
   int factor;
   int nz, ny, nx;
-  ImageView<memory_space> I0, I1, W, Wc;
-  Field<memory_space> u, v, f, cand;
+  ImageView<memory_space> I0, I1, W, Wc;  // Wc: Naive only
+  Field<memory_space> u, v, f, cand, fc;   // fc (the candidate's force): ScratchTiled only
   Kokkos::View<float, memory_space> vmax2;
   FluidSolver<Exec> solver;
-  Scale(Exec const& exec, int fct, GridExtents e, FluidParams const& p)
+  Scale(Exec const& exec, int fct, GridExtents e, FluidParams const& p, GreedyStepVariant step)
       : factor(fct), nz(e.nz), ny(e.ny), nx(e.nx),
         I0("kortex::greedy::I0", e.nz, e.ny, e.nx), I1("kortex::greedy::I1", e.nz, e.ny, e.nx),
-        W("kortex::greedy::W", e.nz, e.ny, e.nx), Wc("kortex::greedy::W_candidate", e.nz, e.ny, e.nx),
-        u("kortex::greedy::u", 3, e.nz, e.ny, e.nx),
+        W("kortex::greedy::W", e.nz, e.ny, e.nx), u("kortex::greedy::u", 3, e.nz, e.ny, e.nx),
         v("kortex::greedy::v", 3, e.nz, e.ny, e.nx), f("kortex::greedy::f", 3, e.nz, e.ny, e.nx),
         cand("kortex::greedy::candidate", 3, e.nz, e.ny, e.nx), vmax2("kortex::greedy::vmax2"),
-        solver(exec, e.nz, e.ny, e.nx, p) {}
+        solver(exec, e.nz, e.ny, e.nx, p) {
+    if (step == GreedyStepVariant::Naive)
+      Wc = ImageView<memory_space>("kortex::greedy::W_candidate", e.nz, e.ny, e.nx);
+    else
+      fc = Field<memory_space>("kortex::greedy::f_candidate", 3, e.nz, e.ny, e.nx);
+  }
 };
 
 template <class Exec>
@@ -161,13 +227,20 @@ GreedyRegistration<Exec>::GreedyRegistration(Exec const& exec, Geometry const& g
         grid.ny() / f < kFluidMinExtent || grid.nz() / f < kFluidMinExtent)
       throw InvalidArgument("greedy registration: scale factor " + std::to_string(f) + " does not divide " +
                             describe(grid) + " into extents >= " + std::to_string(kFluidMinExtent));
-  for (int f : params_.scales) scales_.push_back(std::make_unique<Scale>(exec_, f, scaledExtents(grid, f), params_.fluid));
+  for (int f : params_.scales)
+    scales_.push_back(std::make_unique<Scale>(exec_, f, scaledExtents(grid, f), params_.fluid, params_.stepVariant));
   if (params_.scales.front() > 1)
     blurred_ = ImageView<memory_space>("kortex::greedy::blurred", grid.nz(), grid.ny(), grid.nx());
 }
 
 template <class Exec>
 GreedyRegistration<Exec>::~GreedyRegistration() = default;
+
+// One ScratchTiled candidate (the sums come back).
+template <class Exec>
+CheckSums GreedyRegistration<Exec>::stepTiled(Scale& S, float delta) {
+  return launchStepTiled(exec_, S.I0, S.I1, S.u, S.v, S.vmax2, delta, S.cand, S.fc);
+}
 
 template <class Exec>
 GreedyResult GreedyRegistration<Exec>::run(ConstImageView<memory_space> moving, ConstImageView<memory_space> fixed,
@@ -185,6 +258,7 @@ GreedyResult GreedyRegistration<Exec>::run(ConstImageView<memory_space> moving, 
       throw InvalidArgument("greedy registration: the displacement is not on the registration grid");
 
   GreedyResult result;
+  const bool naive = params_.stepVariant == GreedyStepVariant::Naive;
   Scale* prev = nullptr;
   for (std::size_t s = 0; s < scales_.size(); ++s) {
     Scale& S = *scales_[s];
@@ -208,7 +282,9 @@ GreedyResult GreedyRegistration<Exec>::run(ConstImageView<memory_space> moving, 
       rec.scale = int(s);
       rec.factor = S.factor;
       rec.iteration = it;
-      greedyForce(exec_, S.W, S.I1, S.f);
+      // ScratchTiled: the force of the accepted candidate came with its step (the scale's first
+      // from W); Naive: from W here.
+      if (naive || it == 1) greedyForce(exec_, S.W, S.I1, S.f);
       const bool first = it == 1;
       const bool residual = params_.recordResidual;
       switch (params_.solver) {
@@ -244,11 +320,15 @@ GreedyResult GreedyRegistration<Exec>::run(ConstImageView<memory_space> moving, 
       bool accepted = false, zero = false;
       double sse = 0.0;
       while (delta >= params_.minStep) {
-        parallelForVoxels("kortex::greedy::compose", exec_, S.nz, S.ny, S.nx,
-                          ComposeScaledFunctor<memory_space>{S.u, S.v, S.cand, S.vmax2, delta});
         CheckSums cs{0.0, 0.0f, 0.0f};
-        Kokkos::parallel_reduce("kortex::greedy::check", Kokkos::RangePolicy<Exec, Kokkos::IndexType<int>>(exec_, 0, n),
-                                CheckFunctor<memory_space>{S.cand, S.I0, S.I1, S.Wc, S.vmax2, S.nz, S.ny, S.nx}, cs);
+        if (naive) {
+          parallelForVoxels("kortex::greedy::compose", exec_, S.nz, S.ny, S.nx,
+                            ComposeScaledFunctor<memory_space>{S.u, S.v, S.cand, S.vmax2, delta});
+          Kokkos::parallel_reduce("kortex::greedy::check", Kokkos::RangePolicy<Exec, Kokkos::IndexType<int>>(exec_, 0, n),
+                                  CheckFunctor<memory_space>{S.cand, S.I0, S.I1, S.Wc, S.vmax2, S.nz, S.ny, S.nx}, cs);
+        } else {
+          cs = stepTiled(S, delta);
+        }
         if (!(cs.vmax2 > 0.0f)) {
           zero = true;
           break;
@@ -274,7 +354,10 @@ GreedyResult GreedyRegistration<Exec>::run(ConstImageView<memory_space> moving, 
       result.refused += rec.refused;
       if (accepted) {
         std::swap(S.u, S.cand);
-        std::swap(S.W, S.Wc);
+        if (naive)
+          std::swap(S.W, S.Wc);
+        else
+          std::swap(S.f, S.fc);
         rec.step = delta;
         sr.rmseEnd = std::sqrt(sse / double(n));
       }
@@ -323,6 +406,10 @@ GreedyResult greedyRegister(Exec const& exec, HostImage const& moving, HostImage
                                      ConstField<SPACE::memory_space>, float, Field<SPACE::memory_space>);  \
   template double fieldMaxNorm<SPACE>(SPACE const&, ConstField<SPACE::memory_space>);                     \
   template float minJacobian<SPACE>(SPACE const&, ConstField<SPACE::memory_space>);                       \
+  template GreedyStepSums greedyStep<SPACE>(SPACE const&, ConstImageView<SPACE::memory_space>,          \
+                                            ConstImageView<SPACE::memory_space>, ConstField<SPACE::memory_space>, \
+                                            ConstField<SPACE::memory_space>, float, Field<SPACE::memory_space>,   \
+                                            Field<SPACE::memory_space>, GreedyStepVariant);                      \
   template double imageRmse<SPACE>(SPACE const&, ConstImageView<SPACE::memory_space>,                     \
                                    ConstImageView<SPACE::memory_space>);                                   \
   template void downsampleImage<SPACE>(SPACE const&, ConstImageView<SPACE::memory_space>, int,            \

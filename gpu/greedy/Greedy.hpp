@@ -6,10 +6,13 @@
 //   fieldMaxNorm    - max |v| (fences);
 //   minJacobian     - min det(I - grad u) without storing it (fences);
 //   imageRmse       - sqrt(mean (a - b)^2) (fences);
+//   greedyStep      - one candidate: composition, warp, SSE, fold check and the next force (fences);
 //   downsampleImage - the multi-scale rule's scale-f image (blur + trilinear sample);
 //   upsampleField   - u or v carried from one scale to the next.
 // The warp W = I0(x - u(x)) is the registration module's `warp` (gpu/registration). GreedyRegistration
-// allocates the workspace of every scale once and runs the spec's multi-scale iteration.
+// allocates the workspace of every scale once and runs the spec's multi-scale iteration, the step of
+// each candidate as GreedyParams::stepVariant says (core/Greedy.hpp: Naive three passes,
+// ScratchTiled one).
 #pragma once
 
 #include <Kokkos_Core.hpp>
@@ -52,6 +55,24 @@ template <class Exec>
 void upsampleField(Exec const& exec, ConstField<typename Exec::memory_space> in, int from, int to,
                    Field<typename Exec::memory_space> out);
 
+// One candidate of the iteration (core/Greedy.hpp steps 4-6 and the force of the next iteration)
+// with a given eps: uOut = u(x + eps v) - eps v, W = I0(x - uOut) (not stored), force = -(W - I1)
+// grad W; returns sum (W - I1)^2 and min det(I - grad uOut). `variant` as in GreedyRegistration
+// (Naive: three passes with a W image; ScratchTiled: one). Fences.
+struct GreedyStepSums {
+  double sse = 0.0;
+  float minJacobian = 0.0f;
+};
+template <class Exec>
+GreedyStepSums greedyStep(Exec const& exec, ConstImageView<typename Exec::memory_space> moving,
+                          ConstImageView<typename Exec::memory_space> fixed, ConstField<typename Exec::memory_space> u,
+                          ConstField<typename Exec::memory_space> v, float eps, Field<typename Exec::memory_space> uOut,
+                          Field<typename Exec::memory_space> force, GreedyStepVariant variant);
+
+namespace greedy_detail {
+struct CheckSums;
+}
+
 template <class Exec>
 class GreedyRegistration {
  public:
@@ -69,6 +90,7 @@ class GreedyRegistration {
 
  private:
   struct Scale;
+  greedy_detail::CheckSums stepTiled(Scale& S, float delta);
   Exec exec_;
   Geometry grid_;
   GreedyParams params_;

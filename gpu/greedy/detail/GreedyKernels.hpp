@@ -176,4 +176,104 @@ struct CheckFunctor {
   }
 };
 
+// The whole candidate step in one launch (GreedyStepVariant::ScratchTiled): composition, warp,
+// fold check, SSE and the force at the candidate, from u, v, I0 and I1 only. A team owns an xy
+// tile and marches along z through a chunk of slices; for every slice it composes u' and warps
+// W = I0(x - u'(x)) on the tile + 1-voxel apron (clamped indices, so the apron holds the values the
+// clamp rule reads) into a ring of three slices in team scratch, then computes det(I - grad u') and
+// F = -(W - I1) grad W on the previous slice from the ring. u' and W are computed once per point
+// (the apron's by both neighbouring tiles, with the same operations), so this writes what the
+// Naive sequence (compose; warp + check; force) writes, without the three round trips of u', W.
+template <class Exec>
+struct StepTiledFunctor {
+  using Mem = typename Exec::memory_space;
+  using Team = typename Kokkos::TeamPolicy<Exec>::member_type;
+  using Scratch = Kokkos::View<float*, typename Exec::scratch_memory_space, Kokkos::MemoryUnmanaged>;
+  using value_type = CheckSums;
+  // 32 x 8 tiles (+ apron: 34 x 10 points), 4 floats per point (u' and W), 3 slices: 16.3 KB of
+  // scratch (under the 32 KB of Kokkos 3.4 Serial and the ~40 KB of CUDA); 32-wide rows coalesce.
+  static constexpr int kTileX = 32, kTileY = 8, kPitchX = kTileX + 2, kPitchY = kTileY + 2;
+  static constexpr int kSlotFloats = 4 * kPitchX * kPitchY;
+  static constexpr int kChunkZ = 16;  // slices per team (2 extra apron slices per chunk)
+
+  ConstField<Mem> u, v;
+  ConstImageView<Mem> moving, fixed;
+  Field<Mem> cand, force;
+  Kokkos::View<const float, Mem> vmax2;
+  float delta;
+  int tilesX, tilesY;
+
+  static std::size_t scratchBytes() { return Scratch::shmem_size(3 * kSlotFloats); }
+
+  KOKKOS_INLINE_FUNCTION void operator()(Team const& team, value_type& s) const {
+    const int nz = static_cast<int>(u.extent(1)), ny = static_cast<int>(u.extent(2)), nx = static_cast<int>(u.extent(3));
+    const int tile = team.league_rank() % (tilesX * tilesY), chunk = team.league_rank() / (tilesX * tilesY);
+    const int x0 = (tile % tilesX) * kTileX, y0 = (tile / tilesX) * kTileY;
+    const int z0 = chunk * kChunkZ, z1 = z0 + kChunkZ < nz ? z0 + kChunkZ : nz;
+    const int w = nx - x0 < kTileX ? nx - x0 : kTileX, h = ny - y0 < kTileY ? ny - y0 : kTileY;
+    const int lw = w + 2, lh = h + 2;
+    const float m2 = vmax2();
+    const float eps = m2 > 0.0f ? delta / kx::sqrt(m2) : 0.0f;
+    if (team.league_rank() == 0) s.vmax2 = m2;
+    Scratch ring(team.team_scratch(0), 3 * kSlotFloats);
+    // Point (ly, lx) of slot k: u'_x, u'_y, u'_z, W.
+    auto at = [&](int k, int q, int ly, int lx) -> float& {
+      return ring(((k + 3) % 3) * kSlotFloats + (q * kPitchY + ly) * kPitchX + lx);
+    };
+    auto compute = [&](int k) {
+      const int gz = clampIndex(k, nz);
+      Kokkos::parallel_for(Kokkos::TeamThreadRange(team, lw * lh), [&](int i) {
+        const int ly = i / lw, lx = i - ly * lw;
+        const int gy = clampIndex(y0 + ly - 1, ny), gx = clampIndex(x0 + lx - 1, nx);
+        float o[3], g[3];
+        ::kortex::greedyCompose(u, v, eps, gz, gy, gx, o);
+        at(k, 0, ly, lx) = o[0];
+        at(k, 1, ly, lx) = o[1];
+        at(k, 2, ly, lx) = o[2];
+        at(k, 3, ly, lx) = regSampleTrilinear(moving, static_cast<float>(gx) - o[0], static_cast<float>(gy) - o[1],
+                                              static_cast<float>(gz) - o[2], g);
+      });
+    };
+    compute(z0 - 1);
+    compute(z0);
+    for (int k = z0; k < z1; ++k) {
+      compute(k + 1);
+      team.team_barrier();
+      Kokkos::parallel_for(Kokkos::TeamThreadRange(team, w * h), [&](int i) {
+        const int ty = i / w, tx = i - ty * w;
+        const int ly = ty + 1, lx = tx + 1, gy = y0 + ty, gx = x0 + tx;
+        float g[9];
+        for (int c = 0; c < 3; ++c) {
+          g[3 * c + 0] = regCentral(at(k, c, ly, lx - 1), at(k, c, ly, lx + 1));
+          g[3 * c + 1] = regCentral(at(k, c, ly - 1, lx), at(k, c, ly + 1, lx));
+          g[3 * c + 2] = regCentral(at(k - 1, c, ly, lx), at(k + 1, c, ly, lx));
+        }
+        const float J = regDeterminant(g);
+        if (J < s.minJ) s.minJ = J;
+        const float wc = at(k, 3, ly, lx), f1 = fixed(k, gy, gx);
+        const double d = double(wc) - double(f1);
+        s.sse += d * d;
+        float f[3];
+        ::kortex::greedyForceAt(wc, f1, at(k, 3, ly, lx - 1), at(k, 3, ly, lx + 1), at(k, 3, ly - 1, lx),
+                                at(k, 3, ly + 1, lx), at(k - 1, 3, ly, lx), at(k + 1, 3, ly, lx), f);
+        for (int c = 0; c < 3; ++c) {
+          cand(c, k, gy, gx) = at(k, c, ly, lx);
+          force(c, k, gy, gx) = f[c];
+        }
+      });
+      team.team_barrier();  // slot k - 1 is overwritten by compute(k + 2)
+    }
+  }
+  KOKKOS_INLINE_FUNCTION void init(value_type& s) const {
+    s.sse = 0.0;
+    s.minJ = 3.4e38f;
+    s.vmax2 = 0.0f;
+  }
+  KOKKOS_INLINE_FUNCTION void join(KORTEX_JOIN_VOLATILE value_type& d, const KORTEX_JOIN_VOLATILE value_type& s) const {
+    d.sse += s.sse;
+    if (s.minJ < d.minJ) d.minJ = s.minJ;
+    if (s.vmax2 > d.vmax2) d.vmax2 = s.vmax2;
+  }
+};
+
 }  // namespace kortex::gpu::greedy_detail
