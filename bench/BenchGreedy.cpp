@@ -38,16 +38,15 @@ constexpr double kTargetTorchRatio = 3.0;    // at least 3x faster than the PyTo
 constexpr double kTargetIxiPairS = 0.3;      // IXI pair end to end, affine + 2 scales
 constexpr double kTargetBandwidthShare = 0.6;
 
-// Minimum traffic per voxel of one greedy iteration's kernels (float32):
-//   force    reads W, I1 (8 B), writes F (12 B)                           = 20
+// Minimum traffic per voxel of one greedy iteration (float32), with the step in one pass
+// (GreedyStepVariant::ScratchTiled):
 //   spectral R2C + C2R of 3 components: each at least one read + one write of the real field and
 //            of the half spectrum (~ 12 + 12 + 12 + 12)                      = 48
 //   max |v|  reads v                                                          = 12
-//   compose  reads u, v, writes u' (36 B)                                     = 36
-//   min det  reads u'                                                          = 12
-//   warp     reads u', I0 (16 B), writes W (4 B)                              = 20
-// Total 148 B per voxel (the fold check and the step reduction included).
-constexpr double kIterationBytesPerVoxel = 148.0;
+//   step     reads v, u (24 B), I1, I0 (8 B); writes u', F (24 B)            = 56
+// Total 116 B per voxel. The three-pass step (Naive) moves 80 B instead of 56: compose (u, v ->
+// u': 36), warp + check (u', I0, I1 -> W: 24), force (W, I1 -> F: 20).
+constexpr double kIterationBytesPerVoxel = 116.0;
 constexpr double kMatvecBytesPerVoxel = 24.0;
 // Greedy iterations run before the solver comparison's warm-start problem is taken.
 constexpr int kWarmupIterations = 10;
@@ -286,11 +285,15 @@ BenchReport runGreedyBench(BenchOptions const& opt) {
           "| PyTorch step + fold check ms | speedup vs PyTorch (+ fold check) |\n|---|---|---|---|---|---|---|\n";
     nlohmann::json rows = nlohmann::json::array();
     double bestMs = NAN;
-    for (GreedySolver s : {GreedySolver::Fft, GreedySolver::HybridSor}) {
+    const std::pair<GreedySolver, GreedyStepVariant> runs[] = {{GreedySolver::Fft, GreedyStepVariant::ScratchTiled},
+                                                                {GreedySolver::Fft, GreedyStepVariant::Naive},
+                                                                {GreedySolver::HybridSor, GreedyStepVariant::ScratchTiled}};
+    for (auto const& [s, step] : runs) {
       GreedyParams p;
       p.scales = {1};
       p.iterations = {opt.tiny ? 4 : 50};
       p.solver = s;
+      p.stepVariant = step;
       gpu::GreedyRegistration<Exec> reg(exec, targetGrid, p);
       GreedyResult gr;
       const TimingStats ts = timeMedian([&] { gr = reg.run(dMoving, dFixed, u); }, fence, opt.tiny ? 0 : 1,
@@ -302,10 +305,10 @@ BenchReport runGreedyBench(BenchOptions const& opt) {
       const double vox = double(target.voxels());
       const double gbs = kIterationBytesPerVoxel * vox / (ms * 1e-3) * 1e-9;
       if (!std::isfinite(bestMs) || ms < bestMs) bestMs = ms;
-      md << "| " << toString(s) << " | " << fmt(ms) << " | " << fmt(gbs, 0) << " | " << fmt(100 * gbs / copyGBs, 0)
+      md << "| " << toString(s) << ", step " << toString(step) << " | " << fmt(ms) << " | " << fmt(gbs, 0) << " | " << fmt(100 * gbs / copyGBs, 0)
          << " | " << fmt(torchMs) << " | " << fmt(torchFoldMs) << " | " << fmt(torchMs / ms, 1) << " ("
          << fmt(torchFoldMs / ms, 1) << ") |\n";
-      rows.push_back({{"solver", toString(s)}, {"ms_per_iteration", ms}, {"GBs", gbs}, {"iterations", gr.iterations},
+      rows.push_back({{"solver", toString(s)}, {"step", toString(step)}, {"ms_per_iteration", ms}, {"GBs", gbs}, {"iterations", gr.iterations},
                       {"rmse_start", gr.scales.back().rmseStart}, {"rmse_end", gr.scales.back().rmseEnd},
                       {"torch_ms", torchMs}, {"torch_fold_check_ms", torchFoldMs}});
     }
@@ -316,7 +319,7 @@ BenchReport runGreedyBench(BenchOptions const& opt) {
       const int nz = target.nz, ny = target.ny, nx = target.nx, n = nz * ny * nx;
       gpu::FluidSolver<Exec> solver(exec, nz, ny, nx, GreedyParams{}.fluid);
       gpu::Field<Mem> f("kortex::bench::f", 3, nz, ny, nx), v("kortex::bench::v", 3, nz, ny, nx),
-          cand("kortex::bench::cand", 3, nz, ny, nx);
+          cand("kortex::bench::cand", 3, nz, ny, nx), fc("kortex::bench::fc", 3, nz, ny, nx);
       ImageView<Mem> W("kortex::bench::W", nz, ny, nx), Wc("kortex::bench::Wc", nz, ny, nx);
       Kokkos::View<float, Mem> vmax2("kortex::bench::vmax2");
       Kokkos::deep_copy(W, dMoving);
@@ -347,18 +350,36 @@ BenchReport runGreedyBench(BenchOptions const& opt) {
              gd::CheckSums cs{0.0, 0.0f, 0.0f};
              Kokkos::parallel_reduce("kortex::bench::check", IntPolicy(exec, 0, n),
                                      gd::CheckFunctor<Mem>{cand, dMoving, dFixed, Wc, vmax2, nz, ny, nx}, cs);
+           }},
+          {"step in one pass, ScratchTiled (replaces force, composition, warp + check; read back)", 56,
+           [&] {
+             using TF = gd::StepTiledFunctor<Exec>;
+             const int tx = (nx + TF::kTileX - 1) / TF::kTileX, ty = (ny + TF::kTileY - 1) / TF::kTileY;
+             const int teams = tx * ty * ((nz + TF::kChunkZ - 1) / TF::kChunkZ);
+             gd::CheckSums cs{0.0, 0.0f, 0.0f};
+             Kokkos::parallel_reduce("kortex::bench::step_tiled",
+                                     Kokkos::TeamPolicy<Exec>(exec, teams, Kokkos::AUTO)
+                                         .set_scratch_size(0, Kokkos::PerTeam(TF::scratchBytes())),
+                                     TF{u, v, dMoving, dFixed, cand, fc, vmax2, 1.0f, tx, ty}, cs);
            }}};
-      md << "\nKernel split (fft, each pass timed alone):\n\n| pass | ms | GB/s (minimum bytes) |\n|---|---|---|\n";
+      md << "\nKernel split (fft, each pass timed alone; the last row is the ScratchTiled step that replaces the "
+            "force, composition and warp + check rows):\n\n| pass | ms | GB/s (minimum bytes) | % of copy |\n|---|---|---|---|\n";
       nlohmann::json split = nlohmann::json::array();
-      double sum = 0.0;
-      for (auto& part : parts) {
+      double naiveSum = 0.0, tiledSum = 0.0;
+      for (std::size_t k = 0; k < parts.size(); ++k) {
+        auto& part = parts[k];
         const double ms = timeMedian(part.run, fence, warm, reps).medianMs;
-        if (part.name[0] != ' ') sum += ms;  // indented rows are parts of the row above
+        const bool sub = part.name[0] == ' ';  // indented rows are parts of the row above
+        const bool tiled = k + 1 == parts.size();
+        if (!sub && !tiled) naiveSum += ms;
+        if (!sub && (tiled || k == 1 || k == 3)) tiledSum += ms;  // solve, max |v|, step
         const double gb = part.bytes * double(n) / (ms * 1e-3) * 1e-9;
-        md << "| " << part.name << " | " << fmt(ms) << " | " << fmt(gb, 0) << " (" << fmt(part.bytes, 0) << " B) |\n";
-        split.push_back({{"pass", part.name}, {"ms", ms}, {"GBs", gb}, {"bytes_per_voxel", part.bytes}});
+        md << "| " << part.name << " | " << fmt(ms) << " | " << fmt(gb, 0) << " (" << fmt(part.bytes, 0) << " B) | "
+           << fmt(100 * gb / copyGBs, 0) << " |\n";
+        split.push_back({{"pass", part.name}, {"ms", ms}, {"GBs", gb}, {"bytes_per_voxel", part.bytes},
+                         {"copy_share", gb / copyGBs}});
       }
-      md << "| sum | " << fmt(sum) << " | |\n";
+      md << "| sum, Naive step | " << fmt(naiveSum) << " | | |\n| sum, ScratchTiled step | " << fmt(tiledSum) << " | | |\n";
       j["iteration_split"] = split;
     }
     if (onDevice && !opt.tiny) {

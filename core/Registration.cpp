@@ -63,6 +63,11 @@ RegistrationEnergy finishEnergy(double data, double reg, float minJacobian, doub
   return e;
 }
 
+double registrationStepSchedule(float maxStep, int k, int K) {
+  const double pi = 3.14159265358979323846;
+  return 0.5 * double(maxStep) * (1.0 + std::cos(pi * double(k - 1) / double(K > 0 ? K : 1)));
+}
+
 const char* toString(StopReason r) {
   switch (r) {
     case StopReason::Converged: return "converged";

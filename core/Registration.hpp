@@ -29,7 +29,7 @@
 // ended 0.22 voxel apart after 100 iterations with the exact gradient and < 5e-5 with this one,
 // and the CPU and Kokkos back ends 0.74 voxel apart on identical input: docs/registration.md
 // "CPU vs GPU".) The force below is therefore a smoothed gradient of the energy, not its exact
-// derivative; the step controller accepts a step only if E decreases, so it still descends.
+// derivative.
 //
 // ---- Energy --------------------------------------------------------------------------------------
 //   A(x) = I - G(x)           (the Jacobian matrix of h),   J(x) = det A(x)
@@ -68,19 +68,27 @@
 //                            docs/registration.md "CPU vs GPU".)
 //   m     = max_x max(|rate(x)|, |v(x)|_1 / 2)   (|.| Euclidean). m == 0: stop (ZeroVelocity;
 //                            the iteration counts).
+//   cap_k = maxStep (1 + cos(pi (k - 1) / K)) / 2 (float), k = 1..K the iteration, K = `iterations`:
+//                            the largest step of iteration k, maxStep at the first iteration and
+//                            down towards 0 at the cap (half a cosine), so that the flow settles.
+//   delta = min(delta, cap_k)   (delta carries over from the previous iteration; maxStep at start)
 //   dt    = delta / m        so that no voxel moves more than delta voxels in one step, and the
-//                            upwind scheme's Courant number sum_j |v_j| dt stays <= 2 delta (<= 1
-//                            at the default maxStep 0.5).
+//                            upwind scheme's Courant number sum_j |v_j| dt stays <= 2 delta (<= 1 at
+//                            the default maxStep 0.5).
 //   u'    = u + dt rate      candidate; accepted iff min J(u') > 0 and E(u') < E(u).
 //   On rejection delta halves and the candidate is rebuilt from the same rate; delta < minStep:
 //   stop (StepUnderflow), keeping the last accepted field (this is how a step that would fold the
-//   Jacobian is refused: the log barrier makes E infinite there). delta starts at maxStep; after
-//   every accepted candidate it grows back: delta = min(2 delta, maxStep) (without regrowth one
-//   near-tie decided differently by two back ends sends them on different step schedules:
-//   docs/registration.md).
+//   Jacobian is refused: the log barrier makes E infinite there). After every accepted candidate
+//   delta grows back: delta = min(2 delta, cap_k).
+//   Why the decreasing cap: with a constant one (delta back to maxStep after every accepted step)
+//   the fastest voxel still moves maxStep voxels per step at the iteration cap, so two runs whose
+//   step schedules differ by a step or two (a near-tie E(u') ~ E(u) decided differently, e.g. by
+//   back ends whose affine stages ended 1e-3 voxel apart) end up to ~1 voxel apart there; with
+//   the cap the last steps are short and the two fields agree far better (docs/registration.md
+//   "CPU vs GPU": 1.91 -> 0.52 voxel at the worst voxel on an IXI pair, same Dice).
 //   Accepted: if (E(u) - E(u')) / E(u) < tolerance for `patience` accepted steps in a row, stop
-//   (Converged). The loop runs at most `iterations` times (one v, and one accepted candidate or a
-//   step underflow, per iteration); reaching the cap stops with IterationCap.
+//   (Converged). The loop runs at most K times (one v, and one accepted candidate or a step
+//   underflow, per iteration); reaching the cap stops with IterationCap.
 // The warped template T(x - u(x)) is re-interpolated from the original T at every evaluation (no
 // accumulation of interpolation error).
 #pragma once
@@ -119,7 +127,7 @@ struct RegistrationParams {
   double lambda = 1.0;      // regulariser weight (>= 0 here; the CLI refuses lambda <= 0)
   float sigma = 2.0f;       // velocity smoothing, voxels (> 0, radius ceil(3 sigma) <= kMaxRadius)
   int iterations = 300;     // cap on velocity evaluations
-  float maxStep = 0.5f;     // delta at start, voxels per step
+  float maxStep = 0.5f;     // largest step (voxels) at the first iteration; the cap decreases after
   float minStep = 1e-3f;    // delta below this: stop (StepUnderflow)
   double tolerance = 1e-5;  // relative energy decrease per accepted step regarded as converged
   int patience = 5;         // ... for this many accepted steps in a row
@@ -137,6 +145,9 @@ struct RegistrationParams {
 
 // Smoothing radius used by every back end.
 int smoothingRadius(float sigma);  // ceil(3 sigma)
+
+// cap_k of the spec's step rule: maxStep (1 + cos(pi (k - 1) / K)) / 2, k = 1..K (voxels).
+double registrationStepSchedule(float maxStep, int k, int K);
 
 // Energy of one field, as defined above. minJacobian is min_x J(x) (<= 0: folded, total = +inf).
 struct RegistrationEnergy {

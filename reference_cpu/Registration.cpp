@@ -570,6 +570,7 @@ RegistrationResult fluidRegister(HostImage const& moving, HostImage const& fixed
   double delta = params.maxStep;
   int smallSteps = 0;  // accepted steps in a row with a relative decrease below the tolerance
   bool stopped = false;
+  const double pi = std::acos(-1.0);
 
   for (int it = 1; it <= params.iterations && !stopped; ++it) {
     RegistrationIteration record;
@@ -582,6 +583,11 @@ RegistrationResult fluidRegister(HostImage const& moving, HostImage const& fixed
     if (!std::isfinite(m))
       throw std::runtime_error(std::string(who) + ": the update rate is not finite at iteration " +
                                std::to_string(it) + " (force overflow near a nearly folded voxel)");
+    // The schedule's cap on the step: maxStep at the first iteration, half a cosine down to ~0 at the
+    // iteration cap (float, as the step is held).
+    const double cap = double(static_cast<float>(double(params.maxStep) * 0.5 *
+                                                 (1.0 + std::cos(pi * double(it - 1) / double(params.iterations)))));
+    delta = std::min(delta, cap);
 
     if (m == 0.0) {
       record.step = static_cast<float>(delta);
@@ -599,7 +605,7 @@ RegistrationResult fluidRegister(HostImage const& moving, HostImage const& fixed
           current = trial;
           record.accepted = true;
           ++result.accepted;
-          delta = std::min(2.0 * delta, double(params.maxStep));  // regrowth (spec)
+          delta = std::min(2.0 * delta, cap);  // regrowth up to the schedule (spec)
           smallSteps = relative < params.tolerance ? smallSteps + 1 : 0;
           if (smallSteps >= params.patience) {
             result.stop = StopReason::Converged;

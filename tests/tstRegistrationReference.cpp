@@ -579,6 +579,8 @@ SpecRun specLoop(HostImage const& T, HostImage const& R, Field const& u0, Regist
     ref::registrationForce(T.data, R.data, s.u.data, f.data, p.lambda);
     ref::gaussianSmooth(f.data, v.data, p.sigma);
     const double m = ref::updateRate(s.u.data, v.data, rate.data);
+    const double cap = float(p.maxStep * (1 + std::cos(3.141592653589793 * (it - 1) / p.iterations)) / 2);
+    delta = std::min(delta, cap);
     bool stop = false;
     if (m == 0.0) {
       s.result.stop = StopReason::ZeroVelocity;
@@ -594,7 +596,7 @@ SpecRun specLoop(HostImage const& T, HostImage const& R, Field const& u0, Regist
           E = Ec;
           rec.accepted = true;
           ++s.result.accepted;
-          delta = std::min(2.0 * delta, double(p.maxStep));
+          delta = std::min(2.0 * delta, cap);
           if (row >= p.patience) {
             s.result.stop = StopReason::Converged;
             stop = true;

@@ -212,6 +212,9 @@ RegistrationResult FluidRegistration<Exec>::run(ConstImageView<memory_space> mov
     RegistrationIteration rec;
     rec.iteration = it;
     rec.energy = E;
+    // The schedule caps the step: delta_k = min(delta, cap_k).
+    const float cap = static_cast<float>(registrationStepSchedule(params_.maxStep, it, params_.iterations));
+    delta = std::min(delta, cap);
     rec.step = delta;
     if (m == 0.0) {
       result.stop = StopReason::ZeroVelocity;
@@ -231,7 +234,7 @@ RegistrationResult FluidRegistration<Exec>::run(ConstImageView<memory_space> mov
           rec.accepted = true;
           rec.energy = E;
           ++result.accepted;
-          delta = std::min(2.0f * delta, params_.maxStep);  // regrowth (spec)
+          delta = std::min(2.0f * delta, cap);  // regrowth up to the schedule (spec)
           streak = decrease < params_.tolerance ? streak + 1 : 0;
           if (streak >= params_.patience) {
             result.stop = StopReason::Converged;
