@@ -352,16 +352,7 @@ BenchReport runGreedyBench(BenchOptions const& opt) {
                                      gd::CheckFunctor<Mem>{cand, dMoving, dFixed, Wc, vmax2, nz, ny, nx}, cs);
            }},
           {"step in one pass, ScratchTiled (replaces force, composition, warp + check; read back)", 56,
-           [&] {
-             using TF = gd::StepTiledFunctor<Exec>;
-             const int tx = (nx + TF::kTileX - 1) / TF::kTileX, ty = (ny + TF::kTileY - 1) / TF::kTileY;
-             const int teams = tx * ty * ((nz + TF::kChunkZ - 1) / TF::kChunkZ);
-             gd::CheckSums cs{0.0, 0.0f, 0.0f};
-             Kokkos::parallel_reduce("kortex::bench::step_tiled",
-                                     Kokkos::TeamPolicy<Exec>(exec, teams, Kokkos::AUTO)
-                                         .set_scratch_size(0, Kokkos::PerTeam(TF::scratchBytes())),
-                                     TF{u, v, dMoving, dFixed, cand, fc, vmax2, 1.0f, tx, ty}, cs);
-           }}};
+           [&] { gd::stepTiled(exec, dMoving, dFixed, u, v, vmax2, 1.0f, cand, fc); }}};
       md << "\nKernel split (fft, each pass timed alone; the last row is the ScratchTiled step that replaces the "
             "force, composition and warp + check rows):\n\n| pass | ms | GB/s (minimum bytes) | % of copy |\n|---|---|---|---|\n";
       nlohmann::json split = nlohmann::json::array();
@@ -380,6 +371,28 @@ BenchReport runGreedyBench(BenchOptions const& opt) {
                          {"copy_share", gb / copyGBs}});
       }
       md << "| sum, Naive step | " << fmt(naiveSum) << " | | |\n| sum, ScratchTiled step | " << fmt(tiledSum) << " | | |\n";
+      // The one-pass step's launch: slices per team (league size and apron overhead) x team size.
+      md << "\nScratchTiled step launch sweep (ms; the registration uses " << gd::StepTiledFunctor<Exec>::kChunkZ
+         << " slices per team and Kokkos::AUTO):\n\n| slices per team | AUTO | 128 | 256 |\n|---|---|---|---|\n";
+      nlohmann::json sweep = nlohmann::json::array();
+      const int maxTeam = Kokkos::TeamPolicy<Exec>(exec, 1, Kokkos::AUTO)
+                              .team_size_max(gd::StepTiledFunctor<Exec>{}, Kokkos::ParallelReduceTag());
+      for (int chunk : {2, 4, 8, 16}) {
+        md << "| " << chunk;
+        for (int team : {0, 128, 256}) {
+          if (team > maxTeam) {
+            md << " | -";
+            continue;
+          }
+          const double ms = timeMedian([&] { gd::stepTiled(exec, dMoving, dFixed, u, v, vmax2, 1.0f, cand, fc, {chunk, team}); },
+                                       fence, warm, reps)
+                                .medianMs;
+          md << " | " << fmt(ms);
+          sweep.push_back({{"chunk_z", chunk}, {"team_size", team}, {"ms", ms}});
+        }
+        md << " |\n";
+      }
+      j["step_tiled_sweep"] = sweep;
       j["iteration_split"] = split;
     }
     if (onDevice && !opt.tiny) {

@@ -130,33 +130,6 @@ void upsampleField(Exec const& exec, ConstField<typename Exec::memory_space> in,
                     UpsampleFunctor<Mem>{in, out, a, b, float(from) / float(to)});
 }
 
-namespace {
-
-// The ScratchTiled step's launch: league of tiles x z chunks, scratch checked against the back end.
-template <class Exec>
-CheckSums launchStepTiled(Exec const& exec, ConstImageView<typename Exec::memory_space> moving,
-                          ConstImageView<typename Exec::memory_space> fixed, ConstField<typename Exec::memory_space> u,
-                          ConstField<typename Exec::memory_space> v, Kokkos::View<const float, typename Exec::memory_space> vmax2,
-                          float delta, Field<typename Exec::memory_space> uOut, Field<typename Exec::memory_space> force) {
-  using F = StepTiledFunctor<Exec>;
-  using Policy = Kokkos::TeamPolicy<Exec>;
-  const int nz = int(u.extent(1)), ny = int(u.extent(2)), nx = int(u.extent(3));
-  const int tilesX = (nx + F::kTileX - 1) / F::kTileX, tilesY = (ny + F::kTileY - 1) / F::kTileY;
-  const int teams = tilesX * tilesY * ((nz + F::kChunkZ - 1) / F::kChunkZ);
-  const std::size_t bytes = F::scratchBytes();
-  Policy policy(exec, teams, Kokkos::AUTO);
-  const std::size_t maxBytes = policy.scratch_size_max(0);
-  if (bytes > maxBytes)
-    throw InvalidArgument("greedy step: its tile needs " + std::to_string(bytes) + " B of team scratch, the back end offers " +
-                          std::to_string(maxBytes) + " B");
-  CheckSums cs{0.0, 0.0f, 0.0f};
-  Kokkos::parallel_reduce("kortex::greedy::step_tiled", policy.set_scratch_size(0, Kokkos::PerTeam(bytes)),
-                          F{u, v, moving, fixed, uOut, force, vmax2, delta, tilesX, tilesY}, cs);
-  return cs;
-}
-
-}  // namespace
-
 template <class Exec>
 GreedyStepSums greedyStep(Exec const& exec, ConstImageView<typename Exec::memory_space> moving,
                           ConstImageView<typename Exec::memory_space> fixed, ConstField<typename Exec::memory_space> u,
@@ -187,7 +160,7 @@ GreedyStepSums greedyStep(Exec const& exec, ConstImageView<typename Exec::memory
     greedyForce(exec, w, fixed, force);
     exec.fence();
   } else {
-    cs = launchStepTiled(exec, moving, fixed, u, v, one, eps, uOut, force);
+    cs = greedy_detail::stepTiled(exec, moving, fixed, u, v, one, eps, uOut, force);
   }
   return GreedyStepSums{cs.sse, cs.minJ};
 }
@@ -239,7 +212,7 @@ GreedyRegistration<Exec>::~GreedyRegistration() = default;
 // One ScratchTiled candidate (the sums come back).
 template <class Exec>
 CheckSums GreedyRegistration<Exec>::stepTiled(Scale& S, float delta) {
-  return launchStepTiled(exec_, S.I0, S.I1, S.u, S.v, S.vmax2, delta, S.cand, S.fc);
+  return greedy_detail::stepTiled(exec_, S.I0, S.I1, S.u, S.v, S.vmax2, delta, S.cand, S.fc);
 }
 
 template <class Exec>

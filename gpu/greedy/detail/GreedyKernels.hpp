@@ -3,7 +3,10 @@
 
 #include <Kokkos_Core.hpp>
 
+#include <string>
+
 #include "core/Boundary.hpp"
+#include "core/Errors.hpp"
 #include "core/Compat.hpp"
 #include "core/Greedy.hpp"
 #include "core/Registration.hpp"
@@ -194,14 +197,16 @@ struct StepTiledFunctor {
   // scratch (under the 32 KB of Kokkos 3.4 Serial and the ~40 KB of CUDA); 32-wide rows coalesce.
   static constexpr int kTileX = 32, kTileY = 8, kPitchX = kTileX + 2, kPitchY = kTileY + 2;
   static constexpr int kSlotFloats = 4 * kPitchX * kPitchY;
-  static constexpr int kChunkZ = 16;  // slices per team (2 extra apron slices per chunk)
+  // Slices per team (chunkZ + 2 slices composed per chunk): a runtime value so that the benchmark
+  // can sweep it; the registration uses kChunkZ.
+  static constexpr int kChunkZ = 16;
 
   ConstField<Mem> u, v;
   ConstImageView<Mem> moving, fixed;
   Field<Mem> cand, force;
   Kokkos::View<const float, Mem> vmax2;
   float delta;
-  int tilesX, tilesY;
+  int tilesX, tilesY, chunkZ;
 
   static std::size_t scratchBytes() { return Scratch::shmem_size(3 * kSlotFloats); }
 
@@ -209,7 +214,7 @@ struct StepTiledFunctor {
     const int nz = static_cast<int>(u.extent(1)), ny = static_cast<int>(u.extent(2)), nx = static_cast<int>(u.extent(3));
     const int tile = team.league_rank() % (tilesX * tilesY), chunk = team.league_rank() / (tilesX * tilesY);
     const int x0 = (tile % tilesX) * kTileX, y0 = (tile / tilesX) * kTileY;
-    const int z0 = chunk * kChunkZ, z1 = z0 + kChunkZ < nz ? z0 + kChunkZ : nz;
+    const int z0 = chunk * chunkZ, z1 = z0 + chunkZ < nz ? z0 + chunkZ : nz;
     const int w = nx - x0 < kTileX ? nx - x0 : kTileX, h = ny - y0 < kTileY ? ny - y0 : kTileY;
     const int lw = w + 2, lh = h + 2;
     const float m2 = vmax2();
@@ -275,5 +280,35 @@ struct StepTiledFunctor {
     if (s.vmax2 > d.vmax2) d.vmax2 = s.vmax2;
   }
 };
+
+// Launch of the one-pass step: league of xy tiles x z chunks, team size `teamSize` (0: Kokkos::AUTO),
+// scratch checked against what the back end offers. Returns the sums (fences).
+struct StepTiledLaunch {
+  int chunkZ = 16;
+  int teamSize = 0;
+};
+template <class Exec>
+CheckSums stepTiled(Exec const& exec, ConstImageView<typename Exec::memory_space> moving,
+                    ConstImageView<typename Exec::memory_space> fixed, ConstField<typename Exec::memory_space> u,
+                    ConstField<typename Exec::memory_space> v, Kokkos::View<const float, typename Exec::memory_space> vmax2,
+                    float delta, Field<typename Exec::memory_space> uOut, Field<typename Exec::memory_space> force,
+                    StepTiledLaunch cfg = {}) {
+  using F = StepTiledFunctor<Exec>;
+  using Policy = Kokkos::TeamPolicy<Exec>;
+  const int nz = int(u.extent(1)), ny = int(u.extent(2)), nx = int(u.extent(3));
+  const int tilesX = (nx + F::kTileX - 1) / F::kTileX, tilesY = (ny + F::kTileY - 1) / F::kTileY;
+  const int chunk = cfg.chunkZ > 0 ? cfg.chunkZ : F::kChunkZ;
+  const int teams = tilesX * tilesY * ((nz + chunk - 1) / chunk);
+  const std::size_t bytes = F::scratchBytes();
+  Policy policy = cfg.teamSize > 0 ? Policy(exec, teams, cfg.teamSize) : Policy(exec, teams, Kokkos::AUTO);
+  const std::size_t maxBytes = policy.scratch_size_max(0);
+  if (bytes > maxBytes)
+    throw InvalidArgument("greedy step: its tile needs " + std::to_string(bytes) + " B of team scratch, the back end offers " +
+                          std::to_string(maxBytes) + " B");
+  CheckSums cs{0.0, 0.0f, 0.0f};
+  Kokkos::parallel_reduce("kortex::greedy::step_tiled", policy.set_scratch_size(0, Kokkos::PerTeam(bytes)),
+                          F{u, v, moving, fixed, uOut, force, vmax2, delta, tilesX, tilesY, chunk}, cs);
+  return cs;
+}
 
 }  // namespace kortex::gpu::greedy_detail
