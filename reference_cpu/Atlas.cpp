@@ -1,0 +1,211 @@
+#include "reference_cpu/Atlas.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <string>
+
+#include "core/Errors.hpp"
+#include "reference_cpu/Fluid.hpp"
+#include "reference_cpu/Greedy.hpp"
+#include "reference_cpu/Registration.hpp"
+
+namespace kortex::ref {
+namespace {
+
+using HostImageView = ImageView<Kokkos::HostSpace>;
+
+// T = (1/N) sum_i W_i, double sums in subject order.
+void averageInOrder(std::vector<HostImageView> const& w, HostImageView const& out) {
+  const std::size_t n = out.size();
+  const double inv = 1.0 / double(w.size());
+#pragma omp parallel for schedule(static)
+  for (std::size_t k = 0; k < n; ++k) {
+    double s = 0.0;
+    for (auto const& wi : w) s += double(wi.data()[k]);
+    out.data()[k] = float(s * inv);
+  }
+}
+
+double rmsDifference(HostImageView const& a, HostImageView const& b) {
+  double s = 0.0;
+  const std::size_t n = a.size();
+#pragma omp parallel for schedule(static) reduction(+ : s)
+  for (std::size_t k = 0; k < n; ++k) {
+    const double d = double(a.data()[k]) - double(b.data()[k]);
+    s += d * d;
+  }
+  return std::sqrt(s / double(n));
+}
+
+float minOf(HostImageView const& a) {
+  float m = a.data()[0];
+  for (std::size_t k = 1; k < a.size(); ++k) m = std::min(m, a.data()[k]);
+  return m;
+}
+
+}  // namespace
+
+AtlasResult buildAtlas(std::vector<HostImage> const& images, AtlasParams const& params, HostImage& templ,
+                       std::vector<VectorField<Kokkos::HostSpace>>& fields, AtlasProgress const& progress) {
+  using Clock = std::chrono::steady_clock;
+  const auto start = Clock::now();
+  auto elapsed = [&start] { return std::chrono::duration<double>(Clock::now() - start).count(); };
+  const char* who = "buildAtlas";
+  if (images.size() < std::size_t(AtlasParams::kMinSubjects))
+    throw InvalidArgument(std::string(who) + ": at least two images are needed");
+  const Geometry g = images.front().geometry;
+  for (auto const& img : images)
+    if (!img.geometry.sameGrid(g)) throw InvalidArgument(std::string(who) + ": the images are on different grids");
+  GreedyParams const& gp = params.greedy;
+  for (int f : gp.scales)
+    if (f < 1 || g.nx() % f || g.ny() % f || g.nz() % f || g.nx() / f < kFluidMinExtent ||
+        g.ny() / f < kFluidMinExtent || g.nz() / f < kFluidMinExtent)
+      throw InvalidArgument(std::string(who) + ": scale factor " + std::to_string(f) + " does not fit " + describe(g));
+
+  const std::size_t n = images.size();
+  AtlasResult result;
+  std::vector<HostField> u(n), v(n);
+  int prevFactor = 0;
+  for (std::size_t s = 0; s < gp.scales.size(); ++s) {
+    const int f = gp.scales[s];
+    std::vector<HostImage> I;
+    for (auto const& img : images) I.push_back(downsampleImage(img, f));
+    const Index nz = I[0].geometry.nz(), ny = I[0].geometry.ny(), nx = I[0].geometry.nx();
+    std::vector<HostImageView> W;
+    std::vector<bool> frozen(n, false);
+    for (std::size_t i = 0; i < n; ++i) {
+      HostField us("atlas u", 3, nz, ny, nx), vs("atlas v", 3, nz, ny, nx);
+      if (prevFactor != 0) {
+        upsampleField(u[i], prevFactor, f, us);
+        upsampleField(v[i], prevFactor, f, vs);
+      }
+      u[i] = us;
+      v[i] = vs;
+      W.emplace_back("atlas W", nz, ny, nx);
+      warp(I[i].data, u[i], W[i]);
+    }
+    HostImageView T("atlas template", nz, ny, nx), Tprev("atlas previous template", nz, ny, nx);
+    HostField force("atlas force", 3, nz, ny, nx), cand("atlas candidate", 3, nz, ny, nx);
+    HostField ubar("atlas mean displacement", 3, nz, ny, nx);
+    HostImageView jac("atlas jacobian", nz, ny, nx);
+    int frozenCount = 0;
+    for (int it = 1; it <= gp.iterations[s]; ++it) {
+      AtlasIteration rec;
+      rec.scale = int(s);
+      rec.factor = f;
+      rec.iteration = it;
+      averageInOrder(W, T);
+      rec.templateChange = it == 1 ? 0.0 : rmsDifference(T, Tprev);
+      Kokkos::deep_copy(Tprev, T);
+      for (std::size_t i = 0; i < n; ++i) {
+        if (frozen[i]) continue;
+        greedyForce(W[i], T, force);
+        const bool first = it == 1;
+        switch (gp.solver) {
+          case GreedySolver::Fft: fluidSolveSpectral(gp.fluid, force, v[i]); break;
+          case GreedySolver::HybridSor:
+          case GreedySolver::HybridCg:
+            if (first)
+              fluidSolveSpectral(gp.fluid, force, v[i]);
+            else if (gp.solver == GreedySolver::HybridSor)
+              fluidSolveSor(gp.fluid, force, v[i], gp.warmSweeps, false);
+            else
+              fluidSolveCg(gp.fluid, force, v[i], gp.cgMaxIterations, gp.cgTolerance, false);
+            break;
+          case GreedySolver::Sor:
+            if (first && prevFactor == 0) Kokkos::deep_copy(v[i], 0.0f);
+            fluidSolveSor(gp.fluid, force, v[i], first ? gp.coldSweeps : gp.warmSweeps, false);
+            break;
+          case GreedySolver::Cg: fluidSolveCg(gp.fluid, force, v[i], gp.cgMaxIterations, gp.cgTolerance, false); break;
+        }
+        const double m = fieldMaxNorm(v[i]);
+        if (!(m > 0.0)) continue;  // zero velocity: the subject stays
+        float delta = gp.maxStep;
+        bool accepted = false;
+        while (delta >= gp.minStep) {
+          greedyCompose(u[i], v[i], float(delta / m), cand);
+          jacobianDeterminant(cand, jac);
+          if (minOf(jac) > 0.0f) {
+            accepted = true;
+            break;
+          }
+          ++rec.refused;
+          delta *= 0.5f;
+        }
+        if (accepted) {
+          std::swap(u[i], cand);
+        } else {
+          frozen[i] = true;
+          ++frozenCount;
+        }
+      }
+      // Centring: u_i <- u_i(x + ubar) - ubar, ubar the subjects' mean displacement.
+      {
+        const std::size_t len = 3 * std::size_t(nz) * ny * nx;
+#pragma omp parallel for schedule(static)
+        for (std::size_t k = 0; k < len; ++k) {
+          double m = 0.0;
+          for (std::size_t i = 0; i < n; ++i) m += double(u[i].data()[k]);
+          ubar.data()[k] = float(m / double(n));
+        }
+        for (std::size_t i = 0; i < n; ++i) {
+          greedyCompose(u[i], ubar, 1.0f, cand);
+          jacobianDeterminant(cand, jac);
+          if (minOf(jac) > 0.0f)
+            std::swap(u[i], cand);
+          else
+            ++rec.refused;
+          warp(I[i].data, u[i], W[i]);
+        }
+      }
+      float minJ = 3.4e38f;
+      double sse = 0.0;
+      for (std::size_t i = 0; i < n; ++i) {
+        jacobianDeterminant(u[i], jac);
+        minJ = std::min(minJ, minOf(jac));
+        const double r = rmsDifference(W[i], T);
+        sse += r * r;
+      }
+      rec.mismatch = std::sqrt(sse / double(n));
+      rec.minJacobian = minJ;
+      rec.frozen = frozenCount;
+      rec.seconds = elapsed();
+      result.refused += rec.refused;
+      ++result.iterations;
+      result.history.push_back(rec);
+      if (progress) progress(rec);
+    }
+    prevFactor = f;
+    if (s + 1 == gp.scales.size()) {  // the last scale is the full grid (factor 1)
+      templ = HostImage("atlas template", g);
+      averageInOrder(W, templ.data);
+    }
+  }
+  fields.clear();
+  result.minJacobian = 3.4e38f;
+  HostImageView jac("atlas jacobian", g.nz(), g.ny(), g.nx());
+  for (std::size_t i = 0; i < n; ++i) {
+    fields.emplace_back("atlas displacement", g);
+    Kokkos::deep_copy(fields.back().data, u[i]);
+    jacobianDeterminant(u[i], jac);
+    result.minJacobian = std::min(result.minJacobian, minOf(jac));
+  }
+  // sqrt(mean_x |(1/N) sum_i u_i(x)|^2), sums in double.
+  const std::size_t voxels = std::size_t(g.nz()) * g.ny() * g.nx();
+  double ss = 0.0;
+#pragma omp parallel for schedule(static) reduction(+ : ss)
+  for (std::size_t k = 0; k < voxels; ++k) {
+    for (int c = 0; c < 3; ++c) {
+      double m = 0.0;
+      for (std::size_t i = 0; i < n; ++i) m += double(u[i].data()[c * voxels + k]);
+      m /= double(n);
+      ss += m * m;
+    }
+  }
+  result.meanDisplacementRms = std::sqrt(ss / double(voxels));
+  result.seconds = elapsed();
+  return result;
+}
+
+}  // namespace kortex::ref
