@@ -28,6 +28,7 @@ void addRegisterCommands(CLI::App& app, Action& action);   // apps/Register.cpp
 // "2,1" -> {2, 1}; InvalidArgument naming `option` otherwise (apps/Register.cpp).
 std::vector<int> parseIntList(std::string const& text, const char* option);
 void addTuneCommand(CLI::App& app, Action& action);        // apps/Tune.cpp
+void addAtlasCommands(CLI::App& app, Action& action);      // apps/Atlas.cpp
 
 struct ValidateOptions {
   bool quick = false;

@@ -9,6 +9,7 @@
 #include <iostream>
 
 #include "apps/Commands.hpp"
+#include "pipeline/Distributed.hpp"
 
 namespace {
 
@@ -39,6 +40,7 @@ int main(int argc, char** argv) {
   addRegisterCommands(app, action);
   addReproduceCommand(app, action);
   addTuneCommand(app, action);
+  addAtlasCommands(app, action);
 
   try {
     app.parse(argc, argv);
@@ -54,10 +56,15 @@ int main(int argc, char** argv) {
 
   if (threads > 0) omp_set_num_threads(threads);
 
+  // Under mpirun: MPI before Kokkos. A rank that fails ends the whole job (MPI_Abort), so the
+  // other ranks never wait for it.
+  auto& group = kortex::pipeline::ProcessGroup::world();
   try {
     KokkosSession session;
     return action ? action() : 0;
   } catch (const std::exception& e) {
+    if (group.size() > 1)
+      group.abort("kortex: error: rank " + std::to_string(group.rank()) + " of " + std::to_string(group.size()) + ": " + e.what());
     std::cerr << "kortex: error: " << e.what() << std::endl;
     return 1;
   }

@@ -6,12 +6,13 @@
 //
 // ---- Inputs and conventions --------------------------------------------------------------------------
 // N >= 2 images I_i on one grid (the job aligns and resamples them first), each with a displacement
-// u_i in the convention of core/Greedy.hpp: h_i(x) = x - u_i(x), W_i = I_i(x - u_i(x)) (trilinear,
-// clamp-extended), voxel units of the current scale. u_i = 0 on the coarsest scale.
+// u_i in the convention of core/Greedy.hpp: h_i(x) = x - u_i(x), W_i = snap(I_i(x - u_i(x)))
+// (trilinear, clamp-extended, then put on the grid of the sums: below), voxel units of the
+// current scale. u_i = 0 on the coarsest scale.
 //
 // ---- One iteration at a scale (every back end) -------------------------------------------------------
-//   1. template   T(x) = (1/N) sum_i W_i(x), summed in double in subject order i = 0..N-1, then
-//                 rounded to float (so the template does not depend on how subjects are grouped).
+//   1. template   T(x) = mean_i W_i(x) by the fixed-point rule below (so the template has the same
+//                 bits however the subjects are grouped, split over ranks or reduced).
 //                 change = sqrt(mean (T - T_prev)^2), T_prev the previous iteration's template at
 //                 this scale (0 at a scale's first iteration).
 //   2. per subject, independently (the greedy iteration of core/Greedy.hpp with I1 = T):
@@ -20,26 +21,42 @@
 //                 subject does not move); delta = maxStep, u_i' = u_i(x + eps v_i) - eps v_i with
 //                 eps = delta / m_i; if min det(I - grad u_i') <= 0 the step is refused and delta
 //                 halves; below minStep the subject is frozen for the rest of the scale (its last
-//                 field, det > 0 everywhere, is kept and counted); W_i = I_i(x - u_i').
-//   3. centring   ubar = (1/N) sum_i u_i (double sums in subject order, then float); every subject
+//                 field, det > 0 everywhere, is kept and counted).
+//   3. centring   ubar = mean_i u_i (the fixed-point rule, per component); every subject
 //                 is composed with the inverse of the common part, h_i <- h_i o (x + ubar(x)), i.e.
 //                 u_i(x) <- u_i(x + ubar(x)) - ubar(x) (the greedy composition with v = ubar,
 //                 eps = 1; refused for a subject whose det would fall to <= 0, which keeps its
-//                 field); W_i = I_i(x - u_i) again. Without it the subjects drift together: the
+//                 field); then W_i from the centred u_i. Without it the subjects drift together: the
 //                 template is transported by their common deformation (on four deformed copies of
 //                 one blob the mean displacement reached 57 % of a subject's, and the template
 //                 moved 0.28 voxel off the undeformed image: tstAtlas). With it sum_i u_i = 0 to
 //                 second order (Avants and Gee's template centring, applied every iteration).
-//   4. mismatch   sqrt(mean_i mean_x (W_i - T)^2) with the new W_i and the template of step 1;
-//                 min det is taken over the subjects' fields after step 3.
+//   4. mismatch   sqrt((1/N) sum_i mean_x (W_i - T)^2) with the new W_i and the template of step 1
+//                 (the per-subject means summed in double in subject order); min det is taken over
+//                 the subjects' fields after step 3.
 // A scale runs iterations[s] iterations. Between scales u_i (and v_i) are up-sampled as in
 // core/Greedy.hpp; the images are blurred and down-sampled by the same multi-scale rule.
-// After the last iteration the returned template is T = (1/N) sum_i W_i of the final fields.
+// After the last iteration the returned template is T = mean_i W_i of the final fields.
+//
+// ---- The fixed-point mean (determinism) ---------------------------------------------------------------
+// snap(a) = float(q(a) 2^-kAtlasFixedBits) is exact in float (a value below 2^-5 has <= 23
+// significant bits on that grid; one above lies on it already), so N equal W_i average to W_i
+// itself: N identical inputs give the image back (on the grid: within half a quantum).
+// mean_i a_i = float(double(S) * 2^-kAtlasFixedBits / N),  S = sum_i q(a_i) in 64-bit integers,
+// q(a) = round-half-away-from-zero(a * 2^kAtlasFixedBits) with a * 2^kAtlasFixedBits clamped to
+// +-2^48 first. Integer addition is associative, so S, and with it the template, the centring and
+// every field, has the same bits for any grouping of the subjects: passes of eight on a device,
+// subjects split over MPI ranks, any reduction order of the network. The quantum 2^-28 = 3.7e-9
+// lies below float's resolution for |a| > 0.03 (images are normalised to [0, 1], displacements are
+// voxels); with |q| <= 2^48 and N <= kAtlasMaxSubjects no sum can overflow.
 //
 // Unbiasedness: every subject moves towards the common template, none is the reference, so the
 // mean displacement (1/N) sum_i u_i stays near 0 (reported: its RMS over the grid).
 #pragma once
 
+#include <Kokkos_Core.hpp>
+
+#include <cstdint>
 #include <functional>
 #include <string>
 #include <vector>
@@ -49,12 +66,31 @@
 
 namespace kortex {
 
+constexpr int kAtlasFixedBits = 28;
+constexpr int kAtlasMaxSubjects = 16384;
+
+// q(a) of the fixed-point rule.
+KOKKOS_INLINE_FUNCTION std::int64_t atlasFixed(float a) {
+  constexpr double kScale = double(std::int64_t(1) << kAtlasFixedBits), kLimit = 281474976710656.0;  // 2^48
+  double s = double(a) * kScale;
+  s = s > kLimit ? kLimit : (s < -kLimit ? -kLimit : s);
+  return static_cast<std::int64_t>(s >= 0.0 ? s + 0.5 : s - 0.5);  // the conversion truncates
+}
+// The mean of N terms whose q-values sum to s; atlasSnap(a) = atlasMean(q(a), 1).
+KOKKOS_INLINE_FUNCTION float atlasMean(std::int64_t s, int n) {
+  constexpr double kQuantum = 1.0 / double(std::int64_t(1) << kAtlasFixedBits);
+  return static_cast<float>(double(s) * kQuantum / double(n));
+}
+
+KOKKOS_INLINE_FUNCTION float atlasSnap(float a) { return atlasMean(atlasFixed(a), 1); }
+
 struct AtlasParams {
   // The greedy flow of every subject (operator, scales, iterations per scale, steps, solver).
   // Defaults: those of the pairwise registration (alpha 0.1, gamma 0.001, scales 2,1, 25 + 50).
   GreedyParams greedy;
 
   static constexpr int kMinSubjects = 2;
+  static constexpr int kMaxSubjects = kAtlasMaxSubjects;
 
   void validate() const;                                    // throws InvalidArgument
   void validateFor(Geometry const& g, int subjects) const;  // + the grid rules of GreedyParams
@@ -69,7 +105,7 @@ struct AtlasIteration {
   int refused = 0;              // fold refusals over all subjects (steps and centring)
   int frozen = 0;               // subjects frozen at this scale so far
   float minJacobian = 1.0f;     // min over subjects of det Dh_i after the step
-  double seconds = 0.0;         // since the start
+  double seconds = 0.0;         // since the start (of this process's run, plus a resumed run's time)
 };
 
 struct AtlasResult {
@@ -79,8 +115,70 @@ struct AtlasResult {
   float minJacobian = 1.0f;     // min over subjects of det Dh_i, final fields
   double meanDisplacementRms = 0.0;  // sqrt(mean_x |(1/N) sum_i u_i(x)|^2), voxels of the full grid
   double seconds = 0.0;
+  // This process's wall time split (fenced), for the run-time model T = T_GPU + T_CPU + T_network:
+  double secondsSetup = 0.0;    // images to the device, scale set-up, outputs back
+  double secondsCompute = 0.0;  // the iterations' kernels on this process's subjects
+  double secondsReduce = 0.0;   // the sums over ranks (staging included), 0 for one process
+  int resumedAt = 0;            // iterations already done by the run this one resumed (0: none)
 };
 
 using AtlasProgress = std::function<void(AtlasIteration const&)>;
+
+// The atlas's view of its process group (the MPI implementation: pipeline/Distributed.hpp). The
+// subjects are split over size() ranks in contiguous blocks; every rank computes the same
+// template from the sums.
+class AtlasComm {
+ public:
+  virtual ~AtlasComm() = default;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  // In-place element-wise sums over the ranks of host arrays. Integer sums are exact; the double
+  // arrays carry per-subject slots that one rank fills while the others add zeros: exact too.
+  virtual void sum(std::int64_t* data, std::size_t n) = 0;
+  virtual void sum(double* data, std::size_t n) = 0;
+  // The same sum on a buffer in device memory, when the transport reads device memory (CUDA-aware
+  // MPI); false: not done, the caller stages through host memory.
+  virtual bool sumDevice(std::int64_t* /*data*/, std::size_t /*n*/) { return false; }
+  virtual void barrier() {}
+  virtual std::string describe() const = 0;
+};
+
+// The state an atlas run carries from one iteration to the next, for a checkpoint: this process's
+// subjects' fields on the grid of scale `scale` after `iteration` iterations there, the template
+// of that iteration (the next one's T_prev) and the history. W_i and the next template follow
+// from the fields, so a run resumed from it computes the same bits as one that never stopped.
+struct AtlasState {
+  int scale = 0;
+  int iteration = 0;                       // done at `scale`
+  std::vector<int> frozen;                 // per local subject
+  std::vector<Kokkos::View<float****, Kokkos::LayoutRight, Kokkos::HostSpace>> u, v;  // v: warm-started solvers only
+  Kokkos::View<float***, Kokkos::LayoutRight, Kokkos::HostSpace> templ;
+  std::vector<AtlasIteration> history;     // every iteration so far (all scales)
+  int refused = 0;
+  double seconds = 0.0;                    // wall time of the runs so far
+};
+
+// How one process takes part: which subjects it holds, the group, progress and checkpoints.
+struct AtlasRun {
+  AtlasComm* comm = nullptr;  // null: this process holds every subject
+  int first = 0;              // global index of this process's first image
+  int total = 0;              // subjects over all ranks (0: this process's count)
+  AtlasProgress progress;     // every rank calls it with the same record
+  int checkpointEvery = 0;    // iterations (over all scales); 0: never
+  std::function<void(AtlasState const&)> checkpoint;  // called on every rank with its state
+  AtlasState const* resume = nullptr;                 // start from this state
+};
+
+// Whether the solver carries v_i from one iteration to the next (SOR, CG, hybrids).
+bool atlasKeepsVelocity(GreedySolver s);
+
+// Device bytes of one atlas process: per subject (I_i, W_i, u_i and, for the warm-started solvers,
+// v_i on the full grid) and shared (template sums, buffers, the fluid solver's work space estimate).
+struct AtlasMemory {
+  std::int64_t perSubject = 0;
+  std::int64_t shared = 0;
+  std::int64_t total(int subjects) const { return shared + perSubject * subjects; }
+};
+AtlasMemory atlasMemory(Geometry const& g, AtlasParams const& params);
 
 }  // namespace kortex

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdint>
 #include <string>
 
 #include "core/Errors.hpp"
@@ -15,16 +16,35 @@ namespace {
 
 using HostImageView = ImageView<Kokkos::HostSpace>;
 
-// T = (1/N) sum_i W_i, double sums in subject order.
-void averageInOrder(std::vector<HostImageView> const& w, HostImageView const& out) {
-  const std::size_t n = out.size();
-  const double inv = 1.0 / double(w.size());
+// The fixed-point mean of core/Atlas.hpp, written out: q(a) = llround(a 2^28) (half away from
+// zero) clamped to +-2^48, summed in int64, mean = float(ldexp(sum, -28) / N).
+std::int64_t quantise(float a) {
+  const double s = std::ldexp(double(a), kAtlasFixedBits), limit = std::ldexp(1.0, 48);
+  return std::llround(std::clamp(s, -limit, limit));
+}
+
+void fixedMean(std::vector<const float*> const& terms, float* out, std::size_t length) {
+  const double n = double(terms.size());
 #pragma omp parallel for schedule(static)
-  for (std::size_t k = 0; k < n; ++k) {
-    double s = 0.0;
-    for (auto const& wi : w) s += double(wi.data()[k]);
-    out.data()[k] = float(s * inv);
+  for (std::size_t k = 0; k < length; ++k) {
+    std::int64_t s = 0;
+    for (const float* t : terms) s += quantise(t[k]);
+    out[k] = float(std::ldexp(double(s), -kAtlasFixedBits) / n);
   }
+}
+
+// W = snap(I(x - u)): the warped image put on the grid of the sums.
+void warpSnapped(HostImageView const& I, HostField const& u, HostImageView const& W) {
+  warp(I, u, W);
+  const std::size_t n = W.size();
+#pragma omp parallel for schedule(static)
+  for (std::size_t k = 0; k < n; ++k) W.data()[k] = float(std::ldexp(double(quantise(W.data()[k])), -kAtlasFixedBits));
+}
+
+void averageInOrder(std::vector<HostImageView> const& w, HostImageView const& out) {
+  std::vector<const float*> terms;
+  for (auto const& wi : w) terms.push_back(wi.data());
+  fixedMean(terms, out.data(), out.size());
 }
 
 double rmsDifference(HostImageView const& a, HostImageView const& b) {
@@ -83,7 +103,7 @@ AtlasResult buildAtlas(std::vector<HostImage> const& images, AtlasParams const& 
       u[i] = us;
       v[i] = vs;
       W.emplace_back("atlas W", nz, ny, nx);
-      warp(I[i].data, u[i], W[i]);
+      warpSnapped(I[i].data, u[i], W[i]);
     }
     HostImageView T("atlas template", nz, ny, nx), Tprev("atlas previous template", nz, ny, nx);
     HostField force("atlas force", 3, nz, ny, nx), cand("atlas candidate", 3, nz, ny, nx);
@@ -142,13 +162,9 @@ AtlasResult buildAtlas(std::vector<HostImage> const& images, AtlasParams const& 
       }
       // Centring: u_i <- u_i(x + ubar) - ubar, ubar the subjects' mean displacement.
       {
-        const std::size_t len = 3 * std::size_t(nz) * ny * nx;
-#pragma omp parallel for schedule(static)
-        for (std::size_t k = 0; k < len; ++k) {
-          double m = 0.0;
-          for (std::size_t i = 0; i < n; ++i) m += double(u[i].data()[k]);
-          ubar.data()[k] = float(m / double(n));
-        }
+        std::vector<const float*> terms;
+        for (auto const& ui : u) terms.push_back(ui.data());
+        fixedMean(terms, ubar.data(), ubar.size());
         for (std::size_t i = 0; i < n; ++i) {
           greedyCompose(u[i], ubar, 1.0f, cand);
           jacobianDeterminant(cand, jac);
@@ -156,7 +172,7 @@ AtlasResult buildAtlas(std::vector<HostImage> const& images, AtlasParams const& 
             std::swap(u[i], cand);
           else
             ++rec.refused;
-          warp(I[i].data, u[i], W[i]);
+          warpSnapped(I[i].data, u[i], W[i]);
         }
       }
       float minJ = 3.4e38f;
@@ -191,18 +207,17 @@ AtlasResult buildAtlas(std::vector<HostImage> const& images, AtlasParams const& 
     jacobianDeterminant(u[i], jac);
     result.minJacobian = std::min(result.minJacobian, minOf(jac));
   }
-  // sqrt(mean_x |(1/N) sum_i u_i(x)|^2), sums in double.
+  // sqrt(mean_x |mean_i u_i(x)|^2), the mean by the fixed-point rule.
   const std::size_t voxels = std::size_t(g.nz()) * g.ny() * g.nx();
+  HostField mean("atlas mean displacement", 3, g.nz(), g.ny(), g.nx());
+  {
+    std::vector<const float*> terms;
+    for (auto const& ui : u) terms.push_back(ui.data());
+    fixedMean(terms, mean.data(), mean.size());
+  }
   double ss = 0.0;
 #pragma omp parallel for schedule(static) reduction(+ : ss)
-  for (std::size_t k = 0; k < voxels; ++k) {
-    for (int c = 0; c < 3; ++c) {
-      double m = 0.0;
-      for (std::size_t i = 0; i < n; ++i) m += double(u[i].data()[c * voxels + k]);
-      m /= double(n);
-      ss += m * m;
-    }
-  }
+  for (std::size_t k = 0; k < 3 * voxels; ++k) ss += double(mean.data()[k]) * double(mean.data()[k]);
   result.meanDisplacementRms = std::sqrt(ss / double(voxels));
   result.seconds = elapsed();
   return result;

@@ -1,6 +1,7 @@
 // CPU reference of unbiased atlas construction (specification: core/Atlas.hpp), built from the
 // greedy reference's pieces (reference_cpu/Greedy.hpp, reference_cpu/Fluid.hpp) and written
-// independently of the Kokkos code: double template sums, OpenMP loops inside the pieces.
+// independently of the Kokkos code: the fixed-point sums written with llround, OpenMP loops inside
+// the pieces. One process holds every subject.
 #pragma once
 
 #include <vector>

@@ -5,6 +5,8 @@
 #define BOOST_TEST_MODULE Atlas
 #include <boost/test/unit_test.hpp>
 #include <cmath>
+#include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -109,7 +111,9 @@ BOOST_AUTO_TEST_CASE(reference_identical_inputs_give_the_image_back) {
   HostImage templ;
   std::vector<VectorField<Kokkos::HostSpace>> fields;
   const AtlasResult r = ref::buildAtlas({img, img, img}, smallParams(), templ, fields);
-  BOOST_TEST(test::maxAbsDifference(templ, img) == 0.0);
+  // On the grid of the fixed-point sums (core/Atlas.hpp): within half a quantum of the input.
+  const double kHalfQuantum = std::ldexp(1.0, -kAtlasFixedBits - 1);
+  BOOST_TEST(test::maxAbsDifference(templ, img) <= kHalfQuantum);
   for (auto const& f : fields) BOOST_TEST(test::maxAbs(f.data) == 0.0);
   BOOST_TEST(r.meanDisplacementRms == 0.0);
 }
@@ -149,7 +153,24 @@ BOOST_AUTO_TEST_CASE(reference_template_of_deformed_copies_is_sharper_than_their
   BOOST_TEST(r.history.back().templateChange < r.history[std::size_t(p.greedy.iterations[0]) + 1].templateChange);
 }
 
-BOOST_AUTO_TEST_CASE_TEMPLATE(kokkos_accumulate_is_the_ordered_double_sum, Space, test::ExecutionSpaces) {
+BOOST_AUTO_TEST_CASE(fixed_point_rule) {
+  // q rounds half away from zero on the 2^-28 grid and clamps at 2^48 quanta; the mean divides once.
+  BOOST_TEST(atlasFixed(1.0f) == (std::int64_t(1) << 28));
+  BOOST_TEST(atlasFixed(-1.5f) == -(std::int64_t(3) << 27));
+  BOOST_TEST(atlasFixed(std::ldexp(1.0f, -29)) == 1);     // exactly half a quantum: away from zero
+  BOOST_TEST(atlasFixed(-std::ldexp(1.0f, -29)) == -1);
+  BOOST_TEST(atlasFixed(std::ldexp(1.0f, -30)) == 0);
+  BOOST_TEST(atlasFixed(1e30f) == (std::int64_t(1) << 48));
+  BOOST_TEST(atlasMean(3 * (std::int64_t(1) << 28), 3) == 1.0f);
+  // The sum does not depend on the order of the terms (unlike a float or double sum).
+  const float t[4] = {0.1f, 1e-7f, 0.7f, -0.30000001f};
+  std::int64_t s1 = 0, s2 = 0;
+  for (int k = 0; k < 4; ++k) s1 += atlasFixed(t[k]);
+  for (int k = 3; k >= 0; --k) s2 += atlasFixed(t[k]);
+  BOOST_TEST(s1 == s2);
+}
+
+BOOST_AUTO_TEST_CASE_TEMPLATE(kokkos_accumulate_is_the_fixed_point_sum, Space, test::ExecutionSpaces) {
   using Mem = typename Space::memory_space;
   Space exec;
   const int n = 11;
@@ -157,20 +178,31 @@ BOOST_AUTO_TEST_CASE_TEMPLATE(kokkos_accumulate_is_the_ordered_double_sum, Space
   for (int i = 0; i < n; ++i) imgs.push_back(deformedBlob(9, 0.3 * i - 1.5, 0.1 * i));
   std::vector<ImageView<Mem>> d;
   for (auto const& im : imgs) d.push_back(test::toSpace<Space>(im));
-  Kokkos::View<double***, Kokkos::LayoutRight, Mem> sum("sum", 9, 9, 9);
+  gpu::FixedSum<Mem> sum("sum", 9, 9, 9), sumReversed("sumReversed", 9, 9, 9);
   ImageView<Mem> out("out", 9, 9, 9);
   for (int b = 0; b < n; b += 8) {
     std::vector<ConstImageView<Mem>> group(d.begin() + b, d.begin() + std::min(n, b + 8));
-    gpu::atlasAccumulate(exec, group, sum, b > 0, n, b + 8 >= n ? out : ImageView<Mem>());
+    gpu::atlasAccumulate(exec, group, sum, b > 0);
   }
+  // The subjects in reverse order, three per pass: the same integers.
+  for (int b = 0; b < n; b += 3) {
+    std::vector<ConstImageView<Mem>> group;
+    for (int i = n - 1 - b; i >= std::max(0, n - 3 - b); --i) group.push_back(d[std::size_t(i)]);
+    gpu::atlasAccumulate(exec, group, sumReversed, b > 0);
+  }
+  gpu::atlasMean(exec, sum, n, out);
   auto h = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), out);
-  int mismatches = 0;
+  auto hs = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), sum);
+  auto hr = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), sumReversed);
+  int mismatches = 0, orderMismatches = 0;
   for (std::size_t k = 0; k < h.size(); ++k) {
-    double s = 0.0;
-    for (auto const& im : imgs) s += double(im.data.data()[k]);
-    mismatches += h.data()[k] != float(s * (1.0 / n));
+    std::int64_t s = 0;  // written out independently: llround of a * 2^28
+    for (auto const& im : imgs) s += std::llround(std::ldexp(double(im.data.data()[k]), 28));
+    mismatches += hs.data()[k] != s || h.data()[k] != float(std::ldexp(double(s), -28) / n);
+    orderMismatches += hs.data()[k] != hr.data()[k];
   }
-  BOOST_TEST(mismatches == 0);  // same order, same double operations: the same bits
+  BOOST_TEST(mismatches == 0);
+  BOOST_TEST(orderMismatches == 0);
 }
 
 BOOST_AUTO_TEST_CASE_TEMPLATE(kokkos_atlas_matches_reference, Space, test::ExecutionSpaces) {
@@ -184,7 +216,9 @@ BOOST_AUTO_TEST_CASE_TEMPLATE(kokkos_atlas_matches_reference, Space, test::Execu
     std::vector<VectorField<Kokkos::HostSpace>> fRef, fGpu;
     const AtlasResult want = ref::buildAtlas(imgs, p, tRef, fRef);
     int calls = 0;
-    const AtlasResult got = gpu::buildAtlas(exec, imgs, p, tGpu, fGpu, [&](AtlasIteration const&) { ++calls; });
+    AtlasRun run;
+    run.progress = [&](AtlasIteration const&) { ++calls; };
+    const AtlasResult got = gpu::buildAtlas(exec, imgs, p, tGpu, fGpu, run);
     BOOST_TEST_CONTEXT(toString(s)) {
       BOOST_TEST(got.iterations == want.iterations);
       BOOST_TEST(calls == got.iterations);
@@ -219,6 +253,59 @@ BOOST_AUTO_TEST_CASE_TEMPLATE(kokkos_refusals, Space, test::ExecutionSpaces) {
   const HostImage a = deformedBlob(16, 0.0, 0.0);
   HostImage b("b", Geometry::make3D(16, 16, 18));
   test::expectThrowWith<InvalidArgument>([&] { gpu::buildAtlas(exec, {a}, smallParams(), templ, fields); }, {"at least two"});
+  AtlasRun part;
+  part.total = 3;
+  test::expectThrowWith<InvalidArgument>([&] { gpu::buildAtlas(exec, {a, a}, smallParams(), templ, fields, part); },
+                                         {"process group"});
+  part.first = 2;
+  test::expectThrowWith<InvalidArgument>([&] { gpu::buildAtlas(exec, {a, a}, smallParams(), templ, fields, part); },
+                                         {"outside the cohort"});
   test::expectThrowWith<InvalidArgument>([&] { gpu::buildAtlas(exec, {a, b}, smallParams(), templ, fields); }, {"different grids"});
   test::expectThrowWith<InvalidArgument>([&] { ref::buildAtlas({a, b}, smallParams(), templ, fields); }, {"different grids"});
+}
+
+BOOST_AUTO_TEST_CASE_TEMPLATE(kokkos_resume_gives_the_same_bits, Space, test::ExecutionSpaces) {
+  // A run resumed from any checkpoint ends with the template and fields of the run that never
+  // stopped, bit for bit (the state holds everything the next iteration reads).
+  Space exec;
+  const auto imgs = cohort(16);
+  for (GreedySolver s : {GreedySolver::Fft, GreedySolver::HybridSor}) {
+    AtlasParams p = smallParams();
+    p.greedy.solver = s;
+    p.greedy.iterations = {4, 5};
+    std::vector<AtlasState> states;
+    AtlasRun run;
+    run.checkpointEvery = 2;
+    run.checkpoint = [&](AtlasState const& st) { states.push_back(st); };
+    HostImage tFull;
+    std::vector<VectorField<Kokkos::HostSpace>> fFull;
+    const AtlasResult full = gpu::buildAtlas(exec, imgs, p, tFull, fFull, run);
+    BOOST_TEST_REQUIRE(states.size() == 4u);  // after iterations 2, 4 (end of scale 1), 6, 8
+    BOOST_TEST(states[1].scale == 0);
+    BOOST_TEST(states[1].iteration == 4);
+    BOOST_TEST(states[2].scale == 1);
+    BOOST_TEST(states[2].iteration == 2);
+    for (auto const& st : states) {
+      BOOST_TEST_CONTEXT(toString(s) << ", resumed at scale " << st.scale << " iteration " << st.iteration) {
+        AtlasRun again;
+        again.resume = &st;
+        HostImage t;
+        std::vector<VectorField<Kokkos::HostSpace>> f;
+        const AtlasResult r = gpu::buildAtlas(exec, imgs, p, t, f, again);
+        BOOST_TEST(r.iterations == full.iterations);
+        BOOST_TEST(r.resumedAt == int(st.history.size()));
+        BOOST_TEST(test::maxAbsDifference(t, tFull) == 0.0);
+        for (std::size_t i = 0; i < f.size(); ++i) BOOST_TEST(maxDiff(f[i].data, fFull[i].data) == 0.0);
+        BOOST_TEST(r.history.back().mismatch == full.history.back().mismatch);
+      }
+    }
+    // A state from other parameters is refused.
+    AtlasParams other = p;
+    other.greedy.iterations = {1, 5};
+    AtlasRun bad;
+    bad.resume = &states[1];
+    HostImage t;
+    std::vector<VectorField<Kokkos::HostSpace>> f;
+    test::expectThrowWith<InvalidArgument>([&] { gpu::buildAtlas(exec, imgs, other, t, f, bad); }, {"does not match"});
+  }
 }

@@ -9,75 +9,162 @@
 #include "gpu/detail/Common.hpp"
 #include "gpu/fluid/Fluid.hpp"
 #include "gpu/greedy/Greedy.hpp"
-#include "gpu/greedy/detail/GreedyKernels.hpp"
 #include "gpu/registration/Registration.hpp"
 
 namespace kortex::gpu {
 namespace {
 
-using namespace greedy_detail;
+constexpr int kMaxGroup = 8;  // terms per accumulation pass
 
-constexpr int kMaxGroup = 8;
-
-template <class Mem>
+// sum[k] (+)= q(w[0][k]) + ... + q(w[count-1][k]) over a flat range.
 struct AccumulateFunctor {
   const float* w[kMaxGroup];
   int count;
-  double* sum;
+  std::int64_t* sum;
   bool accumulate;
-  float* out;  // may be null
-  double inv;
   KOKKOS_INLINE_FUNCTION void operator()(int k) const {
-    double s = accumulate ? sum[k] : 0.0;
-    for (int j = 0; j < count; ++j) s += double(w[j][k]);
+    std::int64_t s = accumulate ? sum[k] : 0;
+    for (int j = 0; j < count; ++j) s += atlasFixed(w[j][k]);
     sum[k] = s;
-    if (out) out[k] = float(s * inv);
+  }
+};
+
+struct MeanFunctor {
+  const std::int64_t* sum;
+  float* out;
+  int n;
+  KOKKOS_INLINE_FUNCTION void operator()(int k) const { out[k] = ::kortex::atlasMean(sum[k], n); }
+};
+
+struct SnapFunctor {
+  float* w;
+  KOKKOS_INLINE_FUNCTION void operator()(int k) const { w[k] = atlasSnap(w[k]); }
+};
+
+// W = snap(I(x - u(x))) (core/Atlas.hpp).
+template <class Exec>
+void warpSnapped(Exec const& exec, ImageView<typename Exec::memory_space> I, Field<typename Exec::memory_space> u,
+                 ImageView<typename Exec::memory_space> W) {
+  using Mem = typename Exec::memory_space;
+  warp(exec, ConstImageView<Mem>(I), ConstField<Mem>(u), W);
+  Kokkos::parallel_for("kortex::atlas::snap", Kokkos::RangePolicy<Exec, Kokkos::IndexType<int>>(exec, 0, int(W.size())),
+                       SnapFunctor{W.data()});
+}
+
+// sum_x |mean_i u_i(x)|^2 from the fixed-point sums of the three components.
+struct MeanNormFunctor {
+  const std::int64_t* sum;
+  int voxels, n;
+  KOKKOS_INLINE_FUNCTION void operator()(int k, double& t) const {
+    for (int c = 0; c < 3; ++c) {
+      const double m = double(::kortex::atlasMean(sum[std::size_t(c) * voxels + k], n));
+      t += m * m;
+    }
   }
 };
 
 template <class Exec>
+void accumulateFlat(Exec const& exec, std::vector<const float*> const& terms, std::int64_t* sum, int length,
+                    const char* label) {
+  for (std::size_t b = 0; b < terms.size(); b += kMaxGroup) {
+    AccumulateFunctor f{};
+    f.count = int(std::min(terms.size(), b + kMaxGroup) - b);
+    for (int j = 0; j < f.count; ++j) f.w[j] = terms[b + std::size_t(j)];
+    f.sum = sum;
+    f.accumulate = b > 0;
+    Kokkos::parallel_for(label, Kokkos::RangePolicy<Exec, Kokkos::IndexType<int>>(exec, 0, length), f);
+  }
+}
+
+template <class Exec>
+void meanFlat(Exec const& exec, std::int64_t const* sum, int n, float* out, int length, const char* label) {
+  Kokkos::parallel_for(label, Kokkos::RangePolicy<Exec, Kokkos::IndexType<int>>(exec, 0, length), MeanFunctor{sum, out, n});
+}
+
+template <class Mem>
 struct SubjectState {
-  using Mem = typename Exec::memory_space;
   ImageView<Mem> I, W;
-  Field<Mem> u, v;
+  Field<Mem> u, v;  // v: warm-started solvers only
   bool frozen = false;
 };
+
+using Clock = std::chrono::steady_clock;
+double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+// The sums over ranks of an int64 device array: the transport reads device memory, or the array
+// is staged through host memory. Returns the seconds spent.
+template <class Exec>
+double reduceRanks(Exec const& exec, AtlasComm* comm, Kokkos::View<std::int64_t*, typename Exec::memory_space> a,
+                   typename Kokkos::View<std::int64_t*, typename Exec::memory_space>::HostMirror& staging) {
+  using Mem = typename Exec::memory_space;
+  if (comm == nullptr || comm->size() == 1) return 0.0;
+  exec.fence();
+  const auto t0 = Clock::now();
+  if (Kokkos::SpaceAccessibility<Kokkos::HostSpace, Mem>::accessible) {
+    comm->sum(a.data(), a.size());
+  } else if (!comm->sumDevice(a.data(), a.size())) {
+    if (staging.size() < a.size())
+      staging = typename Kokkos::View<std::int64_t*, Mem>::HostMirror("kortex::atlas::staging", a.size());
+    auto s = Kokkos::subview(staging, std::make_pair(std::size_t(0), a.size()));
+    Kokkos::deep_copy(exec, s, a);
+    exec.fence();
+    comm->sum(s.data(), s.size());
+    Kokkos::deep_copy(exec, a, s);
+    exec.fence();
+  }
+  return since(t0);
+}
+
+template <class Mem>
+Kokkos::View<float****, Kokkos::LayoutRight, Kokkos::HostSpace> hostCopy(Field<Mem> const& f) {
+  Kokkos::View<float****, Kokkos::LayoutRight, Kokkos::HostSpace> h("kortex::atlas::state_field", f.extent(0),
+                                                                    f.extent(1), f.extent(2), f.extent(3));
+  Kokkos::deep_copy(h, f);
+  return h;
+}
 
 }  // namespace
 
 template <class Exec>
 void atlasAccumulate(Exec const& exec, std::vector<ConstImageView<typename Exec::memory_space>> const& w,
-                     Kokkos::View<double***, Kokkos::LayoutRight, typename Exec::memory_space> sum, bool accumulate,
-                     int n, ImageView<typename Exec::memory_space> out) {
-  using Mem = typename Exec::memory_space;
+                     FixedSum<typename Exec::memory_space> sum, bool accumulate) {
   if (w.empty() || w.size() > std::size_t(kMaxGroup))
     throw InvalidArgument("atlasAccumulate: 1 to " + std::to_string(kMaxGroup) + " images per pass");
   for (auto const& a : w)
     for (int k = 0; k < 3; ++k)
-      if (a.extent(k) != sum.extent(k) || (out.data() && out.extent(k) != sum.extent(k)))
-        throw InvalidArgument("atlasAccumulate: images on different grids");
-  AccumulateFunctor<Mem> f{};
+      if (a.extent(k) != sum.extent(k)) throw InvalidArgument("atlasAccumulate: images on different grids");
+  if (sum.size() > 2147483647u) throw InvalidArgument("atlasAccumulate: more than 2^31 - 1 voxels");
+  AccumulateFunctor f{};
   f.count = int(w.size());
   for (int j = 0; j < f.count; ++j) f.w[j] = w[std::size_t(j)].data();
   f.sum = sum.data();
   f.accumulate = accumulate;
-  f.out = out.data();
-  f.inv = 1.0 / double(n);
-  const long voxels = long(sum.size());
-  if (voxels > 2147483647L) throw InvalidArgument("atlasAccumulate: more than 2^31 - 1 voxels");
-  Kokkos::parallel_for("kortex::atlas::accumulate", Kokkos::RangePolicy<Exec, Kokkos::IndexType<int>>(exec, 0, int(voxels)), f);
+  Kokkos::parallel_for("kortex::atlas::accumulate", Kokkos::RangePolicy<Exec, Kokkos::IndexType<int>>(exec, 0, int(sum.size())), f);
+}
+
+template <class Exec>
+void atlasMean(Exec const& exec, FixedSum<typename Exec::memory_space> sum, int n, ImageView<typename Exec::memory_space> out) {
+  for (int k = 0; k < 3; ++k)
+    if (out.extent(k) != sum.extent(k)) throw InvalidArgument("atlasMean: the sum and the output are on different grids");
+  if (n < 1) throw InvalidArgument("atlasMean: n must be >= 1");
+  meanFlat(exec, sum.data(), n, out.data(), int(sum.size()), "kortex::atlas::mean");
 }
 
 template <class Exec>
 AtlasResult buildAtlas(Exec const& exec, std::vector<HostImage> const& images, AtlasParams const& params,
-                       HostImage& templ, std::vector<VectorField<Kokkos::HostSpace>>& fields,
-                       AtlasProgress const& progress) {
+                       HostImage& templ, std::vector<VectorField<Kokkos::HostSpace>>& fields, AtlasRun const& run) {
   using Mem = typename Exec::memory_space;
-  using Clock = std::chrono::steady_clock;
+  using Flat = Kokkos::View<std::int64_t*, Mem>;
   const auto start = Clock::now();
-  auto elapsed = [&start] { return std::chrono::duration<double>(Clock::now() - start).count(); };
-  if (images.size() < std::size_t(AtlasParams::kMinSubjects))
-    throw InvalidArgument("atlas: at least two images are needed");
+  AtlasComm* comm = run.comm != nullptr && run.comm->size() > 1 ? run.comm : nullptr;
+  const int local = int(images.size());
+  const int n = run.total > 0 ? run.total : local;
+  if (n < AtlasParams::kMinSubjects) throw InvalidArgument("atlas: at least two images are needed");
+  if (local < 1) throw InvalidArgument("atlas: this process holds no subject (more ranks than subjects)");
+  if (run.first < 0 || run.first + local > n)
+    throw InvalidArgument("atlas: subjects " + std::to_string(run.first) + ".." + std::to_string(run.first + local - 1) +
+                          " lie outside the cohort of " + std::to_string(n));
+  if (!comm && local != n) throw InvalidArgument("atlas: a partial cohort needs a process group");
   const Geometry g = images.front().geometry;
   for (auto const& img : images)
     if (!img.geometry.sameGrid(g)) throw InvalidArgument("atlas: the images are on different grids");
@@ -86,187 +173,257 @@ AtlasResult buildAtlas(Exec const& exec, std::vector<HostImage> const& images, A
     if (f < 1 || g.nx() % f || g.ny() % f || g.nz() % f || g.nx() / f < kFluidMinExtent ||
         g.ny() / f < kFluidMinExtent || g.nz() / f < kFluidMinExtent)
       throw InvalidArgument("atlas: scale factor " + std::to_string(f) + " does not fit " + describe(g));
-
-  const int n = int(images.size());
-  std::vector<ImageView<Mem>> full;  // the full-grid images on the device
-  for (auto const& img : images) full.push_back(Kokkos::create_mirror_view_and_copy(Mem(), img.data));
-  ImageView<Mem> blurred;
-  if (gp.scales.front() > 1) blurred = ImageView<Mem>("kortex::atlas::blurred", g.nz(), g.ny(), g.nx());
+  if (gp.scales.back() != 1) throw InvalidArgument("atlas: the last scale factor must be 1");
+  if (std::int64_t(g.nx()) * g.ny() * g.nz() * 3 > 2147483647)
+    throw InvalidArgument("atlas: more than (2^31 - 1) / 3 voxels");
+  const bool keepV = atlasKeepsVelocity(gp.solver);
+  AtlasState const* resume = run.resume;
+  const int s0 = resume ? resume->scale : 0;
+  if (resume) {
+    if (s0 < 0 || s0 >= int(gp.scales.size()) || resume->iteration < 0 || resume->iteration > gp.iterations[std::size_t(s0)] ||
+        int(resume->u.size()) != local || int(resume->frozen.size()) != local || (keepV && int(resume->v.size()) != local))
+      throw InvalidArgument("atlas: the state to resume from does not match this cohort and these parameters");
+  }
 
   AtlasResult result;
-  std::vector<SubjectState<Exec>> sub(static_cast<std::size_t>(n)), prev;
-  int prevFactor = 0;
+  typename Flat::HostMirror staging;
+  // Upload buffer and blur workspace on the full grid.
+  ImageView<Mem> upload("kortex::atlas::upload", g.nz(), g.ny(), g.nx());
+  ImageView<Mem> blurred;
+  if (gp.scales.front() > 1) blurred = ImageView<Mem>("kortex::atlas::blurred", g.nz(), g.ny(), g.nx());
+  double tReduce = 0.0, tSetup = 0.0;
+  auto reduceSlots = [&](std::vector<double>& slots) {
+    if (!comm) return;
+    const auto t0 = Clock::now();
+    comm->sum(slots.data(), slots.size());
+    tReduce += since(t0);
+  };
+  if (resume) {
+    result.history = resume->history;
+    result.refused = resume->refused;
+    result.iterations = int(resume->history.size());
+    result.resumedAt = result.iterations;
+  }
+  const double secondsBefore = resume ? resume->seconds : 0.0;
+
+  std::vector<SubjectState<Mem>> sub(static_cast<std::size_t>(local)), prev;
+  int prevFactor = s0 > 0 ? gp.scales[std::size_t(s0) - 1] : 0;
   ImageView<Mem> T;
-  for (std::size_t s = 0; s < gp.scales.size(); ++s) {
+  for (std::size_t s = std::size_t(s0); s < gp.scales.size(); ++s) {
+    exec.fence();
+    const auto tScale = Clock::now();
     const int f = gp.scales[s];
     const GridExtents e = scaledExtents(g, f);
     const int nz = e.nz, ny = e.ny, nx = e.nx, voxels = int(e.voxels());
-    for (int i = 0; i < n; ++i) {
-      SubjectState<Exec> st;
+    const bool resumeHere = resume && int(s) == s0;
+    for (int i = 0; i < local; ++i) {
+      SubjectState<Mem> st;
       st.I = ImageView<Mem>("kortex::atlas::I", nz, ny, nx);
       st.W = ImageView<Mem>("kortex::atlas::W", nz, ny, nx);
       st.u = Field<Mem>("kortex::atlas::u", 3, nz, ny, nx);
-      st.v = Field<Mem>("kortex::atlas::v", 3, nz, ny, nx);
-      downsampleImage(exec, full[std::size_t(i)], f, blurred, st.I);
-      if (prevFactor != 0) {
-        upsampleField(exec, prev[std::size_t(i)].u, prevFactor, f, st.u);
-        upsampleField(exec, prev[std::size_t(i)].v, prevFactor, f, st.v);
+      if (keepV) st.v = Field<Mem>("kortex::atlas::v", 3, nz, ny, nx);
+      Kokkos::deep_copy(exec, upload, images[std::size_t(i)].data);
+      downsampleImage(exec, ConstImageView<Mem>(upload), f, blurred, st.I);
+      if (resumeHere) {
+        auto const& hu = resume->u[std::size_t(i)];
+        if (hu.extent(0) != 3 || int(hu.extent(1)) != nz || int(hu.extent(2)) != ny || int(hu.extent(3)) != nx)
+          throw InvalidArgument("atlas: the state to resume from is not on the grid of scale " + std::to_string(s + 1));
+        Kokkos::deep_copy(exec, st.u, hu);
+        if (keepV) Kokkos::deep_copy(exec, st.v, resume->v[std::size_t(i)]);
+        st.frozen = resume->frozen[std::size_t(i)] != 0;
+      } else if (prevFactor != 0) {
+        upsampleField(exec, ConstField<Mem>(prev[std::size_t(i)].u), prevFactor, f, st.u);
+        if (keepV) upsampleField(exec, ConstField<Mem>(prev[std::size_t(i)].v), prevFactor, f, st.v);
       }
-      warp(exec, st.I, st.u, st.W);
+      warpSnapped(exec, st.I, st.u, st.W);
       sub[std::size_t(i)] = st;
     }
     prev.clear();
     T = ImageView<Mem>("kortex::atlas::template", nz, ny, nx);
     ImageView<Mem> Tprev("kortex::atlas::template_previous", nz, ny, nx);
-    Kokkos::View<double***, Kokkos::LayoutRight, Mem> sum("kortex::atlas::sum", nz, ny, nx);
+    if (resumeHere) {
+      if (int(resume->templ.extent(0)) != nz || int(resume->templ.extent(1)) != ny || int(resume->templ.extent(2)) != nx)
+        throw InvalidArgument("atlas: the state's template is not on the grid of scale " + std::to_string(s + 1));
+      Kokkos::deep_copy(exec, Tprev, resume->templ);
+    }
+    Flat sum("kortex::atlas::template_sum", std::size_t(voxels));
+    Flat ubarSum("kortex::atlas::mean_displacement_sum", 3 * std::size_t(voxels));
     Field<Mem> force("kortex::atlas::force", 3, nz, ny, nx), cand("kortex::atlas::candidate", 3, nz, ny, nx);
     Field<Mem> ubar("kortex::atlas::mean_displacement", 3, nz, ny, nx);
-    Kokkos::View<double*, Mem> ubarSum("kortex::atlas::mean_displacement_sum", 3 * std::size_t(voxels));
+    Field<Mem> vShared;
+    if (!keepV) vShared = Field<Mem>("kortex::atlas::v", 3, nz, ny, nx);
     FluidSolver<Exec> solver(exec, nz, ny, nx, gp.fluid);
     auto average = [&] {
-      for (int b = 0; b < n; b += kMaxGroup) {
-        std::vector<ConstImageView<Mem>> group;
-        for (int i = b; i < std::min(n, b + kMaxGroup); ++i) group.push_back(sub[std::size_t(i)].W);
-        atlasAccumulate(exec, group, sum, b > 0, n, b + kMaxGroup >= n ? T : ImageView<Mem>());
-      }
+      std::vector<const float*> w;
+      for (auto const& st : sub) w.push_back(st.W.data());
+      accumulateFlat(exec, w, sum.data(), voxels, "kortex::atlas::template_sum");
+      tReduce += reduceRanks(exec, comm, sum, staging);
+      meanFlat(exec, sum.data(), n, T.data(), voxels, "kortex::atlas::template_mean");
     };
-    int frozenCount = 0;
-    for (int it = 1; it <= gp.iterations[s]; ++it) {
+    exec.fence();
+    tSetup += since(tScale);
+    const int startIt = resumeHere ? resume->iteration + 1 : 1;
+    for (int it = startIt; it <= gp.iterations[s]; ++it) {
       AtlasIteration rec;
       rec.scale = int(s);
       rec.factor = f;
       rec.iteration = it;
+      // slots: [sse_i | refused_i | minJ_i | frozen_i], global subject index
+      std::vector<double> slots(4 * std::size_t(n), 0.0);
       average();
-      rec.templateChange = it == 1 ? 0.0 : imageRmse(exec, T, Tprev);
+      rec.templateChange = it == 1 ? 0.0 : imageRmse(exec, ConstImageView<Mem>(T), ConstImageView<Mem>(Tprev));
       Kokkos::deep_copy(exec, Tprev, T);
       const bool first = it == 1;
-      for (int i = 0; i < n; ++i) {
-        SubjectState<Exec>& st = sub[std::size_t(i)];
+      for (int i = 0; i < local; ++i) {
+        SubjectState<Mem>& st = sub[std::size_t(i)];
+        const std::size_t gi = std::size_t(run.first + i);
         if (st.frozen) continue;
-        greedyForce(exec, st.W, T, force);
+        Field<Mem> v = keepV ? st.v : vShared;
+        greedyForce(exec, ConstImageView<Mem>(st.W), ConstImageView<Mem>(T), force);
         switch (gp.solver) {
-          case GreedySolver::Fft: solver.spectral(force, st.v); break;
+          case GreedySolver::Fft: solver.spectral(force, v); break;
           case GreedySolver::HybridSor:
           case GreedySolver::HybridCg:
             if (first)
-              solver.spectral(force, st.v);
+              solver.spectral(force, v);
             else if (gp.solver == GreedySolver::HybridSor)
-              solver.sor(force, st.v, gp.warmSweeps, gp.sorVariant, false);
+              solver.sor(force, v, gp.warmSweeps, gp.sorVariant, false);
             else
-              solver.cg(force, st.v, gp.cgMaxIterations, gp.cgTolerance, gp.matvecVariant);
+              solver.cg(force, v, gp.cgMaxIterations, gp.cgTolerance, gp.matvecVariant);
             break;
           case GreedySolver::Sor:
-            if (first && prevFactor == 0) Kokkos::deep_copy(exec, st.v, 0.0f);
-            solver.sor(force, st.v, first ? gp.coldSweeps : gp.warmSweeps, gp.sorVariant, false);
+            if (first && prevFactor == 0) Kokkos::deep_copy(exec, v, 0.0f);
+            solver.sor(force, v, first ? gp.coldSweeps : gp.warmSweeps, gp.sorVariant, false);
             break;
-          case GreedySolver::Cg: solver.cg(force, st.v, gp.cgMaxIterations, gp.cgTolerance, gp.matvecVariant); break;
+          case GreedySolver::Cg: solver.cg(force, v, gp.cgMaxIterations, gp.cgTolerance, gp.matvecVariant); break;
         }
-        const double m = fieldMaxNorm(exec, st.v);
+        const double m = fieldMaxNorm(exec, ConstField<Mem>(v));
         if (!(m > 0.0)) continue;  // zero velocity: the subject stays
         float delta = gp.maxStep;
         bool accepted = false;
         while (delta >= gp.minStep) {
-          greedyCompose(exec, st.u, st.v, float(delta / m), cand);
-          if (minJacobian(exec, cand) > 0.0f) {
+          greedyCompose(exec, ConstField<Mem>(st.u), ConstField<Mem>(v), float(delta / m), cand);
+          if (minJacobian(exec, ConstField<Mem>(cand)) > 0.0f) {
             accepted = true;
             break;
           }
-          ++rec.refused;
+          slots[std::size_t(n) + gi] += 1.0;
           delta *= 0.5f;
         }
-        if (accepted) {
+        if (accepted)
           std::swap(st.u, cand);
-        } else {
+        else
           st.frozen = true;
-          ++frozenCount;
-        }
       }
       // Centring (spec step 3): u_i <- u_i(x + ubar) - ubar.
-      for (int b = 0; b < n; b += kMaxGroup) {
-        AccumulateFunctor<Mem> acc{};
-        acc.count = std::min(n, b + kMaxGroup) - b;
-        for (int j = 0; j < acc.count; ++j) acc.w[j] = sub[std::size_t(b + j)].u.data();
-        acc.sum = ubarSum.data();
-        acc.accumulate = b > 0;
-        acc.out = b + kMaxGroup >= n ? ubar.data() : nullptr;
-        acc.inv = 1.0 / double(n);
-        Kokkos::parallel_for("kortex::atlas::mean_displacement",
-                             Kokkos::RangePolicy<Exec, Kokkos::IndexType<int>>(exec, 0, 3 * voxels), acc);
+      {
+        std::vector<const float*> terms;
+        for (auto const& st : sub) terms.push_back(st.u.data());
+        accumulateFlat(exec, terms, ubarSum.data(), 3 * voxels, "kortex::atlas::mean_displacement_sum");
+        tReduce += reduceRanks(exec, comm, ubarSum, staging);
+        meanFlat(exec, ubarSum.data(), n, ubar.data(), 3 * voxels, "kortex::atlas::mean_displacement");
       }
-      float minJ = 3.4e38f;
-      double sse = 0.0;
-      for (int i = 0; i < n; ++i) {
-        SubjectState<Exec>& st = sub[std::size_t(i)];
-        greedyCompose(exec, st.u, ubar, 1.0f, cand);
-        const float j = minJacobian(exec, cand);
+      for (int i = 0; i < local; ++i) {
+        SubjectState<Mem>& st = sub[std::size_t(i)];
+        const std::size_t gi = std::size_t(run.first + i);
+        greedyCompose(exec, ConstField<Mem>(st.u), ConstField<Mem>(ubar), 1.0f, cand);
+        const float j = minJacobian(exec, ConstField<Mem>(cand));
+        float jKept = j;
         if (j > 0.0f) {
           std::swap(st.u, cand);
-          minJ = std::min(minJ, j);
         } else {
-          ++rec.refused;
-          minJ = std::min(minJ, minJacobian(exec, st.u));
+          slots[std::size_t(n) + gi] += 1.0;
+          jKept = minJacobian(exec, ConstField<Mem>(st.u));
         }
-        warp(exec, st.I, st.u, st.W);
-        const double r = imageRmse(exec, st.W, T);
-        sse += r * r;
+        warpSnapped(exec, st.I, st.u, st.W);
+        const double r = imageRmse(exec, ConstImageView<Mem>(st.W), ConstImageView<Mem>(T));
+        slots[gi] = r * r;
+        slots[2 * std::size_t(n) + gi] = double(jKept);
+        slots[3 * std::size_t(n) + gi] = st.frozen ? 1.0 : 0.0;
+      }
+      reduceSlots(slots);
+      double sse = 0.0, refused = 0.0, frozen = 0.0;
+      float minJ = 3.4e38f;
+      for (std::size_t i = 0; i < std::size_t(n); ++i) {
+        sse += slots[i];
+        refused += slots[std::size_t(n) + i];
+        minJ = std::min(minJ, float(slots[2 * std::size_t(n) + i]));
+        frozen += slots[3 * std::size_t(n) + i];
       }
       rec.mismatch = std::sqrt(sse / double(n));
+      rec.refused = int(refused);
       rec.minJacobian = minJ;
-      rec.frozen = frozenCount;
-      rec.seconds = elapsed();
+      rec.frozen = int(frozen);
+      rec.seconds = secondsBefore + since(start);
       result.refused += rec.refused;
       ++result.iterations;
       result.history.push_back(rec);
-      if (progress) progress(rec);
+      if (run.progress) run.progress(rec);
+      if (run.checkpoint && run.checkpointEvery > 0 && result.iterations % run.checkpointEvery == 0) {
+        exec.fence();
+        const auto t0 = Clock::now();
+        AtlasState state;
+        state.scale = int(s);
+        state.iteration = it;
+        for (auto const& st : sub) {
+          state.frozen.push_back(st.frozen ? 1 : 0);
+          state.u.push_back(hostCopy(st.u));
+          if (keepV) state.v.push_back(hostCopy(st.v));
+        }
+        state.templ = Kokkos::View<float***, Kokkos::LayoutRight, Kokkos::HostSpace>("kortex::atlas::state_template", nz, ny, nx);
+        Kokkos::deep_copy(state.templ, T);
+        state.history = result.history;
+        state.refused = result.refused;
+        state.seconds = secondsBefore + since(start);
+        run.checkpoint(state);
+        tSetup += since(t0);
+      }
     }
     if (s + 1 == gp.scales.size()) average();
     prev = sub;
     prevFactor = f;
   }
   // Outputs and the final statistics.
+  exec.fence();
+  const auto tOut = Clock::now();
   templ = HostImage("atlas template", g);
   Kokkos::deep_copy(templ.data, T);
   fields.clear();
-  result.minJacobian = 3.4e38f;
   const int voxels = int(g.nz() * g.ny() * g.nx());
-  for (int i = 0; i < n; ++i) {
+  std::vector<double> slots(std::size_t(n), 0.0);
+  std::vector<const float*> terms;
+  for (int i = 0; i < local; ++i) {
     auto const& st = sub[std::size_t(i)];
     fields.emplace_back("atlas displacement", g);
     Kokkos::deep_copy(fields.back().data, st.u);
-    result.minJacobian = std::min(result.minJacobian, minJacobian(exec, st.u));
+    slots[std::size_t(run.first + i)] = double(minJacobian(exec, ConstField<Mem>(st.u)));
+    terms.push_back(st.u.data());
   }
+  Flat uSum("kortex::atlas::final_displacement_sum", 3 * std::size_t(voxels));
+  accumulateFlat(exec, terms, uSum.data(), 3 * voxels, "kortex::atlas::final_displacement_sum");
+  tReduce += reduceRanks(exec, comm, uSum, staging);
+  reduceSlots(slots);
+  result.minJacobian = 3.4e38f;
+  for (double j : slots) result.minJacobian = std::min(result.minJacobian, float(j));
   double ss = 0.0;
-  {
-    // sqrt(mean_x |(1/N) sum_i u_i|^2): sum the subjects' fields in double, subject order.
-    Kokkos::View<double****, Kokkos::LayoutRight, Mem> acc("kortex::atlas::mean_acc", 3, g.nz(), g.ny(), g.nx());
-    for (auto const& st : sub) {
-      const float* p = st.u.data();
-      double* a = acc.data();
-      Kokkos::parallel_for("kortex::atlas::mean_u", Kokkos::RangePolicy<Exec, Kokkos::IndexType<int>>(exec, 0, 3 * voxels),
-                           KOKKOS_LAMBDA(int k) { a[k] += double(p[k]); });
-    }
-    const double* a = acc.data();
-    const double inv = 1.0 / double(n);
-    Kokkos::parallel_reduce(
-        "kortex::atlas::mean_u_norm", Kokkos::RangePolicy<Exec, Kokkos::IndexType<int>>(exec, 0, voxels),
-        KOKKOS_LAMBDA(int k, double& t) {
-          const double x = a[k] * inv, y = a[voxels + k] * inv, z = a[2 * voxels + k] * inv;
-          t += x * x + y * y + z * z;
-        },
-        ss);
-  }
+  Kokkos::parallel_reduce("kortex::atlas::mean_displacement_norm", Kokkos::RangePolicy<Exec, Kokkos::IndexType<int>>(exec, 0, voxels),
+                          MeanNormFunctor{uSum.data(), voxels, n}, ss);
   result.meanDisplacementRms = std::sqrt(ss / double(voxels));
-  result.seconds = elapsed();
+  exec.fence();
+  tSetup += since(tOut);
+  result.seconds = secondsBefore + since(start);
+  result.secondsSetup = tSetup;
+  result.secondsReduce = tReduce;
+  result.secondsCompute = std::max(0.0, since(start) - tSetup - tReduce);
   return result;
 }
 
-#define KORTEX_INSTANTIATE_ATLAS(SPACE)                                                                         \
-  template void atlasAccumulate<SPACE>(SPACE const&, std::vector<ConstImageView<SPACE::memory_space>> const&,  \
-                                       Kokkos::View<double***, Kokkos::LayoutRight, SPACE::memory_space>, bool, \
-                                       int, ImageView<SPACE::memory_space>);                                    \
-  template AtlasResult buildAtlas<SPACE>(SPACE const&, std::vector<HostImage> const&, AtlasParams const&,       \
-                                         HostImage&, std::vector<VectorField<Kokkos::HostSpace>>&,              \
-                                         AtlasProgress const&);
+#define KORTEX_INSTANTIATE_ATLAS(SPACE)                                                                       \
+  template void atlasAccumulate<SPACE>(SPACE const&, std::vector<ConstImageView<SPACE::memory_space>> const&, \
+                                       FixedSum<SPACE::memory_space>, bool);                                  \
+  template void atlasMean<SPACE>(SPACE const&, FixedSum<SPACE::memory_space>, int, ImageView<SPACE::memory_space>); \
+  template AtlasResult buildAtlas<SPACE>(SPACE const&, std::vector<HostImage> const&, AtlasParams const&,     \
+                                         HostImage&, std::vector<VectorField<Kokkos::HostSpace>>&, AtlasRun const&);
 
 #ifdef KOKKOS_ENABLE_SERIAL
 KORTEX_INSTANTIATE_ATLAS(Kokkos::Serial)

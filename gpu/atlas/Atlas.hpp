@@ -1,14 +1,17 @@
-// Kokkos unbiased atlas construction on one device (specification: core/Atlas.hpp). Every subject's
-// state stays on the device: its scale image I_i, warped image W_i, displacement u_i and velocity v_i
-// (32 B per voxel and subject), plus the template, its double sum, the previous template, a force,
-// a candidate field and the mean displacement (with its double sum) shared by all subjects. The
-// per-subject step uses the greedy registration's entry points (force, fluid solve, max |v|,
-// composition, min det, warp); the template and the mean displacement are summed by an n-ary pass
-// over up to eight subjects at a time, in double and in subject order.
+// Kokkos unbiased atlas construction (specification: core/Atlas.hpp) for one process: this
+// process's subjects stay on its device, the template and centring sums are reduced over the
+// process group (AtlasRun::comm) as int64 fixed-point sums. Per subject on the device: the scale
+// image I_i, warped image W_i, displacement u_i and, for the warm-started solvers, velocity v_i
+// (atlasMemory in core/Atlas.hpp states the bytes); shared by all subjects: the template, its
+// int64 sum, the previous template, a force, a velocity, a candidate field and the mean
+// displacement with its sum. The per-subject step uses the greedy registration's entry points
+// (force, fluid solve, max |v|, composition, min det, warp); the sums run over up to eight subjects
+// per pass.
 #pragma once
 
 #include <Kokkos_Core.hpp>
 
+#include <cstdint>
 #include <vector>
 
 #include "core/Atlas.hpp"
@@ -17,19 +20,27 @@
 
 namespace kortex::gpu {
 
-// sum (double) = (accumulate ? sum : 0) + w[0] + w[1] + ... (in that order), up to 8 images per
-// call; then `out` = float(sum / n) when `out` is allocated. All views on one grid.
+template <class Mem>
+using FixedSum = Kokkos::View<std::int64_t***, Kokkos::LayoutRight, Mem>;
+
+// sum = (accumulate ? sum : 0) + q(w[0]) + q(w[1]) + ... (the fixed-point rule of core/Atlas.hpp),
+// up to 8 images per call. All views on one grid.
 template <class Exec>
 void atlasAccumulate(Exec const& exec, std::vector<ConstImageView<typename Exec::memory_space>> const& w,
-                     Kokkos::View<double***, Kokkos::LayoutRight, typename Exec::memory_space> sum, bool accumulate,
-                     int n, ImageView<typename Exec::memory_space> out);
+                     FixedSum<typename Exec::memory_space> sum, bool accumulate);
 
-// The whole atlas (images on the host, one grid, >= 2; copied to the device). `templ` receives the
-// template, `fields[i]` the full-grid displacement of subject i. Extents and grids only are checked;
-// parameters and NaN/Inf are the caller's (the job validates once).
+// out = the mean of n terms whose fixed-point values sum to `sum`.
+template <class Exec>
+void atlasMean(Exec const& exec, FixedSum<typename Exec::memory_space> sum, int n,
+               ImageView<typename Exec::memory_space> out);
+
+// The atlas of this process's `images` (on the host, one grid; subjects run.first .. of run.total).
+// `templ` receives the template (the same on every rank), `fields[i]` the full-grid displacement
+// of local subject i. Extents, grids and the partition only are checked; parameters and NaN/Inf
+// are the caller's (the job validates once).
 template <class Exec>
 AtlasResult buildAtlas(Exec const& exec, std::vector<HostImage> const& images, AtlasParams const& params,
                        HostImage& templ, std::vector<VectorField<Kokkos::HostSpace>>& fields,
-                       AtlasProgress const& progress = {});
+                       AtlasRun const& run = {});
 
 }  // namespace kortex::gpu

@@ -1,0 +1,170 @@
+// `kortex atlas build`: the unbiased greedy atlas of a cohort (pipeline/Atlas.hpp runAtlasJob),
+// as one process or under `mpirun -np K` (one rank per GPU; the ranks split the subjects), with a
+// progress bar on rank 0 (iteration, template change, mean RMSE, time, ETA).
+#include <CLI/CLI.hpp>
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iomanip>
+#include <iostream>
+#include <memory>
+#include <sstream>
+
+#include "apps/Commands.hpp"
+#include "core/Errors.hpp"
+#include "io/ImageIO.hpp"
+#include "io/Output.hpp"
+#include "pipeline/Atlas.hpp"
+#include "pipeline/Distributed.hpp"
+
+namespace fs = std::filesystem;
+
+namespace kortex::app {
+namespace {
+
+struct AtlasOptions {
+  std::vector<std::string> images, labels;
+  std::string list, reference, outTemplate, outFields, outWarped, checkpoint, json;
+  std::string scales = "2,1", iterations = "25,50", solver = "fft", backend = "auto";
+  GreedyParams greedy;
+  int checkpointEvery = pipeline::AtlasJob{}.checkpointEvery;
+  bool noAffine = false, noClip = false, resume = false, quiet = false;
+};
+
+// One path per line; blank lines and lines starting with '#' are skipped; relative paths are
+// relative to the list's folder.
+std::vector<std::string> readList(std::string const& path) {
+  std::ifstream in(path);
+  if (!in) throw IoError("--list '" + path + "' cannot be read");
+  std::vector<std::string> out;
+  std::string line;
+  while (std::getline(in, line)) {
+    const auto b = line.find_first_not_of(" \t\r"), e = line.find_last_not_of(" \t\r");
+    if (b == std::string::npos || line[b] == '#') continue;
+    fs::path p = line.substr(b, e - b + 1);
+    if (p.is_relative()) p = fs::path(path).parent_path() / p;
+    out.push_back(p.string());
+  }
+  if (out.empty()) throw InvalidArgument("--list '" + path + "' names no image");
+  return out;
+}
+
+int cmdAtlasBuild(AtlasOptions const& o) {
+  auto& group = pipeline::ProcessGroup::world();
+  pipeline::AtlasJob job;
+  job.images = o.images;
+  if (!o.list.empty()) {
+    const auto more = readList(o.list);
+    job.images.insert(job.images.end(), more.begin(), more.end());
+  }
+  for (auto const& p : job.images) {
+    if (fs::is_directory(p)) throw IoError("image '" + p + "' is a directory, not a file");
+    if (!fs::exists(p)) throw IoError("image '" + p + "' does not exist");
+  }
+  job.labels = o.labels;
+  job.reference = o.reference;
+  job.params.greedy = o.greedy;
+  job.params.greedy.scales = parseIntList(o.scales, "--scales");
+  job.params.greedy.iterations = parseIntList(o.iterations, "--iterations");
+  job.params.greedy.solver = parseGreedySolver(o.solver);
+  if (job.params.greedy.scales.size() != job.params.greedy.iterations.size())
+    throw InvalidArgument("--scales has " + std::to_string(job.params.greedy.scales.size()) + " entries but --iterations " +
+                          std::to_string(job.params.greedy.iterations.size()) + " (one iteration count per scale)");
+  job.useAffine = !o.noAffine;
+  job.clip = !o.noClip;
+  job.backend = parseBackend(o.backend);
+  job.outTemplate = o.outTemplate;
+  job.outFieldsDir = o.outFields;
+  job.outWarpedDir = o.outWarped;
+  job.checkpointDir = o.checkpoint;
+  job.checkpointEvery = o.checkpointEvery;
+  job.resume = o.resume;
+  if (o.resume && o.checkpoint.empty()) throw InvalidArgument("--resume needs --checkpoint DIR");
+  if (!o.json.empty() && group.rank() == 0) io::requireWritableFile(o.json, "--json", true);
+
+  const bool show = !o.quiet && group.rank() == 0;
+  const bool tty = isatty(fileno(stderr)) != 0;
+  int total = 0;
+  for (int it : job.params.greedy.iterations) total += it;
+  int done = 0;
+  bool dirty = false;
+  job.progress = [&](AtlasIteration const& it) {
+    ++done;
+    if (!show) return;
+    if (!tty && done % 10 != 0 && done != 1 && done != total) return;
+    const double eta = done > 0 ? it.seconds / done * (total - done) : 0.0;
+    std::ostringstream s;
+    s << "  atlas scale " << it.scale + 1 << "/" << job.params.greedy.scales.size() << " (x" << it.factor << ") "
+      << std::setw(4) << done << "/" << total << "  change " << std::scientific << std::setprecision(3)
+      << it.templateChange << "  RMSE " << it.mismatch << std::fixed << std::setprecision(3) << "  min det "
+      << it.minJacobian << "  " << std::setprecision(1) << it.seconds << " s  ETA " << eta << " s";
+    if (it.refused) s << "  refused " << it.refused;
+    std::cerr << (tty ? "\r" : "") << s.str() << (tty ? "\033[K" : "\n") << std::flush;
+    dirty = tty;
+  };
+  job.subjectDone = [&](int subject, std::string const& what) {
+    if (show) std::cerr << (tty ? "\r" : "") << "  subject " << subject + 1 << " " << what << (tty ? "\033[K" : "\n") << std::flush;
+    dirty = tty;
+  };
+  const pipeline::AtlasJobResult r = pipeline::runAtlasJob(job, group.atlasComm());
+  if (dirty) std::cerr << "\n";
+  if (group.rank() == 0) {
+    if (!o.quiet) {
+      std::cout << "atlas: " << r.subjects << " subjects, " << r.group << ", " << toString(r.backend) << " ("
+                << r.executionSpace << ")\n"
+                << "  reference grid " << describe(r.referenceGrid) << ", atlas box " << describe(r.atlasGrid) << " ("
+                << std::fixed << std::setprecision(1)
+                << 100.0 * double(r.atlasGrid.numVoxels()) / double(r.referenceGrid.numVoxels()) << " % of the voxels)\n"
+                << "  " << r.atlas.iterations << " iterations" << (r.atlas.resumedAt ? " (resumed after " + std::to_string(r.atlas.resumedAt) + ")" : "")
+                << ", " << r.atlas.refused << " fold refusals, min det Dh " << std::setprecision(3) << r.atlas.minJacobian
+                << ", mean displacement RMS " << std::setprecision(4) << r.atlas.meanDisplacementRms << " voxel\n"
+                << "  seconds: read " << std::setprecision(2) << r.secondsRead << ", align " << r.secondsPrepare
+                << ", atlas " << r.secondsAtlas << " (compute " << r.atlas.secondsCompute << ", sums over ranks "
+                << r.atlas.secondsReduce << "), write " << r.secondsWrite << ", total " << r.secondsTotal << "\n"
+                << "wrote " << job.outTemplate << "\n";
+    }
+    if (!o.json.empty()) io::writeTextFileAtomic(o.json, pipeline::toJson(r).dump(2) + "\n");
+  }
+  return 0;
+}
+
+}  // namespace
+
+void addAtlasCommands(CLI::App& app, Action& action) {
+  auto* atlas = app.add_subcommand("atlas", "Unbiased diffeomorphic atlas construction (Joshi et al. 2004, Ha et al. 2010)");
+  atlas->require_subcommand(1);
+  auto op = std::make_shared<AtlasOptions>();
+  AtlasOptions& o = *op;
+  auto* b = atlas->add_subcommand(
+      "build", "Greedy unbiased template of a cohort of 3D images (one process, or under mpirun: one rank per GPU)");
+  b->add_option("images", o.images, "The cohort's 3D images (the first is the reference unless --reference)");
+  b->add_option("--list", o.list, "A text file with more images, one path per line");
+  b->add_option("--reference", o.reference, "Image whose grid and orientation the template takes (default: the first)");
+  b->add_option("--out-template", o.outTemplate, "The template (NIfTI, the reference's grid and orientation)")->required();
+  b->add_option("--out-fields", o.outFields, "Folder for each subject's displacement field (ITK/ANTs: world mm, LPS)");
+  b->add_option("--out-warped", o.outWarped, "Folder for each subject warped into template space (and its labels)");
+  b->add_option("--labels", o.labels, "One label map per image, same order (warped into --out-warped)");
+  b->add_option("--scales", o.scales, "Down-sampling factors, coarse to fine, ending with 1")->capture_default_str();
+  b->add_option("--iterations", o.iterations, "Iterations per scale")->capture_default_str();
+  b->add_option("--solver", o.solver, "Fluid solve: fft|sor|cg|hybrid-sor|hybrid-cg")->capture_default_str();
+  b->add_option("--alpha", o.greedy.fluid.alpha, "Fluid operator: weight of -laplacian (> 0)")->capture_default_str();
+  b->add_option("--beta", o.greedy.fluid.beta, "Fluid operator: weight of -grad div (>= 0; fft and cg solvers)")
+      ->capture_default_str();
+  b->add_option("--gamma", o.greedy.fluid.gamma, "Fluid operator: identity weight (> 0)")->capture_default_str();
+  b->add_option("--max-step", o.greedy.maxStep, "Largest displacement per iteration, voxels of the scale")
+      ->capture_default_str();
+  b->add_flag("--no-affine", o.noAffine, "Skip the affine alignment (header alignment only)");
+  b->add_flag("--no-clip", o.noClip, "Run on the whole grid instead of the subjects' common bounding box");
+  b->add_option("--checkpoint", o.checkpoint, "Folder for checkpoints (written atomically)");
+  b->add_option("--checkpoint-every", o.checkpointEvery, "Iterations between checkpoints")->capture_default_str();
+  b->add_flag("--resume", o.resume, "Resume from the newest checkpoint in --checkpoint");
+  b->add_option("--backend", o.backend, "auto|cpu|kokkos (auto = Kokkos if it has a GPU backend)")->capture_default_str();
+  b->add_option("--json", o.json, "Report (grids, memory, history, times) as JSON");
+  b->add_flag("--quiet", o.quiet, "No progress bar or summary");
+  b->callback([op, &action] { action = [op] { return cmdAtlasBuild(*op); }; });
+}
+
+}  // namespace kortex::app

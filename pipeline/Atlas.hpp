@@ -1,0 +1,91 @@
+// Atlas job (atlas build): a cohort of 3D images -> the unbiased greedy template (core/Atlas.hpp),
+// on one process or over the ranks of an MPI job (pipeline/Distributed.hpp).
+//
+// Pipeline, per rank for its block of subjects (contiguous, as even as the count allows):
+//   1. every rank reads the reference (the first image unless one is named) and its own subjects;
+//   2. intensity normalisation (core/Intensity.hpp; NaN/Inf or constant images are refused) and the
+//      affine alignment of each subject to the reference (core/Affine.hpp, NCC, 12 parameters; or
+//      the header alignment alone), resampled onto the reference grid: registerPair with its
+//      nonlinear stage off (pipeline/Register.hpp). Images on other grids are resampled this way,
+//      never refused;
+//   3. volume clipping (the paper's): the union over subjects of their bounding boxes of voxels
+//      above kAtlasClipThreshold (normalised intensity: scanner noise in the background of
+//      unmasked heads keeps a "> 0" box at the whole grid), grown by kAtlasGuardVoxels on every
+//      side and to extents every scale factor divides (and even for SOR); past the grid's end
+//      the clamp rule repeats the edge voxel. The atlas runs on this box; outside it the fields
+//      are 0 (the affine part alone) and the template is the (fixed-point) mean of the aligned
+//      images, i.e. the atlas with u_i = 0 there;
+//   4. the atlas (reference_cpu or gpu back end), the sums over ranks in int64 fixed point;
+//   5. outputs: the template on the reference grid (normalised intensities) written by rank 0;
+//      per subject (by its rank) the ITK/ANTs displacement field, world mm, LPS, of the whole map
+//      reference point -> subject point Phi_i(p) = A_i(p - u_i(p)), the subject warped into
+//      template space with one trilinear interpolation of its original image, and its labels
+//      (nearest voxel of Phi_i).
+// Checkpoints (checkpointDir, every checkpointEvery iterations): per subject its fields and frozen
+// flag, and the template and history (pipeline/Atlas.cpp states the files and how they are made
+// atomic); resume reads the newest complete one and refuses one from another cohort or other
+// parameters. Any rank count can resume any checkpoint (the files are per subject).
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <array>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "core/Affine.hpp"
+#include "core/Atlas.hpp"
+#include "core/Backend.hpp"
+#include "core/Intensity.hpp"
+#include "pipeline/Register.hpp"
+
+namespace kortex::pipeline {
+
+constexpr int kAtlasGuardVoxels = 4;         // clipping guard band, full-grid voxels
+constexpr float kAtlasClipThreshold = 0.05f;  // normalised intensity (background noise of IXI T1 heads: measured in docs/atlas.md)
+
+struct AtlasJob {
+  std::vector<std::string> images;   // the cohort, in order (subject i = images[i])
+  std::vector<std::string> labels;   // empty, or one label map per image (its grid)
+  std::string reference;             // empty: images[0]
+  AtlasParams params;
+  AffineParams affine;
+  bool useAffine = true;
+  bool clip = true;
+  IntensityParams intensity;
+  Backend backend = Backend::Auto;
+  std::string outTemplate;           // written by rank 0 (required)
+  std::string outFieldsDir, outWarpedDir;  // optional
+  std::string checkpointDir;         // empty: no checkpoints
+  int checkpointEvery = 10;          // iterations
+  bool resume = false;
+  std::int64_t maxDeviceBytes = 0;   // 0: the device's (or host's) available memory
+  AtlasProgress progress;            // every rank; the app prints on rank 0
+  std::function<void(int subject, std::string const& what)> subjectDone;  // pre-processing steps
+};
+
+struct AtlasJobResult {
+  Backend backend = Backend::Cpu;
+  std::string executionSpace, group;
+  int subjects = 0, ranks = 1, rank = 0, first = 0, local = 0;
+  Geometry referenceGrid, atlasGrid;  // atlasGrid: the clipped box
+  std::array<Index, 3> boxLow{}, boxSize{};
+  AtlasMemory memory;                 // bytes on the atlas grid
+  AtlasResult atlas;
+  std::vector<double> affineNcc;      // local subjects
+  double secondsRead = 0, secondsPrepare = 0, secondsAtlas = 0, secondsWrite = 0, secondsTotal = 0;
+  std::vector<std::string> written;   // files this rank wrote
+};
+
+// The subjects rank r holds: [first, first + count).
+std::array<int, 2> atlasBlock(int subjects, int ranks, int rank);
+
+// Runs the job on this process (comm: null or the job's group). Throws InvalidArgument / IoError
+// with one message; the caller ends the other ranks.
+AtlasJobResult runAtlasJob(AtlasJob const& job, AtlasComm* comm);
+
+nlohmann::json toJson(AtlasJobResult const& r);
+
+}  // namespace kortex::pipeline

@@ -1,0 +1,45 @@
+// The process group of a distributed job: MPI (OpenMPI; one rank per GPU) when Kortex is built
+// with MPI and the process was started by an MPI launcher (mpirun / mpiexec / srun), otherwise one
+// process. The atlas's sums go through AtlasComm (core/Atlas.hpp): MPI_Allreduce on the device
+// buffer when the MPI library reads CUDA memory (CUDA-aware OpenMPI), staged through host memory
+// otherwise (KORTEX_MPI_STAGED=1 forces the staged path).
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "core/Atlas.hpp"
+
+namespace kortex::pipeline {
+
+class ProcessGroup {
+ public:
+  // Initialises MPI when the environment names an MPI launcher; MPI_Finalize at destruction.
+  ProcessGroup();
+  ~ProcessGroup();
+  ProcessGroup(ProcessGroup const&) = delete;
+  ProcessGroup& operator=(ProcessGroup const&) = delete;
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  bool mpi() const { return mpi_; }
+  // The atlas's communicator: null for one process.
+  AtlasComm* atlasComm() const { return comm_.get(); }
+  // Prints `message` once (this rank) and ends every rank of the job (MPI_Abort; exit otherwise).
+  [[noreturn]] void abort(std::string const& message, int code = 1) const;
+  void barrier() const;
+  std::string describe() const;  // "1 process" | "MPI, 3 ranks (host-staged sums)"
+
+  // The process's group, created (and MPI initialised) by the first call: call it before
+  // Kokkos::initialize.
+  static ProcessGroup& world();
+  static bool builtWithMpi();
+  static bool launchedByMpi();  // the launcher's environment variables are set
+
+ private:
+  int rank_ = 0, size_ = 1;
+  bool mpi_ = false;
+  std::unique_ptr<AtlasComm> comm_;
+};
+
+}  // namespace kortex::pipeline
