@@ -31,6 +31,7 @@ struct AtlasOptions {
   std::string scales = "2,1", iterations = "25,50", solver = "fft", backend = "auto";
   GreedyParams greedy;
   int checkpointEvery = pipeline::AtlasJob{}.checkpointEvery;
+  double maxMemoryMiB = 0.0;
   bool noAffine = false, noClip = false, resume = false, quiet = false;
 };
 
@@ -82,6 +83,8 @@ int cmdAtlasBuild(AtlasOptions const& o) {
   job.checkpointDir = o.checkpoint;
   job.checkpointEvery = o.checkpointEvery;
   job.resume = o.resume;
+  if (o.maxMemoryMiB < 0.0) throw InvalidArgument("--max-memory must be >= 0 MiB");
+  job.maxDeviceBytes = std::int64_t(o.maxMemoryMiB * 1048576.0);
   if (o.resume && o.checkpoint.empty()) throw InvalidArgument("--resume needs --checkpoint DIR");
   if (!o.json.empty() && group.rank() == 0) io::requireWritableFile(o.json, "--json", true);
 
@@ -161,6 +164,8 @@ void addAtlasCommands(CLI::App& app, Action& action) {
   b->add_option("--checkpoint", o.checkpoint, "Folder for checkpoints (written atomically)");
   b->add_option("--checkpoint-every", o.checkpointEvery, "Iterations between checkpoints")->capture_default_str();
   b->add_flag("--resume", o.resume, "Resume from the newest checkpoint in --checkpoint");
+  b->add_option("--max-memory", o.maxMemoryMiB,
+                "Memory a process may use for its subjects, MiB (default 0: the device's free memory, or the host's)");
   b->add_option("--backend", o.backend, "auto|cpu|kokkos (auto = Kokkos if it has a GPU backend)")->capture_default_str();
   b->add_option("--json", o.json, "Report (grids, memory, history, times) as JSON");
   b->add_flag("--quiet", o.quiet, "No progress bar or summary");

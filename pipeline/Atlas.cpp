@@ -33,7 +33,10 @@ namespace {
 std::string gib(std::int64_t bytes) {
   std::ostringstream s;
   s.precision(3);
-  s << double(bytes) / double(1 << 30) << " GiB";
+  if (bytes >= (std::int64_t(1) << 30))
+    s << double(bytes) / double(1 << 30) << " GiB";
+  else
+    s << double(bytes) / double(1 << 20) << " MiB";
   return s.str();
 }
 

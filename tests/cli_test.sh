@@ -9,7 +9,7 @@ KORTEX="$1"
 . "$(dirname "${BASH_SOURCE[0]}")/cli_lib.sh"
 
 # --- help on every subcommand -----------------------------------------------------------
-for sub in "" "info" "denoise" "denoise bilateral" "denoise nlm" "denoise multires" "validate" "bench" "bench ct" "bench register" "bench surface" "bench greedy" "register" "register unbiased" "register greedy" "surface" "surface denoise" "reproduce" "tune"; do
+for sub in "" "info" "denoise" "denoise bilateral" "denoise nlm" "denoise multires" "validate" "bench" "bench ct" "bench register" "bench surface" "bench greedy" "register" "register unbiased" "register greedy" "atlas" "atlas build" "surface" "surface denoise" "reproduce" "tune"; do
   # shellcheck disable=SC2086
   if "$KORTEX" $sub --help > help.txt 2>&1 && grep -q -i "usage" help.txt; then ok; else fail "--help for '$sub'"; fi
 done
@@ -185,6 +185,43 @@ expect_success "greedy tiny (cpu, no affine)" w.nii "${G[@]}" --moving vb.mha --
 [ -s f.nii.gz ] && [ -s j.nii ] || fail "greedy: field or Jacobian not written"
 expect_success "greedy tiny (kokkos hybrid-sor, no affine)" w.nii "${G[@]}" --moving vb.mha --out-warped w.nii \
   --backend kokkos --solver hybrid-sor --no-affine --iterations 3,3
+
+# --- atlas build (issue 15) -------------------------------------------------------------------
+mha3 vc.mha "8 8 8" "0 0 0" "$(rep "$three$three$one$one" 128)"
+mha3 v10.mha "10 10 10" "0 0 0" "$(rep "$one$three" 500)"
+A=("$KORTEX" atlas build --iterations 2,2 --no-affine --quiet)
+expect_error "atlas one subject" t.nii "${A[@]}" va.mha --out-template t.nii
+expect_error "atlas NaN subject" t.nii "${A[@]}" va.mha vb.mha vnan.mha --out-template t.nii
+expect_error "atlas unreadable subject" t.nii "${A[@]}" va.mha vb.mha garbage.nii --out-template t.nii
+expect_error "atlas missing subject" t.nii "${A[@]}" va.mha vb.mha nosuch.mha --out-template t.nii
+expect_error "atlas 2D subject" t.nii "${A[@]}" va.mha good.mha --out-template t.nii
+expect_error "atlas constant subject" t.nii "${A[@]}" va.mha vconst.mha --out-template t.nii
+expect_error "atlas subject twice" t.nii "${A[@]}" va.mha vb.mha va.mha --out-template t.nii
+expect_error "atlas memory budget" t.nii "${A[@]}" va.mha vb.mha --out-template t.nii --backend kokkos --max-memory 0.01
+grep -q "per subject" stderr.txt || fail "atlas memory budget: the message does not state the bytes per subject"
+expect_error "atlas labels count" t.nii "${A[@]}" va.mha vb.mha --out-template t.nii --labels va.mha --out-warped wd
+expect_error "atlas resume without checkpoint" t.nii "${A[@]}" va.mha vb.mha --out-template t.nii --resume
+expect_error "atlas cpu with checkpoint" t.nii "${A[@]}" va.mha vb.mha --out-template t.nii --backend cpu --checkpoint ck
+expect_error "atlas template into a missing folder" nodir/t.nii "${A[@]}" va.mha vb.mha --out-template nodir/t.nii
+expect_error "atlas scales not ending with 1" t.nii "${A[@]}" va.mha vb.mha --out-template t.nii --scales 1,2
+expect_error "atlas empty list" t.nii "${A[@]}" va.mha --list /dev/null --out-template t.nii
+expect_success "atlas cpu, grids differ (resampled)" t.nii "${A[@]}" va.mha vb.mha v10.mha --out-template t.nii --backend cpu
+expect_success "atlas kokkos with outputs" t.nii "${A[@]}" va.mha vb.mha vc.mha --out-template t.nii --backend kokkos \
+  --out-fields fd --out-warped wd --labels va.mha vb.mha vc.mha
+[ -s fd/vb_field.nii.gz ] && [ -s wd/vc_warped.nii.gz ] && [ -s wd/va_labels.nii.gz ] || fail "atlas: fields, warped images or labels not written"
+# Checkpoint / resume: a run resumed from its last checkpoint ends with the same template bits.
+printf 'va.mha\n# a comment\nvb.mha\n\nvc.mha\n' > cohort.txt
+A=("$KORTEX" atlas build --iterations 3,4 --no-affine --quiet)
+expect_success "atlas with checkpoints" t_full.nii "${A[@]}" --list cohort.txt --out-template t_full.nii --backend kokkos \
+  --checkpoint ck --checkpoint-every 3
+[ -f ck/current/state.json ] || fail "atlas: no checkpoint written"
+expect_success "atlas resumed" t_resumed.nii "${A[@]}" --list cohort.txt --out-template t_resumed.nii --backend kokkos \
+  --checkpoint ck --resume
+cmp -s t_full.nii t_resumed.nii || fail "atlas: the resumed template differs from the uninterrupted one"
+expect_error "atlas resume another cohort" t.nii "${A[@]}" va.mha vb.mha --out-template t.nii --backend kokkos \
+  --checkpoint ck --resume
+grep -q "another cohort" stderr.txt || fail "atlas resume another cohort: wrong message"
+rm -rf ck fd wd t_full.nii t_resumed.nii
 
 # Surface denoising (issue 5): a 16^3 mask holding the cube [4, 12)^3, built line by line.
 zero='\x00\x00\x00\x00'

@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# The atlas under MPI (issue 15): 1, 2 and 3 ranks build the same template and fields, bit for bit
+# (the int64 fixed-point sums of core/Atlas.hpp), a checkpoint written by 3 ranks resumes under 2,
+# and a rank that fails ends the whole job with its message instead of leaving the others waiting.
+# Usage: atlas_mpi_test.sh /path/to/kortex /path/to/mpiexec
+set -u
+KORTEX="$1"
+MPIEXEC="$2"
+# shellcheck source=cli_lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/cli_lib.sh"
+three='\x00\x00\x40\x40'
+mha3() {  # mha3 NAME "DIMS" "ORIGIN" BYTES
+  {
+    printf 'ObjectType = Image\nNDims = 3\nDimSize = %s\nOffset = %s\nElementSpacing = 1 1 1\nElementType = MET_FLOAT\nElementDataFile = LOCAL\n' "$2" "$3"
+    printf "$4"
+  } > "$1"
+}
+mha3 s0.mha "8 8 8" "0 0 0" "$(rep "$one$three" 256)"
+mha3 s1.mha "8 8 8" "0 0 0" "$(rep "$three$one$one$three" 128)"
+mha3 s2.mha "8 8 8" "0 0 0" "$(rep "$three$three$one$one" 128)"
+mha3 s3.mha "8 8 8" "0 0 0" "$(rep "$one$one$three$one" 128)"
+mha3 snan.mha "8 8 8" "0 0 0" "$(rep "$one$three" 100)$nan$(rep "$three" 311)"
+MPI=("$MPIEXEC" --oversubscribe)
+A=(atlas build s0.mha s1.mha s2.mha s3.mha --backend kokkos --iterations 3,3 --quiet)
+
+for np in 1 2 3; do
+  rm -rf "f$np"
+  expect_success "atlas under mpirun -np $np" "t$np.nii" timeout 300 "${MPI[@]}" -np "$np" "$KORTEX" "${A[@]}" \
+    --out-template "t$np.nii" --out-fields "f$np"
+done
+for np in 2 3; do
+  cmp -s t1.nii "t$np.nii" && ok || fail "the template of $np ranks differs from 1 rank's"
+  for f in f1/*.nii.gz; do
+    cmp -s "$f" "f$np/$(basename "$f")" && ok || fail "$np ranks: field $(basename "$f") differs from 1 rank's"
+  done
+done
+# A checkpoint of 3 ranks resumed by 2 (the files are per subject).
+rm -rf ck
+expect_success "atlas checkpoints, 3 ranks" tc.nii timeout 300 "${MPI[@]}" -np 3 "$KORTEX" "${A[@]}" --out-template tc.nii \
+  --checkpoint ck --checkpoint-every 4
+expect_success "atlas resumed by 2 ranks" tr.nii timeout 300 "${MPI[@]}" -np 2 "$KORTEX" "${A[@]}" --out-template tr.nii \
+  --checkpoint ck --resume
+cmp -s t1.nii tr.nii && ok || fail "the template resumed by 2 ranks differs"
+# Subject 3 (NaN) belongs to rank 2 of 3 only: that rank fails, the job ends (no hang), no template.
+rm -f tf.nii
+timeout 300 "${MPI[@]}" -np 3 "$KORTEX" atlas build s0.mha s1.mha snan.mha --backend kokkos --iterations 3,3 --quiet \
+  --out-template tf.nii > stdout.txt 2> stderr.txt
+rc=$?
+if [ $rc -eq 124 ]; then
+  fail "a failing rank left the job hanging"
+elif [ $rc -eq 0 ]; then
+  fail "a failing rank: exit 0"
+elif ! grep -q "rank 2 of 3: .*NaN" stderr.txt; then
+  fail "a failing rank: its message is missing"; cat stderr.txt
+elif [ -e tf.nii ]; then
+  fail "a failing rank: template written"
+else
+  echo "ok: a failing rank ends the job -> $(grep "rank 2 of 3" stderr.txt | head -n 1)"
+  ok
+fi
+rm -rf ck f1 f2 f3
+finish
