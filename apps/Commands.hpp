@@ -59,6 +59,8 @@ int cmdBenchRegister(bench::BenchOptions o);
 // `kortex bench surface` (--peers takes bench/peers/surface_torch.py output; dumpDir: records for it).
 int cmdBenchSurface(bench::BenchOptions o);
 // `kortex bench greedy` (--peers takes bench/peers/greedy_torch.py output; --data adds the IXI pair).
+// `kortex bench atlas` (--peers takes bench/peers/atlas_torch.py output; --data: the IXI cohort).
+int cmdBenchAtlas(bench::BenchOptions o);
 int cmdBenchGreedy(bench::BenchOptions o);
 
 struct ReproduceOptions {

@@ -12,6 +12,7 @@
 
 #include "apps/Commands.hpp"
 #include "bench/Bench.hpp"
+#include "bench/BenchAtlas.hpp"
 #include "bench/BenchGreedy.hpp"
 #include "bench/BenchMultires.hpp"
 #include "bench/BenchRegistration.hpp"
@@ -105,6 +106,11 @@ int cmdBenchRegister(bench::BenchOptions o) {
 int cmdBenchGreedy(bench::BenchOptions o) {
   o.progress = &std::cerr;
   return finishBench(bench::runGreedyBench(o));
+}
+
+int cmdBenchAtlas(bench::BenchOptions o) {
+  o.progress = &std::cerr;
+  return finishBench(bench::runAtlasBench(o));
 }
 
 int cmdBenchSurface(bench::BenchOptions o) {
@@ -273,6 +279,16 @@ void addBenchCommands(CLI::App& app, Action& action) {
                       "Merge peer timings from bench/peers/greedy_torch.py (JSON)"},
                      &cmdBenchGreedy, &greedy);
   greedy->add_option("--data", go->dataDir, "Real data folder (../shared/data): adds the IXI pair")
+      ->check(CLI::ExistingDirectory);
+  CLI::App* atlasBench = nullptr;
+  auto ao = addBench(bench, action, "atlas",
+                     "Unbiased atlas (Ha et al. 2010): one iteration over 315 subjects at 144x192x160 per solver vs "
+                     "PyTorch, the whole multi-scale atlas, Fig 13 (single vs multi-scale), the CPU reference",
+                     {"64 subjects instead of 315", "Tiny grid, 3 subjects (smoke test)",
+                      "Only sections whose label contains this text: \"Iteration\", \"Whole\", \"CPU\"",
+                      "Merge peer timings from bench/peers/atlas_torch.py (JSON)"},
+                     &cmdBenchAtlas, &atlasBench);
+  atlasBench->add_option("--data", ao->dataDir, "Real data folder (../shared/data): the cohort from the 40 IXI volumes")
       ->check(CLI::ExistingDirectory);
   CLI::App* surf = nullptr;
   auto so = addBench(bench, action, "surface",

@@ -9,7 +9,7 @@ KORTEX="$1"
 . "$(dirname "${BASH_SOURCE[0]}")/cli_lib.sh"
 
 # --- help on every subcommand -----------------------------------------------------------
-for sub in "" "info" "denoise" "denoise bilateral" "denoise nlm" "denoise multires" "validate" "bench" "bench ct" "bench register" "bench surface" "bench greedy" "register" "register unbiased" "register greedy" "atlas" "atlas build" "surface" "surface denoise" "reproduce" "tune"; do
+for sub in "" "info" "denoise" "denoise bilateral" "denoise nlm" "denoise multires" "validate" "bench" "bench ct" "bench register" "bench surface" "bench greedy" "bench atlas" "register" "register unbiased" "register greedy" "atlas" "atlas build" "surface" "surface denoise" "reproduce" "tune"; do
   # shellcheck disable=SC2086
   if "$KORTEX" $sub --help > help.txt 2>&1 && grep -q -i "usage" help.txt; then ok; else fail "--help for '$sub'"; fi
 done
