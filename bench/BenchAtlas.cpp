@@ -84,9 +84,11 @@ std::vector<HostImage> baseImages(BenchOptions const& opt, Geometry const& g, st
     for (const char* sub : {"ixi_2mm", "ixi_2mm_more"}) {
       const fs::path d = fs::path(opt.dataDir) / "mri" / sub;
       if (!fs::is_directory(d)) continue;
-      for (auto const& e : fs::directory_iterator(d))
-        if (e.path().string().size() > 7 && e.path().string().substr(e.path().string().size() - 7) == ".nii.gz")
+      for (auto const& e : fs::recursive_directory_iterator(d)) {
+        const std::string p = e.path().string();
+        if (p.size() > 7 && p.substr(p.size() - 7) == ".nii.gz" && p.find("label") == std::string::npos)
           files.push_back(e.path());
+      }
     }
     std::sort(files.begin(), files.end());
     for (auto const& f : files) out.push_back(resampleTo(normaliseIntensity(io::readImage(f), IntensityParams{}, f.string()), g));

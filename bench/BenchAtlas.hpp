@@ -11,7 +11,7 @@
 //              images already on the host), and Fig 13: 20 subjects, single scale 200 iterations
 //              vs multi-scale 25 + 50 (the paper: 3.5x);
 //   CPU        the CPU reference's iteration at 1 thread and at all threads (per subject).
-// Cohorts: with --data, the 40 IXI T1 volumes (mri/ixi_2mm + ixi_2mm_more) normalised and
+// Cohorts: with --data, the 40 IXI T1 volumes (mri/ixi_2mm + ixi_2mm_more/t1, label maps skipped) normalised and
 // resampled to the grid, subject i = image (i mod 40) under a seeded random smooth diffeomorphic
 // displacement (core/Phantom.hpp smoothDisplacement, max 3 voxels, seed 1000 + i); without it,
 // the structured phantom under the same displacements. Timing: fenced; per-iteration times are
