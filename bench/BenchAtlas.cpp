@@ -40,16 +40,8 @@ constexpr double kPaperMultiscaleGain = 3.5;  // Fig 13: single scale 200 vs 25 
 // det (12), warp (I gathered, u read, W written: 20), snap (8), mismatch (W, T: 8). Total 236.
 constexpr double kIterationBytesPerVoxel = 236.0;
 
-std::string fmt(double v, int prec = 3) {
-  if (!std::isfinite(v)) return "-";
-  std::ostringstream s;
-  s << std::setprecision(prec) << std::fixed << v;
-  return s.str();
-}
-
-bool selected(std::string const& only, std::string const& label) {
-  return only.empty() || label.find(only) != std::string::npos;
-}
+using common::fixedDecimals;
+using common::selected;
 
 // img resampled (trilinear, centre to centre, clamp) onto g.
 HostImage resampleTo(HostImage const& img, Geometry const& g) {
@@ -165,7 +157,7 @@ BenchReport runAtlasBench(BenchOptions const& opt) {
   md << "# Kortex atlas benchmark (Ha et al. 2010)\n\n"
      << "Device: " << j["environment"].value("device", std::string("?")) << ", Kokkos " << Exec::name() << ", git "
      << j["environment"].value("git_hash", std::string("?")) << ", one process. Measured copy bandwidth "
-     << fmt(copyGBs, 0) << " GB/s. Grid " << describe(g) << "; cohort of " << large << " subjects: " << source
+     << fixedDecimals(copyGBs, 0) << " GB/s. Grid " << describe(g) << "; cohort of " << large << " subjects: " << source
      << ", subject i under a seeded random smooth diffeomorphic displacement (max 3 voxels, seed 1000 + i). Operator "
      << "alpha " << defaults.greedy.fluid.alpha << ", gamma " << defaults.greedy.fluid.gamma << ", max step "
      << defaults.greedy.maxStep << " voxel.\n\n";
@@ -182,7 +174,7 @@ BenchReport runAtlasBench(BenchOptions const& opt) {
     AtlasResult r = gpu::buildAtlas(exec, imgs, p, t, f);
     exec.fence();
     const double s = secondsSince(t0);
-    if (!(r.minJacobian > 0.0f)) fail("a field folded (min det " + fmt(r.minJacobian) + ")");
+    if (!(r.minJacobian > 0.0f)) fail("a field folded (min det " + fixedDecimals(r.minJacobian) + ")");
     return std::make_pair(r, s);
   };
 
@@ -209,9 +201,9 @@ BenchReport runAtlasBench(BenchOptions const& opt) {
       const auto [r, secs] = run(big, p);
       const TimingStats t = iterationStats(r);
       const double gbs = kIterationBytesPerVoxel * voxels * large / (t.medianMs * 1e-3) / 1e9;
-      md << "| " << toString(s) << " | " << fmt(t.medianMs, 1) << " | " << fmt(t.medianMs / large, 3) << " | "
-         << fmt(gbs, 0) << " | " << fmt(100.0 * gbs / copyGBs, 0) << " | " << need / (1 << 20) << " MiB | "
-         << fmt(r.minJacobian) << " |\n";
+      md << "| " << toString(s) << " | " << fixedDecimals(t.medianMs, 1) << " | " << fixedDecimals(t.medianMs / large, 3) << " | "
+         << fixedDecimals(gbs, 0) << " | " << fixedDecimals(100.0 * gbs / copyGBs, 0) << " | " << need / (1 << 20) << " MiB | "
+         << fixedDecimals(r.minJacobian) << " |\n";
       rows.push_back({{"solver", toString(s)}, {"iteration_ms", t.medianMs}, {"samples_ms", t.samplesMs},
                       {"per_subject_ms", t.medianMs / large}, {"GBs", gbs}, {"device_bytes", need},
                       {"min_jacobian", r.minJacobian}, {"run_seconds", secs}});
@@ -228,11 +220,11 @@ BenchReport runAtlasBench(BenchOptions const& opt) {
           const double ps = pr["per_subject_ms"].get<double>();
           md << "\nPeer (bench/peers/atlas_torch.py, " << peers.value("device", std::string("?")) << ", torch "
              << peers["versions"].value("torch", std::string("?")) << "): the same iteration batched over "
-             << pr.value("batch", 0) << " subjects, " << fmt(pr.value("median_ms", NAN), 2) << " ms per batch = "
-             << fmt(ps, 3) << " ms per subject, " << fmt(315.0 * ps, 1) << " ms for 315 subjects.";
+             << pr.value("batch", 0) << " subjects, " << fixedDecimals(pr.value("median_ms", NAN), 2) << " ms per batch = "
+             << fixedDecimals(ps, 3) << " ms per subject, " << fixedDecimals(315.0 * ps, 1) << " ms for 315 subjects.";
           if (!rows.empty()) {
             const double ours = rows.front()["per_subject_ms"].get<double>();
-            md << " Kortex fft: " << fmt(ours, 3) << " ms per subject: " << fmt(ps / ours, 2) << "x.";
+            md << " Kortex fft: " << fixedDecimals(ours, 3) << " ms per subject: " << fixedDecimals(ps / ours, 2) << "x.";
             j["peer_ratio_fft"] = ps / ours;
           }
           md << "\n";
@@ -256,8 +248,8 @@ BenchReport runAtlasBench(BenchOptions const& opt) {
       const auto [r, secs] = run(imgs, p);
       std::ostringstream sched;
       for (std::size_t k = 0; k < scales.size(); ++k) sched << (k ? " + " : "") << iters[k] << " at x" << scales[k];
-      md << "| " << name << " | " << sched.str() << " | " << r.iterations << " | " << fmt(secs, 2) << " | "
-         << fmt(r.history.back().mismatch, 4) << " | " << fmt(r.minJacobian) << " | " << fmt(r.meanDisplacementRms, 4)
+      md << "| " << name << " | " << sched.str() << " | " << r.iterations << " | " << fixedDecimals(secs, 2) << " | "
+         << fixedDecimals(r.history.back().mismatch, 4) << " | " << fixedDecimals(r.minJacobian) << " | " << fixedDecimals(r.meanDisplacementRms, 4)
          << " |\n";
       rows.push_back({{"cohort", name}, {"schedule", sched.str()}, {"iterations", r.iterations}, {"seconds", secs},
                       {"final_mismatch", r.history.back().mismatch}, {"min_jacobian", r.minJacobian},
@@ -272,7 +264,7 @@ BenchReport runAtlasBench(BenchOptions const& opt) {
     const std::vector<HostImage> few(big.begin(), big.begin() + std::min<std::size_t>(big.size(), std::size_t(small)));
     const double tMulti = row(std::to_string(few.size()) + " subjects", few, {2, 1}, multi);
     const double tSingle = row(std::to_string(few.size()) + " subjects", few, {1}, {opt.tiny ? 8 : 200});
-    md << "\nFig 13: single scale / multi-scale time " << fmt(tSingle / tMulti, 2) << "x (the paper: "
+    md << "\nFig 13: single scale / multi-scale time " << fixedDecimals(tSingle / tMulti, 2) << "x (the paper: "
        << kPaperMultiscaleGain << "x).\n\n";
     j["whole"] = rows;
     j["multiscale_gain"] = {{"measured", tSingle / tMulti}, {"paper", kPaperMultiscaleGain}};
@@ -296,7 +288,7 @@ BenchReport runAtlasBench(BenchOptions const& opt) {
       say("CPU reference, " + std::to_string(th) + " threads");
       const AtlasResult r = ref::buildAtlas(two, p, t, f);
       const double s = r.history[1].seconds - r.history[0].seconds;
-      md << "| " << th << " | " << fmt(s, 2) << " | " << fmt(s / 2, 2) << " | " << fmt(s / 2 * 315, 0) << " |\n";
+      md << "| " << th << " | " << fixedDecimals(s, 2) << " | " << fixedDecimals(s / 2, 2) << " | " << fixedDecimals(s / 2 * 315, 0) << " |\n";
       rows.push_back({{"threads", th}, {"iteration_s_2_subjects", s}, {"per_subject_s", s / 2}});
       ++rep.measured;
     }

@@ -4,6 +4,8 @@
 
 #include <cmath>
 #include <fstream>
+#include <iomanip>
+#include <sstream>
 #include <type_traits>
 
 #include "core/Errors.hpp"
@@ -15,6 +17,17 @@
 #endif
 
 namespace kortex::bench::common {
+
+std::string fixedDecimals(double v, int prec) {
+  if (!std::isfinite(v)) return "-";
+  std::ostringstream s;
+  s << std::setprecision(prec) << std::fixed << v;
+  return s.str();
+}
+
+bool selected(std::string const& only, std::string const& label) {
+  return only.empty() || label.find(only) != std::string::npos;
+}
 
 using validation::fmt;
 using validation::fmtMs;

@@ -44,6 +44,11 @@ struct Mode {
   double deviceShare = 0.55;
 };
 
+// A table cell's number: fixed with `prec` decimals, "-" when not finite.
+std::string fixedDecimals(double v, int prec = 3);
+// True when the --only text is empty or part of `label`.
+bool selected(std::string const& only, std::string const& label);
+
 // One timed implementation of one case.
 struct Measurement {
   std::string impl;               // what ran: "Naive", "cpu-all", "kokkos float", ...

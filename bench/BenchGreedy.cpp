@@ -51,16 +51,8 @@ constexpr double kMatvecBytesPerVoxel = 24.0;
 // Greedy iterations run before the solver comparison's warm-start problem is taken.
 constexpr int kWarmupIterations = 10;
 
-std::string fmt(double v, int prec = 3) {
-  if (!std::isfinite(v)) return "-";
-  std::ostringstream s;
-  s << std::setprecision(prec) << std::fixed << v;
-  return s.str();
-}
-
-bool selected(std::string const& only, std::string const& label) {
-  return only.empty() || label.find(only) != std::string::npos;
-}
+using common::fixedDecimals;
+using common::selected;
 
 // A structured image and the same image warped by a smooth displacement (maxVoxels), on grid g.
 std::pair<HostImage, HostImage> makePair(Geometry const& g, double maxVoxels, std::uint64_t seed) {
@@ -101,7 +93,7 @@ BenchReport runGreedyBench(BenchOptions const& opt) {
   std::ostringstream md;
   md << "# Kortex greedy registration benchmark (Ha et al. 2010)\n\n"
      << "Device: " << j["environment"].value("device", std::string("?")) << ", Kokkos " << Exec::name() << ", git "
-     << j["environment"].value("git_hash", std::string("?")) << ". Measured copy bandwidth " << fmt(copyGBs, 0)
+     << j["environment"].value("git_hash", std::string("?")) << ". Measured copy bandwidth " << fixedDecimals(copyGBs, 0)
      << " GB/s (read + write). Fluid operator alpha " << fp.alpha << ", beta " << fp.beta << ", gamma " << fp.gamma
      << ", periodic (core/Fluid.hpp), for the matvec and solver sections; the iteration and IXI sections use the "
         "registration's defaults (alpha "
@@ -141,8 +133,8 @@ BenchReport runGreedyBench(BenchOptions const& opt) {
       const double gi = flops / (ti.medianMs * 1e-3) * 1e-9, ge = flops / (te * 1e-3) * 1e-9;
       const double gbs = kMatvecBytesPerVoxel * vox / (ti.medianMs * 1e-3) * 1e-9;
       const double p = onDevice && k < 7 ? paper[k] : NAN;
-      md << "| " << n << "^3 | " << fmt(ti.medianMs) << " | " << fmt(gi, 0) << " | " << fmt(gbs, 0) << " | "
-         << fmt(100 * gbs / copyGBs, 0) << " | " << fmt(te) << " | " << fmt(ge, 0) << " | " << fmt(p, 0) << " |\n";
+      md << "| " << n << "^3 | " << fixedDecimals(ti.medianMs) << " | " << fixedDecimals(gi, 0) << " | " << fixedDecimals(gbs, 0) << " | "
+         << fixedDecimals(100 * gbs / copyGBs, 0) << " | " << fixedDecimals(te) << " | " << fixedDecimals(ge, 0) << " | " << fixedDecimals(p, 0) << " |\n";
       rows.push_back({{"size", n}, {"implicit_ms", ti.medianMs}, {"implicit_gflops", gi}, {"implicit_GBs", gbs},
                       {"explicit_ms", te}, {"explicit_gflops", ge}, {"paper_implicit_gflops", p}});
     }
@@ -179,7 +171,7 @@ BenchReport runGreedyBench(BenchOptions const& opt) {
     md << "## Solvers (grid " << nx << "x" << ny << "x" << nz << ", the right-hand side of iteration "
        << kWarmupIterations + 1 << " of a registration; warm = from iteration " << kWarmupIterations
        << "'s solution)\n\n"
-       << "Spectral solve: " << fmt(tf.medianMs) << " ms, relative residual " << std::scientific << std::setprecision(2)
+       << "Spectral solve: " << fixedDecimals(tf.medianMs) << " ms, relative residual " << std::scientific << std::setprecision(2)
        << rf << std::fixed << ".\n\n"
        << "| solver | start | to residual | iterations | residual reached | ms |\n|---|---|---|---|---|---|\n";
     nlohmann::json rows = nlohmann::json::array();
@@ -214,7 +206,7 @@ BenchReport runGreedyBench(BenchOptions const& opt) {
           const std::string name = std::string("SOR ") + toString(sv);
           md << "| " << name << " | " << (warmStart ? "warm" : "cold") << " | " << std::scientific
              << std::setprecision(0) << tol << std::fixed << " | " << sweeps << (res > tol ? " (cap)" : "") << " | "
-             << std::scientific << std::setprecision(2) << res << std::fixed << " | " << fmt(ts.medianMs) << " |\n";
+             << std::scientific << std::setprecision(2) << res << std::fixed << " | " << fixedDecimals(ts.medianMs) << " |\n";
           rows.push_back({{"solver", name}, {"warm", warmStart}, {"tolerance", tol}, {"iterations", sweeps},
                           {"residual", res}, {"ms", ts.medianMs}});
           ++rep.measured;
@@ -232,7 +224,7 @@ BenchReport runGreedyBench(BenchOptions const& opt) {
               fence, warm, reps);
           md << "| SOR ScratchTiled, fixed sweeps | " << (warmStart ? "warm" : "cold") << " (residual at start "
              << std::scientific << std::setprecision(2) << r0 << std::fixed << ") | - | " << fixedSweeps << " | "
-             << std::scientific << std::setprecision(2) << r.residual << std::fixed << " | " << fmt(ts.medianMs) << " |\n";
+             << std::scientific << std::setprecision(2) << r.residual << std::fixed << " | " << fixedDecimals(ts.medianMs) << " |\n";
           rows.push_back({{"solver", "SOR ScratchTiled fixed"}, {"warm", warmStart}, {"start_residual", r0},
                           {"iterations", fixedSweeps}, {"residual", r.residual}, {"ms", ts.medianMs}});
           ++rep.measured;
@@ -249,7 +241,7 @@ BenchReport runGreedyBench(BenchOptions const& opt) {
           const std::string name = std::string("CG ") + toString(mv);
           md << "| " << name << " | " << (warmStart ? "warm" : "cold") << " | " << std::scientific
              << std::setprecision(0) << tol << std::fixed << " | " << r.iterations << " | " << std::scientific
-             << std::setprecision(2) << r.residual << std::fixed << " | " << fmt(ts.medianMs) << " |\n";
+             << std::setprecision(2) << r.residual << std::fixed << " | " << fixedDecimals(ts.medianMs) << " |\n";
           rows.push_back({{"solver", name}, {"warm", warmStart}, {"tolerance", tol}, {"iterations", r.iterations},
                           {"residual", r.residual}, {"ms", ts.medianMs}});
           ++rep.measured;
@@ -281,7 +273,7 @@ BenchReport runGreedyBench(BenchOptions const& opt) {
        << "Per iteration of GreedyRegistration::run at one scale (force, solve, max |v| read back, composition, "
           "min det read back, warp, RMSE read back), median of runs of "
        << (opt.tiny ? 4 : 50) << " iterations.\n\n"
-       << "| solver | ms / iteration | GB/s (" << fmt(kIterationBytesPerVoxel, 0) << " B/voxel) | % of copy | PyTorch step ms "
+       << "| solver | ms / iteration | GB/s (" << fixedDecimals(kIterationBytesPerVoxel, 0) << " B/voxel) | % of copy | PyTorch step ms "
           "| PyTorch step + fold check ms | speedup vs PyTorch (+ fold check) |\n|---|---|---|---|---|---|---|\n";
     nlohmann::json rows = nlohmann::json::array();
     double bestMs = NAN;
@@ -305,9 +297,9 @@ BenchReport runGreedyBench(BenchOptions const& opt) {
       const double vox = double(target.voxels());
       const double gbs = kIterationBytesPerVoxel * vox / (ms * 1e-3) * 1e-9;
       if (!std::isfinite(bestMs) || ms < bestMs) bestMs = ms;
-      md << "| " << toString(s) << ", step " << toString(step) << " | " << fmt(ms) << " | " << fmt(gbs, 0) << " | " << fmt(100 * gbs / copyGBs, 0)
-         << " | " << fmt(torchMs) << " | " << fmt(torchFoldMs) << " | " << fmt(torchMs / ms, 1) << " ("
-         << fmt(torchFoldMs / ms, 1) << ") |\n";
+      md << "| " << toString(s) << ", step " << toString(step) << " | " << fixedDecimals(ms) << " | " << fixedDecimals(gbs, 0) << " | " << fixedDecimals(100 * gbs / copyGBs, 0)
+         << " | " << fixedDecimals(torchMs) << " | " << fixedDecimals(torchFoldMs) << " | " << fixedDecimals(torchMs / ms, 1) << " ("
+         << fixedDecimals(torchFoldMs / ms, 1) << ") |\n";
       rows.push_back({{"solver", toString(s)}, {"step", toString(step)}, {"ms_per_iteration", ms}, {"GBs", gbs}, {"iterations", gr.iterations},
                       {"rmse_start", gr.scales.back().rmseStart}, {"rmse_end", gr.scales.back().rmseEnd},
                       {"torch_ms", torchMs}, {"torch_fold_check_ms", torchFoldMs}});
@@ -365,12 +357,12 @@ BenchReport runGreedyBench(BenchOptions const& opt) {
         if (!sub && !tiled) naiveSum += ms;
         if (!sub && (tiled || k == 1 || k == 3)) tiledSum += ms;  // solve, max |v|, step
         const double gb = part.bytes * double(n) / (ms * 1e-3) * 1e-9;
-        md << "| " << part.name << " | " << fmt(ms) << " | " << fmt(gb, 0) << " (" << fmt(part.bytes, 0) << " B) | "
-           << fmt(100 * gb / copyGBs, 0) << " |\n";
+        md << "| " << part.name << " | " << fixedDecimals(ms) << " | " << fixedDecimals(gb, 0) << " (" << fixedDecimals(part.bytes, 0) << " B) | "
+           << fixedDecimals(100 * gb / copyGBs, 0) << " |\n";
         split.push_back({{"pass", part.name}, {"ms", ms}, {"GBs", gb}, {"bytes_per_voxel", part.bytes},
                          {"copy_share", gb / copyGBs}});
       }
-      md << "| sum, Naive step | " << fmt(naiveSum) << " | | |\n| sum, ScratchTiled step | " << fmt(tiledSum) << " | | |\n";
+      md << "| sum, Naive step | " << fixedDecimals(naiveSum) << " | | |\n| sum, ScratchTiled step | " << fixedDecimals(tiledSum) << " | | |\n";
       // The one-pass step's launch: slices per team (league size and apron overhead) x team size.
       md << "\nScratchTiled step launch sweep (ms; the registration uses " << gd::StepTiledFunctor<Exec>::kChunkZ
          << " slices per team and Kokkos::AUTO):\n\n| slices per team | AUTO | 128 | 256 |\n|---|---|---|---|\n";
@@ -387,7 +379,7 @@ BenchReport runGreedyBench(BenchOptions const& opt) {
           const double ms = timeMedian([&] { gd::stepTiled(exec, dMoving, dFixed, u, v, vmax2, 1.0f, cand, fc, {chunk, team}); },
                                        fence, warm, reps)
                                 .medianMs;
-          md << " | " << fmt(ms);
+          md << " | " << fixedDecimals(ms);
           sweep.push_back({{"chunk_z", chunk}, {"team_size", team}, {"ms", ms}});
         }
         md << " |\n";
@@ -397,10 +389,10 @@ BenchReport runGreedyBench(BenchOptions const& opt) {
     }
     if (onDevice && !opt.tiny) {
       md << "\nTarget: <= " << kTargetIterationMs << " ms per iteration: " << (bestMs <= kTargetIterationMs ? "met" : "missed")
-         << " (" << fmt(bestMs) << " ms)";
+         << " (" << fixedDecimals(bestMs) << " ms)";
       if (std::isfinite(torchMs))
         md << "; >= " << kTargetTorchRatio << "x the PyTorch step: "
-           << (torchMs / bestMs >= kTargetTorchRatio ? "met" : "missed") << " (" << fmt(torchMs / bestMs, 2) << "x)";
+           << (torchMs / bestMs >= kTargetTorchRatio ? "met" : "missed") << " (" << fixedDecimals(torchMs / bestMs, 2) << "x)";
       md << ".\n\n";
       j["targets"]["iteration_ms"] = bestMs;
       j["targets"]["torch_ratio"] = torchMs / bestMs;
@@ -433,9 +425,9 @@ BenchReport runGreedyBench(BenchOptions const& opt) {
       rep.measured += 2;
       auto gbs = [&](double bytes, double t) { return bytes * vox / (t * 1e-3) * 1e-9; };
       const double best = std::min(ms[0], ms[1]);
-      md << "| " << sz.nx << "x" << sz.ny << "x" << sz.nz << " | " << fmt(ms[0]) << " | " << fmt(gbs(16, ms[0]), 0) << " | "
-         << fmt(ms[1]) << " | " << fmt(gbs(16, ms[1]), 0) << " | " << fmt(100 * gbs(16, best) / copyGBs, 0) << " | "
-         << fmt(sz.paperNaive, 1) << " / " << fmt(sz.paperShared, 1) << " |\n";
+      md << "| " << sz.nx << "x" << sz.ny << "x" << sz.nz << " | " << fixedDecimals(ms[0]) << " | " << fixedDecimals(gbs(16, ms[0]), 0) << " | "
+         << fixedDecimals(ms[1]) << " | " << fixedDecimals(gbs(16, ms[1]), 0) << " | " << fixedDecimals(100 * gbs(16, best) / copyGBs, 0) << " | "
+         << fixedDecimals(sz.paperNaive, 1) << " / " << fixedDecimals(sz.paperShared, 1) << " |\n";
       grad.push_back({{"size", {sz.nx, sz.ny, sz.nz}}, {"naive_ms", ms[0]}, {"scratch_tiled_ms", ms[1]},
                       {"naive_GBs", gbs(16, ms[0])}, {"scratch_tiled_GBs", gbs(16, ms[1])},
                       {"paper_simple_ms", sz.paperNaive}, {"paper_shared_ms", sz.paperShared}});
@@ -464,8 +456,8 @@ BenchReport runGreedyBench(BenchOptions const& opt) {
         ++rep.measured;
       }
       const bool paper = onDevice && !opt.tiny;
-      md << "| " << half << " | " << fmt(t[0]) << " | " << fmt(t[1]) << " | " << fmt(t[2]) << " | "
-         << (paper ? fmt(paperSep[idx], 0) + " / " + fmt(paperRec[idx], 0) + " / " + fmt(paperFft[idx], 0) : "-") << " |\n";
+      md << "| " << half << " | " << fixedDecimals(t[0]) << " | " << fixedDecimals(t[1]) << " | " << fixedDecimals(t[2]) << " | "
+         << (paper ? fixedDecimals(paperSep[idx], 0) + " / " + fixedDecimals(paperRec[idx], 0) + " / " + fixedDecimals(paperFft[idx], 0) : "-") << " |\n";
       gauss.push_back({{"half_size", half}, {"sigma", sigma}, {"separable_ms", t[0]}, {"recursive_ms", t[1]}, {"fft_ms", t[2]}});
       ++idx;
     }
@@ -498,10 +490,10 @@ BenchReport runGreedyBench(BenchOptions const& opt) {
     md << "\n### n-ary fused vs binary operators at " << big.nx << "x" << big.ny << "x" << big.nz
        << " (Figs 2, 3; traffic in image units: axpby 3 fused / 7 binary, average of 8: 9 / 23)\n\n"
        << "| operator | fused ms | fused GB/s | % of copy | binary ms | binary / fused |\n|---|---|---|---|---|---|\n"
-       << "| a y + b z | " << fmt(fa) << " | " << fmt(gbs(3, fa), 0) << " | " << fmt(100 * gbs(3, fa) / copyGBs, 0) << " | "
-       << fmt(ba) << " | " << fmt(ba / fa, 2) << " |\n"
-       << "| average of 8 | " << fmt(fv) << " | " << fmt(gbs(9, fv), 0) << " | " << fmt(100 * gbs(9, fv) / copyGBs, 0)
-       << " | " << fmt(bv) << " | " << fmt(bv / fv, 2) << " |\n\nPaper: 2-3x.\n\n";
+       << "| a y + b z | " << fixedDecimals(fa) << " | " << fixedDecimals(gbs(3, fa), 0) << " | " << fixedDecimals(100 * gbs(3, fa) / copyGBs, 0) << " | "
+       << fixedDecimals(ba) << " | " << fixedDecimals(ba / fa, 2) << " |\n"
+       << "| average of 8 | " << fixedDecimals(fv) << " | " << fixedDecimals(gbs(9, fv), 0) << " | " << fixedDecimals(100 * gbs(9, fv) / copyGBs, 0)
+       << " | " << fixedDecimals(bv) << " | " << fixedDecimals(bv / fv, 2) << " |\n\nPaper: 2-3x.\n\n";
     nary = {{"axpby_fused_ms", fa}, {"axpby_binary_ms", ba}, {"average8_fused_ms", fv}, {"average8_binary_ms", bv},
             {"axpby_fused_GBs", gbs(3, fa)}, {"average8_fused_GBs", gbs(9, fv)}};
     j["gradient"] = grad;
@@ -563,7 +555,7 @@ BenchReport runGreedyBench(BenchOptions const& opt) {
           it += (k ? "," : "") + std::to_string(run.iterations[k]);
         }
         md << "| " << run.name << " | " << sc << " | " << it << " | " << toString(GreedyParams{}.solver) << " | "
-           << fmt(med) << " | " << fmt(last.secondsFluid) << " | " << fmt(last.secondsAffine) << " | " << fmt(dice, 4)
+           << fixedDecimals(med) << " | " << fixedDecimals(last.secondsFluid) << " | " << fixedDecimals(last.secondsAffine) << " | " << fixedDecimals(dice, 4)
            << " |\n";
         nlohmann::json x = pipeline::toJson(last);
         x["end_to_end_s_median"] = med;
@@ -577,11 +569,11 @@ BenchReport runGreedyBench(BenchOptions const& opt) {
       if (onDevice && !opt.tiny && j.contains("targets") && j["targets"].contains("ixi_pair_s")) {
         const double s = j["targets"]["ixi_pair_s"].get<double>();
         md << "\nTarget: IXI pair end to end (read, normalise, affine, 2 scales, warped image + field in memory) <= "
-           << kTargetIxiPairS << " s: " << (s <= kTargetIxiPairS ? "met" : "missed") << " (" << fmt(s) << " s).\n\n";
+           << kTargetIxiPairS << " s: " << (s <= kTargetIxiPairS ? "met" : "missed") << " (" << fixedDecimals(s) << " s).\n\n";
       }
     }
   }
-  md << "\nMemory-bound kernels are expected at >= " << fmt(100 * kTargetBandwidthShare, 0)
+  md << "\nMemory-bound kernels are expected at >= " << fixedDecimals(100 * kTargetBandwidthShare, 0)
      << " % of the measured copy bandwidth (the GB/s columns above).\n";
   common::finishReport(rep, j, md.str(), tStart, opt);
   return rep;

@@ -65,16 +65,8 @@ Volume makeVolume(Index n) {
   return v;
 }
 
-std::string fmt(double v, int prec = 3) {
-  if (!std::isfinite(v)) return "-";
-  std::ostringstream s;
-  s << std::setprecision(prec) << std::fixed << v;
-  return s.str();
-}
-
-bool selected(std::string const& only, std::string const& label) {
-  return only.empty() || label.find(only) != std::string::npos;
-}
+using common::fixedDecimals;
+using common::selected;
 
 struct DeviceVolume {
   ImageView<Mem> moving, fixed;
@@ -185,7 +177,7 @@ BenchReport runRegistrationBench(BenchOptions const& opt) {
   md << "# Kortex registration benchmark (Lee et al.: Table 1, Figs 1, 2a, 2b)\n\n"
      << "Device: " << j["environment"].value("device", std::string("?")) << ", Kokkos "
      << Exec::name() << ", git " << j["environment"].value("git_hash", std::string("?"))
-     << ". Measured copy bandwidth " << fmt(copyGBs, 0) << " GB/s. lambda " << kLambda << ", sigma " << kSigma
+     << ". Measured copy bandwidth " << fixedDecimals(copyGBs, 0) << " GB/s. lambda " << kLambda << ", sigma " << kSigma
      << " voxel. Inputs: 3D Shepp-Logan n^3 and the same warped by a smooth 3-voxel displacement.\n\n";
 
   auto fail = [&](std::string const& what) {
@@ -253,8 +245,8 @@ BenchReport runRegistrationBench(BenchOptions const& opt) {
                                  std::to_string(info.chunk);
         if (t.x == 0)
           md << "| " << n << "^3 | " << toString(v) << " | " << tile << " | " << info.teamSize << " | "
-             << info.scratchBytes << " | " << info.teams << " | " << fmt(ts.medianMs) << " | " << fmt(gflops, 0)
-             << " | " << fmt(gbs, 0) << " |\n";
+             << info.scratchBytes << " | " << info.teams << " | " << fixedDecimals(ts.medianMs) << " | " << fixedDecimals(gflops, 0)
+             << " | " << fixedDecimals(gbs, 0) << " |\n";
         if (n == nLargest) {
           table1.push_back(row);
           auto get = [&](const char* k) -> std::string {
@@ -264,7 +256,7 @@ BenchReport runRegistrationBench(BenchOptions const& opt) {
           t1 << "| " << toString(v) << (t.x == 0 ? " (default)" : "") << " | " << tile << " | " << info.teamSize
              << " | " << get("registers") << " | " << get("static_shared_bytes") << " | " << info.scratchBytes
              << " | " << get("local_bytes") << " | " << get("blocks_per_sm_model") << " | "
-             << get("blocks_per_sm_api") << " | " << get("limiter") << " | " << fmt(ts.medianMs) << " |\n";
+             << get("blocks_per_sm_api") << " | " << get("limiter") << " | " << fixedDecimals(ts.medianMs) << " |\n";
         }
       }
     }
@@ -363,12 +355,12 @@ BenchReport runRegistrationBench(BenchOptions const& opt) {
             r.value("median_ms", nlohmann::json()).is_number())
           torchMs = r["median_ms"].get<double>();
     const double gbs = kIterationBytesPerVoxel * vox / (ts.medianMs * 1e-3) * 1e-9;
-    md << "| " << n << "^3 | " << fmt(ts.medianMs) << " | " << fmt(gbs, 0) << " | " << fmt(100 * gbs / copyGBs, 0)
-       << " | " << fmt(runMs) << " | " << rr.iterations << " | " << fmt(cpu1.first, 0) << " | "
-       << fmt(cpuAll.first, 0) << " | " << fmt(cpu1.first / runMs, 0) << " | " << fmt(cpuAll.first / runMs, 1)
-       << " | " << fmt(torchMs) << " |\n";
-    split << "| " << n << "^3 | " << fmt(tForce.medianMs) << " | " << fmt(tSmooth.medianMs) << " (radius "
-          << smoothingRadius(p.sigma) << ") | " << fmt(tUpdate.medianMs) << " | " << fmt(ts.medianMs) << " |\n";
+    md << "| " << n << "^3 | " << fixedDecimals(ts.medianMs) << " | " << fixedDecimals(gbs, 0) << " | " << fixedDecimals(100 * gbs / copyGBs, 0)
+       << " | " << fixedDecimals(runMs) << " | " << rr.iterations << " | " << fixedDecimals(cpu1.first, 0) << " | "
+       << fixedDecimals(cpuAll.first, 0) << " | " << fixedDecimals(cpu1.first / runMs, 0) << " | " << fixedDecimals(cpuAll.first / runMs, 1)
+       << " | " << fixedDecimals(torchMs) << " |\n";
+    split << "| " << n << "^3 | " << fixedDecimals(tForce.medianMs) << " | " << fixedDecimals(tSmooth.medianMs) << " (radius "
+          << smoothingRadius(p.sigma) << ") | " << fixedDecimals(tUpdate.medianMs) << " | " << fixedDecimals(ts.medianMs) << " |\n";
     fig2.push_back({{"size", n},
                     {"force_ms", tForce.medianMs},
                     {"smooth_ms", tSmooth.medianMs},
@@ -394,7 +386,7 @@ BenchReport runRegistrationBench(BenchOptions const& opt) {
   md << "\n## Targets\n\n";
   nlohmann::json targets;
   if (std::isfinite(seq240)) {
-    md << "- 240^3 iteration (kernel sequence): " << fmt(seq240) << " ms (target <= " << kTargetIterationMs240
+    md << "- 240^3 iteration (kernel sequence): " << fixedDecimals(seq240) << " ms (target <= " << kTargetIterationMs240
        << " ms): " << (seq240 <= kTargetIterationMs240 ? "met" : "missed") << "\n";
     targets["iteration_240_ms"] = seq240;
   }
@@ -437,7 +429,7 @@ BenchReport runRegistrationBench(BenchOptions const& opt) {
     auto const& last = runs.back();
     md << "- IXI pair (IXI013 -> IXI012, 120x120x90) end to end (read, normalise, affine, fluid, warped image + "
           "field in memory; median of "
-       << totals.size() << "): " << fmt(med) << " s (target <= " << kTargetIxiPairS
+       << totals.size() << "): " << fixedDecimals(med) << " s (target <= " << kTargetIxiPairS
        << " s): " << (med <= kTargetIxiPairS ? "met" : "missed") << ". Split of the last run: " << last["seconds"].dump()
        << "; fluid " << last["fluid"]["iterations"] << " iterations (" << last["fluid"]["stop"] << ")\n";
   }

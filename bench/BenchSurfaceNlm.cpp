@@ -27,6 +27,7 @@ namespace {
 
 using Exec = Kokkos::DefaultExecutionSpace;
 using Mem = Exec::memory_space;
+using common::fixedDecimals;
 
 // The paper (Lee et al., surface part; GTX 480 against a dual-thread CPU): whole run times.
 struct PaperPoint {
@@ -38,12 +39,6 @@ constexpr double kTargetWeightsS = 0.5;  // N = 175,000, m = 96
 constexpr double kPaperPhiBound = 0.25;  // voxel
 constexpr double kNoiseSd = 0.3;         // voxel, on phi
 
-std::string fmt(double v, int prec = 3) {
-  if (!std::isfinite(v)) return "-";
-  std::ostringstream s;
-  s << std::setprecision(prec) << std::fixed << v;
-  return s.str();
-}
 
 // Noisy sphere whose band |phi| <= 3 has about `target` elements (thickness 6: N ~ 24 pi R^2).
 HostImage noisySphere(double target, unsigned seed) {
@@ -182,14 +177,14 @@ BenchReport runSurfaceBench(BenchOptions const& opt) {
       const double pairs = double(r.info.pairsEvaluated);
       const double gbs = pairs * pv * 4.0 / r.info.searchSeconds * 1e-9;
       const double gflops = pairs * pv * 3.0 / r.info.searchSeconds * 1e-9;
-      say("  N " + std::to_string(n) + ": " + fmt(r.timing.medianMs, 1) + " ms (search " +
-          fmt(r.info.searchSeconds * 1e3, 1) + ", weights " + fmt(r.info.weightSeconds * 1e3, 2) + ", iterations " +
-          fmt(r.info.iterateSeconds * 1e3, 2) + "), certificate failures " + std::to_string(r.info.certificateFailures));
-      fig4 << "| " << n << " | " << toString(v) << " | " << fmt(r.timing.medianMs, 1) << " | "
-           << fmt(r.info.searchSeconds * 1e3, 1) << " | " << fmt(r.info.weightSeconds * 1e3, 2) << " | "
-           << fmt(r.info.iterateSeconds * 1e3, 2) << " | " << r.info.certificateFailures << " | " << r.info.passes
-           << " | " << fmt(100.0 * pairs / (double(n) * double(n)), 1) << " | " << fmt(gbs, 0) << " | "
-           << fmt(gflops, 0) << " |\n";
+      say("  N " + std::to_string(n) + ": " + fixedDecimals(r.timing.medianMs, 1) + " ms (search " +
+          fixedDecimals(r.info.searchSeconds * 1e3, 1) + ", weights " + fixedDecimals(r.info.weightSeconds * 1e3, 2) + ", iterations " +
+          fixedDecimals(r.info.iterateSeconds * 1e3, 2) + "), certificate failures " + std::to_string(r.info.certificateFailures));
+      fig4 << "| " << n << " | " << toString(v) << " | " << fixedDecimals(r.timing.medianMs, 1) << " | "
+           << fixedDecimals(r.info.searchSeconds * 1e3, 1) << " | " << fixedDecimals(r.info.weightSeconds * 1e3, 2) << " | "
+           << fixedDecimals(r.info.iterateSeconds * 1e3, 2) << " | " << r.info.certificateFailures << " | " << r.info.passes
+           << " | " << fixedDecimals(100.0 * pairs / (double(n) * double(n)), 1) << " | " << fixedDecimals(gbs, 0) << " | "
+           << fixedDecimals(gflops, 0) << " |\n";
       vj.push_back({{"variant", toString(v)},
                     {"band_size", n},
                     {"median_ms", r.timing.medianMs},
@@ -256,8 +251,8 @@ BenchReport runSurfaceBench(BenchOptions const& opt) {
       // Without a smaller size to estimate from, the CPU runs only bands up to 40k (about 60 s at
       // 2 threads on the H200's host).
       if (est > cpuSingle || (est > 0 && cpuSpent + est > cpuTotal) || (est < 0 && n > 40000)) {
-        fig5 << "| " << n << " | " << fmt(bestTotal, 1) << " | " << bestVariant << " | " << threads
-             << " | not run (" << (est < 0 ? std::string("no smaller size to estimate from") : "estimated " + fmt(est, 0) + " s > budget")
+        fig5 << "| " << n << " | " << fixedDecimals(bestTotal, 1) << " | " << bestVariant << " | " << threads
+             << " | not run (" << (est < 0 ? std::string("no smaller size to estimate from") : "estimated " + fixedDecimals(est, 0) + " s > budget")
              << ") | - |\n";
         cpuj.push_back({{"threads", threads}, {"status", "skipped"}, {"estimate_s", est}});
         continue;
@@ -271,10 +266,10 @@ BenchReport runSurfaceBench(BenchOptions const& opt) {
       const double cpuS = secondsSince(t0);
       cpuSpent += cpuS;
       cpuPerPair[ti] = cpuS / pairs;
-      say("  CPU " + std::to_string(threads) + " threads: " + fmt(cpuS, 2) + " s");
+      say("  CPU " + std::to_string(threads) + " threads: " + fixedDecimals(cpuS, 2) + " s");
       ++rep.measured;
-      fig5 << "| " << n << " | " << fmt(bestTotal, 1) << " | " << bestVariant << " | " << threads << " | "
-           << fmt(cpuS * 1e3, 0) << " | " << fmt(cpuS * 1e3 / bestTotal, 1) << "x |\n";
+      fig5 << "| " << n << " | " << fixedDecimals(bestTotal, 1) << " | " << bestVariant << " | " << threads << " | "
+           << fixedDecimals(cpuS * 1e3, 0) << " | " << fixedDecimals(cpuS * 1e3 / bestTotal, 1) << "x |\n";
       cpuj.push_back({{"threads", threads}, {"status", "ok"}, {"total_ms", cpuS * 1e3},
                       {"speedup_total", cpuS * 1e3 / bestTotal}});
       if (!checked) {
@@ -303,7 +298,7 @@ BenchReport runSurfaceBench(BenchOptions const& opt) {
 
   md << "## Paper (GTX 480, dual-thread CPU)\n\n| N | CPU | GPU | speedup |\n|---|---|---|---|\n";
   for (auto const& p : kPaper)
-    md << "| " << p.n << " | " << fmt(p.cpuS, 0) << " s | " << fmt(p.gpuS, 1) << " s | " << fmt(p.cpuS / p.gpuS, 0)
+    md << "| " << p.n << " | " << fixedDecimals(p.cpuS, 0) << " s | " << fixedDecimals(p.gpuS, 1) << " s | " << fixedDecimals(p.cpuS / p.gpuS, 0)
        << "x |\n";
   md << "\nPaper bandwidth: about " << kPaperGBs << " GB/s; speedup per iteration 77-93x.\n\n";
 
@@ -312,7 +307,7 @@ BenchReport runSurfaceBench(BenchOptions const& opt) {
   nlohmann::json tj;
   if (std::isfinite(weights175)) {
     md << "- Weights for N = " << weights175N << ", m = " << base.neighbors << ", exact (search + re-rank + fallback + "
-       << "weights, " << weights175Variant << "): " << fmt(weights175, 3) << " s (target <= " << kTargetWeightsS
+       << "weights, " << weights175Variant << "): " << fixedDecimals(weights175, 3) << " s (target <= " << kTargetWeightsS
        << " s): " << (weights175 <= kTargetWeightsS ? "met" : "missed") << "\n";
     tj["weights_175k_s"] = weights175;
     tj["variant"] = weights175Variant;
@@ -325,9 +320,9 @@ BenchReport runSurfaceBench(BenchOptions const& opt) {
     j["peers"] = peers;
     for (auto const& p : peers.value("results", nlohmann::json::array()))
       md << "- Peer " << p.value("name", std::string("?")) << " (N = " << p.value("n", 0) << ", m = " << p.value("m", 0)
-         << "): " << fmt(p.value("median_s", NAN), 3) << " s for the neighbour search; agreement with Kortex's exact "
-         << "sets " << fmt(100.0 * p.value("agreement", NAN), 3) << "% of neighbours, "
-         << fmt(100.0 * p.value("rows_identical_sets", NAN), 2) << "% of rows identical as sets\n";
+         << "): " << fixedDecimals(p.value("median_s", NAN), 3) << " s for the neighbour search; agreement with Kortex's exact "
+         << "sets " << fixedDecimals(100.0 * p.value("agreement", NAN), 3) << "% of neighbours, "
+         << fixedDecimals(100.0 * p.value("rows_identical_sets", NAN), 2) << "% of rows identical as sets\n";
   }
   j["targets"] = tj;
   common::finishReport(rep, j, md.str(), tStart, opt);

@@ -57,6 +57,15 @@ Geometry Geometry::fromSize(Index nx, Index ny, Index nz) {
   return nz == 1 ? make2D(nx, ny) : make3D(nx, ny, nz);
 }
 
+std::array<double, 3> indexToWorld(Geometry const& g, std::array<double, 3> const& p) {
+  std::array<double, 3> w{};
+  for (int r = 0; r < 3; ++r) {
+    w[r] = g.origin[r];
+    for (int c = 0; c < 3; ++c) w[r] += g.direction[3 * r + c] * g.spacing[c] * p[c];
+  }
+  return w;
+}
+
 std::string describe(Geometry const& g) {
   std::ostringstream os;
   os << g.dimension << "D " << g.size[0] << "x" << g.size[1];

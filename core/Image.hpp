@@ -48,6 +48,8 @@ struct Geometry {
 };
 
 std::string describe(Geometry const& g);  // "2D 256x256, spacing 1x1 mm"
+// World (LPS, mm) point of the continuous index p = (i, j, k): origin + direction diag(spacing) p.
+std::array<double, 3> indexToWorld(Geometry const& g, std::array<double, 3> const& p);
 
 template <class MemorySpace = Kokkos::HostSpace>
 using ImageView = Kokkos::View<float***, Kokkos::LayoutRight, MemorySpace>;

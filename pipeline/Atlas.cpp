@@ -219,15 +219,6 @@ AtlasState readCheckpoint(fs::path const& dir, nlohmann::json const& key, int fi
 
 // ---- clipping ------------------------------------------------------------------------------------------
 
-std::array<double, 3> worldOf(Geometry const& g, std::array<double, 3> const& p) {
-  std::array<double, 3> w{};
-  for (int r = 0; r < 3; ++r) {
-    w[r] = g.origin[r];
-    for (int c = 0; c < 3; ++c) w[r] += g.direction[3 * r + c] * g.spacing[c] * p[c];
-  }
-  return w;
-}
-
 HostImage cropImage(HostImage const& img, Geometry const& box, std::array<Index, 3> const& low) {
   HostImage out("kortex::atlas::cropped", box);
   const Geometry& g = img.geometry;
@@ -385,7 +376,7 @@ AtlasJobResult runAtlasJob(AtlasJob const& job, AtlasComm* comm) {
       lo[a] = l;
       box.size[a] = size;
     }
-    box.origin = worldOf(G, {double(lo[0]), double(lo[1]), double(lo[2])});
+    box.origin = indexToWorld(G, {double(lo[0]), double(lo[1]), double(lo[2])});
   }
   r.atlasGrid = box;
   r.boxLow = lo;

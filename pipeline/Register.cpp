@@ -49,15 +49,6 @@ bool insideGrid(std::array<double, 3> const& q, Geometry const& g) {
   return affineInside(q.data(), int(g.nx()), int(g.ny()), int(g.nz()));
 }
 
-std::array<double, 3> toWorld(Geometry const& g, std::array<double, 3> const& p) {
-  std::array<double, 3> w{};
-  for (int r = 0; r < 3; ++r) {
-    w[r] = g.origin[r];
-    for (int c = 0; c < 3; ++c) w[r] += g.direction[3 * r + c] * g.spacing[c] * p[c];
-  }
-  return w;
-}
-
 // `img` extended at the high end of every axis to the extents of `g` by the clamp rule.
 HostImage padToGrid(HostImage const& img, Geometry const& g) {
   HostImage out("kortex::registerPair::padded", g);
@@ -283,8 +274,8 @@ VectorField<Kokkos::HostSpace> worldDisplacement(RegistrationPipelineResult cons
   for (Index z = 0; z < g.nz(); ++z)
     for (Index y = 0; y < g.ny(); ++y)
       for (Index x = 0; x < g.nx(); ++x) {
-        const auto wm = toWorld(r.movingGrid, mapPoint(r, x, y, z));
-        const auto wf = toWorld(g, {double(x), double(y), double(z)});
+        const auto wm = indexToWorld(r.movingGrid, mapPoint(r, x, y, z));
+        const auto wf = indexToWorld(g, {double(x), double(y), double(z)});
         for (int c = 0; c < 3; ++c) d.data(c, z, y, x) = static_cast<float>(wm[c] - wf[c]);
       }
   return d;
