@@ -19,6 +19,7 @@
 #include "bench/BenchSurfaceNlm.hpp"
 #include "core/Errors.hpp"
 #include "io/Output.hpp"
+#include "pipeline/Distributed.hpp"
 #include "validation/Suite.hpp"
 
 namespace fs = std::filesystem;
@@ -109,6 +110,15 @@ int cmdBenchGreedy(bench::BenchOptions o) {
 }
 
 int cmdBenchAtlas(bench::BenchOptions o) {
+  // Under mpirun every rank runs the Scaling section; rank 0 reports and writes the files.
+  auto& group = pipeline::ProcessGroup::world();
+  o.comm = group.atlasComm();
+  if (group.rank() != 0) {
+    o.jsonPath.clear();
+    o.markdownPath.clear();
+    const int rc = bench::runAtlasBench(o).ok ? 0 : 1;
+    return rc;
+  }
   o.progress = &std::cerr;
   return finishBench(bench::runAtlasBench(o));
 }
@@ -285,10 +295,13 @@ void addBenchCommands(CLI::App& app, Action& action) {
                      "Unbiased atlas (Ha et al. 2010): one iteration over 315 subjects at 144x192x160 per solver vs "
                      "PyTorch, the whole multi-scale atlas, Fig 13 (single vs multi-scale), the CPU reference",
                      {"64 subjects instead of 315", "Tiny grid, 3 subjects (smoke test)",
-                      "Only sections whose label contains this text: \"Iteration\", \"Whole\", \"CPU\"",
+                      "Only sections whose label contains this text: \"Iteration\", \"Whole\", \"CPU\", \"Scaling\" (the one "
+                      "section that runs under mpirun: one rank per GPU)",
                       "Merge peer timings from bench/peers/atlas_torch.py (JSON)"},
                      &cmdBenchAtlas, &atlasBench);
   atlasBench->add_option("--data", ao->dataDir, "Real data folder (../shared/data): the cohort from the 40 IXI volumes")
+      ->check(CLI::ExistingDirectory);
+  atlasBench->add_option("--dump", ao->dumpDir, "Scaling: write each run's template here (float32, raw; rank 0)")
       ->check(CLI::ExistingDirectory);
   CLI::App* surf = nullptr;
   auto so = addBench(bench, action, "surface",

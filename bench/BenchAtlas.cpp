@@ -95,14 +95,47 @@ std::vector<HostImage> baseImages(BenchOptions const& opt, Geometry const& g, st
 }
 
 // Subject i: base[i mod B] under the seeded smooth diffeomorphic displacement of seed 1000 + i.
-std::vector<HostImage> cohort(std::vector<HostImage> const& base, int n) {
-  std::vector<HostImage> out;
-  for (int i = 0; i < n; ++i) {
+// The subjects `indices` (any order), built in parallel (each subject's result depends on i only).
+std::vector<HostImage> subjects(std::vector<HostImage> const& base, std::vector<int> const& indices) {
+  std::vector<HostImage> out(indices.size());
+#pragma omp parallel for schedule(dynamic)
+  for (std::size_t k = 0; k < indices.size(); ++k) {
+    const int i = indices[k];
     HostImage const& b = base[std::size_t(i) % base.size()];
     const auto u = smoothDisplacement(b.geometry, 3.0, 1000 + std::uint64_t(i));
     HostImage img("kortex::bench::subject", b.geometry);
     ref::warp(b.data, u.data, img.data);
-    out.push_back(img);
+    out[k] = img;
+  }
+  return out;
+}
+
+std::vector<HostImage> cohort(std::vector<HostImage> const& base, int n) {
+  std::vector<int> all(static_cast<std::size_t>(n));
+  for (int i = 0; i < n; ++i) all[std::size_t(i)] = i;
+  return subjects(base, all);
+}
+
+// FNV-1a 64 of an image's bytes: equal templates from runs over different rank counts.
+std::string fnv1a(HostImage const& img) {
+  std::uint64_t h = 1469598103934665603ull;
+  const auto* p = reinterpret_cast<const unsigned char*>(img.data.data());
+  for (std::size_t k = 0; k < img.data.size() * sizeof(float); ++k) h = (h ^ p[k]) * 1099511628211ull;
+  std::ostringstream o;
+  o << std::hex << std::setw(16) << std::setfill('0') << h;
+  return o.str();
+}
+
+// Median seconds of one iteration at each scale (differences of the iteration clock).
+std::vector<double> iterationSecondsPerScale(AtlasResult const& r, std::size_t scales) {
+  std::vector<double> out(scales, 0.0);
+  for (std::size_t s = 0; s < scales; ++s) {
+    std::vector<double> d;
+    for (std::size_t k = 1; k < r.history.size(); ++k)
+      if (r.history[k].scale == int(s) && r.history[k - 1].scale == int(s)) d.push_back(r.history[k].seconds - r.history[k - 1].seconds);
+    if (d.empty()) continue;
+    std::sort(d.begin(), d.end());
+    out[s] = d[d.size() / 2];
   }
   return out;
 }
@@ -130,7 +163,12 @@ BenchReport runAtlasBench(BenchOptions const& opt) {
   const auto tStart = Clock::now();
   BenchReport rep;
   const nlohmann::json peers = common::checkOptions(opt, "atlas");
-  common::requireOnlyMatches(opt, {"Iteration", "Whole", "CPU"}, "atlas", "\"Whole\"");
+  common::requireOnlyMatches(opt, {"Iteration", "Whole", "CPU", "Scaling"}, "atlas", "\"Whole\"");
+  AtlasComm* comm = opt.comm != nullptr && opt.comm->size() > 1 ? opt.comm : nullptr;
+  if (comm && (opt.only.empty() || !common::selected(opt.only, "Scaling") || common::selected(opt.only, "Whole") ||
+               common::selected(opt.only, "Iteration") || common::selected(opt.only, "CPU")))
+    throw InvalidArgument("bench atlas: under " + std::to_string(comm->size()) +
+                          " processes only the \"Scaling\" section runs (select it alone)");
   auto say = [&](std::string const& s) {
     if (opt.progress) *opt.progress << "bench atlas: " << s << std::endl;
   };
@@ -150,7 +188,8 @@ BenchReport runAtlasBench(BenchOptions const& opt) {
   std::string source;
   say("building the cohorts");
   const auto base = baseImages(opt, g, source);
-  const auto big = cohort(base, large);
+  const bool single = selected(opt.only, "Iteration") || selected(opt.only, "Whole") || selected(opt.only, "CPU");
+  const auto big = single ? cohort(base, large) : std::vector<HostImage>{};
   j["cohort"] = {{"source", source}, {"subjects", large}, {"perturbation", "smoothDisplacement max 3 voxels, seed 1000 + i"}};
   AtlasParams defaults;
   std::ostringstream md;
@@ -293,6 +332,166 @@ BenchReport runAtlasBench(BenchOptions const& opt) {
       ++rep.measured;
     }
     j["cpu"] = rows;
+    md << "\n";
+  }
+  // ---- Scaling ------------------------------------------------------------------------------------
+  // One rank per GPU (under mpirun; one process alone gives the 1-GPU baseline): the whole
+  // multi-scale atlas of 20 and 315 subjects split evenly over the ranks, every reduction path the
+  // group can take, the time split (set-up, compute, sums over ranks: the max over ranks), the
+  // template's hash (equal for every rank count and path: the fixed-point sums), and the run-time
+  // model of core/Atlas.hpp from a dry run on each rank's device.
+  if (selected(opt.only, "Scaling")) {
+    const int K = comm ? comm->size() : 1, rank = comm ? comm->rank() : 0;
+    const std::vector<int> sizes = opt.tiny ? std::vector<int>{4, 6} : (onDevice ? std::vector<int>{small, large} : std::vector<int>{4, 6});
+    const std::vector<int> scales{2, 1};
+    const std::vector<int> iters = opt.tiny ? std::vector<int>{2, 3} : std::vector<int>{25, 50};
+    const int dryIters = opt.tiny ? 3 : 4;
+    const int dryLarge = opt.tiny ? 3 : 6;
+    md << "## Scaling over " << K << (K == 1 ? " process" : " processes (one per GPU)") << ": whole atlas, "
+       << iters[0] << " + " << iters[1] << " iterations at x2, x1\n\n"
+       << "Group: " << (opt.comm ? opt.comm->describe() : std::string("1 process")) << ". Times are the max over ranks "
+       << "(fenced; the sums include waiting for the slowest rank). Model: T = T_GPU + T_CPU + T_network (core/Atlas.hpp) "
+       << "from a dry run (" << dryIters << " iterations per scale on 2 and " << dryLarge << " subjects on each rank's device, "
+       << "alone) and the sums of one iteration timed on the group.\n\n"
+       << "| subjects | ranks | path | subjects per rank | seconds | set-up s | compute s | sums s | iteration ms (x1) "
+       << "| model s (GPU + CPU + network) | template FNV-1a |\n|---|---|---|---|---|---|---|---|---|---|---|\n";
+    nlohmann::json rows = nlohmann::json::array();
+    for (int n : sizes) {
+      if (n < K) {
+        md << "| " << n << " | " << K << " | skipped: fewer subjects than ranks | | | | | | | | |\n";
+        continue;
+      }
+      // Even split (equal speeds); the dry run below measures whether the ranks differ.
+      const std::vector<int> counts = atlasBalance(n, std::vector<double>(std::size_t(K), 1.0));
+      int first = 0;
+      for (int r = 0; r < rank; ++r) first += counts[std::size_t(r)];
+      const int local = counts[std::size_t(rank)];
+      std::vector<int> mine(static_cast<std::size_t>(local)), dry(static_cast<std::size_t>(dryLarge));
+      for (int i = 0; i < local; ++i) mine[std::size_t(i)] = first + i;
+      for (int i = 0; i < dryLarge; ++i) dry[std::size_t(i)] = (first + i) % n;
+      say(std::to_string(n) + " subjects, rank " + std::to_string(rank) + " of " + std::to_string(K) + ": building " +
+          std::to_string(local) + " subjects");
+      const std::vector<HostImage> imgs = subjects(base, mine);
+      // Dry run, this rank alone: iteration time on 2 and dryLarge subjects -> t0 + n ts per scale.
+      AtlasRankCost cost;
+      {
+        const std::vector<HostImage> dryImgs = subjects(base, dry);
+        AtlasParams p;
+        p.greedy.scales = scales;
+        p.greedy.iterations = {dryIters, dryIters};
+        auto dryRun = [&](int m) {
+          const std::vector<HostImage> some(dryImgs.begin(), dryImgs.begin() + m);
+          HostImage t;
+          std::vector<VectorField<Kokkos::HostSpace>> f;
+          return gpu::buildAtlas(exec, some, p, t, f);
+        };
+        const AtlasResult a = dryRun(2), b = dryRun(dryLarge);
+        const auto ta = iterationSecondsPerScale(a, scales.size()), tb = iterationSecondsPerScale(b, scales.size());
+        for (std::size_t sc = 0; sc < scales.size(); ++sc) {
+          const double ts = std::max(0.0, (tb[sc] - ta[sc]) / double(dryLarge - 2));
+          cost.perSubjectS.push_back(ts);
+          cost.fixedS.push_back(std::max(0.0, ta[sc] - 2.0 * ts));
+        }
+        cost.setupPerSubjectS = b.secondsSetup / double(dryLarge);
+      }
+      // Gather every rank's costs: [t0_s..., ts_s..., c] per rank.
+      const std::size_t per = 2 * scales.size() + 1;
+      std::vector<double> costSlots(per * std::size_t(K), 0.0);
+      for (std::size_t sc = 0; sc < scales.size(); ++sc) {
+        costSlots[per * std::size_t(rank) + sc] = cost.fixedS[sc];
+        costSlots[per * std::size_t(rank) + scales.size() + sc] = cost.perSubjectS[sc];
+      }
+      costSlots[per * std::size_t(rank) + per - 1] = cost.setupPerSubjectS;
+      if (comm) comm->sum(costSlots.data(), costSlots.size());
+      AtlasCostModel model;
+      model.iterations = iters;
+      for (int r = 0; r < K; ++r) {
+        AtlasRankCost c;
+        for (std::size_t sc = 0; sc < scales.size(); ++sc) {
+          c.fixedS.push_back(costSlots[per * std::size_t(r) + sc]);
+          c.perSubjectS.push_back(costSlots[per * std::size_t(r) + scales.size() + sc]);
+        }
+        c.setupPerSubjectS = costSlots[per * std::size_t(r) + per - 1];
+        model.ranks.push_back(c);
+      }
+      std::vector<AtlasReduction> paths{AtlasReduction::HostStaged};
+      if (comm && onDevice) paths = {AtlasReduction::HostStaged, AtlasReduction::Nccl, AtlasReduction::DeviceMpi};
+      for (AtlasReduction path : paths) {
+        const std::string pathName = comm ? toString(path) : "none";
+        if (comm && !comm->useReduction(path)) {
+          md << "| " << n << " | " << K << " | " << pathName << " | | not available on this machine | | | | | | |\n";
+          rows.push_back({{"subjects", n}, {"ranks", K}, {"path", pathName}, {"available", false}});
+          continue;
+        }
+        // T_network: the two sums of one iteration (template: voxels; mean displacement: 3 voxels).
+        model.networkS.clear();
+        for (int f : scales) {
+          const std::size_t v = std::size_t(scaledExtents(g, f).voxels());
+          model.networkS.push_back(gpu::atlasSumSeconds(exec, comm, v, 5) + gpu::atlasSumSeconds(exec, comm, 3 * v, 5));
+        }
+        const auto pred = model.predict(counts);
+        AtlasParams p;
+        p.greedy.scales = scales;
+        p.greedy.iterations = iters;
+        AtlasRun run;
+        run.comm = comm;
+        run.first = first;
+        run.total = n;
+        HostImage t;
+        std::vector<VectorField<Kokkos::HostSpace>> f;
+        say(std::to_string(n) + " subjects over " + std::to_string(K) + " ranks, path " + pathName);
+        exec.fence();
+        if (comm) comm->barrier();
+        const auto t0 = Clock::now();
+        const AtlasResult r = gpu::buildAtlas(exec, imgs, p, t, f, run);
+        exec.fence();
+        if (comm) comm->barrier();
+        const double wall = secondsSince(t0);
+        const auto itS = iterationSecondsPerScale(r, scales.size());
+        // Per rank: wall, set-up, compute, sums; the max and every rank's in the JSON.
+        std::vector<double> slots(4 * std::size_t(K), 0.0);
+        slots[4 * std::size_t(rank) + 0] = wall;
+        slots[4 * std::size_t(rank) + 1] = r.secondsSetup;
+        slots[4 * std::size_t(rank) + 2] = r.secondsCompute;
+        slots[4 * std::size_t(rank) + 3] = r.secondsReduce;
+        if (comm) comm->sum(slots.data(), slots.size());
+        double mx[4] = {0, 0, 0, 0};
+        nlohmann::json perRank = nlohmann::json::array();
+        for (int q = 0; q < K; ++q) {
+          for (int c = 0; c < 4; ++c) mx[c] = std::max(mx[c], slots[4 * std::size_t(q) + std::size_t(c)]);
+          perRank.push_back({{"seconds", slots[4 * std::size_t(q)]}, {"setup_s", slots[4 * std::size_t(q) + 1]},
+                             {"compute_s", slots[4 * std::size_t(q) + 2]}, {"reduce_s", slots[4 * std::size_t(q) + 3]},
+                             {"subjects", counts[std::size_t(q)]}});
+        }
+        const std::string hash = fnv1a(t);
+        if (!(r.minJacobian > 0.0f)) fail("a field folded (min det " + fixedDecimals(r.minJacobian) + ")");
+        std::ostringstream cnt;
+        cnt << counts.front();
+        if (counts.back() != counts.front()) cnt << "-" << counts.back();
+        md << "| " << n << " | " << K << " | " << pathName << " | " << cnt.str() << " | " << fixedDecimals(mx[0], 2) << " | "
+           << fixedDecimals(mx[1], 2) << " | " << fixedDecimals(mx[2], 2) << " | " << fixedDecimals(mx[3], 2) << " | "
+           << fixedDecimals(1e3 * itS.back(), 1) << " | " << fixedDecimals(pred.total(), 2) << " (" << fixedDecimals(pred.gpu, 2)
+           << " + " << fixedDecimals(pred.cpu, 2) << " + " << fixedDecimals(pred.network, 2) << ") | `" << hash << "` |\n";
+        nlohmann::json costs = nlohmann::json::array();
+        for (auto const& c : model.ranks)
+          costs.push_back({{"fixed_s", c.fixedS}, {"per_subject_s", c.perSubjectS}, {"setup_per_subject_s", c.setupPerSubjectS}});
+        rows.push_back({{"subjects", n}, {"ranks", K}, {"path", pathName}, {"available", true}, {"counts", counts},
+                        {"seconds", mx[0]}, {"setup_s", mx[1]}, {"compute_s", mx[2]}, {"reduce_s", mx[3]},
+                        {"iteration_s_per_scale", itS}, {"per_rank", perRank}, {"template_fnv1a", hash},
+                        {"final_mismatch", r.history.back().mismatch}, {"min_jacobian", r.minJacobian},
+                        {"mean_displacement_rms", r.meanDisplacementRms},
+                        {"model", {{"gpu_s", pred.gpu}, {"cpu_s", pred.cpu}, {"network_s", pred.network}, {"total_s", pred.total()},
+                                   {"network_per_iteration_s", model.networkS}, {"ranks", costs}, {"iterations", iters}}}});
+        ++rep.measured;
+        if (!opt.dumpDir.empty() && rank == 0) {
+          const fs::path out = fs::path(opt.dumpDir) / ("atlas_template_" + std::to_string(n) + "_ranks" + std::to_string(K) + "_" + pathName + ".f32");
+          std::string bytes(reinterpret_cast<const char*>(t.data.data()), t.data.size() * sizeof(float));
+          io::writeTextFileAtomic(out, bytes);
+        }
+      }
+    }
+    j["scaling"] = {{"ranks", K}, {"group", opt.comm ? opt.comm->describe() : std::string("1 process")}, {"grid", describe(g)},
+                    {"schedule", {{"scales", scales}, {"iterations", iters}}}, {"rows", rows}};
     md << "\n";
   }
   common::finishReport(rep, j, md.str(), tStart, opt);

@@ -6,6 +6,10 @@
 #include <ostream>
 #include <string>
 
+namespace kortex {
+class AtlasComm;  // core/Atlas.hpp
+}
+
 namespace kortex::bench {
 
 struct BenchOptions {
@@ -16,8 +20,10 @@ struct BenchOptions {
   std::string peersJsonPath;  // optional: output of the benchmark's bench/peers/ script to merge
   std::string only;           // non-empty: only cases whose label contains it
   std::string dataDir;        // real data folder (register: the IXI pair target); empty: none
-  std::string dumpDir;        // surface: records + exact neighbours of the largest case, for its peer
+  std::string dumpDir;        // surface: records + exact neighbours of the largest case, for its peer;
+                              // atlas: the Scaling templates (float32, raw)
   std::ostream* progress = nullptr;  // live progress lines, when set
+  AtlasComm* comm = nullptr;  // atlas: the process group (one rank per GPU) for the "Scaling" section
   // Overrides of the mode's budgets (ct, multires; seconds; <= 0: the mode's default).
   double deviceCaseBudgetS = 0.0;
   double cpuCaseBudgetS = 0.0;

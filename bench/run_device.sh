@@ -34,6 +34,11 @@
 #                                                 # study (kortex validate --greedy-only, DATA; ELASTIX=
 #                                                 # the output of bench/peers/elastix_ixi.sh)
 #
+#   bench/run_device.sh BIN_DIR OUT_DIR scaling   # issue 16: kortex bench atlas --only Scaling under
+#                                                 # mpirun, one rank per GPU (RANKS="1 2 4"), every
+#                                                 # reduction path, merged by bench/atlas_scaling.py;
+#                                                 # tstAtlas (SKIP_TESTS=1: not); DATA=folder
+#
 #   bench/run_device.sh BIN_DIR OUT_DIR profile # Nsight Compute reports of the kernels behind
 #                                               # the issue's NLM targets (needs ncu)
 #
@@ -220,6 +225,54 @@ elif [ "$PART" = "greedy" ]; then
       || { echo "FAIL validate greedy"; status=1; }
   fi
   grep -hE "Target|target|mean" "$OUT"/bench_greedy.md "$OUT"/validate_greedy.md 2>/dev/null | head -n 20
+elif [ "$PART" = "scaling" ]; then
+  # Issue 16: the atlas over several GPUs of one host, one MPI rank per GPU: kortex bench atlas
+  # --only Scaling under mpirun -np K for K in $RANKS (default 1 2 4 ... up to the GPU count), each
+  # with every reduction path the group can take (host-staged, NCCL, CUDA-aware MPI), the
+  # templates dumped and compared by bench/atlas_scaling.py; then tstAtlas on every space (one GPU)
+  # unless SKIP_TESTS=1. NCCL is found by KORTEX_NCCL_LIBRARY, else in the CUDA toolkit or
+  # PyTorch's wheels. NVLink multicast stays off in every process.
+  export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+  DATA="${DATA:-../shared/data}"
+  gpus=$(nvidia-smi -L | grep -c "^GPU")
+  if [ -z "${RANKS:-}" ]; then RANKS=1; k=2; while [ $k -le "$gpus" ]; do RANKS="$RANKS $k"; k=$((k * 2)); done; fi
+  if [ -z "${KORTEX_NCCL_LIBRARY:-}" ]; then
+    KORTEX_NCCL_LIBRARY=$(ls /usr/local/cuda/lib64/libnccl.so.2 /usr/local/cuda/targets/x86_64-linux/lib/libnccl.so.2 2>/dev/null | head -n 1)
+    [ -z "$KORTEX_NCCL_LIBRARY" ] && KORTEX_NCCL_LIBRARY=$(python3 -c "import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], 'lib', 'libnccl.so.2'))" 2>/dev/null)
+    export KORTEX_NCCL_LIBRARY
+  fi
+  {
+    nvidia-smi --query-gpu=index,name,driver_version,memory.total,clocks.sm,clocks.max.sm,clocks.mem --format=csv
+    nvidia-smi topo -m
+    nproc; lscpu | grep -E "Model name|Socket|Core"; free -g | head -n 2
+    echo "NCCL library: ${KORTEX_NCCL_LIBRARY:-none}"; mpirun --version | head -n 1
+    ompi_info --parsable --all 2>/dev/null | grep -i "mpi_built_with_cuda_support:value" || true
+    echo "ranks: $RANKS"
+  } > "$OUT/scaling_device.txt" 2>&1
+  cat "$OUT/scaling_device.txt"
+  DUMP="$(mktemp -d)"
+  data=(); [ -d "$DATA/mri" ] && data=(--data "$DATA")
+  reports=()
+  for K in $RANKS; do
+    echo "=== $K ranks" >> "$OUT/scaling.log"
+    OMP_NUM_THREADS=$(( $(nproc) / K )) timeout "${SCALING_TIMEOUT:-300}" mpirun --allow-run-as-root --bind-to none -np "$K" \
+      -x NCCL_NVLS_ENABLE -x TORCH_SYMM_MEM_DISABLE_MULTICAST -x NVSHMEM_DISABLE_NVLS -x KORTEX_NCCL_LIBRARY \
+      -x LD_LIBRARY_PATH -x OMP_NUM_THREADS -x OMP_PROC_BIND -x OMP_PLACES \
+      "$BIN/kortex" bench atlas --only Scaling "${data[@]}" --dump "$DUMP" --json "$OUT/scaling_r$K.json" \
+      --markdown "$DUMP/scaling_r$K.md" >> "$OUT/scaling.log" 2>&1 || { echo "FAIL scaling $K ranks"; status=1; }
+    [ -f "$OUT/scaling_r$K.json" ] && reports+=("$OUT/scaling_r$K.json")
+    grep -E "^\| [0-9]+ \| $K \|" "$DUMP/scaling_r$K.md" 2>/dev/null
+  done
+  if [ ${#reports[@]} -gt 0 ]; then
+    python3 "$(dirname "$0")/atlas_scaling.py" --dump "$DUMP" --device-kind "${KIND:-}" --out-md "$OUT/atlas_scaling.md" \
+      --out-json "$OUT/atlas_scaling.json" "${reports[@]}" > /dev/null || { echo "FAIL scaling report"; status=1; }
+  fi
+  rm -rf "$DUMP"
+  if [ -z "${SKIP_TESTS:-}" ]; then
+    echo "=== tstAtlas" >> "$OUT/scaling_device.txt"
+    if timeout "${TEST_TIMEOUT:-240}" "$BIN/tstAtlas" --log_level=test_suite --report_level=short >> "$OUT/scaling_device.txt" 2>&1; then
+      echo "PASS tstAtlas"; else echo "FAIL tstAtlas"; status=1; fi
+  fi
 elif [ "$PART" = "profile" ]; then
   NCU="$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -n 1)"
   if [ -z "$NCU" ]; then echo "no ncu on this machine"; exit 1; fi
@@ -240,6 +293,6 @@ elif [ "$PART" = "profile" ]; then
       "$OUT/ncu_$name.txt" | head -n 8
   done
 else
-  echo "unknown part '$PART' (check|bench|tune|multires|register|surface|targets|greedy|profile)"; exit 2
+  echo "unknown part '$PART' (check|bench|tune|multires|register|surface|targets|greedy|scaling|profile)"; exit 2
 fi
 exit $status

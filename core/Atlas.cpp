@@ -1,5 +1,9 @@
 #include "core/Atlas.hpp"
 
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
 #include "core/Errors.hpp"
 
 namespace kortex {
@@ -28,6 +32,78 @@ AtlasMemory atlasMemory(Geometry const& g, AtlasParams const& params) {
   // fluid solver's spectra and work space (3 complex half-spectra and as much again): 24 bytes.
   m.shared = voxels * (84 + 24);
   return m;
+}
+
+AtlasReduction parseAtlasReduction(std::string const& s) {
+  if (s == "auto") return AtlasReduction::Auto;
+  if (s == "staged") return AtlasReduction::HostStaged;
+  if (s == "mpi") return AtlasReduction::DeviceMpi;
+  if (s == "nccl") return AtlasReduction::Nccl;
+  throw InvalidArgument("unknown reduction path '" + s + "' (auto|staged|mpi|nccl)");
+}
+
+const char* toString(AtlasReduction r) {
+  switch (r) {
+    case AtlasReduction::Auto: return "auto";
+    case AtlasReduction::HostStaged: return "staged";
+    case AtlasReduction::DeviceMpi: return "mpi";
+    case AtlasReduction::Nccl: return "nccl";
+  }
+  return "?";
+}
+
+AtlasCostModel::Prediction AtlasCostModel::predict(std::vector<int> const& subjectsPerRank) const {
+  if (subjectsPerRank.size() != ranks.size())
+    throw InvalidArgument("atlas cost model: " + std::to_string(subjectsPerRank.size()) + " subject counts for " +
+                          std::to_string(ranks.size()) + " ranks");
+  const std::size_t scales = iterations.size();
+  if (networkS.size() != scales) throw InvalidArgument("atlas cost model: one network time per scale is needed");
+  Prediction p;
+  for (std::size_t r = 0; r < ranks.size(); ++r) {
+    AtlasRankCost const& c = ranks[r];
+    if (c.fixedS.size() != scales || c.perSubjectS.size() != scales)
+      throw InvalidArgument("atlas cost model: rank " + std::to_string(r) + " has no cost for every scale");
+    double gpu = 0.0;
+    for (std::size_t s = 0; s < scales; ++s) gpu += iterations[s] * (c.fixedS[s] + subjectsPerRank[r] * c.perSubjectS[s]);
+    p.gpu = std::max(p.gpu, gpu);
+    p.cpu = std::max(p.cpu, subjectsPerRank[r] * c.setupPerSubjectS);
+  }
+  for (std::size_t s = 0; s < scales; ++s) p.network += iterations[s] * networkS[s];
+  return p;
+}
+
+std::vector<int> atlasBalance(int subjects, std::vector<double> const& perSubjectSeconds) {
+  const int k = int(perSubjectSeconds.size());
+  if (k < 1) throw InvalidArgument("atlas balance: no rank");
+  if (subjects < k)
+    throw InvalidArgument("atlas balance: " + std::to_string(k) + " ranks for " + std::to_string(subjects) +
+                          " subjects (every rank needs at least one)");
+  std::vector<double> speed(std::size_t(k), 0.0);
+  for (int r = 0; r < k; ++r) {
+    const double t = perSubjectSeconds[std::size_t(r)];
+    if (!(t > 0.0) || !std::isfinite(t))
+      throw InvalidArgument("atlas balance: rank " + std::to_string(r) + " has no positive per-subject time");
+    speed[std::size_t(r)] = 1.0 / t;
+  }
+  const double total = std::accumulate(speed.begin(), speed.end(), 0.0);
+  // One subject each first, the rest by share (floor), then the largest remainders.
+  const int rest = subjects - k;
+  std::vector<int> n(static_cast<std::size_t>(k), 1);
+  std::vector<double> frac(static_cast<std::size_t>(k));
+  int given = 0;
+  for (int r = 0; r < k; ++r) {
+    const double share = rest * speed[std::size_t(r)] / total;
+    const int whole = int(std::floor(share + 1e-9));
+    n[std::size_t(r)] += whole;
+    given += whole;
+    frac[std::size_t(r)] = std::round((share - whole) * 1e9);  // equal speeds: equal remainders
+  }
+  std::vector<int> order(static_cast<std::size_t>(k));
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int a, int b) { return frac[std::size_t(a)] > frac[std::size_t(b)]; });
+  for (int j = 0; given < rest; ++j, ++given) ++n[std::size_t(order[std::size_t(j % k)])];
+  return n;
 }
 
 }  // namespace kortex

@@ -124,6 +124,13 @@ struct AtlasResult {
 
 using AtlasProgress = std::function<void(AtlasIteration const&)>;
 
+// How the sums over ranks move a device buffer: through host memory (copy down, MPI_Allreduce,
+// copy up), by MPI on the device buffer (CUDA-aware MPI), or by NCCL on the device buffer. Every
+// path adds the same int64 values, so the template has the same bits on each.
+enum class AtlasReduction { Auto, HostStaged, DeviceMpi, Nccl };
+AtlasReduction parseAtlasReduction(std::string const& s);  // auto|staged|mpi|nccl
+const char* toString(AtlasReduction r);                    // the same spelling
+
 // The atlas's view of its process group (the MPI implementation: pipeline/Distributed.hpp). The
 // subjects are split over size() ranks in contiguous blocks; every rank computes the same
 // template from the sums.
@@ -139,6 +146,11 @@ class AtlasComm {
   // The same sum on a buffer in device memory, when the transport reads device memory (CUDA-aware
   // MPI); false: not done, the caller stages through host memory.
   virtual bool sumDevice(std::int64_t* /*data*/, std::size_t /*n*/) { return false; }
+  // Selects the path of sumDevice (a collective call: every rank names the same path). Returns
+  // false, leaving the path as it was, when this group cannot take it (no CUDA-aware MPI, no NCCL
+  // library, two ranks on one GPU for NCCL). Auto: NCCL, else CUDA-aware MPI, else host-staged.
+  virtual bool useReduction(AtlasReduction r) { return r == AtlasReduction::Auto || r == AtlasReduction::HostStaged; }
+  virtual AtlasReduction reduction() const { return AtlasReduction::HostStaged; }
   virtual void barrier() {}
   virtual std::string describe() const = 0;
 };
@@ -180,5 +192,36 @@ struct AtlasMemory {
   std::int64_t total(int subjects) const { return shared + perSubject * subjects; }
 };
 AtlasMemory atlasMemory(Geometry const& g, AtlasParams const& params);
+
+// ---- Load balancing: the run-time model of Ha et al. 2010 (section 4) ------------------------------
+// T = T_GPU + T_CPU + T_network for a cohort split over K ranks. Per scale s (iterations it_s):
+//   T_GPU     = max over ranks r of  sum_s it_s (t0_s,r + n_r ts_s,r)    (n_r subjects on rank r)
+//   T_CPU     = max over ranks r of  n_r c_r                             (per-subject set-up: upload,
+//               down-sampling and up-sampling over all scales, fields back)
+//   T_network = sum_s it_s net_s                                        (the sums of one iteration
+//               over the K ranks: the template and the mean displacement, 32 B per voxel)
+// t0, ts and c come from a dry run on each rank's device (a few iterations on one subject and on
+// a few subjects), net from timing the sums of that iteration's buffers on the K ranks.
+struct AtlasRankCost {
+  std::vector<double> fixedS;       // t0_s: per iteration, independent of the subjects (launches, template mean)
+  std::vector<double> perSubjectS;  // ts_s: per subject and iteration
+  double setupPerSubjectS = 0.0;    // c
+};
+struct AtlasCostModel {
+  std::vector<int> iterations;      // it_s
+  std::vector<AtlasRankCost> ranks; // one per rank
+  std::vector<double> networkS;     // net_s (0 for one rank)
+  struct Prediction {
+    double gpu = 0.0, cpu = 0.0, network = 0.0;
+    double total() const { return gpu + cpu + network; }
+  };
+  Prediction predict(std::vector<int> const& subjectsPerRank) const;  // throws on a size mismatch
+};
+
+// Subjects per rank for `subjects` subjects: proportional to each rank's speed (1 / its
+// per-subject seconds, summed over the scales' iterations), every rank at least one, largest
+// remainders first (ties to the lower rank), so equal speeds give the even split of contiguous
+// blocks (counts differ by at most one, the larger first). Throws when a rank would get none.
+std::vector<int> atlasBalance(int subjects, std::vector<double> const& perSubjectSeconds);
 
 }  // namespace kortex

@@ -5,13 +5,20 @@
 #include <iostream>
 #include <stdexcept>
 
+#include <algorithm>
+#include <vector>
+
 #include "core/Errors.hpp"
+#include "pipeline/detail/Nccl.hpp"
 
 #ifdef KORTEX_HAVE_MPI
 #include <mpi.h>
 #if __has_include(<mpi-ext.h>)
 #include <mpi-ext.h>
 #endif
+#endif
+#ifdef KOKKOS_ENABLE_CUDA
+#include <cuda_runtime_api.h>
 #endif
 
 namespace kortex::pipeline {
@@ -22,9 +29,7 @@ void check(int rc, const char* what) {
   if (rc != MPI_SUCCESS) throw std::runtime_error(std::string("MPI: ") + what + " failed (code " + std::to_string(rc) + ")");
 }
 
-bool deviceAwareMpi() {
-  const char* staged = std::getenv("KORTEX_MPI_STAGED");
-  if (staged && std::string(staged) == "1") return false;
+bool cudaAwareMpi() {
 #if defined(MPIX_CUDA_AWARE_SUPPORT) && MPIX_CUDA_AWARE_SUPPORT
   return MPIX_Query_cuda_support() == 1;
 #else
@@ -32,24 +37,112 @@ bool deviceAwareMpi() {
 #endif
 }
 
+// The path asked for by the environment: KORTEX_REDUCTION=auto|staged|mpi|nccl (KORTEX_MPI_STAGED=1
+// is the older spelling of staged).
+AtlasReduction requestedReduction() {
+  const char* staged = std::getenv("KORTEX_MPI_STAGED");
+  if (staged && std::string(staged) == "1") return AtlasReduction::HostStaged;
+  const char* r = std::getenv("KORTEX_REDUCTION");
+  if (!r || !*r) return AtlasReduction::Auto;
+  return parseAtlasReduction(r);  // InvalidArgument on a bad value
+}
+
 class MpiAtlasComm final : public AtlasComm {
  public:
-  MpiAtlasComm(int rank, int size) : rank_(rank), size_(size), device_(deviceAwareMpi()) {}
+  MpiAtlasComm(int rank, int size) : rank_(rank), size_(size) {}
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   void sum(std::int64_t* data, std::size_t n) override { allreduce(data, n, MPI_INT64_T); }
   void sum(double* data, std::size_t n) override { allreduce(data, n, MPI_DOUBLE); }
   bool sumDevice(std::int64_t* data, std::size_t n) override {
-    if (!device_) return false;
-    allreduce(data, n, MPI_INT64_T);
-    return true;
+    if (!chosen_) choose(requestedReduction(), true);
+    switch (path_) {
+      case AtlasReduction::DeviceMpi: allreduce(data, n, MPI_INT64_T); return true;
+      case AtlasReduction::Nccl:
+        nccl_->sumInt64(data, n, nullptr);
+        Kokkos::fence();  // the device: NCCL ran on the legacy default stream
+        return true;
+      default: return false;
+    }
   }
+  bool useReduction(AtlasReduction r) override { return choose(r, false); }
+  AtlasReduction reduction() const override { return path_; }
   void barrier() override { check(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier"); }
   std::string describe() const override {
-    return "MPI, " + std::to_string(size_) + " ranks (" + (device_ ? "device buffers, CUDA-aware MPI" : "host-staged sums") + ")";
+    std::string how = !chosen_ ? "sums: " + std::string(toString(requestedReduction())) + " at the first sum"
+                               : path_ == AtlasReduction::Nccl ? "device buffers through NCCL " + ncclVersion()
+                               : path_ == AtlasReduction::DeviceMpi ? "device buffers, CUDA-aware MPI"
+                                                                     : "host-staged sums";
+    return "MPI, " + std::to_string(size_) + " ranks (" + how + ")";
   }
 
  private:
+  static std::string ncclVersion() {
+    const int v = detail::Nccl::version();
+    return std::to_string(v / 10000) + "." + std::to_string(v / 100 % 100) + "." + std::to_string(v % 100);
+  }
+  // Collective: every rank asks for the same path and takes the same decision. `strict`: a path
+  // named by the environment that cannot be taken is an error, not a fallback.
+  bool choose(AtlasReduction want, bool strict) {
+    AtlasReduction got = AtlasReduction::HostStaged;
+    std::string why;
+    if (want == AtlasReduction::Nccl || want == AtlasReduction::Auto) {
+      why = ncclUnusable();
+      if (why.empty()) got = AtlasReduction::Nccl;
+    }
+    if (got == AtlasReduction::HostStaged && (want == AtlasReduction::DeviceMpi || want == AtlasReduction::Auto)) {
+      if (cudaAwareMpi()) got = AtlasReduction::DeviceMpi;
+      else if (want == AtlasReduction::DeviceMpi) why = "the MPI library does not read device memory (not CUDA-aware)";
+    }
+    const bool ok = want == AtlasReduction::Auto || got == want;
+    if (!ok && strict)
+      throw std::runtime_error(std::string("the ") + toString(want) + " reduction path was asked for but " + why);
+    if (!ok) return false;
+    if (got == AtlasReduction::Nccl && !nccl_) {
+      detail::Nccl::UniqueId id{};
+      if (rank_ == 0) id = detail::Nccl::uniqueId();
+      check(MPI_Bcast(&id, int(sizeof id), MPI_BYTE, 0, MPI_COMM_WORLD), "MPI_Bcast");
+      nccl_ = std::make_unique<detail::Nccl>(size_, rank_, id);
+    }
+    path_ = got;
+    chosen_ = true;
+    return true;
+  }
+  // Empty when every rank can use NCCL: a CUDA build, the library on every rank and one GPU per
+  // rank (NCCL refuses two ranks on one device). The same answer on every rank.
+  std::string ncclUnusable() {
+    std::string why;
+    int local = 1;
+#ifdef KOKKOS_ENABLE_CUDA
+    if (!detail::Nccl::load()) {
+      why = "NCCL is not available (" + detail::Nccl::error() + ")";
+      local = 0;
+    }
+    // Device identity: the PCI bus id of this rank's device; two ranks on one device cannot use NCCL.
+    int dev = 0;
+    char bus[64] = {0};
+    if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetPCIBusId(bus, int(sizeof bus), dev) != cudaSuccess) {
+      local = 0;
+      if (why.empty()) why = "the CUDA device of a rank could not be identified";
+    }
+    std::vector<char> all(sizeof bus * std::size_t(size_));
+    check(MPI_Allgather(bus, int(sizeof bus), MPI_CHAR, all.data(), int(sizeof bus), MPI_CHAR, MPI_COMM_WORLD), "MPI_Allgather");
+    int everyone = 0;
+    check(MPI_Allreduce(&local, &everyone, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD), "MPI_Allreduce");
+    if (!everyone && why.empty()) why = "NCCL is not available on every rank";
+    if (everyone) {
+      std::vector<std::string> ids;
+      for (int r = 0; r < size_; ++r) ids.emplace_back(all.data() + sizeof bus * std::size_t(r));
+      std::sort(ids.begin(), ids.end());
+      if (std::adjacent_find(ids.begin(), ids.end()) != ids.end())
+        why = "two ranks share a GPU (NCCL takes one rank per device)";
+    }
+#else
+    (void)local;
+    why = "the build has no CUDA back end";
+#endif
+    return why;
+  }
   template <class T>
   void allreduce(T* data, std::size_t n, MPI_Datatype type) {
     for (std::size_t off = 0; off < n; off += std::size_t(INT_MAX)) {
@@ -58,7 +151,9 @@ class MpiAtlasComm final : public AtlasComm {
     }
   }
   int rank_, size_;
-  bool device_;
+  bool chosen_ = false;
+  AtlasReduction path_ = AtlasReduction::HostStaged;
+  std::unique_ptr<detail::Nccl> nccl_;
 };
 #endif
 

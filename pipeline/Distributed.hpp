@@ -1,8 +1,10 @@
 // The process group of a distributed job: MPI (OpenMPI; one rank per GPU) when Kortex is built
 // with MPI and the process was started by an MPI launcher (mpirun / mpiexec / srun), otherwise one
-// process. The atlas's sums go through AtlasComm (core/Atlas.hpp): MPI_Allreduce on the device
-// buffer when the MPI library reads CUDA memory (CUDA-aware OpenMPI), staged through host memory
-// otherwise (KORTEX_MPI_STAGED=1 forces the staged path).
+// process. The atlas's sums go through AtlasComm (core/Atlas.hpp). Device buffers are summed by
+// NCCL (loaded at run time, one rank per GPU), else by MPI_Allreduce on the device buffer when the
+// MPI library reads CUDA memory (CUDA-aware OpenMPI), else staged through host memory; the
+// environment can name the path: KORTEX_REDUCTION=auto|staged|mpi|nccl (a named path that cannot
+// be taken is an error; KORTEX_MPI_STAGED=1 = staged). Host arrays always go through MPI.
 #pragma once
 
 #include <memory>

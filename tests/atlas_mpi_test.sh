@@ -58,5 +58,26 @@ else
   echo "ok: a failing rank ends the job -> $(grep "rank 2 of 3" stderr.txt | head -n 1)"
   ok
 fi
-rm -rf ck f1 f2 f3
+# The scaling benchmark (kortex bench atlas --only Scaling) under 1 and 2 ranks: the two cohorts'
+# templates have the same hashes whatever the rank count; under 2 ranks the other sections refuse.
+for np in 1 2; do
+  rm -f "sc$np.json"
+  if timeout 300 "${MPI[@]}" -np "$np" "$KORTEX" bench atlas --tiny --only Scaling --json "sc$np.json" > "sc$np.out" 2>&1 \
+      && [ -s "sc$np.json" ]; then
+    ok
+  else
+    fail "bench atlas --only Scaling under $np ranks"; tail -n 20 "sc$np.out"
+  fi
+done
+h1=$(grep -o '"template_fnv1a": *"[0-9a-f]*"' sc1.json | tr -d ' ')
+h2=$(grep -o '"template_fnv1a": *"[0-9a-f]*"' sc2.json | tr -d ' ')
+if [ -n "$h1" ] && [ "$(echo "$h1" | wc -l)" -eq 2 ] && [ "$h1" = "$h2" ]; then
+  echo "ok: scaling templates equal under 1 and 2 ranks ($(echo $h1 | tr '\n' ' '))"; ok
+else
+  fail "scaling templates differ: 1 rank [$h1] vs 2 ranks [$h2]"
+fi
+grep -q '"ranks": 2' sc2.json && ok || fail "the 2-rank scaling report does not say 2 ranks"
+timeout 300 "${MPI[@]}" -np 2 "$KORTEX" bench atlas --tiny --only Whole > stdout.txt 2> stderr.txt
+if [ $? -ne 0 ] && grep -q 'only the "Scaling" section runs' stderr.txt; then ok; else fail "bench atlas Whole under 2 ranks was not refused"; cat stderr.txt; fi
+rm -rf ck f1 f2 f3 sc1.json sc2.json sc1.out sc2.out
 finish

@@ -170,6 +170,62 @@ BOOST_AUTO_TEST_CASE(fixed_point_rule) {
   BOOST_TEST(s1 == s2);
 }
 
+BOOST_AUTO_TEST_CASE(load_balance_split) {
+  // Equal speeds: contiguous blocks that differ by at most one, the larger first (the job's split).
+  BOOST_TEST(atlasBalance(20, {1.0, 1.0, 1.0}) == (std::vector<int>{7, 7, 6}), boost::test_tools::per_element());
+  BOOST_TEST(atlasBalance(315, std::vector<double>(8, 0.8)) == (std::vector<int>{40, 40, 40, 39, 39, 39, 39, 39}),
+             boost::test_tools::per_element());
+  BOOST_TEST(atlasBalance(4, {1.0, 1.0, 1.0, 1.0}) == (std::vector<int>{1, 1, 1, 1}), boost::test_tools::per_element());
+  // A rank twice as fast gets twice the subjects beyond the one each: 1 + 28 * 2/3 = 19.7 -> 20, 1 + 9.3 -> 10.
+  BOOST_TEST(atlasBalance(30, {1.0, 2.0}) == (std::vector<int>{20, 10}), boost::test_tools::per_element());
+  // Every rank keeps at least one subject however slow.
+  BOOST_TEST(atlasBalance(3, {1.0, 1000.0, 1000.0}) == (std::vector<int>{1, 1, 1}), boost::test_tools::per_element());
+  for (int n : {2, 7, 20, 315})
+    for (int k = 1; k <= std::min(n, 8); ++k) {
+      std::vector<double> t;
+      for (int r = 0; r < k; ++r) t.push_back(0.5 + 0.37 * r);
+      const auto c = atlasBalance(n, t);
+      int sum = 0;
+      for (int x : c) {
+        BOOST_TEST(x >= 1);
+        sum += x;
+      }
+      BOOST_TEST(sum == n);
+      for (std::size_t r = 1; r < c.size(); ++r) BOOST_TEST(c[r] <= c[r - 1]);  // slower ranks never get more
+    }
+  test::expectThrowWith<InvalidArgument>([] { atlasBalance(2, {1.0, 1.0, 1.0}); }, {"3 ranks for 2 subjects"});
+  test::expectThrowWith<InvalidArgument>([] { atlasBalance(5, {1.0, 0.0}); }, {"rank 1", "positive"});
+  test::expectThrowWith<InvalidArgument>([] { atlasBalance(5, {NAN, 1.0}); }, {"rank 0", "positive"});
+  test::expectThrowWith<InvalidArgument>([] { atlasBalance(5, {}); }, {"no rank"});
+}
+
+BOOST_AUTO_TEST_CASE(cost_model_prediction) {
+  // T = max_r sum_s it_s (t0 + n_r ts) + max_r n_r c_r + sum_s it_s net_s, worked by hand:
+  // rank 0: 2 (0.1 + 10 0.01) + 3 (0.2 + 10 0.02) = 1.6; rank 1: 2 (0.1 + 5 0.02) + 3 (0.2 + 5 0.04) = 1.6;
+  // CPU max(10 0.5, 5 0.25) = 5; network 2 0.05 + 3 0.1 = 0.4.
+  AtlasCostModel m;
+  m.iterations = {2, 3};
+  m.ranks = {AtlasRankCost{{0.1, 0.2}, {0.01, 0.02}, 0.5}, AtlasRankCost{{0.1, 0.2}, {0.02, 0.04}, 0.25}};
+  m.networkS = {0.05, 0.1};
+  const auto p = m.predict({10, 5});
+  constexpr double kExact = 1e-12;  // a few double operations
+  BOOST_TEST(std::abs(p.gpu - 1.6) < kExact);
+  BOOST_TEST(std::abs(p.cpu - 5.0) < kExact);
+  BOOST_TEST(std::abs(p.network - 0.4) < kExact);
+  BOOST_TEST(std::abs(p.total() - 7.0) < kExact);
+  // Moving subjects to the slower rank makes the GPU term that rank's.
+  BOOST_TEST(std::abs(m.predict({5, 10}).gpu - (2 * (0.1 + 0.2) + 3 * (0.2 + 0.4))) < kExact);
+  test::expectThrowWith<InvalidArgument>([&] { m.predict({15}); }, {"1 subject counts for 2 ranks"});
+  m.networkS = {0.05};
+  test::expectThrowWith<InvalidArgument>([&] { m.predict({10, 5}); }, {"network time per scale"});
+}
+
+BOOST_AUTO_TEST_CASE(reduction_path_names) {
+  for (AtlasReduction r : {AtlasReduction::Auto, AtlasReduction::HostStaged, AtlasReduction::DeviceMpi, AtlasReduction::Nccl})
+    BOOST_TEST(int(parseAtlasReduction(toString(r))) == int(r));
+  test::expectThrowWith<InvalidArgument>([] { parseAtlasReduction("gloo"); }, {"gloo", "auto|staged|mpi|nccl"});
+}
+
 BOOST_AUTO_TEST_CASE_TEMPLATE(kokkos_accumulate_is_the_fixed_point_sum, Space, test::ExecutionSpaces) {
   using Mem = typename Space::memory_space;
   Space exec;

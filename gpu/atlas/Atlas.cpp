@@ -151,6 +151,23 @@ void atlasMean(Exec const& exec, FixedSum<typename Exec::memory_space> sum, int 
 }
 
 template <class Exec>
+double atlasSumSeconds(Exec const& exec, AtlasComm* comm, std::size_t count, int repetitions) {
+  using Mem = typename Exec::memory_space;
+  if (comm == nullptr || comm->size() == 1 || count == 0) return 0.0;
+  if (repetitions < 1) throw InvalidArgument("atlasSumSeconds: at least one repetition");
+  Kokkos::View<std::int64_t*, Mem> a("kortex::atlas::sum_probe", count);
+  typename Kokkos::View<std::int64_t*, Mem>::HostMirror staging;
+  reduceRanks(exec, comm, a, staging);  // warm-up: first-use set-up of the path and the staging buffer
+  std::vector<double> t;
+  for (int r = 0; r < repetitions; ++r) {
+    comm->barrier();
+    t.push_back(reduceRanks(exec, comm, a, staging));
+  }
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
+template <class Exec>
 AtlasResult buildAtlas(Exec const& exec, std::vector<HostImage> const& images, AtlasParams const& params,
                        HostImage& templ, std::vector<VectorField<Kokkos::HostSpace>>& fields, AtlasRun const& run) {
   using Mem = typename Exec::memory_space;
@@ -421,6 +438,7 @@ AtlasResult buildAtlas(Exec const& exec, std::vector<HostImage> const& images, A
 #define KORTEX_INSTANTIATE_ATLAS(SPACE)                                                                       \
   template void atlasAccumulate<SPACE>(SPACE const&, std::vector<ConstImageView<SPACE::memory_space>> const&, \
                                        FixedSum<SPACE::memory_space>, bool);                                  \
+  template double atlasSumSeconds<SPACE>(SPACE const&, AtlasComm*, std::size_t, int);                        \
   template void atlasMean<SPACE>(SPACE const&, FixedSum<SPACE::memory_space>, int, ImageView<SPACE::memory_space>); \
   template AtlasResult buildAtlas<SPACE>(SPACE const&, std::vector<HostImage> const&, AtlasParams const&,     \
                                          HostImage&, std::vector<VectorField<Kokkos::HostSpace>>&, AtlasRun const&);

@@ -34,6 +34,12 @@ template <class Exec>
 void atlasMean(Exec const& exec, FixedSum<typename Exec::memory_space> sum, int n,
                ImageView<typename Exec::memory_space> out);
 
+// Median seconds of one sum over the ranks of `comm` of an int64 device buffer of `count` values
+// (the path of comm's reduction(); staged through host memory when the transport does not read
+// device memory), for the run-time model's T_network. A collective call; 0 for one process.
+template <class Exec>
+double atlasSumSeconds(Exec const& exec, AtlasComm* comm, std::size_t count, int repetitions);
+
 // The atlas of this process's `images` (on the host, one grid; subjects run.first .. of run.total).
 // `templ` receives the template (the same on every rank), `fields[i]` the full-grid displacement
 // of local subject i. Extents, grids and the partition only are checked; parameters and NaN/Inf
