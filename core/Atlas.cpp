@@ -28,9 +28,10 @@ AtlasMemory atlasMemory(Geometry const& g, AtlasParams const& params) {
   // I_i and W_i (float), u_i (3 floats) and v_i (3 floats) for the warm-started solvers.
   m.perSubject = voxels * (4 + 4 + 12 + (atlasKeepsVelocity(params.greedy.solver) ? 12 : 0));
   // Template, previous template, their int64 sum, force, candidate, mean displacement and its int64
-  // sum, the blur and upload buffers: 4 + 4 + 8 + 12 + 12 + 12 + 24 + 4 + 4 bytes per voxel; the
-  // fluid solver's spectra and work space (3 complex half-spectra and as much again): 24 bytes.
-  m.shared = voxels * (84 + 24);
+  // sum, the blur buffer: 4 + 4 + 8 + 12 + 12 + 12 + 24 + 4 bytes per voxel; the fluid solver's
+  // spectra and work space (3 complex half-spectra and as much again): 24 bytes. (Each image is
+  // uploaded once into its full-grid I_i, counted per subject.)
+  m.shared = voxels * (80 + 24);
   return m;
 }
 

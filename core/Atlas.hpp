@@ -179,6 +179,7 @@ struct AtlasRun {
   int checkpointEvery = 0;    // iterations (over all scales); 0: never
   std::function<void(AtlasState const&)> checkpoint;  // called on every rank with its state
   AtlasState const* resume = nullptr;                 // start from this state
+  bool returnFields = true;   // copy every local subject's final field to the host (false: `fields` comes back empty)
 };
 
 // Whether the solver carries v_i from one iteration to the next (SOR, CG, hybrids).

@@ -415,6 +415,7 @@ AtlasJobResult runAtlasJob(AtlasJob const& job, AtlasComm* comm) {
     AtlasRun run;
     run.comm = comm;
     run.first = r.first;
+    run.returnFields = !job.outFieldsDir.empty() || !job.outWarpedDir.empty();  // 12 B per voxel and subject back
     run.total = n;
     run.progress = job.progress;
     AtlasState resumeState;
@@ -448,6 +449,7 @@ AtlasJobResult runAtlasJob(AtlasJob const& job, AtlasComm* comm) {
   for (int i = 0; i < r.local; ++i) {
     RegistrationPipelineResult& p = pre[std::size_t(i)];
     const std::string& name = names[std::size_t(r.first + i)];
+    if (fields.empty()) continue;  // neither fields nor warped images asked for
     p.u = embedField(fields[std::size_t(i)]);
     if (!job.outFieldsDir.empty()) {
       fs::create_directories(job.outFieldsDir);

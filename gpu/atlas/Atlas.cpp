@@ -204,8 +204,9 @@ AtlasResult buildAtlas(Exec const& exec, std::vector<HostImage> const& images, A
 
   AtlasResult result;
   typename Flat::HostMirror staging;
-  // Upload buffer and blur workspace on the full grid.
-  ImageView<Mem> upload("kortex::atlas::upload", g.nz(), g.ny(), g.nx());
+  // Each image goes to the device once, on the full grid; it is the last scale's I_i, and the
+  // coarser scales' I_i are blurred and down-sampled from it (the blur workspace is shared).
+  std::vector<ImageView<Mem>> full(static_cast<std::size_t>(local));
   ImageView<Mem> blurred;
   if (gp.scales.front() > 1) blurred = ImageView<Mem>("kortex::atlas::blurred", g.nz(), g.ny(), g.nx());
   double tReduce = 0.0, tSetup = 0.0;
@@ -235,12 +236,20 @@ AtlasResult buildAtlas(Exec const& exec, std::vector<HostImage> const& images, A
     const bool resumeHere = resume && int(s) == s0;
     for (int i = 0; i < local; ++i) {
       SubjectState<Mem> st;
-      st.I = ImageView<Mem>("kortex::atlas::I", nz, ny, nx);
-      st.W = ImageView<Mem>("kortex::atlas::W", nz, ny, nx);
+      ImageView<Mem>& image = full[std::size_t(i)];
+      if (image.size() == 0) {
+        image = ImageView<Mem>(Kokkos::view_alloc(std::string("kortex::atlas::image"), Kokkos::WithoutInitializing), g.nz(), g.ny(), g.nx());
+        Kokkos::deep_copy(exec, image, images[std::size_t(i)].data);
+      }
+      if (f == 1) {
+        st.I = image;  // downsampleImage at factor 1 is a copy: the same values
+      } else {
+        st.I = ImageView<Mem>(Kokkos::view_alloc(std::string("kortex::atlas::I"), Kokkos::WithoutInitializing), nz, ny, nx);
+        downsampleImage(exec, ConstImageView<Mem>(image), f, blurred, st.I);
+      }
+      st.W = ImageView<Mem>(Kokkos::view_alloc(std::string("kortex::atlas::W"), Kokkos::WithoutInitializing), nz, ny, nx);
       st.u = Field<Mem>("kortex::atlas::u", 3, nz, ny, nx);
       if (keepV) st.v = Field<Mem>("kortex::atlas::v", 3, nz, ny, nx);
-      Kokkos::deep_copy(exec, upload, images[std::size_t(i)].data);
-      downsampleImage(exec, ConstImageView<Mem>(upload), f, blurred, st.I);
       if (resumeHere) {
         auto const& hu = resume->u[std::size_t(i)];
         if (hu.extent(0) != 3 || int(hu.extent(1)) != nz || int(hu.extent(2)) != ny || int(hu.extent(3)) != nx)
@@ -406,13 +415,16 @@ AtlasResult buildAtlas(Exec const& exec, std::vector<HostImage> const& images, A
   templ = HostImage("atlas template", g);
   Kokkos::deep_copy(templ.data, T);
   fields.clear();
+  full.clear();
   const int voxels = int(g.nz() * g.ny() * g.nx());
   std::vector<double> slots(std::size_t(n), 0.0);
   std::vector<const float*> terms;
   for (int i = 0; i < local; ++i) {
     auto const& st = sub[std::size_t(i)];
-    fields.emplace_back("atlas displacement", g);
-    Kokkos::deep_copy(fields.back().data, st.u);
+    if (run.returnFields) {
+      fields.emplace_back("atlas displacement", g);
+      Kokkos::deep_copy(fields.back().data, st.u);
+    }
     slots[std::size_t(run.first + i)] = double(minJacobian(exec, ConstField<Mem>(st.u)));
     terms.push_back(st.u.data());
   }

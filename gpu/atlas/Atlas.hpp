@@ -42,7 +42,7 @@ double atlasSumSeconds(Exec const& exec, AtlasComm* comm, std::size_t count, int
 
 // The atlas of this process's `images` (on the host, one grid; subjects run.first .. of run.total).
 // `templ` receives the template (the same on every rank), `fields[i]` the full-grid displacement
-// of local subject i. Extents, grids and the partition only are checked; parameters and NaN/Inf
+// of local subject i (none when run.returnFields is false: they stay on the device and go). Extents, grids and the partition only are checked; parameters and NaN/Inf
 // are the caller's (the job validates once).
 template <class Exec>
 AtlasResult buildAtlas(Exec const& exec, std::vector<HostImage> const& images, AtlasParams const& params,
