@@ -431,6 +431,7 @@ AtlasJobResult runAtlasJob(AtlasJob const& job, AtlasComm* comm) {
     Exec exec;
     r.executionSpace = Exec::name();
     r.atlas = gpu::buildAtlas(exec, cropped, job.params, templ, fields, run);
+    if (comm) r.group = comm->describe();  // now with the reduction path the first sum chose
   }
   r.secondsAtlas = secondsSince(t0);
 

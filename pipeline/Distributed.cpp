@@ -69,7 +69,12 @@ class MpiAtlasComm final : public AtlasComm {
   AtlasReduction reduction() const override { return path_; }
   void barrier() override { check(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier"); }
   std::string describe() const override {
-    std::string how = !chosen_ ? "sums: " + std::string(toString(requestedReduction())) + " at the first sum"
+#ifdef KOKKOS_ENABLE_CUDA
+    const std::string pending = "device-buffer path (" + std::string(toString(requestedReduction())) + ") chosen at the first sum";
+#else
+    const std::string pending = "sums of host memory through MPI_Allreduce";
+#endif
+    std::string how = !chosen_ ? pending
                                : path_ == AtlasReduction::Nccl ? "device buffers through NCCL " + ncclVersion()
                                : path_ == AtlasReduction::DeviceMpi ? "device buffers, CUDA-aware MPI"
                                                                      : "host-staged sums";
