@@ -48,6 +48,10 @@ struct ValidateOptions {
   int greedyCpuPairs = validation::SuiteOptions{}.greedyCpuPairs;
   std::string elastixDir;
   bool skipUnbiased = false;  // part 5 without the register-unbiased runs
+  bool atlasOnly = false;     // only part 6 (the atlas study)
+  std::string atlasSizes = "2,4,6,8,10,12,14";
+  int atlasRepeats = validation::AtlasStudyOptions{}.repeats;
+  std::string montageDir;     // montages of the quality and atlas studies; empty: none
 };
 int cmdValidate(ValidateOptions const& o);
 

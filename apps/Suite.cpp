@@ -52,6 +52,25 @@ int cmdValidate(ValidateOptions const& o) {
     throw InvalidArgument("--elastix '" + o.elastixDir + "' is not a folder");
   so.elastixDir = o.elastixDir;
   so.greedyUnbiased = !o.skipUnbiased;
+  so.atlasOnly = o.atlasOnly;
+  if (int(o.registrationOnly) + int(o.surfaceOnly) + int(o.greedyOnly) + int(o.atlasOnly) > 1)
+    throw InvalidArgument("--registration-only, --surface-only, --greedy-only and --atlas-only exclude each other");
+  if (o.atlasOnly && o.dataDir.empty())
+    throw InvalidArgument("--atlas-only needs --data (the IXI volumes and labels of mri/ixi_2mm_more)");
+  so.atlas.sizes = parseIntList(o.atlasSizes, "--atlas-sizes");
+  for (int l : so.atlas.sizes)
+    if (l < AtlasParams::kMinSubjects || l > 32)
+      throw InvalidArgument("--atlas-sizes: cohort sizes run from " + std::to_string(AtlasParams::kMinSubjects) +
+                            " to 32 (the subjects of mri/ixi_2mm_more but one), got " + std::to_string(l));
+  so.atlas.repeats = o.atlasRepeats;
+  so.atlas.params.greedy = so.greedy;  // the greedy study's operator, scales, iterations and solver
+  if (!o.montageDir.empty()) {
+    std::error_code ec;
+    fs::create_directories(o.montageDir, ec);
+    if (ec || !fs::is_directory(o.montageDir))
+      throw InvalidArgument("--montages: cannot create folder '" + o.montageDir + "'");
+    so.montageDir = o.montageDir;
+  }
   if (o.surfaceOnly && o.dataDir.empty())
     throw InvalidArgument("--surface-only needs --data (the ICBM152 template and the IXI label maps)");
   so.registration = o.registration;
@@ -224,6 +243,16 @@ void addValidateCommand(CLI::App& app, Action& action) {
       ->capture_default_str();
   validate->add_flag("--skip-unbiased", vo.skipUnbiased,
                      "Greedy study: leave out the register-unbiased runs (Dice and CPU vs Kokkos)");
+  validate->add_flag("--atlas-only", vo.atlasOnly,
+                     "Only the atlas study (random-permutation entropy / variance / sharpness of greedy atlases vs affine "
+                     "averages, template-space Dice, held-out labels, Jacobians; its atlas takes the greedy study's "
+                     "operator, scales, iterations and solver); needs --data");
+  validate->add_option("--atlas-sizes", vo.atlasSizes, "Atlas study: cohort sizes (--quick: 2,4)")->capture_default_str();
+  validate->add_option("--atlas-repeats", vo.atlasRepeats, "Atlas study: random cohorts per size (--quick: 2)")
+      ->check(CLI::Range(1, 64))
+      ->capture_default_str();
+  validate->add_option("--montages", vo.montageDir,
+                       "Folder for the montages (quality studies, atlas study): PNG, or PGM in builds without VTK");
   validate->add_option("--elastix", vo.elastixDir,
                        "Greedy study: folder of elastix's warped label maps (bench/peers/elastix_ixi.sh)");
   validate->callback([vop, &action] { action = [vop] { return cmdValidate(*vop); }; });

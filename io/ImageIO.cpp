@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <limits>
 #include <mutex>
 #include <random>
@@ -382,8 +383,9 @@ void writeImage(HostImage const& image, std::filesystem::path const& path) {
 void writePngMontage(std::vector<HostImage> const& panels, std::filesystem::path const& path,
                      float lo, float hi) {
   std::lock_guard<std::recursive_mutex> lock(ioMutex());
-  if (extensionOf(path) != ".png") writeError(path, "a montage is written as PNG (.png)");
-  checkExtension(path, Access::Write);  // PNG needs VTK
+  const bool pgm = extensionOf(path) == ".pgm";
+  if (extensionOf(path) != ".png" && !pgm) writeError(path, "a montage is written as PNG (.png) or PGM (.pgm)");
+  if (!pgm) checkExtension(path, Access::Write);  // PNG needs VTK
   if (panels.empty()) writeError(path, "no panels to put in the montage");
   if (!std::isfinite(lo) || !std::isfinite(hi) || !(hi > lo))
     writeError(path, "the intensity window [" + std::to_string(lo) + ", " + std::to_string(hi) +
@@ -412,6 +414,15 @@ void writePngMontage(std::vector<HostImage> const& panels, std::filesystem::path
       for (Index i = 0; i < nx; ++i) px[j * width + x0 + i] = toByte(p[j * nx + i], lo, hi, true);
   }
   const std::string name = path.filename().string();
+  if (pgm) {  // binary netpbm: "P5 width height 255", then the rows from the top
+    std::ofstream f(out.temporary(name), std::ios::binary);
+    f << "P5\n" << width << " " << ny << "\n255\n";
+    f.write(reinterpret_cast<const char*>(px.data()), std::streamsize(px.size()));
+    f.close();
+    if (!f) writeError(path, "could not write the montage");
+    out.commit({name});
+    return;
+  }
 #if KORTEX_HAVE_VTK
   writeGrey8(px, static_cast<int>(width), static_cast<int>(ny), out.temporary(name), path, true);
   out.commit({name});

@@ -118,7 +118,8 @@ HostImage readImage(std::filesystem::path const& path);
 // (and InvalidArgument for an image whose data does not match its geometry).
 void writeImage(HostImage const& image, std::filesystem::path const& path);
 
-// 8-bit grey PNG with the 2D panels side by side, separated by 2-pixel white (255) columns.
+// 8-bit grey PNG (.png; needs a build with VTK) or binary PGM (.pgm, netpbm P5; every build) with
+// the 2D panels side by side, separated by 2-pixel white (255) columns.
 // Each pixel maps [lo, hi] -> [0, 255] linearly, clamped and rounded (NaN -> 0). Panels must be
 // 2D, of equal size, and at least one; lo < hi, both finite. Atomic like writeImage.
 void writePngMontage(std::vector<HostImage> const& panels, std::filesystem::path const& path,

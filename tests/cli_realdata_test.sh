@@ -34,6 +34,11 @@ grep -q "affine: NCC" stdout.txt || fail "register IXI: no affine report"
 [ -s rf.nii.gz ] && [ -s ra.txt ] || fail "register IXI: field or affine not written"
 expect_success "surface study quick (ICBM152 + IXI white matter crops)" sv.json "$KORTEX" validate --surface-only --quick \
   --data "$DATA" --json sv.json
+rm -rf atlas_montages
+expect_success "atlas study quick (IXI cohorts of 2 and 4, held-out labels)" av.json "$KORTEX" validate --atlas-only --quick \
+  --data "$DATA" --json av.json --montages atlas_montages
+grep -q '"atlas"' av.json && grep -q '"held_out_dice"' av.json || fail "atlas study: no atlas report in the JSON"
+ls atlas_montages/atlas_templates.* > /dev/null 2>&1 || fail "atlas study: no montage"
 expect_error "register IXI vs 2D" rw.nii.gz "$KORTEX" register unbiased --fixed "$ixi" --moving good.mha --out-warped rw.nii.gz
 
 finish

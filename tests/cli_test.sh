@@ -85,6 +85,9 @@ expect_error "unknown backend" out.mha "$KORTEX" denoise nlm good.mha out.mha --
 expect_error "missing arguments" "" "$KORTEX" denoise nlm good.mha
 expect_error "unknown subcommand" "" "$KORTEX" frobnicate
 expect_error "validate json to missing dir" nodir/v.json "$KORTEX" validate --quick --json nodir/v.json
+expect_error "validate atlas study without data" v.json "$KORTEX" validate --atlas-only --quick --json v.json
+expect_error "validate atlas study, cohort of 1" v.json "$KORTEX" validate --atlas-only --quick --data . --atlas-sizes 1,4 --json v.json
+expect_error "validate two -only studies" v.json "$KORTEX" validate --atlas-only --greedy-only --data . --json v.json
 expect_error "bench ct --only matching no row" bo.json "$KORTEX" bench ct --tiny --only "no such row" --json bo.json
 
 # --- tuning database: kortex tune ------------------------------------------------------------

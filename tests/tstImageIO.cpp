@@ -266,6 +266,32 @@ BOOST_AUTO_TEST_CASE(roundtrip_png_jpeg) {
   BOOST_TEST(listing(dir.path) == before);
 }
 
+BOOST_AUTO_TEST_CASE(pgm_montage_without_vtk) {
+  // Binary PGM in every build: header, then the rows from the top, panels separated by 255.
+  TempDir dir;
+  std::vector<HostImage> panels;
+  for (int k = 0; k < 2; ++k) {
+    HostImage p("panel", Geometry::make2D(3, 2));
+    for (Index j = 0; j < 2; ++j)
+      for (Index i = 0; i < 3; ++i) p.data(0, j, i) = float(k * 50 + i * 10 + j);
+    panels.push_back(p);
+  }
+  io::writePngMontage(panels, dir / "m.pgm", 0.0f, 255.0f);
+  std::ifstream f(dir / "m.pgm", std::ios::binary);
+  const std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  const std::string header = "P5\n8 2\n255\n";
+  BOOST_REQUIRE_EQUAL(bytes.size(), header.size() + 16);
+  BOOST_TEST(bytes.substr(0, header.size()) == header);
+  for (Index j = 0; j < 2; ++j)
+    for (Index x = 0; x < 8; ++x) {
+      const int v = static_cast<unsigned char>(bytes[header.size() + std::size_t(j * 8 + x)]);
+      const int want = (x == 3 || x == 4) ? 255 : (x < 3 ? int(x * 10 + j) : int(50 + (x - 5) * 10 + j));
+      BOOST_TEST(v == want, "pixel (" << x << ", " << j << ")");
+    }
+  expectIoError([&] { io::writePngMontage(panels, dir / "m.bmp", 0, 1); }, {"PNG (.png) or PGM (.pgm)"});
+  BOOST_TEST(!fs::exists(dir / "m.bmp"));
+}
+
 BOOST_AUTO_TEST_CASE(png_montage) {
   if (!requireVtk("png_montage")) return;
   TempDir dir;

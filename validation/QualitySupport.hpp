@@ -55,7 +55,6 @@ inline HostImage middleSlice(HostImage const& vol) {
   return s;
 }
 
-#if KORTEX_VALIDATION_HAVE_IO
 // Tiles (all 2D, equal size) laid out as a grid with `gap`-pixel separators of value `sep`.
 inline HostImage composeGrid(std::vector<std::vector<HostImage>> const& rows, float sep, Index gap = 2) {
   const Index tw = rows.front().front().geometry.nx(), th = rows.front().front().geometry.ny();
@@ -74,6 +73,7 @@ inline HostImage composeGrid(std::vector<std::vector<HostImage>> const& rows, fl
   return g;
 }
 
+#if KORTEX_VALIDATION_HAVE_IO
 // "head_ge/01.dcm" -> "head_ge/01", "x.nii.gz" -> "x".
 inline std::string stripImageExtension(std::string s) {
   for (const char* ext : {".nii.gz", ".nii", ".png", ".jpg", ".jpeg", ".dcm", ".mha", ".mhd", ".vti"}) {

@@ -229,7 +229,7 @@ SuiteReport runValidationSuite(SuiteOptions const& opt) {
   ho.repetitions = opt.quick ? 3 : 7;
   ho.timeBudgetMs = opt.quick ? 500.0 : 1500.0;
 
-  const bool only = opt.registrationOnly || opt.surfaceOnly || opt.greedyOnly;
+  const bool only = opt.registrationOnly || opt.surfaceOnly || opt.greedyOnly || opt.atlasOnly;
   const auto cases = only ? std::vector<Case>{} : validationCases(opt.quick, opt.dataDir, &rep.notes);
   for (auto const& c : cases) {
     CaseResult r = runCase(c, ho);
@@ -281,7 +281,7 @@ SuiteReport runValidationSuite(SuiteOptions const& opt) {
     }
   }
   bool registrationPass = true;
-  if (opt.registrationStudy && !opt.dataDir.empty() && !opt.surfaceOnly && !opt.greedyOnly) {
+  if (opt.registrationStudy && !opt.dataDir.empty() && !opt.surfaceOnly && !opt.greedyOnly && !opt.atlasOnly) {
     RegistrationStudyOptions ro;
     ro.quick = opt.quick;
     ro.dataDir = opt.dataDir;
@@ -293,7 +293,7 @@ SuiteReport runValidationSuite(SuiteOptions const& opt) {
     registrationPass = !rep.registration.ran || rep.registration.pass;
   }
   bool surfacePass = true;
-  if (opt.surfaceStudy && !opt.dataDir.empty() && !opt.registrationOnly && !opt.greedyOnly) {
+  if (opt.surfaceStudy && !opt.dataDir.empty() && !opt.registrationOnly && !opt.greedyOnly && !opt.atlasOnly) {
     SurfaceStudyOptions so;
     so.quick = opt.quick;
     so.dataDir = opt.dataDir;
@@ -303,7 +303,7 @@ SuiteReport runValidationSuite(SuiteOptions const& opt) {
     surfacePass = !rep.surface.ran || rep.surface.pass;
   }
   bool greedyPass = true;
-  if (opt.greedyStudy && !opt.dataDir.empty() && !opt.registrationOnly && !opt.surfaceOnly) {
+  if (opt.greedyStudy && !opt.dataDir.empty() && !opt.registrationOnly && !opt.surfaceOnly && !opt.atlasOnly) {
     GreedyStudyOptions go;
     go.quick = opt.quick;
     go.dataDir = opt.dataDir;
@@ -318,9 +318,25 @@ SuiteReport runValidationSuite(SuiteOptions const& opt) {
     if (!rep.greedy.ran) rep.notes.push_back(rep.greedy.note);
     greedyPass = !rep.greedy.ran || rep.greedy.pass;
   }
+  bool atlasPass = true;
+  if (opt.atlasStudy && !opt.dataDir.empty() && !opt.registrationOnly && !opt.surfaceOnly && !opt.greedyOnly) {
+    AtlasStudyOptions ao = opt.atlas;
+    ao.quick = opt.quick;
+    ao.dataDir = opt.dataDir;
+    ao.montageDir = opt.montageDir;
+    ao.progress = opt.progress;
+    if (opt.quick) {
+      ao.sizes = {2, 4};
+      ao.repeats = 2;
+    }
+    rep.atlas = runAtlasStudy(ao);
+    if (!rep.atlas.ran) rep.notes.push_back(rep.atlas.note);
+    atlasPass = !rep.atlas.ran || rep.atlas.pass;
+  }
   rep.pass = rep.casesFailed == 0 && (!rep.cases.empty() || only) && qualityPass && registrationPass &&
-             surfacePass && greedyPass && (!opt.registrationOnly || rep.registration.ran) &&
-             (!opt.surfaceOnly || rep.surface.ran) && (!opt.greedyOnly || rep.greedy.ran);
+             surfacePass && greedyPass && atlasPass && (!opt.registrationOnly || rep.registration.ran) &&
+             (!opt.surfaceOnly || rep.surface.ran) && (!opt.greedyOnly || rep.greedy.ran) &&
+             (!opt.atlasOnly || rep.atlas.ran);
   rep.wallSeconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return rep;
@@ -346,6 +362,7 @@ nlohmann::json toJson(SuiteReport const& r) {
   if (r.registration.ran) j["registration"] = r.registration.json;
   if (r.surface.ran) j["surface"] = r.surface.json;
   if (r.greedy.ran) j["greedy"] = r.greedy.json;
+  if (r.atlas.ran) j["atlas"] = r.atlas.json;
   j["notes"] = r.notes;
   return j;
 }
@@ -369,6 +386,7 @@ std::string toMarkdown(SuiteReport const& r) {
   if (r.registration.ran) os << "## Registration (issue 4)\n\n" << r.registration.markdown << "\n";
   if (r.surface.ran) os << "## Surface denoising (issue 5)\n\n" << r.surface.markdown << "\n";
   if (r.greedy.ran) os << "## Greedy registration (issue 14)\n\n" << r.greedy.markdown << "\n";
+  if (r.atlas.ran) os << "## Unbiased atlas (issue 15)\n\n" << r.atlas.markdown << "\n";
   if (!r.notes.empty()) {
     os << "## Notes\n\n";
     for (auto const& n : r.notes) os << "- " << n << "\n";

@@ -14,6 +14,9 @@
 //      Kokkos vs CPU reference (max |dphi| <= 1/4 voxel, neighbour sets).
 //   5. greedy registration (issue 14, with the data): validation/Greedy.hpp runGreedyStudy - Dice
 //      affine vs greedy vs unbiased (vs elastix), CPU vs Kokkos end to end for both registrations.
+//   6. atlas (issue 15, with the data): validation/Atlas.hpp runAtlasStudy - random-permutation
+//      entropy / variance / sharpness of greedy atlases vs affine averages, template-space Dice,
+//      held-out majority-vote labels, Jacobian statistics, a montage.
 //   2. quality: the SNR-25 study (validation/Quality.hpp); both filters must raise the PSNR;
 //      and the multires study (validation/QualityMultires.hpp): multires must raise the PSNR.
 // quick: small sizes, seconds on 2 CPU cores; full: bigger images and radii (minutes there).
@@ -27,6 +30,7 @@
 
 #include "validation/Greedy.hpp"
 #include "validation/Harness.hpp"
+#include "validation/Atlas.hpp"
 #include "validation/Quality.hpp"
 #include "validation/QualityMultires.hpp"
 #include "validation/Registration.hpp"
@@ -53,6 +57,9 @@ struct SuiteOptions {
   int greedyCpuPairs = 1;
   bool greedyUnbiased = true;       // part 5 runs register unbiased beside the greedy registration
   std::string elastixDir;           // part 5: elastix's warped label maps (bench/peers/elastix_ixi.sh)
+  bool atlasStudy = true;           // part 6 (needs dataDir with ixi_2mm_more)
+  bool atlasOnly = false;           // only part 6
+  AtlasStudyOptions atlas;          // part 6's sizes, repeats, parameters (quick, data, montages: from here)
   std::ostream* progress = nullptr;  // one line per finished case, when set
 };
 
@@ -67,6 +74,7 @@ struct SuiteReport {
   RegistrationStudyReport registration;  // part 3; .ran false without the IXI data
   SurfaceStudyReport surface;            // part 4; .ran false without the data
   GreedyStudyReport greedy;              // part 5; .ran false without the data
+  AtlasStudyReport atlas;                // part 6; .ran false without the data
   std::vector<std::string> notes;  // inputs that were skipped, and why
   nlohmann::json environment;      // validation/Report.hpp environmentJson()
 };
