@@ -120,7 +120,8 @@ int cmdAtlasBuild(AtlasOptions const& o) {
                 << r.executionSpace << ")\n"
                 << "  reference grid " << describe(r.referenceGrid) << ", atlas box " << describe(r.atlasGrid) << " ("
                 << std::fixed << std::setprecision(1)
-                << 100.0 * double(r.atlasGrid.numVoxels()) / double(r.referenceGrid.numVoxels()) << " % of the voxels)\n"
+                << 100.0 * double(r.atlasGrid.numVoxels()) / double(r.referenceGrid.numVoxels()) << " % of the voxels)"
+                << (r.streamed > 0 ? ", " + std::to_string(r.streamed) + " subjects streamed from host memory" : std::string()) << "\n"
                 << "  " << r.atlas.iterations << " iterations" << (r.atlas.resumedAt ? " (resumed after " + std::to_string(r.atlas.resumedAt) + ")" : "")
                 << ", " << r.atlas.refused << " fold refusals, min det Dh " << std::setprecision(3) << r.atlas.minJacobian
                 << ", mean displacement RMS " << std::setprecision(4) << r.atlas.meanDisplacementRms << " voxel\n"
@@ -165,7 +166,8 @@ void addAtlasCommands(CLI::App& app, Action& action) {
   b->add_option("--checkpoint-every", o.checkpointEvery, "Iterations between checkpoints")->capture_default_str();
   b->add_flag("--resume", o.resume, "Resume from the newest checkpoint in --checkpoint");
   b->add_option("--max-memory", o.maxMemoryMiB,
-                "Memory a process may use for its subjects, MiB (default 0: the device's free memory, or the host's)");
+                "Device memory a process may use for its subjects, MiB (default 0: the device's free memory, or the host's); "
+                "on a GPU the subjects beyond it are streamed from pinned host memory");
   b->add_option("--backend", o.backend, "auto|cpu|kokkos (auto = Kokkos if it has a GPU backend)")->capture_default_str();
   b->add_option("--json", o.json, "Report (grids, memory, history, times) as JSON");
   b->add_flag("--quiet", o.quiet, "No progress bar or summary");

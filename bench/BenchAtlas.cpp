@@ -140,6 +140,11 @@ std::vector<double> iterationSecondsPerScale(AtlasResult const& r, std::size_t s
   return out;
 }
 
+bool sameBits(HostImage const& a, HostImage const& b) {
+  return std::equal(a.data.data(), a.data.data() + a.data.size(), b.data.data(),
+                    [](float x, float y) { return x == y; });
+}
+
 // Per-iteration seconds: differences of the iteration clock, after the first iteration.
 TimingStats iterationStats(AtlasResult const& r) {
   std::vector<double> ms;
@@ -255,6 +260,44 @@ BenchReport runAtlasBench(BenchOptions const& opt) {
       }
     }
     j["iteration"] = rows;
+    // Streaming: the same iteration (fft) with only some subjects resident, the others streamed
+    // from pinned host memory (56 B per voxel and subject cross the bus per iteration: I_i and
+    // u_i up twice, u_i down twice).
+    {
+      const std::vector<int> residents = opt.tiny ? std::vector<int>{large, 1, 0} : std::vector<int>{large, (2 * large) / 3, 0};
+      md << "\nStreaming (fft): subjects beyond the resident ones live in pinned host memory and cross the bus twice per "
+         << "iteration (I_i and u_i up, u_i down: 56 B per voxel), the next subject's upload overlapping the current one's "
+         << "kernels.\n\n| resident | streamed | iteration ms (median) | per subject ms | bus GB/s (streamed bytes / iteration) "
+         << "| same template as all resident |\n|---|---|---|---|---|---|\n";
+      nlohmann::json srows = nlohmann::json::array();
+      HostImage reference;
+      for (int resident : residents) {
+        AtlasParams p;
+        p.greedy.scales = {1};
+        p.greedy.iterations = {opt.tiny ? 3 : 4};
+        AtlasRun solo;
+        solo.returnFields = false;
+        solo.residentSubjects = resident;
+        say("iteration, fft, " + std::to_string(resident) + " resident");
+        HostImage t;
+        std::vector<VectorField<Kokkos::HostSpace>> f;
+        exec.fence();
+        const AtlasResult r = gpu::buildAtlas(exec, big, p, t, f, solo);
+        const TimingStats ts = iterationStats(r);
+        const int streamed = large - resident;
+        const double busGBs = streamed > 0 ? 56.0 * voxels * streamed / (ts.medianMs * 1e-3) / 1e9 : 0.0;
+        if (resident == large) reference = t;
+        const bool same = reference.data.size() == t.data.size() && sameBits(reference, t);
+        if (!same) fail("streamed atlas (" + std::to_string(resident) + " resident) differs from the all-resident one");
+        md << "| " << resident << " | " << streamed << " | " << fixedDecimals(ts.medianMs, 1) << " | "
+           << fixedDecimals(ts.medianMs / large, 3) << " | " << (streamed > 0 ? fixedDecimals(busGBs, 1) : std::string("-")) << " | "
+           << (same ? "yes (same bits)" : "**NO**") << " |\n";
+        srows.push_back({{"resident", resident}, {"streamed", streamed}, {"iteration_ms", ts.medianMs}, {"samples_ms", ts.samplesMs},
+                         {"bus_GBs", busGBs}, {"same_template", same}, {"setup_s", r.secondsSetup}});
+        ++rep.measured;
+      }
+      j["streaming"] = srows;
+    }
     if (peers.is_object()) {
       for (auto const& pr : peers.value("results", nlohmann::json::array()))
         if (pr.value("algorithm", "") == "atlas-iteration" && pr.value("per_subject_ms", nlohmann::json()).is_number()) {

@@ -32,7 +32,17 @@ AtlasMemory atlasMemory(Geometry const& g, AtlasParams const& params) {
   // spectra and work space (3 complex half-spectra and as much again): 24 bytes. (Each image is
   // uploaded once into its full-grid I_i, counted per subject.)
   m.shared = voxels * (80 + 24);
+  const std::int64_t v = atlasKeepsVelocity(params.greedy.solver) ? 12 : 0;
+  m.streamBuffers = voxels * (2 * (4 + 4 + 12 + v) + 4);
+  m.perStreamedHost = voxels * (4 + 12 + v);
   return m;
+}
+
+int AtlasMemory::resident(int subjects, std::int64_t deviceBytes) const {
+  if (total(subjects) <= deviceBytes) return subjects;
+  const std::int64_t room = deviceBytes - shared - streamBuffers;
+  if (room < 0) return -1;
+  return int(std::min<std::int64_t>(subjects, room / std::max<std::int64_t>(perSubject, 1)));
 }
 
 AtlasReduction parseAtlasReduction(std::string const& s) {

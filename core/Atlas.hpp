@@ -120,6 +120,7 @@ struct AtlasResult {
   double secondsCompute = 0.0;  // the iterations' kernels on this process's subjects
   double secondsReduce = 0.0;   // the sums over ranks (staging included), 0 for one process
   int resumedAt = 0;            // iterations already done by the run this one resumed (0: none)
+  int streamed = 0;             // local subjects streamed from host memory (AtlasRun::residentSubjects)
 };
 
 using AtlasProgress = std::function<void(AtlasIteration const&)>;
@@ -180,6 +181,10 @@ struct AtlasRun {
   std::function<void(AtlasState const&)> checkpoint;  // called on every rank with its state
   AtlasState const* resume = nullptr;                 // start from this state
   bool returnFields = true;   // copy every local subject's final field to the host (false: `fields` comes back empty)
+  // Local subjects kept on the device (-1: all). The others live in (pinned) host memory and are
+  // streamed through two device slots twice per iteration (the step, then the centring), the
+  // next subject's upload overlapping the current one's kernels; the results have the same bits.
+  int residentSubjects = -1;
 };
 
 // Whether the solver carries v_i from one iteration to the next (SOR, CG, hybrids).
@@ -190,7 +195,14 @@ bool atlasKeepsVelocity(GreedySolver s);
 struct AtlasMemory {
   std::int64_t perSubject = 0;
   std::int64_t shared = 0;
+  // Streaming (AtlasRun::residentSubjects): the device's two slots (I, W, u, v) and image buffer,
+  // and a streamed subject's state in (pinned) host memory (I_i, u_i and v_i at the full grid).
+  std::int64_t streamBuffers = 0;
+  std::int64_t perStreamedHost = 0;
   std::int64_t total(int subjects) const { return shared + perSubject * subjects; }
+  // How many of `subjects` stay on a device of `deviceBytes`: all when they fit, else as many as
+  // fit beside the stream buffers (the rest streamed); -1 when not even the buffers fit.
+  int resident(int subjects, std::int64_t deviceBytes) const;
 };
 AtlasMemory atlasMemory(Geometry const& g, AtlasParams const& params);
 

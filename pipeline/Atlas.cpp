@@ -390,18 +390,35 @@ AtlasJobResult runAtlasJob(AtlasJob const& job, AtlasComm* comm) {
   using Exec = Kokkos::DefaultExecutionSpace;
   using Mem = Exec::memory_space;
   r.memory = atlasMemory(box, job.params);
+  int resident = -1;  // all
   {
     const bool onDevice = r.backend == Backend::Kokkos && !Kokkos::SpaceAccessibility<Kokkos::HostSpace, Mem>::accessible;
     const std::int64_t need = r.memory.total(r.local);
     const std::int64_t avail = job.maxDeviceBytes > 0 ? job.maxDeviceBytes
                                : onDevice             ? gpu::availableMemoryBytes<Mem>()
                                                       : hostAvailableMemoryBytes();
-    if (avail > 0 && need > avail)
-      throw InvalidArgument("atlas: " + std::to_string(r.local) + " subjects on a " + describe(box) + " box need " + gib(need) +
-                            " of " + (onDevice ? "device" : "host") + " memory (" + gib(r.memory.perSubject) +
-                            " per subject + " + gib(r.memory.shared) + " shared) but " + gib(avail) +
-                            " is available: spread the subjects over more processes, or clip the volumes");
+    const std::string what = "atlas: " + std::to_string(r.local) + " subjects on a " + describe(box) + " box need " + gib(need) +
+                             " of " + (onDevice ? "device" : "host") + " memory (" + gib(r.memory.perSubject) + " per subject + " +
+                             gib(r.memory.shared) + " shared) but " + gib(avail) + " is available";
+    if (avail > 0 && need > avail) {
+      // On a device the subjects that do not fit are streamed from pinned host memory; a host back
+      // end has nowhere else to put them.
+      const int fit = onDevice ? r.memory.resident(r.local, avail) : -1;
+      if (fit < 0)
+        throw InvalidArgument(what + (onDevice ? " (streaming needs " + gib(r.memory.shared + r.memory.streamBuffers) +
+                                                     " of it for the shared and stream buffers)"
+                                               : std::string()) +
+                              ": spread the subjects over more processes, or clip the volumes");
+      const int streamed = r.local - fit;
+      const std::int64_t hostNeed = std::int64_t(streamed) * r.memory.perStreamedHost, hostAvail = hostAvailableMemoryBytes();
+      if (hostAvail > 0 && hostNeed > hostAvail)
+        throw InvalidArgument(what + "; streaming the " + std::to_string(streamed) + " that do not fit needs " + gib(hostNeed) +
+                              " of host memory (" + gib(r.memory.perStreamedHost) + " per subject) but " + gib(hostAvail) +
+                              " is available: spread the subjects over more processes, or clip the volumes");
+      resident = fit;
+    }
   }
+  r.streamed = resident < 0 ? 0 : r.local - resident;
 
   // ---- the atlas
   t0 = Clock::now();
@@ -416,6 +433,7 @@ AtlasJobResult runAtlasJob(AtlasJob const& job, AtlasComm* comm) {
     run.comm = comm;
     run.first = r.first;
     run.returnFields = !job.outFieldsDir.empty() || !job.outWarpedDir.empty();  // 12 B per voxel and subject back
+    run.residentSubjects = resident;
     run.total = n;
     run.progress = job.progress;
     AtlasState resumeState;
@@ -510,7 +528,9 @@ nlohmann::json toJson(AtlasJobResult const& r) {
   j["box_low"] = r.boxLow;
   j["box_size"] = r.boxSize;
   j["clipped_fraction"] = double(r.atlasGrid.numVoxels()) / double(std::max<Index>(1, r.referenceGrid.numVoxels()));
-  j["memory"] = {{"per_subject_bytes", r.memory.perSubject}, {"shared_bytes", r.memory.shared}};
+  j["memory"] = {{"per_subject_bytes", r.memory.perSubject}, {"shared_bytes", r.memory.shared},
+                 {"stream_buffer_bytes", r.memory.streamBuffers}, {"per_streamed_subject_host_bytes", r.memory.perStreamedHost},
+                 {"streamed_subjects", r.streamed}};
   j["iterations"] = r.atlas.iterations;
   j["resumed_at"] = r.atlas.resumedAt;
   j["refused"] = r.atlas.refused;

@@ -73,6 +73,7 @@ struct AtlasJobResult {
   Geometry referenceGrid, atlasGrid;  // atlasGrid: the clipped box
   std::array<Index, 3> boxLow{}, boxSize{};
   AtlasMemory memory;                 // bytes on the atlas grid
+  int streamed = 0;                   // local subjects streamed from pinned host memory (the device holds the rest)
   AtlasResult atlas;
   std::vector<double> affineNcc;      // local subjects
   double secondsRead = 0, secondsPrepare = 0, secondsAtlas = 0, secondsWrite = 0, secondsTotal = 0;

@@ -365,3 +365,72 @@ BOOST_AUTO_TEST_CASE_TEMPLATE(kokkos_resume_gives_the_same_bits, Space, test::Ex
     test::expectThrowWith<InvalidArgument>([&] { gpu::buildAtlas(exec, imgs, other, t, f, bad); }, {"does not match"});
   }
 }
+
+BOOST_AUTO_TEST_CASE_TEMPLATE(kokkos_streamed_subjects_give_the_same_bits, Space, test::ExecutionSpaces) {
+  // Subjects streamed from host memory through the two device slots give the template, fields
+  // and statistics of the all-resident run bit for bit, for any split into resident and streamed
+  // subjects, on both solver kinds (v_i streamed too), multi-scale, and through a checkpoint:
+  // a state written by a streamed run resumes all-resident (and the other way) to the same bits.
+  Space exec;
+  auto imgs = cohort(16);
+  imgs.push_back(deformedBlob(16, 1.0, 2.1));  // five subjects: the slots alternate unevenly
+  for (GreedySolver s : {GreedySolver::Fft, GreedySolver::HybridSor}) {
+    AtlasParams p = smallParams();
+    p.greedy.solver = s;
+    p.greedy.iterations = {3, 4};
+    HostImage tFull;
+    std::vector<VectorField<Kokkos::HostSpace>> fFull;
+    const AtlasResult full = gpu::buildAtlas(exec, imgs, p, tFull, fFull);
+    BOOST_TEST(full.streamed == 0);
+    for (int resident : {0, 1, 3}) {
+      BOOST_TEST_CONTEXT(toString(s) << ", " << resident << " resident") {
+        AtlasRun run;
+        run.residentSubjects = resident;
+        std::vector<AtlasState> states;
+        run.checkpointEvery = 4;
+        run.checkpoint = [&](AtlasState const& st) { states.push_back(st); };
+        HostImage t;
+        std::vector<VectorField<Kokkos::HostSpace>> f;
+        const AtlasResult r = gpu::buildAtlas(exec, imgs, p, t, f, run);
+        BOOST_TEST(r.streamed == int(imgs.size()) - resident);
+        BOOST_TEST(test::maxAbsDifference(t, tFull) == 0.0);
+        BOOST_TEST_REQUIRE(f.size() == fFull.size());
+        for (std::size_t i = 0; i < f.size(); ++i) BOOST_TEST(maxDiff(f[i].data, fFull[i].data) == 0.0);
+        BOOST_TEST(r.refused == full.refused);
+        BOOST_TEST(r.minJacobian == full.minJacobian);
+        BOOST_TEST(r.meanDisplacementRms == full.meanDisplacementRms);
+        for (std::size_t k = 0; k < r.history.size(); ++k) {
+          BOOST_TEST(r.history[k].mismatch == full.history[k].mismatch);
+          BOOST_TEST(r.history[k].templateChange == full.history[k].templateChange);
+        }
+        // The checkpoint after iteration 4 (scale 2, iteration 1) resumed all-resident.
+        BOOST_TEST_REQUIRE(states.size() == 1u);
+        AtlasRun again;
+        again.resume = &states[0];
+        HostImage t2;
+        std::vector<VectorField<Kokkos::HostSpace>> f2;
+        gpu::buildAtlas(exec, imgs, p, t2, f2, again);
+        BOOST_TEST(test::maxAbsDifference(t2, tFull) == 0.0);
+      }
+    }
+    // Streamed run resumed from an all-resident run's state.
+    std::vector<AtlasState> states;
+    AtlasRun run;
+    run.checkpointEvery = 2;
+    run.checkpoint = [&](AtlasState const& st) { states.push_back(st); };
+    HostImage t;
+    std::vector<VectorField<Kokkos::HostSpace>> f;
+    gpu::buildAtlas(exec, imgs, p, t, f, run);
+    BOOST_TEST_REQUIRE(states.size() >= 2u);
+    AtlasRun streamedResume;
+    streamedResume.resume = &states[1];
+    streamedResume.residentSubjects = 2;
+    HostImage t3;
+    std::vector<VectorField<Kokkos::HostSpace>> f3;
+    streamedResume.returnFields = false;
+    const AtlasResult r3 = gpu::buildAtlas(exec, imgs, p, t3, f3, streamedResume);
+    BOOST_TEST(r3.streamed == 3);
+    BOOST_TEST(f3.empty());
+    BOOST_TEST(test::maxAbsDifference(t3, tFull) == 0.0);
+  }
+}

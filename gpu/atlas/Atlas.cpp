@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <memory>
+#include <stdexcept>
 #include <string>
 
 #include "core/Errors.hpp"
@@ -63,15 +65,20 @@ struct MeanNormFunctor {
   }
 };
 
+// sum (+)= q(terms...) in passes of up to eight; `onto`: add to what `sum` holds (else the first
+// pass overwrites it). No term and not `onto`: sum = 0.
 template <class Exec>
 void accumulateFlat(Exec const& exec, std::vector<const float*> const& terms, std::int64_t* sum, int length,
-                    const char* label) {
+                    const char* label, bool onto = false) {
+  if (terms.empty() && !onto)
+    Kokkos::deep_copy(exec, Kokkos::View<std::int64_t*, typename Exec::memory_space, Kokkos::MemoryUnmanaged>(sum, std::size_t(length)),
+                      std::int64_t(0));
   for (std::size_t b = 0; b < terms.size(); b += kMaxGroup) {
     AccumulateFunctor f{};
     f.count = int(std::min(terms.size(), b + kMaxGroup) - b);
     for (int j = 0; j < f.count; ++j) f.w[j] = terms[b + std::size_t(j)];
     f.sum = sum;
-    f.accumulate = b > 0;
+    f.accumulate = onto || b > 0;
     Kokkos::parallel_for(label, Kokkos::RangePolicy<Exec, Kokkos::IndexType<int>>(exec, 0, length), f);
   }
 }
@@ -85,6 +92,49 @@ template <class Mem>
 struct SubjectState {
   ImageView<Mem> I, W;
   Field<Mem> u, v;  // v: warm-started solvers only
+  bool frozen = false;
+};
+
+// Host memory the streamed subjects live in: pinned (page-locked) for a CUDA device, so the copies
+// run asynchronously on their own stream; plain host memory otherwise.
+template <class Exec>
+struct StagingSpace {
+  using type = Kokkos::HostSpace;
+};
+#ifdef KOKKOS_ENABLE_CUDA
+template <>
+struct StagingSpace<Kokkos::Cuda> {
+  using type = Kokkos::CudaHostPinnedSpace;
+};
+#endif
+
+// An execution space instance for the copies of streamed subjects: its own CUDA stream, so an
+// upload overlaps the kernels of the subject before; the same instance on host back ends.
+template <class Exec>
+struct CopyQueue {
+  Exec exec;
+  explicit CopyQueue(Exec const& e) : exec(e) {}
+};
+#ifdef KOKKOS_ENABLE_CUDA
+template <>
+struct CopyQueue<Kokkos::Cuda> {
+  Kokkos::Cuda exec;
+  explicit CopyQueue(Kokkos::Cuda const&) : exec(make()) {}
+  static Kokkos::Cuda make() {
+    cudaStream_t s = nullptr;
+    if (cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) != cudaSuccess)
+      throw std::runtime_error("atlas: cannot create the CUDA stream of the streamed subjects");
+    return Kokkos::Cuda(s, Kokkos::Impl::ManageStream::yes);
+  }
+};
+#endif
+
+// A streamed subject's state between its visits to the device.
+template <class Exec>
+struct StreamedSubject {
+  using Space = typename StagingSpace<Exec>::type;
+  Kokkos::View<float***, Kokkos::LayoutRight, Space> I;
+  Kokkos::View<float****, Kokkos::LayoutRight, Space> u, v;
   bool frozen = false;
 };
 
@@ -115,8 +165,8 @@ double reduceRanks(Exec const& exec, AtlasComm* comm, Kokkos::View<std::int64_t*
   return since(t0);
 }
 
-template <class Mem>
-Kokkos::View<float****, Kokkos::LayoutRight, Kokkos::HostSpace> hostCopy(Field<Mem> const& f) {
+template <class F>
+Kokkos::View<float****, Kokkos::LayoutRight, Kokkos::HostSpace> hostCopy(F const& f) {
   Kokkos::View<float****, Kokkos::LayoutRight, Kokkos::HostSpace> h("kortex::atlas::state_field", f.extent(0),
                                                                     f.extent(1), f.extent(2), f.extent(3));
   Kokkos::deep_copy(h, f);
@@ -172,6 +222,7 @@ AtlasResult buildAtlas(Exec const& exec, std::vector<HostImage> const& images, A
                        HostImage& templ, std::vector<VectorField<Kokkos::HostSpace>>& fields, AtlasRun const& run) {
   using Mem = typename Exec::memory_space;
   using Flat = Kokkos::View<std::int64_t*, Mem>;
+  using Streamed = StreamedSubject<Exec>;
   const auto start = Clock::now();
   AtlasComm* comm = run.comm != nullptr && run.comm->size() > 1 ? run.comm : nullptr;
   const int local = int(images.size());
@@ -201,12 +252,16 @@ AtlasResult buildAtlas(Exec const& exec, std::vector<HostImage> const& images, A
         int(resume->u.size()) != local || int(resume->frozen.size()) != local || (keepV && int(resume->v.size()) != local))
       throw InvalidArgument("atlas: the state to resume from does not match this cohort and these parameters");
   }
+  // Local subjects 0 .. resident-1 stay on the device; the others are streamed.
+  const int resident = run.residentSubjects < 0 ? local : std::min(run.residentSubjects, local);
+  const int streamedCount = local - resident;
+  const bool streaming = streamedCount > 0;
 
   AtlasResult result;
   typename Flat::HostMirror staging;
-  // Each image goes to the device once, on the full grid; it is the last scale's I_i, and the
-  // coarser scales' I_i are blurred and down-sampled from it (the blur workspace is shared).
-  std::vector<ImageView<Mem>> full(static_cast<std::size_t>(local));
+  // Each resident image goes to the device once, on the full grid; it is the last scale's I_i, and
+  // the coarser scales' I_i are blurred and down-sampled from it (the blur workspace is shared).
+  std::vector<ImageView<Mem>> full(static_cast<std::size_t>(resident));
   ImageView<Mem> blurred;
   if (gp.scales.front() > 1) blurred = ImageView<Mem>("kortex::atlas::blurred", g.nz(), g.ny(), g.nx());
   double tReduce = 0.0, tSetup = 0.0;
@@ -224,7 +279,18 @@ AtlasResult buildAtlas(Exec const& exec, std::vector<HostImage> const& images, A
   }
   const double secondsBefore = resume ? resume->seconds : 0.0;
 
-  std::vector<SubjectState<Mem>> sub(static_cast<std::size_t>(local)), prev;
+  // Streaming: the subjects' state in (pinned) host memory, two device slots (the next subject's
+  // state is uploaded on the copy queue while the current one computes) and a full-grid image buffer.
+  std::vector<Streamed> hostSub(static_cast<std::size_t>(streamedCount));
+  std::unique_ptr<CopyQueue<Exec>> copy;
+  ImageView<Mem> fullStage;
+  if (streaming) {
+    copy = std::make_unique<CopyQueue<Exec>>(exec);
+    fullStage = ImageView<Mem>(Kokkos::view_alloc(std::string("kortex::atlas::stream_image"), Kokkos::WithoutInitializing), g.nz(), g.ny(), g.nx());
+  }
+  SubjectState<Mem> slot[2];
+
+  std::vector<SubjectState<Mem>> sub(static_cast<std::size_t>(resident)), prev;
   int prevFactor = s0 > 0 ? gp.scales[std::size_t(s0) - 1] : 0;
   ImageView<Mem> T;
   for (std::size_t s = std::size_t(s0); s < gp.scales.size(); ++s) {
@@ -234,7 +300,12 @@ AtlasResult buildAtlas(Exec const& exec, std::vector<HostImage> const& images, A
     const GridExtents e = scaledExtents(g, f);
     const int nz = e.nz, ny = e.ny, nx = e.nx, voxels = int(e.voxels());
     const bool resumeHere = resume && int(s) == s0;
-    for (int i = 0; i < local; ++i) {
+    auto checkResumeField = [&](std::size_t i) {
+      auto const& hu = resume->u[i];
+      if (hu.extent(0) != 3 || int(hu.extent(1)) != nz || int(hu.extent(2)) != ny || int(hu.extent(3)) != nx)
+        throw InvalidArgument("atlas: the state to resume from is not on the grid of scale " + std::to_string(s + 1));
+    };
+    for (int i = 0; i < resident; ++i) {
       SubjectState<Mem> st;
       ImageView<Mem>& image = full[std::size_t(i)];
       if (image.size() == 0) {
@@ -251,10 +322,8 @@ AtlasResult buildAtlas(Exec const& exec, std::vector<HostImage> const& images, A
       st.u = Field<Mem>("kortex::atlas::u", 3, nz, ny, nx);
       if (keepV) st.v = Field<Mem>("kortex::atlas::v", 3, nz, ny, nx);
       if (resumeHere) {
-        auto const& hu = resume->u[std::size_t(i)];
-        if (hu.extent(0) != 3 || int(hu.extent(1)) != nz || int(hu.extent(2)) != ny || int(hu.extent(3)) != nx)
-          throw InvalidArgument("atlas: the state to resume from is not on the grid of scale " + std::to_string(s + 1));
-        Kokkos::deep_copy(exec, st.u, hu);
+        checkResumeField(std::size_t(i));
+        Kokkos::deep_copy(exec, st.u, resume->u[std::size_t(i)]);
         if (keepV) Kokkos::deep_copy(exec, st.v, resume->v[std::size_t(i)]);
         st.frozen = resume->frozen[std::size_t(i)] != 0;
       } else if (prevFactor != 0) {
@@ -279,12 +348,95 @@ AtlasResult buildAtlas(Exec const& exec, std::vector<HostImage> const& images, A
     Field<Mem> vShared;
     if (!keepV) vShared = Field<Mem>("kortex::atlas::v", 3, nz, ny, nx);
     FluidSolver<Exec> solver(exec, nz, ny, nx, gp.fluid);
+
+    // ---- the streamed subjects at this scale: I_i and u_i (v_i) to the host, W_i into the sum
+    if (streaming) {
+      for (int k = 0; k < 2; ++k) {
+        slot[k].I = ImageView<Mem>(Kokkos::view_alloc(std::string("kortex::atlas::stream_I"), Kokkos::WithoutInitializing), nz, ny, nx);
+        slot[k].W = ImageView<Mem>(Kokkos::view_alloc(std::string("kortex::atlas::stream_W"), Kokkos::WithoutInitializing), nz, ny, nx);
+        slot[k].u = Field<Mem>(Kokkos::view_alloc(std::string("kortex::atlas::stream_u"), Kokkos::WithoutInitializing), 3, nz, ny, nx);
+        if (keepV) slot[k].v = Field<Mem>(Kokkos::view_alloc(std::string("kortex::atlas::stream_v"), Kokkos::WithoutInitializing), 3, nz, ny, nx);
+      }
+      SubjectState<Mem>& st = slot[0];
+      Field<Mem> prevU, prevV;
+      if (prevFactor != 0 && !resumeHere) {
+        const GridExtents pe = scaledExtents(g, prevFactor);
+        prevU = Field<Mem>("kortex::atlas::stream_previous_u", 3, pe.nz, pe.ny, pe.nx);
+        if (keepV) prevV = Field<Mem>("kortex::atlas::stream_previous_v", 3, pe.nz, pe.ny, pe.nx);
+      }
+      Kokkos::deep_copy(exec, sum, std::int64_t(0));
+      for (int j = 0; j < streamedCount; ++j) {
+        const std::size_t i = std::size_t(resident + j);
+        Streamed& h = hostSub[std::size_t(j)];
+        Kokkos::deep_copy(exec, fullStage, images[i].data);
+        if (f == 1) Kokkos::deep_copy(exec, st.I, fullStage);
+        else downsampleImage(exec, ConstImageView<Mem>(fullStage), f, blurred, st.I);
+        if (resumeHere) {
+          checkResumeField(i);
+          Kokkos::deep_copy(exec, st.u, resume->u[i]);
+          if (keepV) Kokkos::deep_copy(exec, st.v, resume->v[i]);
+          h.frozen = resume->frozen[i] != 0;
+        } else if (prevFactor != 0) {
+          exec.fence();  // the previous subject's copies to its host buffers are done
+          Kokkos::deep_copy(exec, prevU, h.u);
+          upsampleField(exec, ConstField<Mem>(prevU), prevFactor, f, st.u);
+          if (keepV) {
+            Kokkos::deep_copy(exec, prevV, h.v);
+            upsampleField(exec, ConstField<Mem>(prevV), prevFactor, f, st.v);
+          }
+        } else {
+          Kokkos::deep_copy(exec, st.u, 0.0f);
+          if (keepV) Kokkos::deep_copy(exec, st.v, 0.0f);
+        }
+        exec.fence();  // nothing in flight reads the buffers replaced here
+        h.I = decltype(h.I)(Kokkos::view_alloc(std::string("kortex::atlas::host_I"), Kokkos::WithoutInitializing), nz, ny, nx);
+        h.u = decltype(h.u)(Kokkos::view_alloc(std::string("kortex::atlas::host_u"), Kokkos::WithoutInitializing), 3, nz, ny, nx);
+        if (keepV) h.v = decltype(h.v)(Kokkos::view_alloc(std::string("kortex::atlas::host_v"), Kokkos::WithoutInitializing), 3, nz, ny, nx);
+        warpSnapped(exec, st.I, st.u, st.W);
+        accumulateFlat(exec, {st.W.data()}, sum.data(), voxels, "kortex::atlas::template_sum", true);
+        Kokkos::deep_copy(exec, h.I, st.I);
+        Kokkos::deep_copy(exec, h.u, st.u);
+        if (keepV) Kokkos::deep_copy(exec, h.v, st.v);
+      }
+      exec.fence();
+    }
+
     auto average = [&] {
       std::vector<const float*> w;
       for (auto const& st : sub) w.push_back(st.W.data());
-      accumulateFlat(exec, w, sum.data(), voxels, "kortex::atlas::template_sum");
+      // Streaming: `sum` already holds the streamed subjects' terms (set-up or the last centring).
+      accumulateFlat(exec, w, sum.data(), voxels, "kortex::atlas::template_sum", streaming);
       tReduce += reduceRanks(exec, comm, sum, staging);
       meanFlat(exec, sum.data(), n, T.data(), voxels, "kortex::atlas::template_mean");
+      if (streaming) Kokkos::deep_copy(exec, sum, std::int64_t(0));
+    };
+    // Streams the streamed subjects through the device slots: body(state, j) runs on the device copy
+    // of subject resident + j (uploaded by then; warpFirst: W_i recomputed from I_i and u_i), then u_i (v_i)
+    // go back. The next subject's upload runs on the copy queue meanwhile.
+    auto forStreamed = [&](bool warpFirst, auto&& body) {
+      if (!streaming) return;
+      auto upload = [&](int j, SubjectState<Mem>& st) {
+        Streamed const& h = hostSub[std::size_t(j)];
+        Kokkos::deep_copy(copy->exec, st.I, h.I);
+        Kokkos::deep_copy(copy->exec, st.u, h.u);
+        if (keepV) Kokkos::deep_copy(copy->exec, st.v, h.v);
+      };
+      exec.fence();
+      upload(0, slot[0]);
+      for (int j = 0; j < streamedCount; ++j) {
+        SubjectState<Mem>& st = slot[j % 2];
+        copy->exec.fence();  // this subject's upload (and the last download) done
+        if (j + 1 < streamedCount) upload(j + 1, slot[(j + 1) % 2]);
+        Streamed& h = hostSub[std::size_t(j)];
+        st.frozen = h.frozen;
+        if (warpFirst) warpSnapped(exec, st.I, st.u, st.W);
+        body(st, j);
+        h.frozen = st.frozen;
+        exec.fence();
+        Kokkos::deep_copy(copy->exec, h.u, st.u);
+        if (keepV) Kokkos::deep_copy(copy->exec, h.v, st.v);
+      }
+      copy->exec.fence();
     };
     exec.fence();
     tSetup += since(tScale);
@@ -300,10 +452,9 @@ AtlasResult buildAtlas(Exec const& exec, std::vector<HostImage> const& images, A
       rec.templateChange = it == 1 ? 0.0 : imageRmse(exec, ConstImageView<Mem>(T), ConstImageView<Mem>(Tprev));
       Kokkos::deep_copy(exec, Tprev, T);
       const bool first = it == 1;
-      for (int i = 0; i < local; ++i) {
-        SubjectState<Mem>& st = sub[std::size_t(i)];
-        const std::size_t gi = std::size_t(run.first + i);
-        if (st.frozen) continue;
+      // Spec step 2 for one subject (its W_i current).
+      auto step = [&](SubjectState<Mem>& st, std::size_t gi) {
+        if (st.frozen) return;
         Field<Mem> v = keepV ? st.v : vShared;
         greedyForce(exec, ConstImageView<Mem>(st.W), ConstImageView<Mem>(T), force);
         switch (gp.solver) {
@@ -324,7 +475,7 @@ AtlasResult buildAtlas(Exec const& exec, std::vector<HostImage> const& images, A
           case GreedySolver::Cg: solver.cg(force, v, gp.cgMaxIterations, gp.cgTolerance, gp.matvecVariant); break;
         }
         const double m = fieldMaxNorm(exec, ConstField<Mem>(v));
-        if (!(m > 0.0)) continue;  // zero velocity: the subject stays
+        if (!(m > 0.0)) return;  // zero velocity: the subject stays
         float delta = gp.maxStep;
         bool accepted = false;
         while (delta >= gp.minStep) {
@@ -340,18 +491,9 @@ AtlasResult buildAtlas(Exec const& exec, std::vector<HostImage> const& images, A
           std::swap(st.u, cand);
         else
           st.frozen = true;
-      }
-      // Centring (spec step 3): u_i <- u_i(x + ubar) - ubar.
-      {
-        std::vector<const float*> terms;
-        for (auto const& st : sub) terms.push_back(st.u.data());
-        accumulateFlat(exec, terms, ubarSum.data(), 3 * voxels, "kortex::atlas::mean_displacement_sum");
-        tReduce += reduceRanks(exec, comm, ubarSum, staging);
-        meanFlat(exec, ubarSum.data(), n, ubar.data(), 3 * voxels, "kortex::atlas::mean_displacement");
-      }
-      for (int i = 0; i < local; ++i) {
-        SubjectState<Mem>& st = sub[std::size_t(i)];
-        const std::size_t gi = std::size_t(run.first + i);
+      };
+      // Spec step 3 for one subject (ubar current), then W_i and its mismatch.
+      auto centre = [&](SubjectState<Mem>& st, std::size_t gi) {
         greedyCompose(exec, ConstField<Mem>(st.u), ConstField<Mem>(ubar), 1.0f, cand);
         const float j = minJacobian(exec, ConstField<Mem>(cand));
         float jKept = j;
@@ -366,7 +508,29 @@ AtlasResult buildAtlas(Exec const& exec, std::vector<HostImage> const& images, A
         slots[gi] = r * r;
         slots[2 * std::size_t(n) + gi] = double(jKept);
         slots[3 * std::size_t(n) + gi] = st.frozen ? 1.0 : 0.0;
+      };
+      for (int i = 0; i < resident; ++i) step(sub[std::size_t(i)], std::size_t(run.first + i));
+      // Centring (spec step 3): u_i <- u_i(x + ubar) - ubar. The streamed subjects add their u_i
+      // to the sum as they pass; the sums are integers, so the order does not matter.
+      if (streaming) Kokkos::deep_copy(exec, ubarSum, std::int64_t(0));
+      forStreamed(true, [&](SubjectState<Mem>& st, int j) {
+        step(st, std::size_t(run.first + resident + j));
+        accumulateFlat(exec, {st.u.data()}, ubarSum.data(), 3 * voxels, "kortex::atlas::mean_displacement_sum", true);
+      });
+      {
+        std::vector<const float*> terms;
+        for (auto const& st : sub) terms.push_back(st.u.data());
+        accumulateFlat(exec, terms, ubarSum.data(), 3 * voxels, "kortex::atlas::mean_displacement_sum", streaming);
+        tReduce += reduceRanks(exec, comm, ubarSum, staging);
+        meanFlat(exec, ubarSum.data(), n, ubar.data(), 3 * voxels, "kortex::atlas::mean_displacement");
       }
+      for (int i = 0; i < resident; ++i) centre(sub[std::size_t(i)], std::size_t(run.first + i));
+      // The streamed subjects' new W_i go into the next template's sum at once (`average` adds the
+      // resident ones).
+      forStreamed(false, [&](SubjectState<Mem>& st, int j) {
+        centre(st, std::size_t(run.first + resident + j));
+        accumulateFlat(exec, {st.W.data()}, sum.data(), voxels, "kortex::atlas::template_sum", true);
+      });
       reduceSlots(slots);
       double sse = 0.0, refused = 0.0, frozen = 0.0;
       float minJ = 3.4e38f;
@@ -396,6 +560,11 @@ AtlasResult buildAtlas(Exec const& exec, std::vector<HostImage> const& images, A
           state.u.push_back(hostCopy(st.u));
           if (keepV) state.v.push_back(hostCopy(st.v));
         }
+        for (auto const& h : hostSub) {
+          state.frozen.push_back(h.frozen ? 1 : 0);
+          state.u.push_back(hostCopy(h.u));  // a copy: on host back ends h.u is itself host memory
+          if (keepV) state.v.push_back(hostCopy(h.v));
+        }
         state.templ = Kokkos::View<float***, Kokkos::LayoutRight, Kokkos::HostSpace>("kortex::atlas::state_template", nz, ny, nx);
         Kokkos::deep_copy(state.templ, T);
         state.history = result.history;
@@ -419,7 +588,8 @@ AtlasResult buildAtlas(Exec const& exec, std::vector<HostImage> const& images, A
   const int voxels = int(g.nz() * g.ny() * g.nx());
   std::vector<double> slots(std::size_t(n), 0.0);
   std::vector<const float*> terms;
-  for (int i = 0; i < local; ++i) {
+  Flat uSum("kortex::atlas::final_displacement_sum", 3 * std::size_t(voxels));
+  for (int i = 0; i < resident; ++i) {
     auto const& st = sub[std::size_t(i)];
     if (run.returnFields) {
       fields.emplace_back("atlas displacement", g);
@@ -428,8 +598,18 @@ AtlasResult buildAtlas(Exec const& exec, std::vector<HostImage> const& images, A
     slots[std::size_t(run.first + i)] = double(minJacobian(exec, ConstField<Mem>(st.u)));
     terms.push_back(st.u.data());
   }
-  Flat uSum("kortex::atlas::final_displacement_sum", 3 * std::size_t(voxels));
-  accumulateFlat(exec, terms, uSum.data(), 3 * voxels, "kortex::atlas::final_displacement_sum");
+  if (streaming) Kokkos::deep_copy(exec, uSum, std::int64_t(0));
+  for (int j = 0; j < streamedCount; ++j) {
+    Streamed const& h = hostSub[std::size_t(j)];
+    Kokkos::deep_copy(exec, slot[0].u, h.u);
+    if (run.returnFields) {
+      fields.emplace_back("atlas displacement", g);
+      Kokkos::deep_copy(fields.back().data, h.u);
+    }
+    slots[std::size_t(run.first + resident + j)] = double(minJacobian(exec, ConstField<Mem>(slot[0].u)));
+    accumulateFlat(exec, {slot[0].u.data()}, uSum.data(), 3 * voxels, "kortex::atlas::final_displacement_sum", true);
+  }
+  accumulateFlat(exec, terms, uSum.data(), 3 * voxels, "kortex::atlas::final_displacement_sum", streaming);
   tReduce += reduceRanks(exec, comm, uSum, staging);
   reduceSlots(slots);
   result.minJacobian = 3.4e38f;
@@ -444,6 +624,7 @@ AtlasResult buildAtlas(Exec const& exec, std::vector<HostImage> const& images, A
   result.secondsSetup = tSetup;
   result.secondsReduce = tReduce;
   result.secondsCompute = std::max(0.0, since(start) - tSetup - tReduce);
+  result.streamed = streamedCount;
   return result;
 }
 
