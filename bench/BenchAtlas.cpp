@@ -230,7 +230,7 @@ BenchReport runAtlasBench(BenchOptions const& opt) {
        << "| solver | iteration ms (median) | per subject ms | GB/s (" << kIterationBytesPerVoxel
        << " B/voxel/subject) | % of copy | device bytes | min det |\n|---|---|---|---|---|---|---|\n";
     nlohmann::json rows = nlohmann::json::array();
-    for (GreedySolver s : {GreedySolver::Fft, GreedySolver::HybridSor, GreedySolver::HybridCg}) {
+    for (GreedySolver s : {GreedySolver::Fft, GreedySolver::Sor, GreedySolver::Cg, GreedySolver::HybridSor, GreedySolver::HybridCg}) {
       AtlasParams p;
       p.greedy.solver = s;
       p.greedy.scales = {1};
