@@ -121,7 +121,12 @@ int cmdAtlasBuild(AtlasOptions const& o) {
                 << "  reference grid " << describe(r.referenceGrid) << ", atlas box " << describe(r.atlasGrid) << " ("
                 << std::fixed << std::setprecision(1)
                 << 100.0 * double(r.atlasGrid.numVoxels()) / double(r.referenceGrid.numVoxels()) << " % of the voxels)"
-                << (r.streamed > 0 ? ", " + std::to_string(r.streamed) + " subjects streamed from host memory" : std::string()) << "\n"
+                << "\n  memory: " << std::setprecision(1) << double(r.memory.perSubject) / 1048576.0 << " MiB per subject on the "
+                << (r.backend == Backend::Kokkos ? "device" : "host") << " + " << double(r.memory.shared) / 1048576.0 << " MiB shared"
+                << (r.streamed > 0 ? "; " + std::to_string(r.streamed) + " subjects streamed from pinned host memory (" +
+                                         std::to_string(std::int64_t(double(r.memory.perStreamedHost) / 1048576.0 + 0.5)) + " MiB each)"
+                                   : std::string())
+                << "\n"
                 << "  " << r.atlas.iterations << " iterations" << (r.atlas.resumedAt ? " (resumed after " + std::to_string(r.atlas.resumedAt) + ")" : "")
                 << ", " << r.atlas.refused << " fold refusals, min det Dh " << std::setprecision(3) << r.atlas.minJacobian
                 << ", mean displacement RMS " << std::setprecision(4) << r.atlas.meanDisplacementRms << " voxel\n"
