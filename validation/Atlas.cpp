@@ -27,19 +27,6 @@ using Clock = std::chrono::steady_clock;
 constexpr double kMaskThreshold = 0.1;  // normalised intensity: the head of the pool's affine average
 constexpr int kEntropyBins = 64;
 
-std::vector<std::string> subjectIds(fs::path const& t1) {
-  std::vector<std::string> ids;
-  if (!fs::is_directory(t1)) return ids;
-  const std::string suffix = "-T1_ds.nii.gz";
-  for (auto const& e : fs::directory_iterator(t1)) {
-    const std::string n = e.path().filename().string();
-    if (n.size() > suffix.size() && n.compare(n.size() - suffix.size(), suffix.size(), suffix) == 0)
-      ids.push_back(n.substr(0, n.size() - suffix.size()));
-  }
-  std::sort(ids.begin(), ids.end());
-  return ids;
-}
-
 struct Aligned {
   HostImage image;   // normalised, on the reference grid
   HostImage labels;  // on the reference grid (nearest voxel)
@@ -152,7 +139,7 @@ double mean(std::vector<double> const& v) { return std::accumulate(v.begin(), v.
 AtlasStudyReport runAtlasStudy(AtlasStudyOptions const& opt) {
   AtlasStudyReport rep;
   const fs::path root = fs::path(opt.dataDir) / "mri" / "ixi_2mm_more";
-  std::vector<std::string> ids = subjectIds(root / "t1");
+  std::vector<std::string> ids = studySubjectIds(root / "t1");
   const int largest = opt.sizes.empty() ? 0 : *std::max_element(opt.sizes.begin(), opt.sizes.end());
   if (opt.dataDir.empty() || ids.size() < 3 || !fs::exists(root / "labels" / (ids[0] + "-T1_ds_DLMUSE.nii.gz"))) {
     rep.note = "atlas study skipped: IXI volumes and labels not found under " + (root / "t1").string();

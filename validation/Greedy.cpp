@@ -17,19 +17,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::vector<std::string> subjects(fs::path const& t1) {
-  std::vector<std::string> ids;
-  if (!fs::is_directory(t1)) return ids;
-  for (auto const& e : fs::directory_iterator(t1)) {
-    const std::string n = e.path().filename().string();
-    const std::string suffix = "-T1_ds.nii.gz";
-    if (n.size() > suffix.size() && n.compare(n.size() - suffix.size(), suffix.size(), suffix) == 0)
-      ids.push_back(n.substr(0, n.size() - suffix.size()));
-  }
-  std::sort(ids.begin(), ids.end());
-  return ids;
-}
-
 std::string stats(DistanceStats const& d) {
   std::ostringstream o;
   o << std::fixed << std::setprecision(3) << d.max << " / " << d.mean << " / " << d.p99;
@@ -45,7 +32,7 @@ nlohmann::json statsJson(DistanceStats const& d) {
 GreedyStudyReport runGreedyStudy(GreedyStudyOptions const& opt) {
   GreedyStudyReport rep;
   const fs::path root = fs::path(opt.dataDir) / "mri" / "ixi_2mm_more";
-  const std::vector<std::string> ids = subjects(root / "t1");
+  const std::vector<std::string> ids = studySubjectIds(root / "t1");
   if (opt.dataDir.empty() || ids.size() < 2 || !fs::exists(root / "labels" / (ids[0] + "-T1_ds_DLMUSE.nii.gz"))) {
     rep.note = "greedy study skipped: IXI volumes and labels not found under " + (root / "t1").string();
     return rep;

@@ -173,6 +173,19 @@ HostImage headMask(RegistrationPipelineResult const& r, double threshold) {
 
 namespace kortex::validation {
 
+std::vector<std::string> studySubjectIds(std::filesystem::path const& t1) {
+  std::vector<std::string> ids;
+  if (!std::filesystem::is_directory(t1)) return ids;
+  const std::string suffix = "-T1_ds.nii.gz";
+  for (auto const& e : std::filesystem::directory_iterator(t1)) {
+    const std::string n = e.path().filename().string();
+    if (n.size() > suffix.size() && n.compare(n.size() - suffix.size(), suffix.size(), suffix) == 0)
+      ids.push_back(n.substr(0, n.size() - suffix.size()));
+  }
+  std::sort(ids.begin(), ids.end());
+  return ids;
+}
+
 HostImage loadStudyImage(std::filesystem::path const& path, bool labels, bool quick) {
   HostImage h = io::readImage(path);
   if (!quick) return h;

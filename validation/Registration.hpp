@@ -55,6 +55,10 @@ HostImage headMask(RegistrationPipelineResult const& r, double threshold = 0.1);
 // labels by taking every second voxel (the same grid).
 HostImage loadStudyImage(std::filesystem::path const& path, bool labels, bool quick);
 
+// The subject ids of a folder of "<id>-T1_ds.nii.gz" volumes (mri/ixi_2mm_more/t1), sorted; empty
+// when the folder does not exist.
+std::vector<std::string> studySubjectIds(std::filesystem::path const& t1Folder);
+
 
 
 }  // namespace kortex::validation
