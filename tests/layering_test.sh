@@ -34,6 +34,7 @@ check_module pipeline "pipeline gpu reference_cpu io core"
 check_module validation "validation pipeline gpu reference_cpu io core"
 check_module bench "bench validation pipeline gpu reference_cpu io core"
 check_module apps "apps bench validation pipeline gpu reference_cpu io core"
+check_module python "pipeline gpu reference_cpu io core"
 
 # gpu/ internals: from gpu/ itself, the tuners that launch a kernel with an explicit tile
 # (pipeline/Tune*.cpp), the benchmarks that time one kernel (bench/), and the tests that test

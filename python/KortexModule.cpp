@@ -1,0 +1,424 @@
+// The `kortex` Python package's native module (`kortex._kortex`, pybind11): the product jobs of
+// pipeline/ on numpy arrays and on file paths. Conventions (python/kortex/__init__.py documents
+// them for users):
+//   arrays   index order (z, y, x) for 3D and (y, x) for 2D, as the files' voxel (i, j, k) sits
+//            at array[k, j, i] (the layout of Kortex's images); any real dtype, read as float32.
+//            A float32 C-contiguous array is used in place (zero-copy); others are converted once.
+//            Results come back as new float32 arrays (a copy: Kortex's buffers live in Kokkos
+//            allocations, which must not outlive the module's Kokkos session).
+//   geometry spacing / origin in (x, y, z) order, mm; direction row-major 3x3 (columns = axes),
+//            LPS, as core/Image.hpp. A path instead of an array reads the file with its geometry.
+//   errors   the library's messages unchanged: InvalidArgument -> ValueError, IoError -> OSError,
+//            Unsupported -> NotImplementedError, anything else -> RuntimeError.
+// Kokkos is initialised at import (if the process has not) and finalised at interpreter exit.
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <Kokkos_Core.hpp>
+
+#include <cmath>
+#include <cstdlib>
+#include <map>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "core/Backend.hpp"
+#include "core/Errors.hpp"
+#include "io/ImageIO.hpp"
+#include "pipeline/Atlas.hpp"
+#include "pipeline/Denoise.hpp"
+#include "pipeline/Register.hpp"
+#include "pipeline/Surface.hpp"
+
+namespace py = pybind11;
+using namespace kortex;
+
+namespace {
+
+using Array = py::array_t<float, py::array::c_style | py::array::forcecast>;
+// An image argument: an array (with optional geometry) or a path.
+using ImageArg = std::variant<std::string, py::array>;
+
+struct GeometryArgs {
+  std::optional<std::vector<double>> spacing, origin, direction;
+};
+
+Geometry geometryOf(py::buffer_info const& b, GeometryArgs const& ga) {
+  Geometry g;
+  if (b.ndim == 3) {
+    g = Geometry::make3D(Index(b.shape[2]), Index(b.shape[1]), Index(b.shape[0]));
+  } else if (b.ndim == 2) {
+    g = Geometry::make2D(Index(b.shape[1]), Index(b.shape[0]));
+  } else {
+    throw InvalidArgument("an image array must be 2D (y, x) or 3D (z, y, x), got " + std::to_string(b.ndim) + " dimensions");
+  }
+  auto take = [&](std::optional<std::vector<double>> const& v, const char* what, std::size_t want, auto&& set) {
+    if (!v) return;
+    if (v->size() != want && !(want == 3 && g.dimension == 2 && v->size() == 2))
+      throw InvalidArgument(std::string(what) + " needs " + std::to_string(want) + " values, got " + std::to_string(v->size()));
+    set(*v);
+  };
+  take(ga.spacing, "spacing", 3, [&](std::vector<double> const& v) {
+    for (std::size_t a = 0; a < v.size(); ++a) g.spacing[a] = v[a];
+  });
+  take(ga.origin, "origin", 3, [&](std::vector<double> const& v) {
+    for (std::size_t a = 0; a < v.size(); ++a) g.origin[a] = v[a];
+  });
+  if (ga.direction) {
+    if (ga.direction->size() != 9) throw InvalidArgument("direction needs 9 values (row-major 3x3), got " + std::to_string(ga.direction->size()));
+    for (std::size_t a = 0; a < 9; ++a) g.direction[a] = (*ga.direction)[a];
+  }
+  g.validate();
+  return g;
+}
+
+// The image of an argument. `keep` holds the float32 array the image's unmanaged view points into
+// (the caller's own array when it is float32 and C-contiguous: zero-copy).
+HostImage imageOf(ImageArg const& arg, GeometryArgs const& ga, Array& keep) {
+  if (auto const* path = std::get_if<std::string>(&arg)) {
+    if (ga.spacing || ga.origin || ga.direction)
+      throw InvalidArgument("spacing, origin and direction go with arrays; a file brings its own geometry");
+    return io::readImage(*path);
+  }
+  keep = Array::ensure(std::get<py::array>(arg));
+  if (!keep) throw InvalidArgument("the image is not a numeric array");
+  const py::buffer_info b = keep.request();
+  HostImage img;
+  img.geometry = geometryOf(b, ga);
+  img.data = ImageView<Kokkos::HostSpace>(static_cast<float*>(b.ptr), img.geometry.nz(), img.geometry.ny(), img.geometry.nx());
+  for (std::size_t k = 0; k < img.data.size(); ++k)
+    if (!std::isfinite(img.data.data()[k])) {
+      // Every job refuses NaN/Inf with its own message; the arrays from Python are checked here
+      // so that the message names the argument.
+      throw InvalidArgument("the image array contains NaN or infinite values (first at flat index " + std::to_string(k) + ")");
+    }
+  return img;
+}
+
+py::array_t<float> arrayOf(HostImage const& img) {
+  std::vector<py::ssize_t> shape;
+  if (img.geometry.dimension == 3) shape = {py::ssize_t(img.geometry.nz()), py::ssize_t(img.geometry.ny()), py::ssize_t(img.geometry.nx())};
+  else shape = {py::ssize_t(img.geometry.ny()), py::ssize_t(img.geometry.nx())};
+  py::array_t<float> out(shape);
+  std::copy(img.data.data(), img.data.data() + img.data.size(), out.mutable_data());
+  return out;
+}
+
+py::array_t<float> arrayOf(VectorField<Kokkos::HostSpace> const& f) {
+  py::array_t<float> out({py::ssize_t(f.data.extent(0)), py::ssize_t(f.data.extent(1)), py::ssize_t(f.data.extent(2)),
+                          py::ssize_t(f.data.extent(3))});
+  std::copy(f.data.data(), f.data.data() + f.data.size(), out.mutable_data());
+  return out;
+}
+
+py::dict geometryDict(Geometry const& g) {
+  py::dict d;
+  d["spacing"] = std::vector<double>(g.spacing.begin(), g.spacing.begin() + g.dimension);
+  d["origin"] = std::vector<double>(g.origin.begin(), g.origin.begin() + g.dimension);
+  d["direction"] = std::vector<double>(g.direction.begin(), g.direction.end());
+  return d;
+}
+
+GeometryArgs geometryArgs(std::optional<std::vector<double>> spacing, std::optional<std::vector<double>> origin,
+                          std::optional<std::vector<double>> direction) {
+  return GeometryArgs{std::move(spacing), std::move(origin), std::move(direction)};
+}
+
+void requireKokkosVariantBackend(std::optional<std::string> const& variant, Backend b) {
+  if (variant && resolve(b) == Backend::Cpu)
+    throw InvalidArgument("a variant selects a Kokkos implementation; it has no meaning with the CPU backend");
+}
+
+// ---- the jobs ---------------------------------------------------------------------------------------
+
+py::dict readImageDict(std::string const& path) {
+  HostImage img = io::readImage(path);
+  py::dict d = geometryDict(img.geometry);
+  d["array"] = arrayOf(img);
+  d["metadata"] = img.metadata;
+  return d;
+}
+
+void writeImageArray(std::string const& path, py::array array, std::optional<std::vector<double>> spacing,
+           std::optional<std::vector<double>> origin, std::optional<std::vector<double>> direction,
+           std::optional<std::map<std::string, std::string>> metadata) {
+  Array keep;
+  HostImage img = imageOf(ImageArg(array), geometryArgs(spacing, origin, direction), keep);
+  if (metadata) img.metadata = *metadata;
+  py::gil_scoped_release release;
+  io::writeImage(img, path);
+}
+
+py::array_t<float> denoiseBilateral(ImageArg const& image, int radius, float sigmaSpatial, float sigmaRange,
+                                    std::string const& backend, std::optional<std::string> variant,
+                                    std::optional<std::vector<double>> spacing) {
+  Array keep;
+  const HostImage in = imageOf(image, geometryArgs(spacing, {}, {}), keep);
+  BilateralParams p;
+  p.radius = radius;
+  p.sigmaSpatial = sigmaSpatial;
+  p.sigmaRange = sigmaRange;
+  const Backend b = parseBackend(backend);
+  requireKokkosVariantBackend(variant, b);
+  if (variant) p.variant = parseBilateralVariant(*variant);
+  HostImage out;
+  {
+    py::gil_scoped_release release;
+    out = pipeline::denoiseBilateral(in, p, b);
+  }
+  return arrayOf(out);
+}
+
+py::array_t<float> denoiseNlm(ImageArg const& image, int patchRadius, int searchRadius, float h, std::string const& backend,
+                              std::optional<std::string> variant, std::optional<std::vector<double>> spacing) {
+  Array keep;
+  const HostImage in = imageOf(image, geometryArgs(spacing, {}, {}), keep);
+  NlmParams p;
+  p.patchRadius = patchRadius;
+  p.searchRadius = searchRadius;
+  p.h = h;
+  const Backend b = parseBackend(backend);
+  requireKokkosVariantBackend(variant, b);
+  if (variant) p.variant = parseNlmVariant(*variant);
+  HostImage out;
+  {
+    py::gil_scoped_release release;
+    out = pipeline::denoiseNlm(in, p, b);
+  }
+  return arrayOf(out);
+}
+
+py::array_t<float> denoiseMultires(ImageArg const& image, int levels, int radius, float sigmaSpatial,
+                                   std::variant<double, std::string> const& sigmaRange, int bits, std::string const& integer,
+                                   std::string const& backend, std::optional<std::string> variant,
+                                   std::optional<std::string> pyramid) {
+  Array keep;
+  const HostImage in = imageOf(image, {}, keep);
+  pipeline::MultiresJob job;
+  job.backend = parseBackend(backend);
+  job.integer = pipeline::parseIntegerMode(integer);
+  MultiresParams& mp = job.params;
+  mp.levels = levels;
+  mp.radius = radius;
+  mp.sigmaSpatial = sigmaSpatial;
+  mp.bits = bits;
+  if (variant || pyramid) requireKokkosVariantBackend(variant ? variant : pyramid, job.backend);
+  job.bilateralGiven = bool(variant);
+  if (variant) mp.bilateral = parseMultiresBilateralVariant(*variant);
+  if (pyramid) mp.pyramid = parsePyramidVariant(*pyramid);
+  if (auto const* s = std::get_if<std::string>(&sigmaRange)) {
+    if (*s != "auto") throw InvalidArgument("sigma_range must be a number or 'auto'; got '" + *s + "'");
+    job.autoSigmaRange = true;
+  } else {
+    mp.sigmaRange = float(std::get<double>(sigmaRange));
+  }
+  HostImage out;
+  {
+    py::gil_scoped_release release;
+    out = pipeline::denoiseMultires(in, job);
+  }
+  return arrayOf(out);
+}
+
+py::dict registrationResult(pipeline::RegistrationPipelineResult const& r, HostImage const& moving) {
+  py::dict d;
+  d["warped"] = arrayOf(pipeline::warpedMoving(r, moving));
+  d["displacement"] = arrayOf(pipeline::worldDisplacement(r));  // (3, z, y, x), world mm, LPS (ITK/ANTs)
+  d["jacobian"] = arrayOf(pipeline::jacobianMap(r));
+  py::dict a;  // fixed index -> moving index (core/Affine.hpp): M (p - c) + c + t
+  a["matrix"] = std::vector<double>(r.affine.matrix.begin(), r.affine.matrix.end());
+  a["translation"] = std::vector<double>(r.affine.translation.begin(), r.affine.translation.end());
+  a["centre"] = std::vector<double>(r.affine.centre.begin(), r.affine.centre.end());
+  d["affine"] = a;
+  d["backend"] = std::string(toString(r.backend));
+  d["execution_space"] = r.executionSpace;
+  d["seconds"] = r.secondsTotal;
+  return d;
+}
+
+py::dict registerUnbiased(ImageArg const& fixed, ImageArg const& moving, double lambda, float sigma, int iterations,
+                          bool affine, std::string const& backend, std::optional<std::string> variant,
+                          std::optional<std::vector<double>> fixedSpacing, std::optional<std::vector<double>> movingSpacing) {
+  Array kf, km;
+  const HostImage f = imageOf(fixed, geometryArgs(fixedSpacing, {}, {}), kf);
+  const HostImage m = imageOf(moving, geometryArgs(movingSpacing, {}, {}), km);
+  pipeline::RegistrationPipelineOptions opt;
+  opt.method = pipeline::RegistrationMethod::Unbiased;
+  // The command's policy (apps/Register.cpp): lambda must be > 0.
+  if (!(lambda > 0.0)) throw InvalidArgument("lambda must be > 0, got " + std::to_string(lambda));
+  opt.fluid.lambda = lambda;
+  opt.fluid.sigma = sigma;
+  opt.fluid.iterations = iterations;
+  opt.useAffine = affine;
+  opt.backend = parseBackend(backend);
+  requireKokkosVariantBackend(variant, opt.backend);
+  if (variant) opt.fluid.variant = parseRegistrationVariant(*variant);
+  opt.fluid.validate();
+  pipeline::RegistrationPipelineResult r;
+  {
+    py::gil_scoped_release release;
+    r = pipeline::registerPair(m, f, opt);
+  }
+  return registrationResult(r, m);
+}
+
+py::dict registerGreedy(ImageArg const& fixed, ImageArg const& moving, float alpha, float beta, float gamma, float maxStep,
+                        std::vector<int> scales, std::vector<int> iterations, std::string const& solver, bool affine,
+                        std::string const& backend, std::optional<std::vector<double>> fixedSpacing,
+                        std::optional<std::vector<double>> movingSpacing) {
+  Array kf, km;
+  const HostImage f = imageOf(fixed, geometryArgs(fixedSpacing, {}, {}), kf);
+  const HostImage m = imageOf(moving, geometryArgs(movingSpacing, {}, {}), km);
+  pipeline::RegistrationPipelineOptions opt;
+  opt.method = pipeline::RegistrationMethod::Greedy;
+  opt.greedy.fluid.alpha = alpha;
+  opt.greedy.fluid.beta = beta;
+  opt.greedy.fluid.gamma = gamma;
+  opt.greedy.maxStep = maxStep;
+  opt.greedy.scales = std::move(scales);
+  opt.greedy.iterations = std::move(iterations);
+  opt.greedy.solver = parseGreedySolver(solver);
+  opt.greedy.validate();
+  opt.useAffine = affine;
+  opt.backend = parseBackend(backend);
+  pipeline::RegistrationPipelineResult r;
+  {
+    py::gil_scoped_release release;
+    r = pipeline::registerPair(m, f, opt);
+  }
+  return registrationResult(r, m);
+}
+
+py::array_t<float> surfacePhiFromMask(ImageArg const& mask, std::optional<double> label, std::optional<double> threshold,
+                                      std::optional<std::vector<double>> spacing) {
+  Array keep;
+  const HostImage in = imageOf(mask, geometryArgs(spacing, {}, {}), keep);
+  HostImage out;
+  {
+    py::gil_scoped_release release;
+    out = pipeline::surfacePhiFromMask(in, label, threshold);
+  }
+  return arrayOf(out);
+}
+
+py::array_t<float> surfaceDenoise(ImageArg const& phi, float band, int patch, int neighbors, double c1, double c2,
+                                  int iterations, std::optional<std::string> variant, std::string const& backend,
+                                  std::optional<std::vector<double>> spacing) {
+  Array keep;
+  const HostImage in = imageOf(phi, geometryArgs(spacing, {}, {}), keep);
+  pipeline::SurfaceJob job;
+  job.params.band = band;
+  job.params.patch = patch;
+  job.params.neighbors = neighbors;
+  job.params.c1 = c1;
+  job.params.c2 = c2;
+  job.params.iterations = iterations;
+  job.backend = parseBackend(backend);
+  requireKokkosVariantBackend(variant, job.backend);
+  if (variant) job.params.variant = parseSurfaceNlmVariant(*variant);
+  HostImage out;
+  {
+    py::gil_scoped_release release;
+    out = pipeline::surfaceDenoise(in, job);
+  }
+  return arrayOf(out);
+}
+
+py::dict atlasBuild(std::vector<std::string> images, std::string const& outTemplate, std::vector<int> scales,
+                    std::vector<int> iterations, std::string const& solver, float alpha, float beta, float gamma,
+                    float maxStep, bool affine, std::optional<std::string> reference, std::vector<std::string> labels,
+                    std::optional<std::string> outFields, std::optional<std::string> outWarped, std::string const& backend) {
+  pipeline::AtlasJob job;
+  job.images = std::move(images);
+  job.labels = std::move(labels);
+  if (reference) job.reference = *reference;
+  job.outTemplate = outTemplate;
+  if (outFields) job.outFieldsDir = *outFields;
+  if (outWarped) job.outWarpedDir = *outWarped;
+  job.params.greedy.scales = std::move(scales);
+  job.params.greedy.iterations = std::move(iterations);
+  job.params.greedy.solver = parseGreedySolver(solver);
+  job.params.greedy.fluid.alpha = alpha;
+  job.params.greedy.fluid.beta = beta;
+  job.params.greedy.fluid.gamma = gamma;
+  job.params.greedy.maxStep = maxStep;
+  job.useAffine = affine;
+  job.backend = parseBackend(backend);
+  pipeline::AtlasJobResult r;
+  {
+    py::gil_scoped_release release;
+    r = pipeline::runAtlasJob(job, nullptr);
+  }
+  py::dict d;
+  d["template"] = readImageDict(outTemplate);
+  d["report"] = py::module_::import("json").attr("loads")(pipeline::toJson(r).dump());
+  return d;
+}
+
+void finalizeKokkos() {
+  if (Kokkos::is_initialized()) Kokkos::finalize();
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_kortex, m) {
+  m.doc() = "Kortex native module: the product jobs on numpy arrays and file paths (see kortex.__doc__)";
+  if (!Kokkos::is_initialized()) {
+    setenv("OMP_PROC_BIND", "false", 0);  // Kokkos' OpenMP back end warns when it is unset
+    Kokkos::initialize();
+    py::module_::import("atexit").attr("register")(py::cpp_function(&finalizeKokkos));
+  }
+  py::register_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p) std::rethrow_exception(p);
+    } catch (InvalidArgument const& e) {
+      PyErr_SetString(PyExc_ValueError, e.what());
+    } catch (IoError const& e) {
+      PyErr_SetString(PyExc_OSError, e.what());
+    } catch (Unsupported const& e) {
+      PyErr_SetString(PyExc_NotImplementedError, e.what());
+    }
+  });
+  m.attr("execution_space") = std::string(Kokkos::DefaultExecutionSpace::name());
+  m.attr("has_gpu_backend") = !Kokkos::SpaceAccessibility<Kokkos::HostSpace, Kokkos::DefaultExecutionSpace::memory_space>::accessible;
+
+  m.def("read", &readImageDict, py::arg("path"), "Read an image: dict(array, spacing, origin, direction, metadata)");
+  m.def("write", &writeImageArray, py::arg("path"), py::arg("array"), py::kw_only(), py::arg("spacing") = py::none(),
+        py::arg("origin") = py::none(), py::arg("direction") = py::none(), py::arg("metadata") = py::none(),
+        "Write an array as an image (atomic; the format from the extension)");
+  m.def("denoise_bilateral", &denoiseBilateral, py::arg("image"), py::kw_only(), py::arg("radius") = BilateralParams{}.radius,
+        py::arg("sigma_spatial") = BilateralParams{}.sigmaSpatial, py::arg("sigma_range") = BilateralParams{}.sigmaRange,
+        py::arg("backend") = "auto", py::arg("variant") = py::none(), py::arg("spacing") = py::none());
+  m.def("denoise_nlm", &denoiseNlm, py::arg("image"), py::kw_only(), py::arg("patch_radius") = NlmParams{}.patchRadius,
+        py::arg("search_radius") = NlmParams{}.searchRadius, py::arg("h") = NlmParams{}.h, py::arg("backend") = "auto",
+        py::arg("variant") = py::none(), py::arg("spacing") = py::none());
+  m.def("denoise_multires", &denoiseMultires, py::arg("image"), py::kw_only(), py::arg("levels") = MultiresParams{}.levels,
+        py::arg("radius") = MultiresParams{}.radius, py::arg("sigma_spatial") = MultiresParams{}.sigmaSpatial,
+        py::arg("sigma_range") = double(MultiresParams{}.sigmaRange), py::arg("bits") = 0, py::arg("integer") = "auto",
+        py::arg("backend") = "auto", py::arg("variant") = py::none(), py::arg("pyramid") = py::none());
+  m.def("register_unbiased", &registerUnbiased, py::arg("fixed"), py::arg("moving"), py::kw_only(),
+        py::arg("lambda_") = RegistrationParams{}.lambda, py::arg("sigma") = RegistrationParams{}.sigma,
+        py::arg("iterations") = RegistrationParams{}.iterations, py::arg("affine") = true, py::arg("backend") = "auto",
+        py::arg("variant") = py::none(), py::arg("fixed_spacing") = py::none(), py::arg("moving_spacing") = py::none());
+  const GreedyParams gp;
+  m.def("register_greedy", &registerGreedy, py::arg("fixed"), py::arg("moving"), py::kw_only(), py::arg("alpha") = gp.fluid.alpha,
+        py::arg("beta") = gp.fluid.beta, py::arg("gamma") = gp.fluid.gamma, py::arg("max_step") = gp.maxStep,
+        py::arg("scales") = gp.scales, py::arg("iterations") = gp.iterations, py::arg("solver") = "fft",
+        py::arg("affine") = true, py::arg("backend") = "auto", py::arg("fixed_spacing") = py::none(),
+        py::arg("moving_spacing") = py::none());
+  m.def("surface_phi_from_mask", &surfacePhiFromMask, py::arg("mask"), py::kw_only(), py::arg("label") = py::none(),
+        py::arg("threshold") = py::none(), py::arg("spacing") = py::none());
+  const SurfaceNlmParams sp;
+  m.def("surface_denoise", &surfaceDenoise, py::arg("phi"), py::kw_only(), py::arg("band") = sp.band, py::arg("patch") = sp.patch,
+        py::arg("neighbors") = sp.neighbors, py::arg("c1") = sp.c1, py::arg("c2") = sp.c2, py::arg("iterations") = sp.iterations,
+        py::arg("variant") = py::none(), py::arg("backend") = "auto", py::arg("spacing") = py::none());
+  m.def("atlas_build", &atlasBuild, py::arg("images"), py::arg("out_template"), py::kw_only(), py::arg("scales") = gp.scales,
+        py::arg("iterations") = gp.iterations, py::arg("solver") = "fft", py::arg("alpha") = gp.fluid.alpha,
+        py::arg("beta") = gp.fluid.beta, py::arg("gamma") = gp.fluid.gamma, py::arg("max_step") = gp.maxStep,
+        py::arg("affine") = true, py::arg("reference") = py::none(), py::arg("labels") = std::vector<std::string>{},
+        py::arg("out_fields") = py::none(), py::arg("out_warped") = py::none(), py::arg("backend") = "auto");
+}

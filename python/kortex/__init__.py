@@ -1,0 +1,124 @@
+"""Kortex from Python: the product jobs of the `kortex` command on numpy arrays and file paths.
+
+    import numpy as np, kortex
+    out = kortex.denoise_nlm(volume, patch_radius=2, search_radius=5, h=0.05)        # array in, array out
+    out = kortex.denoise_bilateral("head.nii.gz", radius=3, backend="kokkos")       # or a path
+    r = kortex.register_greedy("fixed.nii.gz", "moving.nii.gz")                      # dict of arrays
+    kortex.write("warped.nii.gz", r["warped"], **kortex.geometry_of("fixed.nii.gz"))
+
+Arrays are indexed (z, y, x) for 3D and (y, x) for 2D: voxel (i, j, k) of a file is array[k, j, i],
+the layout of Kortex's images (nibabel's `get_fdata()` is (i, j, k): transpose it with
+`np.ascontiguousarray(a.T)`; `from_nibabel` / `to_nibabel` do it, with the orientation). Any real
+dtype is accepted and read as float32; a float32 C-contiguous array is used in place (no copy).
+Results are new float32 arrays. Spacing and origin are (x, y, z) in mm, direction a row-major 3x3
+whose columns are the axes, in LPS (ITK's convention), as `read` returns them.
+
+backend: "auto" (Kokkos when it has a GPU back end, else the CPU reference), "cpu" or "kokkos";
+variant: the Kokkos variant by strategy name, as the command's --variant. Errors raise ValueError
+(bad parameters or input), OSError (files), NotImplementedError (a format this build lacks) or
+RuntimeError, with the command's messages. `execution_space` names Kokkos' default space.
+"""
+import os as _os
+
+from . import _kortex
+from ._kortex import execution_space, has_gpu_backend  # noqa: F401
+
+__all__ = ["read", "write", "geometry_of", "denoise_bilateral", "denoise_nlm", "denoise_multires",
+           "register_unbiased", "register_greedy", "surface_phi_from_mask", "surface_denoise", "atlas_build",
+           "from_nibabel", "to_nibabel", "execution_space", "has_gpu_backend"]
+
+
+def _image(x):
+    """A path (str or os.PathLike) stays a path; anything else becomes an array."""
+    if isinstance(x, (str, bytes, _os.PathLike)):
+        return _os.fsdecode(_os.fspath(x))
+    import numpy as np
+    return np.asarray(x)
+
+
+def read(path):
+    """Read an image: dict(array, spacing, origin, direction, metadata)."""
+    return _kortex.read(_os.fsdecode(_os.fspath(path)))
+
+
+def geometry_of(path_or_image):
+    """The spacing, origin and direction of a file (or of a dict returned by `read`)."""
+    d = read(path_or_image) if not isinstance(path_or_image, dict) else path_or_image
+    return {k: d[k] for k in ("spacing", "origin", "direction")}
+
+
+def write(path, array, spacing=None, origin=None, direction=None, metadata=None):
+    """Write an array as an image, atomically; the format follows the extension."""
+    _kortex.write(_os.fsdecode(_os.fspath(path)), _image(array), spacing=spacing, origin=origin,
+                  direction=direction, metadata=metadata)
+
+
+def denoise_bilateral(image, **kw):
+    """Bilateral filter (kortex denoise bilateral): radius, sigma_spatial, sigma_range, backend, variant."""
+    return _kortex.denoise_bilateral(_image(image), **kw)
+
+
+def denoise_nlm(image, **kw):
+    """Non-local means (kortex denoise nlm): patch_radius, search_radius, h, backend, variant."""
+    return _kortex.denoise_nlm(_image(image), **kw)
+
+
+def denoise_multires(image, **kw):
+    """Multiresolution filter, 2D (kortex denoise multires): levels, radius, sigma_spatial,
+    sigma_range (a number or "auto"), bits, integer ("auto"|"yes"|"no"), backend, variant, pyramid."""
+    return _kortex.denoise_multires(_image(image), **kw)
+
+
+def register_unbiased(fixed, moving, **kw):
+    """Unbiased (symmetric-KL) fluid registration (kortex register unbiased): lambda_, sigma,
+    iterations, affine, backend, variant. Returns dict(warped, displacement (3, z, y, x) in world mm,
+    LPS, the ITK/ANTs convention, jacobian, affine, backend, execution_space, seconds)."""
+    return _kortex.register_unbiased(_image(fixed), _image(moving), **kw)
+
+
+def register_greedy(fixed, moving, **kw):
+    """Greedy diffeomorphic registration (kortex register greedy): alpha, beta, gamma, max_step,
+    scales, iterations, solver, affine, backend. Returns as register_unbiased."""
+    return _kortex.register_greedy(_image(fixed), _image(moving), **kw)
+
+
+def surface_phi_from_mask(mask, **kw):
+    """Signed distance of a binary mask (label= or threshold=), the input of surface_denoise."""
+    return _kortex.surface_phi_from_mask(_image(mask), **kw)
+
+
+def surface_denoise(phi, **kw):
+    """Level-set NLM surface denoising (kortex surface denoise) of a signed distance volume:
+    band, patch, neighbors, c1, c2, iterations, variant, backend."""
+    return _kortex.surface_denoise(_image(phi), **kw)
+
+
+def atlas_build(images, out_template, **kw):
+    """Unbiased atlas of image files (kortex atlas build): scales, iterations, solver, alpha, beta,
+    gamma, max_step, affine, reference, labels, out_fields, out_warped, backend. Writes out_template
+    and returns dict(template=read(out_template), report=the job's JSON report)."""
+    return _kortex.atlas_build([_os.fsdecode(_os.fspath(p)) for p in images], _os.fsdecode(_os.fspath(out_template)), **kw)
+
+
+# nibabel: RAS world, (i, j, k) arrays. Kortex: LPS world, (k, j, i) arrays.
+def from_nibabel(img):
+    """(array, geometry) of a nibabel image, for the functions above (orientation from its affine)."""
+    import numpy as np
+    a = np.ascontiguousarray(np.asarray(img.dataobj, dtype=np.float32).T)
+    A = np.asarray(img.affine, dtype=float)
+    lps = np.diag([-1.0, -1.0, 1.0]) @ A[:3, :3]
+    spacing = np.linalg.norm(lps, axis=0)
+    direction = (lps / spacing).reshape(-1)
+    origin = np.diag([-1.0, -1.0, 1.0]) @ A[:3, 3]
+    return a, {"spacing": list(spacing), "origin": list(origin), "direction": list(direction)}
+
+
+def to_nibabel(array, geometry):
+    """A nibabel Nifti1Image of a Kortex array and its geometry (spacing, origin, direction)."""
+    import numpy as np
+    import nibabel as nib
+    D = np.asarray(geometry["direction"], dtype=float).reshape(3, 3) * np.asarray(geometry["spacing"], dtype=float)
+    A = np.eye(4)
+    A[:3, :3] = np.diag([-1.0, -1.0, 1.0]) @ D
+    A[:3, 3] = np.diag([-1.0, -1.0, 1.0]) @ np.asarray(geometry["origin"], dtype=float)
+    return nib.Nifti1Image(np.asarray(array, dtype=np.float32).T, A)

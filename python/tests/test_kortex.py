@@ -1,0 +1,209 @@
+"""The kortex Python package against the `kortex` command on the same inputs (same numbers), plus
+its own contract: arrays in place, geometry, errors with the command's messages, nibabel round trips.
+
+Run by ctest (pytestKortex) with PYTHONPATH=<build>/python and KORTEX_EXE=<build>/apps/kortex.
+"""
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import kortex
+
+KORTEX = os.environ.get("KORTEX_EXE")
+DATA = os.environ.get("KORTEX_DATA_DIR", "")
+
+
+def cli(*args):
+    """Runs the command; returns its stderr; fails the test on a non-zero exit."""
+    assert KORTEX, "KORTEX_EXE names the kortex executable (ctest sets it)"
+    p = subprocess.run([KORTEX, *map(str, args)], capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    return p.stderr
+
+
+def cli_error(*args):
+    p = subprocess.run([KORTEX, *map(str, args)], capture_output=True, text=True)
+    assert p.returncode != 0
+    return p.stderr.strip()
+
+
+def volume(shape=(12, 14, 16), seed=1):
+    """A smooth blob plus noise: structure for every filter, values in about [0, 1]."""
+    rng = np.random.default_rng(seed)
+    z, y, x = np.meshgrid(*[np.linspace(-1, 1, n) for n in shape], indexing="ij")
+    blob = np.exp(-(x**2 / 0.3 + y**2 / 0.2 + z**2 / 0.25))
+    return (blob + 0.05 * rng.standard_normal(shape)).astype(np.float32)
+
+
+def test_module_reports_its_execution_space():
+    assert isinstance(kortex.execution_space, str) and kortex.execution_space
+    assert isinstance(kortex.has_gpu_backend, bool)
+
+
+def test_read_write_round_trip_keeps_data_and_geometry(tmp_path):
+    a = volume()
+    geo = {"spacing": [1.5, 2.0, 2.5], "origin": [-10.0, 5.0, 3.0], "direction": [0, 1, 0, -1, 0, 0, 0, 0, 1]}
+    kortex.write(tmp_path / "v.nii.gz", a, **geo)
+    d = kortex.read(tmp_path / "v.nii.gz")
+    np.testing.assert_array_equal(d["array"], a)
+    np.testing.assert_allclose(d["spacing"], geo["spacing"], rtol=0, atol=1e-6)
+    np.testing.assert_allclose(d["origin"], geo["origin"], rtol=0, atol=1e-5)
+    np.testing.assert_allclose(d["direction"], geo["direction"], rtol=0, atol=1e-6)
+    assert kortex.geometry_of(tmp_path / "v.nii.gz")["spacing"] == d["spacing"]
+
+
+@pytest.mark.parametrize("backend", ["cpu", "kokkos"])
+def test_bilateral_equals_the_command(tmp_path, backend):
+    a = volume()
+    kortex.write(tmp_path / "in.nii", a)
+    cli("denoise", "bilateral", tmp_path / "in.nii", tmp_path / "out.nii", "--radius", 2, "--sigma-spatial", 1.5,
+        "--sigma-range", 0.2, "--backend", backend)
+    ours = kortex.denoise_bilateral(a, radius=2, sigma_spatial=1.5, sigma_range=0.2, backend=backend)
+    np.testing.assert_array_equal(ours, kortex.read(tmp_path / "out.nii")["array"])
+    # The same from the file path, and from a float64, non-contiguous view of the same values.
+    np.testing.assert_array_equal(kortex.denoise_bilateral(tmp_path / "in.nii", radius=2, sigma_spatial=1.5,
+                                                           sigma_range=0.2, backend=backend), ours)
+    twice = np.repeat(a.astype(np.float64), 2, axis=2)[:, :, ::2]
+    assert not twice.flags["C_CONTIGUOUS"]
+    np.testing.assert_array_equal(kortex.denoise_bilateral(twice, radius=2, sigma_spatial=1.5, sigma_range=0.2,
+                                                           backend=backend), ours)
+
+
+def test_input_array_is_used_in_place_and_not_modified():
+    a = volume()
+    before = a.copy()
+    out = kortex.denoise_nlm(a, patch_radius=1, search_radius=2, h=0.1, backend="cpu")
+    np.testing.assert_array_equal(a, before)
+    assert out.dtype == np.float32 and out.shape == a.shape and not np.shares_memory(out, a)
+
+
+@pytest.mark.parametrize("backend,variant", [("cpu", None), ("kokkos", "boxsum"), ("kokkos", "naive")])
+def test_nlm_equals_the_command(tmp_path, backend, variant):
+    a = volume(seed=2)
+    kortex.write(tmp_path / "in.nii", a)
+    extra = ["--variant", variant] if variant else []
+    cli("denoise", "nlm", tmp_path / "in.nii", tmp_path / "out.nii", "--patch-radius", 1, "--search-radius", 3,
+        "--h", 0.08, "--backend", backend, *extra)
+    ours = kortex.denoise_nlm(a, patch_radius=1, search_radius=3, h=0.08, backend=backend, variant=variant)
+    np.testing.assert_array_equal(ours, kortex.read(tmp_path / "out.nii")["array"])
+
+
+def test_multires_equals_the_command(tmp_path):
+    rng = np.random.default_rng(3)
+    img = np.clip(np.round(100 + 40 * np.sin(np.arange(64)[:, None] / 5.0) + 10 * rng.standard_normal((64, 64))), 0, 255)
+    img = img.astype(np.float32)
+    kortex.write(tmp_path / "in.nii", img)
+    cli("denoise", "multires", tmp_path / "in.nii", tmp_path / "out.nii", "--levels", 3, "--sigma-range", "auto",
+        "--backend", "kokkos")
+    ours = kortex.denoise_multires(img, levels=3, sigma_range="auto", backend="kokkos")
+    np.testing.assert_array_equal(ours, kortex.read(tmp_path / "out.nii")["array"])
+    assert ours.shape == (64, 64)
+
+
+def test_greedy_registration_equals_the_command(tmp_path):
+    fixed = volume((16, 16, 16), seed=4)
+    moving = np.roll(fixed, 1, axis=2).copy()
+    kortex.write(tmp_path / "f.nii", fixed)
+    kortex.write(tmp_path / "m.nii", moving)
+    cli("register", "greedy", "--fixed", tmp_path / "f.nii", "--moving", tmp_path / "m.nii", "--out-warped",
+        tmp_path / "w.nii", "--out-field", tmp_path / "d.nii.gz", "--scales", "2,1", "--iterations", "3,4",
+        "--backend", "kokkos", "--no-affine", "--quiet")
+    r = kortex.register_greedy(tmp_path / "f.nii", tmp_path / "m.nii", scales=[2, 1], iterations=[3, 4], affine=False,
+                               backend="kokkos")
+    np.testing.assert_array_equal(r["warped"], kortex.read(tmp_path / "w.nii")["array"])
+    assert r["displacement"].shape == (3, 16, 16, 16)
+    assert r["jacobian"].min() > 0.0
+    assert r["backend"] == "kokkos"
+
+
+def test_unbiased_registration_equals_the_command(tmp_path):
+    fixed = volume((16, 16, 16), seed=5)
+    moving = np.roll(fixed, 1, axis=1).copy()
+    kortex.write(tmp_path / "f.nii", fixed)
+    kortex.write(tmp_path / "m.nii", moving)
+    cli("register", "unbiased", "--fixed", tmp_path / "f.nii", "--moving", tmp_path / "m.nii", "--out-warped",
+        tmp_path / "w.nii", "--iterations", 8, "--backend", "cpu", "--no-affine", "--quiet")
+    r = kortex.register_unbiased(fixed, moving, iterations=8, affine=False, backend="cpu")
+    np.testing.assert_array_equal(r["warped"], kortex.read(tmp_path / "w.nii")["array"])
+
+
+def test_surface_denoise_equals_the_command(tmp_path):
+    n = 24
+    z, y, x = np.meshgrid(*[np.arange(n)] * 3, indexing="ij")
+    mask = ((x - 11.5) ** 2 + (y - 12.2) ** 2 + (z - 11.8) ** 2 <= 7.3**2).astype(np.float32)
+    kortex.write(tmp_path / "mask.nii", mask)
+    cli("surface", "denoise", tmp_path / "mask.nii", tmp_path / "phi.nii", "--patch", 3, "--neighbors", 8,
+        "--iterations", 2, "--backend", "cpu", "--quiet")
+    phi = kortex.surface_phi_from_mask(mask)
+    ours = kortex.surface_denoise(phi, patch=3, neighbors=8, iterations=2, backend="cpu")
+    np.testing.assert_array_equal(ours, kortex.read(tmp_path / "phi.nii")["array"])
+    assert (phi < 0).sum() > 0 and (phi > 0).sum() > 0
+
+
+def test_atlas_equals_the_command(tmp_path):
+    paths = []
+    for k in range(3):
+        v = np.roll(volume((16, 16, 16), seed=10), k - 1, axis=2)
+        paths.append(tmp_path / f"s{k}.nii")
+        kortex.write(paths[-1], v)
+    cli("atlas", "build", *paths, "--out-template", tmp_path / "t_cli.nii", "--iterations", "2,3", "--no-affine",
+        "--backend", "kokkos", "--quiet")
+    r = kortex.atlas_build(paths, tmp_path / "t_py.nii", iterations=[2, 3], affine=False, backend="kokkos")
+    np.testing.assert_array_equal(r["template"]["array"], kortex.read(tmp_path / "t_cli.nii")["array"])
+    assert r["report"]["subjects"] == 3
+
+
+def test_errors_carry_the_command_messages(tmp_path):
+    a = volume()
+    kortex.write(tmp_path / "in.nii", a)
+    message = cli_error("denoise", "bilateral", tmp_path / "in.nii", tmp_path / "o.nii", "--sigma-spatial", -1)
+    with pytest.raises(ValueError) as e:
+        kortex.denoise_bilateral(a, sigma_spatial=-1)
+    assert str(e.value) in message
+    with pytest.raises(OSError) as e:
+        kortex.denoise_nlm(tmp_path / "missing.nii")
+    assert "missing.nii" in str(e.value)
+    with pytest.raises(ValueError, match="NaN"):
+        kortex.denoise_bilateral(np.full((4, 4, 4), np.nan, dtype=np.float32))
+    with pytest.raises(ValueError, match="2D .* or 3D"):
+        kortex.denoise_bilateral(np.zeros(5, dtype=np.float32))
+    with pytest.raises(ValueError, match="no meaning with the CPU backend"):
+        kortex.denoise_nlm(a, backend="cpu", variant="naive")
+    with pytest.raises(ValueError, match="auto\\|cpu\\|kokkos"):
+        kortex.denoise_nlm(a, backend="gpu")
+    with pytest.raises(ValueError, match="sigma_range"):
+        kortex.denoise_multires(a[0], sigma_range="often")
+    assert not (tmp_path / "o.nii").exists()
+
+
+def test_nibabel_round_trip(tmp_path):
+    nib = pytest.importorskip("nibabel")
+    a = volume()
+    geo = {"spacing": [1.2, 1.0, 2.0], "origin": [4.0, -3.0, 7.0], "direction": [1, 0, 0, 0, 1, 0, 0, 0, 1]}
+    kortex.write(tmp_path / "k.nii.gz", a, **geo)
+    img = nib.load(tmp_path / "k.nii.gz")
+    arr, g = kortex.from_nibabel(img)
+    np.testing.assert_array_equal(arr, a)
+    np.testing.assert_allclose(g["spacing"], geo["spacing"], atol=1e-6)
+    np.testing.assert_allclose(g["origin"], geo["origin"], atol=1e-5)
+    np.testing.assert_allclose(g["direction"], geo["direction"], atol=1e-6)
+    # Kortex's output back to nibabel, saved by nibabel, read by kortex: same voxels and geometry.
+    out = kortex.denoise_bilateral(arr, radius=1, backend="cpu")
+    nib.save(kortex.to_nibabel(out, g), tmp_path / "n.nii.gz")
+    d = kortex.read(tmp_path / "n.nii.gz")
+    np.testing.assert_array_equal(d["array"], out)
+    np.testing.assert_allclose(d["spacing"], geo["spacing"], atol=1e-6)
+    np.testing.assert_allclose(d["origin"], geo["origin"], atol=1e-5)
+
+
+@pytest.mark.skipif(not os.path.isdir(os.path.join(DATA, "mri", "ixi_2mm")), reason="real data absent (../shared/data)")
+def test_real_ixi_volume_nlm_equals_the_command(tmp_path):
+    path = sorted(p for p in os.listdir(os.path.join(DATA, "mri", "ixi_2mm")) if p.endswith(".nii.gz"))[0]
+    f = os.path.join(DATA, "mri", "ixi_2mm", path)
+    cli("denoise", "nlm", f, tmp_path / "o.nii.gz", "--patch-radius", 1, "--search-radius", 2, "--h", 40, "--backend", "kokkos")
+    ours = kortex.denoise_nlm(f, patch_radius=1, search_radius=2, h=40, backend="kokkos")
+    np.testing.assert_array_equal(ours, kortex.read(tmp_path / "o.nii.gz")["array"])
