@@ -39,6 +39,10 @@
 #                                                 # reduction path, merged by bench/atlas_scaling.py;
 #                                                 # tstAtlas (SKIP_TESTS=1: not); DATA=folder
 #
+#   bench/run_device.sh BIN_DIR OUT_DIR python    # issue 17: the Python package's pytest suite on the GPU
+#                                                 # build (PYDIR=<build>/python) and an NLM run from
+#                                                 # Python beside the command
+#
 #   bench/run_device.sh BIN_DIR OUT_DIR profile # Nsight Compute reports of the kernels behind
 #                                               # the issue's NLM targets (needs ncu)
 #
@@ -273,6 +277,37 @@ elif [ "$PART" = "scaling" ]; then
     if timeout "${TEST_TIMEOUT:-240}" "$BIN/tstAtlas" --log_level=test_suite --report_level=short >> "$OUT/scaling_device.txt" 2>&1; then
       echo "PASS tstAtlas"; else echo "FAIL tstAtlas"; status=1; fi
   fi
+elif [ "$PART" = "python" ]; then
+  # Issue 17: the kortex Python package on the GPU: PYTHONPATH=$PYDIR (the build's python/ folder),
+  # the pytest suite (every job against the command, bit for bit, Cuda as the kokkos back end),
+  # then NLM 3D 128^3 from Python and from the command, each timed by its own report.
+  PYDIR="${PYDIR:?PYDIR=<build>/python}"
+  KORTEX_EXE="$BIN/kortex" KORTEX_DATA_DIR="${DATA:-}" PYTHONPATH="$PYDIR" timeout 300 python3 -m pytest -q -p no:cacheprovider \
+    "$(dirname "$0")/../python/tests" > "$OUT/python_tests.txt" 2>&1 || { echo "FAIL python tests"; status=1; }
+  tail -n 3 "$OUT/python_tests.txt"
+  PYTHONPATH="$PYDIR" KORTEX_EXE="$BIN/kortex" timeout 200 python3 - > "$OUT/python_gpu.txt" 2>&1 <<'PY' || { echo "FAIL python gpu run"; status=1; }
+import os, subprocess, tempfile, time
+import numpy as np
+import kortex
+print("execution space:", kortex.execution_space, "GPU back end:", kortex.has_gpu_backend)
+rng = np.random.default_rng(0)
+z, y, x = np.meshgrid(*[np.linspace(-1, 1, 128)] * 3, indexing="ij")
+vol = (np.exp(-(x**2 + y**2 / 0.5 + z**2 / 0.7) * 3) + 0.05 * rng.standard_normal(x.shape)).astype(np.float32)
+d = tempfile.mkdtemp()
+kortex.write(os.path.join(d, "in.nii"), vol)
+kortex.denoise_nlm(vol, patch_radius=2, search_radius=5, h=0.05, backend="kokkos")  # warm-up
+t = []
+for _ in range(5):
+    t0 = time.perf_counter(); out = kortex.denoise_nlm(vol, patch_radius=2, search_radius=5, h=0.05, backend="kokkos"); t.append(time.perf_counter() - t0)
+print("python denoise_nlm 128^3 patch 2 search 5, wall per call (median of 5, incl. transfers): %.1f ms" % (1e3 * sorted(t)[2]))
+p = subprocess.run([os.environ["KORTEX_EXE"], "denoise", "nlm", os.path.join(d, "in.nii"), os.path.join(d, "out.nii"),
+                    "--patch-radius", "2", "--search-radius", "5", "--h", "0.05", "--backend", "kokkos"], capture_output=True, text=True)
+print("command:", p.stdout.strip())
+same = np.array_equal(out, kortex.read(os.path.join(d, "out.nii"))["array"])
+print("python result == command result:", same)
+assert same
+PY
+  cat "$OUT/python_gpu.txt"
 elif [ "$PART" = "profile" ]; then
   NCU="$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -n 1)"
   if [ -z "$NCU" ]; then echo "no ncu on this machine"; exit 1; fi
@@ -293,6 +328,6 @@ elif [ "$PART" = "profile" ]; then
       "$OUT/ncu_$name.txt" | head -n 8
   done
 else
-  echo "unknown part '$PART' (check|bench|tune|multires|register|surface|targets|greedy|scaling|profile)"; exit 2
+  echo "unknown part '$PART' (check|bench|tune|multires|register|surface|targets|greedy|scaling|python|profile)"; exit 2
 fi
 exit $status
