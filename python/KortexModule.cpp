@@ -10,7 +10,7 @@
 //            LPS, as core/Image.hpp. A path instead of an array reads the file with its geometry.
 //   errors   the library's messages unchanged: InvalidArgument -> ValueError, IoError -> OSError,
 //            Unsupported -> NotImplementedError, anything else -> RuntimeError.
-// Kokkos is initialised at import (if the process has not) and finalised at interpreter exit.
+// Kokkos is initialised at the first job (if the process has not) and finalised at interpreter exit.
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -133,9 +133,22 @@ void requireKokkosVariantBackend(std::optional<std::string> const& variant, Back
     throw InvalidArgument("a variant selects a Kokkos implementation; it has no meaning with the CPU backend");
 }
 
+// Kokkos starts at the first job (not at import: no device context for a process that only
+// imports the package) and stops at interpreter exit.
+void finalizeKokkos() {
+  if (Kokkos::is_initialized()) Kokkos::finalize();
+}
+void session() {
+  if (Kokkos::is_initialized()) return;
+  setenv("OMP_PROC_BIND", "false", 0);  // Kokkos' OpenMP back end warns when it is unset
+  Kokkos::initialize();
+  py::module_::import("atexit").attr("register")(py::cpp_function(&finalizeKokkos));
+}
+
 // ---- the jobs ---------------------------------------------------------------------------------------
 
 py::dict readImageDict(std::string const& path) {
+  session();
   HostImage img = io::readImage(path);
   py::dict d = geometryDict(img.geometry);
   d["array"] = arrayOf(img);
@@ -146,6 +159,7 @@ py::dict readImageDict(std::string const& path) {
 void writeImageArray(std::string const& path, py::array array, std::optional<std::vector<double>> spacing,
            std::optional<std::vector<double>> origin, std::optional<std::vector<double>> direction,
            std::optional<std::map<std::string, std::string>> metadata) {
+  session();
   Array keep;
   HostImage img = imageOf(ImageArg(array), geometryArgs(spacing, origin, direction), keep);
   if (metadata) img.metadata = *metadata;
@@ -156,6 +170,7 @@ void writeImageArray(std::string const& path, py::array array, std::optional<std
 py::array_t<float> denoiseBilateral(ImageArg const& image, int radius, float sigmaSpatial, float sigmaRange,
                                     std::string const& backend, std::optional<std::string> variant,
                                     std::optional<std::vector<double>> spacing) {
+  session();
   Array keep;
   const HostImage in = imageOf(image, geometryArgs(spacing, {}, {}), keep);
   BilateralParams p;
@@ -175,6 +190,7 @@ py::array_t<float> denoiseBilateral(ImageArg const& image, int radius, float sig
 
 py::array_t<float> denoiseNlm(ImageArg const& image, int patchRadius, int searchRadius, float h, std::string const& backend,
                               std::optional<std::string> variant, std::optional<std::vector<double>> spacing) {
+  session();
   Array keep;
   const HostImage in = imageOf(image, geometryArgs(spacing, {}, {}), keep);
   NlmParams p;
@@ -196,6 +212,7 @@ py::array_t<float> denoiseMultires(ImageArg const& image, int levels, int radius
                                    std::variant<double, std::string> const& sigmaRange, int bits, std::string const& integer,
                                    std::string const& backend, std::optional<std::string> variant,
                                    std::optional<std::string> pyramid) {
+  session();
   Array keep;
   const HostImage in = imageOf(image, {}, keep);
   pipeline::MultiresJob job;
@@ -243,6 +260,7 @@ py::dict registrationResult(pipeline::RegistrationPipelineResult const& r, HostI
 py::dict registerUnbiased(ImageArg const& fixed, ImageArg const& moving, double lambda, float sigma, int iterations,
                           bool affine, std::string const& backend, std::optional<std::string> variant,
                           std::optional<std::vector<double>> fixedSpacing, std::optional<std::vector<double>> movingSpacing) {
+  session();
   Array kf, km;
   const HostImage f = imageOf(fixed, geometryArgs(fixedSpacing, {}, {}), kf);
   const HostImage m = imageOf(moving, geometryArgs(movingSpacing, {}, {}), km);
@@ -270,6 +288,7 @@ py::dict registerGreedy(ImageArg const& fixed, ImageArg const& moving, float alp
                         std::vector<int> scales, std::vector<int> iterations, std::string const& solver, bool affine,
                         std::string const& backend, std::optional<std::vector<double>> fixedSpacing,
                         std::optional<std::vector<double>> movingSpacing) {
+  session();
   Array kf, km;
   const HostImage f = imageOf(fixed, geometryArgs(fixedSpacing, {}, {}), kf);
   const HostImage m = imageOf(moving, geometryArgs(movingSpacing, {}, {}), km);
@@ -295,6 +314,7 @@ py::dict registerGreedy(ImageArg const& fixed, ImageArg const& moving, float alp
 
 py::array_t<float> surfacePhiFromMask(ImageArg const& mask, std::optional<double> label, std::optional<double> threshold,
                                       std::optional<std::vector<double>> spacing) {
+  session();
   Array keep;
   const HostImage in = imageOf(mask, geometryArgs(spacing, {}, {}), keep);
   HostImage out;
@@ -308,6 +328,7 @@ py::array_t<float> surfacePhiFromMask(ImageArg const& mask, std::optional<double
 py::array_t<float> surfaceDenoise(ImageArg const& phi, float band, int patch, int neighbors, double c1, double c2,
                                   int iterations, std::optional<std::string> variant, std::string const& backend,
                                   std::optional<std::vector<double>> spacing) {
+  session();
   Array keep;
   const HostImage in = imageOf(phi, geometryArgs(spacing, {}, {}), keep);
   pipeline::SurfaceJob job;
@@ -332,6 +353,7 @@ py::dict atlasBuild(std::vector<std::string> images, std::string const& outTempl
                     std::vector<int> iterations, std::string const& solver, float alpha, float beta, float gamma,
                     float maxStep, bool affine, std::optional<std::string> reference, std::vector<std::string> labels,
                     std::optional<std::string> outFields, std::optional<std::string> outWarped, std::string const& backend) {
+  session();
   pipeline::AtlasJob job;
   job.images = std::move(images);
   job.labels = std::move(labels);
@@ -359,19 +381,11 @@ py::dict atlasBuild(std::vector<std::string> images, std::string const& outTempl
   return d;
 }
 
-void finalizeKokkos() {
-  if (Kokkos::is_initialized()) Kokkos::finalize();
-}
 
 }  // namespace
 
 PYBIND11_MODULE(_kortex, m) {
   m.doc() = "Kortex native module: the product jobs on numpy arrays and file paths (see kortex.__doc__)";
-  if (!Kokkos::is_initialized()) {
-    setenv("OMP_PROC_BIND", "false", 0);  // Kokkos' OpenMP back end warns when it is unset
-    Kokkos::initialize();
-    py::module_::import("atexit").attr("register")(py::cpp_function(&finalizeKokkos));
-  }
   py::register_exception_translator([](std::exception_ptr p) {
     try {
       if (p) std::rethrow_exception(p);
