@@ -93,11 +93,28 @@ def surface_denoise(phi, **kw):
     return _kortex.surface_denoise(_image(phi), **kw)
 
 
-def atlas_build(images, out_template, **kw):
-    """Unbiased atlas of image files (kortex atlas build): scales, iterations, solver, alpha, beta,
-    gamma, max_step, affine, reference, labels, out_fields, out_warped, backend. Writes out_template
-    and returns dict(template=read(out_template), report=the job's JSON report)."""
-    return _kortex.atlas_build([_os.fsdecode(_os.fspath(p)) for p in images], _os.fsdecode(_os.fspath(out_template)), **kw)
+def atlas_build(images, out_template=None, **kw):
+    """Unbiased atlas (kortex atlas build) of images given as paths, arrays, or dicts as `read`
+    returns them (array + geometry; a bare array gets unit spacing): scales, iterations, solver,
+    alpha, beta, gamma, max_step, affine, reference, labels, out_fields, out_warped, backend.
+    Writes out_template when given and returns dict(template=read(template), report=the job's JSON
+    report). Arrays go to the job through temporary NIfTI files (the job reads files: each rank
+    reads its own subjects)."""
+    import tempfile
+    with tempfile.TemporaryDirectory(prefix="kortex-atlas-") as tmp:
+        paths = []
+        for k, im in enumerate(images):
+            if isinstance(im, (str, bytes, _os.PathLike)):
+                paths.append(_os.fsdecode(_os.fspath(im)))
+                continue
+            path = _os.path.join(tmp, "subject-%04d.nii" % k)
+            if isinstance(im, dict):
+                write(path, im["array"], spacing=im.get("spacing"), origin=im.get("origin"), direction=im.get("direction"))
+            else:
+                write(path, im)
+            paths.append(path)
+        out = _os.path.join(tmp, "template.nii") if out_template is None else _os.fsdecode(_os.fspath(out_template))
+        return _kortex.atlas_build(paths, out, **kw)
 
 
 # nibabel: RAS world, (i, j, k) arrays. Kortex: LPS world, (k, j, i) arrays.

@@ -155,6 +155,10 @@ def test_atlas_equals_the_command(tmp_path):
     r = kortex.atlas_build(paths, tmp_path / "t_py.nii", iterations=[2, 3], affine=False, backend="kokkos")
     np.testing.assert_array_equal(r["template"]["array"], kortex.read(tmp_path / "t_cli.nii")["array"])
     assert r["report"]["subjects"] == 3
+    # The same subjects as arrays (and one as read's dict), no template file asked for.
+    subjects = [kortex.read(paths[0]), kortex.read(paths[1])["array"], paths[2]]
+    r2 = kortex.atlas_build(subjects, iterations=[2, 3], affine=False, backend="kokkos")
+    np.testing.assert_array_equal(r2["template"]["array"], r["template"]["array"])
 
 
 def test_errors_carry_the_command_messages(tmp_path):
