@@ -27,10 +27,10 @@ struct DenoiseOptions {
   std::string sigmaRange = "auto", pyramid, integer = "auto";
 };
 
-// Fail before reading or computing: the input exists and is a file, the output can be written
+// Fail before reading or computing: the input exists (a file, or a folder of DICOM slices), the output can be written
 // with a supported extension (or one that needs VTK in a build without it).
 void checkPaths(std::string const& in, std::string const& out) {
-  if (fs::is_directory(in)) throw IoError("input '" + in + "' is a directory, not an image file");
+  // A folder is read as one DICOM series (io::readImage says why it is not one).
   if (!fs::exists(in)) throw IoError("input '" + in + "' does not exist");
   io::requireWritableFile(out);
   io::requireSupportedExtension(out, io::Access::Write);
@@ -112,7 +112,7 @@ void addDenoiseCommands(CLI::App& app, Action& action) {
   BilateralParams& bp = o->bilateral;
   NlmParams& np = o->nlm;
   auto* bil = denoise->add_subcommand("bilateral", "Bilateral filter: exp(-|d|^2/2ss^2) exp(-dI^2/2sr^2) over a (2r+1)^d window");
-  bil->add_option("IN", in, "Input image (.nii .nii.gz .mha .mhd .vti .png .jpg .dcm)")->required();
+  bil->add_option("IN", in, "Input image (.nii .nii.gz .mha .mhd .vti .png .jpg .dcm, or a folder of DICOM slices: one series)")->required();
   bil->add_option("OUT", out, "Output image (written atomically)")->required();
   bil->add_option("--radius", bp.radius, "Window radius r (window 2r+1)")->capture_default_str();
   bil->add_option("--sigma-spatial", bp.sigmaSpatial, "Spatial sigma in voxels")->capture_default_str();
@@ -121,7 +121,7 @@ void addDenoiseCommands(CLI::App& app, Action& action) {
   bil->add_option("--variant", variantName, "Kokkos variant: naive|scratch (default: " + std::string(toString(BilateralParams{}.variant)) + ")");
 
   auto* nlm = denoise->add_subcommand("nlm", "Non-local means: exp(-||P(x)-P(y)||^2/(|P| h^2)) over the search window");
-  nlm->add_option("IN", in, "Input image (.nii .nii.gz .mha .mhd .vti .png .jpg .dcm)")->required();
+  nlm->add_option("IN", in, "Input image (.nii .nii.gz .mha .mhd .vti .png .jpg .dcm, or a folder of DICOM slices: one series)")->required();
   nlm->add_option("OUT", out, "Output image (written atomically)")->required();
   nlm->add_option("--patch-radius", np.patchRadius, "Patch radius r (patch 2r+1)")->capture_default_str();
   nlm->add_option("--search-radius", np.searchRadius, "Search radius R (window 2R+1)")->capture_default_str();

@@ -5,6 +5,7 @@
 // or truncated files, and flips the rows (VTK's lower-left origin). The subset of DICOM needed for
 // one grey slice is small: the meta group (explicit VR little endian), then a flat scan of the
 // top-level data set in the declared encoding, skipping sequences, up to (7FE0,0010).
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstdint>
@@ -354,6 +355,106 @@ HostImage readDicom(fs::path const& file) {
     }
   }
   return img;
+}
+
+}  // namespace kortex::io::detail
+
+namespace kortex::io::detail {
+
+namespace {
+
+std::vector<double> metaNumbers(HostImage const& s, const char* key) {
+  auto it = s.metadata.find(key);
+  return it == s.metadata.end() ? std::vector<double>{} : numbersOf(it->second);
+}
+
+}  // namespace
+
+HostImage readDicomSeries(std::vector<fs::path> const& files, fs::path const& what) {
+  if (files.empty()) readError(what, "holds no DICOM file (.dcm or a 'DICM' marker at byte 128)");
+  std::vector<HostImage> slices;
+  for (auto const& f : files) slices.push_back(readDicom(f));
+  if (slices.size() == 1) return slices.front();  // one slice: the 2D image
+  // Every slice: same size, pixel spacing, orientation and modality; a position.
+  HostImage const& s0 = slices.front();
+  const Geometry& g0 = s0.geometry;
+  const auto iop0 = metaNumbers(s0, "dicom.image_orientation_patient");
+  for (std::size_t k = 0; k < slices.size(); ++k) {
+    const Geometry& g = slices[k].geometry;
+    const std::string name = files[k].filename().string();
+    if (g.nx() != g0.nx() || g.ny() != g0.ny())
+      readError(what, "is not one series: " + name + " is " + std::to_string(g.nx()) + "x" + std::to_string(g.ny()) + ", " +
+                          files[0].filename().string() + " is " + std::to_string(g0.nx()) + "x" + std::to_string(g0.ny()));
+    if (std::abs(g.spacing[0] - g0.spacing[0]) > 1e-4 * g0.spacing[0] || std::abs(g.spacing[1] - g0.spacing[1]) > 1e-4 * g0.spacing[1])
+      readError(what, "is not one series: " + name + " has another pixel spacing");
+    if (metaNumbers(slices[k], "dicom.image_position_patient").size() != 3 ||
+        metaNumbers(slices[k], "dicom.image_orientation_patient").size() != 6)
+      readError(what, "cannot be stacked: " + name + " has no ImagePositionPatient / ImageOrientationPatient");
+    const auto iop = metaNumbers(slices[k], "dicom.image_orientation_patient");
+    for (int i = 0; i < 6; ++i)
+      if (std::abs(iop[std::size_t(i)] - iop0[std::size_t(i)]) > 1e-4)
+        readError(what, "is not one series: " + name + " has another ImageOrientationPatient");
+    if (slices[k].metadata["dicom.modality"] != s0.metadata.at("dicom.modality"))
+      readError(what, "is not one series: " + name + " has modality " + slices[k].metadata["dicom.modality"]);
+    auto tilt = slices[k].metadata.find("dicom.gantry_tilt");
+    if (tilt != slices[k].metadata.end()) {
+      const auto t = numbersOf(tilt->second);
+      if (t.size() == 1 && std::abs(t[0]) > 0.01)
+        readError(what, "was acquired with a gantry tilt of " + tilt->second +
+                            " degrees: its slices are sheared, not stacked along their normal; Kortex does not "
+                            "resample tilted series");
+    }
+  }
+  // Order along the slice normal n (the third direction column): d_k = n . IPP_k.
+  const double n[3] = {g0.direction[2], g0.direction[5], g0.direction[8]};
+  std::vector<std::pair<double, std::size_t>> order;
+  for (std::size_t k = 0; k < slices.size(); ++k) {
+    const auto p = metaNumbers(slices[k], "dicom.image_position_patient");
+    order.emplace_back(n[0] * p[0] + n[1] * p[1] + n[2] * p[2], k);
+  }
+  std::sort(order.begin(), order.end());
+  std::vector<double> gaps;
+  for (std::size_t k = 1; k < order.size(); ++k) {
+    const double d = order[k].first - order[k - 1].first;
+    if (!(d > 1e-3 * std::min(g0.spacing[0], g0.spacing[1])))
+      readError(what, "has two slices at the same position along the slice normal (" +
+                          files[order[k - 1].second].filename().string() + ", " + files[order[k].second].filename().string() + ")");
+    gaps.push_back(d);
+  }
+  const double mean = (order.back().first - order.front().first) / double(gaps.size());
+  const auto [lo, hi] = std::minmax_element(gaps.begin(), gaps.end());
+  constexpr double kEvenSpacing = 1e-2;  // relative: DICOM positions are written with a few decimals
+  if (*hi - *lo > kEvenSpacing * mean)
+    readError(what, "has uneven slice spacing (" + formatFloats({*lo}, false) + " to " + formatFloats({*hi}, false) +
+                        " mm along the slice normal); Kortex stacks evenly spaced slices only");
+  // The positions must move along the normal: an in-plane drift is a tilt (or a skewed stack).
+  const auto pFirst = metaNumbers(slices[order.front().second], "dicom.image_position_patient");
+  const auto pLast = metaNumbers(slices[order.back().second], "dicom.image_position_patient");
+  double inPlane = 0.0;
+  for (int i = 0; i < 3; ++i) {
+    const double r = (pLast[std::size_t(i)] - pFirst[std::size_t(i)]) - (order.back().first - order.front().first) * n[i];
+    inPlane += r * r;
+  }
+  const double angle = std::atan2(std::sqrt(inPlane), order.back().first - order.front().first) * 180.0 / 3.14159265358979323846;
+  constexpr double kMaxTiltDegrees = 0.05;  // DICOM positions rounded to 0.01 mm over a 10-slice stack
+  if (angle > kMaxTiltDegrees)
+    readError(what, "is sheared: its slice positions drift " + formatFloats({angle}, false) +
+                        " degrees off the slice normal (a gantry tilt); Kortex does not resample tilted series");
+  Geometry g = Geometry::make3D(g0.nx(), g0.ny(), Index(slices.size()));
+  g.spacing = {g0.spacing[0], g0.spacing[1], mean};
+  g.origin = {pFirst[0], pFirst[1], pFirst[2]};
+  g.direction = g0.direction;
+  HostImage vol = allocateImage(g, what, "kortex::io::dicom_series");
+  const std::size_t plane = std::size_t(g0.nx()) * std::size_t(g0.ny());
+  for (std::size_t k = 0; k < order.size(); ++k) {
+    HostImage const& s = slices[order[k].second];
+    std::copy(s.data.data(), s.data.data() + plane, vol.data.data() + k * plane);
+  }
+  vol.metadata = slices[order.front().second].metadata;
+  vol.metadata.erase("dicom.image_position_patient");
+  vol.metadata["dicom.series_slices"] = std::to_string(slices.size());
+  vol.metadata["dicom.slice_spacing"] = formatFloats({mean}, false);
+  return vol;
 }
 
 }  // namespace kortex::io::detail

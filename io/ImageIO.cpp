@@ -307,8 +307,44 @@ std::string supportedExtensions(Access access) {
   return s;
 }
 
+namespace {
+bool isDicomFile(fs::path const& f) {
+  if (extensionOf(f) == ".dcm") return true;
+  std::ifstream in(f, std::ios::binary);
+  char magic[132] = {0};
+  return in.read(magic, 132) && std::memcmp(magic + 128, "DICM", 4) == 0;
+}
+}  // namespace
+
+HostImage readImageSeries(std::vector<std::filesystem::path> const& files) {
+  std::lock_guard<std::recursive_mutex> lock(ioMutex());
+  if (files.empty()) throw IoError("an image series needs at least one file");
+  for (auto const& f : files) {
+    requireReadableFile(f);
+    if (!isDicomFile(f)) readError(f, "is not a DICOM file: a series is read from DICOM slices");
+  }
+  HostImage img = readDicomSeries(files, files.size() == 1 ? files.front() : files.front().parent_path() / "");
+  img.metadata["io.format"] = img.geometry.dimension == 3 ? "dicom-series" : "dicom";
+  return img;
+}
+
 HostImage readImage(std::filesystem::path const& path) {
   std::lock_guard<std::recursive_mutex> lock(ioMutex());
+  std::error_code ec;
+  const std::string dirExt = extensionOf(path);
+  const bool imageNamed = std::any_of(std::begin(kFormats), std::end(kFormats), [&](auto const& f) { return dirExt == f.ext; });
+  if (fs::is_directory(path, ec) && !imageNamed) {
+    // A folder (without an image extension: "x.nii/" is a mistake, refused below as a directory):
+    // the DICOM slices in it, one series, stacked into a volume.
+    std::vector<fs::path> files;
+    for (auto const& e : fs::directory_iterator(path, ec))
+      if (e.is_regular_file() && isDicomFile(e.path())) files.push_back(e.path());
+    if (ec) readError(path, "cannot list the folder (" + ec.message() + ")");
+    std::sort(files.begin(), files.end());
+    HostImage img = readDicomSeries(files, path);
+    img.metadata["io.format"] = img.geometry.dimension == 3 ? "dicom-series" : "dicom";
+    return img;
+  }
   requireReadableFile(path);
   const std::string ext = extensionOf(path);
   checkExtension(path, Access::Read);

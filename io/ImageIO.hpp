@@ -40,6 +40,8 @@
 //                 not either); its value after rescale is in metadata "dicom.pixel_padding_value".
 //                 Rejected with a clear message: compressed transfer syntaxes, big endian,
 //                 multi-frame, colour (SamplesPerPixel != 1), missing pixel data.
+//   folder        the DICOM slices in it as one 3D series (readImageSeries below); a folder
+//                 named like an image file (x.nii/) is refused as a directory.
 //
 // NIfTI orientation (ITK >= 5.4's itk::NiftiImageIO, default build where the sform is not
 // "permissive"; checked against ITK 5.2 on every case where 5.2 and 5.4 agree):
@@ -111,8 +113,18 @@ std::string supportedExtensions(Access access = Access::Read);
 // a format this build lacks (VTK-only formats without VTK). Returns quietly otherwise.
 void requireSupportedExtension(std::filesystem::path const& path, Access access);
 
-// Reads a 2D or 3D scalar image; values become float32. Throws IoError.
+// Reads a 2D or 3D scalar image; values become float32. Throws IoError. A folder is read as one
+// DICOM series (below) of the DICOM files in it (.dcm, or the 'DICM' marker at byte 128).
 HostImage readImage(std::filesystem::path const& path);
+
+// DICOM slice files (any order) as one 3D volume: sorted by ImagePositionPatient along the slice
+// normal (row x column cosine), spacing[2] = the mean distance between positions, origin = the
+// first position, direction = (row, column, normal); each slice's rescale applied. Refused with
+// one message: slices of other sizes, pixel spacings, orientations or modalities, two slices at
+// one position, uneven spacing (> 1 % between gaps), a gantry tilt (tag (0018,1120) or positions
+// drifting off the normal by > 0.05 degrees), a slice without position or orientation. One file:
+// its 2D image.
+HostImage readImageSeries(std::vector<std::filesystem::path> const& files);
 
 // Writes `image` atomically in the format given by the extension. Throws IoError
 // (and InvalidArgument for an image whose data does not match its geometry).

@@ -79,6 +79,9 @@ void writeNiftiField(VectorField<Kokkos::HostSpace> const& field, fs::path const
                      fs::path const& target);
 // Dicom.cpp (no dependency; always built).
 HostImage readDicom(fs::path const& file);
+// The slices of one series stacked into a 3D volume (readImageSeries in io/ImageIO.hpp); `what`
+// names the series in messages (its folder, or the first file).
+HostImage readDicomSeries(std::vector<fs::path> const& files, fs::path const& what);
 
 // VTK / metaio based (VtkFormats.cpp): compiled, and called, only when KORTEX_HAVE_VTK.
 HostImage readMetaImage(fs::path const& file);

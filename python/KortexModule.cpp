@@ -156,6 +156,16 @@ py::dict readImageDict(std::string const& path) {
   return d;
 }
 
+py::dict readSeries(std::vector<std::string> const& files) {
+  session();
+  std::vector<std::filesystem::path> paths(files.begin(), files.end());
+  HostImage img = io::readImageSeries(paths);
+  py::dict d = geometryDict(img.geometry);
+  d["array"] = arrayOf(img);
+  d["metadata"] = img.metadata;
+  return d;
+}
+
 void writeImageArray(std::string const& path, py::array array, std::optional<std::vector<double>> spacing,
            std::optional<std::vector<double>> origin, std::optional<std::vector<double>> direction,
            std::optional<std::map<std::string, std::string>> metadata) {
@@ -401,6 +411,8 @@ PYBIND11_MODULE(_kortex, m) {
   m.attr("has_gpu_backend") = !Kokkos::SpaceAccessibility<Kokkos::HostSpace, Kokkos::DefaultExecutionSpace::memory_space>::accessible;
 
   m.def("read", &readImageDict, py::arg("path"), "Read an image: dict(array, spacing, origin, direction, metadata)");
+  m.def("read_series", &readSeries, py::arg("files"),
+        "Read DICOM slice files (any order) as one 3D volume: dict(array, spacing, origin, direction, metadata)");
   m.def("write", &writeImageArray, py::arg("path"), py::arg("array"), py::kw_only(), py::arg("spacing") = py::none(),
         py::arg("origin") = py::none(), py::arg("direction") = py::none(), py::arg("metadata") = py::none(),
         "Write an array as an image (atomic; the format from the extension)");

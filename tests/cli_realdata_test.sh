@@ -39,6 +39,10 @@ expect_success "atlas study quick (IXI cohorts of 2 and 4, held-out labels)" av.
   --data "$DATA" --json av.json --montages atlas_montages
 grep -q '"atlas"' av.json && grep -q '"held_out_dice"' av.json || fail "atlas study: no atlas report in the JSON"
 ls atlas_montages/atlas_templates.* > /dev/null 2>&1 || fail "atlas study: no montage"
+# The head CT slices were acquired with an 18.5 degree gantry tilt: the folder is refused as a
+# series, with one message, and nothing is written.
+expect_error "tilted CT series (folder)" ct_out.nii.gz "$KORTEX" denoise nlm "$DATA/ct/head_ge" ct_out.nii.gz
+grep -q "gantry tilt" stderr.txt && ok || fail "tilted CT series: not the gantry-tilt message"
 expect_error "register IXI vs 2D" rw.nii.gz "$KORTEX" register unbiased --fixed "$ixi" --moving good.mha --out-warped rw.nii.gz
 
 finish

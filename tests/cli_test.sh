@@ -58,7 +58,8 @@ expect_error "multires NaN voxel" out.mha "$KORTEX" denoise multires nan.mha out
 expect_error "multires unknown pyramid" out.mha "$KORTEX" denoise multires ints.mha out.mha --pyramid fast
 
 expect_error "missing input" out.mha "$KORTEX" denoise bilateral missing.mha out.mha
-expect_error "directory as input" out.mha "$KORTEX" denoise bilateral adir out.mha
+expect_error "directory without DICOM slices as input" out.mha "$KORTEX" denoise bilateral adir out.mha
+grep -q "holds no DICOM file" stderr.txt && ok || fail "directory as input: not the series message"
 expect_error "garbage nifti" out.mha "$KORTEX" denoise nlm garbage.nii out.mha
 expect_error "truncated image" out.mha "$KORTEX" denoise bilateral truncated.mha out.mha
 expect_error "4D input" out.mha "$KORTEX" denoise bilateral four.mha out.mha

@@ -23,7 +23,7 @@ import os as _os
 from . import _kortex
 from ._kortex import execution_space, has_gpu_backend  # noqa: F401
 
-__all__ = ["read", "write", "geometry_of", "denoise_bilateral", "denoise_nlm", "denoise_multires",
+__all__ = ["read", "read_series", "write", "geometry_of", "denoise_bilateral", "denoise_nlm", "denoise_multires",
            "register_unbiased", "register_greedy", "surface_phi_from_mask", "surface_denoise", "atlas_build",
            "from_nibabel", "to_nibabel", "execution_space", "has_gpu_backend"]
 
@@ -39,6 +39,12 @@ def _image(x):
 def read(path):
     """Read an image: dict(array, spacing, origin, direction, metadata)."""
     return _kortex.read(_os.fsdecode(_os.fspath(path)))
+
+
+def read_series(files):
+    """DICOM slice files (any order) as one volume, sorted along the slice normal: as `read`.
+    `read(folder)` does the same for the DICOM files of a folder."""
+    return _kortex.read_series([_os.fsdecode(_os.fspath(f)) for f in files])
 
 
 def geometry_of(path_or_image):
