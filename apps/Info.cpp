@@ -9,6 +9,7 @@
 #include "apps/Commands.hpp"
 #include "core/Backend.hpp"
 #include "core/Boundary.hpp"
+#include "io/ImageIO.hpp"
 #include "io/Output.hpp"
 #include "validation/Report.hpp"
 
@@ -28,7 +29,10 @@ int cmdInfo(std::string const& jsonPath) {
             << "Device: " << b.device << "\n"
             << "CPU: " << cpuModel() << ", OpenMP threads (CPU reference): " << b.hostThreads
             << ", Kokkos host concurrency: " << b.kokkosHostConcurrency << "\n"
-            << "Image I/O: NIfTI (.nii .nii.gz), DICOM (.dcm, read)"
+            << "Image I/O: NIfTI (.nii .nii.gz), DICOM (.dcm and folders of slices, read; "
+            << (std::string(io::dicomDecoder()) == "gdcm" ? "GDCM: every transfer syntax it decodes"
+                                                          : "Kortex's reader: uncompressed little endian")
+            << ")"
             << (b.vtkIo ? ", MetaImage, VTI, PNG, JPEG (VTK)"
                         : "; no VTK: no MetaImage, VTI, PNG, JPEG")
             << "\n"

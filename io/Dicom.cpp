@@ -158,7 +158,29 @@ std::vector<double> numbersOf(std::string const& s) {
 
 }  // namespace
 
+}  // namespace kortex::io::detail
+
+namespace kortex::io {
+const char* dicomDecoder() {
+#if KORTEX_HAVE_GDCM
+  return "gdcm";
+#else
+  return "kortex";
+#endif
+}
+}  // namespace kortex::io
+
+namespace kortex::io::detail {
+
 HostImage readDicom(fs::path const& file) {
+#if KORTEX_HAVE_GDCM
+  return readDicomGdcm(file);
+#else
+  return readDicomKortex(file);
+#endif
+}
+
+HostImage readDicomKortex(fs::path const& file) {
   std::vector<unsigned char> b;
   {
     std::ifstream in(file, std::ios::binary);

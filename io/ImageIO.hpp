@@ -31,15 +31,18 @@
 //                 both parse as finite numbers with max > min, else the image's finite min/max
 //                 (a constant image is written as its value clamped to [0, 255]). NaN -> 0.
 //                 JPEG output is lossy (quality 95).
-//   .dcm          read only: ONE uncompressed DICOM slice (explicit or implicit VR little endian),
-//                 treated as a 2D image. Values = stored value * RescaleSlope + RescaleIntercept
+//   .dcm          read only: ONE DICOM slice, treated as a 2D image. Builds with GDCM decode every
+//                 transfer syntax GDCM does (big endian, RLE, JPEG, JPEG-LS, JPEG 2000, deflate);
+//                 without it, Kortex's own reader takes uncompressed explicit or implicit VR
+//                 little endian (dicomDecoder() says which). Values = stored value * RescaleSlope + RescaleIntercept
 //                 (Hounsfield units for CT). Spacing from PixelSpacing (x = column spacing),
 //                 origin from ImagePositionPatient, direction columns from ImageOrientationPatient
 //                 (row cosine, column cosine, their cross product), spacing[2] = 1 as ITK/GDCM
 //                 reports for a single slice. Pixel padding (0028,0120) is NOT replaced (ITK does
 //                 not either); its value after rescale is in metadata "dicom.pixel_padding_value".
-//                 Rejected with a clear message: compressed transfer syntaxes, big endian,
-//                 multi-frame, colour (SamplesPerPixel != 1), missing pixel data.
+//                 Rejected with a clear message: multi-frame, colour (SamplesPerPixel != 1),
+//                 missing or truncated pixel data, and (without GDCM) compressed or big-endian
+//                 transfer syntaxes.
 //   folder        the DICOM slices in it as one 3D series (readImageSeries below); a folder
 //                 named like an image file (x.nii/) is refused as a directory.
 //
@@ -125,6 +128,10 @@ HostImage readImage(std::filesystem::path const& path);
 // drifting off the normal by > 0.05 degrees), a slice without position or orientation. One file:
 // its 2D image.
 HostImage readImageSeries(std::vector<std::filesystem::path> const& files);
+
+// "gdcm" when DICOM goes through GDCM (every transfer syntax it decodes), "kortex" when through
+// Kortex's own reader (uncompressed little endian only).
+const char* dicomDecoder();
 
 // Writes `image` atomically in the format given by the extension. Throws IoError
 // (and InvalidArgument for an image whose data does not match its geometry).

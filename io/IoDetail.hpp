@@ -78,7 +78,9 @@ VectorField<Kokkos::HostSpace> readNiftiField(fs::path const& file);
 void writeNiftiField(VectorField<Kokkos::HostSpace> const& field, fs::path const& tmpFile,
                      fs::path const& target);
 // Dicom.cpp (no dependency; always built).
-HostImage readDicom(fs::path const& file);
+HostImage readDicom(fs::path const& file);        // GDCM where the build has it, else the next
+HostImage readDicomKortex(fs::path const& file);  // Kortex's own: uncompressed little endian only
+HostImage readDicomGdcm(fs::path const& file);    // DicomGdcm.cpp (KORTEX_HAVE_GDCM builds)
 // The slices of one series stacked into a 3D volume (readImageSeries in io/ImageIO.hpp); `what`
 // names the series in messages (its folder, or the first file).
 HostImage readDicomSeries(std::vector<fs::path> const& files, fs::path const& what);

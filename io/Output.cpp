@@ -1,5 +1,7 @@
 #include "io/Output.hpp"
 
+#include "io/ImageIO.hpp"
+
 #include <chrono>
 #include <ctime>
 #include <sstream>
@@ -118,6 +120,7 @@ nlohmann::json environmentJson(bool verboseKokkos) {
   j["host_threads"] = b.hostThreads;
   j["kokkos_host_concurrency"] = b.kokkosHostConcurrency;
   j["vtk_io"] = b.vtkIo;
+  j["dicom_decoder"] = dicomDecoder();
   j["date_utc"] = utcTimestamp();
   j["hostname"] = hostName();
   j["boundary_rule"] = kBoundaryRuleName;

@@ -408,6 +408,7 @@ PYBIND11_MODULE(_kortex, m) {
     }
   });
   m.attr("execution_space") = std::string(Kokkos::DefaultExecutionSpace::name());
+  m.attr("dicom_decoder") = std::string(io::dicomDecoder());
   m.attr("has_gpu_backend") = !Kokkos::SpaceAccessibility<Kokkos::HostSpace, Kokkos::DefaultExecutionSpace::memory_space>::accessible;
 
   m.def("read", &readImageDict, py::arg("path"), "Read an image: dict(array, spacing, origin, direction, metadata)");

@@ -21,11 +21,11 @@ RuntimeError, with the command's messages. `execution_space` names Kokkos' defau
 import os as _os
 
 from . import _kortex
-from ._kortex import execution_space, has_gpu_backend  # noqa: F401
+from ._kortex import dicom_decoder, execution_space, has_gpu_backend  # noqa: F401
 
 __all__ = ["read", "read_series", "write", "geometry_of", "denoise_bilateral", "denoise_nlm", "denoise_multires",
            "register_unbiased", "register_greedy", "surface_phi_from_mask", "surface_denoise", "atlas_build",
-           "from_nibabel", "to_nibabel", "execution_space", "has_gpu_backend"]
+           "from_nibabel", "to_nibabel", "execution_space", "has_gpu_backend", "dicom_decoder"]
 
 
 def _image(x):
