@@ -172,6 +172,44 @@ const char* dicomDecoder() {
 
 namespace kortex::io::detail {
 
+void decodeDicomPixels(unsigned char const* src, std::size_t count, DicomPixelFormat const& f, float* out) {
+  const int shift = f.highBit + 1 - f.bitsStored;
+  const std::uint64_t mask = f.bitsStored >= 32 ? 0xFFFFFFFFull : ((1ull << f.bitsStored) - 1);
+  const std::size_t bytesPer = std::size_t(f.bitsAllocated / 8);
+  for (std::size_t i = 0; i < count; ++i) {
+    std::uint64_t raw = 0;
+    for (std::size_t k = 0; k < bytesPer; ++k) raw |= std::uint64_t(src[i * bytesPer + k]) << (8 * k);
+    const std::uint64_t v = (raw >> shift) & mask;
+    double value = static_cast<double>(v);
+    if (f.isSigned && ((v >> (f.bitsStored - 1)) & 1u))
+      value = static_cast<double>(static_cast<std::int64_t>(v) - (std::int64_t(1) << f.bitsStored));
+    out[i] = static_cast<float>(value * f.slope + f.intercept);
+  }
+}
+
+void setDicomMetadata(std::map<std::string, std::string>& md, std::string const& transferSyntax,
+                      std::function<std::string(std::uint16_t, std::uint16_t)> const& str, DicomPixelFormat const& f,
+                      std::optional<std::uint16_t> padding) {
+  md["dicom.transfer_syntax"] = transferSyntax;
+  md["dicom.modality"] = str(0x0008, 0x0060);
+  md["dicom.photometric_interpretation"] = str(0x0028, 0x0004);
+  md["dicom.rescale_slope"] = formatFloats({f.slope}, false);
+  md["dicom.rescale_intercept"] = formatFloats({f.intercept}, false);
+  md["dicom.bits_stored"] = std::to_string(f.bitsStored);
+  const std::pair<const char*, std::array<std::uint16_t, 2>> optional[] = {
+      {"dicom.slice_thickness", {0x0018, 0x0050}},          {"dicom.gantry_tilt", {0x0018, 0x1120}},
+      {"dicom.image_position_patient", {0x0020, 0x0032}},   {"dicom.image_orientation_patient", {0x0020, 0x0037}},
+      {"dicom.window_center", {0x0028, 0x1050}},            {"dicom.window_width", {0x0028, 0x1051}}};
+  for (auto const& [key, tag] : optional) {
+    const std::string v = str(tag[0], tag[1]);
+    if (!v.empty()) md[key] = v;
+  }
+  if (padding) {
+    const double v = f.isSigned ? double(static_cast<std::int16_t>(*padding)) : double(*padding);
+    md["dicom.pixel_padding_value"] = formatFloats({v * f.slope + f.intercept}, false);
+  }
+}
+
 HostImage readDicom(fs::path const& file) {
 #if KORTEX_HAVE_GDCM
   return readDicomGdcm(file);
@@ -337,45 +375,15 @@ HostImage readDicomKortex(fs::path const& file) {
   }
 
   HostImage img = allocateImage(g, file, "kortex::io::dicom");
-  const int shift = highBit + 1 - bitsStored;
-  const std::uint64_t mask = bitsStored >= 32 ? 0xFFFFFFFFull : ((1ull << bitsStored) - 1);
-  const unsigned char* src = b.data() + pixelPos;
-  float* out = img.data.data();
-  const std::size_t n = static_cast<std::size_t>(rows) * cols;
-  auto decode = [&](std::uint64_t raw) -> double {
-    std::uint64_t v = (raw >> shift) & mask;
-    if (isSigned && (v >> (bitsStored - 1)) & 1u)
-      return static_cast<double>(static_cast<std::int64_t>(v) - (std::int64_t(1) << bitsStored));
-    return static_cast<double>(v);
-  };
-  for (std::size_t i = 0; i < n; ++i) {
-    std::uint64_t raw = 0;
-    for (std::size_t k = 0; k < bytesPer; ++k)
-      raw |= std::uint64_t(src[i * bytesPer + k]) << (8 * k);
-    out[i] = static_cast<float>(decode(raw) * slope + intercept);
-  }
-
-  auto& md = img.metadata;
-  md["dicom.transfer_syntax"] = transferSyntax;
-  md["dicom.modality"] = str(0x0008, 0x0060);
-  md["dicom.photometric_interpretation"] = str(0x0028, 0x0004);
-  md["dicom.rescale_slope"] = formatFloats({slope}, false);
-  md["dicom.rescale_intercept"] = formatFloats({intercept}, false);
-  md["dicom.bits_stored"] = std::to_string(bitsStored);
-  if (has(0x0018, 0x0050)) md["dicom.slice_thickness"] = str(0x0018, 0x0050);
-  if (has(0x0018, 0x1120)) md["dicom.gantry_tilt"] = str(0x0018, 0x1120);
-  if (has(0x0020, 0x0032)) md["dicom.image_position_patient"] = str(0x0020, 0x0032);
-  if (has(0x0020, 0x0037)) md["dicom.image_orientation_patient"] = str(0x0020, 0x0037);
-  if (has(0x0028, 0x1050)) md["dicom.window_center"] = str(0x0028, 0x1050);
-  if (has(0x0028, 0x1051)) md["dicom.window_width"] = str(0x0028, 0x1051);
+  const DicomPixelFormat fmt{bitsAllocated, bitsStored, highBit, isSigned, slope, intercept};
+  decodeDicomPixels(b.data() + pixelPos, static_cast<std::size_t>(rows) * cols, fmt, img.data.data());
+  std::optional<std::uint16_t> padding;
   if (has(0x0028, 0x0120)) {
     auto it = values.find(tagOf(0x0028, 0x0120));
-    if (it->second.second >= 2) {
-      const std::uint16_t raw = p.u16(it->second.first);
-      const double v = isSigned ? double(static_cast<std::int16_t>(raw)) : double(raw);
-      md["dicom.pixel_padding_value"] = formatFloats({v * slope + intercept}, false);
-    }
+    if (it->second.second >= 2) padding = p.u16(it->second.first);
   }
+  setDicomMetadata(img.metadata, transferSyntax, [&](std::uint16_t g, std::uint16_t e) { return has(g, e) ? str(g, e) : std::string(); },
+                   fmt, padding);
   return img;
 }
 

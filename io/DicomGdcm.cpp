@@ -117,45 +117,21 @@ HostImage readDicomGdcm(fs::path const& file) {
     g.direction = {r[0], c[0], n[0], r[1], c[1], n[1], r[2], c[2], n[2]};
   }
   HostImage img = allocateImage(g, file, "kortex::io::dicom");
-  // GDCM hands the decoded values in host byte order; BitsStored / HighBit / sign as Dicom.cpp.
-  const int shift = highBit + 1 - bitsStored;
-  const std::uint64_t mask = bitsStored >= 32 ? 0xFFFFFFFFull : ((1ull << bitsStored) - 1);
-  const std::size_t bytesPer = std::size_t(bitsAllocated / 8), n = std::size_t(rows) * cols;
-  const auto* src = reinterpret_cast<const unsigned char*>(buf.data());
-  float* out = img.data.data();
-  for (std::size_t i = 0; i < n; ++i) {
-    std::uint64_t raw = 0;
-    for (std::size_t k = 0; k < bytesPer; ++k) raw |= std::uint64_t(src[i * bytesPer + k]) << (8 * k);
-    std::uint64_t v = (raw >> shift) & mask;
-    double value = double(v);
-    if (isSigned && ((v >> (bitsStored - 1)) & 1u)) value = double(std::int64_t(v) - (std::int64_t(1) << bitsStored));
-    out[i] = static_cast<float>(value * slope + intercept);
-  }
-
-  auto& md = img.metadata;
-  md["dicom.transfer_syntax"] = uid;
-  md["dicom.decoder"] = "gdcm";
-  md["dicom.modality"] = str(0x0008, 0x0060);
-  md["dicom.photometric_interpretation"] = str(0x0028, 0x0004);
-  md["dicom.rescale_slope"] = formatFloats({slope}, false);
-  md["dicom.rescale_intercept"] = formatFloats({intercept}, false);
-  md["dicom.bits_stored"] = std::to_string(bitsStored);
-  if (has(0x0018, 0x0050)) md["dicom.slice_thickness"] = str(0x0018, 0x0050);
-  if (has(0x0018, 0x1120)) md["dicom.gantry_tilt"] = str(0x0018, 0x1120);
-  if (has(0x0020, 0x0032)) md["dicom.image_position_patient"] = str(0x0020, 0x0032);
-  if (has(0x0020, 0x0037)) md["dicom.image_orientation_patient"] = str(0x0020, 0x0037);
-  if (has(0x0028, 0x1050)) md["dicom.window_center"] = str(0x0028, 0x1050);
-  if (has(0x0028, 0x1051)) md["dicom.window_width"] = str(0x0028, 0x1051);
+  // GDCM hands the decoded values in host (little-endian) byte order.
+  const DicomPixelFormat fmt{bitsAllocated, bitsStored, highBit, isSigned, slope, intercept};
+  decodeDicomPixels(reinterpret_cast<const unsigned char*>(buf.data()), std::size_t(rows) * cols, fmt, img.data.data());
+  std::optional<std::uint16_t> padding;
   if (has(0x0028, 0x0120)) {
     const gdcm::ByteValue* bv = ds.GetDataElement(gdcm::Tag(0x0028, 0x0120)).GetByteValue();
     if (bv && bv->GetLength() >= 2) {
       std::uint16_t raw = 0;
       std::memcpy(&raw, bv->GetPointer(), 2);
       if (ts.GetSwapCode() == gdcm::SwapCode::BigEndian) raw = std::uint16_t((raw >> 8) | (raw << 8));
-      const double v = isSigned ? double(static_cast<std::int16_t>(raw)) : double(raw);
-      md["dicom.pixel_padding_value"] = formatFloats({v * slope + intercept}, false);
+      padding = raw;
     }
   }
+  setDicomMetadata(img.metadata, uid, str, fmt, padding);
+  img.metadata["dicom.decoder"] = "gdcm";
   return img;
 }
 

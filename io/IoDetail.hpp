@@ -4,7 +4,10 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
+#include <map>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -81,6 +84,21 @@ void writeNiftiField(VectorField<Kokkos::HostSpace> const& field, fs::path const
 HostImage readDicom(fs::path const& file);        // GDCM where the build has it, else the next
 HostImage readDicomKortex(fs::path const& file);  // Kortex's own: uncompressed little endian only
 HostImage readDicomGdcm(fs::path const& file);    // DicomGdcm.cpp (KORTEX_HAVE_GDCM builds)
+
+// What both DICOM readers share (Dicom.cpp). The stored pixels of one slice (little-endian
+// containers of bitsAllocated / 8 bytes) -> value = (stored bits, sign-extended) * slope +
+// intercept, as float.
+struct DicomPixelFormat {
+  int bitsAllocated = 16, bitsStored = 16, highBit = 15;
+  bool isSigned = false;
+  double slope = 1.0, intercept = 0.0;
+};
+void decodeDicomPixels(unsigned char const* src, std::size_t count, DicomPixelFormat const& f, float* out);
+// The metadata both readers set: `str(group, element)` is the trimmed value or "" when absent;
+// `padding` the raw PixelPaddingValue when present.
+void setDicomMetadata(std::map<std::string, std::string>& md, std::string const& transferSyntax,
+                      std::function<std::string(std::uint16_t, std::uint16_t)> const& str, DicomPixelFormat const& f,
+                      std::optional<std::uint16_t> padding);
 // The slices of one series stacked into a 3D volume (readImageSeries in io/ImageIO.hpp); `what`
 // names the series in messages (its folder, or the first file).
 HostImage readDicomSeries(std::vector<fs::path> const& files, fs::path const& what);
