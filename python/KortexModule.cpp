@@ -145,6 +145,13 @@ void session() {
   py::module_::import("atexit").attr("register")(py::cpp_function(&finalizeKokkos));
 }
 
+// A job's result without the GIL held during the job (other Python threads run meanwhile).
+template <class Job>
+auto released(Job&& job) {
+  py::gil_scoped_release release;
+  return job();
+}
+
 // ---- the jobs ---------------------------------------------------------------------------------------
 
 py::dict readImageDict(std::string const& path) {
@@ -190,12 +197,7 @@ py::array_t<float> denoiseBilateral(ImageArg const& image, int radius, float sig
   const Backend b = parseBackend(backend);
   requireKokkosVariantBackend(variant, b);
   if (variant) p.variant = parseBilateralVariant(*variant);
-  HostImage out;
-  {
-    py::gil_scoped_release release;
-    out = pipeline::denoiseBilateral(in, p, b);
-  }
-  return arrayOf(out);
+  return arrayOf(released([&] { return pipeline::denoiseBilateral(in, p, b); }));
 }
 
 py::array_t<float> denoiseNlm(ImageArg const& image, int patchRadius, int searchRadius, float h, std::string const& backend,
@@ -210,12 +212,7 @@ py::array_t<float> denoiseNlm(ImageArg const& image, int patchRadius, int search
   const Backend b = parseBackend(backend);
   requireKokkosVariantBackend(variant, b);
   if (variant) p.variant = parseNlmVariant(*variant);
-  HostImage out;
-  {
-    py::gil_scoped_release release;
-    out = pipeline::denoiseNlm(in, p, b);
-  }
-  return arrayOf(out);
+  return arrayOf(released([&] { return pipeline::denoiseNlm(in, p, b); }));
 }
 
 py::array_t<float> denoiseMultires(ImageArg const& image, int levels, int radius, float sigmaSpatial,
@@ -243,12 +240,7 @@ py::array_t<float> denoiseMultires(ImageArg const& image, int levels, int radius
   } else {
     mp.sigmaRange = float(std::get<double>(sigmaRange));
   }
-  HostImage out;
-  {
-    py::gil_scoped_release release;
-    out = pipeline::denoiseMultires(in, job);
-  }
-  return arrayOf(out);
+  return arrayOf(released([&] { return pipeline::denoiseMultires(in, job); }));
 }
 
 py::dict registrationResult(pipeline::RegistrationPipelineResult const& r, HostImage const& moving) {
@@ -286,11 +278,7 @@ py::dict registerUnbiased(ImageArg const& fixed, ImageArg const& moving, double 
   requireKokkosVariantBackend(variant, opt.backend);
   if (variant) opt.fluid.variant = parseRegistrationVariant(*variant);
   opt.fluid.validate();
-  pipeline::RegistrationPipelineResult r;
-  {
-    py::gil_scoped_release release;
-    r = pipeline::registerPair(m, f, opt);
-  }
+  const pipeline::RegistrationPipelineResult r = released([&] { return pipeline::registerPair(m, f, opt); });
   return registrationResult(r, m);
 }
 
@@ -314,11 +302,7 @@ py::dict registerGreedy(ImageArg const& fixed, ImageArg const& moving, float alp
   opt.greedy.validate();
   opt.useAffine = affine;
   opt.backend = parseBackend(backend);
-  pipeline::RegistrationPipelineResult r;
-  {
-    py::gil_scoped_release release;
-    r = pipeline::registerPair(m, f, opt);
-  }
+  const pipeline::RegistrationPipelineResult r = released([&] { return pipeline::registerPair(m, f, opt); });
   return registrationResult(r, m);
 }
 
@@ -327,12 +311,7 @@ py::array_t<float> surfacePhiFromMask(ImageArg const& mask, std::optional<double
   session();
   Array keep;
   const HostImage in = imageOf(mask, geometryArgs(spacing, {}, {}), keep);
-  HostImage out;
-  {
-    py::gil_scoped_release release;
-    out = pipeline::surfacePhiFromMask(in, label, threshold);
-  }
-  return arrayOf(out);
+  return arrayOf(released([&] { return pipeline::surfacePhiFromMask(in, label, threshold); }));
 }
 
 py::array_t<float> surfaceDenoise(ImageArg const& phi, float band, int patch, int neighbors, double c1, double c2,
@@ -351,12 +330,7 @@ py::array_t<float> surfaceDenoise(ImageArg const& phi, float band, int patch, in
   job.backend = parseBackend(backend);
   requireKokkosVariantBackend(variant, job.backend);
   if (variant) job.params.variant = parseSurfaceNlmVariant(*variant);
-  HostImage out;
-  {
-    py::gil_scoped_release release;
-    out = pipeline::surfaceDenoise(in, job);
-  }
-  return arrayOf(out);
+  return arrayOf(released([&] { return pipeline::surfaceDenoise(in, job); }));
 }
 
 py::dict atlasBuild(std::vector<std::string> images, std::string const& outTemplate, std::vector<int> scales,
@@ -380,11 +354,7 @@ py::dict atlasBuild(std::vector<std::string> images, std::string const& outTempl
   job.params.greedy.maxStep = maxStep;
   job.useAffine = affine;
   job.backend = parseBackend(backend);
-  pipeline::AtlasJobResult r;
-  {
-    py::gil_scoped_release release;
-    r = pipeline::runAtlasJob(job, nullptr);
-  }
+  const pipeline::AtlasJobResult r = released([&] { return pipeline::runAtlasJob(job, nullptr); });
   py::dict d;
   d["template"] = readImageDict(outTemplate);
   d["report"] = py::module_::import("json").attr("loads")(pipeline::toJson(r).dump());
