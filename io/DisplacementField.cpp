@@ -17,9 +17,10 @@ constexpr int kComponents = 3;
 
 void requireNiftiName(fs::path const& path, bool write) {
   const std::string ext = extensionOf(path);
-  if (ext == ".nii" || ext == ".nii.gz") return;
+  if (isNiftiExtension(ext)) return;
   const std::string what = "displacement fields are " + std::string(write ? "written" : "read") +
-                           " as NIfTI (.nii or .nii.gz), the format ITK and ANTs use; got " +
+                           " as NIfTI (.nii, .nii.gz or a .hdr/.img pair), the format ITK and "
+                           "ANTs use; got " +
                            (ext.empty() ? std::string("no extension") : "'" + ext + "'");
   if (write) writeError(path, what);
   readError(path, what);
@@ -106,9 +107,7 @@ void writeDisplacementField(VectorField<Kokkos::HostSpace> const& field,
   if (p.dataMismatch) throw InvalidArgument("cannot write '" + path.string() + "': " + p.message);
   if (!p.message.empty()) writeError(path, p.message);
   AtomicOutput out(path);
-  const std::string name = path.filename().string();
-  writeNiftiField(field, out.temporary(name), path);
-  out.commit({name});
+  out.commit(writeNiftiField(field, out));
 }
 
 VectorField<Kokkos::HostSpace> readDisplacementField(std::filesystem::path const& path) {

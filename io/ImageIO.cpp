@@ -33,6 +33,12 @@ namespace detail {
   throw IoError("cannot write '" + file.string() + "': " + what);
 }
 
+bool isNiftiExtension(std::string const& ext) {
+  for (const char* e : {".nii", ".nii.gz", ".hdr", ".img", ".hdr.gz", ".img.gz"})
+    if (ext == e) return true;
+  return false;
+}
+
 std::string extensionOf(fs::path const& path) {
   std::string name = path.filename().string();
   std::transform(name.begin(), name.end(), name.begin(),
@@ -40,7 +46,8 @@ std::string extensionOf(fs::path const& path) {
   auto endsWith = [&](std::string const& s) {
     return name.size() > s.size() && name.compare(name.size() - s.size(), s.size(), s) == 0;
   };
-  if (endsWith(".nii.gz")) return ".nii.gz";
+  for (const char* two : {".nii.gz", ".hdr.gz", ".img.gz"})
+    if (endsWith(two)) return two;
   const auto dot = name.rfind('.');
   if (dot == std::string::npos || dot == 0) return "";
   return name.substr(dot);
@@ -204,6 +211,10 @@ struct FormatInfo {
 constexpr FormatInfo kFormats[] = {
     {".nii", "NIfTI", true, true, false},
     {".nii.gz", "NIfTI", true, true, false},
+    {".hdr", "NIfTI pair", true, true, false},
+    {".img", "NIfTI pair", true, true, false},
+    {".hdr.gz", "NIfTI pair", true, true, false},
+    {".img.gz", "NIfTI pair", true, true, false},
     {".mha", "MetaImage", true, true, true},
     {".mhd", "MetaImage", true, true, true},
     {".vti", "VTK XML image data", true, true, true},
@@ -236,7 +247,7 @@ void checkExtension(fs::path const& path, Access access) {
     throw Unsupported("cannot " + std::string(read ? "read" : "write") + " '" + path.string() +
                       "': " + f->name + " (" + ext +
                       ") needs a Kortex build with VTK and this one has none; NIfTI (.nii, "
-                      ".nii.gz) is always available" +
+                      ".nii.gz, .hdr/.img) is always available" +
                       (read ? ", and DICOM (.dcm) too" : ""));
   const std::string what =
       ext.empty() ? std::string("no file extension")
@@ -351,7 +362,7 @@ HostImage readImage(std::filesystem::path const& path) {
   if (fileSize(path) == 0) readError(path, "the file is empty (0 bytes)");
   HostImage img;
   std::string format;
-  if (ext == ".nii" || ext == ".nii.gz") {
+  if (isNiftiExtension(ext)) {
     img = readNifti(path);
     format = "nifti";
   } else if (ext == ".dcm") {
@@ -387,9 +398,8 @@ void writeImage(HostImage const& image, std::filesystem::path const& path) {
   checkWritable(image, path);
   AtomicOutput out(path);
   const std::string name = path.filename().string();
-  if (ext == ".nii" || ext == ".nii.gz") {
-    writeNifti(image, out.temporary(name), path);
-    out.commit({name});
+  if (isNiftiExtension(ext)) {
+    out.commit(writeNifti(image, out));
     return;
   }
 #if KORTEX_HAVE_VTK

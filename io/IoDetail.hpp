@@ -73,13 +73,17 @@ class AtomicOutput {
 std::recursive_mutex& ioMutex();
 
 // --- format codecs (one translation unit each) ---
-// Nifti.cpp (system zlib; always built).
+// Nifti.cpp (nifti_clib and zlib; always built). `file` may name either file of a pair.
 HostImage readNifti(fs::path const& file);
-void writeNifti(HostImage const& image, fs::path const& tmpFile, fs::path const& target);
+// Write into out's temporary directory; return the file names to commit, in order (a pair: the
+// data file, then the header).
+std::vector<std::string> writeNifti(HostImage const& image, AtomicOutput const& out);
 // Displacement fields: 3 components, world mm, LPS (conventions in io/ImageIO.hpp).
 VectorField<Kokkos::HostSpace> readNiftiField(fs::path const& file);
-void writeNiftiField(VectorField<Kokkos::HostSpace> const& field, fs::path const& tmpFile,
-                     fs::path const& target);
+std::vector<std::string> writeNiftiField(VectorField<Kokkos::HostSpace> const& field,
+                                         AtomicOutput const& out);
+// True for the NIfTI extensions: .nii, .nii.gz, and a pair's .hdr/.img (each optionally .gz).
+bool isNiftiExtension(std::string const& ext);
 // Dicom.cpp (no dependency; always built).
 HostImage readDicom(fs::path const& file);        // GDCM where the build has it, else the next
 HostImage readDicomKortex(fs::path const& file);  // Kortex's own: uncompressed little endian only

@@ -90,12 +90,14 @@ HostImage synthetic2D(Index nx = 9, Index ny = 6) {
 // --------------------------------------------------------------------------------------------
 BOOST_AUTO_TEST_CASE(extensions) {
   using io::Access;
-  for (auto n : {"a.nii", "a.nii.gz", "A.NII.GZ", "dir/a.dcm"})
+  for (auto n : {"a.nii", "a.nii.gz", "A.NII.GZ", "dir/a.dcm", "a.hdr", "a.img", "a.hdr.gz",
+                 "A.IMG.GZ"})
     BOOST_TEST(io::isSupportedExtension(n), n);
+  for (auto n : {"a.hdr", "a.img", "a.img.gz"}) BOOST_TEST(io::isSupportedExtension(n, Access::Write), n);
   // The VTK formats are supported exactly when the build has VTK.
   for (auto n : {"a.mha", "a.mhd", "a.vti", "a.png", "a.jpg", "a.JPEG"})
     BOOST_TEST(io::isSupportedExtension(n) == kHaveVtk, n);
-  for (auto n : {"a.txt", "a", "a.gz", "a.nii.bz2", ".nii", "a.img", "a.hdr"})
+  for (auto n : {"a.txt", "a", "a.gz", "a.nii.bz2", ".nii", "a.raw", "a.hdr.bz2"})
     BOOST_TEST(!io::isSupportedExtension(n), n);
   BOOST_TEST(io::isSupportedExtension("a.dcm", Access::Read));
   BOOST_TEST(!io::isSupportedExtension("a.dcm", Access::Write));
@@ -201,6 +203,101 @@ BOOST_AUTO_TEST_CASE(roundtrip_3d_all_formats) {
   std::set<std::string> expected = {"vol.nii", "vol.nii.gz", "again.nii", "again.nii.gz"};
   if (kHaveVtk) expected.insert({"vol.mha", "vol.mhd", "vol.raw", "vol.vti"});
   BOOST_TEST(listing(dir.path) == expected, "directory holds exactly the written files");
+}
+
+// NIfTI-2 and header/data pairs, through nifti_clib. NIfTI-2 keeps the geometry in float64, so
+// its round trip is exact to double precision; the version read is the version written back.
+BOOST_AUTO_TEST_CASE(nifti_versions_and_pairs) {
+  TempDir dir;
+  // NIfTI-2 magic at byte 4: "n+2" (single file) or "ni2" (pair), then "\0\r\n\032\n".
+  const char kMagic2[8] = {'n', 'i', '2', '\0', '\r', '\n', '\032', '\n'};
+  char kMagic2Single[8];
+  std::memcpy(kMagic2Single, kMagic2, 8);
+  kMagic2Single[1] = '+';
+  for (bool leftHanded : {false, true}) {
+    HostImage img = synthetic3D(leftHanded);
+    for (int version : {1, 2}) {
+      if (version == 2) img.metadata["nifti.version"] = "2";
+      for (std::string ext : {".nii", ".nii.gz", ".hdr", ".img.gz"}) {
+        BOOST_TEST_CONTEXT("NIfTI-" << version << " " << ext << (leftHanded ? " left-handed" : "")) {
+          const std::string stem = "v" + std::to_string(version) + (leftHanded ? "l" : "r");
+          const fs::path p = dir / (stem + ext);
+          io::writeImage(img, p);
+          const HostImage back = io::readImage(p);
+          checkGeometry(back.geometry, img.geometry, version == 2 ? 1e-12 : kFloatHeaderTol);
+          checkSameValues(back, img);
+          BOOST_TEST(md(back, "nifti.version") == std::to_string(version));
+          BOOST_TEST(md(back, "nifti.qfac") == (leftHanded ? "-1" : "1"));
+          const bool pair = ext != ".nii" && ext != ".nii.gz";
+          if (pair) {
+            const bool gz = ext == ".img.gz";
+            const fs::path hdr = dir / (stem + (gz ? ".hdr.gz" : ".hdr"));
+            const fs::path data = dir / (stem + (gz ? ".img.gz" : ".img"));
+            BOOST_TEST(fs::exists(hdr));
+            BOOST_TEST(fs::exists(data));
+            if (!gz) {
+              // Header alone (+ the 4-byte extension flag), voxels alone from byte 0.
+              const auto h = readBytes(hdr);
+              BOOST_TEST(h.size() == (version == 2 ? 544u : 352u));
+              BOOST_TEST(fs::file_size(data) == 7u * 5u * 4u * 4u);
+              BOOST_TEST(std::memcmp(h.data() + (version == 2 ? 4 : 344),
+                                     version == 2 ? kMagic2 : "ni1\0", version == 2 ? 8 : 4) == 0);
+              float first = 0;
+              std::memcpy(&first, readBytes(data).data(), 4);
+              BOOST_TEST(first == img.data(0, 0, 0));
+              // Either file of the pair names the image.
+              checkSameValues(io::readImage(data), img);
+            }
+          } else if (ext == ".nii") {
+            const auto b = readBytes(p);
+            std::int32_t size = 0;
+            std::memcpy(&size, b.data(), 4);
+            BOOST_TEST(size == (version == 2 ? 540 : 348));
+            BOOST_TEST(std::memcmp(b.data() + (version == 2 ? 4 : 344),
+                                   version == 2 ? kMagic2Single : "n+1\0", version == 2 ? 8 : 4) == 0);
+            BOOST_TEST(b.size() == (version == 2 ? 544u : 352u) + 7u * 5u * 4u * 4u);
+          }
+          // Read -> write -> read: the header fields come back verbatim, same version.
+          const fs::path again = dir / ("again" + ext);
+          io::writeImage(back, again);
+          const HostImage back2 = io::readImage(again);
+          checkGeometry(back2.geometry, back.geometry, 0.0);
+          for (auto key : {"nifti.version", "nifti.qform", "nifti.sform", "nifti.quatern",
+                           "nifti.qoffset", "nifti.pixdim", "nifti.qform_code", "nifti.sform_code"})
+            BOOST_TEST(md(back2, key) == md(back, key), key);
+          checkSameValues(back2, back);
+        }
+      }
+    }
+  }
+  // Only the written files (a pair is two), no temporaries.
+  std::set<std::string> expected;
+  for (std::string stem : {"v1r", "v1l", "v2r", "v2l", "again"})
+    for (std::string f : {".nii", ".nii.gz", ".hdr", ".img", ".hdr.gz", ".img.gz"})
+      expected.insert(stem + f);
+  BOOST_TEST(listing(dir.path) == expected);
+
+  // More than 32767 voxels along an axis: NIfTI-1 cannot say it, so the file is NIfTI-2.
+  HostImage wide("wide", Geometry::make2D(40000, 2));
+  for (Index i = 0; i < wide.numVoxels(); ++i) wide.data.data()[i] = float(i % 977);
+  io::writeImage(wide, dir / "wide.nii");
+  const HostImage wideBack = io::readImage(dir / "wide.nii");
+  BOOST_TEST(md(wideBack, "nifti.version") == "2");
+  BOOST_TEST(wideBack.geometry.nx() == 40000);
+  checkSameValues(wideBack, wide);
+
+  // Pair faults: a missing data file, a data file without its header.
+  TempDir bad;
+  io::writeImage(synthetic3D(), bad / "lone.hdr");
+  fs::remove(bad / "lone.img");
+  expectIoError([&] { io::readImage(bad / "lone.hdr"); }, {"lone.hdr", "data file 'lone.img'", "missing"});
+  io::writeImage(synthetic3D(), bad / "orphan.hdr");
+  fs::remove(bad / "orphan.hdr");
+  expectIoError([&] { io::readImage(bad / "orphan.img"); }, {"orphan.img", "no NIfTI header"});
+  const auto cut = readBytes(bad / "orphan.img");
+  io::writeImage(synthetic3D(), bad / "short.hdr");
+  writeBytes(bad / "short.img", std::vector<char>(cut.begin(), cut.end() - 8));
+  expectIoError([&] { io::readImage(bad / "short.hdr"); }, {"short.hdr", "truncated", "'short.img'"});
 }
 
 BOOST_AUTO_TEST_CASE(roundtrip_2d) {
@@ -491,9 +588,11 @@ BOOST_AUTO_TEST_CASE(bad_inputs) {
     writeBytes(dir / "rgb.nii", b);
     expectIoError([&] { io::readImage(dir / "rgb.nii"); }, {"rgb.nii", "RGB"});
     b = good;
-    patch<std::int32_t>(b, 0, 540);
-    writeBytes(dir / "v2.nii", b);
-    expectIoError([&] { io::readImage(dir / "v2.nii"); }, {"v2.nii", "NIfTI-2"});
+    patch<std::int32_t>(b, 0, 540);  // a NIfTI-1 header claiming to be NIfTI-2: its 540 bytes
+    writeBytes(dir / "v2.nii", b);    // hold no NIfTI-2 magic
+    expectIoError([&] { io::readImage(dir / "v2.nii"); }, {"v2.nii", "NIfTI"});
+    writeBytes(dir / "v2short.nii", std::vector<char>(b.begin(), b.begin() + 400));
+    expectIoError([&] { io::readImage(dir / "v2short.nii"); }, {"v2short.nii", "truncated", "540-byte NIfTI-2"});
   }
 
   // DICOM (always available): garbage and truncated.
@@ -631,10 +730,12 @@ BOOST_AUTO_TEST_CASE(failed_write_leaves_nothing) {
   attempt([&] { io::writeImage(big, dir / "keep.nii.gz"); });
   attempt([&] { io::writeImage(big, dir / "new.nii"); });
   attempt([&] { io::writeDisplacementField(field, dir / "field.nii.gz"); });
+  attempt([&] { io::writeImage(big, dir / "pair.hdr"); });
   ::setrlimit(RLIMIT_FSIZE, &old);
   ::signal(SIGXFSZ, oldHandler);
 
-  const std::vector<std::string> names = {"keep.nii", "keep.nii.gz", "new.nii", "field.nii.gz"};
+  const std::vector<std::string> names = {"keep.nii", "keep.nii.gz", "new.nii", "field.nii.gz",
+                                          "pair.hdr"};
   BOOST_REQUIRE(errors.size() == names.size());
   for (std::size_t k = 0; k < names.size(); ++k) {
     BOOST_TEST(errors[k].find("cannot write") != std::string::npos, errors[k]);
