@@ -19,7 +19,6 @@
 
 #include <cmath>
 #include <cstdlib>
-#include <ios>
 #include <map>
 #include <filesystem>
 #include <optional>
@@ -133,13 +132,6 @@ void requireKokkosVariantBackend(std::optional<std::string> const& variant, Back
   if (variant && resolve(b) == Backend::Cpu)
     throw InvalidArgument("a variant selects a Kokkos implementation; it has no meaning with the CPU backend");
 }
-
-// The standard streams, constructed by this module itself. From GCC 13, objects no longer carry
-// a std::ios_base::Init each: libstdc++ >= 13 constructs std::cout / std::cerr when it loads.
-// When an older libstdc++ is already in the process (a Python wheel such as numpy's may have
-// brought one), nothing constructs them, and the first write (Kokkos' start-up messages)
-// crashes. One Init object here constructs them whichever libstdc++ is loaded (idempotent).
-const std::ios_base::Init kStreams;
 
 // Kokkos starts at the first job (not at import: no device context for a process that only
 // imports the package) and stops at interpreter exit.
