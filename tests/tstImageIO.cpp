@@ -132,7 +132,7 @@ BOOST_AUTO_TEST_CASE(vtk_formats_need_vtk) {
     kortex::test::expectThrowWith<Unsupported>(f, fragments);
   };
   const std::vector<std::string> common = {"needs a Kortex build with VTK",
-                                           "NIfTI (.nii, .nii.gz) is always available"};
+                                           "NIfTI (.nii, .nii.gz, .hdr/.img) is always available"};
   auto with = [&](std::vector<std::string> v, std::string const& a, std::string const& b) {
     v.push_back(a);
     v.push_back(b);

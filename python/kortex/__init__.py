@@ -19,9 +19,33 @@ variant: the Kokkos variant by strategy name, as the command's --variant. Errors
 RuntimeError, with the command's messages. `execution_space` names Kokkos' default space.
 """
 import os as _os
+import sys as _sys
 
-from . import _kortex
-from ._kortex import dicom_decoder, execution_space, has_gpu_backend  # noqa: F401
+
+def _share_libstdcxx():
+    """Load libstdc++ into the global symbol scope before the native module.
+
+    nvcc-compiled code (the CUDA build) instantiates libstdc++'s locale templates itself, so the
+    module defines its own copies of facet ids such as num_put<char>::id as unique symbols. When
+    another extension (numpy, torch) has already loaded libstdc++ privately (RTLD_LOCAL), the
+    module's copies and libstdc++'s end up mixed, and the first formatted number (Kokkos' start)
+    crashes. With libstdc++ global, every reference binds to libstdc++'s own copy.
+    """
+    if not _sys.platform.startswith("linux"):
+        return
+    import ctypes
+    import ctypes.util
+    name = ctypes.util.find_library("stdc++") or "libstdc++.so.6"
+    try:
+        ctypes.CDLL(name, mode=ctypes.RTLD_GLOBAL)
+    except OSError:
+        pass  # a statically linked runtime: nothing to share
+
+
+_share_libstdcxx()
+
+from . import _kortex  # noqa: E402
+from ._kortex import dicom_decoder, execution_space, has_gpu_backend  # noqa: F401,E402
 
 __all__ = ["read", "read_series", "write", "geometry_of", "denoise_bilateral", "denoise_nlm", "denoise_multires",
            "register_unbiased", "register_greedy", "surface_phi_from_mask", "surface_denoise", "atlas_build",
