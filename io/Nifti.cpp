@@ -632,8 +632,8 @@ void convertChunk(unsigned char const* src, std::size_t count, bool swap, float*
 // Reads `count` stored values from the data file (the header file itself for a single file)
 // into out[0..count) as float, scl_slope/scl_inter applied (slope 0 or non-finite: none), then
 // (gzip) reads to the end so that the CRC is checked. Messages name `file`, the user's path.
-void readValues(nifti_image const& nim, fs::path const& file, std::uint64_t count, int esize,
-                float* out) {
+void readValues(nifti_image const& nim, RawHeader const& raw, fs::path const& file,
+                std::uint64_t count, int esize, float* out) {
   const fs::path data(nim.iname);
   const bool pair = fs::path(nim.fname) != data;
   const std::string where = pair ? " in its data file '" + data.filename().string() + "'" : "";
@@ -642,7 +642,11 @@ void readValues(nifti_image const& nim, fs::path const& file, std::uint64_t coun
     readError(file, "the data file '" + data.filename().string() +
                         "' of this header/data pair is missing");
   const bool gz = isGzip(data);
-  const std::uint64_t offset = static_cast<std::uint64_t>(std::max<std::int64_t>(nim.iname_offset, 0));
+  // A pair's voxels start at its vox_offset (usually 0); nifti_clib 3.0.1 reports 544 for a
+  // NIfTI-2 pair, taking it for a single file. A single file's offset is the library's (it
+  // raises an offset inside the header to the header's end).
+  const std::uint64_t offset = static_cast<std::uint64_t>(
+      pair ? raw.voxOffset : static_cast<double>(std::max<std::int64_t>(nim.iname_offset, 0)));
   const std::uint64_t nbytes = count * static_cast<std::uint64_t>(esize);
   if (!gz) {
     const std::uintmax_t size = fileSize(data);
@@ -956,7 +960,7 @@ HostImage readNifti(fs::path const& file) {
   }
 
   // --- voxels ---
-  readValues(nim, file, static_cast<std::uint64_t>(nx) * ny * nz, esize, img.data.data());
+  readValues(nim, hd, file, static_cast<std::uint64_t>(nx) * ny * nz, esize, img.data.data());
 
   // --- metadata (enough to write the same header back) ---
   const bool f32 = hd.version == 1;  // NIfTI-1 stores float32 fields, NIfTI-2 doubles
@@ -1093,7 +1097,7 @@ VectorField<Kokkos::HostSpace> readNiftiField(fs::path const& file) {
   // NIfTI stores dim[5] slowest: the three components one after the other, each (nz, ny, nx)
   // with x fastest: exactly VectorField's layout (3, nz, ny, nx), LayoutRight.
   const std::uint64_t nvox = static_cast<std::uint64_t>(nx) * ny * nz;
-  readValues(nim, file, 3 * nvox, esize, f.data.data());
+  readValues(nim, hd, file, 3 * nvox, esize, f.data.data());
   if (hd.intentCode == kIntentDispVect) {
     // NIFTI_INTENT_DISPVECT holds RAS vectors: negate x and y (RAS -> LPS), as ITK >= 5.4's
     // ConvertRASDisplacementVectors (on by default) does.

@@ -77,8 +77,9 @@ Geometry geometryOf(py::buffer_info const& b, GeometryArgs const& ga) {
 }
 
 // The image of an argument. `keep` holds the float32 array the image's unmanaged view points into
-// (the caller's own array when it is float32 and C-contiguous: zero-copy).
-HostImage imageOf(ImageArg const& arg, GeometryArgs const& ga, Array& keep) {
+// (the caller's own array when it is float32 and C-contiguous: zero-copy). Job inputs must be
+// finite; a file may hold NaN and Inf (finiteOnly = false, for write).
+HostImage imageOf(ImageArg const& arg, GeometryArgs const& ga, Array& keep, bool finiteOnly = true) {
   if (auto const* path = std::get_if<std::string>(&arg)) {
     if (ga.spacing || ga.origin || ga.direction)
       throw InvalidArgument("spacing, origin and direction go with arrays; a file brings its own geometry");
@@ -90,7 +91,7 @@ HostImage imageOf(ImageArg const& arg, GeometryArgs const& ga, Array& keep) {
   HostImage img;
   img.geometry = geometryOf(b, ga);
   img.data = ImageView<Kokkos::HostSpace>(static_cast<float*>(b.ptr), img.geometry.nz(), img.geometry.ny(), img.geometry.nx());
-  for (std::size_t k = 0; k < img.data.size(); ++k)
+  for (std::size_t k = 0; finiteOnly && k < img.data.size(); ++k)
     if (!std::isfinite(img.data.data()[k])) {
       // Every job refuses NaN/Inf with its own message; the arrays from Python are checked here
       // so that the message names the argument.
@@ -178,7 +179,7 @@ void writeImageArray(std::string const& path, py::array array, std::optional<std
            std::optional<std::map<std::string, std::string>> metadata) {
   session();
   Array keep;
-  HostImage img = imageOf(ImageArg(array), geometryArgs(spacing, origin, direction), keep);
+  HostImage img = imageOf(ImageArg(array), geometryArgs(spacing, origin, direction), keep, false);
   if (metadata) img.metadata = *metadata;
   py::gil_scoped_release release;
   io::writeImage(img, path);
