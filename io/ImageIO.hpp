@@ -1,4 +1,4 @@
-// Image file I/O: NIfTI-1, MetaImage, VTK XML image data, PNG/JPEG and single-slice DICOM, and
+// Image file I/O: NIfTI-1/-2, MetaImage, VTK XML image data, PNG/JPEG and DICOM slices and series, and
 // displacement fields as NIfTI vector images (ITK/ANTs convention, see the end of this header).
 //
 // Everything here reads into / writes from a float32 HostImage (core/Image.hpp) whose geometry is
@@ -7,15 +7,20 @@
 // voxel (i, j, k) of the array being voxel (i, j, k) of the file (no reordering, no flips).
 // VTK is an implementation detail of kortex_io and never appears in this header.
 //
-// Availability: kortex_io is built in every configuration. NIfTI (.nii, .nii.gz) and DICOM (.dcm)
-// are Kortex's own codecs (system zlib only) and always available. MetaImage, .vti, PNG and JPEG
+// Availability: kortex_io is built in every configuration. NIfTI (through nifti_clib and zlib) and
+// DICOM (through GDCM where found, else Kortex's own reader) are always available. MetaImage, .vti, PNG and JPEG
 // go through VTK and exist only in builds with VTK (<kortex/Config.hpp> KORTEX_HAVE_VTK == 1);
 // elsewhere isSupportedExtension() is false for them and reading or writing them throws
 // kortex::Unsupported ("... needs a Kortex build with VTK; NIfTI ... is always available").
 //
 // Formats (chosen from the file name's extension, case-insensitive):
-//   .nii .nii.gz  NIfTI-1 (read: NIfTI-1 and NIfTI-2, any scalar data type, gzip or plain,
-//                 vox_offset and scl_slope/scl_inter honoured; write: NIfTI-1 float32).
+//   .nii .nii.gz  NIfTI through nifti_clib (headers) and zlib (voxels). Read: NIfTI-1 and NIfTI-2,
+//   .hdr .img     single files and header/data pairs (.hdr + .img, either also .gz; either name
+//   (+ .gz)       reads the pair), Analyze 7.5 pairs (no orientation, values as stored), any
+//                 real scalar type, vox_offset and scl_slope/scl_inter honoured. Write: float32,
+//                 a single file or a pair by the extension; NIfTI-2 when the image was read from
+//                 NIfTI-2 (metadata nifti.version "2", which also asks for it) or an axis has
+//                 more than 32767 voxels, else NIfTI-1. NIfTI-2 keeps the geometry in float64.
 //                 Orientation: ITK >= 5.4's rule (see "NIfTI orientation" below).
 //   .mha .mhd     MetaImage (read: any scalar type, compressed or not, .mhd + .raw/.zraw;
 //                 write: float32, uncompressed; .mhd writes "<stem>.raw" next to the header).
@@ -62,15 +67,17 @@
 //   is ignored too. (ITK differs in one corner: it would still add scl_inter there.)
 //
 // NIfTI metadata written by readImage and used by writeImage:
-//   nifti.qform_code, nifti.sform_code, nifti.qform (qto_xyz, 16 numbers row-major, RAS, mm of
+//   nifti.version ("1", "2" or "analyze"), nifti.qform_code, nifti.sform_code, nifti.qform (qto_xyz, 16 numbers row-major, RAS, mm of
 //   the file), nifti.sform (srow_x, srow_y, srow_z, 0 0 0 1), nifti.quatern ("b c d"),
 //   nifti.qoffset ("x y z"), nifti.qfac, nifti.pixdim ("dx dy dz"), nifti.dim0, nifti.xyzt_units,
 //   nifti.descrip, nifti.intent_code, nifti.intent_name, nifti.datatype (on disk, e.g. "uint8"),
 //   nifti.scl_slope, nifti.scl_inter (as stored; already applied to the values),
-//   nifti.orientation_source ("sform", "qform" or "none": what the ITK rule picked).
+//   nifti.orientation_source ("sform", "qform" or "none": what the ITK rule picked). Numbers of
+//   NIfTI-1 headers are printed with 9 significant digits (float32 exact), NIfTI-2's with 17.
 //   writeImage: when these fields still describe the image's geometry (same grid within 1e-6 of
 //   the spacing), the header's qform/sform fields, codes, pixdim, units and descrip are written
-//   back verbatim, so a read -> write -> read round trip is exact. Otherwise (a new image, or the
+//   back verbatim, so a read -> write -> read round trip is exact (nifti_clib writes the quaternion
+//   only with qform_code > 0 and the srow only with sform_code > 0). Otherwise (a new image, or the
 //   geometry changed) both qform and sform are built from the geometry as ITK's writer does
 //   (codes: the stored ones when > 0, else 1 = scanner), and a non-orthonormal direction is
 //   orthogonalised (ITK coerces it too). Output is always float32, scl_slope 1, scl_inter 0.
@@ -79,7 +86,8 @@
 // without VTK) with one message that names the file: missing
 // file, a directory, unknown extension, truncated or corrupt data, 4D or higher images ("has N
 // dimensions; Kortex filters take 2D or 3D scalar images"), multi-component data, zero-size images.
-// VTK's own error/warning output is captured (never printed) and quoted in the message: on first
+// nifti_clib's and VTK's own error/warning output is captured (never printed) and quoted in the
+// message (nifti_clib: standard error redirected during each call). VTK: on first
 // use kortex_io installs a capturing vtkOutputWindow and turns vtkLogger's stderr output off for
 // the process, and std::cerr/std::cout are redirected while metaio (which prints) is running.
 //
@@ -159,7 +167,7 @@ void writePngMontage(std::vector<HostImage> const& panels, std::filesystem::path
 // (ANTs Utilities/itkantsReadWriteTransform.h reads and writes fields with a plain
 // itk::ImageFileReader/Writer of the vector image, no metadata, so ITK's defaults below apply).
 //
-// File (NIfTI-1, .nii or .nii.gz), written as ITK's NiftiImageIO writes such an image:
+// File (NIfTI-1; .nii, .nii.gz or a .hdr/.img pair), written as ITK's NiftiImageIO writes such an image:
 //   dim = {5, nx, ny, nz, 1, 3, 1, 1} (dim[0] = 5 and dim[4] = 1 (no time) are required for vector
 //   intents), intent_code = 1007 (NIFTI_INTENT_VECTOR), float32, voxels component-major as NIfTI
 //   orders dim[5] slowest (all x components, then all y, then all z; x index fastest within each),

@@ -61,6 +61,17 @@ expect_error "missing input" out.mha "$KORTEX" denoise bilateral missing.mha out
 expect_error "directory without DICOM slices as input" out.mha "$KORTEX" denoise bilateral adir out.mha
 grep -q "holds no DICOM file" stderr.txt && ok || fail "directory as input: not the series message"
 expect_error "garbage nifti" out.mha "$KORTEX" denoise nlm garbage.nii out.mha
+# NIfTI pairs and faults through nifti_clib: one error line (nothing of the library's own output).
+expect_success "nlm to a NIfTI pair" pair.hdr "$KORTEX" denoise nlm good.mha pair.hdr --backend cpu --patch-radius 1 --search-radius 2 --h 0.1
+[ -s pair.img ] && ok || fail "NIfTI pair: pair.img not written"
+expect_success "nlm from a pair's data file" out.nii "$KORTEX" denoise nlm pair.img out.nii --backend cpu --patch-radius 1 --search-radius 2 --h 0.1
+head -c 300 out.nii > cuthead.nii
+expect_error "NIfTI cut inside its header" out.mha "$KORTEX" denoise nlm cuthead.nii out.mha
+grep -q "ends inside the 348-byte NIfTI-1 header" stderr.txt && ok || fail "cut header: not the truncation message"
+rm -f pair.img
+expect_error "NIfTI pair without its data file" out.nii "$KORTEX" denoise nlm pair.hdr out.nii
+grep -q "data file 'pair.img' of this header/data pair is missing" stderr.txt && ok || fail "pair without data: not the pair message"
+expect_error "NIfTI pair to a missing folder" nodir/p.hdr "$KORTEX" denoise nlm good.mha nodir/p.hdr
 expect_error "truncated image" out.mha "$KORTEX" denoise bilateral truncated.mha out.mha
 expect_error "4D input" out.mha "$KORTEX" denoise bilateral four.mha out.mha
 expect_error "NaN voxel" out.mha "$KORTEX" denoise bilateral nan.mha out.mha
