@@ -282,7 +282,7 @@ elif [ "$PART" = "python" ]; then
   # the pytest suite (every job against the command, bit for bit, Cuda as the kokkos back end),
   # then NLM 3D 128^3 from Python and from the command, each timed by its own report.
   PYDIR="${PYDIR:?PYDIR=<build>/python}"
-  KORTEX_EXE="$BIN/kortex" KORTEX_DATA_DIR="${DATA:-}" PYTHONPATH="$PYDIR" timeout 300 python3 -m pytest -q -p no:cacheprovider \
+  KORTEX_EXE="$BIN/kortex" KORTEX_DATA_DIR="${DATA:-}" PYTHONPATH="$PYDIR" timeout 300 python3 -m pytest -q -rs -p no:cacheprovider \
     "$(dirname "$0")/../python/tests" > "$OUT/python_tests.txt" 2>&1 || { echo "FAIL python tests"; status=1; }
   tail -n 3 "$OUT/python_tests.txt"
   PYTHONPATH="$PYDIR" KORTEX_EXE="$BIN/kortex" timeout 200 python3 - > "$OUT/python_gpu.txt" 2>&1 <<'PY' || { echo "FAIL python gpu run"; status=1; }
