@@ -29,7 +29,7 @@ int cmdInfo(std::string const& jsonPath) {
             << "Device: " << b.device << "\n"
             << "CPU: " << cpuModel() << ", OpenMP threads (CPU reference): " << b.hostThreads
             << ", Kokkos host concurrency: " << b.kokkosHostConcurrency << "\n"
-            << "Image I/O: NIfTI (.nii .nii.gz), DICOM (.dcm and folders of slices, read; "
+            << "Image I/O: NIfTI-1/-2 (.nii .nii.gz, .hdr/.img pairs; nifti_clib), DICOM (.dcm and folders of slices, read; "
             << (std::string(io::dicomDecoder()) == "gdcm" ? "GDCM: every transfer syntax it decodes"
                                                           : "Kortex's reader: uncompressed little endian")
             << ")"
