@@ -33,12 +33,6 @@ namespace detail {
   throw IoError("cannot write '" + file.string() + "': " + what);
 }
 
-bool isNiftiExtension(std::string const& ext) {
-  for (const char* e : {".nii", ".nii.gz", ".hdr", ".img", ".hdr.gz", ".img.gz"})
-    if (ext == e) return true;
-  return false;
-}
-
 std::string extensionOf(fs::path const& path) {
   std::string name = path.filename().string();
   std::transform(name.begin(), name.end(), name.begin(),
@@ -229,6 +223,15 @@ FormatInfo const* formatOf(std::string const& ext) {
     if (ext == f.ext) return &f;
   return nullptr;
 }
+
+}  // namespace
+
+bool detail::isNiftiExtension(std::string const& ext) {
+  FormatInfo const* f = formatOf(ext);
+  return f && std::strncmp(f->name, "NIfTI", 5) == 0;
+}
+
+namespace {
 
 // Readable / writable by the format and present in this build.
 bool supported(std::string const& ext, Access access) {

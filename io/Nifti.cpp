@@ -22,7 +22,6 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <cctype>
 #include <cstring>
 #include <memory>
 #include <utility>
@@ -747,9 +746,8 @@ OutputNames outputNames(fs::path const& target) {
 void writeBuffers(fs::path const& file,
                   std::vector<std::pair<unsigned char const*, std::size_t>> const& parts,
                   fs::path const& target) {
-  std::string lower = file.filename().string();
-  for (auto& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  const bool gz = lower.size() > 3 && lower.compare(lower.size() - 3, 3, ".gz") == 0;
+  const std::string ext = extensionOf(file);
+  const bool gz = ext.size() > 3 && ext.compare(ext.size() - 3, 3, ".gz") == 0;
   if (gz) {
     GzFile outf;
     outf.f = gzopen(file.c_str(), "wb6");
@@ -906,24 +904,17 @@ int versionFor(Geometry const& g, std::map<std::string, std::string> const& md) 
 constexpr int kIntentDispVect = NIFTI_INTENT_DISPVECT;  // 1006: displacement vectors (RAS)
 constexpr int kIntentVector = NIFTI_INTENT_VECTOR;      // 1007: generic vectors (ITK writes these)
 
-// Header checks common to images and fields, then the library's header.
-struct Opened {
-  RawHeader raw;
-  Nim nim;
-};
-
-Opened openNifti(fs::path const& file) {
-  Opened o;
-  o.raw = readRawHeader(file);
-  checkDims(o.raw, file);
-  return o;
+// The raw header with the checks common to images and fields.
+RawHeader openNifti(fs::path const& file) {
+  const RawHeader raw = readRawHeader(file);
+  checkDims(raw, file);
+  return raw;
 }
 
 }  // namespace
 
 HostImage readNifti(fs::path const& file) {
-  Opened op = openNifti(file);
-  const RawHeader& hd = op.raw;
+  const RawHeader hd = openNifti(file);
 
   // --- dimensions ---
   const int ndim = static_cast<int>(hd.dim[0]);
@@ -942,8 +933,8 @@ HostImage readNifti(fs::path const& file) {
   const Index nx = hd.dim[1], ny = ndim >= 2 ? hd.dim[2] : 1, nz = ndim >= 3 ? hd.dim[3] : 1;
   const int esize = elementSize(hd.datatype, file);
 
-  op.nim = readHeader(file);
-  const nifti_image& nim = *op.nim;
+  const Nim header = readHeader(file);
+  const nifti_image& nim = *header;
 
   // --- geometry (ITK's rule) ---
   std::string source;
@@ -1048,8 +1039,7 @@ std::vector<std::string> writeNifti(HostImage const& image, AtomicOutput const& 
 // ---- displacement fields (see io/ImageIO.hpp for the convention and its ITK sources) ----
 
 VectorField<Kokkos::HostSpace> readNiftiField(fs::path const& file) {
-  Opened op = openNifti(file);
-  const RawHeader& hd = op.raw;
+  const RawHeader hd = openNifti(file);
   const int ndim = static_cast<int>(hd.dim[0]);
   const std::string expected =
       "; a displacement field is a NIfTI vector image as ITK/ANTs write it (intent_code 1007 "
@@ -1081,8 +1071,8 @@ VectorField<Kokkos::HostSpace> readNiftiField(fs::path const& file) {
                         "); Kortex reads 3D displacement fields" + expected);
   const int esize = elementSize(hd.datatype, file);
 
-  op.nim = readHeader(file);
-  const nifti_image& nim = *op.nim;
+  const Nim header = readHeader(file);
+  const nifti_image& nim = *header;
   // Geometry: ITK's rule, on the 3 spatial axes (ITK takes the image dimension from dim[1..3]
   // for vector intents; dim[0] = 5 here would not change min(dim[0], 3) = 3 anyway).
   std::string source;
