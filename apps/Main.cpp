@@ -7,8 +7,11 @@
 #include <cstdlib>
 #include <exception>
 #include <iostream>
+#include <string>
+#include <vector>
 
 #include "apps/Commands.hpp"
+#include "io/ImageIO.hpp"
 #include "pipeline/Distributed.hpp"
 
 namespace {
@@ -31,6 +34,12 @@ int main(int argc, char** argv) {
   int threads = 0;
   app.add_option("--threads", threads, "OpenMP threads for the CPU reference (default: all cores)")
       ->check(CLI::PositiveNumber);
+  std::vector<std::string> series;
+  app.add_option("--series", series,
+                 "SeriesInstanceUID of the DICOM series to read where a folder holds several (repeat for "
+                 "several folders); may follow the subcommand");
+  // Options of this level (--threads, --series) may also be given after the subcommand.
+  app.fallthrough();
   Action action;
   addInfoCommand(app, action);
   addDenoiseCommands(app, action);
@@ -55,6 +64,7 @@ int main(int argc, char** argv) {
   }
 
   if (threads > 0) omp_set_num_threads(threads);
+  kortex::io::setDicomSeries(series);
 
   // Under mpirun: MPI before Kokkos. A rank that fails ends the whole job (MPI_Abort), so the
   // other ranks never wait for it.

@@ -9,6 +9,7 @@
 #include <array>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <iterator>
@@ -199,7 +200,9 @@ void setDicomMetadata(std::map<std::string, std::string>& md, std::string const&
   const std::pair<const char*, std::array<std::uint16_t, 2>> optional[] = {
       {"dicom.slice_thickness", {0x0018, 0x0050}},          {"dicom.gantry_tilt", {0x0018, 0x1120}},
       {"dicom.image_position_patient", {0x0020, 0x0032}},   {"dicom.image_orientation_patient", {0x0020, 0x0037}},
-      {"dicom.window_center", {0x0028, 0x1050}},            {"dicom.window_width", {0x0028, 0x1051}}};
+      {"dicom.window_center", {0x0028, 0x1050}},            {"dicom.window_width", {0x0028, 0x1051}},
+      {"dicom.series_instance_uid", {0x0020, 0x000E}},      {"dicom.series_description", {0x0008, 0x103E}},
+      {"dicom.series_number", {0x0020, 0x0011}}};
   for (auto const& [key, tag] : optional) {
     const std::string v = str(tag[0], tag[1]);
     if (!v.empty()) md[key] = v;
@@ -400,10 +403,117 @@ std::vector<double> metaNumbers(HostImage const& s, const char* key) {
 
 }  // namespace
 
-HostImage readDicomSeries(std::vector<fs::path> const& files, fs::path const& what) {
-  if (files.empty()) readError(what, "holds no DICOM file (.dcm or a 'DICM' marker at byte 128)");
+namespace {
+
+// One series of a folder: SeriesInstanceUID, then image size and orientation (a localizer holds
+// several orientations under one UID).
+struct SeriesGroup {
+  std::string uid, description, number;
+  std::vector<std::size_t> members;  // indices into the slices
+};
+
+std::string metaOf(HostImage const& s, const char* key) {
+  auto it = s.metadata.find(key);
+  return it == s.metadata.end() ? std::string() : it->second;
+}
+
+// The stack a slice belongs to within its series: image size and orientation (to 1e-3).
+std::string stackKey(HostImage const& s) {
+  std::string key = std::to_string(s.geometry.nx()) + "x" + std::to_string(s.geometry.ny());
+  for (double v : metaNumbers(s, "dicom.image_orientation_patient")) key += "|" + formatReadable(std::round(v * 1e3) / 1e3, 3);
+  return key;
+}
+
+// Groups `members` of `slices` by key(slice), in order of first appearance.
+template <class Key>
+std::vector<SeriesGroup> groupBy(std::vector<HostImage> const& slices, std::vector<std::size_t> const& members, Key key) {
+  std::vector<SeriesGroup> groups;
+  std::map<std::string, std::size_t> index;
+  for (std::size_t k : members) {
+    const auto [it, added] = index.emplace(key(slices[k]), groups.size());
+    if (added) {
+      SeriesGroup g;
+      g.uid = metaOf(slices[k], "dicom.series_instance_uid");
+      g.description = metaOf(slices[k], "dicom.series_description");
+      g.number = metaOf(slices[k], "dicom.series_number");
+      groups.push_back(g);
+    }
+    groups[it->second].members.push_back(k);
+  }
+  return groups;
+}
+
+std::string listSeries(std::vector<SeriesGroup> const& groups, std::vector<HostImage> const& slices) {
+  std::string out;
+  for (auto const& g : groups) {
+    HostImage const& s = slices[g.members.front()];
+    out += (out.empty() ? "" : "; ") + (g.uid.empty() ? std::string("(no SeriesInstanceUID)") : g.uid);
+    if (!g.number.empty()) out += " #" + g.number;
+    if (!g.description.empty()) out += " '" + g.description + "'";
+    out += ": " + std::to_string(g.members.size()) + " slice" + (g.members.size() == 1 ? "" : "s") + " of " +
+           std::to_string(s.geometry.nx()) + "x" + std::to_string(s.geometry.ny());
+  }
+  return out;
+}
+
+// Decimal places of the least precise number in a DICOM DS value list ("12.25\\-3.5" -> 1).
+int decimalsOf(std::string const& ds) {
+  int least = 16;
+  std::size_t i = 0;
+  while (i < ds.size()) {
+    std::size_t j = ds.find('\\', i);
+    if (j == std::string::npos) j = ds.size();
+    const std::string v = ds.substr(i, j - i);
+    const auto e = v.find_first_of("eE");
+    const auto dot = v.find('.');
+    int d = 0;
+    if (dot != std::string::npos) {
+      std::size_t end = e == std::string::npos ? v.size() : e;
+      while (end > dot + 1 && v[end - 1] == ' ') --end;
+      d = int(end - dot - 1);
+    }
+    if (e != std::string::npos) d -= std::atoi(v.c_str() + e + 1);
+    least = std::min(least, d);
+    i = j + 1;
+  }
+  return least;
+}
+
+}  // namespace
+
+HostImage readDicomSeries(std::vector<fs::path> const& allFiles, fs::path const& what,
+                          std::vector<std::string> const& chosenSeries) {
+  if (allFiles.empty()) readError(what, "holds no DICOM file (.dcm or a 'DICM' marker at byte 128)");
+  std::vector<HostImage> allSlices;
+  for (auto const& f : allFiles) allSlices.push_back(readDicom(f));
+  // One series: by SeriesInstanceUID, then one stack of one size and orientation. Several: the
+  // chosen one, else refused with the list, never stacked together.
+  std::vector<std::size_t> everyone(allSlices.size());
+  for (std::size_t k = 0; k < everyone.size(); ++k) everyone[k] = k;
+  const std::vector<SeriesGroup> series =
+      groupBy(allSlices, everyone, [](HostImage const& s) { return metaOf(s, "dicom.series_instance_uid"); });
+  const SeriesGroup* chosen = series.size() == 1 ? &series.front() : nullptr;
+  for (auto const& g : series)
+    if (std::find(chosenSeries.begin(), chosenSeries.end(), g.uid) != chosenSeries.end()) chosen = &g;
+  if (!chosen && !chosenSeries.empty())
+    readError(what, "holds " + std::to_string(series.size()) + " DICOM series and none is the one asked for (" +
+                        chosenSeries.front() + (chosenSeries.size() > 1 ? ", ..." : "") + "): " +
+                        listSeries(series, allSlices));
+  if (!chosen)
+    readError(what, "holds " + std::to_string(series.size()) +
+                        " DICOM series; choose one by its SeriesInstanceUID: " + listSeries(series, allSlices));
+  const std::vector<SeriesGroup> stacks = groupBy(allSlices, chosen->members, stackKey);
+  if (stacks.size() > 1)
+    readError(what, "is not one series: it holds " + std::to_string(stacks.size()) +
+                        " stacks of other image sizes or orientations under one SeriesInstanceUID (e.g. a "
+                        "localizer); Kortex stacks one: " + listSeries(stacks, allSlices));
+  std::vector<SeriesGroup> picked = stacks;
   std::vector<HostImage> slices;
-  for (auto const& f : files) slices.push_back(readDicom(f));
+  std::vector<fs::path> files;
+  for (std::size_t k : picked.front().members) {
+    slices.push_back(std::move(allSlices[k]));
+    files.push_back(allFiles[k]);
+  }
   if (slices.size() == 1) return slices.front();  // one slice: the 2D image
   // Every slice: same size, pixel spacing, orientation and modality; a position.
   HostImage const& s0 = slices.front();
@@ -453,10 +563,25 @@ HostImage readDicomSeries(std::vector<fs::path> const& files, fs::path const& wh
   }
   const double mean = (order.back().first - order.front().first) / double(gaps.size());
   const auto [lo, hi] = std::minmax_element(gaps.begin(), gaps.end());
-  constexpr double kEvenSpacing = 1e-2;  // relative: DICOM positions are written with a few decimals
-  if (*hi - *lo > kEvenSpacing * mean)
-    readError(what, "has uneven slice spacing (" + formatFloats({*lo}, false) + " to " + formatFloats({*hi}, false) +
-                        " mm along the slice normal); Kortex stacks evenly spaced slices only");
+  // Evenness is judged against the precision the positions are written with: each coordinate of
+  // ImagePositionPatient is rounded to q = 10^-decimals, so a position along the normal is off by
+  // up to |n|_1 q / 2 and two gaps can differ by twice a gap's error, 2 |n|_1 q; plus 1 % of the
+  // spacing and 0.01 mm for rounding done before the file was written.
+  int decimals = 16;
+  for (auto const& s : slices) {
+    auto it = s.metadata.find("dicom.image_position_patient");
+    if (it != s.metadata.end()) decimals = std::min(decimals, decimalsOf(it->second));
+  }
+  const double q = std::pow(10.0, -std::clamp(decimals, -3, 16));
+  const double l1 = std::abs(n[0]) + std::abs(n[1]) + std::abs(n[2]);
+  constexpr double kEvenSpacing = 1e-2;    // relative: 1 % of the slice spacing
+  constexpr double kEvenSpacingMm = 1e-2;  // absolute, mm (dcm2niix's order of tolerance)
+  const double allowed = 2.0 * l1 * q + kEvenSpacing * mean + kEvenSpacingMm;
+  if (*hi - *lo > allowed)
+    readError(what, "has uneven slice spacing: gaps from " + formatReadable(*lo) + " to " + formatReadable(*hi) +
+                        " mm along the slice normal (spread " + formatReadable(*hi - *lo, 3) + " mm, allowed " +
+                        formatReadable(allowed, 3) + " mm for positions written to " + formatReadable(q, 3) +
+                        " mm); Kortex stacks evenly spaced slices only");
   // The positions must move along the normal: an in-plane drift is a tilt (or a skewed stack).
   const auto pFirst = metaNumbers(slices[order.front().second], "dicom.image_position_patient");
   const auto pLast = metaNumbers(slices[order.back().second], "dicom.image_position_patient");
@@ -465,10 +590,13 @@ HostImage readDicomSeries(std::vector<fs::path> const& files, fs::path const& wh
     const double r = (pLast[std::size_t(i)] - pFirst[std::size_t(i)]) - (order.back().first - order.front().first) * n[i];
     inPlane += r * r;
   }
-  const double angle = std::atan2(std::sqrt(inPlane), order.back().first - order.front().first) * 180.0 / 3.14159265358979323846;
-  constexpr double kMaxTiltDegrees = 0.05;  // DICOM positions rounded to 0.01 mm over a 10-slice stack
-  if (angle > kMaxTiltDegrees)
-    readError(what, "is sheared: its slice positions drift " + formatFloats({angle}, false) +
+  const double length = order.back().first - order.front().first;
+  const double angle = std::atan2(std::sqrt(inPlane), length) * 180.0 / 3.14159265358979323846;
+  constexpr double kMaxTiltDegrees = 0.05;  // a real tilt is degrees; this is rounding of positions
+  // Rounding alone moves the first and last positions by up to sqrt(3) q / 2 each.
+  const double roundingDrift = std::sqrt(3.0) * q;
+  if (angle > kMaxTiltDegrees && std::sqrt(inPlane) > roundingDrift)
+    readError(what, "is sheared: its slice positions drift " + formatReadable(angle, 3) +
                         " degrees off the slice normal (a gantry tilt); Kortex does not resample tilted series");
   Geometry g = Geometry::make3D(g0.nx(), g0.ny(), Index(slices.size()));
   g.spacing = {g0.spacing[0], g0.spacing[1], mean};

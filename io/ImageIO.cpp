@@ -77,6 +77,12 @@ std::string formatFloats(std::vector<double> const& values, bool asFloat32) {
   return s;
 }
 
+std::string formatReadable(double value, int digits) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*g", digits, value);
+  return buf;
+}
+
 bool parseNumbers(std::string const& text, std::size_t count, std::vector<double>& out) {
   out.clear();
   const char* p = text.c_str();
@@ -328,21 +334,36 @@ bool isDicomFile(fs::path const& f) {
   char magic[132] = {0};
   return in.read(magic, 132) && std::memcmp(magic + 128, "DICM", 4) == 0;
 }
+
+std::vector<std::string>& defaultSeries() {
+  static std::vector<std::string> s;
+  return s;
+}
+
+std::vector<std::string> chosenSeries(ReadOptions const& options) {
+  return options.series.empty() ? defaultSeries() : options.series;
+}
 }  // namespace
 
-HostImage readImageSeries(std::vector<std::filesystem::path> const& files) {
+void setDicomSeries(std::vector<std::string> const& series) {
+  std::lock_guard<std::recursive_mutex> lock(ioMutex());
+  defaultSeries() = series;
+}
+
+HostImage readImageSeries(std::vector<std::filesystem::path> const& files, ReadOptions const& options) {
   std::lock_guard<std::recursive_mutex> lock(ioMutex());
   if (files.empty()) throw IoError("an image series needs at least one file");
   for (auto const& f : files) {
     requireReadableFile(f);
     if (!isDicomFile(f)) readError(f, "is not a DICOM file: a series is read from DICOM slices");
   }
-  HostImage img = readDicomSeries(files, files.size() == 1 ? files.front() : files.front().parent_path() / "");
+  HostImage img = readDicomSeries(files, files.size() == 1 ? files.front() : files.front().parent_path() / "",
+                                  chosenSeries(options));
   img.metadata["io.format"] = img.geometry.dimension == 3 ? "dicom-series" : "dicom";
   return img;
 }
 
-HostImage readImage(std::filesystem::path const& path) {
+HostImage readImage(std::filesystem::path const& path, ReadOptions const& options) {
   std::lock_guard<std::recursive_mutex> lock(ioMutex());
   std::error_code ec;
   const std::string dirExt = extensionOf(path);
@@ -355,12 +376,17 @@ HostImage readImage(std::filesystem::path const& path) {
       if (e.is_regular_file() && isDicomFile(e.path())) files.push_back(e.path());
     if (ec) readError(path, "cannot list the folder (" + ec.message() + ")");
     std::sort(files.begin(), files.end());
-    HostImage img = readDicomSeries(files, path);
+    HostImage img = readDicomSeries(files, path, chosenSeries(options));
     img.metadata["io.format"] = img.geometry.dimension == 3 ? "dicom-series" : "dicom";
     return img;
   }
   requireReadableFile(path);
   const std::string ext = extensionOf(path);
+  if (!imageNamed && isDicomFile(path)) {  // a DICOM slice named without .dcm (as scanners write them)
+    HostImage img = readDicom(path);
+    img.metadata["io.format"] = "dicom";
+    return img;
+  }
   checkExtension(path, Access::Read);
   if (fileSize(path) == 0) readError(path, "the file is empty (0 bytes)");
   HostImage img;

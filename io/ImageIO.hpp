@@ -124,18 +124,32 @@ std::string supportedExtensions(Access access = Access::Read);
 // a format this build lacks (VTK-only formats without VTK). Returns quietly otherwise.
 void requireSupportedExtension(std::filesystem::path const& path, Access access);
 
+// How to read what a path holds. `series`: SeriesInstanceUIDs to choose from where a folder (or
+// a list of slices) holds several DICOM series; empty: the process default (setDicomSeries).
+struct ReadOptions {
+  std::vector<std::string> series;
+};
+
+// The process-wide choice of DICOM series used when ReadOptions names none (the command line's
+// choice, for every job that reads images). UIDs are unique, so one list serves every folder.
+void setDicomSeries(std::vector<std::string> const& series);
+
 // Reads a 2D or 3D scalar image; values become float32. Throws IoError. A folder is read as one
-// DICOM series (below) of the DICOM files in it (.dcm, or the 'DICM' marker at byte 128).
-HostImage readImage(std::filesystem::path const& path);
+// DICOM series (below) of the DICOM files in it (.dcm, or the 'DICM' marker at byte 128); a file
+// with another or no extension that carries the 'DICM' marker is read as one DICOM slice.
+HostImage readImage(std::filesystem::path const& path, ReadOptions const& options = {});
 
 // DICOM slice files (any order) as one 3D volume: sorted by ImagePositionPatient along the slice
 // normal (row x column cosine), spacing[2] = the mean distance between positions, origin = the
 // first position, direction = (row, column, normal); each slice's rescale applied. Refused with
 // one message: slices of other sizes, pixel spacings, orientations or modalities, two slices at
-// one position, uneven spacing (> 1 % between gaps), a gantry tilt (tag (0018,1120) or positions
+// one position, uneven spacing, a gantry tilt (tag (0018,1120) or positions
 // drifting off the normal by > 0.05 degrees), a slice without position or orientation. One file:
-// its 2D image.
-HostImage readImageSeries(std::vector<std::filesystem::path> const& files);
+// its 2D image. Slices of several series (SeriesInstanceUID, then size and orientation) are
+// never stacked together: options.series picks one, else the refusal lists them (UID, number,
+// description, slice count). Uneven spacing is judged against the precision the positions are
+// written with (docs/io.md).
+HostImage readImageSeries(std::vector<std::filesystem::path> const& files, ReadOptions const& options = {});
 
 // "gdcm" when DICOM goes through GDCM (every transfer syntax it decodes), "kortex" when through
 // Kortex's own reader (uncompressed little endian only).

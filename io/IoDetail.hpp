@@ -33,6 +33,9 @@ std::uintmax_t fileSize(fs::path const& file);
 // Numbers <-> metadata strings. Floats are printed with 9 significant digits so that a float32
 // header field read back from the string is bit-identical; doubles with 17.
 std::string formatFloats(std::vector<double> const& values, bool asFloat32);
+// A number as a person reads it in a message: `digits` significant digits, no trailing zeros
+// ("1.2", "0.00125", "1e+300").
+std::string formatReadable(double value, int digits = 4);
 // Parses whitespace-separated numbers; returns false if the text is not exactly `count` numbers.
 bool parseNumbers(std::string const& text, std::size_t count, std::vector<double>& out);
 
@@ -105,7 +108,11 @@ void setDicomMetadata(std::map<std::string, std::string>& md, std::string const&
                       std::optional<std::uint16_t> padding);
 // The slices of one series stacked into a 3D volume (readImageSeries in io/ImageIO.hpp); `what`
 // names the series in messages (its folder, or the first file).
-HostImage readDicomSeries(std::vector<fs::path> const& files, fs::path const& what);
+// Slices of several series (SeriesInstanceUID, then size and orientation) are never stacked
+// together: the series whose UID is in `chosenSeries` is read, or the folder is refused with the
+// list of its series.
+HostImage readDicomSeries(std::vector<fs::path> const& files, fs::path const& what,
+                          std::vector<std::string> const& chosenSeries);
 
 // VTK / metaio based (VtkFormats.cpp): compiled, and called, only when KORTEX_HAVE_VTK.
 HostImage readMetaImage(fs::path const& file);

@@ -237,6 +237,11 @@ T swapBytes(T v) {
 
 // Why the library could not read a header: the precise reason when it is one of the usual ones.
 [[noreturn]] void unreadableHeader(fs::path const& file, std::string const& said) {
+  const std::string ext = extensionOf(file);
+  if (isGzip(file) && !(ext.size() > 3 && ext.compare(ext.size() - 3, 3, ".gz") == 0))
+    readError(file, "is gzip-compressed but its name does not end in '.gz' (NIfTI readers choose "
+                    "decompression by the name): rename it to '" +
+                        file.filename().string() + ".gz'");
   char* found = nifti_findhdrname(file.c_str());
   if (!found)
     readError(file, "no NIfTI header found for it (the data file of a pair is read through the "
@@ -279,9 +284,12 @@ T swapBytes(T v) {
 struct RawHeader {
   int version = 1;        // 1 or 2
   bool analyze = false;   // a 348-byte header without a NIfTI magic: Analyze 7.5
+  bool single = false;    // magic "n+1" / "n+2": header and voxels in one file
   std::int64_t dim[8] = {0, 1, 1, 1, 1, 1, 1, 1};
+  double pixdim[8] = {0, 1, 1, 1, 1, 1, 1, 1};
   int datatype = 0, intentCode = 0;
   double voxOffset = 0;
+  std::uint64_t voxels = 0;  // dim[1] * ... * dim[dim[0]], overflow-checked (checkHeader)
 };
 
 RawHeader readRawHeader(fs::path const& file) {
@@ -295,7 +303,9 @@ RawHeader readRawHeader(fs::path const& file) {
     auto* n2 = static_cast<nifti_2_header*>(h);
     if (n2->sizeof_hdr != 540) swap_nifti_header(n2, 2);
     r.version = 2;
+    r.single = n2->magic[1] == '+';
     for (int i = 0; i < 8; ++i) r.dim[i] = n2->dim[i];
+    for (int i = 0; i < 8; ++i) r.pixdim[i] = n2->pixdim[i];
     r.datatype = n2->datatype;
     r.intentCode = n2->intent_code;
     r.voxOffset = static_cast<double>(n2->vox_offset);
@@ -304,7 +314,9 @@ RawHeader readRawHeader(fs::path const& file) {
     if (n1->sizeof_hdr != 348) swap_nifti_header(n1, nver);
     r.version = 1;
     r.analyze = nver == 0;
+    r.single = !r.analyze && n1->magic[1] == '+';
     for (int i = 0; i < 8; ++i) r.dim[i] = n1->dim[i];
+    for (int i = 0; i < 8; ++i) r.pixdim[i] = n1->pixdim[i];
     r.datatype = n1->datatype;
     r.intentCode = r.analyze ? 0 : n1->intent_code;
     r.voxOffset = n1->vox_offset;
@@ -316,8 +328,20 @@ RawHeader readRawHeader(fs::path const& file) {
   return r;
 }
 
-// dim[0] in 1..7 and every used dim[i] > 0.
-void checkDims(RawHeader const& hd, fs::path const& file) {
+std::string shapeOf(RawHeader const& hd) {
+  std::string shape;
+  for (int i = 1; i <= hd.dim[0]; ++i) shape += (i > 1 ? "x" : "") + std::to_string(hd.dim[i]);
+  return shape;
+}
+
+// The largest voxel array a header may declare: 2^48 values (256 TiB of float32), far past any
+// real image and far from 64-bit overflow in every byte count computed from it.
+constexpr std::uint64_t kMaxNiftiValues = std::uint64_t(1) << 48;
+
+// Before anything is allocated or indexed: dim[0] in 1..7, every used dim[i] > 0, their product
+// computed without overflow and at most kMaxNiftiValues, a finite vox_offset, and a single
+// file's voxels starting after its header (352 / 544 bytes: the header and the extension flag).
+void checkHeader(RawHeader& hd, fs::path const& file) {
   const auto ndim = hd.dim[0];
   if (ndim < 1 || ndim > 7)
     readError(file, "corrupt NIfTI header: dim[0] = " + std::to_string(ndim) + " (must be 1..7)");
@@ -325,14 +349,21 @@ void checkDims(RawHeader const& hd, fs::path const& file) {
     if (hd.dim[i] <= 0)
       readError(file,
                 "zero-size image: dim[" + std::to_string(i) + "] = " + std::to_string(hd.dim[i]));
-  if (!std::isfinite(hd.voxOffset) || hd.voxOffset < 0 || hd.voxOffset > 1e12)
+  std::uint64_t n = 1;
+  for (int i = 1; i <= ndim; ++i) {
+    if (__builtin_mul_overflow(n, static_cast<std::uint64_t>(hd.dim[i]), &n) || n > kMaxNiftiValues)
+      readError(file, "corrupt NIfTI header: the dimensions " + shapeOf(hd) +
+                          " declare more than 2^48 voxels (not a real image)");
+  }
+  hd.voxels = n;
+  if (!std::isfinite(hd.voxOffset) || hd.voxOffset < 0 || hd.voxOffset > 1e15)
     readError(file, "corrupt NIfTI header: vox_offset = " + std::to_string(hd.voxOffset));
-}
-
-std::string shapeOf(RawHeader const& hd) {
-  std::string shape;
-  for (int i = 1; i <= hd.dim[0]; ++i) shape += (i > 1 ? "x" : "") + std::to_string(hd.dim[i]);
-  return shape;
+  const double headerEnd = hd.version == 2 ? 544 : 352;
+  if (hd.single && hd.voxOffset < headerEnd)
+    readError(file, "corrupt NIfTI header: vox_offset = " + formatReadable(hd.voxOffset) +
+                        " puts the voxels inside the " + std::to_string(int(headerEnd) - 4) +
+                        "-byte header of a single-file NIfTI-" + std::to_string(hd.version) +
+                        " (it must be at least " + std::to_string(int(headerEnd)) + ")");
 }
 
 // The header through the library (file names of a pair, qto/sto, scaling), after our checks.
@@ -353,9 +384,14 @@ struct Transforms {
   double dx = 1, dy = 1, dz = 1;
   nifti_dmat44 qto{}, sto{};
   int qformCode = 0, sformCode = 0;
+  // pixdim[1..3] as stored was 0, NaN or Inf (nifti_clib then puts 1 in dx/dy/dz and qto): the
+  // spacing along that axis is unknown, and so is every transform built from it.
+  bool badPixdim[3] = {false, false, false};
 };
 
-Transforms transformsOf(nifti_image const& nim) {
+bool usablePixdim(double v) { return std::isfinite(v) && v != 0.0; }
+
+Transforms transformsOf(nifti_image const& nim, RawHeader const& raw) {
   Transforms t;
   t.dx = nim.dx;
   t.dy = nim.dy;
@@ -364,6 +400,7 @@ Transforms transformsOf(nifti_image const& nim) {
   t.sformCode = std::max(nim.sform_code, 0);
   t.qto = nim.qto_xyz;
   if (t.sformCode > 0) t.sto = nim.sto_xyz;  // else all zeros
+  for (int i = 0; i < 3; ++i) t.badPixdim[i] = !usablePixdim(raw.pixdim[i + 1]);
   return t;
 }
 
@@ -423,6 +460,30 @@ bool similarGeometrically(Transforms const& t) {
   return true;
 }
 
+// True when the top-left n x n block of M has non-zero, mutually orthogonal columns (1e-4 of
+// their lengths): a rotation with scaling within those n axes.
+bool orthonormalBlock(nifti_dmat44 const& M, int n) {
+  double len[3] = {0, 0, 0};
+  for (int c = 0; c < n; ++c) {
+    for (int r = 0; r < n; ++r) len[c] += M.m[r][c] * M.m[r][c];
+    len[c] = std::sqrt(len[c]);
+    if (!(len[c] > 0) || !std::isfinite(len[c])) return false;
+  }
+  for (int a = 0; a < n; ++a)
+    for (int b = a + 1; b < n; ++b) {
+      double dot = 0;
+      for (int r = 0; r < n; ++r) dot += M.m[r][a] * M.m[r][b];
+      if (std::abs(dot) > 1e-4 * len[a] * len[b]) return false;
+    }
+  // and the block's columns carry (nearly) all of each column's length: no out-of-plane part
+  for (int c = 0; c < n; ++c) {
+    double full = 0;
+    for (int r = 0; r < 3; ++r) full += M.m[r][c] * M.m[r][c];
+    if (std::abs(std::sqrt(full) - len[c]) > 1e-4 * std::sqrt(full)) return false;
+  }
+  return true;
+}
+
 double spacingScale(int xyzUnits) {
   switch (xyzUnits & 0x07) {
     case NIFTI_UNITS_METER: return 1e3;
@@ -431,6 +492,11 @@ double spacingScale(int xyzUnits) {
   }
 }
 
+// The orientation part of itkGeometry: which transform ITK's rule picks, and the origin and
+// direction it gives, for a spacing already decided.
+Geometry orientedGeometry(Transforms const& t, int dim0, int xyzUnits, Index nx, Index ny, Index nz,
+                          std::string& source, fs::path const& file, std::array<double, 3> const& spacing);
+
 // Geometry ITK reports for these transforms and sizes (see ImageIO.hpp). `source` gets "sform",
 // "qform" or "none".
 Geometry itkGeometry(Transforms const& t, int dim0, int xyzUnits, Index nx, Index ny, Index nz,
@@ -438,8 +504,37 @@ Geometry itkGeometry(Transforms const& t, int dim0, int xyzUnits, Index nx, Inde
   Geometry g = Geometry::fromSize(nx, ny, nz);
   const double scale = spacingScale(xyzUnits);
   g.spacing = {std::abs(t.dx) * scale, std::abs(t.dy) * scale, std::abs(t.dz) * scale};
-  for (int i = std::max(dim0, 1); i < 3; ++i)  // axes the file does not have
-    if (!(g.spacing[i] > 0.0) || !std::isfinite(g.spacing[i])) g.spacing[i] = 1.0;
+  const Index sizes[3] = {nx, ny, nz};
+  // An unknown pixdim matters on an axis the file has with more than one voxel (the spacing of a
+  // single slice places no voxel). Then the qform and the pixdim-only geometry are unusable: the
+  // sform gives the spacing and orientation, or the file is refused. Nothing is invented.
+  int unknownAxis = -1;
+  for (int i = 0; i < std::min(std::max(dim0, 1), 3); ++i)
+    if (t.badPixdim[i] && sizes[i] > 1 && unknownAxis < 0) unknownAxis = i;
+  for (int i = 0; i < 3; ++i)  // axes the file does not have, single slices: 1 mm if unknown
+    if (!(g.spacing[i] > 0.0) || !std::isfinite(g.spacing[i]) || (t.badPixdim[i] && unknownAxis < 0))
+      g.spacing[i] = 1.0;
+  if (unknownAxis >= 0) {
+    const std::string what = "pixdim[" + std::to_string(unknownAxis + 1) + "] is not a spacing (0, NaN or infinite)";
+    if (!sformDecomposable(t))
+      readError(file, what + (t.sformCode > 0 ? " and the sform is not a rotation with scaling"
+                                              : " and there is no sform") +
+                          ", so the voxel spacing along axis " + std::to_string(unknownAxis + 1) +
+                          " is unknown");
+    for (int i = 0; i < std::min(dim0, 3); ++i)
+      if (t.badPixdim[i]) g.spacing[i] = colNorm(t.sto, i) * scale;
+    Transforms fromS = t;
+    fromS.qformCode = 0;  // the qform was built from the unknown spacing
+    return orientedGeometry(fromS, dim0, xyzUnits, nx, ny, nz, source, file, g.spacing);
+  }
+  return orientedGeometry(t, dim0, xyzUnits, nx, ny, nz, source, file, g.spacing);
+}
+
+Geometry orientedGeometry(Transforms const& t, int dim0, int xyzUnits, Index nx, Index ny, Index nz,
+                          std::string& source, fs::path const& file, std::array<double, 3> const& spacing) {
+  Geometry g = Geometry::fromSize(nx, ny, nz);
+  const double scale = spacingScale(xyzUnits);
+  g.spacing = spacing;
   if (t.qformCode == 0 && t.sformCode == 0) {
     source = "none";
     return g;  // origin 0, identity direction
@@ -467,12 +562,17 @@ Geometry itkGeometry(Transforms const& t, int dim0, int xyzUnits, Index nx, Inde
               "the sform is not a rotation with scaling (skewed or singular) and there is "
               "no qform, so the image has no orthonormal orientation (ITK rejects it too)");
   }
-  // ITK uses min(dim[0], 3) axes; a 2D file (dim[0] == 2) keeps only the 2x2 block.
-  const int nd = std::max(1, std::min(dim0, 3));
+  // ITK uses min(dim[0], 3) axes; a 2D file (dim[0] == 2) keeps only the 2x2 block (and, unlike
+  // ITK, its z offset). A 2D slice
+  // that is oblique out of its plane has no orthonormal 2x2 block: it keeps the whole 3x3
+  // matrix and its z position (what the file states, as nibabel reads it).
+  int nd = std::max(1, std::min(dim0, 3));
+  if (nd == 2 && !orthonormalBlock(M, 2)) nd = 3;
   g.origin = {0.0, 0.0, 0.0};
   g.origin[0] = -M.m[0][3] * scale;
   if (nd > 1) g.origin[1] = -M.m[1][3] * scale;
-  if (nd > 2) g.origin[2] = M.m[2][3] * scale;
+  // z too for a 2D slice (ITK's 2D image drops it): the slice's position is part of the file.
+  if (nd > 1) g.origin[2] = M.m[2][3] * scale;
   double D[3][3] = {{1, 0, 0}, {0, 1, 0}, {0, 0, 1}};
   for (int c = 0; c < nd; ++c) {
     double v[3] = {0, 0, 0};
@@ -482,7 +582,10 @@ Geometry itkGeometry(Transforms const& t, int dim0, int xyzUnits, Index nx, Inde
       n += v[r] * v[r];
     }
     n = std::sqrt(n);
-    if (!(n > 0)) readError(file, "degenerate orientation matrix (a zero column)");
+    if (!(n > 0) || !std::isfinite(n))
+      readError(file, "the " + source + " maps image axis " + std::to_string(c + 1) +
+                          " to no direction (a zero or non-finite column), so the image has no "
+                          "orientation");
     for (int r = 0; r < nd; ++r) D[r][c] = v[r] / n + 0.0;  // + 0.0: no negative zeros
   }
   for (int r = 0; r < 3; ++r)
@@ -552,7 +655,8 @@ Transforms transformsOf(OrientationFields const& o, int version) {
   double pd[3];
   for (int i = 0; i < 3; ++i) {
     double v = stored(std::abs(o.pixdim[i]));
-    if (i < o.dim0 && (v == 0.0 || !std::isfinite(v))) v = 1.0;
+    t.badPixdim[i] = !usablePixdim(v);
+    if (i < o.dim0 && t.badPixdim[i]) v = 1.0;  // as nifti_clib reads it
     pd[i] = v;
   }
   t.dx = pd[0];
@@ -616,44 +720,77 @@ OrientationFields orientationFromGeometry(Geometry const& g, int qcode, int scod
 
 // --- voxels -------------------------------------------------------------------------------------
 
+// Stored values -> float, scaled when `scale`. Returns the index of the first value that is finite
+// but beyond float32's range (it would become +-inf), or count when there is none.
 template <class T>
-void convertChunk(unsigned char const* src, std::size_t count, bool swap, float* dst, bool scale,
-                  double slope, double inter) {
+std::size_t convertChunk(unsigned char const* src, std::size_t count, bool swap, float* dst,
+                         bool scale, double slope, double inter) {
+  std::size_t beyond = count;
   for (std::size_t i = 0; i < count; ++i) {
     T v;
     std::memcpy(&v, src + i * sizeof(T), sizeof(T));
     if (swap) v = swapBytes(v);
-    const double x = static_cast<double>(v);
-    dst[i] = static_cast<float>(scale ? x * slope + inter : x);
+    const double x = scale ? static_cast<double>(v) * slope + inter : static_cast<double>(v);
+    dst[i] = static_cast<float>(x);
+    if (beyond == count && std::isfinite(x) && std::isinf(dst[i])) beyond = i;
   }
+  return beyond;
+}
+
+// Where the voxels are, checked before anything is allocated: the data file exists and can hold
+// the declared bytes (a gzip stream cannot expand more than kMaxDeflateRatio times).
+struct DataSource {
+  fs::path data;
+  bool pair = false, gz = false;
+  std::uint64_t offset = 0, nbytes = 0;
+  std::string where;  // " in its data file 'x.img'" for a pair
+};
+
+// deflate's largest expansion is 1032:1 (RFC 1951: a 258-byte match costs at least 2 bits);
+// gzip adds a header and trailer.
+constexpr std::uint64_t kMaxDeflateRatio = 1032;
+
+DataSource locateData(nifti_image const& nim, RawHeader const& raw, fs::path const& file,
+                      std::uint64_t count, int esize) {
+  DataSource s;
+  s.data = fs::path(nim.iname);
+  s.pair = fs::path(nim.fname) != s.data;
+  s.where = s.pair ? " in its data file '" + s.data.filename().string() + "'" : "";
+  std::error_code ec;
+  if (s.pair && !fs::exists(s.data, ec))
+    readError(file, "the data file '" + s.data.filename().string() +
+                        "' of this header/data pair is missing");
+  s.gz = isGzip(s.data);
+  // A pair's voxels start at its vox_offset (usually 0); nifti_clib 3.0.1 reports 544 for a
+  // NIfTI-2 pair, taking it for a single file. A single file's offset is its vox_offset, checked
+  // to lie past the header (checkHeader).
+  s.offset = static_cast<std::uint64_t>(
+      raw.single ? raw.voxOffset
+                 : (s.pair ? raw.voxOffset
+                           : static_cast<double>(std::max<std::int64_t>(nim.iname_offset, 0))));
+  s.nbytes = count * static_cast<std::uint64_t>(esize);  // count <= 3 * 2^48, esize <= 8
+  const std::uintmax_t size = fileSize(s.data);
+  if (!s.gz && size < s.offset + s.nbytes)
+    readError(file, "truncated: the header promises " + std::to_string(s.nbytes) +
+                        " bytes of voxel data from byte " + std::to_string(s.offset) + s.where +
+                        " but the file has " + std::to_string(size) + " bytes");
+  if (s.gz && (s.offset + s.nbytes) / kMaxDeflateRatio > size + 64)
+    readError(file, "truncated: the header promises " + std::to_string(s.nbytes) +
+                        " bytes of voxel data from byte " + std::to_string(s.offset) + s.where +
+                        " but the compressed file has " + std::to_string(size) +
+                        " bytes, which cannot expand to that many");
+  return s;
 }
 
 // Reads `count` stored values from the data file (the header file itself for a single file)
 // into out[0..count) as float, scl_slope/scl_inter applied (slope 0 or non-finite: none), then
 // (gzip) reads to the end so that the CRC is checked. Messages name `file`, the user's path.
-void readValues(nifti_image const& nim, RawHeader const& raw, fs::path const& file,
+void readValues(nifti_image const& nim, DataSource const& src, fs::path const& file,
                 std::uint64_t count, int esize, float* out) {
-  const fs::path data(nim.iname);
-  const bool pair = fs::path(nim.fname) != data;
-  const std::string where = pair ? " in its data file '" + data.filename().string() + "'" : "";
-  std::error_code ec;
-  if (pair && !fs::exists(data, ec))
-    readError(file, "the data file '" + data.filename().string() +
-                        "' of this header/data pair is missing");
-  const bool gz = isGzip(data);
-  // A pair's voxels start at its vox_offset (usually 0); nifti_clib 3.0.1 reports 544 for a
-  // NIfTI-2 pair, taking it for a single file. A single file's offset is the library's (it
-  // raises an offset inside the header to the header's end).
-  const std::uint64_t offset = static_cast<std::uint64_t>(
-      pair ? raw.voxOffset : static_cast<double>(std::max<std::int64_t>(nim.iname_offset, 0)));
-  const std::uint64_t nbytes = count * static_cast<std::uint64_t>(esize);
-  if (!gz) {
-    const std::uintmax_t size = fileSize(data);
-    if (size < offset + nbytes)
-      readError(file, "truncated: the header promises " + std::to_string(nbytes) +
-                          " bytes of voxel data from byte " + std::to_string(offset) + where +
-                          " but the file has " + std::to_string(size) + " bytes");
-  }
+  const fs::path& data = src.data;
+  const bool gz = src.gz;
+  const std::uint64_t offset = src.offset, nbytes = src.nbytes;
+  const std::string& where = src.where;
   GzFile in;
   in.f = gzopen(data.c_str(), "rb");
   if (!in.f) readError(file, "cannot open '" + data.string() + "' (" + std::strerror(errno) + ")");
@@ -684,19 +821,24 @@ void readValues(nifti_image const& nim, RawHeader const& raw, fs::path const& fi
                                 : gzProblem(z));
     }
     float* dst = out + done;
+    std::size_t beyond = n;
     switch (nim.datatype) {
-      case NIFTI_TYPE_UINT8: convertChunk<std::uint8_t>(buf.data(), n, sw, dst, scale, slope, inter); break;
-      case NIFTI_TYPE_INT8: convertChunk<std::int8_t>(buf.data(), n, sw, dst, scale, slope, inter); break;
-      case NIFTI_TYPE_INT16: convertChunk<std::int16_t>(buf.data(), n, sw, dst, scale, slope, inter); break;
-      case NIFTI_TYPE_UINT16: convertChunk<std::uint16_t>(buf.data(), n, sw, dst, scale, slope, inter); break;
-      case NIFTI_TYPE_INT32: convertChunk<std::int32_t>(buf.data(), n, sw, dst, scale, slope, inter); break;
-      case NIFTI_TYPE_UINT32: convertChunk<std::uint32_t>(buf.data(), n, sw, dst, scale, slope, inter); break;
-      case NIFTI_TYPE_INT64: convertChunk<std::int64_t>(buf.data(), n, sw, dst, scale, slope, inter); break;
-      case NIFTI_TYPE_UINT64: convertChunk<std::uint64_t>(buf.data(), n, sw, dst, scale, slope, inter); break;
-      case NIFTI_TYPE_FLOAT32: convertChunk<float>(buf.data(), n, sw, dst, scale, slope, inter); break;
-      case NIFTI_TYPE_FLOAT64: convertChunk<double>(buf.data(), n, sw, dst, scale, slope, inter); break;
+      case NIFTI_TYPE_UINT8: beyond = convertChunk<std::uint8_t>(buf.data(), n, sw, dst, scale, slope, inter); break;
+      case NIFTI_TYPE_INT8: beyond = convertChunk<std::int8_t>(buf.data(), n, sw, dst, scale, slope, inter); break;
+      case NIFTI_TYPE_INT16: beyond = convertChunk<std::int16_t>(buf.data(), n, sw, dst, scale, slope, inter); break;
+      case NIFTI_TYPE_UINT16: beyond = convertChunk<std::uint16_t>(buf.data(), n, sw, dst, scale, slope, inter); break;
+      case NIFTI_TYPE_INT32: beyond = convertChunk<std::int32_t>(buf.data(), n, sw, dst, scale, slope, inter); break;
+      case NIFTI_TYPE_UINT32: beyond = convertChunk<std::uint32_t>(buf.data(), n, sw, dst, scale, slope, inter); break;
+      case NIFTI_TYPE_INT64: beyond = convertChunk<std::int64_t>(buf.data(), n, sw, dst, scale, slope, inter); break;
+      case NIFTI_TYPE_UINT64: beyond = convertChunk<std::uint64_t>(buf.data(), n, sw, dst, scale, slope, inter); break;
+      case NIFTI_TYPE_FLOAT32: beyond = convertChunk<float>(buf.data(), n, sw, dst, scale, slope, inter); break;
+      case NIFTI_TYPE_FLOAT64: beyond = convertChunk<double>(buf.data(), n, sw, dst, scale, slope, inter); break;
       default: break;
     }
+    if (beyond < n)
+      readError(file, "voxel " + std::to_string(done + beyond) + " holds a value beyond the float32 range (" +
+                          (scale ? "after scl_slope/scl_inter; " : "") +
+                          "Kortex computes in float32 and would make it infinite)");
     done += n;
   }
   if (gz) {
@@ -906,8 +1048,8 @@ constexpr int kIntentVector = NIFTI_INTENT_VECTOR;      // 1007: generic vectors
 
 // The raw header with the checks common to images and fields.
 RawHeader openNifti(fs::path const& file) {
-  const RawHeader raw = readRawHeader(file);
-  checkDims(raw, file);
+  RawHeader raw = readRawHeader(file);
+  checkHeader(raw, file);
   return raw;
 }
 
@@ -938,9 +1080,10 @@ HostImage readNifti(fs::path const& file) {
 
   // --- geometry (ITK's rule) ---
   std::string source;
-  const Transforms t = transformsOf(nim);
+  const Transforms t = transformsOf(nim, hd);
   const int xyzt = nim.xyz_units | nim.time_units;
   const Geometry g = itkGeometry(t, ndim, nim.xyz_units, nx, ny, nz, source, file);
+  const DataSource src = locateData(nim, hd, file, hd.voxels, esize);
   HostImage img;
   try {
     img = allocateImage(g, file, "kortex::io::nifti");
@@ -951,7 +1094,7 @@ HostImage readNifti(fs::path const& file) {
   }
 
   // --- voxels ---
-  readValues(nim, hd, file, static_cast<std::uint64_t>(nx) * ny * nz, esize, img.data.data());
+  readValues(nim, src, file, hd.voxels, esize, img.data.data());
 
   // --- metadata (enough to write the same header back) ---
   const bool f32 = hd.version == 1;  // NIfTI-1 stores float32 fields, NIfTI-2 doubles
@@ -993,7 +1136,10 @@ std::vector<std::string> writeNifti(HostImage const& image, AtomicOutput const& 
   const bool haveFields = orientationFromMetadata(md, o);
   // dim[0] > 3 can only have had singleton trailing dims (else it was rejected): write 3.
   if (haveFields) o.dim0 = std::min(o.dim0, 3);
-  if (haveFields && (o.dim0 >= 3 || g.nz() == 1) && (o.dim0 >= 2 || g.ny() == 1)) {
+  // (A header whose pixdim was not a spacing is rebuilt, never written back.)
+  bool spacings = true;
+  for (int i = 0; haveFields && i < std::min(o.dim0, 3); ++i) spacings = spacings && usablePixdim(o.pixdim[i]);
+  if (haveFields && spacings && (o.dim0 >= 3 || g.nz() == 1) && (o.dim0 >= 2 || g.ny() == 1)) {
     try {
       std::string src;
       const Geometry back = itkGeometry(transformsOf(o, spec.version), o.dim0,
@@ -1076,7 +1222,8 @@ VectorField<Kokkos::HostSpace> readNiftiField(fs::path const& file) {
   // Geometry: ITK's rule, on the 3 spatial axes (ITK takes the image dimension from dim[1..3]
   // for vector intents; dim[0] = 5 here would not change min(dim[0], 3) = 3 anyway).
   std::string source;
-  const Geometry g = itkGeometry(transformsOf(nim), 3, nim.xyz_units, nx, ny, nz, source, file);
+  const Geometry g = itkGeometry(transformsOf(nim, hd), 3, nim.xyz_units, nx, ny, nz, source, file);
+  const DataSource src = locateData(nim, hd, file, hd.voxels, esize);
   VectorField<Kokkos::HostSpace> f;
   try {
     g.validate();
@@ -1087,7 +1234,7 @@ VectorField<Kokkos::HostSpace> readNiftiField(fs::path const& file) {
   // NIfTI stores dim[5] slowest: the three components one after the other, each (nz, ny, nx)
   // with x fastest: exactly VectorField's layout (3, nz, ny, nx), LayoutRight.
   const std::uint64_t nvox = static_cast<std::uint64_t>(nx) * ny * nz;
-  readValues(nim, hd, file, 3 * nvox, esize, f.data.data());
+  readValues(nim, src, file, hd.voxels, esize, f.data.data());
   if (hd.intentCode == kIntentDispVect) {
     // NIFTI_INTENT_DISPVECT holds RAS vectors: negate x and y (RAS -> LPS), as ITK >= 5.4's
     // ConvertRASDisplacementVectors (on by default) does.

@@ -85,7 +85,15 @@ HostImage imageOf(ImageArg const& arg, GeometryArgs const& ga, Array& keep, bool
       throw InvalidArgument("spacing, origin and direction go with arrays; a file brings its own geometry");
     return io::readImage(*path);
   }
-  keep = Array::ensure(std::get<py::array>(arg));
+  py::array const& given = std::get<py::array>(arg);
+  const char kind = given.dtype().kind();
+  if (kind == 'c')
+    throw InvalidArgument("the image array is complex (" + std::string(py::str(given.dtype())) +
+                          "); Kortex takes real images: pass its real part, imaginary part or magnitude");
+  if (kind != 'f' && kind != 'i' && kind != 'u' && kind != 'b')
+    throw InvalidArgument("the image array has dtype " + std::string(py::str(given.dtype())) +
+                          "; Kortex takes arrays of real numbers");
+  keep = Array::ensure(given);
   if (!keep) throw InvalidArgument("the image is not a numeric array");
   const py::buffer_info b = keep.request();
   HostImage img;
@@ -119,7 +127,8 @@ py::array_t<float> arrayOf(VectorField<Kokkos::HostSpace> const& f) {
 py::dict geometryDict(Geometry const& g) {
   py::dict d;
   d["spacing"] = std::vector<double>(g.spacing.begin(), g.spacing.begin() + g.dimension);
-  d["origin"] = std::vector<double>(g.origin.begin(), g.origin.begin() + g.dimension);
+  // origin keeps z for 2D images too: a slice's position in the volume it came from.
+  d["origin"] = std::vector<double>(g.origin.begin(), g.origin.end());
   d["direction"] = std::vector<double>(g.direction.begin(), g.direction.end());
   return d;
 }
@@ -155,19 +164,30 @@ auto released(Job&& job) {
 
 // ---- the jobs ---------------------------------------------------------------------------------------
 
-py::dict readImageDict(std::string const& path) {
+io::ReadOptions readOptions(std::optional<std::variant<std::string, std::vector<std::string>>> const& series) {
+  io::ReadOptions o;
+  if (!series) return o;
+  if (auto const* one = std::get_if<std::string>(&*series))
+    o.series = {*one};
+  else
+    o.series = std::get<std::vector<std::string>>(*series);
+  return o;
+}
+
+py::dict readImageDict(std::string const& path, std::optional<std::variant<std::string, std::vector<std::string>>> const& series) {
   session();
-  HostImage img = io::readImage(path);
+  HostImage img = io::readImage(path, readOptions(series));
   py::dict d = geometryDict(img.geometry);
   d["array"] = arrayOf(img);
   d["metadata"] = img.metadata;
   return d;
 }
 
-py::dict readSeries(std::vector<std::string> const& files) {
+py::dict readSeries(std::vector<std::string> const& files,
+                    std::optional<std::variant<std::string, std::vector<std::string>>> const& series) {
   session();
   std::vector<std::filesystem::path> paths(files.begin(), files.end());
-  HostImage img = io::readImageSeries(paths);
+  HostImage img = io::readImageSeries(paths, readOptions(series));
   py::dict d = geometryDict(img.geometry);
   d["array"] = arrayOf(img);
   d["metadata"] = img.metadata;
@@ -357,7 +377,7 @@ py::dict atlasBuild(std::vector<std::string> images, std::string const& outTempl
   job.backend = parseBackend(backend);
   const pipeline::AtlasJobResult r = released([&] { return pipeline::runAtlasJob(job, nullptr); });
   py::dict d;
-  d["template"] = readImageDict(outTemplate);
+  d["template"] = readImageDict(outTemplate, std::nullopt);
   d["report"] = py::module_::import("json").attr("loads")(pipeline::toJson(r).dump());
   return d;
 }
@@ -382,9 +402,12 @@ PYBIND11_MODULE(_kortex, m) {
   m.attr("dicom_decoder") = std::string(io::dicomDecoder());
   m.attr("has_gpu_backend") = !Kokkos::SpaceAccessibility<Kokkos::HostSpace, Kokkos::DefaultExecutionSpace::memory_space>::accessible;
 
-  m.def("read", &readImageDict, py::arg("path"), "Read an image: dict(array, spacing, origin, direction, metadata)");
-  m.def("read_series", &readSeries, py::arg("files"),
-        "Read DICOM slice files (any order) as one 3D volume: dict(array, spacing, origin, direction, metadata)");
+  m.def("read", &readImageDict, py::arg("path"), py::kw_only(), py::arg("series") = py::none(),
+        "Read an image: dict(array, spacing, origin, direction, metadata). series: the SeriesInstanceUID "
+        "(or a list of them) to read where a DICOM folder holds several series");
+  m.def("read_series", &readSeries, py::arg("files"), py::kw_only(), py::arg("series") = py::none(),
+        "Read DICOM slice files (any order) as one 3D volume: dict(array, spacing, origin, direction, metadata). "
+        "series: the SeriesInstanceUID to read where the files hold several series");
   m.def("write", &writeImageArray, py::arg("path"), py::arg("array"), py::kw_only(), py::arg("spacing") = py::none(),
         py::arg("origin") = py::none(), py::arg("direction") = py::none(), py::arg("metadata") = py::none(),
         "Write an array as an image (atomic; the format from the extension)");

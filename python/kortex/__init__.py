@@ -60,15 +60,20 @@ def _image(x):
     return np.asarray(x)
 
 
-def read(path):
-    """Read an image: dict(array, spacing, origin, direction, metadata)."""
-    return _kortex.read(_os.fsdecode(_os.fspath(path)))
+def read(path, series=None):
+    """Read an image: dict(array, spacing, origin, direction, metadata).
+
+    A DICOM folder is read as one series; where it holds several (different SeriesInstanceUID,
+    or sizes / orientations under one UID), the read is refused with the list of them unless
+    `series` names one (a SeriesInstanceUID, or a list of UIDs to choose from). `origin` has
+    three values for 2D images too (the slice's position)."""
+    return _kortex.read(_os.fsdecode(_os.fspath(path)), series=series)
 
 
-def read_series(files):
+def read_series(files, series=None):
     """DICOM slice files (any order) as one volume, sorted along the slice normal: as `read`.
-    `read(folder)` does the same for the DICOM files of a folder."""
-    return _kortex.read_series([_os.fsdecode(_os.fspath(f)) for f in files])
+    `read(folder)` does the same for the DICOM files of a folder; `series` as for `read`."""
+    return _kortex.read_series([_os.fsdecode(_os.fspath(f)) for f in files], series=series)
 
 
 def geometry_of(path_or_image):
@@ -164,7 +169,8 @@ def to_nibabel(array, geometry):
     """A nibabel Nifti1Image of a Kortex array and its geometry (spacing, origin, direction)."""
     import numpy as np
     import nibabel as nib
-    D = np.asarray(geometry["direction"], dtype=float).reshape(3, 3) * np.asarray(geometry["spacing"], dtype=float)
+    spacing = list(geometry["spacing"]) + [1.0] * (3 - len(geometry["spacing"]))  # 2D: (x, y)
+    D = np.asarray(geometry["direction"], dtype=float).reshape(3, 3) * np.asarray(spacing, dtype=float)
     A = np.eye(4)
     A[:3, :3] = np.diag([-1.0, -1.0, 1.0]) @ D
     A[:3, 3] = np.diag([-1.0, -1.0, 1.0]) @ np.asarray(geometry["origin"], dtype=float)

@@ -37,7 +37,7 @@ def test_same_values_and_geometry_as_pydicom(name):
     d = kortex.read(path)
     np.testing.assert_array_equal(d["array"], expected)
     np.testing.assert_allclose(d["spacing"], [float(ds.PixelSpacing[1]), float(ds.PixelSpacing[0])], rtol=1e-6)
-    np.testing.assert_allclose(d["origin"], [float(v) for v in ds.ImagePositionPatient][:2], atol=1e-6)
+    np.testing.assert_allclose(d["origin"], [float(v) for v in ds.ImagePositionPatient], atol=1e-6)
     iop = np.array([float(v) for v in ds.ImageOrientationPatient])
     direction = np.asarray(d["direction"]).reshape(3, 3)
     np.testing.assert_allclose(direction[:, 0], iop[:3] / np.linalg.norm(iop[:3]), atol=1e-6)
