@@ -60,6 +60,7 @@ int cmdAtlasBuild(AtlasOptions const& o) {
   if (!o.list.empty()) {
     const auto more = readList(o.list);
     job.images.insert(job.images.end(), more.begin(), more.end());
+    job.otherInputs.push_back(o.list);
   }
   for (auto const& p : job.images) {
     if (fs::is_directory(p)) throw IoError("image '" + p + "' is a directory, not a file");
@@ -86,7 +87,7 @@ int cmdAtlasBuild(AtlasOptions const& o) {
   if (o.maxMemoryMiB < 0.0) throw InvalidArgument("--max-memory must be >= 0 MiB");
   job.maxDeviceBytes = std::int64_t(o.maxMemoryMiB * 1048576.0);
   if (o.resume && o.checkpoint.empty()) throw InvalidArgument("--resume needs --checkpoint DIR");
-  if (!o.json.empty() && group.rank() == 0) io::requireWritableFile(o.json, "--json", true);
+  job.outReport = o.json;  // written by the job with the other outputs (all or none)
 
   const bool show = !o.quiet && group.rank() == 0;
   const bool tty = isatty(fileno(stderr)) != 0;
@@ -135,7 +136,6 @@ int cmdAtlasBuild(AtlasOptions const& o) {
                 << r.atlas.secondsReduce << "), write " << r.secondsWrite << ", total " << r.secondsTotal << "\n"
                 << "wrote " << job.outTemplate << "\n";
     }
-    if (!o.json.empty()) io::writeTextFileAtomic(o.json, pipeline::toJson(r).dump(2) + "\n");
   }
   return 0;
 }

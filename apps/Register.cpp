@@ -23,6 +23,7 @@
 #include "core/Errors.hpp"
 #include "io/ImageIO.hpp"
 #include "io/Output.hpp"
+#include "pipeline/JobFiles.hpp"
 #include "pipeline/Register.hpp"
 
 namespace fs = std::filesystem;
@@ -165,16 +166,9 @@ int runRegistration(RegisterOptions const& o, pipeline::RegistrationPipelineOpti
   if (!o.outField.empty()) checkOutput(o.outField, "--out-field", true);
   if (!o.outJacobian.empty()) checkOutput(o.outJacobian, "--out-jacobian", false);
   if (!o.outAffine.empty()) io::requireWritableFile(o.outAffine, "--out-affine");
-  {
-    std::set<fs::path> seen;
-    for (auto const* p : {&o.outWarped, &o.outField, &o.outJacobian, &o.outAffine}) {
-      if (p->empty()) continue;
-      const fs::path abs = fs::weakly_canonical(*p);
-      if (!seen.insert(abs).second) throw InvalidArgument("two outputs name the same file '" + *p + "'");
-      if (abs == fs::weakly_canonical(o.fixed) || abs == fs::weakly_canonical(o.moving))
-        throw InvalidArgument("output '" + *p + "' would overwrite an input image");
-    }
-  }
+  pipeline::requireDistinctFiles({{"fixed image", o.fixed}, {"moving image", o.moving}},
+                                 {{"warped image", o.outWarped}, {"field", o.outField}, {"Jacobian map", o.outJacobian},
+                                  {"affine transform", o.outAffine}});
 
   HostImage fixed = io::readImage(o.fixed);
   HostImage moving = io::readImage(o.moving);

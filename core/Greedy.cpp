@@ -55,8 +55,9 @@ void GreedyParams::validate() const {
                             "], got " + std::to_string(scales[s]));
     if (s > 0 && !(scales[s] < scales[s - 1]))
       throw InvalidArgument("greedy scale factors must decrease strictly from coarse to fine");
-    if (iterations[s] < 0)
-      throw InvalidArgument("greedy iterations must be >= 0, got " + std::to_string(iterations[s]));
+    if (iterations[s] < 0 || iterations[s] > kMaxIterations)
+      throw InvalidArgument("greedy iterations must be in [0, " + std::to_string(kMaxIterations) + "] per scale, got " +
+                            std::to_string(iterations[s]));
   }
   if (scales.back() != 1) throw InvalidArgument("the last greedy scale factor must be 1 (the full grid)");
   if (!(maxStep > 0.0f) || !std::isfinite(maxStep) || maxStep > 4.0f)

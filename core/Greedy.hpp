@@ -99,6 +99,9 @@ struct GreedyParams {
   bool recordResidual = false;           // compute the solve's relative residual every iteration
 
   static constexpr int kMaxScaleFactor = 16;
+  // Per scale. Far above any schedule that converges (the papers: 25 + 50, 200 single scale); a
+  // count beyond it is a typo that would run for days.
+  static constexpr int kMaxIterations = 100000;
 
   void validate() const;                      // throws InvalidArgument
   void validateFor(Geometry const& g) const;  // + 3D, every factor divides every extent, scaled

@@ -31,8 +31,9 @@ void RegistrationParams::validate() const {
   if (!(sigma > 0.0f) || !std::isfinite(sigma) || smoothingRadius(sigma) > kMaxRadius)
     throw InvalidArgument("registration sigma must be in (0, " + std::to_string(kMaxRadius / 3) +
                           "] voxels, got " + std::to_string(sigma));
-  if (iterations < 0)
-    throw InvalidArgument("registration iterations must be >= 0, got " + std::to_string(iterations));
+  if (iterations < 0 || iterations > kMaxIterations)
+    throw InvalidArgument("registration iterations must be in [0, " + std::to_string(kMaxIterations) + "], got " +
+                          std::to_string(iterations));
   if (!(maxStep > 0.0f) || !std::isfinite(maxStep) || maxStep > 4.0f)
     throw InvalidArgument("registration max step must be in (0, 4] voxels, got " + std::to_string(maxStep));
   if (!(minStep > 0.0f) || !(minStep <= maxStep))

@@ -126,7 +126,8 @@ struct RegistrationParams {
   // (affine) to 0.53-0.59; lambda 0.05 drove det J to ~0 within 40 iterations.
   double lambda = 1.0;      // regulariser weight (>= 0 here; the CLI refuses lambda <= 0)
   float sigma = 2.0f;       // velocity smoothing, voxels (> 0, radius ceil(3 sigma) <= kMaxRadius)
-  int iterations = 300;     // cap on velocity evaluations
+  int iterations = 300;     // cap on velocity evaluations, at most kMaxIterations
+  static constexpr int kMaxIterations = 100000;  // far above any that converges (default 300); a typo would run for days
   float maxStep = 0.5f;     // largest step (voxels) at the first iteration; the cap decreases after
   float minStep = 1e-3f;    // delta below this: stop (StepUnderflow)
   double tolerance = 1e-5;  // relative energy decrease per accepted step regarded as converged

@@ -42,7 +42,9 @@ void SurfaceNlmParams::validate() const {
     throw InvalidArgument("surface NLM: the seed radius must be >= 0, got " + std::to_string(seedRadius));
   if (passCandidates < 1)
     throw InvalidArgument("surface NLM: candidates per pass must be >= 1, got " + std::to_string(passCandidates));
-  if (iterations < 0) throw InvalidArgument("surface NLM: the iteration count K must be >= 0, got " + std::to_string(iterations));
+  if (iterations < 0 || iterations > kMaxIterations)
+    throw InvalidArgument("surface NLM: the iteration count K must be in [0, " + std::to_string(kMaxIterations) + "], got " +
+                          std::to_string(iterations));
 }
 
 }  // namespace kortex

@@ -76,7 +76,8 @@ struct SurfaceNlmParams {
   // noise 0.3 voxel) the mean distance to the clean surface drops 0.232 -> 0.205 and 0.222 -> 0.183;
   // with 16 it rose (0.232 -> 0.273), with 4 it barely moved (0.232 -> 0.222); c1 25..400 mattered less.
   double c2 = 8.0;
-  int iterations = 10;     // K
+  int iterations = 10;     // K, at most kMaxIterations
+  static constexpr int kMaxIterations = 100000;  // far above any useful K (the paper: 1-10); a typo would run for days
   SurfaceNlmVariant variant = SurfaceNlmVariant::Pruned;
   // Kokkos search: candidates per pass (one kernel launch each; the progress bar ticks per pass).
   // Results do not depend on it. 16384: ~11 passes of ~30 ms at N = 175k on an H200.

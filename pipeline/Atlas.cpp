@@ -4,9 +4,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <exception>
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <memory>
 #include <set>
 #include <sstream>
 
@@ -16,6 +19,7 @@
 #include "gpu/atlas/Atlas.hpp"
 #include "io/ImageIO.hpp"
 #include "io/Output.hpp"
+#include "pipeline/JobFiles.hpp"
 #include "reference_cpu/Atlas.hpp"
 
 namespace kortex::pipeline {
@@ -55,11 +59,23 @@ std::string stemOf(std::string const& path) {
 // its state.json exists. Then rank 0 renames current -> previous and next -> current. A kill at any
 // point leaves at least one complete folder once the first checkpoint is done; resume takes the
 // complete folder with the most iterations.
+// state.json holds the cohort key (the parameters and the content hash of every input image, in
+// order: a checkpoint belongs to the images' contents, not to their paths), the grid key (the
+// clipped box), the hash of every .bin file of the folder, and its own checksum (the hash of its
+// text without that field). Resume checks all of them and refuses with the file and the reason.
+// DIR/lock (pipeline/JobFiles.hpp) keeps a second run out while one uses the folder.
 
-nlohmann::json cohortKey(AtlasJob const& job, Geometry const& atlasGrid, std::array<Index, 3> const& low) {
+constexpr const char* kCheckpointFormat = "kortex-atlas-checkpoint-2";
+
+using HostField4 = Kokkos::View<float****, Kokkos::LayoutRight, Kokkos::HostSpace>;
+
+// The parameters and input contents a checkpoint belongs to (known before any image is read).
+nlohmann::json cohortKey(AtlasJob const& job, std::vector<std::uint64_t> const& subjectHashes, std::uint64_t referenceHash) {
   GreedyParams const& g = job.params.greedy;
-  return {{"images", job.images},
-          {"reference", job.reference.empty() ? job.images.front() : job.reference},
+  nlohmann::json subjects = nlohmann::json::array();
+  for (auto h : subjectHashes) subjects.push_back(hex64(h));
+  return {{"subjects", subjects},
+          {"reference", hex64(referenceHash)},
           {"scales", g.scales},
           {"iterations", g.iterations},
           {"solver", toString(g.solver)},
@@ -69,43 +85,63 @@ nlohmann::json cohortKey(AtlasJob const& job, Geometry const& atlasGrid, std::ar
           {"max_step", g.maxStep},
           {"min_step", g.minStep},
           {"affine", job.useAffine},
-          {"atlas_grid", describe(atlasGrid)},
-          {"box_low", low}};
+          {"clip", job.clip},
+          {"intensity_window", {job.intensity.pLow, job.intensity.pHigh}}};
 }
 
-void writeRaw(std::ofstream& out, const void* p, std::size_t bytes) {
+nlohmann::json gridKey(Geometry const& atlasGrid, std::array<Index, 3> const& low) {
+  return {{"atlas_grid", describe(atlasGrid)}, {"box_low", low}};
+}
+
+void writeRaw(std::ofstream& out, ContentHasher& h, const void* p, std::size_t bytes) {
   out.write(static_cast<const char*>(p), std::streamsize(bytes));
+  h.update(p, bytes);
 }
 
-void writeSubjectFile(fs::path const& path, int frozen, Kokkos::View<float****, Kokkos::LayoutRight, Kokkos::HostSpace> const& u,
-                      Kokkos::View<float****, Kokkos::LayoutRight, Kokkos::HostSpace> const* v) {
+std::uint64_t writeSubjectFile(fs::path const& path, int frozen, HostField4 const& u, HostField4 const* v) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   if (!out) throw IoError("atlas checkpoint: cannot write " + path.string());
+  ContentHasher h;
   const std::int32_t head[5] = {frozen, v ? 1 : 0, std::int32_t(u.extent(1)), std::int32_t(u.extent(2)), std::int32_t(u.extent(3))};
-  writeRaw(out, head, sizeof head);
-  writeRaw(out, u.data(), u.size() * sizeof(float));
-  if (v) writeRaw(out, v->data(), v->size() * sizeof(float));
+  writeRaw(out, h, head, sizeof head);
+  writeRaw(out, h, u.data(), u.size() * sizeof(float));
+  if (v) writeRaw(out, h, v->data(), v->size() * sizeof(float));
   out.close();
   if (!out) throw IoError("atlas checkpoint: writing " + path.string() + " failed (disk full?)");
+  return h.digest();
 }
 
-void readSubjectFile(fs::path const& path, bool wantV, AtlasState& st) {
+std::string damaged(fs::path const& path, std::string const& why) {
+  return "atlas checkpoint: " + path.string() + " is damaged (" + why + "); delete the checkpoint folder or resume without it";
+}
+
+void readRaw(std::ifstream& in, ContentHasher& h, void* p, std::size_t bytes) {
+  in.read(static_cast<char*>(p), std::streamsize(bytes));
+  h.update(p, std::size_t(in.gcount()));
+}
+
+void readSubjectFile(fs::path const& path, bool wantV, std::string const& expectedHash, AtlasState& st) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw IoError("atlas checkpoint: cannot read " + path.string());
+  ContentHasher h;
   std::int32_t head[5];
-  in.read(reinterpret_cast<char*>(head), sizeof head);
-  if (!in || head[1] != (wantV ? 1 : 0) || head[2] < 1 || head[3] < 1 || head[4] < 1)
-    throw IoError("atlas checkpoint: " + path.string() + " is damaged or from another solver");
-  Kokkos::View<float****, Kokkos::LayoutRight, Kokkos::HostSpace> u("kortex::atlas::resume_u", 3, head[2], head[3], head[4]);
-  in.read(reinterpret_cast<char*>(u.data()), std::streamsize(u.size() * sizeof(float)));
+  readRaw(in, h, head, sizeof head);
+  if (!in || head[1] != (wantV ? 1 : 0) || head[2] < 1 || head[3] < 1 || head[4] < 1 || head[2] > (1 << 16) ||
+      head[3] > (1 << 16) || head[4] > (1 << 16))
+    throw IoError(damaged(path, "its header does not describe this solver's fields"));
+  HostField4 u("kortex::atlas::resume_u", 3, head[2], head[3], head[4]);
+  readRaw(in, h, u.data(), u.size() * sizeof(float));
+  HostField4 v;
+  if (wantV) {
+    v = HostField4("kortex::atlas::resume_v", 3, head[2], head[3], head[4]);
+    readRaw(in, h, v.data(), v.size() * sizeof(float));
+  }
+  if (!in) throw IoError(damaged(path, "truncated"));
+  if (in.peek() != std::char_traits<char>::eof()) throw IoError(damaged(path, "longer than its header says"));
+  if (hex64(h.digest()) != expectedHash) throw IoError(damaged(path, "its checksum does not match state.json"));
   st.frozen.push_back(head[0]);
   st.u.push_back(u);
-  if (wantV) {
-    Kokkos::View<float****, Kokkos::LayoutRight, Kokkos::HostSpace> v("kortex::atlas::resume_v", 3, head[2], head[3], head[4]);
-    in.read(reinterpret_cast<char*>(v.data()), std::streamsize(v.size() * sizeof(float)));
-    st.v.push_back(v);
-  }
-  if (!in) throw IoError("atlas checkpoint: " + path.string() + " is truncated");
+  if (wantV) st.v.push_back(v);
 }
 
 nlohmann::json historyJson(std::vector<AtlasIteration> const& h) {
@@ -135,7 +171,17 @@ std::vector<AtlasIteration> historyFrom(nlohmann::json const& a) {
   return h;
 }
 
-void writeCheckpoint(fs::path const& dir, AtlasState const& st, nlohmann::json const& key, int first, AtlasComm* comm) {
+std::string subjectFileName(int i) { return "subject-" + std::to_string(i) + ".bin"; }
+
+// The checksum of state.json: the hash of its text without the "checksum" field.
+std::string stateChecksum(nlohmann::json j) {
+  j.erase("checksum");
+  const std::string text = j.dump();
+  return hex64(contentHash(text.data(), text.size()));
+}
+
+void writeCheckpoint(fs::path const& dir, AtlasState const& st, nlohmann::json const& key, nlohmann::json const& grid, int first,
+                     int total, AtlasComm* comm) {
   const int rank = comm ? comm->rank() : 0;
   const fs::path next = dir / "next", current = dir / "current", previous = dir / "previous";
   if (rank == 0) {
@@ -143,26 +189,40 @@ void writeCheckpoint(fs::path const& dir, AtlasState const& st, nlohmann::json c
     fs::create_directories(next);
   }
   if (comm) comm->barrier();
-  for (std::size_t i = 0; i < st.u.size(); ++i)
-    writeSubjectFile(next / ("subject-" + std::to_string(first + int(i)) + ".bin"), st.frozen[i], st.u[i],
-                     st.v.empty() ? nullptr : &st.v[i]);
-  if (comm) comm->barrier();
+  // Every subject file's hash, gathered on rank 0 (one rank writes each slot, the others add 0).
+  std::vector<std::int64_t> hashes(std::size_t(total), 0);
+  for (std::size_t i = 0; i < st.u.size(); ++i) {
+    const std::uint64_t h = writeSubjectFile(next / subjectFileName(first + int(i)), st.frozen[i], st.u[i], st.v.empty() ? nullptr : &st.v[i]);
+    std::memcpy(&hashes[std::size_t(first) + i], &h, sizeof h);
+  }
+  if (comm) comm->sum(hashes.data(), hashes.size());
   if (rank == 0) {
+    nlohmann::json files;
+    for (int i = 0; i < total; ++i) {
+      std::uint64_t h;
+      std::memcpy(&h, &hashes[std::size_t(i)], sizeof h);
+      files[subjectFileName(i)] = hex64(h);
+    }
     {
       std::ofstream out(next / "template.bin", std::ios::binary | std::ios::trunc);
-      writeRaw(out, st.templ.data(), st.templ.size() * sizeof(float));
+      ContentHasher h;
+      writeRaw(out, h, st.templ.data(), st.templ.size() * sizeof(float));
       out.close();
       if (!out) throw IoError("atlas checkpoint: writing " + (next / "template.bin").string() + " failed");
+      files["template.bin"] = hex64(h.digest());
     }
     nlohmann::json j;
-    j["format"] = "kortex-atlas-checkpoint-1";
+    j["format"] = kCheckpointFormat;
     j["cohort"] = key;
+    j["grid"] = grid;
+    j["files"] = files;
     j["scale"] = st.scale;
     j["iteration"] = st.iteration;
     j["refused"] = st.refused;
     j["seconds"] = st.seconds;
     j["template_extents"] = {st.templ.extent(0), st.templ.extent(1), st.templ.extent(2)};
     j["history"] = historyJson(st.history);
+    j["checksum"] = stateChecksum(j);
     writeTextFileAtomic(next / "state.json", j.dump(1));
     fs::remove_all(previous);
     if (fs::exists(current)) fs::rename(current, previous);
@@ -171,8 +231,41 @@ void writeCheckpoint(fs::path const& dir, AtlasState const& st, nlohmann::json c
   if (comm) comm->barrier();
 }
 
-// The newest complete checkpoint under dir, for this rank's subjects.
-AtlasState readCheckpoint(fs::path const& dir, nlohmann::json const& key, int first, int local, bool wantV) {
+// Which part of the cohort key differs, in words.
+std::string keyDifference(nlohmann::json const& saved, nlohmann::json const& key, std::vector<std::string> const& images,
+                          std::string const& reference) {
+  std::vector<std::string> what;
+  auto const& a = saved.value("subjects", nlohmann::json::array());
+  auto const& b = key.at("subjects");
+  if (a.size() != b.size()) {
+    what.push_back("it was made for " + std::to_string(a.size()) + " images, this job has " + std::to_string(b.size()));
+  } else {
+    for (std::size_t i = 0; i < b.size(); ++i) {
+      if (a[i] == b[i]) continue;
+      std::string s = "image " + std::to_string(i + 1) + " '" + images[i] + "' does not have the contents it had then";
+      for (std::size_t k = 0; k < a.size(); ++k)
+        if (a[k] == b[i]) s += " (its contents were image " + std::to_string(k + 1) + "'s: files swapped or renamed?)";
+      what.push_back(s);
+      if (what.size() == 3) break;
+    }
+  }
+  if (saved.value("reference", nlohmann::json()) != key.at("reference"))
+    what.push_back("the reference '" + reference + "' does not have the contents it had then");
+  std::string params;
+  for (auto const& [k, v] : key.items()) {
+    if (k == "subjects" || k == "reference") continue;
+    if (!saved.contains(k) || saved.at(k) != v) params += (params.empty() ? "" : ", ") + k;
+  }
+  if (!params.empty()) what.push_back("other parameters (" + params + ")");
+  std::string out;
+  for (auto const& w : what) out += (out.empty() ? "" : "; ") + w;
+  return out.empty() ? "another cohort" : out;
+}
+
+// The newest complete checkpoint under dir, for this rank's subjects, every file checked against
+// state.json. `grid`: the grid key it was made on (checked once the box is known).
+AtlasState readCheckpoint(fs::path const& dir, nlohmann::json const& key, int first, int local, bool wantV,
+                          std::vector<std::string> const& images, std::string const& reference, nlohmann::json& grid) {
   fs::path best;
   std::size_t bestIters = 0;
   nlohmann::json bestJson;
@@ -184,8 +277,12 @@ AtlasState readCheckpoint(fs::path const& dir, nlohmann::json const& key, int fi
     try {
       in >> j;
     } catch (std::exception const&) {
-      continue;
+      throw IoError(damaged(s, "not valid JSON"));
     }
+    if (!j.is_object() || j.value("format", "") != kCheckpointFormat)
+      throw InvalidArgument("atlas: the checkpoint " + s.string() + " is not in the format of this Kortex (" + kCheckpointFormat +
+                            "): resume it with the version that wrote it, or start afresh in another folder");
+    if (!j.contains("checksum") || j.at("checksum") != stateChecksum(j)) throw IoError(damaged(s, "its checksum does not match its contents"));
     const std::size_t iters = j.value("history", nlohmann::json::array()).size();
     if (best.empty() || iters > bestIters) {
       best = dir / tag;
@@ -195,10 +292,11 @@ AtlasState readCheckpoint(fs::path const& dir, nlohmann::json const& key, int fi
   }
   if (best.empty())
     throw InvalidArgument("atlas: no complete checkpoint in " + dir.string() + " to resume from");
-  if (bestJson.value("format", "") != "kortex-atlas-checkpoint-1" || bestJson.at("cohort") != key)
-    throw InvalidArgument("atlas: the checkpoint in " + best.string() +
-                          " was made for another cohort or other parameters (images, reference, scales, iterations, "
-                          "solver, operator, steps, affine, atlas grid must all match)");
+  if (bestJson.at("cohort") != key)
+    throw InvalidArgument("atlas: the checkpoint in " + best.string() + " was made for another cohort or other parameters: " +
+                          keyDifference(bestJson.at("cohort"), key, images, reference));
+  grid = bestJson.at("grid");
+  auto const& files = bestJson.at("files");
   AtlasState st;
   st.scale = bestJson.at("scale");
   st.iteration = bestJson.at("iteration");
@@ -209,12 +307,78 @@ AtlasState readCheckpoint(fs::path const& dir, nlohmann::json const& key, int fi
   st.templ = Kokkos::View<float***, Kokkos::LayoutRight, Kokkos::HostSpace>("kortex::atlas::resume_template", ext[0].get<std::size_t>(),
                                                                             ext[1].get<std::size_t>(), ext[2].get<std::size_t>());
   {
-    std::ifstream in(best / "template.bin", std::ios::binary);
-    in.read(reinterpret_cast<char*>(st.templ.data()), std::streamsize(st.templ.size() * sizeof(float)));
-    if (!in) throw IoError("atlas checkpoint: " + (best / "template.bin").string() + " is missing or truncated");
+    const fs::path t = best / "template.bin";
+    std::ifstream in(t, std::ios::binary);
+    if (!in) throw IoError("atlas checkpoint: cannot read " + t.string());
+    ContentHasher h;
+    readRaw(in, h, st.templ.data(), st.templ.size() * sizeof(float));
+    if (!in) throw IoError(damaged(t, "truncated"));
+    if (in.peek() != std::char_traits<char>::eof()) throw IoError(damaged(t, "longer than state.json says"));
+    if (hex64(h.digest()) != files.value("template.bin", std::string())) throw IoError(damaged(t, "its checksum does not match state.json"));
   }
-  for (int i = 0; i < local; ++i) readSubjectFile(best / ("subject-" + std::to_string(first + i) + ".bin"), wantV, st);
+  for (int i = 0; i < local; ++i)
+    readSubjectFile(best / subjectFileName(first + i), wantV, files.value(subjectFileName(first + i), std::string()), st);
   return st;
+}
+
+// ---- the ranks' agreement ------------------------------------------------------------------------------
+// Before the first collective whose size depends on the job, every rank contributes the hash of each
+// named part of its job; a rank whose parts differ from rank 0's is named with the parts. Sums of
+// int64 slots (one rank writes each slot, the others add 0) are an exact all-gather.
+
+void agreeOnJob(AtlasJob const& job, AtlasComm& comm) {
+  auto list = [](auto const& v) {
+    nlohmann::json a = nlohmann::json::array();
+    for (auto const& x : v) a.push_back(x);
+    return a.dump();
+  };
+  GreedyParams const& g = job.params.greedy;
+  const std::vector<std::pair<const char*, std::string>> parts = {
+      {"number of images", std::to_string(job.images.size())},
+      {"images", list(job.images)},
+      {"reference", job.reference},
+      {"label maps", list(job.labels)},
+      {"scales", list(g.scales)},
+      {"iterations", list(g.iterations)},
+      {"solver", toString(g.solver)},
+      {"alpha", nlohmann::json(g.fluid.alpha).dump()},
+      {"beta", nlohmann::json(g.fluid.beta).dump()},
+      {"gamma", nlohmann::json(g.fluid.gamma).dump()},
+      {"max step", nlohmann::json(g.maxStep).dump()},
+      {"min step", nlohmann::json(g.minStep).dump()},
+      {"solver settings", nlohmann::json({g.coldSweeps, g.warmSweeps, g.cgMaxIterations, g.cgTolerance}).dump()},
+      {"affine alignment", job.useAffine ? "on" : "off"},
+      {"clipping", job.clip ? "on" : "off"},
+      {"intensity window", nlohmann::json({job.intensity.pLow, job.intensity.pHigh}).dump()},
+      {"back end", toString(job.backend)},
+      {"template output", job.outTemplate},
+      {"fields folder", job.outFieldsDir},
+      {"warped folder", job.outWarpedDir},
+      {"report", job.outReport},
+      {"checkpoint folder", job.checkpointDir},
+      {"checkpoint interval", std::to_string(job.checkpointEvery)},
+      {"resume", job.resume ? "yes" : "no"},
+  };
+  const std::size_t P = parts.size(), K = std::size_t(comm.size()), me = std::size_t(comm.rank());
+  std::vector<std::int64_t> slots(K * P, 0);
+  for (std::size_t p = 0; p < P; ++p) {
+    const std::uint64_t h = contentHash(parts[p].second.data(), parts[p].second.size()) | 1u;  // never 0
+    std::memcpy(&slots[me * P + p], &h, sizeof h);
+  }
+  comm.sum(slots.data(), slots.size());
+  std::string why;
+  int differing = 0;
+  for (std::size_t r = 1; r < K; ++r) {
+    std::string which;
+    for (std::size_t p = 0; p < P; ++p)
+      if (slots[r * P + p] != slots[p]) which += (which.empty() ? "" : ", ") + std::string(parts[p].first);
+    if (which.empty()) continue;
+    if (++differing <= 3) why += (why.empty() ? "" : "; ") + ("rank " + std::to_string(r) + " differs from rank 0 in: " + which);
+  }
+  if (differing > 3) why += "; and " + std::to_string(differing - 3) + " more ranks";
+  if (!why.empty())
+    throw InvalidArgument("atlas: the processes of the job were not given the same job (" + why +
+                          "): every rank must run the same command on the same files");
 }
 
 // ---- clipping ------------------------------------------------------------------------------------------
@@ -272,6 +436,8 @@ AtlasJobResult runAtlasJob(AtlasJob const& job, AtlasComm* comm) {
   if (r.backend == Backend::Cpu && (comm || !job.checkpointDir.empty()))
     throw InvalidArgument("atlas: the CPU reference runs the whole cohort in one process, without checkpoints "
                           "(use the Kokkos back end for process groups and checkpoints)");
+  // ---- every rank runs the same job (before any collective whose size depends on it)
+  if (comm) agreeOnJob(job, *comm);
   {
     std::set<std::string> seen;
     for (auto const& p : job.images)
@@ -279,8 +445,9 @@ AtlasJobResult runAtlasJob(AtlasJob const& job, AtlasComm* comm) {
         throw InvalidArgument("atlas: " + p + " is in the cohort twice");
   }
   requireSupportedExtension(job.outTemplate, Access::Write);
-  if (r.rank == 0) requireWritableFile(job.outTemplate, "template", true);
   for (auto const& p : job.images) requireSupportedExtension(p, Access::Read);
+  if (!job.reference.empty()) requireSupportedExtension(job.reference, Access::Read);
+  for (auto const& p : job.labels) requireSupportedExtension(p, Access::Read);
   // Output names: the files' stems, numbered when two subjects share one.
   std::vector<std::string> names;
   {
@@ -294,21 +461,105 @@ AtlasJobResult runAtlasJob(AtlasJob const& job, AtlasComm* comm) {
       names.push_back((clash ? std::string(prefix) : std::string()) + stemOf(job.images[std::size_t(i)]));
     }
   }
+  auto fieldPath = [&](int i) { return fs::path(job.outFieldsDir) / (names[std::size_t(i)] + "_field.nii.gz"); };
+  auto warpedPath = [&](int i) { return fs::path(job.outWarpedDir) / (names[std::size_t(i)] + "_warped.nii.gz"); };
+  auto labelsPath = [&](int i) { return fs::path(job.outWarpedDir) / (names[std::size_t(i)] + "_labels.nii.gz"); };
+  // ---- no output may land on an input or on another output
+  {
+    std::vector<JobFile> inputs, outputs;
+    for (auto const& p : job.images) inputs.push_back({"image", p});
+    if (!job.reference.empty()) inputs.push_back({"reference", job.reference});
+    for (auto const& p : job.labels) inputs.push_back({"label map", p});
+    for (auto const& p : job.otherInputs) inputs.push_back({"input", p});
+    outputs.push_back({"template", job.outTemplate});
+    if (!job.outReport.empty()) outputs.push_back({"report", job.outReport});
+    for (int i = 0; i < n; ++i) {
+      if (!job.outFieldsDir.empty()) outputs.push_back({"field", fieldPath(i)});
+      if (!job.outWarpedDir.empty()) outputs.push_back({"warped image", warpedPath(i)});
+      if (!job.labels.empty()) outputs.push_back({"warped label map", labelsPath(i)});
+    }
+    try {
+      requireDistinctFiles(inputs, outputs);
+    } catch (InvalidArgument const& e) {
+      throw InvalidArgument(std::string("atlas: ") + e.what());
+    }
+  }
   const auto block = atlasBlock(n, r.ranks, r.rank);
   r.first = block[0];
   r.local = block[1];
+  // ---- every output location, before the work (the files themselves are written at the end, all or none)
+  if (r.rank == 0) {
+    requireWritableFile(job.outTemplate, "template", false);
+    if (!job.outReport.empty()) requireWritableFile(job.outReport, "report", false);
+  }
+  if (!job.outFieldsDir.empty()) requireWritableFile(fieldPath(r.first), "field", true);
+  if (!job.outWarpedDir.empty()) requireWritableFile(warpedPath(r.first), "warped image", true);
+  // Temporaries left by killed runs in this job's folders (rank 0: its pid test is of this host).
+  if (r.rank == 0)
+    for (auto const& d : {fs::path(job.outTemplate).parent_path(), fs::path(job.outReport).parent_path(), fs::path(job.outFieldsDir),
+                          fs::path(job.outWarpedDir), fs::path(job.checkpointDir)})
+      removeStaleTemporaries(d.empty() ? fs::path(".") : d);
+  // The checkpoint folder: one run at a time (rank 0 holds the lock for the group).
+  std::unique_ptr<FolderLock> lock;
+  if (r.rank == 0 && !job.checkpointDir.empty()) {
+    try {
+      lock = std::make_unique<FolderLock>(job.checkpointDir, "checkpoint folder");
+    } catch (InvalidArgument const& e) {
+      throw InvalidArgument(std::string("atlas: ") + e.what());
+    }
+    removeStaleTemporaries(fs::path(job.checkpointDir));
+  }
 
-  // ---- read
+  // ---- the inputs' contents: every image's bytes hashed once (its owner rank; the reference by every rank)
   auto t0 = Clock::now();
   const std::string refPath = job.reference.empty() ? job.images.front() : job.reference;
+  std::vector<std::uint64_t> subjectHashes(std::size_t(n), 0);
+  std::uint64_t referenceHash = 0;
+  {
+    const std::size_t K = std::size_t(r.ranks);
+    std::vector<std::int64_t> slots(std::size_t(n) + K, 0);
+    for (int i = 0; i < n; ++i) {
+      if (comm && (i < r.first || i >= r.first + r.local)) continue;
+      const std::uint64_t h = fileHash(job.images[std::size_t(i)], "image");
+      std::memcpy(&slots[std::size_t(i)], &h, sizeof h);
+    }
+    {
+      const std::uint64_t h = job.reference.empty() ? 0 : fileHash(job.reference, "reference");
+      std::memcpy(&slots[std::size_t(n) + std::size_t(r.rank)], &h, sizeof h);
+    }
+    if (comm) comm->sum(slots.data(), slots.size());
+    for (int i = 0; i < n; ++i) std::memcpy(&subjectHashes[std::size_t(i)], &slots[std::size_t(i)], sizeof(std::uint64_t));
+    std::memcpy(&referenceHash, &slots[std::size_t(n)], sizeof referenceHash);
+    for (std::size_t k = 1; k < K; ++k)
+      if (slots[std::size_t(n) + k] != slots[std::size_t(n)])
+        throw InvalidArgument("atlas: rank " + std::to_string(k) + " reads other contents for the reference '" + job.reference +
+                              "' than rank 0 (the file differs between the ranks' machines)");
+    if (job.reference.empty()) referenceHash = subjectHashes.front();
+  }
+  const nlohmann::json key = cohortKey(job, subjectHashes, referenceHash);
+  // ---- resume: the checkpoint is checked (key, checksums) and loaded before any image is aligned
+  AtlasState resumeState;
+  nlohmann::json resumeGrid;
+  if (job.resume && r.backend != Backend::Cpu)
+    resumeState = readCheckpoint(job.checkpointDir, key, r.first, r.local, atlasKeepsVelocity(job.params.greedy.solver), job.images,
+                                 refPath, resumeGrid);
+
+  // ---- read (the label maps too: readable and on their images' grids before any work)
   const HostImage reference = readImage(refPath);
   if (reference.geometry.dimension != 3) throw InvalidArgument("atlas: the reference " + refPath + " is not a 3D image");
   r.referenceGrid = reference.geometry;
-  std::vector<HostImage> originals;
+  std::vector<HostImage> originals, labelMaps;
   for (int i = 0; i < r.local; ++i) {
     const std::string& p = job.images[std::size_t(r.first + i)];
     originals.push_back(readImage(p));
     if (originals.back().geometry.dimension != 3) throw InvalidArgument("atlas: " + p + " is not a 3D image");
+    if (!job.labels.empty()) {
+      const std::string& lp = job.labels[std::size_t(r.first + i)];
+      labelMaps.push_back(readImage(lp));
+      if (!labelMaps.back().geometry.sameGrid(originals.back().geometry))
+        throw InvalidArgument("atlas: the label map " + lp + " (" + describe(labelMaps.back().geometry) +
+                              ") is not on the grid of its image " + p + " (" + describe(originals.back().geometry) + ")");
+    }
   }
   r.secondsRead = secondsSince(t0);
 
@@ -382,6 +633,10 @@ AtlasJobResult runAtlasJob(AtlasJob const& job, AtlasComm* comm) {
   r.boxLow = lo;
   r.boxSize = box.size;
   job.params.validateFor(box, n);
+  const nlohmann::json grid = gridKey(box, lo);
+  if (job.resume && resumeGrid != grid)
+    throw InvalidArgument("atlas: the checkpoint in " + job.checkpointDir + " was made on another atlas grid (" + resumeGrid.dump() +
+                          ") than this job's (" + grid.dump() + ")");
   std::vector<HostImage> cropped;
   for (int i = 0; i < r.local; ++i) cropped.push_back(cropImage(pre[std::size_t(i)].movingResampled, box, lo));
   r.secondsPrepare = secondsSince(t0);
@@ -422,7 +677,6 @@ AtlasJobResult runAtlasJob(AtlasJob const& job, AtlasComm* comm) {
 
   // ---- the atlas
   t0 = Clock::now();
-  const nlohmann::json key = cohortKey(job, box, lo);
   HostImage templ;
   std::vector<VectorField<Kokkos::HostSpace>> fields;
   if (r.backend == Backend::Cpu) {
@@ -436,15 +690,10 @@ AtlasJobResult runAtlasJob(AtlasJob const& job, AtlasComm* comm) {
     run.residentSubjects = resident;
     run.total = n;
     run.progress = job.progress;
-    AtlasState resumeState;
     if (!job.checkpointDir.empty()) {
-      fs::create_directories(job.checkpointDir);
       run.checkpointEvery = job.checkpointEvery;
-      run.checkpoint = [&](AtlasState const& st) { writeCheckpoint(job.checkpointDir, st, key, r.first, comm); };
-      if (job.resume) {
-        resumeState = readCheckpoint(job.checkpointDir, key, r.first, r.local, atlasKeepsVelocity(job.params.greedy.solver));
-        run.resume = &resumeState;
-      }
+      run.checkpoint = [&](AtlasState const& st) { writeCheckpoint(job.checkpointDir, st, key, grid, r.first, n, comm); };
+      if (job.resume) run.resume = &resumeState;
     }
     Exec exec;
     r.executionSpace = Exec::name();
@@ -453,7 +702,8 @@ AtlasJobResult runAtlasJob(AtlasJob const& job, AtlasComm* comm) {
   }
   r.secondsAtlas = secondsSince(t0);
 
-  // ---- outputs
+  // ---- outputs: every file is staged beside its target; they are moved into place only when every
+  // rank has written all of its files (a failure anywhere leaves none of them).
   t0 = Clock::now();
   auto embedField = [&](VectorField<Kokkos::HostSpace> const& u) {
     VectorField<Kokkos::HostSpace> full("kortex::atlas::u", G, 3);
@@ -465,54 +715,76 @@ AtlasJobResult runAtlasJob(AtlasJob const& job, AtlasComm* comm) {
           for (Index x = 0; x < ex; ++x) full.data(c, lo[2] + z, lo[1] + y, lo[0] + x) = u.data(c, z, y, x);
     return full;
   };
-  for (int i = 0; i < r.local; ++i) {
-    RegistrationPipelineResult& p = pre[std::size_t(i)];
-    const std::string& name = names[std::size_t(r.first + i)];
-    if (fields.empty()) continue;  // neither fields nor warped images asked for
-    p.u = embedField(fields[std::size_t(i)]);
-    if (!job.outFieldsDir.empty()) {
-      fs::create_directories(job.outFieldsDir);
-      const fs::path f = fs::path(job.outFieldsDir) / (name + "_field.nii.gz");
-      writeDisplacementField(worldDisplacement(p), f);
-      r.written.push_back(f.string());
-    }
-    if (!job.outWarpedDir.empty()) {
-      fs::create_directories(job.outWarpedDir);
-      const fs::path f = fs::path(job.outWarpedDir) / (name + "_warped.nii.gz");
-      writeImage(warpedMoving(p, originals[std::size_t(i)]), f);
-      r.written.push_back(f.string());
-      if (!job.labels.empty()) {
-        const std::string& lp = job.labels[std::size_t(r.first + i)];
-        const HostImage labels = readImage(lp);
-        if (!labels.geometry.sameGrid(p.movingGrid))
-          throw InvalidArgument("atlas: the label map " + lp + " is not on the grid of its image");
-        const fs::path lf = fs::path(job.outWarpedDir) / (name + "_labels.nii.gz");
-        writeImage(warpedLabels(p, labels), lf);
-        r.written.push_back(lf.string());
-      }
-    }
-  }
-  // Outside the box: the fixed-point mean of the aligned images (the fields are 0 there).
+  // Outside the box: the fixed-point mean of the aligned images (the fields are 0 there). A
+  // collective: before any write, so that a rank failing to write never leaves the others waiting here.
   std::vector<std::int64_t> outside(std::size_t(G.numVoxels()), 0);
   for (int i = 0; i < r.local; ++i) {
     const float* a = pre[std::size_t(i)].movingResampled.data.data();
     for (std::size_t k = 0; k < outside.size(); ++k) outside[k] += atlasFixed(a[k]);
   }
   if (comm) comm->sum(outside.data(), outside.size());
-  if (r.rank == 0) {
-    HostImage out("kortex::atlas::template", G);
-    out.metadata = reference.metadata;
-    for (std::size_t k = 0; k < outside.size(); ++k) out.data.data()[k] = atlasMean(outside[k], n);
-    const Index ez = std::min(box.nz(), G.nz() - lo[2]), ey = std::min(box.ny(), G.ny() - lo[1]),
-                ex = std::min(box.nx(), G.nx() - lo[0]);
-    for (Index z = 0; z < ez; ++z)
-      for (Index y = 0; y < ey; ++y)
-        for (Index x = 0; x < ex; ++x) out.data(lo[2] + z, lo[1] + y, lo[0] + x) = templ.data(z, y, x);
-    writeImage(out, job.outTemplate);
-    r.written.push_back(job.outTemplate);
+  StagedOutputs staged;
+  std::vector<std::string> written;
+  std::exception_ptr failure;
+  try {
+    for (int i = 0; i < r.local; ++i) {
+      RegistrationPipelineResult& p = pre[std::size_t(i)];
+      if (fields.empty()) continue;  // neither fields nor warped images asked for
+      p.u = embedField(fields[std::size_t(i)]);
+      if (!job.outFieldsDir.empty()) {
+        writeDisplacementField(worldDisplacement(p), staged.stage(fieldPath(r.first + i)));
+        written.push_back(fieldPath(r.first + i).string());
+      }
+      if (!job.outWarpedDir.empty()) {
+        writeImage(warpedMoving(p, originals[std::size_t(i)]), staged.stage(warpedPath(r.first + i)));
+        written.push_back(warpedPath(r.first + i).string());
+        if (!job.labels.empty()) {
+          writeImage(warpedLabels(p, labelMaps[std::size_t(i)]), staged.stage(labelsPath(r.first + i)));
+          written.push_back(labelsPath(r.first + i).string());
+        }
+      }
+    }
+    if (r.rank == 0) {
+      HostImage out("kortex::atlas::template", G);
+      out.metadata = reference.metadata;
+      for (std::size_t k = 0; k < outside.size(); ++k) out.data.data()[k] = atlasMean(outside[k], n);
+      const Index ez = std::min(box.nz(), G.nz() - lo[2]), ey = std::min(box.ny(), G.ny() - lo[1]),
+                  ex = std::min(box.nx(), G.nx() - lo[0]);
+      for (Index z = 0; z < ez; ++z)
+        for (Index y = 0; y < ey; ++y)
+          for (Index x = 0; x < ex; ++x) out.data(lo[2] + z, lo[1] + y, lo[0] + x) = templ.data(z, y, x);
+      writeImage(out, staged.stage(job.outTemplate));
+      written.push_back(job.outTemplate);
+      if (!job.outReport.empty()) {
+        r.secondsWrite = secondsSince(t0);
+        r.secondsTotal = secondsSince(tStart);
+        writeTextFileAtomic(staged.stage(job.outReport), toJson(r).dump(2) + "\n");
+        written.push_back(job.outReport);
+      }
+    }
+  } catch (...) {
+    failure = std::current_exception();
   }
+  // Every rank's outcome: a failing rank reports its own error (and, under MPI, ends the job); the
+  // others drop their staged files and wait for that end.
+  int failedRank = failure ? r.rank : -1;
+  if (comm) {
+    std::vector<std::int64_t> failed(std::size_t(r.ranks), 0);
+    failed[std::size_t(r.rank)] = failure ? 1 : 0;
+    comm->sum(failed.data(), failed.size());
+    for (int k = r.ranks - 1; k >= 0; --k)
+      if (failed[std::size_t(k)]) failedRank = k;
+  }
+  if (failure) std::rethrow_exception(failure);
+  if (failedRank >= 0) {
+    staged.discard();
+    comm->barrier();  // the failing rank never arrives: its abort ends this rank
+    throw IoError("atlas: rank " + std::to_string(failedRank) + " could not write its outputs; none were written");
+  }
+  staged.commit();
   r.secondsWrite = secondsSince(t0);
   r.secondsTotal = secondsSince(tStart);
+  r.written = written;
   return r;
 }
 

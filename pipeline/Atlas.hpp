@@ -23,8 +23,17 @@
 //      (nearest voxel of Phi_i).
 // Checkpoints (checkpointDir, every checkpointEvery iterations): per subject its fields and frozen
 // flag, and the template and history (pipeline/Atlas.cpp states the files and how they are made
-// atomic); resume reads the newest complete one and refuses one from another cohort or other
-// parameters. Any rank count can resume any checkpoint (the files are per subject).
+// atomic); resume reads the newest complete one and refuses one made for other parameters or other
+// input contents (a content hash of every image), or whose files do not match their checksums.
+// Any rank count can resume any checkpoint (the files are per subject). The folder is locked
+// (rank 0) for the run's duration.
+// Refused at the start, before any image is aligned (docs/atlas.md): ranks given different jobs
+// (the hash of every part of the job, compared over the group, names the rank and the parts), an
+// output that would overwrite an input or another output, an output location that cannot be
+// written, a label map that cannot be read or is not on its image's grid, a checkpoint folder in
+// use, a checkpoint that does not match. Outputs (template, report, fields, warped images and
+// labels) are written all or none: staged beside their targets, moved into place once every rank
+// has written its own.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -58,6 +67,8 @@ struct AtlasJob {
   Backend backend = Backend::Auto;
   std::string outTemplate;           // written by rank 0 (required)
   std::string outFieldsDir, outWarpedDir;  // optional
+  std::string outReport;             // optional: toJson of the result, written by rank 0 with the other outputs
+  std::vector<std::string> otherInputs;  // files the caller read for the job (a cohort list): never written over
   std::string checkpointDir;         // empty: no checkpoints
   int checkpointEvery = 10;          // iterations
   bool resume = false;

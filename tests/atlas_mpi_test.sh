@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The atlas under MPI (issue 15): 1, 2 and 3 ranks build the same template and fields, bit for bit
 # (the int64 fixed-point sums of core/Atlas.hpp), a checkpoint written by 3 ranks resumes under 2,
-# and a rank that fails ends the whole job with its message instead of leaving the others waiting.
+# a rank that fails ends the whole job with its message instead of leaving the others waiting, and
+# ranks given different jobs are refused at the start, naming the rank and what differs.
 # Usage: atlas_mpi_test.sh /path/to/kortex /path/to/mpiexec
 set -u
 KORTEX="$1"
@@ -58,6 +59,35 @@ else
   echo "ok: a failing rank ends the job -> $(grep "rank 2 of 3" stderr.txt | head -n 1)"
   ok
 fi
+# Ranks given different jobs (an MPMD command line: rank 0 runs A, rank 1 other arguments) are
+# refused at the start on every rank, naming rank 1 and what differs: no raw MPI error (a heap
+# corrupted in MPI_Allreduce, MPI_ERR_TRUNCATE), no hang, no mixed template, no output.
+mismatch() {  # mismatch NAME PART RANK-1-ARGS...
+  local name="$1" part="$2"; shift 2
+  rm -f tm.nii
+  timeout 120 "${MPI[@]}" -np 1 "$KORTEX" "${A[@]}" --out-template tm.nii : -np 1 "$KORTEX" "$@" --out-template tm.nii \
+    > stdout.txt 2> stderr.txt
+  local rc=$?
+  if [ $rc -eq 124 ]; then
+    fail "$name: the job hung"
+  elif [ $rc -eq 0 ]; then
+    fail "$name: exit 0"
+  elif [ -e tm.nii ]; then
+    fail "$name: template written"
+  elif grep -q -i "MPI_ERR\|double free\|corrupt\|signal" stderr.txt; then
+    fail "$name: a raw failure instead of the refusal"; cat stderr.txt
+  elif ! grep -q "rank 1 differs from rank 0 in: [a-z ,]*$part" stderr.txt; then
+    fail "$name: the message does not name rank 1 and the $part"; cat stderr.txt
+  else
+    echo "ok: $name -> $(grep -m 1 "differs" stderr.txt)"
+    ok
+  fi
+}
+mismatch "ranks given other scales" "scales" atlas build s0.mha s1.mha s2.mha s3.mha --backend kokkos --scales 1 --iterations 3 --quiet
+mismatch "ranks given other iterations" "iterations" atlas build s0.mha s1.mha s2.mha s3.mha --backend kokkos --iterations 3,4 --quiet
+mismatch "ranks given other subject counts" "number of images" atlas build s0.mha s1.mha s2.mha --backend kokkos --iterations 3,3 --quiet
+mismatch "ranks given another alpha" "alpha" atlas build s0.mha s1.mha s2.mha s3.mha --backend kokkos --iterations 3,3 --alpha 0.2 --quiet
+mismatch "ranks given other files" "images" atlas build s0.mha s1.mha s3.mha s2.mha --backend kokkos --iterations 3,3 --quiet
 # The scaling benchmark (kortex bench atlas --only Scaling) under 1 and 2 ranks: the two cohorts'
 # templates have the same hashes whatever the rank count; under 2 ranks the other sections refuse.
 for np in 1 2; do

@@ -236,6 +236,100 @@ cmp -s t_full.nii t_resumed.nii || fail "atlas: the resumed template differs fro
 expect_error "atlas resume another cohort" t.nii "${A[@]}" va.mha vb.mha --out-template t.nii --backend kokkos \
   --checkpoint ck --resume
 grep -q "another cohort" stderr.txt || fail "atlas resume another cohort: wrong message"
+# --- atlas build: refused at the start, inputs never overwritten, outputs all or none (issue 26) ---
+A=("$KORTEX" atlas build --iterations 2,2 --no-affine --quiet)
+# The same without --quiet: a refusal must come before the first "subject ... aligned" / "atlas scale" line.
+P=("$KORTEX" atlas build --iterations 2,2 --no-affine)
+before_work() {  # before_work NAME: the last command was refused before any image was aligned
+  if grep -q "aligned\|atlas scale" stderr.txt; then fail "$1: refused only after the work"; cat stderr.txt; else ok; fi
+}
+kept() {  # kept FILE COPY NAME: the input still has its bytes
+  cmp -s "$1" "$2" && ok || fail "$3: the input $1 was overwritten"
+}
+said() {  # said PATTERN NAME
+  grep -q "$1" stderr.txt && ok || { fail "$2: the message does not say '$1'"; cat stderr.txt; }
+}
+cp va.mha la.mha; cp vb.mha lb.mha; cp vc.mha lc.mha
+for f in va vb vc la lb lc; do cp "$f.mha" "$f.keep"; done
+expect_error "atlas template over a subject" "" "${A[@]}" va.mha vb.mha --out-template vb.mha
+kept vb.mha vb.keep "atlas template over a subject"; said "would overwrite the input image" "atlas template over a subject"
+expect_error "atlas template over the reference" "" "${A[@]}" va.mha vb.mha --reference vc.mha --out-template vc.mha
+kept vc.mha vc.keep "atlas template over the reference"; said "input reference" "atlas template over the reference"
+expect_error "atlas template over a label map" "" "${A[@]}" va.mha vb.mha vc.mha --labels la.mha lb.mha lc.mha --out-warped wl \
+  --out-template lb.mha
+kept lb.mha lb.keep "atlas template over a label map"; said "input label map" "atlas template over a label map"
+expect_error "atlas report over a subject" t.nii "${A[@]}" va.mha vb.mha --out-template t.nii --json va.mha
+kept va.mha va.keep "atlas report over a subject"; said "the report 'va.mha' would overwrite" "atlas report over a subject"
+cp wd/va_warped.nii.gz va_warped.keep
+expect_error "atlas warped image over an input" t.nii "${A[@]}" va.mha vb.mha wd/va_warped.nii.gz --out-template t.nii --out-warped wd
+kept wd/va_warped.nii.gz va_warped.keep "atlas warped image over an input"; said "warped image" "atlas warped image over an input"
+cp fd/vb_field.nii.gz vb_field.keep
+expect_error "atlas template on a field output" "" "${A[@]}" va.mha vb.mha --out-template fd/vb_field.nii.gz --out-fields fd
+kept fd/vb_field.nii.gz vb_field.keep "atlas template on a field output"; said "two outputs are the same file" "atlas template on a field output"
+expect_error "atlas report on the template" t.nii "${A[@]}" va.mha vb.mha --out-template t.nii --json ./t.nii
+ln va.mha hl.mha
+expect_error "atlas template over a hard link of a subject" "" "${A[@]}" va.mha vb.mha --out-template hl.mha
+kept va.mha va.keep "atlas template over a hard link"; rm -f hl.mha
+expect_error "register output over an input (shared check)" "" "$KORTEX" register greedy --fixed va.mha --moving vb.mha \
+  --out-warped vb.mha --no-affine --iterations 2,2
+kept vb.mha vb.keep "register output over an input"
+# Every output location and every label map is checked before the first image is aligned; with
+# labels or a report nothing at all is written when one of them fails.
+expect_error "atlas report into a missing folder" t.nii "${P[@]}" va.mha vb.mha --out-template t.nii --json nodir/r.json
+before_work "atlas report into a missing folder"
+expect_error "atlas template into a missing folder, before the work" nodir/t.nii "${P[@]}" va.mha vb.mha --out-template nodir/t.nii
+before_work "atlas template into a missing folder"
+rm -rf wl
+expect_error "atlas missing label map" t.nii "${P[@]}" va.mha vb.mha vc.mha --labels la.mha lb.mha nosuch.mha --out-warped wl \
+  --out-template t.nii
+before_work "atlas missing label map"
+[ -z "$(ls -A wl 2>/dev/null)" ] && ok || fail "atlas missing label map: files left in the warped folder: $(ls wl)"
+expect_error "atlas label map on another grid" t.nii "${A[@]}" va.mha vb.mha vc.mha --labels la.mha lb.mha v10.mha \
+  --out-warped wl --out-template t.nii --json r.json
+said "not on the grid of its image" "atlas label map on another grid"
+[ -z "$(ls -A wl 2>/dev/null)" ] && [ ! -e r.json ] && ok || fail "atlas label map on another grid: outputs left: $(ls wl r.json 2>&1)"
+expect_error "atlas iterations above the maximum" t.nii timeout 60 "$KORTEX" atlas build va.mha vb.mha --no-affine --quiet \
+  --out-template t.nii --iterations 2,1000000
+said "100000" "atlas iterations above the maximum"
+# Resume keys on the inputs' contents and checks every checkpoint file's checksum.
+rm -rf rs rck; mkdir rs; cp va.mha rs/c1.mha; cp vb.mha rs/c2.mha; cp vc.mha rs/c3.mha
+R=("$KORTEX" atlas build rs/c1.mha rs/c2.mha rs/c3.mha --iterations 3,4 --no-affine --quiet --backend kokkos)
+expect_success "atlas uninterrupted" rfull.nii "${R[@]}" --out-template rfull.nii
+expect_success "atlas checkpointed" rt.nii "${R[@]}" --out-template rt.nii --checkpoint rck --checkpoint-every 3
+cp rs/c3.mha c3.keep
+mha3 rs/c3.mha "8 8 8" "0 0 0" "$(rep "$three$three$one$three" 128)"
+expect_error "atlas resume, an input rewritten in place" rt2.nii "${R[@]}" --out-template rt2.nii --checkpoint rck --resume
+said "image 3 'rs/c3.mha' does not have the contents it had" "atlas resume, an input rewritten"
+before_work "atlas resume, an input rewritten"
+cp c3.keep rs/c3.mha
+mv rs/c1.mha rs/tmp.mha; mv rs/c2.mha rs/c1.mha; mv rs/tmp.mha rs/c2.mha
+expect_error "atlas resume, two inputs swapped" rt2.nii "${R[@]}" --out-template rt2.nii --checkpoint rck --resume
+said "swapped" "atlas resume, two inputs swapped"
+mv rs/c1.mha rs/tmp.mha; mv rs/c2.mha rs/c1.mha; mv rs/tmp.mha rs/c2.mha
+flip() {  # flip FILE OFFSET: one bit of one byte
+  local b; b=$(od -An -tu1 -j "$2" -N1 "$1" | tr -d ' ')
+  printf "\\x$(printf %02x $((b ^ 4)))" | dd of="$1" bs=1 seek="$2" conv=notrunc 2> /dev/null
+}
+for f in subject-1.bin template.bin state.json; do
+  cp "rck/current/$f" ck.keep
+  if [ "$f" = state.json ]; then sed -i '0,/"iteration": \([0-9]\)/s//"iteration": 1\1/' "rck/current/$f"; else flip "rck/current/$f" 300; fi
+  cmp -s "rck/current/$f" ck.keep && fail "atlas resume: $f was not changed by the test"
+  expect_error "atlas resume, $f damaged" rt2.nii "${R[@]}" --out-template rt2.nii --checkpoint rck --resume
+  said "$f is damaged" "atlas resume, $f damaged"
+  cp ck.keep "rck/current/$f"
+done
+# One run per checkpoint folder: a folder locked by another process is refused (flock(1) holds it here).
+expect_error "atlas checkpoint folder in use" rt2.nii flock rck/lock "${R[@]}" --out-template rt2.nii --checkpoint rck --resume
+said "in use by another run" "atlas checkpoint folder in use"
+# Temporaries of killed runs (no such pid) are removed from the job's folders; a live process's stay.
+mkdir -p .kortex-tmp-2147480000-stage-abc rck/.kortex-tmp-2147480001-x ".kortex-tmp-$$-live"
+touch .kortex-tmp-2147480000-stage-abc/rt3.nii
+expect_success "atlas resumed after the refusals" rt3.nii "${R[@]}" --out-template rt3.nii --checkpoint rck --resume
+cmp -s rfull.nii rt3.nii && ok || fail "atlas: the resumed template differs from the uninterrupted one"
+[ ! -e .kortex-tmp-2147480000-stage-abc ] && [ ! -e rck/.kortex-tmp-2147480001-x ] && ok || fail "atlas: stale temporaries left"
+[ -d ".kortex-tmp-$$-live" ] && ok || fail "atlas: a live process's temporary folder was removed"
+rmdir ".kortex-tmp-$$-live"
+rm -rf rs rck wl la.mha lb.mha lc.mha ./*.keep rfull.nii rt.nii rt3.nii r.json
 rm -rf ck fd wd t_full.nii t_resumed.nii
 
 # Surface denoising (issue 5): a 16^3 mask holding the cube [4, 12)^3, built line by line.

@@ -1,0 +1,320 @@
+#include "pipeline/JobFiles.hpp"
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <csignal>
+#include <cstring>
+#include <ctime>
+#include <fstream>
+#include <random>
+#include <set>
+#include <utility>
+
+#include "core/Errors.hpp"
+
+namespace kortex::pipeline {
+namespace fs = std::filesystem;
+
+namespace {
+
+bool endsWith(std::string const& s, std::string const& tail) {
+  return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
+}
+
+// The second file a writer puts beside `p` (a NIfTI pair's other half, a MetaImage's data file).
+std::vector<fs::path> companions(fs::path const& p) {
+  const std::string s = p.string();
+  static const std::pair<const char*, const char*> pairs[] = {
+      {".hdr.gz", ".img.gz"}, {".img.gz", ".hdr.gz"}, {".hdr", ".img"}, {".img", ".hdr"}, {".mhd", ".raw"}};
+  for (auto const& [from, to] : pairs)
+    if (endsWith(s, from)) return {fs::path(s.substr(0, s.size() - std::strlen(from)) + to)};
+  return {};
+}
+
+std::string keyOf(fs::path const& p) {
+  std::error_code ec;
+  fs::path abs = fs::absolute(p, ec);
+  if (ec) abs = p;
+  fs::path c = fs::weakly_canonical(abs, ec);
+  return (ec ? abs.lexically_normal() : c).string();
+}
+
+struct Identity {
+  bool exists = false;
+  dev_t dev = 0;
+  ino_t ino = 0;
+};
+
+Identity identityOf(fs::path const& p) {
+  struct stat st {};
+  if (::stat(p.c_str(), &st) != 0) return {};
+  return {true, st.st_dev, st.st_ino};
+}
+
+std::uint64_t load64(const unsigned char* p) {
+  std::uint64_t w;
+  std::memcpy(&w, p, 8);
+  return w;
+}
+
+std::uint64_t fmix64(std::uint64_t k) {
+  k ^= k >> 33;
+  k *= 0xff51afd7ed558ccdULL;
+  k ^= k >> 33;
+  k *= 0xc4ceb9fe1a85ec53ULL;
+  k ^= k >> 33;
+  return k;
+}
+
+constexpr std::uint64_t kFnvPrime = 0x100000001b3ULL;
+constexpr const char* kTmpPrefix = ".kortex-tmp-";
+
+std::string randomTag() {
+  static std::mt19937_64 rng{std::random_device{}() ^ (std::uint64_t(::getpid()) << 32)};
+  char buf[24];
+  std::snprintf(buf, sizeof buf, "%012llx", static_cast<unsigned long long>(rng() & 0xffffffffffffULL));
+  return buf;
+}
+
+std::string hostName() {
+  char buf[256] = {0};
+  if (::gethostname(buf, sizeof buf - 1) != 0) return "unknown";
+  return buf;
+}
+
+}  // namespace
+
+void requireDistinctFiles(std::vector<JobFile> const& inputs, std::vector<JobFile> const& outputs) {
+  struct Entry {
+    JobFile const* file;
+    fs::path path;
+    std::string key;
+    Identity id;
+  };
+  auto entry = [](JobFile const& f, fs::path const& p) { return Entry{&f, p, keyOf(p), identityOf(p)}; };
+  std::map<std::string, Entry> inByKey;
+  std::map<std::pair<dev_t, ino_t>, Entry> inById;
+  for (auto const& f : inputs) {
+    if (f.path.empty()) continue;
+    Entry e = entry(f, f.path);
+    inByKey.emplace(e.key, e);
+    if (e.id.exists) inById.emplace(std::make_pair(e.id.dev, e.id.ino), e);
+  }
+  std::map<std::string, Entry> outByKey;
+  std::map<std::pair<dev_t, ino_t>, Entry> outById;
+  auto name = [](Entry const& e) {
+    std::string s = "the " + e.file->role + " '" + e.path.string() + "'";
+    if (e.path != e.file->path) s += " (written with '" + e.file->path.string() + "')";
+    return s;
+  };
+  for (auto const& f : outputs) {
+    if (f.path.empty()) continue;
+    std::vector<fs::path> paths{f.path};
+    for (auto const& c : companions(f.path)) paths.push_back(c);
+    for (auto const& p : paths) {
+      Entry e = entry(f, p);
+      const Entry* in = nullptr;
+      if (auto it = inByKey.find(e.key); it != inByKey.end()) in = &it->second;
+      if (!in && e.id.exists)
+        if (auto it = inById.find({e.id.dev, e.id.ino}); it != inById.end()) in = &it->second;
+      if (in) throw InvalidArgument(name(e) + " would overwrite the input " + in->file->role + " '" + in->path.string() + "'");
+      const Entry* other = nullptr;
+      if (auto it = outByKey.find(e.key); it != outByKey.end()) other = &it->second;
+      if (!other && e.id.exists)
+        if (auto it = outById.find({e.id.dev, e.id.ino}); it != outById.end()) other = &it->second;
+      if (other) throw InvalidArgument("two outputs are the same file: " + name(*other) + " and " + name(e));
+      outByKey.emplace(e.key, e);
+      if (e.id.exists) outById.emplace(std::make_pair(e.id.dev, e.id.ino), e);
+    }
+  }
+}
+
+void ContentHasher::block(const unsigned char* p) {
+  for (int k = 0; k < 4; ++k) lane_[k] = (lane_[k] ^ load64(p + 8 * k)) * kFnvPrime;
+}
+
+void ContentHasher::update(const void* data, std::size_t bytes) {
+  auto const* p = static_cast<const unsigned char*>(data);
+  total_ += bytes;
+  if (tailBytes_ > 0) {
+    const std::size_t take = std::min(bytes, sizeof tail_ - tailBytes_);
+    std::memcpy(tail_ + tailBytes_, p, take);
+    tailBytes_ += take;
+    p += take;
+    bytes -= take;
+    if (tailBytes_ < sizeof tail_) return;
+    block(tail_);
+    tailBytes_ = 0;
+  }
+  for (; bytes >= 32; p += 32, bytes -= 32) block(p);
+  std::memcpy(tail_, p, bytes);
+  tailBytes_ = bytes;
+}
+
+std::uint64_t ContentHasher::digest() const {
+  ContentHasher c = *this;
+  if (c.tailBytes_ > 0) {
+    std::memset(c.tail_ + c.tailBytes_, 0, sizeof c.tail_ - c.tailBytes_);
+    c.block(c.tail_);
+  }
+  std::uint64_t h = fmix64(total_ ^ 0x9e3779b97f4a7c15ULL);
+  for (int k = 0; k < 4; ++k) h = fmix64(h ^ c.lane_[k]) * kFnvPrime;
+  return fmix64(h);
+}
+
+std::uint64_t contentHash(const void* data, std::size_t bytes) {
+  ContentHasher h;
+  h.update(data, bytes);
+  return h.digest();
+}
+
+std::uint64_t fileHash(fs::path const& path, std::string const& role) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw IoError("cannot read the " + role + " '" + path.string() + "': " + std::strerror(errno));
+  ContentHasher h;
+  std::vector<char> buf(std::size_t(1) << 20);
+  while (in) {
+    in.read(buf.data(), std::streamsize(buf.size()));
+    h.update(buf.data(), std::size_t(in.gcount()));
+  }
+  if (in.bad()) throw IoError("reading the " + role + " '" + path.string() + "' failed");
+  return h.digest();
+}
+
+std::string hex64(std::uint64_t h) {
+  char buf[20];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h));
+  return buf;
+}
+
+FolderLock::FolderLock(fs::path const& dir, std::string const& what) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec || !fs::is_directory(dir)) throw IoError("cannot create the folder '" + dir.string() + "'" + (ec ? ": " + ec.message() : ""));
+  const fs::path file = dir / "lock";
+  fd_ = ::open(file.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd_ < 0) throw IoError("cannot create the lock file '" + file.string() + "': " + std::strerror(errno));
+  if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+    const int err = errno;
+    std::string holder;
+    {
+      std::ifstream in(file);
+      std::getline(in, holder);
+    }
+    ::close(fd_);
+    fd_ = -1;
+    if (err == EWOULDBLOCK)
+      throw InvalidArgument("the " + what + " '" + dir.string() + "' is in use by another run (" +
+                            (holder.empty() ? std::string("its lock file names no holder yet") : "its lock file names " + holder) +
+                            "); wait for it to end or use another folder");
+    throw IoError("cannot lock '" + file.string() + "': " + std::strerror(err));
+  }
+  char when[32];
+  const std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  std::strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  const std::string record = "pid " + std::to_string(::getpid()) + " on host " + hostName() + " since " + when + "\n";
+  if (::ftruncate(fd_, 0) != 0 || ::pwrite(fd_, record.data(), record.size(), 0) != ssize_t(record.size())) {
+    ::close(fd_);
+    fd_ = -1;
+    throw IoError("cannot write the lock file '" + file.string() + "': " + std::strerror(errno));
+  }
+}
+
+FolderLock::~FolderLock() {
+  if (fd_ >= 0) ::close(fd_);  // releases the lock
+}
+
+std::vector<std::string> removeStaleTemporaries(fs::path const& dir) {
+  std::vector<std::string> removed;
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) return removed;
+  const std::string prefix = kTmpPrefix;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string n = it->path().filename().string();
+    if (n.compare(0, prefix.size(), prefix) != 0) continue;
+    std::size_t k = prefix.size();
+    long long pid = 0;
+    while (k < n.size() && n[k] >= '0' && n[k] <= '9' && pid < (1LL << 40)) pid = pid * 10 + (n[k++] - '0');
+    if (k == prefix.size() || k >= n.size() || n[k] != '-' || pid <= 0) continue;
+    if (pid == ::getpid()) continue;
+    if (pid <= 0x7fffffffLL && (::kill(pid_t(pid), 0) == 0 || errno != ESRCH)) continue;  // alive (or not ours to judge)
+    std::error_code rec;
+    fs::remove_all(it->path(), rec);
+    if (!rec) removed.push_back(n);
+  }
+  return removed;
+}
+
+StagedOutputs::~StagedOutputs() {
+  if (!done_) discard();
+}
+
+fs::path StagedOutputs::stage(fs::path const& target) {
+  fs::path dir = target.parent_path();
+  if (dir.empty()) dir = ".";
+  const fs::path key = fs::path(keyOf(dir));
+  auto it = stages_.find(key);
+  if (it == stages_.end()) {
+    std::error_code ec;
+    std::vector<fs::path> missing;
+    for (fs::path d = fs::absolute(dir, ec); !d.empty() && !fs::exists(d, ec) && d != d.parent_path(); d = d.parent_path())
+      missing.push_back(d);  // innermost first
+    fs::create_directories(dir, ec);
+    if (ec) throw IoError("cannot create the folder '" + dir.string() + "': " + ec.message());
+    createdDirs_.insert(createdDirs_.begin(), missing.begin(), missing.end());
+    fs::path s;
+    for (int attempt = 0;; ++attempt) {
+      s = dir / (std::string(kTmpPrefix) + std::to_string(::getpid()) + "-stage-" + randomTag());
+      if (fs::create_directory(s, ec)) break;
+      if (attempt >= 8 || ec != std::errc::file_exists)
+        throw IoError("cannot create a temporary folder in '" + dir.string() + "'" + (ec ? ": " + ec.message() : ""));
+    }
+    it = stages_.emplace(key, s).first;
+  }
+  targets_.push_back(it->second / target.filename());
+  return targets_.back();
+}
+
+void StagedOutputs::commit() {
+  const std::set<fs::path> named(targets_.begin(), targets_.end());
+  for (bool namedPass : {false, true}) {
+    for (auto const& [dir, stage] : stages_) {
+      std::error_code ec;
+      std::vector<fs::path> files;
+      for (fs::directory_iterator it(stage, ec), end; !ec && it != end; it.increment(ec))
+        if (it->is_regular_file() && it->path().filename().string().rfind(kTmpPrefix, 0) != 0) files.push_back(it->path());
+      for (auto const& f : files) {
+        if ((named.count(f) != 0) != namedPass) continue;
+        fs::rename(f, fs::path(dir) / f.filename(), ec);
+        if (ec) throw IoError("cannot move the finished file '" + (fs::path(dir) / f.filename()).string() + "' into place: " + ec.message());
+      }
+    }
+  }
+  for (auto const& [dir, stage] : stages_) {
+    std::error_code ec;
+    fs::remove_all(stage, ec);
+  }
+  done_ = true;
+}
+
+void StagedOutputs::discard() {
+  for (auto const& [dir, stage] : stages_) {
+    std::error_code ec;
+    fs::remove_all(stage, ec);
+  }
+  for (auto const& d : createdDirs_) {  // innermost first
+    std::error_code ec;
+    fs::remove(d, ec);                   // only when empty
+  }
+  stages_.clear();
+  createdDirs_.clear();
+  done_ = true;
+}
+
+}  // namespace kortex::pipeline

@@ -1,0 +1,95 @@
+// The files of a job: what every product job checks about its inputs and outputs before it runs,
+// and the helpers that keep a long job's outputs whole.
+//   * requireDistinctFiles: no output may overwrite an input, and no two outputs may be one file.
+//     Paths are compared after resolving symbolic links and "." / ".." (weakly canonical), and
+//     files that already exist also by identity (device and inode: hard links). A NIfTI pair or a
+//     MetaImage header writes a second file beside the named one ("x.hdr" + "x.img", "x.mhd" +
+//     "x.raw"): that file counts as an output too.
+//   * contentHash / fileHash: a 64-bit hash of bytes (FNV-1a over 64-bit words in four independent
+//     lanes, then a 64-bit finaliser; the byte length is part of it). Every step is a bijection of
+//     the lane state, so any change confined to one word always changes the hash. Not
+//     cryptographic: it keys checkpoints to the inputs and detects damaged files.
+//   * FolderLock: an exclusive advisory lock (flock) on DIR/lock, which records the holder (pid,
+//     host, start time, UTC). A second holder is refused with that record. The lock goes with the
+//     process (a kill releases it); the file stays.
+//   * removeStaleTemporaries: the hidden ".kortex-tmp-<pid>-..." files and folders that the atomic
+//     writers (io/ImageIO.hpp, io/Output.hpp) and StagedOutputs leave when a process is killed
+//     mid-write; removed when no process of that pid runs on this host.
+//   * StagedOutputs: outputs written into one hidden folder ".kortex-tmp-<pid>-stage-<random>" per
+//     target folder, moved into place together by commit(); without commit (an exception) the
+//     destructor removes them and any output folder it created that is still empty.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace kortex::pipeline {
+
+struct JobFile {
+  std::string role;  // "template", "subject 3", "report", ...: the message names it
+  std::filesystem::path path;
+};
+
+// Throws InvalidArgument naming both files and their roles.
+void requireDistinctFiles(std::vector<JobFile> const& inputs, std::vector<JobFile> const& outputs);
+
+class ContentHasher {
+ public:
+  void update(const void* data, std::size_t bytes);
+  std::uint64_t digest() const;
+
+ private:
+  void block(const unsigned char* p);
+  std::uint64_t lane_[4] = {0xcbf29ce484222325ULL, 0x84222325cbf29ce4ULL, 0x9ce484222325cbf2ULL, 0x2325cbf29ce48422ULL};
+  unsigned char tail_[32] = {};
+  std::size_t tailBytes_ = 0;
+  std::uint64_t total_ = 0;
+};
+
+std::uint64_t contentHash(const void* data, std::size_t bytes);
+// The hash of a file's bytes; IoError (naming `role` and the file) when it cannot be read.
+std::uint64_t fileHash(std::filesystem::path const& path, std::string const& role = "file");
+std::string hex64(std::uint64_t h);  // 16 lower-case hex digits
+
+class FolderLock {
+ public:
+  // Creates `dir` if needed; throws InvalidArgument when another process holds the lock ("the
+  // <what> 'dir' is in use by another run (its lock file names pid P on host H since T)"), IoError
+  // when the lock file cannot be made.
+  explicit FolderLock(std::filesystem::path const& dir, std::string const& what = "folder");
+  ~FolderLock();
+  FolderLock(FolderLock const&) = delete;
+  FolderLock& operator=(FolderLock const&) = delete;
+
+ private:
+  int fd_ = -1;
+};
+
+// Removes the stale temporaries directly inside `dir`; returns their names.
+std::vector<std::string> removeStaleTemporaries(std::filesystem::path const& dir);
+
+class StagedOutputs {
+ public:
+  StagedOutputs() = default;
+  ~StagedOutputs();
+  StagedOutputs(StagedOutputs const&) = delete;
+  StagedOutputs& operator=(StagedOutputs const&) = delete;
+  // The path to write `target` to (the target's folder is created if missing).
+  std::filesystem::path stage(std::filesystem::path const& target);
+  // Moves every staged file into its target folder (companion files such as a pair's ".img" or a
+  // MetaImage's ".raw" before the named ones); throws IoError if a move fails.
+  void commit();
+  // Removes every staged file and the output folders this object created that are still empty.
+  void discard();
+
+ private:
+  std::map<std::filesystem::path, std::filesystem::path> stages_;  // target folder -> its staging folder
+  std::vector<std::filesystem::path> targets_;                     // the staged paths, in stage() order
+  std::vector<std::filesystem::path> createdDirs_;                 // outermost last
+  bool done_ = false;
+};
+
+}  // namespace kortex::pipeline
