@@ -495,10 +495,14 @@ AtlasJobResult runAtlasJob(AtlasJob const& job, AtlasComm* comm) {
   if (!job.outFieldsDir.empty()) requireWritableFile(fieldPath(r.first), "field", true);
   if (!job.outWarpedDir.empty()) requireWritableFile(warpedPath(r.first), "warped image", true);
   // Temporaries left by killed runs in this job's folders (rank 0: its pid test is of this host).
-  if (r.rank == 0)
-    for (auto const& d : {fs::path(job.outTemplate).parent_path(), fs::path(job.outReport).parent_path(), fs::path(job.outFieldsDir),
-                          fs::path(job.outWarpedDir), fs::path(job.checkpointDir)})
-      removeStaleTemporaries(d.empty() ? fs::path(".") : d);
+  if (r.rank == 0) {
+    auto folderOf = [](std::string const& file) { return fs::path(file).has_parent_path() ? fs::path(file).parent_path() : fs::path("."); };
+    std::vector<fs::path> folders{folderOf(job.outTemplate)};
+    if (!job.outReport.empty()) folders.push_back(folderOf(job.outReport));
+    for (auto const& d : {job.outFieldsDir, job.outWarpedDir, job.checkpointDir})
+      if (!d.empty()) folders.push_back(d);
+    for (auto const& d : folders) removeStaleTemporaries(d);
+  }
   // The checkpoint folder: one run at a time (rank 0 holds the lock for the group).
   std::unique_ptr<FolderLock> lock;
   if (r.rank == 0 && !job.checkpointDir.empty()) {

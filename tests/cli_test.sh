@@ -243,8 +243,8 @@ P=("$KORTEX" atlas build --iterations 2,2 --no-affine)
 before_work() {  # before_work NAME: the last command was refused before any image was aligned
   if grep -q "aligned\|atlas scale" stderr.txt; then fail "$1: refused only after the work"; cat stderr.txt; else ok; fi
 }
-kept() {  # kept FILE COPY NAME: the input still has its bytes
-  cmp -s "$1" "$2" && ok || fail "$3: the input $1 was overwritten"
+kept() {  # kept FILE COPY NAME: the input still has its bytes (restored for the next cases if not)
+  cmp -s "$1" "$2" && ok || { fail "$3: the input $1 was overwritten"; cp "$2" "$1"; }
 }
 said() {  # said PATTERN NAME
   grep -q "$1" stderr.txt && ok || { fail "$2: the message does not say '$1'"; cat stderr.txt; }
@@ -328,7 +328,7 @@ expect_success "atlas resumed after the refusals" rt3.nii "${R[@]}" --out-templa
 cmp -s rfull.nii rt3.nii && ok || fail "atlas: the resumed template differs from the uninterrupted one"
 [ ! -e .kortex-tmp-2147480000-stage-abc ] && [ ! -e rck/.kortex-tmp-2147480001-x ] && ok || fail "atlas: stale temporaries left"
 [ -d ".kortex-tmp-$$-live" ] && ok || fail "atlas: a live process's temporary folder was removed"
-rmdir ".kortex-tmp-$$-live"
+rm -rf ".kortex-tmp-$$-live" .kortex-tmp-2147480000-stage-abc
 rm -rf rs rck wl la.mha lb.mha lc.mha ./*.keep rfull.nii rt.nii rt3.nii r.json
 rm -rf ck fd wd t_full.nii t_resumed.nii
 
