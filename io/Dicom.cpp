@@ -159,6 +159,55 @@ std::vector<double> numbersOf(std::string const& s) {
 
 }  // namespace
 
+std::string checkDicomStructure(fs::path const& file) {
+  std::vector<unsigned char> b;
+  {
+    std::ifstream in(file, std::ios::binary);
+    if (!in) readError(file, "cannot open it");
+    b.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  if (b.size() < 132 || std::memcmp(b.data() + 128, "DICM", 4) != 0)
+    readError(file, "not a DICOM Part 10 file (no 'DICM' marker at byte 128)");
+  Parser p(b, file);
+  std::size_t pos = 132;
+  std::string syntax;
+  if (pos + 4 > b.size() || p.u16(pos) != 0x0002)
+    readError(file, "corrupt DICOM meta header (it does not start with group 0002)");
+  while (pos + 4 <= b.size() && p.u16(pos) == 0x0002) {
+    const auto el = p.element(pos, true);
+    if (el.length == kUndefined) readError(file, "corrupt DICOM meta header (an element of undefined length)");
+    p.need(el.value, el.length);
+    if (el.tag == tagOf(0x0002, 0x0010)) syntax = trimValue(b, el.value, el.length);
+    pos = el.value + el.length;
+  }
+  if (syntax.empty()) readError(file, "corrupt DICOM meta header (no transfer syntax)");
+  // Big endian and deflated data sets are left to the decoder; every other syntax is little
+  // endian, implicit VR for 1.2.840.10008.1.2 only.
+  if (syntax == "1.2.840.10008.1.2.2" || syntax == "1.2.840.10008.1.2.1.99") return syntax;
+  const bool explicitVR = syntax != "1.2.840.10008.1.2";
+  bool pixels = false;
+  while (pos < b.size()) {
+    if (b.size() - pos < 8) break;  // trailing padding
+    const auto el = p.element(pos, explicitVR);
+    if ((el.tag >> 16) == 0x0002)
+      readError(file, "corrupt DICOM data set (a meta header element at byte " + std::to_string(pos) + ")");
+    if (el.tag == tagOf(0x7FE0, 0x0010)) {
+      if (el.length == kUndefined)
+        p.skipSequence(el.value, explicitVR, 1);  // encapsulated fragments
+      else
+        p.need(el.value, el.length);
+      pixels = true;
+      break;
+    }
+    if (el.tag == tagOf(0x0028, 0x0002) && el.length >= 2 && p.u16(el.value) != 1)
+      readError(file, "colour DICOM (SamplesPerPixel = " + std::to_string(p.u16(el.value)) +
+                          "); Kortex filters take grey-level images");
+    pos = p.skipValue(el, explicitVR, 0);
+  }
+  if (!pixels) readError(file, "no pixel data (7FE0,0010) in this DICOM file");
+  return syntax;
+}
+
 }  // namespace kortex::io::detail
 
 namespace kortex::io {
@@ -215,6 +264,11 @@ void setDicomMetadata(std::map<std::string, std::string>& md, std::string const&
 
 HostImage readDicom(fs::path const& file) {
 #if KORTEX_HAVE_GDCM
+  // Uncompressed little-endian slices (most CT and MR series) go through Kortex's own reader,
+  // which bounds-checks every element; GDCM decodes the rest, on files whose structure was
+  // checked first (it asserts, ending the process, on some broken ones).
+  const std::string syntax = checkDicomStructure(file);
+  if (syntax == "1.2.840.10008.1.2" || syntax == "1.2.840.10008.1.2.1") return readDicomKortex(file);
   return readDicomGdcm(file);
 #else
   return readDicomKortex(file);
@@ -387,6 +441,7 @@ HostImage readDicomKortex(fs::path const& file) {
   }
   setDicomMetadata(img.metadata, transferSyntax, [&](std::uint16_t g, std::uint16_t e) { return has(g, e) ? str(g, e) : std::string(); },
                    fmt, padding);
+  img.metadata["dicom.decoder"] = "kortex";
   return img;
 }
 

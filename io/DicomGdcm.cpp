@@ -40,6 +40,7 @@ HostImage readDicomGdcm(fs::path const& file) {
     if (!in.read(head, 132) || std::memcmp(head + 128, "DICM", 4) != 0)
       readError(file, "not a DICOM Part 10 file (no 'DICM' marker at byte 128)");
   }
+  checkDicomStructure(file);
   gdcm::Trace::SetDebug(false);  // the message below says what went wrong, once
   gdcm::Trace::SetWarning(false);
   gdcm::Trace::SetError(false);

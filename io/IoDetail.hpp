@@ -91,6 +91,11 @@ bool isNiftiExtension(std::string const& ext);
 HostImage readDicom(fs::path const& file);        // GDCM where the build has it, else the next
 HostImage readDicomKortex(fs::path const& file);  // Kortex's own: uncompressed little endian only
 HostImage readDicomGdcm(fs::path const& file);    // DicomGdcm.cpp (KORTEX_HAVE_GDCM builds)
+// Walks a Part 10 file's meta header and top-level data set (sequences, items, encapsulated
+// fragments) and refuses, with one message, any element whose length runs past the file or whose
+// structure is broken, and colour images: GDCM is handed well-formed files only (it asserts on
+// some broken ones). Returns the transfer syntax UID.
+std::string checkDicomStructure(fs::path const& file);
 
 // What both DICOM readers share (Dicom.cpp). The stored pixels of one slice (little-endian
 // containers of bitsAllocated / 8 bytes) -> value = (stored bits, sign-extended) * slope +
