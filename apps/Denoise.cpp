@@ -12,6 +12,7 @@
 #include "io/ImageIO.hpp"
 #include "io/Output.hpp"
 #include "pipeline/Denoise.hpp"
+#include "pipeline/JobFiles.hpp"
 
 namespace fs = std::filesystem;
 
@@ -34,6 +35,7 @@ void checkPaths(std::string const& in, std::string const& out) {
   if (!fs::exists(in)) throw IoError("input '" + in + "' does not exist");
   io::requireWritableFile(out);
   io::requireSupportedExtension(out, io::Access::Write);
+  pipeline::requireDistinctFiles({{"image", in}}, {{"output image", out}});
 }
 
 void printRun(const char* what, HostImage const& in, pipeline::RunReport const& r, std::string const& out) {

@@ -21,6 +21,7 @@
 #include "io/ImageIO.hpp"
 #include "io/Output.hpp"
 #include "io/Mesh.hpp"
+#include "pipeline/JobFiles.hpp"
 #include "pipeline/Surface.hpp"
 #include "reference_cpu/SurfaceNlm.hpp"
 
@@ -106,8 +107,8 @@ int cmdSurfaceDenoise(SurfaceOptions const& o) {
     io::requireWritableFile(o.outMesh, "--out-mesh");
     if (!io::isMeshPath(o.outMesh))
       throw InvalidArgument("--out-mesh '" + o.outMesh + "' must end in .vtp, .stl or .obj");
-    if (fs::absolute(o.outMesh) == fs::absolute(o.output)) throw InvalidArgument("--out-mesh and OUT are the same file");
   }
+  pipeline::requireDistinctFiles({{"image", o.input}}, {{"denoised phi", o.output}, {"mesh", o.outMesh}});
 
   const auto t0 = Clock::now();
   const HostImage phi = inputPhi(o, params);

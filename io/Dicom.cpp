@@ -222,7 +222,15 @@ const char* dicomDecoder() {
 
 namespace kortex::io::detail {
 
-void decodeDicomPixels(unsigned char const* src, std::size_t count, DicomPixelFormat const& f, float* out) {
+void requireDecoded(fs::path const& file, DicomPixelFormat const& f, std::size_t beyond, std::size_t count) {
+  if (beyond >= count) return;
+  if (!std::isfinite(f.slope) || !std::isfinite(f.intercept))
+    readError(file, "RescaleSlope / RescaleIntercept is not a finite number");
+  beyondFloat32(file, beyond, true);
+}
+
+std::size_t decodeDicomPixels(unsigned char const* src, std::size_t count, DicomPixelFormat const& f, float* out) {
+  std::size_t beyond = count;
   const int shift = f.highBit + 1 - f.bitsStored;
   const std::uint64_t mask = f.bitsStored >= 32 ? 0xFFFFFFFFull : ((1ull << f.bitsStored) - 1);
   const std::size_t bytesPer = std::size_t(f.bitsAllocated / 8);
@@ -233,8 +241,11 @@ void decodeDicomPixels(unsigned char const* src, std::size_t count, DicomPixelFo
     double value = static_cast<double>(v);
     if (f.isSigned && ((v >> (f.bitsStored - 1)) & 1u))
       value = static_cast<double>(static_cast<std::int64_t>(v) - (std::int64_t(1) << f.bitsStored));
-    out[i] = static_cast<float>(value * f.slope + f.intercept);
+    const double x = value * f.slope + f.intercept;
+    out[i] = static_cast<float>(x);
+    if (beyond == count && !std::isfinite(out[i])) beyond = i;
   }
+  return beyond;
 }
 
 void setDicomMetadata(std::map<std::string, std::string>& md, std::string const& transferSyntax,
@@ -433,7 +444,8 @@ HostImage readDicomKortex(fs::path const& file) {
 
   HostImage img = allocateImage(g, file, "kortex::io::dicom");
   const DicomPixelFormat fmt{bitsAllocated, bitsStored, highBit, isSigned, slope, intercept};
-  decodeDicomPixels(b.data() + pixelPos, static_cast<std::size_t>(rows) * cols, fmt, img.data.data());
+  requireDecoded(file, fmt, decodeDicomPixels(b.data() + pixelPos, static_cast<std::size_t>(rows) * cols, fmt, img.data.data()),
+                 static_cast<std::size_t>(rows) * cols);
   std::optional<std::uint16_t> padding;
   if (has(0x0028, 0x0120)) {
     auto it = values.find(tagOf(0x0028, 0x0120));

@@ -120,7 +120,10 @@ HostImage readDicomGdcm(fs::path const& file) {
   HostImage img = allocateImage(g, file, "kortex::io::dicom");
   // GDCM hands the decoded values in host (little-endian) byte order.
   const DicomPixelFormat fmt{bitsAllocated, bitsStored, highBit, isSigned, slope, intercept};
-  decodeDicomPixels(reinterpret_cast<const unsigned char*>(buf.data()), std::size_t(rows) * cols, fmt, img.data.data());
+  requireDecoded(file, fmt,
+                 decodeDicomPixels(reinterpret_cast<const unsigned char*>(buf.data()), std::size_t(rows) * cols, fmt,
+                                   img.data.data()),
+                 std::size_t(rows) * cols);
   std::optional<std::uint16_t> padding;
   if (has(0x0028, 0x0120)) {
     const gdcm::ByteValue* bv = ds.GetDataElement(gdcm::Tag(0x0028, 0x0120)).GetByteValue();

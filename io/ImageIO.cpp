@@ -29,6 +29,12 @@ namespace detail {
   throw IoError("cannot read '" + file.string() + "': " + what);
 }
 
+[[noreturn]] void beyondFloat32(fs::path const& file, std::uint64_t voxel, bool scaled) {
+  readError(file, "voxel " + std::to_string(voxel) + " holds a value beyond the float32 range (" +
+                      (scaled ? "after its rescaling; " : "") +
+                      "Kortex computes in float32 and would make it infinite)");
+}
+
 [[noreturn]] void writeError(fs::path const& file, std::string const& what) {
   throw IoError("cannot write '" + file.string() + "': " + what);
 }

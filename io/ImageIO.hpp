@@ -36,10 +36,12 @@
 //                 both parse as finite numbers with max > min, else the image's finite min/max
 //                 (a constant image is written as its value clamped to [0, 255]). NaN -> 0.
 //                 JPEG output is lossy (quality 95).
-//   .dcm          read only: ONE DICOM slice, treated as a 2D image. Builds with GDCM decode every
-//                 transfer syntax GDCM does (big endian, RLE, JPEG, JPEG-LS, JPEG 2000, deflate);
-//                 without it, Kortex's own reader takes uncompressed explicit or implicit VR
-//                 little endian (dicomDecoder() says which). Values = stored value * RescaleSlope + RescaleIntercept
+//   .dcm          read only: ONE DICOM slice, treated as a 2D image (a file of another or no
+//                 extension is read so too when it has the 'DICM' marker at byte 128). Kortex's
+//                 own reader takes uncompressed explicit or implicit VR little endian; builds with
+//                 GDCM decode every other transfer syntax GDCM does (big endian, RLE, JPEG,
+//                 JPEG-LS, JPEG 2000, deflate) after Kortex has walked the file's structure with
+//                 bounds checks (GDCM asserts on some broken files) (dicomDecoder() says which). Values = stored value * RescaleSlope + RescaleIntercept
 //                 (Hounsfield units for CT). Spacing from PixelSpacing (x = column spacing),
 //                 origin from ImagePositionPatient, direction columns from ImageOrientationPatient
 //                 (row cosine, column cosine, their cross product), spacing[2] = 1 as ITK/GDCM
@@ -62,7 +64,15 @@
 //   spacing = |pixdim[1..3]|, origin = (-M[0][3], -M[1][3], M[2][3]), both times 1000 for
 //   metres or 0.001 for microns (xyzt_units; ITK < 5.4 forgot to scale the origin),
 //   direction column j = normalised (-M0j, -M1j, M2j)
-//   (RAS -> LPS flips the first two rows). Files with dim[0] == 2 use the 2x2 block, as ITK does.
+//   (RAS -> LPS flips the first two rows). Files with dim[0] == 2 use the 2x2 block, as ITK does,
+//   and keep the z offset as origin[2] (ITK drops it); a 2D slice oblique out of its plane (no
+//   orthonormal 2x2 block) keeps the whole 3x3 matrix.
+//   A pixdim[1..3] of an axis with more than one voxel that is 0, NaN or infinite makes the qform
+//   (and the pixdim-only geometry) unusable: the sform, if orthonormal up to column scaling, gives
+//   that spacing and the orientation; else the file is refused. No spacing is invented.
+//   Refused before anything is allocated (docs/io.md): dimensions whose product passes 2^48,
+//   a single file whose vox_offset lies inside its header (< 352, NIfTI-2 < 544), voxel data
+//   the file cannot hold (a gzip stream is bounded by deflate's 1032:1), values beyond float32.
 //   scl_slope == 0 (or not finite) means "no scaling" (the NIfTI-1 standard), and then scl_inter
 //   is ignored too. (ITK differs in one corner: it would still add scl_inter there.)
 //

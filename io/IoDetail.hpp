@@ -22,6 +22,8 @@ namespace fs = std::filesystem;
 // One message naming the file: "cannot read '<file>': <what>".
 [[noreturn]] void readError(fs::path const& file, std::string const& what);
 [[noreturn]] void writeError(fs::path const& file, std::string const& what);
+// Every reader refuses a finite stored value that float32 cannot hold (it would become +-inf).
+[[noreturn]] void beyondFloat32(fs::path const& file, std::uint64_t voxel, bool scaled = false);
 
 // Lower-case extension, with ".nii.gz" kept whole: ".nii.gz", ".png", "" ...
 std::string extensionOf(fs::path const& path);
@@ -105,7 +107,10 @@ struct DicomPixelFormat {
   bool isSigned = false;
   double slope = 1.0, intercept = 0.0;
 };
-void decodeDicomPixels(unsigned char const* src, std::size_t count, DicomPixelFormat const& f, float* out);
+// Returns the index of the first value that is not finite (count if none): requireDecoded
+// refuses the slice then.
+std::size_t decodeDicomPixels(unsigned char const* src, std::size_t count, DicomPixelFormat const& f, float* out);
+void requireDecoded(fs::path const& file, DicomPixelFormat const& f, std::size_t beyond, std::size_t count);
 // The metadata both readers set: `str(group, element)` is the trimmed value or "" when absent;
 // `padding` the raw PixelPaddingValue when present.
 void setDicomMetadata(std::map<std::string, std::string>& md, std::string const& transferSyntax,

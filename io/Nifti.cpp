@@ -835,10 +835,7 @@ void readValues(nifti_image const& nim, DataSource const& src, fs::path const& f
       case NIFTI_TYPE_FLOAT64: beyond = convertChunk<double>(buf.data(), n, sw, dst, scale, slope, inter); break;
       default: break;
     }
-    if (beyond < n)
-      readError(file, "voxel " + std::to_string(done + beyond) + " holds a value beyond the float32 range (" +
-                          (scale ? "after scl_slope/scl_inter; " : "") +
-                          "Kortex computes in float32 and would make it infinite)");
+    if (beyond < n) beyondFloat32(file, done + beyond, scale);
     done += n;
   }
   if (gz) {

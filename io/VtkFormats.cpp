@@ -165,10 +165,14 @@ bool pure2D(Geometry const& g) {
 }
 
 // Copies a VTK scalar array (1 component) into img (x fastest, as VTK stores it).
-void copyScalars(vtkDataArray* a, HostImage& img) {
+void copyScalars(vtkDataArray* a, HostImage& img, fs::path const& file) {
   float* out = img.data.data();
   const vtkIdType n = a->GetNumberOfTuples();
-  for (vtkIdType i = 0; i < n; ++i) out[i] = static_cast<float>(a->GetComponent(i, 0));
+  for (vtkIdType i = 0; i < n; ++i) {
+    const double v = a->GetComponent(i, 0);
+    out[i] = static_cast<float>(v);
+    if (std::isinf(out[i]) && std::isfinite(v)) beyondFloat32(file, std::uint64_t(i));
+  }
 }
 
 }  // namespace
@@ -279,7 +283,11 @@ HostImage readMetaImage(fs::path const& file) {
   HostImage img = allocateImage(g, file, "kortex::io::metaimage");
   float* out = img.data.data();
   const Index n = g.numVoxels();
-  for (Index i = 0; i < n; ++i) out[i] = static_cast<float>(mi.ElementData(i));
+  for (Index i = 0; i < n; ++i) {
+    const double v = mi.ElementData(i);
+    out[i] = static_cast<float>(v);
+    if (std::isinf(out[i]) && std::isfinite(v)) beyondFloat32(file, std::uint64_t(i));
+  }
   img.metadata["metaimage.element_type"] = vtkmetaio::MET_ValueTypeName[t];
   return img;
 }
@@ -371,7 +379,7 @@ HostImage readVti(fs::path const& file) {
     g.origin[r] = o;
   }
   HostImage img = allocateImage(g, file, "kortex::io::vti");
-  copyScalars(a, img);
+  copyScalars(a, img, file);
   if (a->GetName()) img.metadata["vti.array_name"] = a->GetName();
   return img;
 }

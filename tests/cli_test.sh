@@ -273,6 +273,10 @@ kept va.mha va.keep "atlas template over a hard link"; rm -f hl.mha
 expect_error "register output over an input (shared check)" "" "$KORTEX" register greedy --fixed va.mha --moving vb.mha \
   --out-warped vb.mha --no-affine --iterations 2,2
 kept vb.mha vb.keep "register output over an input"
+expect_error "denoise output over its input" "" "$KORTEX" denoise bilateral va.mha ./va.mha --radius 1
+kept va.mha va.keep "denoise output over its input"; said "would overwrite the input image" "denoise output over its input"
+expect_error "surface denoise output over its input" "" "$KORTEX" surface denoise va.mha va.mha --input phi
+kept va.mha va.keep "surface denoise output over its input"; said "would overwrite" "surface denoise output over its input"
 # Every output location and every label map is checked before the first image is aligned; with
 # labels or a report nothing at all is written when one of them fails.
 expect_error "atlas report into a missing folder" t.nii "${P[@]}" va.mha vb.mha --out-template t.nii --json nodir/r.json
