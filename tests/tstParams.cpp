@@ -1,0 +1,244 @@
+// pipeline/ParamsJson.hpp: every params struct survives toJson -> fromJson with every field changed
+// from its default, absent keys keep the defaults, and unknown keys, wrong types and misspelt enums
+// are refused with one message naming the key.
+#define BOOST_TEST_MODULE Params
+#include <boost/test/unit_test.hpp>
+
+#include <string>
+
+#include "TestUtils.hpp"
+#include "core/Errors.hpp"
+#include "pipeline/ParamsJson.hpp"
+
+using namespace kortex;
+using nlohmann::json;
+using pipeline::fromJson;
+using pipeline::paramsFromJson;
+using pipeline::toJson;
+
+namespace {
+
+// Every key toJson writes for `changed` differs from the default's: the fixture below changes
+// every field the JSON holds (a field left at its default would round-trip trivially).
+template <class P>
+void requireEveryKeyChanged(P const& changed) {
+  const json a = toJson(P{}), b = toJson(changed);
+  BOOST_TEST(a.size() == b.size());
+  for (auto const& item : a.items()) {
+    BOOST_TEST_CONTEXT("key " << item.key()) {
+      BOOST_TEST_REQUIRE(b.contains(item.key()));
+      if (item.value().is_object()) {
+        for (auto const& inner : item.value().items())
+          BOOST_TEST(b.at(item.key()).at(inner.key()) != inner.value(), "unchanged: " << item.key() << "." << inner.key());
+      } else {
+        BOOST_TEST(b.at(item.key()) != item.value(), "unchanged: " << item.key());
+      }
+    }
+  }
+}
+
+GreedyParams changedGreedy() {
+  GreedyParams g;
+  g.fluid = {0.25, 0.125, 0.0625};
+  g.scales = {4, 2, 1};
+  g.iterations = {3, 5, 7};
+  g.maxStep = 0.75f;
+  g.minStep = 1.0f / 128.0f;
+  g.solver = GreedySolver::HybridCg;
+  g.coldSweeps = 77;
+  g.warmSweeps = 9;
+  g.cgMaxIterations = 321;
+  g.cgTolerance = 3e-6;
+  g.sorVariant = SorVariant::Naive;
+  g.matvecVariant = MatvecVariant::Explicit;
+  g.stepVariant = GreedyStepVariant::Naive;
+  g.recordResidual = true;
+  return g;
+}
+
+void requireEqual(GreedyParams const& a, GreedyParams const& b) {
+  BOOST_TEST(a.fluid.alpha == b.fluid.alpha);
+  BOOST_TEST(a.fluid.beta == b.fluid.beta);
+  BOOST_TEST(a.fluid.gamma == b.fluid.gamma);
+  BOOST_TEST(a.scales == b.scales, boost::test_tools::per_element());
+  BOOST_TEST(a.iterations == b.iterations, boost::test_tools::per_element());
+  BOOST_TEST(a.maxStep == b.maxStep);
+  BOOST_TEST(a.minStep == b.minStep);
+  BOOST_TEST(a.solver == b.solver);
+  BOOST_TEST(a.coldSweeps == b.coldSweeps);
+  BOOST_TEST(a.warmSweeps == b.warmSweeps);
+  BOOST_TEST(a.cgMaxIterations == b.cgMaxIterations);
+  BOOST_TEST(a.cgTolerance == b.cgTolerance);
+  BOOST_TEST(a.sorVariant == b.sorVariant);
+  BOOST_TEST(a.matvecVariant == b.matvecVariant);
+  BOOST_TEST(a.stepVariant == b.stepVariant);
+  BOOST_TEST(a.recordResidual == b.recordResidual);
+}
+
+IntensityParams changedIntensity() {
+  IntensityParams p;
+  p.pLow = 1.25;
+  p.pHigh = 97.5;
+  return p;
+}
+
+AffineParams changedAffine() {
+  AffineParams p;
+  p.levels = 2;
+  p.iterationsPerLevel = 33;
+  p.maxStep = 0.5;
+  p.minStep = 0.002;
+  p.centreOfMass = false;
+  p.normalise = false;
+  p.intensity = changedIntensity();
+  return p;
+}
+
+RegistrationParams changedRegistration() {
+  RegistrationParams p;
+  p.lambda = 0.5;
+  p.sigma = 1.5f;
+  p.iterations = 42;
+  p.maxStep = 0.25f;
+  p.minStep = 2e-3f;
+  p.tolerance = 2e-4;
+  p.patience = 3;
+  p.variant = RegistrationVariant::Reuse;
+  return p;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(fluid_params_round_trip) {
+  const FluidParams p{0.25, 0.125, 0.0625};
+  requireEveryKeyChanged(p);
+  const auto q = paramsFromJson<FluidParams>(toJson(p));
+  BOOST_TEST(q.alpha == p.alpha);
+  BOOST_TEST(q.beta == p.beta);
+  BOOST_TEST(q.gamma == p.gamma);
+}
+
+BOOST_AUTO_TEST_CASE(greedy_params_round_trip) {
+  const GreedyParams g = changedGreedy();
+  requireEveryKeyChanged(g);
+  requireEqual(paramsFromJson<GreedyParams>(toJson(g)), g);
+  // Through text too (what a checkpoint or a report holds): floats and doubles keep their bits.
+  requireEqual(paramsFromJson<GreedyParams>(json::parse(toJson(g).dump())), g);
+  // Every solver and variant spelling reads back.
+  for (GreedySolver s : {GreedySolver::Fft, GreedySolver::Sor, GreedySolver::Cg, GreedySolver::HybridSor, GreedySolver::HybridCg}) {
+    GreedyParams h;
+    h.solver = s;
+    BOOST_TEST(paramsFromJson<GreedyParams>(toJson(h)).solver == s);
+  }
+  for (GreedyStepVariant v : {GreedyStepVariant::Naive, GreedyStepVariant::ScratchTiled}) {
+    GreedyParams h;
+    h.stepVariant = v;
+    BOOST_TEST(paramsFromJson<GreedyParams>(toJson(h)).stepVariant == v);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(greedy_params_keep_the_report_keys) {
+  // The reports (validate's greedy study, bench greedy) and the checkpoints read these names.
+  const json j = toJson(GreedyParams{});
+  for (const char* k : {"alpha", "beta", "gamma", "scales", "iterations", "max_step", "min_step", "solver"})
+    BOOST_TEST(j.contains(k), k);
+  BOOST_TEST(j.at("solver") == "fft");
+  BOOST_TEST(j.at("scales") == json({2, 1}));
+}
+
+BOOST_AUTO_TEST_CASE(atlas_params_round_trip) {
+  AtlasParams p;
+  p.greedy = changedGreedy();
+  requireEveryKeyChanged(p);
+  requireEqual(paramsFromJson<AtlasParams>(toJson(p)).greedy, p.greedy);
+}
+
+BOOST_AUTO_TEST_CASE(intensity_and_affine_params_round_trip) {
+  const IntensityParams i = changedIntensity();
+  requireEveryKeyChanged(i);
+  const auto i2 = paramsFromJson<IntensityParams>(toJson(i));
+  BOOST_TEST(i2.pLow == i.pLow);
+  BOOST_TEST(i2.pHigh == i.pHigh);
+
+  const AffineParams a = changedAffine();
+  requireEveryKeyChanged(a);
+  const auto a2 = paramsFromJson<AffineParams>(json::parse(toJson(a).dump()));
+  BOOST_TEST(a2.levels == a.levels);
+  BOOST_TEST(a2.iterationsPerLevel == a.iterationsPerLevel);
+  BOOST_TEST(a2.maxStep == a.maxStep);
+  BOOST_TEST(a2.minStep == a.minStep);
+  BOOST_TEST(a2.centreOfMass == a.centreOfMass);
+  BOOST_TEST(a2.normalise == a.normalise);
+  BOOST_TEST(a2.intensity.pLow == a.intensity.pLow);
+  BOOST_TEST(a2.intensity.pHigh == a.intensity.pHigh);
+}
+
+BOOST_AUTO_TEST_CASE(registration_params_round_trip) {
+  const RegistrationParams p = changedRegistration();
+  requireEveryKeyChanged(p);
+  const auto q = paramsFromJson<RegistrationParams>(json::parse(toJson(p).dump()));
+  BOOST_TEST(q.lambda == p.lambda);
+  BOOST_TEST(q.sigma == p.sigma);
+  BOOST_TEST(q.iterations == p.iterations);
+  BOOST_TEST(q.maxStep == p.maxStep);
+  BOOST_TEST(q.minStep == p.minStep);
+  BOOST_TEST(q.tolerance == p.tolerance);
+  BOOST_TEST(q.patience == p.patience);
+  BOOST_TEST(q.variant == p.variant);
+}
+
+BOOST_AUTO_TEST_CASE(absent_keys_keep_the_defaults) {
+  const auto g = paramsFromJson<GreedyParams>(json{{"alpha", 0.5}, {"iterations", {1, 2}}});
+  GreedyParams want;
+  want.fluid.alpha = 0.5;
+  want.iterations = {1, 2};
+  requireEqual(g, want);
+  // An integer where a real number goes is a number.
+  BOOST_TEST(paramsFromJson<GreedyParams>(json{{"gamma", 1}}).fluid.gamma == 1.0);
+  const auto a = paramsFromJson<AffineParams>(json{{"intensity", {{"p_high", 90.0}}}});
+  BOOST_TEST(a.intensity.pHigh == 90.0);
+  BOOST_TEST(a.intensity.pLow == IntensityParams{}.pLow);
+}
+
+BOOST_AUTO_TEST_CASE(unknown_keys_are_refused_by_name) {
+  test::expectThrowWith<InvalidArgument>([] { paramsFromJson<GreedyParams>(json{{"alpah", 0.1}}); },
+                                         {"greedy parameters", "unknown key 'alpah'", "alpha"});
+  test::expectThrowWith<InvalidArgument>([] { paramsFromJson<FluidParams>(json{{"max_step", 1.0}}); },
+                                         {"fluid operator parameters", "unknown key 'max_step'"});
+  test::expectThrowWith<InvalidArgument>([] { paramsFromJson<AtlasParams>(json{{"greedy", {{"sweeps", 3}}}}); },
+                                         {"greedy parameters", "unknown key 'sweeps'"});
+  test::expectThrowWith<InvalidArgument>([] { paramsFromJson<AffineParams>(json{{"intensity", {{"low", 1.0}}}}); },
+                                         {"intensity window parameters", "unknown key 'low'"});
+  test::expectThrowWith<InvalidArgument>([] { paramsFromJson<RegistrationParams>(json{{"lambda_", 1.0}}); },
+                                         {"registration parameters", "unknown key 'lambda_'"});
+  test::expectThrowWith<InvalidArgument>([] { paramsFromJson<IntensityParams>(json{{"p_low", 1.0}, {"extra", 1}}); },
+                                         {"unknown key 'extra'"});
+}
+
+BOOST_AUTO_TEST_CASE(wrong_types_are_refused_by_name) {
+  auto greedy = [](json const& j) { return [j] { paramsFromJson<GreedyParams>(j); }; };
+  test::expectThrowWith<InvalidArgument>(greedy({{"alpha", "0.1"}}), {"greedy parameters", "'alpha' must be a number", "string"});
+  test::expectThrowWith<InvalidArgument>(greedy({{"alpha", true}}), {"'alpha' must be a number", "boolean"});
+  test::expectThrowWith<InvalidArgument>(greedy({{"alpha", nullptr}}), {"'alpha' must be a number", "null"});
+  test::expectThrowWith<InvalidArgument>(greedy({{"cold_sweeps", 2.5}}), {"'cold_sweeps' must be an integer"});
+  test::expectThrowWith<InvalidArgument>(greedy({{"cold_sweeps", 1e12}}), {"'cold_sweeps' must be an integer"});
+  test::expectThrowWith<InvalidArgument>(greedy({{"cold_sweeps", 4294967296LL}}), {"'cold_sweeps' must be an integer"});
+  test::expectThrowWith<InvalidArgument>(greedy({{"scales", 2}}), {"'scales' must be a list of integers"});
+  test::expectThrowWith<InvalidArgument>(greedy({{"scales", {2, "1"}}}), {"'scales' must be a list of integers"});
+  test::expectThrowWith<InvalidArgument>(greedy({{"iterations", {25, 50.5}}}), {"'iterations' must be a list of integers"});
+  test::expectThrowWith<InvalidArgument>(greedy({{"record_residual", 1}}), {"'record_residual' must be true or false"});
+  test::expectThrowWith<InvalidArgument>(greedy({{"solver", 1}}), {"'solver' must be a string"});
+  test::expectThrowWith<InvalidArgument>(greedy({{"solver", "multigrid"}}), {"'solver'", "multigrid", "fft|sor|cg"});
+  test::expectThrowWith<InvalidArgument>(greedy({{"step_variant", "ScratchTiled"}}), {"'step_variant'", "naive|scratch-tiled"});
+  test::expectThrowWith<InvalidArgument>(greedy(json::array({1, 2})), {"greedy parameters must be a JSON object", "array"});
+  test::expectThrowWith<InvalidArgument>([] { paramsFromJson<AtlasParams>(json{{"greedy", 3}}); },
+                                         {"atlas parameters", "'greedy' must be a JSON object"});
+  test::expectThrowWith<InvalidArgument>([] { paramsFromJson<AffineParams>(json{{"normalise", "yes"}}); },
+                                         {"affine parameters", "'normalise' must be true or false"});
+  test::expectThrowWith<InvalidArgument>([] { paramsFromJson<RegistrationParams>(json{{"variant", "fast"}}); },
+                                         {"registration parameters", "'variant'", "naive|recompute|reuse"});
+  // A refused read changes nothing (alpha was read before beta was refused).
+  GreedyParams g;
+  BOOST_CHECK_THROW(fromJson(json{{"alpha", 0.5}, {"beta", "x"}}, g), InvalidArgument);
+  BOOST_TEST(g.fluid.alpha == GreedyParams{}.fluid.alpha);
+}
