@@ -289,9 +289,13 @@ def test_double_oblique_series_with_two_decimal_positions_is_read(tmp_path):
     col = unit(np.cross([0.1, -0.15, 0.98], row))
     iop = list(row) + list(col)
     n = np.cross(row, col)
-    p0 = np.array([-60.123, -80.456, 20.789])
-    # 1.2 mm slices whose positions are written with 2 decimals: the gaps spread by ~1 %
-    stack, _, _ = write_stack(str(tmp_path), [p0 + 1.2 * k * n for k in range(12)], iop=iop, decimals=2)
+    p0 = np.array([-61.0, -79.37, 20.11])
+    # 1.2 mm slices whose positions are written with 2 decimals: rounding spreads the gaps by just
+    # over 1 % (the bare 1 % rule refused such a series)
+    positions = [p0 + 1.2 * k * n for k in range(12)]
+    gaps = np.diff([float(n @ np.round(p, 2)) for p in positions])
+    assert gaps.max() - gaps.min() > 0.01 * 1.2
+    stack, _, _ = write_stack(str(tmp_path), positions, iop=iop, decimals=2)
     d = kortex.read(tmp_path)
     np.testing.assert_array_equal(d["array"], stack)
     np.testing.assert_allclose(d["spacing"][2], 1.2, atol=0.01)
