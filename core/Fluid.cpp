@@ -1,6 +1,7 @@
 #include "core/Fluid.hpp"
 
 #include <cmath>
+#include <string>
 
 #include "core/Errors.hpp"
 
@@ -46,6 +47,14 @@ const char* toString(MatvecVariant v) {
 
 FluidOperator makeFluidOperator(FluidParams const& p) {
   return FluidOperator{static_cast<float>(p.alpha), static_cast<float>(p.beta), static_cast<float>(p.gamma)};
+}
+
+std::string sorUnsuitable(FluidParams const& p, int nz, int ny, int nx) {
+  if (p.beta != 0.0) return "SOR solves the fluid operator with beta = 0 only (the components decouple)";
+  if (nz % 2 || ny % 2 || nx % 2)
+    return "red-black SOR on a periodic grid needs even extents, got " + std::to_string(nx) + "x" + std::to_string(ny) +
+           "x" + std::to_string(nz);
+  return {};
 }
 
 double sorOmega(FluidParams const& p) {

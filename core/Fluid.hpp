@@ -101,6 +101,11 @@ double sorOmega(FluidParams const& p);
 // Smallest extent any solver accepts (the stencil reaches +-1 with distinct neighbours).
 inline constexpr int kFluidMinExtent = 4;
 
+// The SOR rule: red-black SOR solves the operator with beta = 0 only (the components decouple) on
+// a periodic grid of even extents (the red-black colouring). Returns why SOR cannot solve this
+// operator on this grid, or "" when it can. Every SOR entry point and parameter check asks here.
+std::string sorUnsuitable(FluidParams const& p, int nz, int ny, int nx);
+
 // Number of stored non-zeros per row of the explicit CSR matrix: 7 (beta = 0) or 15.
 inline int fluidCsrRowNonZeros(double beta) { return beta == 0.0 ? 7 : 15; }
 

@@ -1,6 +1,8 @@
 #include "core/Greedy.hpp"
 
+#include <algorithm>
 #include <cmath>
+#include <numeric>
 
 #include "core/Errors.hpp"
 
@@ -64,9 +66,8 @@ void GreedyParams::validate() const {
     throw InvalidArgument("greedy max step must be in (0, 4] voxels, got " + std::to_string(maxStep));
   if (!(minStep > 0.0f) || !(minStep <= maxStep))
     throw InvalidArgument("greedy min step must be in (0, max step], got " + std::to_string(minStep));
-  if (usesSor(solver) && fluid.beta != 0.0)
-    throw InvalidArgument("the SOR solver handles beta = 0 only (the components decouple); use the "
-                          "fft or cg solver for beta > 0");
+  if (usesSor(solver) && fluid.beta != 0.0)  // the grid part of the SOR rule: validateFor
+    throw InvalidArgument(sorUnsuitable(fluid, 4, 4, 4) + "; use the fft or cg solver for beta > 0");
   if (coldSweeps < 1 || warmSweeps < 1)
     throw InvalidArgument("SOR sweep counts must be >= 1");
   if (cgMaxIterations < 1) throw InvalidArgument("CG iteration cap must be >= 1");
@@ -74,23 +75,40 @@ void GreedyParams::validate() const {
     throw InvalidArgument("CG tolerance must be in (0, 1), got " + std::to_string(cgTolerance));
 }
 
+std::string scaleMisfit(Geometry const& g, int factor) {
+  if (factor < 1) return "scale factor " + std::to_string(factor) + " is not >= 1";
+  for (Index n : {g.nz(), g.ny(), g.nx()}) {
+    if (n % factor != 0)
+      return "scale factor " + std::to_string(factor) + " does not divide the extent " + std::to_string(n) +
+             " (pad the images)";
+    if (n / factor < kFluidMinExtent)
+      return "scale factor " + std::to_string(factor) + " leaves an extent of " + std::to_string(n / factor) + " (< " +
+             std::to_string(kFluidMinExtent) + ")";
+  }
+  return {};
+}
+
+Index greedyGridQuantum(GreedyParams const& p) {
+  Index m = 1;
+  for (int f : p.scales) m = std::lcm(m, Index(std::max(f, 1)));
+  return usesSor(p.solver) ? 2 * m : m;
+}
+
+Index greedyExtentFor(Index n, GreedyParams const& p) {
+  const Index m = greedyGridQuantum(p);
+  const Index atLeast = std::max<Index>(n, Index(kFluidMinExtent) * m);
+  return (atLeast + m - 1) / m * m;
+}
+
 void GreedyParams::validateFor(Geometry const& g) const {
   validate();
   if (g.dimension != 3) throw InvalidArgument("greedy registration needs 3D images");
-  const int n[3] = {int(g.nz()), int(g.ny()), int(g.nx())};
   for (int f : scales) {
-    for (int a = 0; a < 3; ++a) {
-      if (n[a] % f != 0)
-        throw InvalidArgument("greedy scale factor " + std::to_string(f) + " does not divide the extent " +
-                              std::to_string(n[a]) + " (pad the images)");
-      const int m = n[a] / f;
-      if (m < kFluidMinExtent)
-        throw InvalidArgument("greedy scale factor " + std::to_string(f) + " leaves an extent of " +
-                              std::to_string(m) + " (< " + std::to_string(kFluidMinExtent) + ")");
-      if (usesSor(solver) && m % 2 != 0)
-        throw InvalidArgument("the SOR solver needs even extents at every scale (red-black colouring "
-                              "of the periodic grid); extent " + std::to_string(m) + " at factor " +
-                              std::to_string(f));
+    if (const std::string why = scaleMisfit(g, f); !why.empty()) throw InvalidArgument("greedy " + why);
+    if (usesSor(solver)) {
+      const GridExtents e = scaledExtents(g, f);
+      if (const std::string why = sorUnsuitable(fluid, e.nz, e.ny, e.nx); !why.empty())
+        throw InvalidArgument("the SOR solver cannot run at scale factor " + std::to_string(f) + ": " + why);
     }
   }
 }

@@ -108,6 +108,18 @@ struct GreedyParams {
                                               // extents >= kFluidMinExtent, even when SOR is used
 };
 
+// The scale rule: factor f (>= 1) divides every extent of g into extents >= kFluidMinExtent.
+// Returns why f does not fit g ("scale factor 3 does not divide the extent 20 (pad the images)"),
+// or "" when it does. Every back end's and job's scale check asks here.
+std::string scaleMisfit(Geometry const& g, int factor);
+
+// The extent quantum of a greedy grid: every scale factor divides a multiple of it (their least
+// common multiple), and its scaled extents are even when the solver uses SOR (twice that).
+// gridExtentFor(n) is the smallest such multiple >= max(n, kFluidMinExtent * quantum): the extent
+// the jobs pad (registration) or clip (atlas) a grid to.
+Index greedyGridQuantum(GreedyParams const& p);
+Index greedyExtentFor(Index n, GreedyParams const& p);
+
 // Extents (nz, ny, nx) of the scale-f grid.
 struct GridExtents {
   int nz = 0, ny = 0, nx = 0;

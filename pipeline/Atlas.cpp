@@ -619,14 +619,10 @@ AtlasJobResult runAtlasJob(AtlasJob const& job, AtlasComm* comm) {
   }
   Geometry box = G;
   {
-    int m = 1;
-    for (int f : job.params.greedy.scales) m = std::max(m, f);
-    if (usesSor(job.params.greedy.solver)) m *= 2;
     for (std::size_t a = 0; a < 3; ++a) {
       const Index extent = G.size[a];
       Index l = std::max<Index>(0, lo[a] - kAtlasGuardVoxels), h = std::min<Index>(extent - 1, hi[a] + kAtlasGuardVoxels);
-      Index size = std::max<Index>(h - l + 1, Index(kFluidMinExtent) * m);
-      size = (size + m - 1) / m * m;
+      const Index size = greedyExtentFor(h - l + 1, job.params.greedy);
       l = std::max<Index>(0, std::min(l, extent - size));  // keep the box inside the grid when it fits
       lo[a] = l;
       box.size[a] = size;

@@ -205,14 +205,8 @@ RegistrationPipelineResult registerPair(HostImage const& moving, HostImage const
 const char* toString(RegistrationMethod m) { return m == RegistrationMethod::Greedy ? "greedy" : "unbiased"; }
 
 Geometry greedyPaddedGrid(Geometry const& fixed, GreedyParams const& params) {
-  int m = 1;
-  for (int f : params.scales) m = std::max(m, f);
-  if (usesSor(params.solver)) m *= 2;
   Geometry g = fixed;
-  for (int a = 0; a < 3; ++a) {
-    const Index n = std::max<Index>(g.size[a], kFluidMinExtent * m);
-    g.size[a] = (n + m - 1) / m * m;
-  }
+  for (int a = 0; a < 3; ++a) g.size[a] = greedyExtentFor(g.size[a], params);
   return g;
 }
 

@@ -79,9 +79,8 @@ AtlasResult buildAtlas(std::vector<HostImage> const& images, AtlasParams const& 
     if (!img.geometry.sameGrid(g)) throw InvalidArgument(std::string(who) + ": the images are on different grids");
   GreedyParams const& gp = params.greedy;
   for (int f : gp.scales)
-    if (f < 1 || g.nx() % f || g.ny() % f || g.nz() % f || g.nx() / f < kFluidMinExtent ||
-        g.ny() / f < kFluidMinExtent || g.nz() / f < kFluidMinExtent)
-      throw InvalidArgument(std::string(who) + ": scale factor " + std::to_string(f) + " does not fit " + describe(g));
+    if (const std::string why = scaleMisfit(g, f); !why.empty())
+      throw InvalidArgument(std::string(who) + ": " + why + " of " + describe(g));
 
   const std::size_t n = images.size();
   AtlasResult result;

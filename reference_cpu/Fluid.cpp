@@ -169,10 +169,8 @@ void fluidSolveSpectral(FluidParams const& p, ConstHostField f, HostField v) {
 FluidSolveReport fluidSolveSor(FluidParams const& p, ConstHostField f, HostField v, int sweeps, bool residual) {
   requireField(f, "fluid solve right-hand side");
   requireSame(f, v);
-  if (p.beta != 0.0) throw InvalidArgument("SOR solves the fluid operator with beta = 0 only");
   const int nz = int(f.extent(1)), ny = int(f.extent(2)), nx = int(f.extent(3));
-  if (nz % 2 || ny % 2 || nx % 2)
-    throw InvalidArgument("red-black SOR on a periodic grid needs even extents");
+  if (const std::string why = sorUnsuitable(p, nz, ny, nx); !why.empty()) throw InvalidArgument(why);
   const double omega = sorOmega(p), diag = 6.0 * p.alpha + p.gamma;
   for (int s = 0; s < sweeps; ++s)
     for (int colour = 0; colour < 2; ++colour)

@@ -166,11 +166,8 @@ GreedyResult greedyRegister(HostImage const& moving, HostImage const& fixed, Vec
       moving.data.extent(2) != fixed.data.extent(2))
     throw InvalidArgument("greedyRegister: the moving and fixed images are on different grids");
   for (int f : params.scales)
-    if (f < 1 || fixed.geometry.nx() % f || fixed.geometry.ny() % f || fixed.geometry.nz() % f ||
-        fixed.geometry.nx() / f < kFluidMinExtent || fixed.geometry.ny() / f < kFluidMinExtent ||
-        fixed.geometry.nz() / f < kFluidMinExtent)
-      throw InvalidArgument("greedyRegister: scale factor " + std::to_string(f) + " does not fit " +
-                            describe(fixed.geometry));
+    if (const std::string why = scaleMisfit(fixed.geometry, f); !why.empty())
+      throw InvalidArgument("greedyRegister: " + why + " of " + describe(fixed.geometry));
 
   GreedyResult result;
   HostField uCur, vCur;

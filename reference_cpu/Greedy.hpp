@@ -1,6 +1,6 @@
 // CPU reference of greedy diffeomorphic registration (specification: core/Greedy.hpp; the fluid
 // solves: reference_cpu/Fluid.hpp): double arithmetic where it accumulates, OpenMP loops, written
-// independently of the Kokkos code. It reuses the registration reference's warp (I0(x - u(x))) and
+// independently of the Kokkos code. It reuses the reference warp (reference_cpu/ImageOps.hpp) and
 // Jacobian determinant (det(I - grad u)), which implement the same conventions.
 #pragma once
 

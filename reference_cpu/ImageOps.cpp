@@ -4,6 +4,8 @@
 #include <string>
 
 #include "core/Errors.hpp"
+#include "core/ViewChecks.hpp"
+#include "reference_cpu/detail/Trilinear.hpp"
 
 namespace kortex::ref {
 namespace {
@@ -59,6 +61,27 @@ void gradient(ConstHostView a, Kokkos::View<float****, Kokkos::LayoutRight, Kokk
         out(1, z, y, x) = float(0.5 * (double(a(z, clampL(y + 1, ny), x)) - a(z, clampL(y - 1, ny), x)));
         out(2, z, y, x) = float(0.5 * (double(a(clampL(z + 1, nz), y, x)) - a(clampL(z - 1, nz), y, x)));
       }
+}
+
+void warp(ConstHostView moving, Kokkos::View<const float****, Kokkos::LayoutRight, Kokkos::HostSpace> u, HostView out) {
+  requireSame(out, moving.extent(0), moving.extent(1), moving.extent(2), "warp");
+  if (moving.size() == 0) throw InvalidArgument("warp: image is empty");
+  if (u.extent(0) != 3 || u.extent(1) != moving.extent(0) || u.extent(2) != moving.extent(1) || u.extent(3) != moving.extent(2))
+    throw InvalidArgument("warp: the displacement must be a 3-component field on the image grid");
+  if (spansOverlap(out, moving) || spansOverlap(out, u))
+    throw InvalidArgument("warp: the output image overlaps an input (in-place is not supported)");
+  const Index n[3] = {Index(moving.extent(2)), Index(moving.extent(1)), Index(moving.extent(0))};
+  const long rows = long(n[2] * n[1]);
+#pragma omp parallel for schedule(static)
+  for (long row = 0; row < rows; ++row) {
+    const Index z = row / n[1], y = row % n[1];
+    for (Index x = 0; x < n[0]; ++x) {
+      // the spec's sample point: the float32 difference, then used in double
+      const double p[3] = {double(static_cast<float>(x) - u(0, z, y, x)), double(static_cast<float>(y) - u(1, z, y, x)),
+                           double(static_cast<float>(z) - u(2, z, y, x))};
+      out(z, y, x) = static_cast<float>(detail::sampleTrilinear(moving, n, p, false).value);
+    }
+  }
 }
 
 }  // namespace kortex::ref

@@ -1,4 +1,5 @@
-// CPU reference of the element-wise operators and the gradient (specification: core/ImageOps.hpp):
+// CPU reference of the element-wise operators, the gradient (specification: core/ImageOps.hpp) and
+// the warp:
 // double arithmetic, OpenMP loops, written independently of the Kokkos code.
 #pragma once
 
@@ -17,5 +18,8 @@ void normaliseRange(ConstHostView x, double lo, double hi, HostView out);
 void average(std::vector<ConstHostView> const& inputs, HostView out);
 // out (3, nz, ny, nx): clamped central differences.
 void gradient(ConstHostView a, Kokkos::View<float****, Kokkos::LayoutRight, Kokkos::HostSpace> out);
+// out(x) = moving(x - u(x)): trilinear, clamp-extended, the sample point the float32 difference
+// x - u(x), interpolated in double. u (3, nz, ny, nx) in voxels. out may not overlap an input.
+void warp(ConstHostView moving, Kokkos::View<const float****, Kokkos::LayoutRight, Kokkos::HostSpace> u, HostView out);
 
 }  // namespace kortex::ref

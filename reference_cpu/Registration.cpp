@@ -45,6 +45,7 @@
 #include "core/ViewChecks.hpp"
 #include "core/Errors.hpp"
 #include "reference_cpu/Checks.hpp"
+#include "reference_cpu/detail/Trilinear.hpp"
 
 namespace kortex::ref {
 
@@ -141,7 +142,6 @@ void checkSigma(float sigma, const char* who) {
 
 // ---- per-voxel maths ---------------------------------------------------------------------------
 
-inline Index clampTo(Index i, Index n) { return i < 0 ? 0 : (i >= n ? n - 1 : i); }
 
 // G at voxel (z, y, x): G(i, j) = D_j u_i, clamped central differences.
 inline Mat3 displacementGradient(ConstHostField const& u, Grid const& g, Index z, Index y, Index x) {
@@ -187,37 +187,12 @@ struct Sample {
   Vec3 gradient;
 };
 
-// withGradient == false: the value only (energy-only passes and the warp), gradient left zero.
+// withGradient == false: the value only (energy-only passes), gradient left zero.
 inline Sample sampleTrilinear(ConstHostImageView const& img, Grid const& g, Vec3 const& p, bool withGradient) {
-  Index lo[3], hi[3];
-  double w[3][2];   // hat weights of the low and high corner
-  for (int a = 0; a < 3; ++a) {
-    const Index n = g.extent(a);
-    const double f = std::floor(p[a]);
-    const double t = p[a] - f;
-    // Beyond one voxel outside, every corner clamps to the edge: bound f before the conversion.
-    const Index i = static_cast<Index>(std::min(std::max(f, -1.0), static_cast<double>(n)));
-    lo[a] = clampTo(i, n);
-    hi[a] = clampTo(i + 1, n);
-    w[a][0] = 1.0 - t;
-    w[a][1] = t;
-  }
-  Sample s{0.0, Vec3::Zero()};
-  for (int cz = 0; cz < 2; ++cz)
-    for (int cy = 0; cy < 2; ++cy)
-      for (int cx = 0; cx < 2; ++cx) {
-        const Index k[3] = {cx ? hi[0] : lo[0], cy ? hi[1] : lo[1], cz ? hi[2] : lo[2]};
-        const double weight = w[0][cx] * w[1][cy] * w[2][cz];
-        s.value += weight * img(k[2], k[1], k[0]);
-        if (!withGradient) continue;
-        for (int a = 0; a < 3; ++a) {  // clamped central difference along axis a at corner k
-          Index m[3] = {k[0], k[1], k[2]}, p1[3] = {k[0], k[1], k[2]};
-          m[a] = clampTo(k[a] - 1, g.extent(a));
-          p1[a] = clampTo(k[a] + 1, g.extent(a));
-          s.gradient[a] += weight * 0.5 * (double(img(p1[2], p1[1], p1[0])) - double(img(m[2], m[1], m[0])));
-        }
-      }
-  return s;
+  const Index n[3] = {g.nx, g.ny, g.nz};
+  const double q[3] = {p[0], p[1], p[2]};
+  const detail::TrilinearSample t = detail::sampleTrilinear(img, n, q, withGradient);
+  return Sample{t.value, Vec3(t.gradient[0], t.gradient[1], t.gradient[2])};
 }
 
 // The spec's sample point: p = fl(x - u(x)), the float32 difference, then used in double.
@@ -493,21 +468,6 @@ void applyUpdate(ConstHostField u, ConstHostField rate, float dt, HostField uOut
   if ((spansOverlap(uOut, u) && uOut.data() != u.data()) || spansOverlap(uOut, rate))
     throw InvalidArgument(std::string(who) + ": the output field partially overlaps an input");
   updatePass(u, rate, dt, uOut);
-}
-
-void warp(ConstHostImageView moving, ConstHostField u, ImageView<Kokkos::HostSpace> out) {
-  const char* who = "warp";
-  const Grid g = checkImageView(moving, who, "moving");
-  checkSameGrid(g, checkField(u, who, "displacement"), who, "displacement field", "moving image");
-  checkSameGrid(g, checkImageView(out, who, "output"), who, "output image", "moving image");
-  if (spansOverlap(out, moving) || spansOverlap(out, u))
-    throw InvalidArgument(std::string(who) + ": the output image overlaps an input (in-place is not supported)");
-#pragma omp parallel for schedule(static)
-  for (Index row = 0; row < g.rows(); ++row) {
-    const Index z = row / g.ny, y = row % g.ny;
-    for (Index x = 0; x < g.nx; ++x)
-      out(z, y, x) = static_cast<float>(sampleTrilinear(moving, g, samplePoint(u, z, y, x), false).value);
-  }
 }
 
 void jacobianDeterminant(ConstHostField u, ImageView<Kokkos::HostSpace> out) {

@@ -6,6 +6,7 @@
 
 #include "core/Image.hpp"
 #include "core/Registration.hpp"
+#include "reference_cpu/ImageOps.hpp"  // warp
 
 namespace kortex::ref {
 
@@ -25,8 +26,6 @@ void gaussianSmooth(ConstHostField in, HostField out, float sigma);
 double updateRate(ConstHostField u, ConstHostField v, HostField rate);
 // uOut = u + dt * rate.
 void applyUpdate(ConstHostField u, ConstHostField rate, float dt, HostField uOut);
-// out(x) = T(x - u(x)) (trilinear, clamp-extended).
-void warp(ConstHostImageView moving, ConstHostField u, ImageView<Kokkos::HostSpace> out);
 // out(x) = det(I - grad u)(x).
 void jacobianDeterminant(ConstHostField u, ImageView<Kokkos::HostSpace> out);
 

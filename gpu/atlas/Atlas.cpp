@@ -11,7 +11,7 @@
 #include "gpu/detail/Common.hpp"
 #include "gpu/fluid/Fluid.hpp"
 #include "gpu/greedy/Greedy.hpp"
-#include "gpu/registration/Registration.hpp"
+#include "gpu/imageops/ImageOps.hpp"
 
 namespace kortex::gpu {
 namespace {
@@ -238,9 +238,7 @@ AtlasResult buildAtlas(Exec const& exec, std::vector<HostImage> const& images, A
     if (!img.geometry.sameGrid(g)) throw InvalidArgument("atlas: the images are on different grids");
   GreedyParams const& gp = params.greedy;
   for (int f : gp.scales)
-    if (f < 1 || g.nx() % f || g.ny() % f || g.nz() % f || g.nx() / f < kFluidMinExtent ||
-        g.ny() / f < kFluidMinExtent || g.nz() / f < kFluidMinExtent)
-      throw InvalidArgument("atlas: scale factor " + std::to_string(f) + " does not fit " + describe(g));
+    if (const std::string why = scaleMisfit(g, f); !why.empty()) throw InvalidArgument("atlas: " + why + " of " + describe(g));
   if (gp.scales.back() != 1) throw InvalidArgument("atlas: the last scale factor must be 1");
   if (std::int64_t(g.nx()) * g.ny() * g.nz() * 3 > 2147483647)
     throw InvalidArgument("atlas: more than (2^31 - 1) / 3 voxels");

@@ -117,8 +117,7 @@ FluidSolveReport FluidSolver<Exec>::sor(ConstField<memory_space> f, Field<memory
   requireGrid(f, "right-hand side");
   requireGrid(v, "solution");
   if (spansOverlap(f, v)) throw InvalidArgument("fluid solver: the solution overlaps the right-hand side");
-  if (params_.beta != 0.0) throw InvalidArgument("SOR solves the fluid operator with beta = 0 only");
-  if (nz_ % 2 || ny_ % 2 || nx_ % 2) throw InvalidArgument("red-black SOR on a periodic grid needs even extents");
+  if (const std::string why = sorUnsuitable(params_, nz_, ny_, nx_); !why.empty()) throw InvalidArgument(why);
   if (sweeps < 0) throw InvalidArgument("SOR sweep count must be >= 0");
   const float omega = float(sorOmega(params_));
   if (variant == SorVariant::Naive) {

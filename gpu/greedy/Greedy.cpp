@@ -7,7 +7,7 @@
 #include "gpu/detail/Common.hpp"
 #include "gpu/gaussian/Gaussian.hpp"
 #include "gpu/greedy/detail/GreedyKernels.hpp"
-#include "gpu/registration/Registration.hpp"
+#include "gpu/imageops/ImageOps.hpp"
 
 namespace kortex::gpu {
 namespace {
@@ -196,10 +196,8 @@ GreedyRegistration<Exec>::GreedyRegistration(Exec const& exec, Geometry const& g
   if (params_.scales.empty() || params_.scales.size() != params_.iterations.size())
     throw InvalidArgument("greedy registration: one iteration count per scale is needed");
   for (int f : params_.scales)
-    if (f < 1 || grid.nx() % f || grid.ny() % f || grid.nz() % f || grid.nx() / f < kFluidMinExtent ||
-        grid.ny() / f < kFluidMinExtent || grid.nz() / f < kFluidMinExtent)
-      throw InvalidArgument("greedy registration: scale factor " + std::to_string(f) + " does not divide " +
-                            describe(grid) + " into extents >= " + std::to_string(kFluidMinExtent));
+    if (const std::string why = scaleMisfit(grid, f); !why.empty())
+      throw InvalidArgument("greedy registration: " + why + " of " + describe(grid));
   for (int f : params_.scales)
     scales_.push_back(std::make_unique<Scale>(exec_, f, scaledExtents(grid, f), params_.fluid, params_.stepVariant));
   if (params_.scales.front() > 1)

@@ -9,7 +9,7 @@
 //   greedyStep      - one candidate: composition, warp, SSE, fold check and the next force (fences);
 //   downsampleImage - the multi-scale rule's scale-f image (blur + trilinear sample);
 //   upsampleField   - u or v carried from one scale to the next.
-// The warp W = I0(x - u(x)) is the registration module's `warp` (gpu/registration). GreedyRegistration
+// The warp W = I0(x - u(x)) is gpu/imageops' `warp`. GreedyRegistration
 // allocates the workspace of every scale once and runs the spec's multi-scale iteration, the step of
 // each candidate as GreedyParams::stepVariant says (core/Greedy.hpp: Naive three passes,
 // ScratchTiled one).

@@ -1,11 +1,13 @@
 #include "gpu/imageops/ImageOps.hpp"
 
+#include <cstdint>
 #include <string>
 
 #include "core/Compat.hpp"
 #include "core/Errors.hpp"
 #include "gpu/detail/Common.hpp"
 #include "gpu/imageops/detail/GradientTiled.hpp"
+#include "gpu/imageops/detail/Warp.hpp"
 
 namespace kortex::gpu {
 namespace {
@@ -176,6 +178,23 @@ void gradient(Exec const& exec, ConstImageOf<Exec> a, Field<typename Exec::memor
                        F{a, out, tilesX, tilesY});
 }
 
+template <class Exec>
+void warp(Exec const& exec, ConstImageOf<Exec> moving, ConstField<typename Exec::memory_space> u, ImageOf<Exec> out) {
+  using Mem = typename Exec::memory_space;
+  requireSame(moving, out, "warp");
+  if (moving.size() == 0) throw InvalidArgument("warp: image is empty");
+  if (u.data() == nullptr || u.extent(0) != 3 || u.extent(1) != moving.extent(0) || u.extent(2) != moving.extent(1) ||
+      u.extent(3) != moving.extent(2))
+    throw InvalidArgument("warp: the displacement must be a 3-component field on the image grid");
+  for (int k = 0; k < 3; ++k)
+    if (moving.extent(k) > std::size_t(2147483647 / 4)) throw InvalidArgument("warp: extents too large for 32-bit indexing");
+  if (spansOverlap(out, moving) || spansOverlap(out, u)) throw InvalidArgument("warp: the output overlaps an input");
+  const int nz = int(moving.extent(0)), ny = int(moving.extent(1)), nx = int(moving.extent(2));
+  Kokkos::parallel_for("kortex::imageops::warp",
+                       Kokkos::RangePolicy<Exec, Kokkos::IndexType<std::int64_t>>(exec, 0, std::int64_t(nz) * ny * nx),
+                       imageops_detail::WarpFunctor<Mem>{moving, u, out, nx, ny});
+}
+
 #define KORTEX_INSTANTIATE_IMAGEOPS(SPACE)                                                                       \
   template void axpby<SPACE>(SPACE const&, float, ConstImageOf<SPACE>, float, ConstImageOf<SPACE>, ImageOf<SPACE>); \
   template void normaliseRange<SPACE>(SPACE const&, ConstImageOf<SPACE>, float, float, ImageOf<SPACE>);          \
@@ -184,7 +203,8 @@ void gradient(Exec const& exec, ConstImageOf<Exec> a, Field<typename Exec::memor
   template void addScalar<SPACE>(SPACE const&, ConstImageOf<SPACE>, float, ImageOf<SPACE>);                     \
   template void add<SPACE>(SPACE const&, ConstImageOf<SPACE>, ConstImageOf<SPACE>, ImageOf<SPACE>);            \
   template std::pair<float, float> minMax<SPACE>(SPACE const&, ConstImageOf<SPACE>);                            \
-  template void gradient<SPACE>(SPACE const&, ConstImageOf<SPACE>, Field<SPACE::memory_space>, GradientVariant);
+  template void gradient<SPACE>(SPACE const&, ConstImageOf<SPACE>, Field<SPACE::memory_space>, GradientVariant);   \
+  template void warp<SPACE>(SPACE const&, ConstImageOf<SPACE>, ConstField<SPACE::memory_space>, ImageOf<SPACE>);
 
 #ifdef KOKKOS_ENABLE_SERIAL
 KORTEX_INSTANTIATE_IMAGEOPS(Kokkos::Serial)

@@ -1,7 +1,8 @@
 // Kokkos element-wise operators and gradient (specification: core/ImageOps.hpp). The n-ary fused
 // operators are axpby, normaliseRange and average; scale, addScalar and add are the binary
 // operators the Binary strategy composes them from (through caller-provided temporaries);
-// minMax reduces (fences). gradient takes the strategy (GradientVariant). Images are float
+// minMax reduces (fences). gradient takes the strategy (GradientVariant); warp resamples an image
+// through a displacement field. Images are float
 // (nz, ny, nx) views of exec's memory space, all of equal extents; outputs may not overlap inputs
 // except where noted. Explicitly instantiated for every enabled execution space.
 #pragma once
@@ -46,5 +47,11 @@ std::pair<float, float> minMax(Exec const& exec, ConstImageOf<Exec> x);
 // out (3, nz, ny, nx) = clamped central-difference gradient of a.
 template <class Exec>
 void gradient(Exec const& exec, ConstImageOf<Exec> a, Field<typename Exec::memory_space> out, GradientVariant variant);
+
+// out(x) = moving(x - u(x)): trilinear, clamp-extended (core/Registration.hpp regSampleTrilinear),
+// u (3, nz, ny, nx) in voxels of the grid. The resampling step of every registration (greedy,
+// atlas, unbiased) and of applying a field. out may not overlap moving or u.
+template <class Exec>
+void warp(Exec const& exec, ConstImageOf<Exec> moving, ConstField<typename Exec::memory_space> u, ImageOf<Exec> out);
 
 }  // namespace kortex::gpu

@@ -113,23 +113,6 @@ void applyUpdate(Exec const& exec, ConstField<typename Exec::memory_space> u,
 }
 
 template <class Exec>
-void warp(Exec const& exec, ConstImageView<typename Exec::memory_space> moving,
-          ConstField<typename Exec::memory_space> u, ImageView<typename Exec::memory_space> out) {
-  const char* what = "registration warp";
-  ri::checkSameImage(moving, out, what, "moving image", "output");
-  if (moving.size() == 0) throw InvalidArgument("registration warp: image is empty");
-  const ri::Extents e = imageExtents(moving);
-  checkFieldIndexable(u, what);
-  ri::checkField(u, e, what, "displacement u");
-  ri::checkNoOverlap(moving, out, what, "moving image", "output");
-  ri::checkNoOverlap(u, out, what, "displacement u", "output");
-  Kokkos::parallel_for(
-      "kortex::Registration::warp",
-      Kokkos::RangePolicy<Exec, Kokkos::IndexType<std::int64_t>>(exec, 0, e.voxels()),
-      ri::WarpFunctor<typename Exec::memory_space>{moving, u, out, e});
-}
-
-template <class Exec>
 void jacobianDeterminant(Exec const& exec, ConstField<typename Exec::memory_space> u,
                          ImageView<typename Exec::memory_space> out) {
   const char* what = "registration Jacobian determinant";
@@ -302,8 +285,6 @@ RegistrationResult fluidRegister(Exec const& exec, HostImage const& moving, Host
   template void applyUpdate<SPACE>(SPACE const&, ConstField<SPACE::memory_space>,                 \
                                    ConstField<SPACE::memory_space>, float,                        \
                                    Field<SPACE::memory_space>);                                   \
-  template void warp<SPACE>(SPACE const&, ConstImageView<SPACE::memory_space>,                    \
-                            ConstField<SPACE::memory_space>, ImageView<SPACE::memory_space>);     \
   template void jacobianDeterminant<SPACE>(SPACE const&, ConstField<SPACE::memory_space>,         \
                                            ImageView<SPACE::memory_space>);                       \
   template class FluidRegistration<SPACE>;                                                        \

@@ -7,8 +7,8 @@
 //   gaussianSmooth    - separable Gaussian per component;
 //   updateRate        - rate = v - (grad u) v and max |rate|;
 //   applyUpdate       - u' = u + dt rate;
-//   warp              - T(x - u(x));
 //   jacobianDeterminant.
+// The warp T(x - u(x)) is gpu/imageops' `warp` (shared with the greedy and atlas modules).
 // FluidRegistration allocates its workspace once and runs the spec's iteration. Functions that
 // return a value fence `exec`; the others enqueue and return. Extents are checked at run time
 // (InvalidArgument). Explicitly instantiated for every enabled execution space.
@@ -19,6 +19,7 @@
 #include "core/Image.hpp"
 #include "core/Registration.hpp"
 #include "gpu/Fields.hpp"
+#include "gpu/imageops/ImageOps.hpp"
 
 namespace kortex::gpu {
 
@@ -44,10 +45,6 @@ template <class Exec>
 void applyUpdate(Exec const& exec, ConstField<typename Exec::memory_space> u,
                  ConstField<typename Exec::memory_space> rate, float dt,
                  Field<typename Exec::memory_space> uOut);
-
-template <class Exec>
-void warp(Exec const& exec, ConstImageView<typename Exec::memory_space> moving,
-          ConstField<typename Exec::memory_space> u, ImageView<typename Exec::memory_space> out);
 
 template <class Exec>
 void jacobianDeterminant(Exec const& exec, ConstField<typename Exec::memory_space> u,

@@ -659,7 +659,7 @@ void smooth(Exec const& exec, ConstField<typename Exec::memory_space> in,
   smoothTiled<2>(exec, ConstField<typename Exec::memory_space>(tmp), out, taps, e);
 }
 
-// ---- rate, update, warp, Jacobian
+// ---- rate, update, Jacobian
 // ------------------------------------------------------------------
 
 template <class Mem>
@@ -726,22 +726,6 @@ void update(Exec const& exec, ConstField<typename Exec::memory_space> u,
           exec, 0, static_cast<std::int64_t>(u.span())),
       UpdateFunctor<typename Exec::memory_space>{u.data(), r.data(), out.data(), dt});
 }
-
-template <class Mem>
-struct WarpFunctor {
-  RandomImage<Mem> moving;
-  ConstField<Mem> u;
-  ImageView<Mem> out;
-  Extents e;
-  KOKKOS_INLINE_FUNCTION void operator()(std::int64_t i) const {
-    int x, y, z;
-    voxelOf(i, e, x, y, z);
-    float grad[3];
-    out(z, y, x) = regSampleTrilinear(moving, static_cast<float>(x) - u(0, z, y, x),
-                                      static_cast<float>(y) - u(1, z, y, x),
-                                      static_cast<float>(z) - u(2, z, y, x), grad);
-  }
-};
 
 template <class Mem>
 struct JacobianFunctor {
