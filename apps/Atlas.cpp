@@ -14,6 +14,7 @@
 #include <sstream>
 
 #include "apps/Commands.hpp"
+#include "apps/Options.hpp"
 #include "core/Errors.hpp"
 #include "io/ImageIO.hpp"
 #include "io/Output.hpp"
@@ -28,8 +29,8 @@ namespace {
 struct AtlasOptions {
   std::vector<std::string> images, labels;
   std::string list, reference, outTemplate, outFields, outWarped, checkpoint, json;
-  std::string scales = "2,1", iterations = "25,50", solver = "fft", backend = "auto";
-  GreedyParams greedy;
+  std::string backend = "auto";
+  GreedyOptions greedy;
   int checkpointEvery = pipeline::AtlasJob{}.checkpointEvery;
   double maxMemoryMiB = 0.0;
   bool noAffine = false, noClip = false, resume = false, quiet = false;
@@ -68,13 +69,7 @@ int cmdAtlasBuild(AtlasOptions const& o) {
   }
   job.labels = o.labels;
   job.reference = o.reference;
-  job.params.greedy = o.greedy;
-  job.params.greedy.scales = parseIntList(o.scales, "--scales");
-  job.params.greedy.iterations = parseIntList(o.iterations, "--iterations");
-  job.params.greedy.solver = parseGreedySolver(o.solver);
-  if (job.params.greedy.scales.size() != job.params.greedy.iterations.size())
-    throw InvalidArgument("--scales has " + std::to_string(job.params.greedy.scales.size()) + " entries but --iterations " +
-                          std::to_string(job.params.greedy.iterations.size()) + " (one iteration count per scale)");
+  job.params.greedy = o.greedy.toParams();  // validated once, by the job
   job.useAffine = !o.noAffine;
   job.clip = !o.noClip;
   job.backend = parseBackend(o.backend);
@@ -156,16 +151,8 @@ void addAtlasCommands(CLI::App& app, Action& action) {
   b->add_option("--out-fields", o.outFields, "Folder for each subject's displacement field (ITK/ANTs: world mm, LPS)");
   b->add_option("--out-warped", o.outWarped, "Folder for each subject warped into template space (and its labels)");
   b->add_option("--labels", o.labels, "One label map per image, same order (warped into --out-warped)");
-  b->add_option("--scales", o.scales, "Down-sampling factors, coarse to fine, ending with 1")->capture_default_str();
-  b->add_option("--iterations", o.iterations, "Iterations per scale")->capture_default_str();
-  b->add_option("--solver", o.solver, "Fluid solve: fft|sor|cg|hybrid-sor|hybrid-cg")->capture_default_str();
-  b->add_option("--alpha", o.greedy.fluid.alpha, "Fluid operator: weight of -laplacian (> 0)")->capture_default_str();
-  b->add_option("--beta", o.greedy.fluid.beta, "Fluid operator: weight of -grad div (>= 0; fft and cg solvers)")
-      ->capture_default_str();
-  b->add_option("--gamma", o.greedy.fluid.gamma, "Fluid operator: identity weight (> 0)")->capture_default_str();
-  b->add_option("--max-step", o.greedy.maxStep, "Largest displacement per iteration, voxels of the scale")
-      ->capture_default_str();
-  b->add_flag("--no-affine", o.noAffine, "Skip the affine alignment (header alignment only)");
+  addGreedyOptions(*b, o.greedy);
+  addNoAffineFlag(*b, o.noAffine);
   b->add_flag("--no-clip", o.noClip, "Run on the whole grid instead of the subjects' common bounding box");
   b->add_option("--checkpoint", o.checkpoint, "Folder for checkpoints (written atomically)");
   b->add_option("--checkpoint-every", o.checkpointEvery, "Iterations between checkpoints")->capture_default_str();
@@ -173,7 +160,7 @@ void addAtlasCommands(CLI::App& app, Action& action) {
   b->add_option("--max-memory", o.maxMemoryMiB,
                 "Device memory a process may use for its subjects, MiB (default 0: the device's free memory, or the host's); "
                 "on a GPU the subjects beyond it are streamed from pinned host memory");
-  b->add_option("--backend", o.backend, "auto|cpu|kokkos (auto = Kokkos if it has a GPU backend)")->capture_default_str();
+  addBackendOption(*b, o.backend);
   b->add_option("--json", o.json, "Report (grids, memory, history, times) as JSON");
   b->add_flag("--quiet", o.quiet, "No progress bar or summary");
   b->callback([op, &action] { action = [op] { return cmdAtlasBuild(*op); }; });

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "apps/Options.hpp"
 #include "bench/BenchOptions.hpp"
 #include "validation/Suite.hpp"
 
@@ -25,8 +26,6 @@ void addBenchCommands(CLI::App& app, Action& action);      // apps/Suite.cpp
 void addReproduceCommand(CLI::App& app, Action& action);   // apps/Suite.cpp
 void addSurfaceCommands(CLI::App& app, Action& action);    // apps/Surface.cpp
 void addRegisterCommands(CLI::App& app, Action& action);   // apps/Register.cpp
-// "2,1" -> {2, 1}; InvalidArgument naming `option` otherwise (apps/Register.cpp).
-std::vector<int> parseIntList(std::string const& text, const char* option);
 void addTuneCommand(CLI::App& app, Action& action);        // apps/Tune.cpp
 void addAtlasCommands(CLI::App& app, Action& action);      // apps/Atlas.cpp
 
@@ -41,9 +40,8 @@ struct ValidateOptions {
   // Part 3's fluid parameters and pair count: the CLI binds them here, defaults from the structs.
   RegistrationParams registration;
   int pairs = validation::SuiteOptions{}.registrationPairs;
-  // Part 5: the greedy parameters (parsed by the command) and pairs.
-  GreedyParams greedy;
-  std::string scales = "2,1", greedyIterations = "25,50", solver = "fft";
+  // Part 5: the greedy parameters (apps/Options.hpp; --greedy-iterations) and pairs.
+  GreedyOptions greedy;
   int greedyPairs = validation::SuiteOptions{}.greedyPairs;
   int greedyCpuPairs = validation::SuiteOptions{}.greedyCpuPairs;
   std::string elastixDir;

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "apps/Commands.hpp"
+#include "apps/Options.hpp"
 #include "core/Errors.hpp"
 #include "io/ImageIO.hpp"
 #include "io/Output.hpp"
@@ -119,7 +120,7 @@ void addDenoiseCommands(CLI::App& app, Action& action) {
   bil->add_option("--radius", bp.radius, "Window radius r (window 2r+1)")->capture_default_str();
   bil->add_option("--sigma-spatial", bp.sigmaSpatial, "Spatial sigma in voxels")->capture_default_str();
   bil->add_option("--sigma-range", bp.sigmaRange, "Range sigma in intensity units (inf allowed)")->capture_default_str();
-  bil->add_option("--backend", backendName, "auto|cpu|kokkos (auto = Kokkos if it has a GPU backend)")->capture_default_str();
+  addBackendOption(*bil, backendName);
   bil->add_option("--variant", variantName, "Kokkos variant: naive|scratch (default: " + std::string(toString(BilateralParams{}.variant)) + ")");
 
   auto* nlm = denoise->add_subcommand("nlm", "Non-local means: exp(-||P(x)-P(y)||^2/(|P| h^2)) over the search window");
@@ -128,7 +129,7 @@ void addDenoiseCommands(CLI::App& app, Action& action) {
   nlm->add_option("--patch-radius", np.patchRadius, "Patch radius r (patch 2r+1)")->capture_default_str();
   nlm->add_option("--search-radius", np.searchRadius, "Search radius R (window 2R+1)")->capture_default_str();
   nlm->add_option("--h", np.h, "Filtering parameter h in intensity units")->capture_default_str();
-  nlm->add_option("--backend", backendName, "auto|cpu|kokkos (auto = Kokkos if it has a GPU backend)")->capture_default_str();
+  addBackendOption(*nlm, backendName);
   nlm->add_option("--variant", variantName, "Kokkos variant: naive|scratch|boxsum (default: " + std::string(toString(NlmParams{}.variant)) + ")");
 
   MultiresParams& mp = o->multires;
@@ -151,7 +152,7 @@ void addDenoiseCommands(CLI::App& app, Action& action) {
   mres->add_option("--integer", integerName,
                    "auto|yes|no: the exact 16-bit integer pipeline (auto: when every voxel is an integer in [0, 32767])")
       ->capture_default_str();
-  mres->add_option("--backend", backendName, "auto|cpu|kokkos (auto = Kokkos if it has a GPU backend)")->capture_default_str();
+  addBackendOption(*mres, backendName);
   mres->add_option("--variant", variantName,
                    "Kokkos layer bilateral: naive|closeness-lut|fastmath (float) or lut (integer); default per pipeline");
   mres->add_option("--pyramid", pyramidName, "Kokkos pyramid kernels: unfused|fused|fused-expand|packed16 (default: " + std::string(toString(MultiresParams{}.pyramid)) + ")");

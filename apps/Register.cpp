@@ -134,26 +134,6 @@ class OutputSet {
 
 }  // namespace
 
-std::vector<int> parseIntList(std::string const& text, const char* option) {
-  std::vector<int> out;
-  std::stringstream ss(text);
-  std::string item;
-  while (std::getline(ss, item, ',')) {
-    std::size_t used = 0;
-    int v = 0;
-    try {
-      v = std::stoi(item, &used);
-    } catch (std::exception const&) {
-      used = 0;
-    }
-    if (item.empty() || used != item.size())
-      throw InvalidArgument(std::string(option) + " expects a comma-separated list of integers, got '" + text + "'");
-    out.push_back(v);
-  }
-  if (out.empty()) throw InvalidArgument(std::string(option) + " is empty");
-  return out;
-}
-
 namespace {
 
 int runRegistration(RegisterOptions const& o, pipeline::RegistrationPipelineOptions& opt) {
@@ -257,16 +237,24 @@ int cmdRegisterGreedy(RegisterOptions const& o) {
   pipeline::RegistrationPipelineOptions opt;
   opt.backend = parseBackend(o.backend);
   opt.method = pipeline::RegistrationMethod::Greedy;
-  opt.greedy = o.greedy;
-  opt.greedy.scales = parseIntList(o.scales, "--scales");
-  opt.greedy.iterations = parseIntList(o.iterations, "--iterations");
-  opt.greedy.solver = parseGreedySolver(o.solver);
-  if (opt.greedy.scales.size() != opt.greedy.iterations.size())
-    throw InvalidArgument("--scales has " + std::to_string(opt.greedy.scales.size()) + " entries but --iterations " +
-                          std::to_string(opt.greedy.iterations.size()) + " (one iteration count per scale)");
+  opt.greedy = o.greedy.toParams();
   opt.greedy.validate();  // the flags' values, before any file is read
   return runRegistration(o, opt);
 }
+
+namespace {
+// The inputs and outputs both registration commands take; `part` names what the Jacobian map is of.
+void addRegisterFiles(CLI::App& cmd, RegisterOptions& o, std::string const& part) {
+  cmd.add_option("--fixed", o.fixed, "Fixed (reference) 3D image")->required();
+  cmd.add_option("--moving", o.moving, "Moving (template) 3D image")->required();
+  cmd.add_option("--out-warped", o.outWarped, "Moving image resampled on the fixed grid (written atomically)")->required();
+  cmd.add_option("--out-field", o.outField,
+                 "Displacement field, NIfTI vector image in the ITK/ANTs convention (world mm, LPS; fixed point x "
+                 "maps to moving point x + d(x))");
+  cmd.add_option("--out-jacobian", o.outJacobian, "det(I - grad u) of the " + part + " part");
+  cmd.add_option("--out-affine", o.outAffine, "Affine part as an ITK transform file (.txt)");
+}
+}  // namespace
 
 void addRegisterCommands(CLI::App& app, Action& action) {
   auto* reg = app.add_subcommand("register", "Register two images");
@@ -276,21 +264,12 @@ void addRegisterCommands(CLI::App& app, Action& action) {
   auto* unb = reg->add_subcommand(
       "unbiased",
       "Affine (NCC) + unbiased fluid registration (symmetric-KL prior, Yanovsky et al. 2007) of two 3D images");
-  unb->add_option("--fixed", rgo.fixed, "Fixed (reference) 3D image")->required();
-  unb->add_option("--moving", rgo.moving, "Moving (template) 3D image")->required();
-  unb->add_option("--out-warped", rgo.outWarped, "Moving image resampled on the fixed grid (written atomically)")
-      ->required();
-  unb->add_option("--out-field", rgo.outField,
-                  "Displacement field, NIfTI vector image in the ITK/ANTs convention (world mm, LPS; fixed point x "
-                  "maps to moving point x + d(x))");
-  unb->add_option("--out-jacobian", rgo.outJacobian, "det(I - grad u) of the fluid part");
-  unb->add_option("--out-affine", rgo.outAffine, "Affine part as an ITK transform file (.txt)");
+  addRegisterFiles(*unb, rgo, "fluid");
   unb->add_option("--lambda", rgo.fluid.lambda, "Weight of the symmetric-KL regulariser (> 0)")->capture_default_str();
   unb->add_option("--sigma", rgo.fluid.sigma, "Gaussian smoothing of the force, voxels")->capture_default_str();
   unb->add_option("--iterations", rgo.fluid.iterations, "Cap on fluid iterations")->capture_default_str();
-  unb->add_flag("--no-affine", rgo.noAffine, "Skip the affine stage (header alignment only)");
-  unb->add_option("--backend", rgo.backend, "auto|cpu|kokkos (auto = Kokkos if it has a GPU backend)")
-      ->capture_default_str();
+  addNoAffineFlag(*unb, rgo.noAffine);
+  addBackendOption(*unb, rgo.backend);
   unb->add_option("--variant", rgo.variant, "Kokkos force kernel: naive|recompute|reuse (default: " + std::string(toString(RegistrationParams{}.variant)) + ")");
   unb->add_flag("--quiet", rgo.quiet, "No progress bar");
   unb->callback([rgop, &action] { action = [rgop] { return cmdRegisterUnbiased(*rgop); }; });
@@ -298,27 +277,10 @@ void addRegisterCommands(CLI::App& app, Action& action) {
   auto* gr = reg->add_subcommand(
       "greedy",
       "Affine (NCC) + greedy diffeomorphic registration (fluid operator, multi-scale; Ha et al. 2010) of two 3D images");
-  gr->add_option("--fixed", rgo.fixed, "Fixed (reference) 3D image")->required();
-  gr->add_option("--moving", rgo.moving, "Moving (template) 3D image")->required();
-  gr->add_option("--out-warped", rgo.outWarped, "Moving image resampled on the fixed grid (written atomically)")
-      ->required();
-  gr->add_option("--out-field", rgo.outField,
-                 "Displacement field, NIfTI vector image in the ITK/ANTs convention (world mm, LPS; fixed point x "
-                 "maps to moving point x + d(x))");
-  gr->add_option("--out-jacobian", rgo.outJacobian, "det(I - grad u) of the greedy part");
-  gr->add_option("--out-affine", rgo.outAffine, "Affine part as an ITK transform file (.txt)");
-  gr->add_option("--alpha", rgo.greedy.fluid.alpha, "Fluid operator: weight of -laplacian (> 0)")->capture_default_str();
-  gr->add_option("--beta", rgo.greedy.fluid.beta, "Fluid operator: weight of -grad div (>= 0; fft and cg solvers)")
-      ->capture_default_str();
-  gr->add_option("--gamma", rgo.greedy.fluid.gamma, "Fluid operator: identity weight (> 0)")->capture_default_str();
-  gr->add_option("--scales", rgo.scales, "Down-sampling factors, coarse to fine, ending with 1")->capture_default_str();
-  gr->add_option("--iterations", rgo.iterations, "Iterations per scale")->capture_default_str();
-  gr->add_option("--max-step", rgo.greedy.maxStep, "Largest displacement per iteration, voxels of the scale")
-      ->capture_default_str();
-  gr->add_option("--solver", rgo.solver, "Fluid solve: fft|sor|cg|hybrid-sor|hybrid-cg")->capture_default_str();
-  gr->add_flag("--no-affine", rgo.noAffine, "Skip the affine stage (header alignment only)");
-  gr->add_option("--backend", rgo.backend, "auto|cpu|kokkos (auto = Kokkos if it has a GPU backend)")
-      ->capture_default_str();
+  addRegisterFiles(*gr, rgo, "greedy");
+  addGreedyOptions(*gr, rgo.greedy);
+  addNoAffineFlag(*gr, rgo.noAffine);
+  addBackendOption(*gr, rgo.backend);
   gr->add_flag("--quiet", rgo.quiet, "No progress bar");
   gr->callback([rgop, &action] { action = [rgop] { return cmdRegisterGreedy(*rgop); }; });
 }

@@ -3,7 +3,7 @@
 
 #include <string>
 
-#include "core/Greedy.hpp"
+#include "apps/Options.hpp"
 #include "core/Registration.hpp"
 
 namespace kortex::app {
@@ -12,8 +12,7 @@ struct RegisterOptions {
   std::string fixed, moving;
   std::string outWarped, outField, outJacobian, outAffine;
   RegistrationParams fluid;  // unbiased: --lambda, --sigma, --iterations bind here (defaults: the struct's)
-  GreedyParams greedy;       // greedy: --alpha, --beta, --gamma, --max-step bind here
-  std::string scales = "2,1", iterations = "25,50", solver = "fft";  // greedy, parsed by the command
+  GreedyOptions greedy;      // greedy: the greedy flags (apps/Options.hpp)
   bool noAffine = false;
   std::string backend = "auto";
   std::string variant;  // empty: RegistrationParams' default

@@ -41,10 +41,7 @@ int cmdValidate(ValidateOptions const& o) {
     throw InvalidArgument("--registration-only, --surface-only and --greedy-only exclude each other");
   if (o.greedyOnly && o.dataDir.empty())
     throw InvalidArgument("--greedy-only needs --data (the IXI volumes and labels of mri/ixi_2mm_more)");
-  so.greedy = o.greedy;
-  so.greedy.scales = parseIntList(o.scales, "--scales");
-  so.greedy.iterations = parseIntList(o.greedyIterations, "--greedy-iterations");
-  so.greedy.solver = parseGreedySolver(o.solver);
+  so.greedy = o.greedy.toParams();
   so.greedy.validate();
   so.greedyPairs = o.greedyPairs;
   so.greedyCpuPairs = o.greedyCpuPairs;
@@ -225,15 +222,7 @@ void addValidateCommand(CLI::App& app, Action& action) {
   validate->add_flag("--greedy-only", vo.greedyOnly,
                      "Only the greedy registration study (IXI pairs of mri/ixi_2mm_more: Dice affine / greedy / "
                      "unbiased / elastix, CPU vs Kokkos end to end); needs --data");
-  validate->add_option("--alpha", vo.greedy.fluid.alpha, "Greedy study: fluid operator alpha")->capture_default_str();
-  validate->add_option("--beta", vo.greedy.fluid.beta, "Greedy study: fluid operator beta")->capture_default_str();
-  validate->add_option("--gamma", vo.greedy.fluid.gamma, "Greedy study: fluid operator gamma")->capture_default_str();
-  validate->add_option("--max-step", vo.greedy.maxStep, "Greedy study: max step per iteration, voxels")
-      ->capture_default_str();
-  validate->add_option("--scales", vo.scales, "Greedy study: down-sampling factors, coarse to fine")->capture_default_str();
-  validate->add_option("--greedy-iterations", vo.greedyIterations, "Greedy study: iterations per scale")
-      ->capture_default_str();
-  validate->add_option("--solver", vo.solver, "Greedy study: fft|sor|cg|hybrid-sor|hybrid-cg")->capture_default_str();
+  addGreedyOptions(*validate, vo.greedy, {"--greedy-iterations", "Greedy study: "});
   validate->add_option("--greedy-pairs", vo.greedyPairs, "Greedy study: number of subject pairs")
       ->check(CLI::Range(1, 32))
       ->capture_default_str();

@@ -194,8 +194,7 @@ void addSurfaceCommands(CLI::App& app, Action& action) {
   auto* surfThr = surfDenoise->add_option("--threshold", so.threshold, "Inside = voxels >= this value");
   surfDenoise->add_option("--spacing", so.spacing, "Mesh input: voxel size of the grid, world units")
       ->capture_default_str();
-  surfDenoise->add_option("--backend", so.backend, "auto|cpu|kokkos (auto = Kokkos if it has a GPU backend)")
-      ->capture_default_str();
+  addBackendOption(*surfDenoise, so.backend);
   surfDenoise->add_option("--variant", so.variant, "Kokkos search: global|randomaccess|scratch (brute force, by candidate storage) or pruned (default: patch-sum bound, same neighbours)");
   surfDenoise->add_option("--max-memory", so.maxMemoryMiB,
                           "Memory the search may use, MiB (default: what the device / host reports free)");
