@@ -36,30 +36,19 @@ struct AtlasOptions {
   bool noAffine = false, noClip = false, resume = false, quiet = false;
 };
 
-// One path per line; blank lines and lines starting with '#' are skipped; relative paths are
-// relative to the list's folder.
-std::vector<std::string> readList(std::string const& path) {
-  std::ifstream in(path);
-  if (!in) throw IoError("--list '" + path + "' cannot be read");
-  std::vector<std::string> out;
-  std::string line;
-  while (std::getline(in, line)) {
-    const auto b = line.find_first_not_of(" \t\r"), e = line.find_last_not_of(" \t\r");
-    if (b == std::string::npos || line[b] == '#') continue;
-    fs::path p = line.substr(b, e - b + 1);
-    if (p.is_relative()) p = fs::path(path).parent_path() / p;
-    out.push_back(p.string());
-  }
-  if (out.empty()) throw InvalidArgument("--list '" + path + "' names no image");
-  return out;
-}
-
 int cmdAtlasBuild(AtlasOptions const& o) {
   auto& group = pipeline::ProcessGroup::world();
   pipeline::AtlasJob job;
   job.images = o.images;
   if (!o.list.empty()) {
-    const auto more = readList(o.list);
+    std::vector<std::string> more;
+    try {
+      more = pipeline::readImageList(o.list);
+    } catch (IoError const& e) {
+      throw IoError(std::string("--list: ") + e.what());
+    } catch (InvalidArgument const& e) {
+      throw InvalidArgument(std::string("--list: ") + e.what());
+    }
     job.images.insert(job.images.end(), more.begin(), more.end());
     job.otherInputs.push_back(o.list);
   }

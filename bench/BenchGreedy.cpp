@@ -21,6 +21,7 @@
 #include "gpu/registration/Registration.hpp"
 #include "io/ImageIO.hpp"
 #include "io/Output.hpp"
+#include "pipeline/ParamsJson.hpp"
 #include "pipeline/Register.hpp"
 #include "reference_cpu/Registration.hpp"
 #include "validation/Registration.hpp"
@@ -88,8 +89,8 @@ BenchReport runGreedyBench(BenchOptions const& opt) {
   j["environment"] = io::environmentJson(true);
   j["copy_bandwidth_GBs"] = copyGBs;
   const FluidParams fp;  // the paper's alpha 0.01, beta 0, gamma 0.001
-  j["params"] = {{"alpha", fp.alpha}, {"beta", fp.beta}, {"gamma", fp.gamma},
-                 {"iteration_bytes_per_voxel", kIterationBytesPerVoxel}};
+  j["params"] = pipeline::toJson(fp);
+  j["params"]["iteration_bytes_per_voxel"] = kIterationBytesPerVoxel;
   std::ostringstream md;
   md << "# Kortex greedy registration benchmark (Ha et al. 2010)\n\n"
      << "Device: " << j["environment"].value("device", std::string("?")) << ", Kokkos " << Exec::name() << ", git "

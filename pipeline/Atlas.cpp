@@ -20,6 +20,7 @@
 #include "io/ImageIO.hpp"
 #include "io/Output.hpp"
 #include "pipeline/JobFiles.hpp"
+#include "pipeline/ParamsJson.hpp"
 #include "reference_cpu/Atlas.hpp"
 
 namespace kortex::pipeline {
@@ -65,28 +66,22 @@ std::string stemOf(std::string const& path) {
 // text without that field). Resume checks all of them and refuses with the file and the reason.
 // DIR/lock (pipeline/JobFiles.hpp) keeps a second run out while one uses the folder.
 
-constexpr const char* kCheckpointFormat = "kortex-atlas-checkpoint-2";
+// 3: the cohort key holds the parameter structs' JSON (pipeline/ParamsJson.hpp), every field.
+constexpr const char* kCheckpointFormat = "kortex-atlas-checkpoint-3";
 
 using HostField4 = Kokkos::View<float****, Kokkos::LayoutRight, Kokkos::HostSpace>;
 
 // The parameters and input contents a checkpoint belongs to (known before any image is read).
 nlohmann::json cohortKey(AtlasJob const& job, std::vector<std::uint64_t> const& subjectHashes, std::uint64_t referenceHash) {
-  GreedyParams const& g = job.params.greedy;
   nlohmann::json subjects = nlohmann::json::array();
   for (auto h : subjectHashes) subjects.push_back(hex64(h));
   return {{"subjects", subjects},
           {"reference", hex64(referenceHash)},
-          {"scales", g.scales},
-          {"iterations", g.iterations},
-          {"solver", toString(g.solver)},
-          {"alpha", g.fluid.alpha},
-          {"beta", g.fluid.beta},
-          {"gamma", g.fluid.gamma},
-          {"max_step", g.maxStep},
-          {"min_step", g.minStep},
+          {"greedy", toJson(job.params.greedy)},
           {"affine", job.useAffine},
+          {"affine_params", toJson(job.affine)},
           {"clip", job.clip},
-          {"intensity_window", {job.intensity.pLow, job.intensity.pHigh}}};
+          {"intensity", toJson(job.intensity)}};
 }
 
 nlohmann::json gridKey(Geometry const& atlasGrid, std::array<Index, 3> const& low) {
@@ -251,10 +246,19 @@ std::string keyDifference(nlohmann::json const& saved, nlohmann::json const& key
   }
   if (saved.value("reference", nlohmann::json()) != key.at("reference"))
     what.push_back("the reference '" + reference + "' does not have the contents it had then");
+  // The parameters that differ, by name ("alpha", "intensity.p_low"; the greedy ones without prefix).
   std::string params;
   for (auto const& [k, v] : key.items()) {
     if (k == "subjects" || k == "reference") continue;
-    if (!saved.contains(k) || saved.at(k) != v) params += (params.empty() ? "" : ", ") + k;
+    const nlohmann::json was = saved.value(k, nlohmann::json());
+    if (was == v) continue;
+    if (!v.is_object() || !was.is_object()) {
+      params += (params.empty() ? "" : ", ") + k;
+      continue;
+    }
+    for (auto const& [inner, value] : v.items())
+      if (!was.contains(inner) || was.at(inner) != value)
+        params += (params.empty() ? "" : ", ") + (k == "greedy" ? inner : k + "." + inner);
   }
   if (!params.empty()) what.push_back("other parameters (" + params + ")");
   std::string out;
@@ -332,24 +336,23 @@ void agreeOnJob(AtlasJob const& job, AtlasComm& comm) {
     for (auto const& x : v) a.push_back(x);
     return a.dump();
   };
-  GreedyParams const& g = job.params.greedy;
-  const std::vector<std::pair<const char*, std::string>> parts = {
+  std::vector<std::pair<std::string, std::string>> parts = {
       {"number of images", std::to_string(job.images.size())},
       {"images", list(job.images)},
       {"reference", job.reference},
       {"label maps", list(job.labels)},
-      {"scales", list(g.scales)},
-      {"iterations", list(g.iterations)},
-      {"solver", toString(g.solver)},
-      {"alpha", nlohmann::json(g.fluid.alpha).dump()},
-      {"beta", nlohmann::json(g.fluid.beta).dump()},
-      {"gamma", nlohmann::json(g.fluid.gamma).dump()},
-      {"max step", nlohmann::json(g.maxStep).dump()},
-      {"min step", nlohmann::json(g.minStep).dump()},
-      {"solver settings", nlohmann::json({g.coldSweeps, g.warmSweeps, g.cgMaxIterations, g.cgTolerance}).dump()},
+  };
+  // Every greedy parameter by its name ("max step"), then the rest of the job.
+  for (auto const& [k, v] : toJson(job.params.greedy).items()) {
+    std::string name = k;
+    std::replace(name.begin(), name.end(), '_', ' ');
+    parts.emplace_back(name, v.dump());
+  }
+  const std::vector<std::pair<std::string, std::string>> rest = {
       {"affine alignment", job.useAffine ? "on" : "off"},
+      {"affine parameters", toJson(job.affine).dump()},
       {"clipping", job.clip ? "on" : "off"},
-      {"intensity window", nlohmann::json({job.intensity.pLow, job.intensity.pHigh}).dump()},
+      {"intensity window", toJson(job.intensity).dump()},
       {"back end", toString(job.backend)},
       {"template output", job.outTemplate},
       {"fields folder", job.outFieldsDir},
@@ -359,6 +362,7 @@ void agreeOnJob(AtlasJob const& job, AtlasComm& comm) {
       {"checkpoint interval", std::to_string(job.checkpointEvery)},
       {"resume", job.resume ? "yes" : "no"},
   };
+  parts.insert(parts.end(), rest.begin(), rest.end());
   const std::size_t P = parts.size(), K = std::size_t(comm.size()), me = std::size_t(comm.rank());
   std::vector<std::int64_t> slots(K * P, 0);
   for (std::size_t p = 0; p < P; ++p) {
@@ -786,6 +790,22 @@ AtlasJobResult runAtlasJob(AtlasJob const& job, AtlasComm* comm) {
   r.secondsTotal = secondsSince(tStart);
   r.written = written;
   return r;
+}
+
+std::vector<std::string> readImageList(std::string const& path) {
+  std::ifstream in(path);
+  if (!in) throw IoError("the image list '" + path + "' cannot be read");
+  std::vector<std::string> out;
+  std::string line;
+  while (std::getline(in, line)) {
+    const auto b = line.find_first_not_of(" \t\r"), e = line.find_last_not_of(" \t\r");
+    if (b == std::string::npos || line[b] == '#') continue;
+    fs::path p = line.substr(b, e - b + 1);
+    if (p.is_relative()) p = fs::path(path).parent_path() / p;
+    out.push_back(p.string());
+  }
+  if (out.empty()) throw InvalidArgument("the image list '" + path + "' names no image");
+  return out;
 }
 
 nlohmann::json toJson(AtlasJobResult const& r) {

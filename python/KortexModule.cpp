@@ -31,6 +31,7 @@
 #include "io/ImageIO.hpp"
 #include "pipeline/Atlas.hpp"
 #include "pipeline/Denoise.hpp"
+#include "pipeline/ParamsJson.hpp"
 #include "pipeline/Register.hpp"
 #include "pipeline/Surface.hpp"
 
@@ -303,8 +304,15 @@ py::dict registerUnbiased(ImageArg const& fixed, ImageArg const& moving, double 
   return registrationResult(r, m);
 }
 
-py::dict registerGreedy(ImageArg const& fixed, ImageArg const& moving, float alpha, float beta, float gamma, float maxStep,
-                        std::vector<int> scales, std::vector<int> iterations, std::string const& solver, bool affine,
+// A dict of parameters (python/kortex passes its keyword arguments, named as the JSON keys) as the
+// struct: pipeline/ParamsJson.hpp's fromJson, which names an unknown key or a wrong type.
+template <class Params>
+Params paramsOf(py::dict const& d) {
+  const std::string text = py::module_::import("json").attr("dumps")(d).cast<std::string>();
+  return pipeline::paramsFromJson<Params>(nlohmann::json::parse(text));
+}
+
+py::dict registerGreedy(ImageArg const& fixed, ImageArg const& moving, py::dict const& greedy, bool affine,
                         std::string const& backend, std::optional<std::vector<double>> fixedSpacing,
                         std::optional<std::vector<double>> movingSpacing) {
   session();
@@ -313,13 +321,7 @@ py::dict registerGreedy(ImageArg const& fixed, ImageArg const& moving, float alp
   const HostImage m = imageOf(moving, geometryArgs(movingSpacing, {}, {}), km);
   pipeline::RegistrationPipelineOptions opt;
   opt.method = pipeline::RegistrationMethod::Greedy;
-  opt.greedy.fluid.alpha = alpha;
-  opt.greedy.fluid.beta = beta;
-  opt.greedy.fluid.gamma = gamma;
-  opt.greedy.maxStep = maxStep;
-  opt.greedy.scales = std::move(scales);
-  opt.greedy.iterations = std::move(iterations);
-  opt.greedy.solver = parseGreedySolver(solver);
+  opt.greedy = paramsOf<GreedyParams>(greedy);
   opt.greedy.validate();
   opt.useAffine = affine;
   opt.backend = parseBackend(backend);
@@ -354,26 +356,35 @@ py::array_t<float> surfaceDenoise(ImageArg const& phi, float band, int patch, in
   return arrayOf(released([&] { return pipeline::surfaceDenoise(in, job); }));
 }
 
-py::dict atlasBuild(std::vector<std::string> images, std::string const& outTemplate, std::vector<int> scales,
-                    std::vector<int> iterations, std::string const& solver, float alpha, float beta, float gamma,
-                    float maxStep, bool affine, std::optional<std::string> reference, std::vector<std::string> labels,
-                    std::optional<std::string> outFields, std::optional<std::string> outWarped, std::string const& backend) {
+py::dict atlasBuild(std::vector<std::string> images, std::string const& outTemplate, py::dict const& greedy,
+                    std::optional<std::string> imageList, std::optional<std::string> reference, std::vector<std::string> labels,
+                    std::optional<std::string> outFields, std::optional<std::string> outWarped,
+                    std::optional<std::string> outReport, bool affine, bool clip, std::optional<std::string> checkpoint,
+                    int checkpointEvery, bool resume, double maxMemoryMiB, std::string const& backend) {
   session();
   pipeline::AtlasJob job;
   job.images = std::move(images);
+  if (imageList) {
+    const auto more = pipeline::readImageList(*imageList);
+    job.images.insert(job.images.end(), more.begin(), more.end());
+    job.otherInputs.push_back(*imageList);
+  }
   job.labels = std::move(labels);
   if (reference) job.reference = *reference;
   job.outTemplate = outTemplate;
   if (outFields) job.outFieldsDir = *outFields;
   if (outWarped) job.outWarpedDir = *outWarped;
-  job.params.greedy.scales = std::move(scales);
-  job.params.greedy.iterations = std::move(iterations);
-  job.params.greedy.solver = parseGreedySolver(solver);
-  job.params.greedy.fluid.alpha = alpha;
-  job.params.greedy.fluid.beta = beta;
-  job.params.greedy.fluid.gamma = gamma;
-  job.params.greedy.maxStep = maxStep;
+  if (outReport) job.outReport = *outReport;
+  job.params.greedy = paramsOf<GreedyParams>(greedy);  // validated once, by the job
   job.useAffine = affine;
+  job.clip = clip;
+  if (checkpoint) job.checkpointDir = *checkpoint;
+  job.checkpointEvery = checkpointEvery;
+  job.resume = resume;
+  if (resume && !checkpoint) throw InvalidArgument("resume needs a checkpoint folder");
+  if (!(maxMemoryMiB >= 0.0) || !std::isfinite(maxMemoryMiB))
+    throw InvalidArgument("max_memory must be a finite number of MiB >= 0, got " + std::to_string(maxMemoryMiB));
+  job.maxDeviceBytes = std::int64_t(maxMemoryMiB * 1048576.0);
   job.backend = parseBackend(backend);
   const pipeline::AtlasJobResult r = released([&] { return pipeline::runAtlasJob(job, nullptr); });
   py::dict d;
@@ -382,6 +393,21 @@ py::dict atlasBuild(std::vector<std::string> images, std::string const& outTempl
   return d;
 }
 
+// The defaults python/kortex takes for its signatures: the params structs' and the jobs' own.
+py::object defaults() {
+  const pipeline::AtlasJob job;
+  const pipeline::RegistrationPipelineOptions reg;
+  const nlohmann::json j = {
+      {"greedy", pipeline::toJson(GreedyParams{})},
+      {"backend", toString(Backend::Auto)},
+      {"register", {{"affine", reg.useAffine}}},
+      {"atlas", {{"affine", job.useAffine},
+                 {"clip", job.clip},
+                 {"checkpoint_every", job.checkpointEvery},
+                 {"resume", job.resume},
+                 {"max_memory", double(job.maxDeviceBytes) / 1048576.0}}}};
+  return py::module_::import("json").attr("loads")(j.dump());
+}
 
 }  // namespace
 
@@ -425,21 +451,18 @@ PYBIND11_MODULE(_kortex, m) {
         py::arg("lambda_") = RegistrationParams{}.lambda, py::arg("sigma") = RegistrationParams{}.sigma,
         py::arg("iterations") = RegistrationParams{}.iterations, py::arg("affine") = true, py::arg("backend") = "auto",
         py::arg("variant") = py::none(), py::arg("fixed_spacing") = py::none(), py::arg("moving_spacing") = py::none());
-  const GreedyParams gp;
-  m.def("register_greedy", &registerGreedy, py::arg("fixed"), py::arg("moving"), py::kw_only(), py::arg("alpha") = gp.fluid.alpha,
-        py::arg("beta") = gp.fluid.beta, py::arg("gamma") = gp.fluid.gamma, py::arg("max_step") = gp.maxStep,
-        py::arg("scales") = gp.scales, py::arg("iterations") = gp.iterations, py::arg("solver") = "fft",
-        py::arg("affine") = true, py::arg("backend") = "auto", py::arg("fixed_spacing") = py::none(),
-        py::arg("moving_spacing") = py::none());
+  // register_greedy and atlas_build: python/kortex gives them their signatures (defaults from defaults()).
+  m.def("defaults", &defaults, "The parameter defaults of the jobs (the C++ structs'), as python/kortex uses them");
+  m.def("register_greedy", &registerGreedy, py::arg("fixed"), py::arg("moving"), py::arg("greedy"), py::kw_only(),
+        py::arg("affine"), py::arg("backend"), py::arg("fixed_spacing") = py::none(), py::arg("moving_spacing") = py::none());
   m.def("surface_phi_from_mask", &surfacePhiFromMask, py::arg("mask"), py::kw_only(), py::arg("label") = py::none(),
         py::arg("threshold") = py::none(), py::arg("spacing") = py::none());
   const SurfaceNlmParams sp;
   m.def("surface_denoise", &surfaceDenoise, py::arg("phi"), py::kw_only(), py::arg("band") = sp.band, py::arg("patch") = sp.patch,
         py::arg("neighbors") = sp.neighbors, py::arg("c1") = sp.c1, py::arg("c2") = sp.c2, py::arg("iterations") = sp.iterations,
         py::arg("variant") = py::none(), py::arg("backend") = "auto", py::arg("spacing") = py::none());
-  m.def("atlas_build", &atlasBuild, py::arg("images"), py::arg("out_template"), py::kw_only(), py::arg("scales") = gp.scales,
-        py::arg("iterations") = gp.iterations, py::arg("solver") = "fft", py::arg("alpha") = gp.fluid.alpha,
-        py::arg("beta") = gp.fluid.beta, py::arg("gamma") = gp.fluid.gamma, py::arg("max_step") = gp.maxStep,
-        py::arg("affine") = true, py::arg("reference") = py::none(), py::arg("labels") = std::vector<std::string>{},
-        py::arg("out_fields") = py::none(), py::arg("out_warped") = py::none(), py::arg("backend") = "auto");
+  m.def("atlas_build", &atlasBuild, py::arg("images"), py::arg("out_template"), py::arg("greedy"), py::kw_only(),
+        py::arg("image_list"), py::arg("reference"), py::arg("labels"), py::arg("out_fields"), py::arg("out_warped"),
+        py::arg("out_report"), py::arg("affine"), py::arg("clip"), py::arg("checkpoint"), py::arg("checkpoint_every"),
+        py::arg("resume"), py::arg("max_memory"), py::arg("backend"));
 }

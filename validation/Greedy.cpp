@@ -10,6 +10,7 @@
 
 #include "core/Affine.hpp"
 #include "core/Timing.hpp"
+#include "pipeline/ParamsJson.hpp"
 #include "io/ImageIO.hpp"
 
 namespace kortex::validation {
@@ -218,15 +219,9 @@ GreedyStudyReport runGreedyStudy(GreedyStudyOptions const& opt) {
   rep.json = {{"pairs", jp},
               {"quick", opt.quick},
               {"fixed", ids[0]},
-              {"alpha", g.fluid.alpha},
-              {"beta", g.fluid.beta},
-              {"gamma", g.fluid.gamma},
-              {"scales", g.scales},
-              {"iterations", g.iterations},
-              {"max_step", g.maxStep},
-              {"solver", toString(g.solver)},
               {"mean_dice", {{"affine", sumA / n}, {"greedy", sumG / n}}},
               {"pass", rep.pass}};
+  rep.json.update(pipeline::toJson(g));  // the greedy parameters, flat (alpha, scales, solver, ...)
   if (nU) rep.json["mean_dice"]["unbiased"] = sumU / nU;
   if (nE) rep.json["mean_dice"]["elastix"] = sumE / nE;
   return rep;

@@ -111,30 +111,67 @@ def register_unbiased(fixed, moving, **kw):
     return _kortex.register_unbiased(_image(fixed), _image(moving), **kw)
 
 
-def register_greedy(fixed, moving, **kw):
-    """Greedy diffeomorphic registration (kortex register greedy): alpha, beta, gamma, max_step,
-    scales, iterations, solver, affine, backend. Returns as register_unbiased."""
-    return _kortex.register_greedy(_image(fixed), _image(moving), **kw)
+# The defaults of register_greedy and atlas_build: the C++ params structs' (GreedyParams, AtlasJob),
+# through the native module, never typed here.
+_DEFAULTS = _kortex.defaults()
+_G = _DEFAULTS["greedy"]
+_ATLAS = _DEFAULTS["atlas"]
+_BACKEND = _DEFAULTS["backend"]
 
 
-def surface_phi_from_mask(mask, **kw):
-    """Signed distance of a binary mask (label= or threshold=), the input of surface_denoise."""
-    return _kortex.surface_phi_from_mask(_image(mask), **kw)
+def _plain(v):
+    """numpy scalars and arrays as Python numbers and lists (the parameters travel as JSON)."""
+    if hasattr(v, "tolist") and not isinstance(v, (str, bytes)):
+        return v.tolist()
+    if isinstance(v, (list, tuple)):
+        return [_plain(x) for x in v]
+    return v
 
 
-def surface_denoise(phi, **kw):
-    """Level-set NLM surface denoising (kortex surface denoise) of a signed distance volume:
-    band, patch, neighbors, c1, c2, iterations, variant, backend."""
-    return _kortex.surface_denoise(_image(phi), **kw)
+def _greedy(alpha, beta, gamma, max_step, scales, iterations, solver):
+    """The greedy parameters as the native module reads them (keys: pipeline/ParamsJson.hpp)."""
+    return {"alpha": _plain(alpha), "beta": _plain(beta), "gamma": _plain(gamma), "max_step": _plain(max_step),
+            "scales": _plain(scales), "iterations": _plain(iterations), "solver": solver}
 
 
-def atlas_build(images, out_template=None, **kw):
-    """Unbiased atlas (kortex atlas build) of images given as paths, arrays, or dicts as `read`
-    returns them (array + geometry; a bare array gets unit spacing): scales, iterations, solver,
-    alpha, beta, gamma, max_step, affine, reference, labels, out_fields, out_warped, backend.
-    Writes out_template when given and returns dict(template=read(template), report=the job's JSON
-    report). Arrays go to the job through temporary NIfTI files (the job reads files: each rank
-    reads its own subjects)."""
+_GREEDY_DOC = """
+    alpha           fluid operator: weight of -laplacian, > 0 (default {alpha})
+    beta            fluid operator: weight of -grad div, >= 0; fft and cg solvers (default {beta})
+    gamma           fluid operator: identity weight, > 0 (default {gamma})
+    max_step        largest displacement per iteration, voxels of the scale (default {max_step})
+    scales          down-sampling factors, coarse to fine, ending with 1 (default {scales})
+    iterations      iterations per scale, one per scale (default {iterations})
+    solver          fluid solve: fft|sor|cg|hybrid-sor|hybrid-cg (default {solver!r})"""
+
+
+def register_greedy(fixed, moving, *, alpha=_G["alpha"], beta=_G["beta"], gamma=_G["gamma"], max_step=_G["max_step"],
+                    scales=tuple(_G["scales"]), iterations=tuple(_G["iterations"]), solver=_G["solver"],
+                    affine=_DEFAULTS["register"]["affine"], backend=_BACKEND, fixed_spacing=None, moving_spacing=None):
+    return _kortex.register_greedy(_image(fixed), _image(moving),
+                                   _greedy(alpha, beta, gamma, max_step, scales, iterations, solver), affine=affine,
+                                   backend=backend, fixed_spacing=fixed_spacing, moving_spacing=moving_spacing)
+
+
+register_greedy.__doc__ = """Greedy diffeomorphic registration (kortex register greedy) of two 3D images.
+
+    fixed, moving   paths or arrays (z, y, x)
+""" + _GREEDY_DOC.format(**_G) + """
+    affine          the affine (NCC) stage first; False: header alignment only, as --no-affine (default {affine})
+    backend         auto|cpu|kokkos (default {backend!r})
+    fixed_spacing, moving_spacing   voxel sizes (x, y, z) of array inputs (default None: 1 mm)
+
+    Returns dict(warped, displacement (3, z, y, x) in world mm, LPS, the ITK/ANTs convention, jacobian,
+    affine, backend, execution_space, seconds): the command's --out-warped, --out-field,
+    --out-jacobian and --out-affine as arrays. Prints nothing (the command's --quiet).""".format(
+    affine=_DEFAULTS["register"]["affine"], backend=_BACKEND)
+
+
+def atlas_build(images, out_template=None, *, scales=tuple(_G["scales"]), iterations=tuple(_G["iterations"]),
+                solver=_G["solver"], alpha=_G["alpha"], beta=_G["beta"], gamma=_G["gamma"], max_step=_G["max_step"],
+                image_list=None, reference=None, labels=(), out_fields=None, out_warped=None, out_report=None,
+                affine=_ATLAS["affine"], clip=_ATLAS["clip"], checkpoint=None,
+                checkpoint_every=_ATLAS["checkpoint_every"], resume=_ATLAS["resume"], max_memory=_ATLAS["max_memory"],
+                backend=_BACKEND):
     import tempfile
     with tempfile.TemporaryDirectory(prefix="kortex-atlas-") as tmp:
         paths = []
@@ -149,7 +186,49 @@ def atlas_build(images, out_template=None, **kw):
                 write(path, im)
             paths.append(path)
         out = _os.path.join(tmp, "template.nii") if out_template is None else _os.fsdecode(_os.fspath(out_template))
-        return _kortex.atlas_build(paths, out, **kw)
+        def name(p):
+            return None if p is None else _os.fsdecode(_os.fspath(p))
+        return _kortex.atlas_build(
+            paths, out, _greedy(alpha, beta, gamma, max_step, scales, iterations, solver), image_list=name(image_list),
+            reference=name(reference), labels=[name(l) for l in labels], out_fields=name(out_fields),
+            out_warped=name(out_warped), out_report=name(out_report), affine=affine, clip=clip,
+            checkpoint=name(checkpoint), checkpoint_every=_plain(checkpoint_every), resume=resume,
+            max_memory=_plain(max_memory), backend=backend)
+
+
+atlas_build.__doc__ = """Unbiased atlas (kortex atlas build) of a cohort of 3D images.
+
+    images          paths, arrays, or dicts as `read` returns them (array + geometry; a bare array gets
+                    unit spacing). Arrays go to the job through temporary NIfTI files (the job reads files:
+                    each rank reads its own subjects)
+    out_template    the template file (default None: a temporary file; the template is returned anyway)
+""" + _GREEDY_DOC.format(**_G) + """
+    image_list      a text file with more images, one path per line, as --list (default None)
+    reference       image whose grid and orientation the template takes (default None: the first)
+    labels          one label map per image, same order, warped into out_warped (default ())
+    out_fields      folder for each subject's displacement field (ITK/ANTs: world mm, LPS) (default None)
+    out_warped      folder for each subject warped into template space (and its labels) (default None)
+    out_report      the job's JSON report (grids, memory, history, times), as --json (default None)
+    affine          the affine alignment first; False: header alignment only, as --no-affine (default {affine})
+    clip            run on the subjects' common bounding box; False: the whole grid, as --no-clip (default {clip})
+    checkpoint      folder for checkpoints, written atomically (default None: none)
+    checkpoint_every  iterations between checkpoints (default {checkpoint_every})
+    resume          resume from the newest checkpoint in `checkpoint` (default {resume})
+    max_memory      device memory the subjects may use, MiB; 0: the device's free memory, or the host's; on a
+                    GPU the subjects beyond it are streamed from pinned host memory (default {max_memory})
+    backend         auto|cpu|kokkos (default {backend!r})
+
+    Returns dict(template=read(template), report=the job's JSON report). Prints nothing (--quiet).""".format(
+    backend=_BACKEND, **_ATLAS)
+def surface_phi_from_mask(mask, **kw):
+    """Signed distance of a binary mask (label= or threshold=), the input of surface_denoise."""
+    return _kortex.surface_phi_from_mask(_image(mask), **kw)
+
+
+def surface_denoise(phi, **kw):
+    """Level-set NLM surface denoising (kortex surface denoise) of a signed distance volume:
+    band, patch, neighbors, c1, c2, iterations, variant, backend."""
+    return _kortex.surface_denoise(_image(phi), **kw)
 
 
 # nibabel: RAS world, (i, j, k) arrays. Kortex: LPS world, (k, j, i) arrays.
