@@ -343,7 +343,8 @@ void agreeOnJob(AtlasJob const& job, AtlasComm& comm) {
       {"label maps", list(job.labels)},
   };
   // Every greedy parameter by its name ("max step"), then the rest of the job.
-  for (auto const& [k, v] : toJson(job.params.greedy).items()) {
+  const nlohmann::json greedy = toJson(job.params.greedy);
+  for (auto const& [k, v] : greedy.items()) {
     std::string name = k;
     std::replace(name.begin(), name.end(), '_', ' ');
     parts.emplace_back(name, v.dump());
