@@ -6,6 +6,7 @@
 #include <Kokkos_Core.hpp>
 
 #include <cstddef>
+#include <string>
 #include <vector>
 
 #if KOKKOS_VERSION >= 40000
@@ -94,6 +95,16 @@ inline std::vector<Exec> partitionSpace(Exec const& exec, int n) {
 #endif
   return std::vector<Exec>(static_cast<std::size_t>(n), exec);
 }
+
+// A named region of a job's timeline for kokkos-tools and Nsight Systems (NVTX through the
+// Kokkos connector) while it lives: Kokkos::Profiling::ScopedRegion of Kokkos 4, which 3.4 lacks.
+class ScopedRegion {
+ public:
+  explicit ScopedRegion(std::string const& name) { Kokkos::Profiling::pushRegion(name); }
+  ~ScopedRegion() { Kokkos::Profiling::popRegion(); }
+  ScopedRegion(ScopedRegion const&) = delete;
+  ScopedRegion& operator=(ScopedRegion const&) = delete;
+};
 
 // Short human-readable name of an execution space type.
 template <class Exec>

@@ -75,6 +75,17 @@ void GreedyParams::validate() const {
     throw InvalidArgument("CG tolerance must be in (0, 1), got " + std::to_string(cgTolerance));
 }
 
+GreedySolveKind greedySolveKind(GreedySolver solver, bool first) {
+  switch (solver) {
+    case GreedySolver::Fft: return GreedySolveKind::Spectral;
+    case GreedySolver::Sor: return first ? GreedySolveKind::SorCold : GreedySolveKind::SorWarm;
+    case GreedySolver::Cg: return GreedySolveKind::Cg;
+    case GreedySolver::HybridSor: return first ? GreedySolveKind::Spectral : GreedySolveKind::SorWarm;
+    case GreedySolver::HybridCg: return first ? GreedySolveKind::Spectral : GreedySolveKind::Cg;
+  }
+  return GreedySolveKind::Spectral;
+}
+
 std::string scaleMisfit(Geometry const& g, int factor) {
   if (factor < 1) return "scale factor " + std::to_string(factor) + " is not >= 1";
   for (Index n : {g.nz(), g.ny(), g.nx()}) {

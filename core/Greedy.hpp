@@ -132,6 +132,52 @@ float scaleSigma(int factor);
 // (f - 1) / 2 (voxel x of the scale-f grid sits at X = f x + (f - 1)/2).
 Geometry scaledGeometry(Geometry const& g, int factor);
 
+// ---- the rules every back end's stepper (gpu/greedy/GreedyStepper.hpp, reference_cpu/Greedy.hpp)
+// applies; written once here ---------------------------------------------------------------------
+
+// The solver rule (step 2): which solve an iteration runs. Cold / warm: SOR from the current v
+// with coldSweeps / warmSweeps (the caller zeroes v where nothing came before it: the first
+// iteration of the first scale).
+enum class GreedySolveKind { Spectral, SorCold, SorWarm, Cg };
+GreedySolveKind greedySolveKind(GreedySolver solver, bool firstIterationOfScale);
+
+// What one trial of a step size gave (steps 4-5).
+enum class GreedyTrial { Accepted, Folded, ZeroVelocity };
+
+// The outcome of one step (steps 3-5; 6 where the back end warps with it).
+struct GreedyStepOutcome {
+  bool zeroVelocity = false;  // max |v| == 0: no step
+  bool accepted = false;      // a step size gave det > 0 everywhere
+  float step = 0.0f;          // delta of the accepted step
+  int refused = 0;            // fold refusals (halvings)
+  float minJacobian = 0.0f;   // of the accepted field (where the back end computes it)
+  double sse = 0.0;           // sum (W - target)^2 after the step (where the back end warps with it)
+};
+
+// The step-size rule with fold refusal (steps 3-5): delta = maxStep, halved after every refused
+// (folded) trial down to minStep; `trial(delta)` composes the candidate of that size and judges
+// it. Returns the outcome with `step` and `refused` filled in; the trial fills in the rest.
+template <class Trial>
+GreedyStepOutcome greedyStepWithFoldRefusal(GreedyParams const& p, Trial&& trial) {
+  GreedyStepOutcome out;
+  float delta = p.maxStep;
+  while (delta >= p.minStep) {
+    const GreedyTrial t = trial(delta, out);
+    if (t == GreedyTrial::ZeroVelocity) {
+      out.zeroVelocity = true;
+      return out;
+    }
+    if (t == GreedyTrial::Accepted) {
+      out.accepted = true;
+      out.step = delta;
+      return out;
+    }
+    ++out.refused;
+    delta *= 0.5f;
+  }
+  return out;
+}
+
 enum class GreedyStop { IterationCap, ZeroVelocity, Folded };
 const char* toString(GreedyStop s);
 std::string explain(GreedyStop s);  // one sentence for users

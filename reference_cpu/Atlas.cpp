@@ -105,9 +105,8 @@ AtlasResult buildAtlas(std::vector<HostImage> const& images, AtlasParams const& 
       warpSnapped(I[i].data, u[i], W[i]);
     }
     HostImageView T("atlas template", nz, ny, nx), Tprev("atlas previous template", nz, ny, nx);
-    HostField force("atlas force", 3, nz, ny, nx), cand("atlas candidate", 3, nz, ny, nx);
+    GreedyStepper stepper(gp, nz, ny, nx);  // force, candidate, Jacobian
     HostField ubar("atlas mean displacement", 3, nz, ny, nx);
-    HostImageView jac("atlas jacobian", nz, ny, nx);
     int frozenCount = 0;
     for (int it = 1; it <= gp.iterations[s]; ++it) {
       AtlasIteration rec;
@@ -117,44 +116,15 @@ AtlasResult buildAtlas(std::vector<HostImage> const& images, AtlasParams const& 
       averageInOrder(W, T);
       rec.templateChange = it == 1 ? 0.0 : rmsDifference(T, Tprev);
       Kokkos::deep_copy(Tprev, T);
+      // The greedy step of each subject against the template (a subject whose step folds at every
+      // size is frozen; one whose velocity is zero stays).
       for (std::size_t i = 0; i < n; ++i) {
         if (frozen[i]) continue;
-        greedyForce(W[i], T, force);
-        const bool first = it == 1;
-        switch (gp.solver) {
-          case GreedySolver::Fft: fluidSolveSpectral(gp.fluid, force, v[i]); break;
-          case GreedySolver::HybridSor:
-          case GreedySolver::HybridCg:
-            if (first)
-              fluidSolveSpectral(gp.fluid, force, v[i]);
-            else if (gp.solver == GreedySolver::HybridSor)
-              fluidSolveSor(gp.fluid, force, v[i], gp.warmSweeps, false);
-            else
-              fluidSolveCg(gp.fluid, force, v[i], gp.cgMaxIterations, gp.cgTolerance, false);
-            break;
-          case GreedySolver::Sor:
-            if (first && prevFactor == 0) Kokkos::deep_copy(v[i], 0.0f);
-            fluidSolveSor(gp.fluid, force, v[i], first ? gp.coldSweeps : gp.warmSweeps, false);
-            break;
-          case GreedySolver::Cg: fluidSolveCg(gp.fluid, force, v[i], gp.cgMaxIterations, gp.cgTolerance, false); break;
-        }
-        const double m = fieldMaxNorm(v[i]);
-        if (!(m > 0.0)) continue;  // zero velocity: the subject stays
-        float delta = gp.maxStep;
-        bool accepted = false;
-        while (delta >= gp.minStep) {
-          greedyCompose(u[i], v[i], float(delta / m), cand);
-          jacobianDeterminant(cand, jac);
-          if (minOf(jac) > 0.0f) {
-            accepted = true;
-            break;
-          }
-          ++rec.refused;
-          delta *= 0.5f;
-        }
-        if (accepted) {
-          std::swap(u[i], cand);
-        } else {
+        stepper.computeForce(W[i], T);
+        stepper.solve(v[i], it == 1, it == 1 && prevFactor == 0);
+        const GreedyStepOutcome o = stepper.step(u[i], v[i]);
+        rec.refused += o.refused;
+        if (!o.zeroVelocity && !o.accepted) {
           frozen[i] = true;
           ++frozenCount;
         }
@@ -165,20 +135,14 @@ AtlasResult buildAtlas(std::vector<HostImage> const& images, AtlasParams const& 
         for (auto const& ui : u) terms.push_back(ui.data());
         fixedMean(terms, ubar.data(), ubar.size());
         for (std::size_t i = 0; i < n; ++i) {
-          greedyCompose(u[i], ubar, 1.0f, cand);
-          jacobianDeterminant(cand, jac);
-          if (minOf(jac) > 0.0f)
-            std::swap(u[i], cand);
-          else
-            ++rec.refused;
+          if (!stepper.composeUnfolded(u[i], ubar)) ++rec.refused;
           warpSnapped(I[i].data, u[i], W[i]);
         }
       }
       float minJ = 3.4e38f;
       double sse = 0.0;
       for (std::size_t i = 0; i < n; ++i) {
-        jacobianDeterminant(u[i], jac);
-        minJ = std::min(minJ, minOf(jac));
+        minJ = std::min(minJ, stepper.minJacobian(u[i]));
         const double r = rmsDifference(W[i], T);
         sse += r * r;
       }

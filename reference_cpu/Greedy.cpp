@@ -157,6 +157,59 @@ void upsampleField(ConstHostField in, int from, int to, HostField out) {
           out(c, z, y, x) = float(scale * trilinear(in, c, a * x + b, a * y + b, a * z + b));
 }
 
+GreedyStepper::GreedyStepper(GreedyParams const& params, Index nz, Index ny, Index nx)
+    : params_(params), force_(makeField("greedy force", nz, ny, nx)), cand_(makeField("greedy candidate", nz, ny, nx)),
+      jac_("greedy jacobian", nz, ny, nx) {}
+
+void GreedyStepper::computeForce(ConstHostImageView W, ConstHostImageView target) { greedyForce(W, target, force_); }
+
+FluidSolveReport GreedyStepper::solve(HostField const& v, bool firstOfScale, bool coldStart) {
+  GreedyParams const& p = params_;
+  const bool residual = p.recordResidual;
+  FluidSolveReport r;
+  switch (greedySolveKind(p.solver, firstOfScale)) {
+    case GreedySolveKind::Spectral: fluidSolveSpectral(p.fluid, force_, v); break;
+    case GreedySolveKind::SorCold:
+      if (coldStart) Kokkos::deep_copy(v, 0.0f);
+      r = fluidSolveSor(p.fluid, force_, v, p.coldSweeps, residual);
+      break;
+    case GreedySolveKind::SorWarm: r = fluidSolveSor(p.fluid, force_, v, p.warmSweeps, residual); break;
+    case GreedySolveKind::Cg: r = fluidSolveCg(p.fluid, force_, v, p.cgMaxIterations, p.cgTolerance, residual); break;
+  }
+  if (residual && r.residual < 0.0) r.residual = fluidResidual(p.fluid, force_, v);
+  return r;
+}
+
+float GreedyStepper::minJacobian(ConstHostField u) {
+  jacobianDeterminant(u, jac_);
+  float m = jac_(0, 0, 0);
+  for (std::size_t i = 0; i < jac_.size(); ++i) m = std::min(m, jac_.data()[i]);
+  return m;
+}
+
+GreedyStepOutcome GreedyStepper::step(HostField& u, ConstHostField v) {
+  const double m = fieldMaxNorm(v);
+  if (!(m > 0.0)) {
+    GreedyStepOutcome zero;
+    zero.zeroVelocity = true;
+    return zero;
+  }
+  GreedyStepOutcome out = greedyStepWithFoldRefusal(params_, [&](float delta, GreedyStepOutcome& o) {
+    greedyCompose(u, v, float(delta / m), cand_);
+    o.minJacobian = minJacobian(cand_);
+    return o.minJacobian > 0.0f ? GreedyTrial::Accepted : GreedyTrial::Folded;
+  });
+  if (out.accepted) std::swap(u, cand_);
+  return out;
+}
+
+bool GreedyStepper::composeUnfolded(HostField& u, ConstHostField w) {
+  greedyCompose(u, w, 1.0f, cand_);
+  if (!(minJacobian(cand_) > 0.0f)) return false;
+  std::swap(u, cand_);
+  return true;
+}
+
 GreedyResult greedyRegister(HostImage const& moving, HostImage const& fixed, VectorField<Kokkos::HostSpace>& u,
                             GreedyParams const& params, GreedyProgress const& progress) {
   using Clock = std::chrono::steady_clock;
@@ -182,8 +235,8 @@ GreedyResult greedyRegister(HostImage const& moving, HostImage const& fixed, Vec
       upsampleField(uCur, prevFactor, f, uS);
       upsampleField(vCur, prevFactor, f, vS);
     }
-    HostField force = makeField("greedy force", nz, ny, nx), cand = makeField("greedy candidate", nz, ny, nx);
-    ImageView<Kokkos::HostSpace> W("greedy warped", nz, ny, nx), jac("greedy jacobian", nz, ny, nx);
+    GreedyStepper stepper(params, nz, ny, nx);
+    ImageView<Kokkos::HostSpace> W("greedy warped", nz, ny, nx);
     warp(I0.data, uS, W);
     GreedyScaleResult sr;
     sr.factor = f;
@@ -194,77 +247,26 @@ GreedyResult greedyRegister(HostImage const& moving, HostImage const& fixed, Vec
       rec.scale = int(s);
       rec.factor = f;
       rec.iteration = it;
-      greedyForce(W, I1.data, force);
-      const bool first = it == 1;
-      switch (params.solver) {
-        case GreedySolver::Fft:
-          fluidSolveSpectral(params.fluid, force, vS);
-          break;
-        case GreedySolver::HybridSor:
-        case GreedySolver::HybridCg:
-          if (first) {
-            fluidSolveSpectral(params.fluid, force, vS);
-            break;
-          }
-          if (params.solver == GreedySolver::HybridSor)
-            rec.solve = fluidSolveSor(params.fluid, force, vS, params.warmSweeps, params.recordResidual);
-          else
-            rec.solve = fluidSolveCg(params.fluid, force, vS, params.cgMaxIterations, params.cgTolerance,
-                                      params.recordResidual);
-          break;
-        case GreedySolver::Sor:
-          if (first && prevFactor == 0) Kokkos::deep_copy(vS, 0.0f);
-          rec.solve = fluidSolveSor(params.fluid, force, vS, first ? params.coldSweeps : params.warmSweeps,
-                                    params.recordResidual);
-          break;
-        case GreedySolver::Cg:
-          rec.solve = fluidSolveCg(params.fluid, force, vS, params.cgMaxIterations, params.cgTolerance,
-                                      params.recordResidual);
-          break;
-      }
-      if (params.recordResidual && rec.solve.residual < 0.0) rec.solve.residual = fluidResidual(params.fluid, force, vS);
-      const double m = fieldMaxNorm(vS);
-      if (!(m > 0.0)) {
-        sr.stop = GreedyStop::ZeroVelocity;
-        sr.iterations = it;
-        rec.rmse = sr.rmseEnd;
-        rec.seconds = elapsed();
-        result.history.push_back(rec);
-        if (progress) progress(rec);
-        break;
-      }
-      float delta = params.maxStep;
-      bool accepted = false;
-      while (delta >= params.minStep) {
-        greedyCompose(uS, vS, float(delta / m), cand);
-        jacobianDeterminant(cand, jac);
-        float mj = jac(0, 0, 0);
-        for (std::size_t i = 0; i < jac.size(); ++i) mj = std::min(mj, jac.data()[i]);
-        if (mj > 0.0f) {
-          accepted = true;
-          rec.minJacobian = mj;
-          break;
-        }
-        ++rec.refused;
-        delta *= 0.5f;
-      }
-      result.refused += rec.refused;
+      stepper.computeForce(W, I1.data);
+      rec.solve = stepper.solve(vS, it == 1, it == 1 && prevFactor == 0);
+      const GreedyStepOutcome step = stepper.step(uS, vS);
       sr.iterations = it;
-      if (accepted) {
-        std::swap(uS, cand);
+      rec.refused = step.refused;
+      result.refused += step.refused;
+      if (step.accepted) {
         warp(I0.data, uS, W);
-        rec.step = delta;
+        rec.minJacobian = step.minJacobian;
+        rec.step = step.step;
         sr.rmseEnd = imageRmse(W, I1.data);
       }
+      if (step.zeroVelocity) sr.stop = GreedyStop::ZeroVelocity;
+      if (!step.zeroVelocity && !step.accepted) sr.stop = GreedyStop::Folded;
       rec.rmse = sr.rmseEnd;
       rec.seconds = elapsed();
       result.history.push_back(rec);
       ++result.iterations;
       if (progress) progress(rec);
-      if (!accepted) {
-        sr.stop = GreedyStop::Folded;
-        break;
-      }
+      if (!step.accepted) break;
     }
     sr.seconds = elapsed() - scaleStart;
     result.scales.push_back(sr);

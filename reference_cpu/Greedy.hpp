@@ -27,6 +27,30 @@ HostImage downsampleImage(HostImage const& in, int factor);
 // u (or v) of the scale-`from` grid up-sampled to the scale-`to` grid (extents of `out`), rescaled.
 void upsampleField(ConstHostField in, int from, int to, HostField out);
 
+// The CPU reference's greedy step (core/Greedy.hpp, "One iteration"): the force, candidate and
+// Jacobian workspaces of one scale grid, and force -> solve (the solver rule) -> step size ->
+// composition with fold refusal. greedyRegister and the reference atlas (reference_cpu/Atlas.hpp)
+// are loops over it; the caller warps after the step.
+class GreedyStepper {
+ public:
+  GreedyStepper(GreedyParams const& params, Index nz, Index ny, Index nx);
+  // Step 1: F = -(W - target) grad W.
+  void computeForce(ConstHostImageView W, ConstHostImageView target);
+  // Step 2: L v = F by the solver rule from the v passed in; `coldStart` zeroes v first.
+  FluidSolveReport solve(HostField const& v, bool firstOfScale, bool coldStart);
+  // Steps 3-5: u is replaced by the accepted candidate; minJacobian is the accepted field's.
+  GreedyStepOutcome step(HostField& u, ConstHostField v);
+  // u <- u(x + w(x)) - w(x) when that has det > 0 everywhere; returns whether it was kept.
+  bool composeUnfolded(HostField& u, ConstHostField w);
+  // min det(I - grad u).
+  float minJacobian(ConstHostField u);
+
+ private:
+  GreedyParams params_;
+  HostField force_, cand_;
+  ImageView<Kokkos::HostSpace> jac_;
+};
+
 // The whole multi-scale registration. `u` receives the full-grid displacement (allocated here).
 // Extents and grids only are checked (InvalidArgument); parameters and NaN/Inf are the caller's
 // (pipeline/Register.hpp validates once).

@@ -11,6 +11,7 @@
 #include "gpu/detail/Common.hpp"
 #include "gpu/fluid/Fluid.hpp"
 #include "gpu/greedy/Greedy.hpp"
+#include "gpu/greedy/GreedyStepper.hpp"
 #include "gpu/imageops/ImageOps.hpp"
 
 namespace kortex::gpu {
@@ -341,11 +342,10 @@ AtlasResult buildAtlas(Exec const& exec, std::vector<HostImage> const& images, A
     }
     Flat sum("kortex::atlas::template_sum", std::size_t(voxels));
     Flat ubarSum("kortex::atlas::mean_displacement_sum", 3 * std::size_t(voxels));
-    Field<Mem> force("kortex::atlas::force", 3, nz, ny, nx), cand("kortex::atlas::candidate", 3, nz, ny, nx);
     Field<Mem> ubar("kortex::atlas::mean_displacement", 3, nz, ny, nx);
     Field<Mem> vShared;
     if (!keepV) vShared = Field<Mem>("kortex::atlas::v", 3, nz, ny, nx);
-    FluidSolver<Exec> solver(exec, nz, ny, nx, gp.fluid);
+    GreedyStepper<Exec> stepper(exec, e, gp, GreedyStepper<Exec>::Use::Field);  // force, candidate, fluid solver
 
     // ---- the streamed subjects at this scale: I_i and u_i (v_i) to the host, W_i into the sum
     if (streaming) {
@@ -450,57 +450,22 @@ AtlasResult buildAtlas(Exec const& exec, std::vector<HostImage> const& images, A
       rec.templateChange = it == 1 ? 0.0 : imageRmse(exec, ConstImageView<Mem>(T), ConstImageView<Mem>(Tprev));
       Kokkos::deep_copy(exec, Tprev, T);
       const bool first = it == 1;
-      // Spec step 2 for one subject (its W_i current).
+      // Spec step 2 for one subject (its W_i current): the greedy step against the template; a
+      // subject whose step folds at every size is frozen, one whose velocity is zero stays.
       auto step = [&](SubjectState<Mem>& st, std::size_t gi) {
         if (st.frozen) return;
         Field<Mem> v = keepV ? st.v : vShared;
-        greedyForce(exec, ConstImageView<Mem>(st.W), ConstImageView<Mem>(T), force);
-        switch (gp.solver) {
-          case GreedySolver::Fft: solver.spectral(force, v); break;
-          case GreedySolver::HybridSor:
-          case GreedySolver::HybridCg:
-            if (first)
-              solver.spectral(force, v);
-            else if (gp.solver == GreedySolver::HybridSor)
-              solver.sor(force, v, gp.warmSweeps, gp.sorVariant, false);
-            else
-              solver.cg(force, v, gp.cgMaxIterations, gp.cgTolerance, gp.matvecVariant);
-            break;
-          case GreedySolver::Sor:
-            if (first && prevFactor == 0) Kokkos::deep_copy(exec, v, 0.0f);
-            solver.sor(force, v, first ? gp.coldSweeps : gp.warmSweeps, gp.sorVariant, false);
-            break;
-          case GreedySolver::Cg: solver.cg(force, v, gp.cgMaxIterations, gp.cgTolerance, gp.matvecVariant); break;
-        }
-        const double m = fieldMaxNorm(exec, ConstField<Mem>(v));
-        if (!(m > 0.0)) return;  // zero velocity: the subject stays
-        float delta = gp.maxStep;
-        bool accepted = false;
-        while (delta >= gp.minStep) {
-          greedyCompose(exec, ConstField<Mem>(st.u), ConstField<Mem>(v), float(delta / m), cand);
-          if (minJacobian(exec, ConstField<Mem>(cand)) > 0.0f) {
-            accepted = true;
-            break;
-          }
-          slots[std::size_t(n) + gi] += 1.0;
-          delta *= 0.5f;
-        }
-        if (accepted)
-          std::swap(st.u, cand);
-        else
-          st.frozen = true;
+        stepper.computeForce(ConstImageView<Mem>(st.W), ConstImageView<Mem>(T));
+        stepper.solve(v, first, first && prevFactor == 0);
+        const GreedyStepOutcome o = stepper.stepField(st.u, ConstField<Mem>(v));
+        slots[std::size_t(n) + gi] += double(o.refused);
+        if (!o.zeroVelocity && !o.accepted) st.frozen = true;
       };
       // Spec step 3 for one subject (ubar current), then W_i and its mismatch.
       auto centre = [&](SubjectState<Mem>& st, std::size_t gi) {
-        greedyCompose(exec, ConstField<Mem>(st.u), ConstField<Mem>(ubar), 1.0f, cand);
-        const float j = minJacobian(exec, ConstField<Mem>(cand));
-        float jKept = j;
-        if (j > 0.0f) {
-          std::swap(st.u, cand);
-        } else {
-          slots[std::size_t(n) + gi] += 1.0;
-          jKept = minJacobian(exec, ConstField<Mem>(st.u));
-        }
+        bool kept = false;
+        const float jKept = stepper.composeUnfolded(st.u, ConstField<Mem>(ubar), kept);
+        if (!kept) slots[std::size_t(n) + gi] += 1.0;
         warpSnapped(exec, st.I, st.u, st.W);
         const double r = imageRmse(exec, ConstImageView<Mem>(st.W), ConstImageView<Mem>(T));
         slots[gi] = r * r;

@@ -6,6 +6,7 @@
 #include "core/Errors.hpp"
 #include "gpu/detail/Common.hpp"
 #include "gpu/gaussian/Gaussian.hpp"
+#include "gpu/greedy/GreedyStepper.hpp"
 #include "gpu/greedy/detail/GreedyKernels.hpp"
 #include "gpu/imageops/ImageOps.hpp"
 
@@ -165,28 +166,117 @@ GreedyStepSums greedyStep(Exec const& exec, ConstImageView<typename Exec::memory
   return GreedyStepSums{cs.sse, cs.minJ};
 }
 
+// ---- the stepper (gpu/greedy/GreedyStepper.hpp) -------------------------------------------------------
+
+template <class Exec>
+GreedyStepper<Exec>::GreedyStepper(Exec const& exec, GridExtents e, GreedyParams const& params, Use use)
+    : exec_(exec), params_(params), nz_(e.nz), ny_(e.ny), nx_(e.nx), solver_(exec, e.nz, e.ny, e.nx, params.fluid),
+      f_("kortex::greedy::f", 3, e.nz, e.ny, e.nx), cand_("kortex::greedy::candidate", 3, e.nz, e.ny, e.nx) {
+  if (use != Use::Image) return;
+  vmax2_ = Kokkos::View<float, memory_space>("kortex::greedy::vmax2");
+  if (params_.stepVariant == GreedyStepVariant::Naive)
+    wc_ = ImageView<memory_space>("kortex::greedy::W_candidate", e.nz, e.ny, e.nx);
+  else
+    fc_ = Field<memory_space>("kortex::greedy::f_candidate", 3, e.nz, e.ny, e.nx);
+}
+
+template <class Exec>
+void GreedyStepper<Exec>::computeForce(ConstImageView<memory_space> W, ConstImageView<memory_space> target) {
+  greedyForce(exec_, W, target, f_);
+}
+
+template <class Exec>
+FluidSolveReport GreedyStepper<Exec>::solve(Field<memory_space> v, bool firstOfScale, bool coldStart) {
+  const bool residual = params_.recordResidual;
+  FluidSolveReport r;
+  switch (greedySolveKind(params_.solver, firstOfScale)) {
+    case GreedySolveKind::Spectral: solver_.spectral(f_, v); break;
+    case GreedySolveKind::SorCold:
+      if (coldStart) Kokkos::deep_copy(exec_, v, 0.0f);
+      r = solver_.sor(f_, v, params_.coldSweeps, params_.sorVariant, residual);
+      break;
+    case GreedySolveKind::SorWarm: r = solver_.sor(f_, v, params_.warmSweeps, params_.sorVariant, residual); break;
+    case GreedySolveKind::Cg: r = solver_.cg(f_, v, params_.cgMaxIterations, params_.cgTolerance, params_.matvecVariant); break;
+  }
+  if (residual && r.residual < 0.0) r.residual = solver_.residual(f_, v);
+  return r;
+}
+
+template <class Exec>
+GreedyStepOutcome GreedyStepper<Exec>::stepImage(ConstImageView<memory_space> moving, ConstImageView<memory_space> fixed,
+                                                 Field<memory_space>& u, ConstField<memory_space> v,
+                                                 ImageView<memory_space>& W) {
+  // max |v| stays on the device (the composition reads it); each candidate is composed, then
+  // warped, scored and checked for folds in one pass, the only read-back.
+  const int n = nz_ * ny_ * nx_;  // < 2^31 (parallelForVoxels checks the same grids)
+  const bool naive = params_.stepVariant == GreedyStepVariant::Naive;
+  Kokkos::parallel_reduce("kortex::greedy::max_norm2", Kokkos::RangePolicy<Exec, Kokkos::IndexType<int>>(exec_, 0, n),
+                          MaxNorm2Functor<memory_space>{v.data(), n}, vmax2_);
+  GreedyStepOutcome out = greedyStepWithFoldRefusal(params_, [&](float delta, GreedyStepOutcome& o) {
+    CheckSums cs{0.0, 0.0f, 0.0f};
+    if (naive) {
+      parallelForVoxels("kortex::greedy::compose", exec_, nz_, ny_, nx_, ComposeScaledFunctor<memory_space>{u, v, cand_, vmax2_, delta});
+      Kokkos::parallel_reduce("kortex::greedy::check", Kokkos::RangePolicy<Exec, Kokkos::IndexType<int>>(exec_, 0, n),
+                              CheckFunctor<memory_space>{cand_, moving, fixed, wc_, vmax2_, nz_, ny_, nx_}, cs);
+    } else {
+      cs = greedy_detail::stepTiled(exec_, moving, fixed, u, v, vmax2_, delta, cand_, fc_);
+    }
+    if (!(cs.vmax2 > 0.0f)) return GreedyTrial::ZeroVelocity;
+    if (!(cs.minJ > 0.0f)) return GreedyTrial::Folded;
+    o.minJacobian = cs.minJ;
+    o.sse = cs.sse;
+    return GreedyTrial::Accepted;
+  });
+  if (out.accepted) {
+    std::swap(u, cand_);
+    if (naive)
+      std::swap(W, wc_);
+    else
+      std::swap(f_, fc_);
+  }
+  return out;
+}
+
+template <class Exec>
+GreedyStepOutcome GreedyStepper<Exec>::stepField(Field<memory_space>& u, ConstField<memory_space> v) {
+  const double m = fieldMaxNorm(exec_, v);
+  if (!(m > 0.0)) {
+    GreedyStepOutcome zero;
+    zero.zeroVelocity = true;
+    return zero;
+  }
+  GreedyStepOutcome out = greedyStepWithFoldRefusal(params_, [&](float delta, GreedyStepOutcome&) {
+    greedyCompose(exec_, ConstField<memory_space>(u), v, float(delta / m), cand_);
+    return minJacobian(exec_, ConstField<memory_space>(cand_)) > 0.0f ? GreedyTrial::Accepted : GreedyTrial::Folded;
+  });
+  if (out.accepted) std::swap(u, cand_);
+  return out;
+}
+
+template <class Exec>
+float GreedyStepper<Exec>::composeUnfolded(Field<memory_space>& u, ConstField<memory_space> w, bool& kept) {
+  greedyCompose(exec_, ConstField<memory_space>(u), w, 1.0f, cand_);
+  const float j = minJacobian(exec_, ConstField<memory_space>(cand_));
+  kept = j > 0.0f;
+  if (kept) {
+    std::swap(u, cand_);
+    return j;
+  }
+  return minJacobian(exec_, ConstField<memory_space>(u));
+}
+
 // ---- the registration -----------------------------------------------------------------------------
 
 template <class Exec>
 struct GreedyRegistration<Exec>::Scale {
   int factor;
-  int nz, ny, nx;
-  ImageView<memory_space> I0, I1, W, Wc;  // Wc: Naive only
-  Field<memory_space> u, v, f, cand, fc;   // fc (the candidate's force): ScratchTiled only
-  Kokkos::View<float, memory_space> vmax2;
-  FluidSolver<Exec> solver;
-  Scale(Exec const& exec, int fct, GridExtents e, FluidParams const& p, GreedyStepVariant step)
-      : factor(fct), nz(e.nz), ny(e.ny), nx(e.nx),
-        I0("kortex::greedy::I0", e.nz, e.ny, e.nx), I1("kortex::greedy::I1", e.nz, e.ny, e.nx),
+  ImageView<memory_space> I0, I1, W;
+  Field<memory_space> u, v;
+  GreedyStepper<Exec> stepper;
+  Scale(Exec const& exec, int fct, GridExtents e, GreedyParams const& p)
+      : factor(fct), I0("kortex::greedy::I0", e.nz, e.ny, e.nx), I1("kortex::greedy::I1", e.nz, e.ny, e.nx),
         W("kortex::greedy::W", e.nz, e.ny, e.nx), u("kortex::greedy::u", 3, e.nz, e.ny, e.nx),
-        v("kortex::greedy::v", 3, e.nz, e.ny, e.nx), f("kortex::greedy::f", 3, e.nz, e.ny, e.nx),
-        cand("kortex::greedy::candidate", 3, e.nz, e.ny, e.nx), vmax2("kortex::greedy::vmax2"),
-        solver(exec, e.nz, e.ny, e.nx, p) {
-    if (step == GreedyStepVariant::Naive)
-      Wc = ImageView<memory_space>("kortex::greedy::W_candidate", e.nz, e.ny, e.nx);
-    else
-      fc = Field<memory_space>("kortex::greedy::f_candidate", 3, e.nz, e.ny, e.nx);
-  }
+        v("kortex::greedy::v", 3, e.nz, e.ny, e.nx), stepper(exec, e, p, GreedyStepper<Exec>::Use::Image) {}
 };
 
 template <class Exec>
@@ -198,8 +288,7 @@ GreedyRegistration<Exec>::GreedyRegistration(Exec const& exec, Geometry const& g
   for (int f : params_.scales)
     if (const std::string why = scaleMisfit(grid, f); !why.empty())
       throw InvalidArgument("greedy registration: " + why + " of " + describe(grid));
-  for (int f : params_.scales)
-    scales_.push_back(std::make_unique<Scale>(exec_, f, scaledExtents(grid, f), params_.fluid, params_.stepVariant));
+  for (int f : params_.scales) scales_.push_back(std::make_unique<Scale>(exec_, f, scaledExtents(grid, f), params_));
   if (params_.scales.front() > 1)
     blurred_ = ImageView<memory_space>("kortex::greedy::blurred", grid.nz(), grid.ny(), grid.nx());
 }
@@ -207,10 +296,21 @@ GreedyRegistration<Exec>::GreedyRegistration(Exec const& exec, Geometry const& g
 template <class Exec>
 GreedyRegistration<Exec>::~GreedyRegistration() = default;
 
-// One ScratchTiled candidate (the sums come back).
+// A scale's images and fields: the images down-sampled, u and v carried from the previous scale
+// (zero on the first), W warped.
 template <class Exec>
-CheckSums GreedyRegistration<Exec>::stepTiled(Scale& S, float delta) {
-  return greedy_detail::stepTiled(exec_, S.I0, S.I1, S.u, S.v, S.vmax2, delta, S.cand, S.fc);
+void GreedyRegistration<Exec>::enterScale(Scale& S, Scale const* prev, ConstImageView<memory_space> moving,
+                                          ConstImageView<memory_space> fixed) {
+  downsampleImage(exec_, moving, S.factor, blurred_, S.I0);
+  downsampleImage(exec_, fixed, S.factor, blurred_, S.I1);
+  if (prev) {
+    upsampleField(exec_, prev->u, prev->factor, S.factor, S.u);
+    upsampleField(exec_, prev->v, prev->factor, S.factor, S.v);
+  } else {
+    Kokkos::deep_copy(exec_, S.u, 0.0f);
+    Kokkos::deep_copy(exec_, S.v, 0.0f);
+  }
+  warp(exec_, S.I0, S.u, S.W);
 }
 
 template <class Exec>
@@ -229,118 +329,41 @@ GreedyResult GreedyRegistration<Exec>::run(ConstImageView<memory_space> moving, 
       throw InvalidArgument("greedy registration: the displacement is not on the registration grid");
 
   GreedyResult result;
-  const bool naive = params_.stepVariant == GreedyStepVariant::Naive;
   Scale* prev = nullptr;
   for (std::size_t s = 0; s < scales_.size(); ++s) {
+    kx::ScopedRegion region("kortex::greedy::scale");
     Scale& S = *scales_[s];
     const double scaleStart = elapsed();
-    downsampleImage(exec_, moving, S.factor, blurred_, S.I0);
-    downsampleImage(exec_, fixed, S.factor, blurred_, S.I1);
-    if (prev) {
-      upsampleField(exec_, prev->u, prev->factor, S.factor, S.u);
-      upsampleField(exec_, prev->v, prev->factor, S.factor, S.v);
-    } else {
-      Kokkos::deep_copy(exec_, S.u, 0.0f);
-      Kokkos::deep_copy(exec_, S.v, 0.0f);
-    }
-    warp(exec_, S.I0, S.u, S.W);
+    enterScale(S, prev, moving, fixed);
     GreedyScaleResult sr;
     sr.factor = S.factor;
     sr.rmseStart = imageRmse(exec_, S.W, S.I1);
     sr.rmseEnd = sr.rmseStart;
+    const double voxels = double(S.I1.size());
     for (int it = 1; it <= params_.iterations[s]; ++it) {
       GreedyIteration rec;
       rec.scale = int(s);
       rec.factor = S.factor;
       rec.iteration = it;
-      // ScratchTiled: the force of the accepted candidate came with its step (the scale's first
-      // from W); Naive: from W here.
-      if (naive || it == 1) greedyForce(exec_, S.W, S.I1, S.f);
-      const bool first = it == 1;
-      const bool residual = params_.recordResidual;
-      switch (params_.solver) {
-        case GreedySolver::Fft:
-          S.solver.spectral(S.f, S.v);
-          break;
-        case GreedySolver::HybridSor:
-        case GreedySolver::HybridCg:
-          if (first) {
-            S.solver.spectral(S.f, S.v);
-          } else if (params_.solver == GreedySolver::HybridSor) {
-            rec.solve = S.solver.sor(S.f, S.v, params_.warmSweeps, params_.sorVariant, residual);
-          } else {
-            rec.solve = S.solver.cg(S.f, S.v, params_.cgMaxIterations, params_.cgTolerance, params_.matvecVariant);
-          }
-          break;
-        case GreedySolver::Sor:
-          rec.solve = S.solver.sor(S.f, S.v, first ? params_.coldSweeps : params_.warmSweeps, params_.sorVariant,
-                                   residual);
-          break;
-        case GreedySolver::Cg:
-          rec.solve = S.solver.cg(S.f, S.v, params_.cgMaxIterations, params_.cgTolerance, params_.matvecVariant);
-          break;
-      }
-      if (residual && rec.solve.residual < 0.0) rec.solve.residual = S.solver.residual(S.f, S.v);
-      // The step: max |v| stays on the device (the composition reads it); each candidate is
-      // composed, then warped, scored and checked for folds in one pass, the only read-back.
-      const int n = S.nz * S.ny * S.nx;  // < 2^31 (parallelForVoxels checks the same grids)
-      Kokkos::parallel_reduce("kortex::greedy::max_norm2", Kokkos::RangePolicy<Exec, Kokkos::IndexType<int>>(exec_, 0, n),
-                              MaxNorm2Functor<memory_space>{S.v.data(), n}, S.vmax2);
+      if (!S.stepper.forceFromStep() || it == 1) S.stepper.computeForce(S.W, S.I1);
+      rec.solve = S.stepper.solve(S.v, it == 1, false);  // v is zero on the first scale already
+      const GreedyStepOutcome step = S.stepper.stepImage(S.I0, S.I1, S.u, S.v, S.W);
       sr.iterations = it;
-      float delta = params_.maxStep;
-      bool accepted = false, zero = false;
-      double sse = 0.0;
-      while (delta >= params_.minStep) {
-        CheckSums cs{0.0, 0.0f, 0.0f};
-        if (naive) {
-          parallelForVoxels("kortex::greedy::compose", exec_, S.nz, S.ny, S.nx,
-                            ComposeScaledFunctor<memory_space>{S.u, S.v, S.cand, S.vmax2, delta});
-          Kokkos::parallel_reduce("kortex::greedy::check", Kokkos::RangePolicy<Exec, Kokkos::IndexType<int>>(exec_, 0, n),
-                                  CheckFunctor<memory_space>{S.cand, S.I0, S.I1, S.Wc, S.vmax2, S.nz, S.ny, S.nx}, cs);
-        } else {
-          cs = stepTiled(S, delta);
-        }
-        if (!(cs.vmax2 > 0.0f)) {
-          zero = true;
-          break;
-        }
-        if (cs.minJ > 0.0f) {
-          accepted = true;
-          rec.minJacobian = cs.minJ;
-          sse = cs.sse;
-          break;
-        }
-        ++rec.refused;
-        delta *= 0.5f;
+      rec.refused = step.refused;
+      if (step.accepted) {
+        rec.minJacobian = step.minJacobian;
+        rec.step = step.step;
+        sr.rmseEnd = std::sqrt(step.sse / voxels);
       }
-      if (zero) {
-        sr.stop = GreedyStop::ZeroVelocity;
-        rec.rmse = sr.rmseEnd;
-        rec.seconds = elapsed();
-        result.history.push_back(rec);
-        ++result.iterations;
-        if (progress) progress(rec);
-        break;
-      }
-      result.refused += rec.refused;
-      if (accepted) {
-        std::swap(S.u, S.cand);
-        if (naive)
-          std::swap(S.W, S.Wc);
-        else
-          std::swap(S.f, S.fc);
-        rec.step = delta;
-        sr.rmseEnd = std::sqrt(sse / double(n));
-      }
+      if (step.zeroVelocity) sr.stop = GreedyStop::ZeroVelocity;
+      if (!step.zeroVelocity && !step.accepted) sr.stop = GreedyStop::Folded;
+      result.refused += step.zeroVelocity ? 0 : step.refused;
       rec.rmse = sr.rmseEnd;
       rec.seconds = elapsed();
       result.history.push_back(rec);
       ++result.iterations;
       if (progress) progress(rec);
-      if (!accepted) {
-        sr.stop = GreedyStop::Folded;
-        break;
-      }
+      if (!step.accepted) break;
     }
     sr.seconds = elapsed() - scaleStart;
     result.scales.push_back(sr);
@@ -387,6 +410,7 @@ GreedyResult greedyRegister(Exec const& exec, HostImage const& moving, HostImage
                                        ImageView<SPACE::memory_space>, ImageView<SPACE::memory_space>);    \
   template void upsampleField<SPACE>(SPACE const&, ConstField<SPACE::memory_space>, int, int,             \
                                      Field<SPACE::memory_space>);                                          \
+  template class GreedyStepper<SPACE>;                                                                     \
   template class GreedyRegistration<SPACE>;                                                                \
   template GreedyResult greedyRegister<SPACE>(SPACE const&, HostImage const&, HostImage const&,           \
                                               VectorField<Kokkos::HostSpace>&, GreedyParams const&,        \

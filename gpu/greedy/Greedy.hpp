@@ -9,7 +9,8 @@
 //   greedyStep      - one candidate: composition, warp, SSE, fold check and the next force (fences);
 //   downsampleImage - the multi-scale rule's scale-f image (blur + trilinear sample);
 //   upsampleField   - u or v carried from one scale to the next.
-// The warp W = I0(x - u(x)) is gpu/imageops' `warp`. GreedyRegistration
+// The warp W = I0(x - u(x)) is gpu/imageops' `warp`. GreedyRegistration is a loop over the
+// GreedyStepper of each scale (gpu/greedy/GreedyStepper.hpp); it
 // allocates the workspace of every scale once and runs the spec's multi-scale iteration, the step of
 // each candidate as GreedyParams::stepVariant says (core/Greedy.hpp: Naive three passes,
 // ScratchTiled one).
@@ -69,10 +70,6 @@ GreedyStepSums greedyStep(Exec const& exec, ConstImageView<typename Exec::memory
                           ConstField<typename Exec::memory_space> v, float eps, Field<typename Exec::memory_space> uOut,
                           Field<typename Exec::memory_space> force, GreedyStepVariant variant);
 
-namespace greedy_detail {
-struct CheckSums;
-}
-
 template <class Exec>
 class GreedyRegistration {
  public:
@@ -89,8 +86,8 @@ class GreedyRegistration {
   GreedyParams const& params() const { return params_; }
 
  private:
-  struct Scale;
-  greedy_detail::CheckSums stepTiled(Scale& S, float delta);
+  struct Scale;  // a scale grid's images, fields and GreedyStepper
+  void enterScale(Scale& S, Scale const* prev, ConstImageView<memory_space> moving, ConstImageView<memory_space> fixed);
   Exec exec_;
   Geometry grid_;
   GreedyParams params_;

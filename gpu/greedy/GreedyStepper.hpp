@@ -1,0 +1,70 @@
+// The Kokkos greedy step (specification: core/Greedy.hpp, "One iteration"): one workspace per
+// scale grid that owns the fluid solver and the step's scratch and runs
+//   force -> solve (the solver rule) -> step size -> composition with fold refusal -> warp.
+// GreedyRegistration (gpu/greedy/Greedy.hpp) and the atlas (gpu/atlas/Atlas.hpp) are loops over
+// it; a new metric or solver is added here once, not in each of them.
+//
+// Two ways to take the step, both the spec's steps 3-5 with greedyStepWithFoldRefusal:
+//   stepImage  - registration: every candidate is composed, warped, scored and checked in one
+//                pass (GreedyParams::stepVariant: ScratchTiled, or Naive in three passes), max |v|
+//                stays on the device; the accepted candidate's warped image (Naive) or next force
+//                (ScratchTiled) comes with it.
+//   stepField  - atlas: the candidate is composed and checked for folds; the caller warps (the
+//                atlas snaps its warped images onto the fixed-point grid of its sums).
+#pragma once
+
+#include <Kokkos_Core.hpp>
+
+#include "core/Greedy.hpp"
+#include "core/Image.hpp"
+#include "gpu/Fields.hpp"
+#include "gpu/fluid/Fluid.hpp"
+
+namespace kortex::gpu {
+
+template <class Exec>
+class GreedyStepper {
+ public:
+  using memory_space = typename Exec::memory_space;
+  // Which step the owner takes: the workspace of the other is not allocated.
+  enum class Use { Image, Field };
+  // Extents of the scale grid; the parameters are validated by the job (preconditions here).
+  GreedyStepper(Exec const& exec, GridExtents e, GreedyParams const& params, Use use);
+  GreedyStepper(GreedyStepper const&) = delete;
+  GreedyStepper& operator=(GreedyStepper const&) = delete;
+
+  // Step 1: the force F = -(W - target) grad W into force().
+  void computeForce(ConstImageView<memory_space> W, ConstImageView<memory_space> target);
+  // Whether stepImage left the force of the next iteration in force() (ScratchTiled) or the next
+  // iteration computes it from W (Naive, and every scale's first iteration).
+  bool forceFromStep() const { return params_.stepVariant == GreedyStepVariant::ScratchTiled; }
+  Field<memory_space> force() const { return f_; }
+
+  // Step 2: L v = F by the solver rule (greedySolveKind) from the v passed in; `coldStart` zeroes
+  // v first (nothing came before: the first iteration of the first scale). The residual is
+  // computed when GreedyParams::recordResidual.
+  FluidSolveReport solve(Field<memory_space> v, bool firstOfScale, bool coldStart);
+
+  // Steps 3-6, registration: u and W (Naive) or force() (ScratchTiled) are replaced by the
+  // accepted candidate's; outcome.sse and minJacobian are the accepted candidate's.
+  GreedyStepOutcome stepImage(ConstImageView<memory_space> moving, ConstImageView<memory_space> fixed,
+                              Field<memory_space>& u, ConstField<memory_space> v, ImageView<memory_space>& W);
+  // Steps 3-5, atlas: u is replaced by the accepted candidate (no warp, no min det recorded).
+  GreedyStepOutcome stepField(Field<memory_space>& u, ConstField<memory_space> v);
+  // u <- u(x + w(x)) - w(x) when that has det > 0 everywhere (the atlas's centring); returns the
+  // min det of the field kept and whether the composition was kept.
+  float composeUnfolded(Field<memory_space>& u, ConstField<memory_space> w, bool& kept);
+
+  FluidSolver<Exec>& solver() { return solver_; }
+
+ private:
+  Exec exec_;
+  GreedyParams params_;
+  int nz_, ny_, nx_;
+  FluidSolver<Exec> solver_;
+  Field<memory_space> f_, cand_, fc_;  // fc_: the candidate's force (ScratchTiled)
+  ImageView<memory_space> wc_;         // the candidate's warped image (Naive)
+  Kokkos::View<float, memory_space> vmax2_;
+};
+
+}  // namespace kortex::gpu
