@@ -5,6 +5,9 @@
 #include <boost/test/unit_test.hpp>
 
 #include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <stdexcept>
 #include <functional>
 #include <limits>
 #include <optional>
@@ -19,6 +22,8 @@
 #include "gpu/multires/Multires.hpp"
 #include "gpu/nlm/Nlm.hpp"
 #include "gpu/surface_nlm/SurfaceNlm.hpp"
+#include "io/ImageIO.hpp"
+#include "pipeline/Atlas.hpp"
 #include "pipeline/Denoise.hpp"
 #include "pipeline/Register.hpp"
 #include "pipeline/Surface.hpp"
@@ -427,5 +432,86 @@ BOOST_AUTO_TEST_CASE(multires_integer_job_checks) {
         expectRefused([&] { pipeline::denoiseMultires(ints, job); }, "lut");
       }
     }
+  }
+}
+
+// ---- the atlas job (pipeline/Atlas.hpp), end to end on files -----------------------------------------
+namespace {
+
+// Three heads of a small cohort: an ellipsoid whose centre and radii differ per subject, 24^3 at
+// 2 mm, written as NIfTI files in `dir`.
+std::vector<std::string> writeAtlasCohort(std::filesystem::path const& dir) {
+  std::vector<std::string> paths;
+  for (int s = 0; s < 3; ++s) {
+    HostImage img("cohort", Geometry::make3D(24, 24, 24));
+    img.geometry.spacing = {2.0, 2.0, 2.0};
+    const double cx = 11.5 + 0.8 * s, cy = 11.5 - 0.6 * s, cz = 11.5 + 0.4 * s, r = 6.0 + 0.7 * s;
+    for (Index z = 0; z < 24; ++z)
+      for (Index y = 0; y < 24; ++y)
+        for (Index x = 0; x < 24; ++x) {
+          const double d = std::sqrt((x - cx) * (x - cx) + 1.3 * (y - cy) * (y - cy) + (z - cz) * (z - cz)) / r;
+          img.data(z, y, x) = float(100.0 / (1.0 + std::exp(8.0 * (d - 1.0))) + 5.0 * ((x + 2 * y + 3 * z) % 7));
+        }
+    paths.push_back((dir / ("subject" + std::to_string(s) + ".nii")).string());
+    io::writeImage(img, paths.back());
+  }
+  return paths;
+}
+
+pipeline::AtlasJob atlasJob(std::vector<std::string> const& images, std::filesystem::path const& out) {
+  pipeline::AtlasJob job;
+  job.images = images;
+  job.useAffine = false;
+  job.backend = Backend::Kokkos;
+  job.params.greedy.scales = {2, 1};
+  job.params.greedy.iterations = {2, 3};
+  job.outTemplate = out.string();
+  return job;
+}
+
+bool sameBits(HostImage const& a, HostImage const& b) {
+  return a.data.size() == b.data.size() &&
+         std::memcmp(a.data.data(), b.data.data(), a.data.size() * sizeof(float)) == 0;
+}
+
+}  // namespace
+
+// The stages run in order and the job writes what it reports; a resume after a failure at any
+// iteration gives the uninterrupted template bit for bit; a host back end refuses a memory cap
+// below the cohort's need (only a device streams subjects).
+BOOST_AUTO_TEST_CASE(atlas_job_resident_and_resumed) {
+  test::TempDir dir("kortex-atlas-job");
+  const auto images = writeAtlasCohort(dir.path);
+  const pipeline::AtlasJobResult whole = pipeline::runAtlasJob(atlasJob(images, dir.path / "whole.nii"), nullptr);
+  BOOST_TEST(whole.atlas.iterations == 5);
+  BOOST_TEST(whole.local == 3);
+  BOOST_TEST(whole.written.size() == 1u);
+  const HostImage templ = io::readImage(dir.path / "whole.nii");
+  BOOST_TEST(templ.geometry.sameGrid(io::readImage(images.front()).geometry));
+  for (int stopAfter : {2, 3, 5}) {  // mid-scale, at the scale boundary, in the last iteration
+    BOOST_TEST_CONTEXT("failure after iteration " << stopAfter) {
+      const auto cp = dir.path / ("checkpoint" + std::to_string(stopAfter));
+      pipeline::AtlasJob killed = atlasJob(images, dir.path / "killed.nii");
+      killed.checkpointDir = cp.string();
+      killed.checkpointEvery = 1;
+      int seen = 0;
+      killed.progress = [&](AtlasIteration const&) {
+        if (++seen == stopAfter) throw std::runtime_error("stopped");
+      };
+      BOOST_CHECK_THROW(pipeline::runAtlasJob(killed, nullptr), std::runtime_error);
+      BOOST_TEST(!std::filesystem::exists(dir.path / "killed.nii"));  // outputs all or none
+      pipeline::AtlasJob resumed = atlasJob(images, dir.path / ("resumed" + std::to_string(stopAfter) + ".nii"));
+      resumed.checkpointDir = cp.string();
+      resumed.resume = true;
+      const pipeline::AtlasJobResult r = pipeline::runAtlasJob(resumed, nullptr);
+      BOOST_TEST(r.atlas.resumedAt == stopAfter - 1);
+      BOOST_TEST(sameBits(io::readImage(resumed.outTemplate), templ));
+    }
+  }
+  if (Kokkos::SpaceAccessibility<Kokkos::HostSpace, Kokkos::DefaultExecutionSpace::memory_space>::accessible) {
+    pipeline::AtlasJob capped = atlasJob(images, dir.path / "capped.nii");
+    capped.maxDeviceBytes = 1 << 20;
+    expectRefused([&] { pipeline::runAtlasJob(capped, nullptr); }, "spread the subjects over more processes");
+    BOOST_TEST(!std::filesystem::exists(dir.path / "capped.nii"));
   }
 }
