@@ -97,8 +97,8 @@
 // file, a directory, unknown extension, truncated or corrupt data, 4D or higher images ("has N
 // dimensions; Kortex filters take 2D or 3D scalar images"), multi-component data, zero-size images.
 // nifti_clib's and VTK's own error/warning output is captured (never printed) and quoted in the
-// message (nifti_clib: standard error redirected during each call). VTK: on first
-// use kortex_io installs a capturing vtkOutputWindow and turns vtkLogger's stderr output off for
+// message (nifti_clib: the C `stderr` stream is pointed at a temporary file during each call;
+// file descriptor 2 is untouched, so other output is never lost). VTK: on first use kortex_io installs a capturing vtkOutputWindow and turns vtkLogger's stderr output off for
 // the process, and std::cerr/std::cout are redirected while metaio (which prints) is running.
 //
 // Writes are atomic: the file is written into a fresh hidden directory ".kortex-tmp-<pid>-<random>"

@@ -14,7 +14,6 @@
 //   * header fields written back verbatim when they still describe the image (exact round trip).
 // Why not VTK's NIfTI reader: it reverses the slice order when qfac is -1, drops scl_slope and its
 // writer rewrites the codes; voxel (i,j,k) of the file must stay voxel (i,j,k) of the array.
-#include <unistd.h>
 
 #include <array>
 #include <cerrno>
@@ -48,19 +47,20 @@ void configureLibrary() {
   (void)done;
 }
 
-// Redirects file descriptor 2 into a temporary file for its lifetime; said() returns what was
-// written there, lines joined with "; " and nifti_clib's "** ERROR" prefixes dropped. All
-// kortex::io calls hold ioMutex(), so only one capture is active at a time.
+// Points the C library's `stderr` stream (the FILE* nifti_clib prints its errors to) at a
+// temporary file for its lifetime; said() returns what was written there, lines joined with "; "
+// and nifti_clib's "** ERROR" prefixes dropped. File descriptor 2 is left alone, so std::cerr,
+// Kokkos, MPI and other threads' writes to it are never swallowed (glibc lets a program assign
+// stderr). All kortex::io calls hold ioMutex(), so only one capture is active at a time.
 class LibraryCall {
  public:
   LibraryCall() {
     configureLibrary();
     std::fflush(stderr);
     tmp_ = std::tmpfile();
-    if (tmp_) saved_ = ::dup(2);
-    if (saved_ >= 0 && ::dup2(::fileno(tmp_), 2) < 0) {
-      ::close(saved_);
-      saved_ = -1;
+    if (tmp_) {
+      saved_ = stderr;
+      stderr = tmp_;
     }
   }
   ~LibraryCall() {
@@ -102,14 +102,13 @@ class LibraryCall {
 
  private:
   void restore() {
-    if (saved_ < 0) return;
-    std::fflush(stderr);
-    ::dup2(saved_, 2);
-    ::close(saved_);
-    saved_ = -1;
+    if (!saved_) return;
+    std::fflush(tmp_);
+    stderr = saved_;
+    saved_ = nullptr;
   }
   std::FILE* tmp_ = nullptr;
-  int saved_ = -1;
+  std::FILE* saved_ = nullptr;
 };
 
 struct NimDeleter {
