@@ -1,0 +1,163 @@
+// Registration benchmark, Fig 2a/2b: one accepted iteration's kernel sequence (force + smoothing +
+// rate/max + update) and its split, FluidRegistration::run for a fixed number of iterations, the
+// CPU reference at 1 thread and all threads, speedups, GB/s, and the PyTorch peer.
+#include "bench/registration/RegistrationBench.hpp"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <utility>
+
+#include "core/Timing.hpp"
+#include "reference_cpu/Registration.hpp"
+
+namespace kortex::bench::registration {
+
+using common::fixedDecimals;
+using common::selected;
+
+namespace {
+
+// Fig 2a/2b at n^3 (`label`): a row of the table (Markdown, `fig2`) and of the split (`split`).
+void fig2Size(Context& ctx, Index n, std::string const& label, int allThreads, nlohmann::json& fig2,
+              std::ostringstream& split, double& seq240) {
+  BenchOptions const& opt = ctx.opt;
+  BenchReport& rep = ctx.rep;
+  Exec& exec = ctx.exec;
+  std::ostringstream& md = ctx.md;
+  const int reps = ctx.reps, warm = ctx.warm;
+  auto say = [&](std::string const& s) { ctx.say(s); };
+  auto fail = [&](std::string const& what) { ctx.fail(what); };
+  nlohmann::json const& peers = ctx.peers;
+  const bool onDevice = ctx.onDevice;
+  const double copyGBs = ctx.copyGBs;
+  say("iterations at " + std::to_string(n) + "^3");
+  Volume h = makeVolume(n);
+  DeviceVolume d = upload(h);
+  const double vox = double(n) * n * n;
+  RegistrationParams p;
+  p.lambda = kLambda;
+  p.sigma = kSigma;
+  const ri::ForceLaunchInfo info = ri::forceLaunchInfo(exec, d.e, p.variant);
+  // One accepted iteration's kernel sequence.
+  auto seq = [&] {
+    ri::computeForce(exec, ri::ForceViews<Mem>{d.samples, d.fixed, d.u, d.f}, d.e, p.lambda, info);
+    gpu::gaussianSmooth(exec, gpu::ConstField<Mem>(d.f), d.v, d.tmp, p.sigma);
+    const double m = gpu::updateRate(exec, gpu::ConstField<Mem>(d.u), gpu::ConstField<Mem>(d.v), d.f);
+    gpu::applyUpdate(exec, gpu::ConstField<Mem>(d.u), gpu::ConstField<Mem>(d.f), float(0.5 / m), d.u2);
+  };
+  TimingStats ts = timeMedian(seq, [&] { exec.fence(); }, warm, reps);
+  ++rep.measured;
+  if (n == 240) seq240 = ts.medianMs;
+  // The split of the sequence: force, smoothing (3 passes x 3 components), rate + max + update.
+  auto fence = [&] { exec.fence(); };
+  const TimingStats tForce = timeMedian(
+      [&] { ri::computeForce(exec, ri::ForceViews<Mem>{d.samples, d.fixed, d.u, d.f}, d.e, p.lambda, info); },
+      fence, warm, reps);
+  const TimingStats tSmooth =
+      timeMedian([&] { gpu::gaussianSmooth(exec, gpu::ConstField<Mem>(d.f), d.v, d.tmp, p.sigma); }, fence, warm, reps);
+  const TimingStats tUpdate = timeMedian(
+      [&] {
+        const double m = gpu::updateRate(exec, gpu::ConstField<Mem>(d.u), gpu::ConstField<Mem>(d.v), d.tmp);
+        gpu::applyUpdate(exec, gpu::ConstField<Mem>(d.u), gpu::ConstField<Mem>(d.tmp), float(0.5 / m), d.u2);
+      },
+      fence, warm, reps);
+  // Whole run.
+  const int its = opt.tiny ? 5 : 50;
+  RegistrationParams pr = p;
+  pr.iterations = its;
+  pr.tolerance = 0.0;
+  gpu::FluidRegistration<Exec> reg(exec, h.fixed.geometry, pr);
+  gpu::Field<Mem> u0("kortex::bench::u0", 3, n, n, n);
+  exec.fence();
+  auto t0 = Clock::now();
+  RegistrationResult rr = reg.run(d.moving, d.fixed, u0);
+  exec.fence();
+  const double runMs = secondsSince(t0) * 1e3 / std::max(1, rr.iterations);
+  if (!(rr.final.total < rr.initial.total)) fail(label + ": the Kokkos registration did not lower the energy");
+  // CPU reference, 1 thread and all threads.
+  auto cpuRun = [&](int threads) -> std::pair<double, int> {
+    common::OmpThreads scope(threads);
+    const double estPerVoxelS = 2e-7 * 16 / threads;  // rough: skip sizes that would take minutes
+    int cits = std::max(1, std::min(its, int(20.0 / (estPerVoxelS * vox))));
+    if (opt.tiny) cits = 2;
+    RegistrationParams pc = p;
+    pc.iterations = cits;
+    pc.tolerance = 0.0;
+    VectorField<Kokkos::HostSpace> uc("kortex::bench::uc", h.fixed.geometry, 3);
+    auto c0 = Clock::now();
+    RegistrationResult cr = ref::fluidRegister(h.moving, h.fixed, uc, pc);
+    return {secondsSince(c0) * 1e3 / std::max(1, cr.iterations), cr.iterations};
+  };
+  std::pair<double, int> cpu1{NAN, 0}, cpuAll{NAN, 0};
+  const bool cpuOk = opt.tiny || onDevice ? (n <= 256) : true;
+  if (cpuOk && selected(opt.only, label)) {
+    cpuAll = cpuRun(allThreads);
+    // One thread: at 128^3 and 240^3 only on a GPU machine (tens of seconds per iteration above).
+    if (opt.tiny || !onDevice || ((n == 128 || n == 240) && !opt.quick)) cpu1 = cpuRun(1);
+  }
+  double torchMs = NAN;
+  if (peers.is_object() && peers.contains("results"))
+    for (auto const& r : peers["results"])
+      if (r.value("algorithm", "") == "registration-iteration" && r.value("size", 0) == n &&
+          r.value("median_ms", nlohmann::json()).is_number())
+        torchMs = r["median_ms"].get<double>();
+  const double gbs = kIterationBytesPerVoxel * vox / (ts.medianMs * 1e-3) * 1e-9;
+  md << "| " << n << "^3 | " << fixedDecimals(ts.medianMs) << " | " << fixedDecimals(gbs, 0) << " | " << fixedDecimals(100 * gbs / copyGBs, 0)
+     << " | " << fixedDecimals(runMs) << " | " << rr.iterations << " | " << fixedDecimals(cpu1.first, 0) << " | "
+     << fixedDecimals(cpuAll.first, 0) << " | " << fixedDecimals(cpu1.first / runMs, 0) << " | " << fixedDecimals(cpuAll.first / runMs, 1)
+     << " | " << fixedDecimals(torchMs) << " |\n";
+  split << "| " << n << "^3 | " << fixedDecimals(tForce.medianMs) << " | " << fixedDecimals(tSmooth.medianMs) << " (radius "
+        << smoothingRadius(p.sigma) << ") | " << fixedDecimals(tUpdate.medianMs) << " | " << fixedDecimals(ts.medianMs) << " |\n";
+  fig2.push_back({{"size", n},
+                  {"force_ms", tForce.medianMs},
+                  {"smooth_ms", tSmooth.medianMs},
+                  {"rate_update_ms", tUpdate.medianMs},
+                  {"sequence_ms", ts.medianMs},
+                  {"sequence_reps", ts.repetitions},
+                  {"GBs", gbs},
+                  {"run_ms_per_iteration", runMs},
+                  {"run_iterations", rr.iterations},
+                  {"run_accepted", rr.accepted},
+                  {"cpu1_ms_per_iteration", cpu1.first},
+                  {"cpu1_iterations", cpu1.second},
+                  {"cpu_all_ms_per_iteration", cpuAll.first},
+                  {"cpu_all_iterations", cpuAll.second},
+                  {"cpu_all_threads", allThreads},
+                  {"torch_ms_per_iteration", torchMs},
+                  {"variant", toString(p.variant)}});
+}
+
+}  // namespace
+
+double runIteration(Context& ctx) {
+  BenchOptions const& opt = ctx.opt;
+  std::ostringstream& md = ctx.md;
+  std::vector<Index> const& iterSizes = ctx.iterSizes;
+  md << "## Fig 2a/2b: one iteration, Kokkos vs the CPU reference\n\n"
+     << "`sequence`: one accepted iteration's kernels (force + smoothing + rate/max + update), fenced, median. "
+        "`run`: FluidRegistration::run for a fixed number of iterations (no early stop), wall time / "
+        "iterations (includes rejected candidates and host decisions). CPU: ref::fluidRegister, wall time / "
+        "iterations, at 1 thread and all threads.\n\n"
+     << "| size | Kokkos sequence ms | GB/s (176 B/voxel) | % copy BW | Kokkos run ms/it | its | CPU 1 thr ms/it "
+        "| CPU all ms/it | speedup vs 1 thr | speedup vs all | torch ms/it |\n"
+     << "|---|---|---|---|---|---|---|---|---|---|---|\n";
+  nlohmann::json fig2 = nlohmann::json::array();
+  std::ostringstream split;
+  split << "\nSplit of the sequence (each part timed alone, median ms):\n\n| size | force | smoothing | rate + max + "
+           "update | sequence |\n|---|---|---|---|---|\n";
+  const int allThreads = omp_get_max_threads();
+  double seq240 = NAN;
+  for (Index n : iterSizes) {
+    const std::string label = "Fig2 " + std::to_string(n) + "^3";
+    if (!selected(opt.only, label)) continue;
+    fig2Size(ctx, n, label, allThreads, fig2, split, seq240);
+  }
+  ctx.j["fig2"] = fig2;
+  md << split.str();
+  return seq240;
+}
+
+}  // namespace kortex::bench::registration
