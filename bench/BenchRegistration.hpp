@@ -16,7 +16,7 @@
 //            all threads (fewer iterations where slow), speedups; and one accepted iteration's
 //            kernel sequence (force + smoothing + rate + update), the 240^3 target;
 //   Fig 2b   GFLOP/s of the force kernel with the paper's 158 flops per voxel, and GB/s of one
-//            iteration's minimum traffic (176 B per voxel, bench/BenchRegistration.cpp) against
+//            iteration's minimum traffic (176 B per voxel, bench/registration/RegistrationBench.hpp) against
 //            the measured device copy bandwidth;
 //   Targets  240^3 iteration <= 3 ms; an IXI pair (120x120x90, `--data`) end to end <= 1 s
 //            (pipeline/Register.hpp registerPair: normalisation, affine, fluid).
