@@ -34,9 +34,9 @@ struct ValidateOptions {
   std::string dataDir;   // empty: embedded phantoms only
   std::string jsonPath;  // empty: no JSON
   std::string markdownPath;
-  bool registrationOnly = false;  // only part 3 (the IXI registration study)
-  bool surfaceOnly = false;       // only part 4
-  bool greedyOnly = false;        // only part 5 (greedy registration study) (the real-surface study)
+  // The studies to run (--only NAME, repeatable; validation::validationStudies()); empty: all.
+  std::vector<std::string> only;
+  std::vector<std::string> onlyAliases;  // the same from the older --NAME-only flags
   // Part 3's fluid parameters and pair count: the CLI binds them here, defaults from the structs.
   RegistrationParams registration;
   int pairs = validation::SuiteOptions{}.registrationPairs;
@@ -46,7 +46,6 @@ struct ValidateOptions {
   int greedyCpuPairs = validation::SuiteOptions{}.greedyCpuPairs;
   std::string elastixDir;
   bool skipUnbiased = false;  // part 5 without the register-unbiased runs
-  bool atlasOnly = false;     // only part 6 (the atlas study)
   std::string atlasSizes = "2,4,6,8,10,12,14";
   int atlasRepeats = validation::AtlasStudyOptions{}.repeats;
   std::string montageDir;     // montages of the quality and atlas studies; empty: none

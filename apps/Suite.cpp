@@ -3,6 +3,7 @@
 // multiresolution benchmark (bench/BenchMultires.hpp).
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <filesystem>
 #include <iostream>
 
@@ -34,13 +35,18 @@ int cmdValidate(ValidateOptions const& o) {
   so.quick = o.quick;
   so.dataDir = o.dataDir;
   so.progress = &std::cout;
-  so.registrationOnly = o.registrationOnly;
-  so.surfaceOnly = o.surfaceOnly;
-  so.greedyOnly = o.greedyOnly;
-  if (int(o.registrationOnly) + int(o.surfaceOnly) + int(o.greedyOnly) > 1)
-    throw InvalidArgument("--registration-only, --surface-only and --greedy-only exclude each other");
-  if (o.greedyOnly && o.dataDir.empty())
-    throw InvalidArgument("--greedy-only needs --data (the IXI volumes and labels of mri/ixi_2mm_more)");
+  for (auto const* names : {&o.only, &o.onlyAliases})
+    for (auto const& name : *names) {
+      auto const* study = validation::findStudy(name);
+      if (!study) {
+        std::string known;
+        for (auto const& s : validation::validationStudies()) known += std::string(known.empty() ? "" : ", ") + s.name;
+        throw InvalidArgument("--only: unknown study '" + name + "' (the studies: " + known + ")");
+      }
+      if (study->dataNeeded && o.dataDir.empty())
+        throw InvalidArgument("--only " + name + " needs --data (" + study->dataNeeded + ")");
+      if (std::find(so.only.begin(), so.only.end(), name) == so.only.end()) so.only.push_back(name);
+    }
   so.greedy = o.greedy.toParams();
   so.greedy.validate();
   so.greedyPairs = o.greedyPairs;
@@ -49,11 +55,6 @@ int cmdValidate(ValidateOptions const& o) {
     throw InvalidArgument("--elastix '" + o.elastixDir + "' is not a folder");
   so.elastixDir = o.elastixDir;
   so.greedyUnbiased = !o.skipUnbiased;
-  so.atlasOnly = o.atlasOnly;
-  if (int(o.registrationOnly) + int(o.surfaceOnly) + int(o.greedyOnly) + int(o.atlasOnly) > 1)
-    throw InvalidArgument("--registration-only, --surface-only, --greedy-only and --atlas-only exclude each other");
-  if (o.atlasOnly && o.dataDir.empty())
-    throw InvalidArgument("--atlas-only needs --data (the IXI volumes and labels of mri/ixi_2mm_more)");
   so.atlas.sizes = parseIntList(o.atlasSizes, "--atlas-sizes");
   for (int l : so.atlas.sizes)
     if (l < AtlasParams::kMinSubjects || l > 32)
@@ -68,12 +69,8 @@ int cmdValidate(ValidateOptions const& o) {
       throw InvalidArgument("--montages: cannot create folder '" + o.montageDir + "'");
     so.montageDir = o.montageDir;
   }
-  if (o.surfaceOnly && o.dataDir.empty())
-    throw InvalidArgument("--surface-only needs --data (the ICBM152 template and the IXI label maps)");
   so.registration = o.registration;
   so.registrationPairs = o.pairs;
-  if (o.registrationOnly && o.dataDir.empty())
-    throw InvalidArgument("--registration-only needs --data (the IXI volumes and labels)");
   so.registration.validate();
   const auto report = validation::runValidationSuite(so);
   const std::string md = validation::toMarkdown(report);
@@ -81,11 +78,14 @@ int cmdValidate(ValidateOptions const& o) {
   if (!o.jsonPath.empty()) io::writeTextFileAtomic(o.jsonPath, validation::toJson(report).dump(2) + "\n");
   if (!o.markdownPath.empty()) io::writeTextFileAtomic(o.markdownPath, md);
   if (!report.pass) {
-    std::cerr << "kortex: error: validation failed (" << report.casesFailed
-              << " case(s) outside their bounds"
-              << (report.registration.ran && !report.registration.pass ? "; the registration study failed" : "")
-              << (report.surface.ran && !report.surface.pass ? "; the surface study failed" : "")
-              << ")" << std::endl;
+    std::cerr << "kortex: error: validation failed (" << report.casesFailed << " case(s) outside their bounds";
+    for (auto const& s : report.studies)
+      if (!s.pass && s.name != "harness") std::cerr << "; the " << s.name << " study failed";
+    for (auto const& s : so.only)
+      if (std::none_of(report.studies.begin(), report.studies.end(),
+                       [&](validation::StudyOutcome const& r) { return r.name == s && r.ran; }))
+        std::cerr << "; the " << s << " study did not run (see the notes)";
+    std::cerr << ")" << std::endl;
     return 1;
   }
   return 0;
@@ -204,11 +204,17 @@ void addValidateCommand(CLI::App& app, Action& action) {
   validate->add_option("--data", vo.dataDir, "Real data folder (e.g. ../shared/data)")->check(CLI::ExistingDirectory);
   validate->add_option("--json", vo.jsonPath, "Write the report as JSON");
   validate->add_option("--markdown", vo.markdownPath, "Write the report as Markdown");
-  validate->add_flag("--registration-only", vo.registrationOnly,
-                     "Only the registration study (IXI pairs: Dice, CPU vs Kokkos, inverse consistency); needs --data");
-  validate->add_flag("--surface-only", vo.surfaceOnly,
-                     "Only the surface study (ICBM152 and IXI white matter: distance to the clean surface, CPU vs "
-                     "Kokkos); needs --data");
+  {
+    std::string help = "Run only this study (repeatable: --only greedy --only atlas); the studies, in the order they run:";
+    for (auto const& s : validation::validationStudies())
+      help += std::string("\n  ") + s.name + ": " + s.description + (s.dataNeeded ? " (needs --data)" : "");
+    validate->add_option("--only", vo.only, help)->delimiter(',')->type_name("STUDY");
+    // The older spelling, kept for scripts: --NAME-only is --only NAME.
+    for (const char* name : {"registration", "surface", "greedy", "atlas"})
+      validate->add_flag_callback(
+          std::string("--") + name + "-only", [vop, name] { vop->onlyAliases.push_back(name); },
+          std::string("Alias of --only ") + name);
+  }
   validate->add_option("--lambda", vo.registration.lambda, "Registration study: regulariser weight")
       ->capture_default_str();
   validate->add_option("--sigma", vo.registration.sigma, "Registration study: force smoothing sigma, voxels")
@@ -219,9 +225,6 @@ void addValidateCommand(CLI::App& app, Action& action) {
   validate->add_option("--pairs", vo.pairs, "Registration study: number of subject pairs")
       ->check(CLI::Range(1, vo.pairs))
       ->capture_default_str();
-  validate->add_flag("--greedy-only", vo.greedyOnly,
-                     "Only the greedy registration study (IXI pairs of mri/ixi_2mm_more: Dice affine / greedy / "
-                     "unbiased / elastix, CPU vs Kokkos end to end); needs --data");
   addGreedyOptions(*validate, vo.greedy, {"--greedy-iterations", "Greedy study: "});
   validate->add_option("--greedy-pairs", vo.greedyPairs, "Greedy study: number of subject pairs")
       ->check(CLI::Range(1, 32))
@@ -232,10 +235,6 @@ void addValidateCommand(CLI::App& app, Action& action) {
       ->capture_default_str();
   validate->add_flag("--skip-unbiased", vo.skipUnbiased,
                      "Greedy study: leave out the register-unbiased runs (Dice and CPU vs Kokkos)");
-  validate->add_flag("--atlas-only", vo.atlasOnly,
-                     "Only the atlas study (random-permutation entropy / variance / sharpness of greedy atlases vs affine "
-                     "averages, template-space Dice, held-out labels, Jacobians; its atlas takes the greedy study's "
-                     "operator, scales, iterations and solver); needs --data");
   validate->add_option("--atlas-sizes", vo.atlasSizes, "Atlas study: cohort sizes (--quick: 2,4)")->capture_default_str();
   validate->add_option("--atlas-repeats", vo.atlasRepeats, "Atlas study: random cohorts per size (--quick: 2)")
       ->check(CLI::Range(1, 64))

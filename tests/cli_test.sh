@@ -99,7 +99,11 @@ expect_error "unknown subcommand" "" "$KORTEX" frobnicate
 expect_error "validate json to missing dir" nodir/v.json "$KORTEX" validate --quick --json nodir/v.json
 expect_error "validate atlas study without data" v.json "$KORTEX" validate --atlas-only --quick --json v.json
 expect_error "validate atlas study, cohort of 1" v.json "$KORTEX" validate --atlas-only --quick --data . --atlas-sizes 1,4 --json v.json
-expect_error "validate two -only studies" v.json "$KORTEX" validate --atlas-only --greedy-only --data . --json v.json
+expect_error "validate --only unknown study" v.json "$KORTEX" validate --only nosuch --quick --json v.json
+expect_error "validate --only greedy without data" v.json "$KORTEX" validate --only quality --only greedy --quick --json v.json
+expect_error "validate --only registration,surface without data" v.json "$KORTEX" validate --only registration,surface --json v.json
+expect_success "validate --only quality" v.json "$KORTEX" validate --only quality --quick --json v.json
+grep -q '"cases": \[\]' v.json && grep -q '"filters"' v.json || fail "validate --only quality: ran the harness, or no quality results"
 expect_error "bench ct --only matching no row" bo.json "$KORTEX" bench ct --tiny --only "no such row" --json bo.json
 
 # --- tuning database: kortex tune ------------------------------------------------------------

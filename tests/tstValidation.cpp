@@ -419,3 +419,81 @@ BOOST_AUTO_TEST_CASE(report_files_are_atomic_and_checked) {
   fs::remove_all(dir);
   BOOST_TEST(sanitizeForFileName("NVIDIA H100 80GB HBM3") == "NVIDIA-H100-80GB-HBM3");
 }
+
+BOOST_AUTO_TEST_CASE(validation_studies_are_one_table) {
+  std::vector<std::string> names;
+  for (auto const& s : validationStudies()) {
+    names.push_back(s.name);
+    BOOST_TEST(s.run != nullptr);
+    BOOST_TEST(std::string(s.description).size() > 0u);
+    BOOST_TEST(findStudy(s.name) == &s);
+  }
+  // The order they run in (and the order of the report's sections and notes).
+  BOOST_TEST(names == (std::vector<std::string>{"harness", "quality", "registration", "surface", "greedy", "atlas"}),
+             boost::test_tools::per_element());
+  BOOST_TEST(findStudy("harness")->dataNeeded == nullptr);
+  BOOST_TEST(findStudy("quality")->dataNeeded == nullptr);
+  for (const char* n : {"registration", "surface", "greedy", "atlas"}) BOOST_TEST(findStudy(n)->dataNeeded != nullptr);
+  BOOST_TEST(findStudy("nosuch") == nullptr);
+  BOOST_TEST(findStudy("") == nullptr);
+}
+
+BOOST_AUTO_TEST_CASE(suite_runs_only_the_named_studies) {
+  namespace fs = std::filesystem;
+  SuiteOptions o;
+  o.quick = true;
+  o.timing = false;
+  o.only = {"nosuch"};
+  BOOST_CHECK_THROW(runValidationSuite(o), InvalidArgument);
+
+  // A named study that needs data, without a data folder: not run, the suite fails, a note says why.
+  o.only = {"registration"};
+  SuiteReport r = runValidationSuite(o);
+  BOOST_TEST(!r.pass);
+  BOOST_TEST(r.studies.empty());
+  BOOST_TEST(r.cases.empty());
+  BOOST_TEST(r.quality.empty());
+  BOOST_REQUIRE(r.notes.size() == 1u);
+  BOOST_TEST(r.notes[0].find("registration") != std::string::npos);
+
+  // Named studies run in the table's order whatever the order given; a data folder without their
+  // data: each says so in a note, and the suite fails because a named study did not run.
+  const fs::path empty = fs::temp_directory_path() / ("kortex-tstValidation-only-" + std::to_string(::getpid()));
+  fs::create_directories(empty);
+  o.dataDir = empty.string();
+  o.only = {"greedy", "registration"};
+  r = runValidationSuite(o);
+  fs::remove_all(empty);
+  BOOST_TEST(!r.pass);
+  BOOST_REQUIRE(r.studies.size() == 2u);
+  BOOST_TEST(r.studies[0].name == "registration");
+  BOOST_TEST(r.studies[1].name == "greedy");
+  BOOST_TEST(!r.studies[0].ran);
+  BOOST_TEST(!r.studies[1].ran);
+  BOOST_TEST(r.studies[0].pass);  // a study that did not run did not fail; naming it is what fails the suite
+  BOOST_TEST(r.notes.size() == 2u);
+  BOOST_TEST(!r.registration.ran);
+  BOOST_TEST(!r.greedy.ran);
+  BOOST_TEST(r.cases.empty());
+  BOOST_TEST(r.quality.empty());
+  BOOST_TEST(toJson(r).contains("registration") == false);
+}
+
+BOOST_AUTO_TEST_CASE(suite_quality_study_alone) {
+  SuiteOptions o;
+  o.quick = true;
+  o.timing = false;
+  o.only = {"quality"};
+  const SuiteReport r = runValidationSuite(o);
+  BOOST_TEST(r.cases.empty());  // the harness was not named
+  BOOST_TEST(!r.quality.empty());
+  BOOST_TEST(!r.multiresQuality.empty());
+  BOOST_REQUIRE(r.studies.size() == 1u);
+  BOOST_TEST(r.studies[0].name == "quality");
+  BOOST_TEST(r.studies[0].ran);
+  bool all = true;
+  for (auto const& q : r.quality) all = all && q.pass;
+  for (auto const& q : r.multiresQuality) all = all && q.pass;
+  BOOST_TEST(r.pass == all);
+  BOOST_TEST(r.pass);
+}

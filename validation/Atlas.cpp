@@ -134,120 +134,163 @@ std::vector<double> pick(std::vector<AtlasTemplateStats> const& s, F f) {
 
 double mean(std::vector<double> const& v) { return std::accumulate(v.begin(), v.end(), 0.0) / double(v.size()); }
 
-}  // namespace
+// The study's inputs: the pool (every subject of mri/ixi_2mm_more but the last, which is held
+// out; 5 in quick mode), the atlas parameters (quick: one scale, 15 iterations), the reader.
+struct AtlasStudySetup {
+  fs::path root;
+  std::vector<std::string> ids;  // the pool; ids[0]: the reference subject
+  std::string heldOut;
+  int largest = 0;               // the largest cohort size
+  AtlasParams params;
+  bool quick = false;
+  std::ostream* progress = nullptr;
+  HostImage image(std::string const& id) const {
+    return loadStudyImage(root / "t1" / (id + "-T1_ds.nii.gz"), false, quick);
+  }
+  HostImage labels(std::string const& id) const {
+    return loadStudyImage(root / "labels" / (id + "-T1_ds_DLMUSE.nii.gz"), true, quick);
+  }
+  void say(std::string const& s) const {
+    if (progress) *progress << "  atlas study: " << s << std::endl;
+  }
+};
 
-AtlasStudyReport runAtlasStudy(AtlasStudyOptions const& opt) {
-  AtlasStudyReport rep;
-  const fs::path root = fs::path(opt.dataDir) / "mri" / "ixi_2mm_more";
-  std::vector<std::string> ids = studySubjectIds(root / "t1");
-  const int largest = opt.sizes.empty() ? 0 : *std::max_element(opt.sizes.begin(), opt.sizes.end());
-  if (opt.dataDir.empty() || ids.size() < 3 || !fs::exists(root / "labels" / (ids[0] + "-T1_ds_DLMUSE.nii.gz"))) {
-    rep.note = "atlas study skipped: IXI volumes and labels not found under " + (root / "t1").string();
-    return rep;
+// Checks the options and finds the data; false (with rep.note) when the data is missing.
+bool setUp(AtlasStudyOptions const& opt, AtlasStudySetup& st, AtlasStudyReport& rep) {
+  st.root = fs::path(opt.dataDir) / "mri" / "ixi_2mm_more";
+  st.ids = studySubjectIds(st.root / "t1");
+  st.largest = opt.sizes.empty() ? 0 : *std::max_element(opt.sizes.begin(), opt.sizes.end());
+  auto const& ids = st.ids;
+  if (opt.dataDir.empty() || ids.size() < 3 || !fs::exists(st.root / "labels" / (ids[0] + "-T1_ds_DLMUSE.nii.gz"))) {
+    rep.note = "atlas study skipped: IXI volumes and labels not found under " + (st.root / "t1").string();
+    return false;
   }
   if (opt.sizes.empty() || *std::min_element(opt.sizes.begin(), opt.sizes.end()) < AtlasParams::kMinSubjects)
     throw InvalidArgument("atlas study: cohort sizes must be >= " + std::to_string(AtlasParams::kMinSubjects));
   if (opt.repeats < 1) throw InvalidArgument("atlas study: at least one cohort per size");
   const std::size_t poolSize = opt.quick ? std::min<std::size_t>(5, ids.size() - 1) : ids.size() - 1;
-  if (std::size_t(largest) > poolSize)
-    throw InvalidArgument("atlas study: cohorts of " + std::to_string(largest) + " subjects but only " +
+  if (std::size_t(st.largest) > poolSize)
+    throw InvalidArgument("atlas study: cohorts of " + std::to_string(st.largest) + " subjects but only " +
                           std::to_string(poolSize) + " subjects in the pool");
-  AtlasParams params = opt.params;
+  st.params = opt.params;
   if (opt.quick) {  // 4 mm grids have an odd extent (45 slices): one scale
-    params.greedy.scales = {1};
-    params.greedy.iterations = {15};
+    st.params.greedy.scales = {1};
+    st.params.greedy.iterations = {15};
   }
-  params.validate();
-  rep.ran = true;
-  const auto tStart = Clock::now();
-  auto say = [&](std::string const& s) {
-    if (opt.progress) *opt.progress << "  atlas study: " << s << std::endl;
-  };
-  auto image = [&](std::string const& id) { return loadStudyImage(root / "t1" / (id + "-T1_ds.nii.gz"), false, opt.quick); };
-  auto labels = [&](std::string const& id) {
-    return loadStudyImage(root / "labels" / (id + "-T1_ds_DLMUSE.nii.gz"), true, opt.quick);
-  };
-  const std::string heldOut = ids.back();
-  ids.resize(poolSize);
+  st.params.validate();
+  st.quick = opt.quick;
+  st.progress = opt.progress;
+  st.heldOut = st.ids.back();
+  st.ids.resize(poolSize);
+  return true;
+}
 
-  // ---- affine alignment of the pool to its first subject (once)
+// The pool aligned once to its first subject (affine, Kokkos), and the head mask: the pool's
+// affine average > kMaskThreshold.
+struct AlignedPool {
+  HostImage reference;
+  std::vector<Aligned> subjects;
+  HostImage mask;
+};
+
+AlignedPool alignPool(AtlasStudySetup const& st) {
+  AlignedPool p;
   pipeline::RegistrationPipelineOptions affineOnly;
   affineOnly.backend = Backend::Kokkos;
   affineOnly.method = pipeline::RegistrationMethod::Greedy;
   affineOnly.useFluid = false;
-  const HostImage reference = image(ids[0]);
-  std::vector<Aligned> pool;
-  say("aligning " + std::to_string(ids.size()) + " subjects to " + ids[0]);
-  for (auto const& id : ids) {
-    const auto r = pipeline::registerPair(image(id), reference, affineOnly);
-    pool.push_back({r.movingResampled, pipeline::warpedLabels(r, labels(id))});
+  p.reference = st.image(st.ids[0]);
+  st.say("aligning " + std::to_string(st.ids.size()) + " subjects to " + st.ids[0]);
+  for (auto const& id : st.ids) {
+    const auto r = pipeline::registerPair(st.image(id), p.reference, affineOnly);
+    p.subjects.push_back({r.movingResampled, pipeline::warpedLabels(r, st.labels(id))});
   }
-  const Geometry g = reference.geometry;
-  HostImage mask("kortex::atlas_study::mask", g);
-  {
-    std::vector<double> avg(std::size_t(g.numVoxels()), 0.0);
-    for (auto const& a : pool)
-      for (std::size_t k = 0; k < avg.size(); ++k) avg[k] += a.image.data.data()[k];
-    for (std::size_t k = 0; k < avg.size(); ++k) mask.data.data()[k] = avg[k] / double(pool.size()) > kMaskThreshold ? 1.0f : 0.0f;
-  }
+  const Geometry g = p.reference.geometry;
+  p.mask = HostImage("kortex::atlas_study::mask", g);
+  std::vector<double> avg(std::size_t(g.numVoxels()), 0.0);
+  for (auto const& a : p.subjects)
+    for (std::size_t k = 0; k < avg.size(); ++k) avg[k] += a.image.data.data()[k];
+  for (std::size_t k = 0; k < avg.size(); ++k)
+    p.mask.data.data()[k] = avg[k] / double(p.subjects.size()) > kMaskThreshold ? 1.0f : 0.0f;
+  return p;
+}
 
-  // ---- the random-permutation test
+// One cohort's templates: the affine average and the greedy atlas (with its fields and result).
+struct Cohort {
+  std::vector<int> members;  // indices into the pool, sorted
+  HostImage affine, greedy;
+  std::vector<VectorField<Kokkos::HostSpace>> fields;
+  AtlasResult result;
+};
+
+// l distinct subjects of the pool (a partial Fisher-Yates shuffle), both templates, their
+// statistics appended to sr.
+Cohort runCohort(Exec const& exec, int l, AlignedPool const& pool, AtlasParams const& params, SplitMix64& rng,
+                 AtlasSizeResult& sr) {
+  const Geometry g = pool.reference.geometry;
+  Cohort c;
+  std::vector<int> idx(pool.subjects.size());
+  std::iota(idx.begin(), idx.end(), 0);
+  for (int k = 0; k < l; ++k)
+    std::swap(idx[std::size_t(k)],
+              idx[std::size_t(k) + std::size_t(rng.next() % (pool.subjects.size() - std::size_t(k)))]);
+  idx.resize(std::size_t(l));
+  std::sort(idx.begin(), idx.end());
+  c.members = idx;
+  std::vector<HostImage> imgs;
+  std::vector<HostImage const*> affineMembers;
+  for (int i : idx) {
+    imgs.push_back(pool.subjects[std::size_t(i)].image);
+    affineMembers.push_back(&pool.subjects[std::size_t(i)].image);
+  }
+  // Affine template: the plain (double) average of the aligned images.
+  c.affine = HostImage("kortex::atlas_study::average", g);
+  for (std::size_t k = 0; k < c.affine.data.size(); ++k) {
+    double s = 0.0;
+    for (auto const* m : affineMembers) s += m->data.data()[k];
+    c.affine.data.data()[k] = float(s / double(l));
+  }
+  c.result = gpu::buildAtlas(exec, imgs, params, c.greedy, c.fields);
+  // The subjects in template space: W_i = I_i(x - u_i(x)).
+  std::vector<HostImage> warped;
+  for (std::size_t i = 0; i < imgs.size(); ++i) {
+    warped.emplace_back("kortex::atlas_study::warped", g);
+    ref::warp(imgs[i].data, c.fields[i].data, warped.back().data);
+  }
+  std::vector<HostImage const*> greedyMembers;
+  for (auto const& w : warped) greedyMembers.push_back(&w);
+  sr.affine.push_back(templateStats(c.affine, affineMembers, pool.mask));
+  sr.greedy.push_back(templateStats(c.greedy, greedyMembers, pool.mask));
+  return c;
+}
+
+nlohmann::json sizeJson(AtlasSizeResult const& sr) {
+  nlohmann::json a = nlohmann::json::array(), gr = nlohmann::json::array();
+  for (std::size_t k = 0; k < sr.affine.size(); ++k) {
+    a.push_back({{"entropy", sr.affine[k].entropy}, {"variance", sr.affine[k].variance}, {"sharpness", sr.affine[k].sharpness}});
+    gr.push_back({{"entropy", sr.greedy[k].entropy}, {"variance", sr.greedy[k].variance}, {"sharpness", sr.greedy[k].sharpness}});
+  }
+  return {{"size", sr.size}, {"affine", a}, {"greedy", gr}, {"seconds", sr.secondsAtlas}, {"pass", sr.pass}};
+}
+
+// The random-permutation test: `repeats` cohorts of every size. Appends to rep.sizes, the
+// montage rows (first cohort of each size) and allPass (det > 0, variance, sharpness); returns
+// the first cohort of the largest size, for the label and Jacobian parts.
+Cohort permutationTest(AtlasStudyOptions const& opt, AtlasStudySetup const& st, AlignedPool const& pool,
+                       AtlasStudyReport& rep, std::vector<std::vector<HostImage>>& montageRows,
+                       nlohmann::json& sizesJson, bool& allPass) {
   Exec exec;
   SplitMix64 rng(opt.seed);
-  bool allPass = true;
-  std::vector<std::vector<HostImage>> montageRows;
-  nlohmann::json sizesJson = nlohmann::json::array();
-  // Kept from the first cohort of the largest size for the label and Jacobian parts.
-  std::vector<int> keptCohort;
-  HostImage keptGreedy, keptAffine;
-  std::vector<VectorField<Kokkos::HostSpace>> keptFields;
-  AtlasResult keptResult;
+  Cohort kept;
   for (int l : opt.sizes) {
     AtlasSizeResult sr;
     sr.size = l;
     const auto t0 = Clock::now();
     for (int rep0 = 0; rep0 < opt.repeats; ++rep0) {
-      // l distinct subjects: a partial Fisher-Yates shuffle of the pool's indices.
-      std::vector<int> idx(pool.size());
-      std::iota(idx.begin(), idx.end(), 0);
-      for (int k = 0; k < l; ++k) std::swap(idx[std::size_t(k)], idx[std::size_t(k) + std::size_t(rng.next() % (pool.size() - std::size_t(k)))]);
-      idx.resize(std::size_t(l));
-      std::sort(idx.begin(), idx.end());
-      std::vector<HostImage> imgs;
-      std::vector<HostImage const*> affineMembers;
-      for (int i : idx) {
-        imgs.push_back(pool[std::size_t(i)].image);
-        affineMembers.push_back(&pool[std::size_t(i)].image);
-      }
-      // Affine template: the plain (double) average of the aligned images.
-      HostImage avg("kortex::atlas_study::average", g);
-      for (std::size_t k = 0; k < avg.data.size(); ++k) {
-        double s = 0.0;
-        for (auto const* m : affineMembers) s += m->data.data()[k];
-        avg.data.data()[k] = float(s / double(l));
-      }
-      HostImage T;
-      std::vector<VectorField<Kokkos::HostSpace>> fields;
-      const AtlasResult r = gpu::buildAtlas(exec, imgs, params, T, fields);
-      // The subjects in template space: W_i = I_i(x - u_i(x)).
-      std::vector<HostImage> warped;
-      for (std::size_t i = 0; i < imgs.size(); ++i) {
-        warped.emplace_back("kortex::atlas_study::warped", g);
-        ref::warp(imgs[i].data, fields[i].data, warped.back().data);
-      }
-      std::vector<HostImage const*> greedyMembers;
-      for (auto const& w : warped) greedyMembers.push_back(&w);
-      sr.affine.push_back(templateStats(avg, affineMembers, mask));
-      sr.greedy.push_back(templateStats(T, greedyMembers, mask));
-      if (!(r.minJacobian > 0.0f)) allPass = false;
-      if (rep0 == 0) montageRows.push_back({detail::middleSlice(avg), detail::middleSlice(T)});
-      if (l == largest && rep0 == 0) {
-        keptCohort = idx;
-        keptGreedy = T;
-        keptAffine = avg;
-        keptFields = fields;
-        keptResult = r;
-      }
+      Cohort c = runCohort(exec, l, pool, st.params, rng, sr);
+      if (!(c.result.minJacobian > 0.0f)) allPass = false;
+      if (rep0 == 0) montageRows.push_back({detail::middleSlice(c.affine), detail::middleSlice(c.greedy)});
+      if (l == st.largest && rep0 == 0) kept = std::move(c);
     }
     sr.secondsAtlas = std::chrono::duration<double>(Clock::now() - t0).count();
     const double shA = mean(pick(sr.affine, [](auto const& s) { return s.sharpness; }));
@@ -256,53 +299,60 @@ AtlasStudyReport runAtlasStudy(AtlasStudyOptions const& opt) {
     const double vaG = mean(pick(sr.greedy, [](auto const& s) { return s.variance; }));
     // Variance at every size; sharpness where averaging blurs (the largest size: the affine average
     // of 2 subjects keeps both subjects' edges, which mean |grad T| counts as sharp).
-    sr.pass = vaG < vaA && (l != largest || shG > shA);
+    sr.pass = vaG < vaA && (l != st.largest || shG > shA);
     allPass = allPass && sr.pass;
-    say(std::to_string(l) + " subjects x " + std::to_string(opt.repeats) + ": sharpness affine " + fmt(shA, 4) + " greedy " +
-        fmt(shG, 4) + ", variance affine " + fmt(vaA, 5) + " greedy " + fmt(vaG, 5) + " (" + fmt(sr.secondsAtlas, 1) + " s)");
-    nlohmann::json a = nlohmann::json::array(), gr = nlohmann::json::array();
-    for (std::size_t k = 0; k < sr.affine.size(); ++k) {
-      a.push_back({{"entropy", sr.affine[k].entropy}, {"variance", sr.affine[k].variance}, {"sharpness", sr.affine[k].sharpness}});
-      gr.push_back({{"entropy", sr.greedy[k].entropy}, {"variance", sr.greedy[k].variance}, {"sharpness", sr.greedy[k].sharpness}});
-    }
-    sizesJson.push_back({{"size", l}, {"affine", a}, {"greedy", gr}, {"seconds", sr.secondsAtlas}, {"pass", sr.pass}});
+    st.say(std::to_string(l) + " subjects x " + std::to_string(opt.repeats) + ": sharpness affine " + fmt(shA, 4) +
+           " greedy " + fmt(shG, 4) + ", variance affine " + fmt(vaA, 5) + " greedy " + fmt(vaG, 5) + " (" +
+           fmt(sr.secondsAtlas, 1) + " s)");
+    sizesJson.push_back(sizeJson(sr));
     rep.sizes.push_back(sr);
   }
+  return kept;
+}
 
-  // ---- labels in template space, held-out subject, Jacobians (first cohort of the largest size)
-  say("labels in template space and the held-out subject " + heldOut);
+// Labels in template space, the held-out subject and the Jacobians, on the kept cohort.
+struct TemplateSpaceResults {
+  double diceAffine = 0.0, diceGreedy = 0.0;  // mean pairwise Dice in template space
+  double heldAffine = 0.0, heldGreedy = 0.0;  // the held-out subject's majority-vote Dice
+  float minDet = 3.4e38f;
+  double sdLog = 0.0;
+};
+
+TemplateSpaceResults templateSpaceStage(AtlasStudySetup const& st, AlignedPool const& pool, Cohort const& kept) {
+  TemplateSpaceResults t;
+  const Geometry g = pool.reference.geometry;
+  st.say("labels in template space and the held-out subject " + st.heldOut);
   std::vector<HostImage> affineLabels, greedyLabels;
-  for (std::size_t i = 0; i < keptCohort.size(); ++i) {
-    HostImage const& L = pool[std::size_t(keptCohort[i])].labels;
+  for (std::size_t i = 0; i < kept.members.size(); ++i) {
+    HostImage const& L = pool.subjects[std::size_t(kept.members[i])].labels;
     affineLabels.push_back(L);
-    greedyLabels.push_back(warpLabelsNearest(L, keptFields[i]));
+    greedyLabels.push_back(warpLabelsNearest(L, kept.fields[i]));
   }
-  const double diceAffine = meanPairwiseDice(affineLabels), diceGreedy = meanPairwiseDice(greedyLabels);
-  const bool dicePass = diceGreedy > diceAffine;
-  allPass = allPass && dicePass;
+  t.diceAffine = meanPairwiseDice(affineLabels);
+  t.diceGreedy = meanPairwiseDice(greedyLabels);
 
   pipeline::RegistrationPipelineOptions toSubject;
   toSubject.backend = Backend::Kokkos;
   toSubject.method = pipeline::RegistrationMethod::Greedy;
-  const HostImage held = image(heldOut), heldLabels = labels(heldOut);
+  const HostImage held = st.image(st.heldOut), heldLabels = st.labels(st.heldOut);
   auto heldOutDice = [&](HostImage const& templ, std::vector<HostImage> const& maps) {
-    HostImage t = templ;
-    t.geometry = g;
-    t.metadata = reference.metadata;
-    const auto r = pipeline::registerPair(t, held, toSubject);
+    HostImage tm = templ;
+    tm.geometry = g;
+    tm.metadata = pool.reference.metadata;
+    const auto r = pipeline::registerPair(tm, held, toSubject);
     return diceSummary(heldLabels, pipeline::warpedLabels(r, majorityVote(maps))).meanAllLabels;
   };
-  const double heldAffine = heldOutDice(keptAffine, affineLabels), heldGreedy = heldOutDice(keptGreedy, greedyLabels);
+  t.heldAffine = heldOutDice(kept.affine, affineLabels);
+  t.heldGreedy = heldOutDice(kept.greedy, greedyLabels);
 
-  float minDet = 3.4e38f;
   double sumLog = 0.0, sumLog2 = 0.0, nLog = 0.0;
-  for (auto const& u : keptFields) {
+  for (auto const& u : kept.fields) {
     HostImage det("kortex::atlas_study::det", g);
     ref::jacobianDeterminant(u.data, det.data);
     for (std::size_t k = 0; k < det.data.size(); ++k) {
       const float d = det.data.data()[k];
-      minDet = std::min(minDet, d);
-      if (mask.data.data()[k] > 0.0f && d > 0.0f) {
+      t.minDet = std::min(t.minDet, d);
+      if (pool.mask.data.data()[k] > 0.0f && d > 0.0f) {
         const double ld = std::log(double(d));
         sumLog += ld;
         sumLog2 += ld * ld;
@@ -310,30 +360,33 @@ AtlasStudyReport runAtlasStudy(AtlasStudyOptions const& opt) {
       }
     }
   }
-  const double sdLog = nLog > 1 ? std::sqrt(std::max(0.0, (sumLog2 - sumLog * sumLog / nLog) / (nLog - 1.0))) : 0.0;
-  allPass = allPass && minDet > 0.0f;
+  t.sdLog = nLog > 1 ? std::sqrt(std::max(0.0, (sumLog2 - sumLog * sumLog / nLog) / (nLog - 1.0))) : 0.0;
+  return t;
+}
 
-  // ---- montage
-  if (!opt.montageDir.empty() && !montageRows.empty()) {
-    float hi = 0.0f;
-    for (auto const& row : montageRows)
-      for (auto const& t : row)
-        for (std::size_t k = 0; k < t.data.size(); ++k) hi = std::max(hi, t.data.data()[k]);
+// The montage (rows: sizes; affine average | greedy template), PNG where the build has image I/O.
+std::string writeMontage(std::string const& montageDir, std::vector<std::vector<HostImage>> const& montageRows) {
+  float hi = 0.0f;
+  for (auto const& row : montageRows)
+    for (auto const& t : row)
+      for (std::size_t k = 0; k < t.data.size(); ++k) hi = std::max(hi, t.data.data()[k]);
 #if KORTEX_VALIDATION_HAVE_IO
-    const char* ext = ".png";
+  const char* ext = ".png";
 #else
-    const char* ext = ".pgm";
+  const char* ext = ".pgm";
 #endif
-    const fs::path file = fs::path(opt.montageDir) / (std::string("atlas_templates") + ext);
-    io::writePngMontage({detail::composeGrid(montageRows, hi)}, file, 0.0f, hi > 0.0f ? hi : 1.0f);
-    rep.montagePath = file.string();
-  }
+  const fs::path file = fs::path(montageDir) / (std::string("atlas_templates") + ext);
+  io::writePngMontage({detail::composeGrid(montageRows, hi)}, file, 0.0f, hi > 0.0f ? hi : 1.0f);
+  return file.string();
+}
 
-  // ---- report
-  rep.pass = allPass;
+std::string atlasMarkdown(AtlasStudyReport const& rep, AtlasStudyOptions const& opt, AtlasStudySetup const& st,
+                          std::size_t poolSize, Cohort const& kept, TemplateSpaceResults const& t,
+                          Clock::time_point tStart) {
   std::ostringstream md;
-  md << "Cohorts from `mri/ixi_2mm_more` (" << (opt.quick ? "4 mm, " : "2 mm, ") << pool.size()
-     << " subjects aligned to " << ids[0] << " by the affine stage; " << heldOut << " held out), "
+  AtlasParams const& params = st.params;
+  md << "Cohorts from `mri/ixi_2mm_more` (" << (opt.quick ? "4 mm, " : "2 mm, ") << poolSize
+     << " subjects aligned to " << st.ids[0] << " by the affine stage; " << st.heldOut << " held out), "
      << opt.repeats << " random cohorts per size (seed " << opt.seed << "), atlas scales";
   for (int f : params.greedy.scales) md << " x" << f;
   md << ", iterations";
@@ -351,28 +404,55 @@ AtlasStudyReport runAtlasStudy(AtlasStudyOptions const& opt) {
        << meanSd(pick(sr.affine, [](auto const& s) { return s.sharpness; }), 4) << " | "
        << meanSd(pick(sr.greedy, [](auto const& s) { return s.sharpness; }), 4) << " | " << (sr.pass ? "yes" : "**NO**") << " |\n";
   }
-  md << "\nFirst cohort of " << largest << " subjects:\n\n"
+  md << "\nFirst cohort of " << st.largest << " subjects:\n\n"
      << "| measure | affine | greedy |\n|---|---|---|\n"
-     << "| mean Dice between subjects in template space (all labels) | " << fmt(diceAffine, 4) << " | " << fmt(diceGreedy, 4) << " |\n"
-     << "| held-out " << heldOut << ": Dice of the majority-vote labels carried by registering the template to it | "
-     << fmt(heldAffine, 4) << " | " << fmt(heldGreedy, 4) << " |\n\n"
-     << "Jacobians of the greedy atlas: min det Dh_i " << fmt(minDet, 3) << ", SD of log det Dh_i over the mask "
-     << fmt(sdLog, 4) << ", RMS of the mean displacement " << fmt(keptResult.meanDisplacementRms, 4)
-     << " voxel (its subjects' own RMS displacement is larger: the atlas is unbiased), " << keptResult.refused
+     << "| mean Dice between subjects in template space (all labels) | " << fmt(t.diceAffine, 4) << " | " << fmt(t.diceGreedy, 4) << " |\n"
+     << "| held-out " << st.heldOut << ": Dice of the majority-vote labels carried by registering the template to it | "
+     << fmt(t.heldAffine, 4) << " | " << fmt(t.heldGreedy, 4) << " |\n\n"
+     << "Jacobians of the greedy atlas: min det Dh_i " << fmt(t.minDet, 3) << ", SD of log det Dh_i over the mask "
+     << fmt(t.sdLog, 4) << ", RMS of the mean displacement " << fmt(kept.result.meanDisplacementRms, 4)
+     << " voxel (its subjects' own RMS displacement is larger: the atlas is unbiased), " << kept.result.refused
      << " fold refusals.\n";
   if (!rep.montagePath.empty())
-    md << "\nMontage (middle axial slice; rows: cohort sizes " << opt.sizes.front() << ".." << largest
+    md << "\nMontage (middle axial slice; rows: cohort sizes " << opt.sizes.front() << ".." << st.largest
        << ", first cohort each; left: affine average, right: greedy template): `" << fs::path(rep.montagePath).filename().string() << "`\n";
   md << "\nPass (the subjects closer to the greedy template than to the affine average at every size, the greedy "
      << "template sharper at the largest size, higher template-space Dice, det > 0): " << (rep.pass ? "yes" : "**NO**") << ". Time " << fmt(std::chrono::duration<double>(Clock::now() - tStart).count(), 1)
      << " s.\n";
-  rep.markdown = md.str();
-  rep.json = {{"pool", ids}, {"held_out", heldOut}, {"quick", opt.quick}, {"repeats", opt.repeats}, {"seed", opt.seed},
-              {"scales", params.greedy.scales}, {"iterations", params.greedy.iterations}, {"sizes", sizesJson},
-              {"dice_template_space", {{"affine", diceAffine}, {"greedy", diceGreedy}}},
-              {"held_out_dice", {{"affine", heldAffine}, {"greedy", heldGreedy}}},
-              {"jacobian", {{"min_det", minDet}, {"sd_log_det", sdLog}, {"mean_displacement_rms", keptResult.meanDisplacementRms},
-                            {"refused", keptResult.refused}}},
+  return md.str();
+}
+
+}  // namespace
+
+// Stages: set up (options, data), align the pool, the random-permutation test, labels / held-out
+// subject / Jacobians on the first cohort of the largest size, the montage, the report.
+AtlasStudyReport runAtlasStudy(AtlasStudyOptions const& opt) {
+  AtlasStudyReport rep;
+  AtlasStudySetup st;
+  if (!setUp(opt, st, rep)) return rep;
+  rep.ran = true;
+  const auto tStart = Clock::now();
+  const AlignedPool pool = alignPool(st);
+
+  bool allPass = true;
+  std::vector<std::vector<HostImage>> montageRows;
+  nlohmann::json sizesJson = nlohmann::json::array();
+  const Cohort kept = permutationTest(opt, st, pool, rep, montageRows, sizesJson, allPass);
+
+  const TemplateSpaceResults t = templateSpaceStage(st, pool, kept);
+  allPass = allPass && t.diceGreedy > t.diceAffine;
+  allPass = allPass && t.minDet > 0.0f;
+
+  if (!opt.montageDir.empty() && !montageRows.empty()) rep.montagePath = writeMontage(opt.montageDir, montageRows);
+
+  rep.pass = allPass;
+  rep.markdown = atlasMarkdown(rep, opt, st, pool.subjects.size(), kept, t, tStart);
+  rep.json = {{"pool", st.ids}, {"held_out", st.heldOut}, {"quick", opt.quick}, {"repeats", opt.repeats}, {"seed", opt.seed},
+              {"scales", st.params.greedy.scales}, {"iterations", st.params.greedy.iterations}, {"sizes", sizesJson},
+              {"dice_template_space", {{"affine", t.diceAffine}, {"greedy", t.diceGreedy}}},
+              {"held_out_dice", {{"affine", t.heldAffine}, {"greedy", t.heldGreedy}}},
+              {"jacobian", {{"min_det", t.minDet}, {"sd_log_det", t.sdLog}, {"mean_displacement_rms", kept.result.meanDisplacementRms},
+                            {"refused", kept.result.refused}}},
               {"montage", rep.montagePath}, {"pass", rep.pass}};
   return rep;
 }

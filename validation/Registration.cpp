@@ -203,201 +203,179 @@ HostImage loadStudyImage(std::filesystem::path const& path, bool labels, bool qu
   return o;
 }
 
-RegistrationStudyReport runRegistrationStudy(RegistrationStudyOptions const& opt) {
-  namespace fs = std::filesystem;
-  RegistrationStudyReport rep;
-  const fs::path img = fs::path(opt.dataDir) / "mri" / "ixi_2mm";
-  const fs::path lab = fs::path(opt.dataDir) / "mri" / "ixi_2mm_labels";
-  const std::vector<std::string> ids = {"IXI012-HH-1211", "IXI013-HH-1212", "IXI014-HH-1236", "IXI015-HH-1258",
-                                        "IXI033-HH-1259", "IXI034-HH-1260", "IXI039-HH-1261"};
-  if (opt.dataDir.empty() || !fs::exists(img / (ids[0] + "-T1_ds.nii.gz")) ||
-      !fs::exists(lab / (ids[0] + "-T1_ds_DLMUSE.nii.gz"))) {
-    rep.note = "registration study skipped: IXI volumes and labels not found under " + opt.dataDir;
-    return rep;
+namespace {
+
+namespace fs = std::filesystem;
+
+// The study's subjects: the first is the fixed image of every pair.
+const std::vector<std::string> kStudyIds = {"IXI012-HH-1211", "IXI013-HH-1212", "IXI014-HH-1236", "IXI015-HH-1258",
+                                            "IXI033-HH-1259", "IXI034-HH-1260", "IXI039-HH-1261"};
+
+// The study's images: a subject's T1 volume or its DLMUSE labels (4 mm in quick mode).
+struct StudyImages {
+  fs::path img, lab;
+  bool quick = false;
+  HostImage load(std::string const& id, bool labels) const {
+    return labels ? loadStudyImage(lab / (id + "-T1_ds_DLMUSE.nii.gz"), true, quick)
+                  : loadStudyImage(img / (id + "-T1_ds.nii.gz"), false, quick);
   }
-  rep.ran = true;
-  auto load = [&](std::string const& id, bool labels) {
-    return labels ? loadStudyImage(lab / (id + "-T1_ds_DLMUSE.nii.gz"), true, opt.quick)
-                  : loadStudyImage(img / (id + "-T1_ds.nii.gz"), false, opt.quick);
+};
+
+// |u_cpu - u_kokkos| per voxel (voxels), over the whole fixed grid.
+DistanceStats fieldDifference(RegistrationPipelineResult const& rc, RegistrationPipelineResult const& rf,
+                              Geometry const& g) {
+  std::vector<double> du;
+  for (Index z = 0; z < g.nz(); ++z)
+    for (Index y = 0; y < g.ny(); ++y)
+      for (Index x = 0; x < g.nx(); ++x) {
+        double s2 = 0;
+        for (int c = 0; c < 3; ++c) {
+          const double d = double(rc.u.data(c, z, y, x)) - double(rf.u.data(c, z, y, x));
+          s2 += d * d;
+        }
+        du.push_back(std::sqrt(s2));
+      }
+  return finish(du);
+}
+
+// CPU reference vs Kokkos on one pair, both for min(cap, kCompareIterations) fluid iterations with
+// tolerance 0: whole pipelines, the fluid displacement alone, and the CPU fluid stage from the
+// Kokkos affine (same input; and its distance to the CPU run from the CPU affine).
+void compareCpuKokkos(RegistrationPairResult& pr, HostImage const& moving, HostImage const& fixed,
+                      RegistrationPipelineOptions const& po, HostImage const& mask) {
+  RegistrationPipelineOptions pc = po;
+  pc.fluid.iterations = std::min(po.fluid.iterations, kCompareIterations);
+  pc.fluid.tolerance = 0.0;
+  RegistrationPipelineOptions pk = pc;
+  pc.backend = Backend::Cpu;
+  const auto rc = registerPair(moving, fixed, pc);
+  const auto rf = registerPair(moving, fixed, pk);
+  pr.secondsCpu = rc.secondsTotal;
+  pr.cpuCompared = true;
+  pr.cpuVsKokkos = mapDifference(rc, rf);
+  pr.cpuVsKokkosHead = mapDifference(rc, rf, &mask);
+  pr.affineCpuVsKokkos = rmsMappedPointDistance(rc.affine, rf.affine, fixed.geometry);
+  pr.fluidCpuVsKokkos = fieldDifference(rc, rf, fixed.geometry);
+  auto runText = [](RegistrationResult const& f) {
+    return std::to_string(f.iterations) + "/" + std::to_string(f.accepted) + "/" + std::to_string(f.rejected) + " " +
+           toString(f.stop);
   };
-  RegistrationPipelineOptions po;
-  po.fluid = opt.fluid;
-  if (opt.quick) po.fluid.iterations = std::min(po.fluid.iterations, 80);
-  po.backend = Backend::Kokkos;
-  const HostImage fixed = load(ids[0], false), fixedLabels = load(ids[0], true);
-  const int nPairs = std::min<int>(opt.quick ? 2 : opt.pairs, int(ids.size()) - 1);
-  bool allPass = true;
-  RegistrationPipelineResult firstFull;
-  HostImage firstMoving;
-  for (int k = 1; k <= nPairs; ++k) {
-    RegistrationPairResult pr;
-    pr.fixed = ids[0];
-    pr.moving = ids[k];
-    const HostImage moving = load(ids[k], false), movingLabels = load(ids[k], true);
-    RegistrationPipelineOptions aff = po;
-    aff.useFluid = false;
-    const auto ra = registerPair(moving, fixed, aff);
-    pr.diceAffine = diceSummary(fixedLabels, warpedLabels(ra, movingLabels));
-    const auto rf = registerPair(moving, fixed, po);
-    pr.secondsKokkos = rf.secondsTotal;
-    pr.diceFull = diceSummary(fixedLabels, warpedLabels(rf, movingLabels));
-    const HostImage jac = jacobianMap(rf);
-    const HostImage mask = headMask(rf);
-    pr.logJ = logJacobianStats(jac, &mask);
-    pr.minJacobian = rf.fluid.final.minJacobian;
-    pr.iterations = rf.fluid.iterations;
-    pr.stop = toString(rf.fluid.stop);
-    if (k <= opt.cpuPairs) {
-      RegistrationPipelineOptions pc = po;
-      pc.fluid.iterations = std::min(po.fluid.iterations, kCompareIterations);
-      pc.fluid.tolerance = 0.0;
-      RegistrationPipelineOptions pk = pc;
-      pc.backend = Backend::Cpu;
-      const auto rc = registerPair(moving, fixed, pc);
-      const auto rf = registerPair(moving, fixed, pk);
-      pr.secondsCpu = rc.secondsTotal;
-      pr.cpuCompared = true;
-      pr.cpuVsKokkos = mapDifference(rc, rf);
-      pr.cpuVsKokkosHead = mapDifference(rc, rf, &mask);
-      pr.affineCpuVsKokkos = rmsMappedPointDistance(rc.affine, rf.affine, fixed.geometry);
-      {
-        std::vector<double> du;
-        const Geometry& g = fixed.geometry;
-        for (Index z = 0; z < g.nz(); ++z)
-          for (Index y = 0; y < g.ny(); ++y)
-            for (Index x = 0; x < g.nx(); ++x) {
-              double s2 = 0;
-              for (int c = 0; c < 3; ++c) {
-                const double d = double(rc.u.data(c, z, y, x)) - double(rf.u.data(c, z, y, x));
-                s2 += d * d;
-              }
-              du.push_back(std::sqrt(s2));
-            }
-        pr.fluidCpuVsKokkos = finish(du);
-      }
-      auto runText = [](RegistrationResult const& f) {
-        return std::to_string(f.iterations) + "/" + std::to_string(f.accepted) + "/" + std::to_string(f.rejected) +
-               " " + toString(f.stop);
-      };
-      pr.cpuRun = runText(rc.fluid);
-      {
-        RegistrationPipelineOptions ps = pc;
-        ps.presetAffine = rf.affine;
-        const auto rs = registerPair(moving, fixed, ps);
-        pr.sameInputCpuVsKokkos = mapDifference(rs, rf);
-        pr.cpuAffineSensitivity = mapDifference(rc, rs);
-      }
-      pr.kokkosRun = runText(rf.fluid);
-    }
-    pr.pass = pr.diceFull.meanAllLabels > pr.diceAffine.meanAllLabels && pr.minJacobian > 0.0f &&
-              (!pr.cpuCompared || pr.sameInputCpuVsKokkos.max <= kMaxMapDifferenceVoxels);
-    allPass = allPass && pr.pass;
-    if (opt.progress)
-      *opt.progress << (pr.pass ? "  pass  " : "  FAIL  ") << "registration " << pr.moving << " -> " << pr.fixed
-                    << ": Dice " << std::fixed << std::setprecision(4) << pr.diceAffine.meanAllLabels << " -> "
-                    << pr.diceFull.meanAllLabels << ", min det J " << pr.minJacobian
-                    << (pr.cpuCompared ? ", CPU vs Kokkos max " + std::to_string(pr.cpuVsKokkos.max) + " vx (head " +
-                                             std::to_string(pr.cpuVsKokkosHead.max) + ", affine rms " +
-                                             std::to_string(pr.affineCpuVsKokkos) + ", fluid u max " +
-                                             std::to_string(pr.fluidCpuVsKokkos.max) + " p99 " +
-                                             std::to_string(pr.fluidCpuVsKokkos.p99) + ", worst at (" +
-                                             std::to_string(pr.cpuVsKokkos.worst[0]) + "," + std::to_string(pr.cpuVsKokkos.worst[1]) +
-                                             "," + std::to_string(pr.cpuVsKokkos.worst[2]) + "); same input max " +
-                                             std::to_string(pr.sameInputCpuVsKokkos.max) + " p99 " +
-                                             std::to_string(pr.sameInputCpuVsKokkos.p99) + "; CPU vs CPU from the two affines max " +
-                                             std::to_string(pr.cpuAffineSensitivity.max) + " p99 " +
-                                             std::to_string(pr.cpuAffineSensitivity.p99) + "; runs cpu " + pr.cpuRun +
-                                             ", kokkos " + pr.kokkosRun + ")"
-                                       : "")
-                    << std::endl;
-    if (k == 1) {
-      firstFull = rf;
-      firstMoving = moving;
-    }
-    rep.pairs.push_back(pr);
-  }
-  // Inverse consistency of the first pair.
-  if (nPairs >= 1) {
-    RegistrationPipelineOptions aff = po;
-    aff.useFluid = false;
-    const auto abA = registerPair(firstMoving, fixed, aff);
-    const auto baA = registerPair(fixed, firstMoving, aff);
-    const auto baF = registerPair(fixed, firstMoving, po);
-    const HostImage mask = headMask(firstFull);
-    rep.icAffine = inverseConsistency(abA, baA, &mask);
-    rep.icFull = inverseConsistency(firstFull, baF, &mask);
-    rep.icRan = true;
-  }
-  // Unbiasedness: the fixed image against a noisy copy of itself.
+  pr.cpuRun = runText(rc.fluid);
   {
-    const double sigma = 0.05 * meanValue(fixed);
-    const HostImage noisy = addGaussianNoise(fixed, sigma, 4242);
-    RegistrationPipelineOptions pu = po;
-    pu.useAffine = false;
-    const auto r1 = registerPair(noisy, fixed, pu);
-    const HostImage mask = headMask(r1);
-    rep.logJLambda = logJacobianStats(jacobianMap(r1), &mask);
-    pu.fluid.lambda = 0.0;
-    const auto r0 = registerPair(noisy, fixed, pu);
-    rep.logJZero = logJacobianStats(jacobianMap(r0), &mask);
-    rep.noiseSigma = sigma;
-    rep.unbiasedRan = true;
+    RegistrationPipelineOptions ps = pc;
+    ps.presetAffine = rf.affine;
+    const auto rs = registerPair(moving, fixed, ps);
+    pr.sameInputCpuVsKokkos = mapDifference(rs, rf);
+    pr.cpuAffineSensitivity = mapDifference(rc, rs);
   }
-  rep.pass = allPass;
+  pr.kokkosRun = runText(rf.fluid);
+}
+
+// One progress line per pair.
+void printPair(std::ostream& os, RegistrationPairResult const& pr) {
+  os << (pr.pass ? "  pass  " : "  FAIL  ") << "registration " << pr.moving << " -> " << pr.fixed << ": Dice "
+     << std::fixed << std::setprecision(4) << pr.diceAffine.meanAllLabels << " -> " << pr.diceFull.meanAllLabels
+     << ", min det J " << pr.minJacobian
+     << (pr.cpuCompared
+             ? ", CPU vs Kokkos max " + std::to_string(pr.cpuVsKokkos.max) + " vx (head " +
+                   std::to_string(pr.cpuVsKokkosHead.max) + ", affine rms " + std::to_string(pr.affineCpuVsKokkos) +
+                   ", fluid u max " + std::to_string(pr.fluidCpuVsKokkos.max) + " p99 " +
+                   std::to_string(pr.fluidCpuVsKokkos.p99) + ", worst at (" + std::to_string(pr.cpuVsKokkos.worst[0]) +
+                   "," + std::to_string(pr.cpuVsKokkos.worst[1]) + "," + std::to_string(pr.cpuVsKokkos.worst[2]) +
+                   "); same input max " + std::to_string(pr.sameInputCpuVsKokkos.max) + " p99 " +
+                   std::to_string(pr.sameInputCpuVsKokkos.p99) + "; CPU vs CPU from the two affines max " +
+                   std::to_string(pr.cpuAffineSensitivity.max) + " p99 " +
+                   std::to_string(pr.cpuAffineSensitivity.p99) + "; runs cpu " + pr.cpuRun + ", kokkos " +
+                   pr.kokkosRun + ")"
+             : "")
+     << std::endl;
+}
+
+// Pair k (moving kStudyIds[k] to the fixed kStudyIds[0]): affine only vs affine + unbiased on
+// Kokkos, and CPU vs Kokkos when k <= cpuPairs. `full` receives the Kokkos affine + unbiased run.
+RegistrationPairResult runStudyPair(int k, RegistrationStudyOptions const& opt, StudyImages const& images,
+                                    RegistrationPipelineOptions const& po, HostImage const& fixed,
+                                    HostImage const& fixedLabels, HostImage const& moving,
+                                    RegistrationPipelineResult& full) {
+  RegistrationPairResult pr;
+  pr.fixed = kStudyIds[0];
+  pr.moving = kStudyIds[std::size_t(k)];
+  const HostImage movingLabels = images.load(kStudyIds[std::size_t(k)], true);
+  RegistrationPipelineOptions aff = po;
+  aff.useFluid = false;
+  const auto ra = registerPair(moving, fixed, aff);
+  pr.diceAffine = diceSummary(fixedLabels, warpedLabels(ra, movingLabels));
+  full = registerPair(moving, fixed, po);
+  RegistrationPipelineResult const& rf = full;
+  pr.secondsKokkos = rf.secondsTotal;
+  pr.diceFull = diceSummary(fixedLabels, warpedLabels(rf, movingLabels));
+  const HostImage jac = jacobianMap(rf);
+  const HostImage mask = headMask(rf);
+  pr.logJ = logJacobianStats(jac, &mask);
+  pr.minJacobian = rf.fluid.final.minJacobian;
+  pr.iterations = rf.fluid.iterations;
+  pr.stop = toString(rf.fluid.stop);
+  if (k <= opt.cpuPairs) compareCpuKokkos(pr, moving, fixed, po, mask);
+  pr.pass = pr.diceFull.meanAllLabels > pr.diceAffine.meanAllLabels && pr.minJacobian > 0.0f &&
+            (!pr.cpuCompared || pr.sameInputCpuVsKokkos.max <= kMaxMapDifferenceVoxels);
+  if (opt.progress) printPair(*opt.progress, pr);
+  return pr;
+}
+
+// Inverse consistency of the first pair: A->B composed with B->A, affine only and affine + unbiased.
+void inverseConsistencyStage(RegistrationStudyReport& rep, RegistrationPipelineOptions const& po,
+                             HostImage const& fixed, HostImage const& firstMoving,
+                             RegistrationPipelineResult const& firstFull) {
+  RegistrationPipelineOptions aff = po;
+  aff.useFluid = false;
+  const auto abA = registerPair(firstMoving, fixed, aff);
+  const auto baA = registerPair(fixed, firstMoving, aff);
+  const auto baF = registerPair(fixed, firstMoving, po);
+  const HostImage mask = headMask(firstFull);
+  rep.icAffine = inverseConsistency(abA, baA, &mask);
+  rep.icFull = inverseConsistency(firstFull, baF, &mask);
+  rep.icRan = true;
+}
+
+// Unbiasedness: the fixed image against a noisy copy of itself (no affine), with the study's
+// lambda and with lambda = 0.
+void unbiasednessStage(RegistrationStudyReport& rep, RegistrationPipelineOptions const& po, HostImage const& fixed) {
+  const double sigma = 0.05 * meanValue(fixed);
+  const HostImage noisy = addGaussianNoise(fixed, sigma, 4242);
+  RegistrationPipelineOptions pu = po;
+  pu.useAffine = false;
+  const auto r1 = registerPair(noisy, fixed, pu);
+  const HostImage mask = headMask(r1);
+  rep.logJLambda = logJacobianStats(jacobianMap(r1), &mask);
+  pu.fluid.lambda = 0.0;
+  const auto r0 = registerPair(noisy, fixed, pu);
+  rep.logJZero = logJacobianStats(jacobianMap(r0), &mask);
+  rep.noiseSigma = sigma;
+  rep.unbiasedRan = true;
+}
+
+double groupDice(DiceSummary const& d, std::size_t i) { return i < d.groups.size() ? d.groups[i].second : NAN; }
+
+std::string registrationMarkdown(RegistrationStudyReport const& rep, RegistrationStudyOptions const& opt,
+                                 RegistrationPipelineOptions const& po) {
   std::ostringstream md;
   md << "### Registration (IXI " << (opt.quick ? "4 mm, quick" : "2 mm") << ", lambda " << po.fluid.lambda
      << ", sigma " << po.fluid.sigma << ", cap " << po.fluid.iterations << " iterations)\n\n"
      << "| moving -> fixed | Dice affine | Dice affine + unbiased | WM affine | WM full | ventricles affine | "
         "ventricles full | min det J | mean log J (head) | its | CPU vs Kokkos, same input: max / mean / p99 vx | pass |\n"
      << "|---|---|---|---|---|---|---|---|---|---|---|---|\n";
-  nlohmann::json jp = nlohmann::json::array();
-  auto grp = [](DiceSummary const& d, std::size_t i) { return i < d.groups.size() ? d.groups[i].second : NAN; };
   for (auto const& p : rep.pairs) {
     md << "| " << p.moving << " -> " << p.fixed << " | " << std::fixed << std::setprecision(4)
-       << p.diceAffine.meanAllLabels << " | " << p.diceFull.meanAllLabels << " | " << grp(p.diceAffine, 0) << " | "
-       << grp(p.diceFull, 0) << " | " << grp(p.diceAffine, 1) << " | " << grp(p.diceFull, 1) << " | "
-       << std::setprecision(3) << p.minJacobian << " | " << std::setprecision(4) << p.logJ.mean << " | "
-       << p.iterations << " | ";
+       << p.diceAffine.meanAllLabels << " | " << p.diceFull.meanAllLabels << " | " << groupDice(p.diceAffine, 0)
+       << " | " << groupDice(p.diceFull, 0) << " | " << groupDice(p.diceAffine, 1) << " | "
+       << groupDice(p.diceFull, 1) << " | " << std::setprecision(3) << p.minJacobian << " | " << std::setprecision(4)
+       << p.logJ.mean << " | " << p.iterations << " | ";
     if (p.cpuCompared)
       md << std::setprecision(4) << p.sameInputCpuVsKokkos.max << " / " << p.sameInputCpuVsKokkos.mean << " / "
          << p.sameInputCpuVsKokkos.p99;
     else
       md << "-";
     md << " | " << (p.pass ? "yes" : "**no**") << " |\n";
-    jp.push_back({{"fixed", p.fixed},
-                  {"moving", p.moving},
-                  {"dice_affine", p.diceAffine.meanAllLabels},
-                  {"dice_full", p.diceFull.meanAllLabels},
-                  {"labels", p.diceFull.labels},
-                  {"wm_affine", grp(p.diceAffine, 0)},
-                  {"wm_full", grp(p.diceFull, 0)},
-                  {"ventricles_affine", grp(p.diceAffine, 1)},
-                  {"ventricles_full", grp(p.diceFull, 1)},
-                  {"min_jacobian", p.minJacobian},
-                  {"log_jacobian_mean", p.logJ.mean},
-                  {"log_jacobian_sd", p.logJ.sd},
-                  {"iterations", p.iterations},
-                  {"stop", p.stop},
-                  {"seconds_kokkos", p.secondsKokkos},
-                  {"seconds_cpu", p.secondsCpu},
-                  {"cpu_vs_kokkos", p.cpuCompared ? nlohmann::json{{"max", p.cpuVsKokkos.max},
-                                                                   {"mean", p.cpuVsKokkos.mean},
-                                                                   {"p99", p.cpuVsKokkos.p99},
-                                                                   {"head_max", p.cpuVsKokkosHead.max},
-                                                                   {"affine_rms", p.affineCpuVsKokkos},
-                                                                   {"same_input_max", p.sameInputCpuVsKokkos.max},
-                                                                   {"same_input_mean", p.sameInputCpuVsKokkos.mean},
-                                                                   {"same_input_p99", p.sameInputCpuVsKokkos.p99},
-                                                                   {"cpu_affine_sensitivity_max", p.cpuAffineSensitivity.max},
-                                                                   {"cpu_affine_sensitivity_mean", p.cpuAffineSensitivity.mean},
-                                                                   {"cpu_affine_sensitivity_p99", p.cpuAffineSensitivity.p99},
-                                                                   {"fluid_u_max", p.fluidCpuVsKokkos.max},
-                                                                   {"fluid_u_p99", p.fluidCpuVsKokkos.p99},
-                                                                   {"worst_voxel", p.cpuVsKokkos.worst},
-                                                                   {"cpu_run", p.cpuRun},
-                                                                   {"kokkos_run", p.kokkosRun}}
-                                                  : nlohmann::json()},
-                  {"pass", p.pass}});
   }
   for (auto const& p : rep.pairs) {
     if (!p.cpuCompared) continue;
@@ -422,26 +400,114 @@ RegistrationStudyReport runRegistrationStudy(RegistrationStudyOptions const& opt
        << std::setprecision(3) << rep.icAffine.mean << " mean / " << rep.icAffine.p99 << " p99 / " << rep.icAffine.max
        << " max; affine + unbiased " << rep.icFull.mean << " / " << rep.icFull.p99 << " / " << rep.icFull.max << ".\n";
   if (rep.unbiasedRan)
-    md << "\nUnbiasedness (" << ids[0] << " registered to a copy of itself with Gaussian noise, sigma = 5 % of the "
-          "mean; no affine): log det J inside the head, mean / sd / min / max: lambda "
+    md << "\nUnbiasedness (" << kStudyIds[0] << " registered to a copy of itself with Gaussian noise, sigma = 5 % of "
+          "the mean; no affine): log det J inside the head, mean / sd / min / max: lambda "
        << po.fluid.lambda << ": " << std::setprecision(5) << rep.logJLambda.mean << " / " << rep.logJLambda.sd << " / "
        << rep.logJLambda.min << " / " << rep.logJLambda.max << "; lambda 0: " << rep.logJZero.mean << " / "
        << rep.logJZero.sd << " / " << rep.logJZero.min << " / " << rep.logJZero.max << ".\n";
-  rep.markdown = md.str();
+  return md.str();
+}
+
+nlohmann::json pairJson(RegistrationPairResult const& p) {
+  return {{"fixed", p.fixed},
+          {"moving", p.moving},
+          {"dice_affine", p.diceAffine.meanAllLabels},
+          {"dice_full", p.diceFull.meanAllLabels},
+          {"labels", p.diceFull.labels},
+          {"wm_affine", groupDice(p.diceAffine, 0)},
+          {"wm_full", groupDice(p.diceFull, 0)},
+          {"ventricles_affine", groupDice(p.diceAffine, 1)},
+          {"ventricles_full", groupDice(p.diceFull, 1)},
+          {"min_jacobian", p.minJacobian},
+          {"log_jacobian_mean", p.logJ.mean},
+          {"log_jacobian_sd", p.logJ.sd},
+          {"iterations", p.iterations},
+          {"stop", p.stop},
+          {"seconds_kokkos", p.secondsKokkos},
+          {"seconds_cpu", p.secondsCpu},
+          {"cpu_vs_kokkos", p.cpuCompared ? nlohmann::json{{"max", p.cpuVsKokkos.max},
+                                                           {"mean", p.cpuVsKokkos.mean},
+                                                           {"p99", p.cpuVsKokkos.p99},
+                                                           {"head_max", p.cpuVsKokkosHead.max},
+                                                           {"affine_rms", p.affineCpuVsKokkos},
+                                                           {"same_input_max", p.sameInputCpuVsKokkos.max},
+                                                           {"same_input_mean", p.sameInputCpuVsKokkos.mean},
+                                                           {"same_input_p99", p.sameInputCpuVsKokkos.p99},
+                                                           {"cpu_affine_sensitivity_max", p.cpuAffineSensitivity.max},
+                                                           {"cpu_affine_sensitivity_mean", p.cpuAffineSensitivity.mean},
+                                                           {"cpu_affine_sensitivity_p99", p.cpuAffineSensitivity.p99},
+                                                           {"fluid_u_max", p.fluidCpuVsKokkos.max},
+                                                           {"fluid_u_p99", p.fluidCpuVsKokkos.p99},
+                                                           {"worst_voxel", p.cpuVsKokkos.worst},
+                                                           {"cpu_run", p.cpuRun},
+                                                           {"kokkos_run", p.kokkosRun}}
+                                          : nlohmann::json()},
+          {"pass", p.pass}};
+}
+
+nlohmann::json registrationJson(RegistrationStudyReport const& rep, RegistrationStudyOptions const& opt,
+                                RegistrationPipelineOptions const& po) {
+  nlohmann::json jp = nlohmann::json::array();
+  for (auto const& p : rep.pairs) jp.push_back(pairJson(p));
   auto ljs = [](LogJacobianStats const& l) {
     return nlohmann::json{{"mean", l.mean}, {"sd", l.sd}, {"min", l.min}, {"max", l.max}, {"voxels", l.count}};
   };
-  rep.json["unbiased"] = {{"lambda", ljs(rep.logJLambda)}, {"lambda_zero", ljs(rep.logJZero)},
-                          {"noise_sigma", rep.noiseSigma}};
-  rep.json.update({{"pairs", jp},
-              {"quick", opt.quick},
-              {"lambda", po.fluid.lambda},
-              {"sigma", po.fluid.sigma},
-              {"iterations_cap", po.fluid.iterations},
-              {"inverse_consistency_mm",
-               {{"affine", {{"mean", rep.icAffine.mean}, {"p99", rep.icAffine.p99}, {"max", rep.icAffine.max}}},
-                {"full", {{"mean", rep.icFull.mean}, {"p99", rep.icFull.p99}, {"max", rep.icFull.max}}}}},
-              {"pass", rep.pass}});
+  nlohmann::json j;
+  j["unbiased"] = {{"lambda", ljs(rep.logJLambda)}, {"lambda_zero", ljs(rep.logJZero)},
+                   {"noise_sigma", rep.noiseSigma}};
+  j.update({{"pairs", jp},
+            {"quick", opt.quick},
+            {"lambda", po.fluid.lambda},
+            {"sigma", po.fluid.sigma},
+            {"iterations_cap", po.fluid.iterations},
+            {"inverse_consistency_mm",
+             {{"affine", {{"mean", rep.icAffine.mean}, {"p99", rep.icAffine.p99}, {"max", rep.icAffine.max}}},
+              {"full", {{"mean", rep.icFull.mean}, {"p99", rep.icFull.p99}, {"max", rep.icFull.max}}}}},
+            {"pass", rep.pass}});
+  return j;
+}
+
+}  // namespace
+
+// Stages: the pairs (each: affine vs unbiased, CPU vs Kokkos), inverse consistency of the first
+// pair, unbiasedness, then the report.
+RegistrationStudyReport runRegistrationStudy(RegistrationStudyOptions const& opt) {
+  RegistrationStudyReport rep;
+  StudyImages images;
+  images.img = fs::path(opt.dataDir) / "mri" / "ixi_2mm";
+  images.lab = fs::path(opt.dataDir) / "mri" / "ixi_2mm_labels";
+  images.quick = opt.quick;
+  auto const& ids = kStudyIds;
+  if (opt.dataDir.empty() || !fs::exists(images.img / (ids[0] + "-T1_ds.nii.gz")) ||
+      !fs::exists(images.lab / (ids[0] + "-T1_ds_DLMUSE.nii.gz"))) {
+    rep.note = "registration study skipped: IXI volumes and labels not found under " + opt.dataDir;
+    return rep;
+  }
+  rep.ran = true;
+  RegistrationPipelineOptions po;
+  po.fluid = opt.fluid;
+  if (opt.quick) po.fluid.iterations = std::min(po.fluid.iterations, 80);
+  po.backend = Backend::Kokkos;
+  const HostImage fixed = images.load(ids[0], false), fixedLabels = images.load(ids[0], true);
+  const int nPairs = std::min<int>(opt.quick ? 2 : opt.pairs, int(ids.size()) - 1);
+  bool allPass = true;
+  RegistrationPipelineResult firstFull;
+  HostImage firstMoving;
+  for (int k = 1; k <= nPairs; ++k) {
+    const HostImage moving = images.load(ids[std::size_t(k)], false);
+    RegistrationPipelineResult full;
+    rep.pairs.push_back(runStudyPair(k, opt, images, po, fixed, fixedLabels, moving, full));
+    allPass = allPass && rep.pairs.back().pass;
+    if (k == 1) {
+      firstFull = full;
+      firstMoving = moving;
+    }
+  }
+  if (nPairs >= 1) inverseConsistencyStage(rep, po, fixed, firstMoving, firstFull);
+  unbiasednessStage(rep, po, fixed);
+  rep.pass = allPass;
+  rep.markdown = registrationMarkdown(rep, opt, po);
+  rep.json = registrationJson(rep, opt, po);
   return rep;
 }
 

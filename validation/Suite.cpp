@@ -215,23 +215,17 @@ std::vector<Case> validationCases(bool quick, std::string const& dataDir,
   return cases;
 }
 
-SuiteReport runValidationSuite(SuiteOptions const& opt) {
-  const auto t0 = std::chrono::steady_clock::now();
-  if (!opt.dataDir.empty() && !fs::is_directory(opt.dataDir))
-    throw IoError("data folder '" + opt.dataDir + "' does not exist or is not a folder");
-  SuiteReport rep;
-  rep.quick = opt.quick;
-  rep.environment = io::environmentJson(true);
+namespace {
 
+// ---- the studies: each runs into the report and says whether it ran and passed
+
+StudyOutcome runHarnessStudy(SuiteOptions const& opt, SuiteReport& rep) {
   HarnessOptions ho;
   ho.time = opt.timing;
   ho.warmup = 1;
   ho.repetitions = opt.quick ? 3 : 7;
   ho.timeBudgetMs = opt.quick ? 500.0 : 1500.0;
-
-  const bool only = opt.registrationOnly || opt.surfaceOnly || opt.greedyOnly || opt.atlasOnly;
-  const auto cases = only ? std::vector<Case>{} : validationCases(opt.quick, opt.dataDir, &rep.notes);
-  for (auto const& c : cases) {
+  for (auto const& c : validationCases(opt.quick, opt.dataDir, &rep.notes)) {
     CaseResult r = runCase(c, ho);
     if (opt.progress) {
       *opt.progress << (r.pass ? "  pass  " : "  FAIL  ") << r.name << "  (" << r.params << ")";
@@ -243,100 +237,166 @@ SuiteReport runValidationSuite(SuiteOptions const& opt) {
     (r.pass ? rep.casesPassed : rep.casesFailed)++;
     rep.cases.push_back(std::move(r));
   }
+  StudyOutcome o;
+  o.ran = !rep.cases.empty();
+  o.pass = rep.casesFailed == 0 && o.ran;
+  return o;
+}
 
-  bool qualityPass = true;
-  if (opt.qualityStudy && !only) {
-    QualityStudyOptions qo;
-    qo.quick = opt.quick;
-    qo.dataDir = opt.dataDir;
-    qo.quality.montageDir = opt.montageDir;
-    rep.quality = runQualityStudy(qo, &rep.notes);
-    for (auto const& q : rep.quality) {
-      qualityPass = qualityPass && q.pass;
-      if (opt.progress) {
-        *opt.progress << (q.pass ? "  pass  " : "  FAIL  ") << "quality " << q.name << ": noisy PSNR "
-                      << fmt(q.psnrNoisy, 4) << " dB ->";
-        for (auto const& f : q.filters)
-          *opt.progress << " " << (f.filter == "bilateral" ? "BF" : "NLM") << f.window << " "
-                        << fmt(f.psnr, 4);
-        *opt.progress << "\n";
-        opt.progress->flush();
+StudyOutcome runQualityStudies(SuiteOptions const& opt, SuiteReport& rep) {
+  StudyOutcome o;
+  QualityStudyOptions qo;
+  qo.quick = opt.quick;
+  qo.dataDir = opt.dataDir;
+  qo.quality.montageDir = opt.montageDir;
+  rep.quality = runQualityStudy(qo, &rep.notes);
+  for (auto const& q : rep.quality) {
+    o.pass = o.pass && q.pass;
+    if (opt.progress) {
+      *opt.progress << (q.pass ? "  pass  " : "  FAIL  ") << "quality " << q.name << ": noisy PSNR "
+                    << fmt(q.psnrNoisy, 4) << " dB ->";
+      for (auto const& f : q.filters)
+        *opt.progress << " " << (f.filter == "bilateral" ? "BF" : "NLM") << f.window << " "
+                      << fmt(f.psnr, 4);
+      *opt.progress << "\n";
+      opt.progress->flush();
+    }
+  }
+  MultiresQualityOptions mo;
+  mo.quick = opt.quick;
+  mo.dataDir = opt.dataDir;
+  mo.montageDir = opt.montageDir;
+  rep.multiresQuality = runMultiresQualityStudy(mo, &rep.notes);
+  for (auto const& q : rep.multiresQuality) {
+    o.pass = o.pass && q.pass;
+    if (opt.progress) {
+      *opt.progress << (q.pass ? "  pass  " : "  FAIL  ") << "multires quality " << q.name << ": PSNR noisy "
+                    << fmt(q.psnrNoisy, 4) << " bilateral " << fmt(q.psnrBilateral, 4) << " multires "
+                    << fmt(q.psnrMultires, 4) << " dB\n";
+      opt.progress->flush();
+    }
+  }
+  o.ran = !rep.quality.empty() || !rep.multiresQuality.empty();
+  return o;
+}
+
+// A study report with .ran, .pass and .note: its outcome, its note when it did not run.
+template <class StudyReport>
+StudyOutcome outcomeOf(StudyReport const& r, SuiteReport& rep) {
+  if (!r.ran) rep.notes.push_back(r.note);
+  StudyOutcome o;
+  o.ran = r.ran;
+  o.pass = !r.ran || r.pass;
+  return o;
+}
+
+StudyOutcome runRegistration(SuiteOptions const& opt, SuiteReport& rep) {
+  RegistrationStudyOptions ro;
+  ro.quick = opt.quick;
+  ro.dataDir = opt.dataDir;
+  ro.progress = opt.progress;
+  ro.fluid = opt.registration;
+  ro.pairs = opt.registrationPairs;
+  rep.registration = runRegistrationStudy(ro);
+  return outcomeOf(rep.registration, rep);
+}
+
+StudyOutcome runSurface(SuiteOptions const& opt, SuiteReport& rep) {
+  SurfaceStudyOptions so;
+  so.quick = opt.quick;
+  so.dataDir = opt.dataDir;
+  so.progress = opt.progress;
+  rep.surface = runSurfaceStudy(so);
+  return outcomeOf(rep.surface, rep);
+}
+
+StudyOutcome runGreedy(SuiteOptions const& opt, SuiteReport& rep) {
+  GreedyStudyOptions go;
+  go.quick = opt.quick;
+  go.dataDir = opt.dataDir;
+  go.progress = opt.progress;
+  go.greedy = opt.greedy;
+  go.unbiased = opt.registration;
+  go.pairs = opt.greedyPairs;
+  go.cpuPairs = opt.greedyCpuPairs;
+  go.elastixDir = opt.elastixDir;
+  go.runUnbiased = opt.greedyUnbiased;
+  rep.greedy = runGreedyStudy(go);
+  return outcomeOf(rep.greedy, rep);
+}
+
+StudyOutcome runAtlas(SuiteOptions const& opt, SuiteReport& rep) {
+  AtlasStudyOptions ao = opt.atlas;
+  ao.quick = opt.quick;
+  ao.dataDir = opt.dataDir;
+  ao.montageDir = opt.montageDir;
+  ao.progress = opt.progress;
+  if (opt.quick) {
+    ao.sizes = {2, 4};
+    ao.repeats = 2;
+  }
+  rep.atlas = runAtlasStudy(ao);
+  return outcomeOf(rep.atlas, rep);
+}
+
+}  // namespace
+
+std::vector<Study> const& validationStudies() {
+  static const std::vector<Study> studies = {
+      {"harness",
+       "CPU reference vs every Kokkos variant on every execution space (bilateral, NLM, multires; phantoms, and a "
+       "head CT slice with --data), with speedups",
+       nullptr, &runHarnessStudy},
+      {"quality", "SNR-25 quality: the bilateral, NLM and multires filters must raise the PSNR", nullptr,
+       &runQualityStudies},
+      {"registration", "IXI pairs: Dice affine vs unbiased fluid, CPU vs Kokkos, inverse consistency",
+       "the IXI volumes and labels", &runRegistration},
+      {"surface", "ICBM152 and IXI white matter: distance to the clean surface, CPU vs Kokkos",
+       "the ICBM152 template and the IXI label maps", &runSurface},
+      {"greedy",
+       "IXI pairs of mri/ixi_2mm_more: Dice affine / greedy / unbiased / elastix, CPU vs Kokkos end to end",
+       "the IXI volumes and labels of mri/ixi_2mm_more", &runGreedy},
+      {"atlas",
+       "random-permutation entropy / variance / sharpness of greedy atlases vs affine averages, template-space "
+       "Dice, held-out labels, Jacobians (the atlas takes the greedy study's operator, scales, iterations and "
+       "solver)",
+       "the IXI volumes and labels of mri/ixi_2mm_more", &runAtlas},
+  };
+  return studies;
+}
+
+Study const* findStudy(std::string const& name) {
+  for (auto const& s : validationStudies())
+    if (name == s.name) return &s;
+  return nullptr;
+}
+
+SuiteReport runValidationSuite(SuiteOptions const& opt) {
+  const auto t0 = std::chrono::steady_clock::now();
+  if (!opt.dataDir.empty() && !fs::is_directory(opt.dataDir))
+    throw IoError("data folder '" + opt.dataDir + "' does not exist or is not a folder");
+  for (auto const& name : opt.only)
+    if (!findStudy(name)) throw InvalidArgument("unknown validation study '" + name + "'");
+  SuiteReport rep;
+  rep.quick = opt.quick;
+  rep.environment = io::environmentJson(true);
+
+  auto named = [&](Study const& s) { return std::find(opt.only.begin(), opt.only.end(), s.name) != opt.only.end(); };
+  rep.pass = true;
+  for (auto const& s : validationStudies()) {
+    if (!opt.only.empty() && !named(s)) continue;
+    if (s.dataNeeded && opt.dataDir.empty()) {  // left out without a data folder
+      if (named(s)) {
+        rep.notes.push_back(std::string(s.name) + " study not run: it needs a data folder (" + s.dataNeeded + ")");
+        rep.pass = false;
       }
+      continue;
     }
+    StudyOutcome o = s.run(opt, rep);
+    o.name = s.name;
+    rep.pass = rep.pass && o.pass && (!named(s) || o.ran);
+    rep.studies.push_back(o);
   }
-  if (opt.qualityStudy && !only) {
-    MultiresQualityOptions mo;
-    mo.quick = opt.quick;
-    mo.dataDir = opt.dataDir;
-    mo.montageDir = opt.montageDir;
-    rep.multiresQuality = runMultiresQualityStudy(mo, &rep.notes);
-    for (auto const& q : rep.multiresQuality) {
-      qualityPass = qualityPass && q.pass;
-      if (opt.progress) {
-        *opt.progress << (q.pass ? "  pass  " : "  FAIL  ") << "multires quality " << q.name << ": PSNR noisy "
-                      << fmt(q.psnrNoisy, 4) << " bilateral " << fmt(q.psnrBilateral, 4) << " multires "
-                      << fmt(q.psnrMultires, 4) << " dB\n";
-        opt.progress->flush();
-      }
-    }
-  }
-  bool registrationPass = true;
-  if (opt.registrationStudy && !opt.dataDir.empty() && !opt.surfaceOnly && !opt.greedyOnly && !opt.atlasOnly) {
-    RegistrationStudyOptions ro;
-    ro.quick = opt.quick;
-    ro.dataDir = opt.dataDir;
-    ro.progress = opt.progress;
-    ro.fluid = opt.registration;
-    ro.pairs = opt.registrationPairs;
-    rep.registration = runRegistrationStudy(ro);
-    if (!rep.registration.ran) rep.notes.push_back(rep.registration.note);
-    registrationPass = !rep.registration.ran || rep.registration.pass;
-  }
-  bool surfacePass = true;
-  if (opt.surfaceStudy && !opt.dataDir.empty() && !opt.registrationOnly && !opt.greedyOnly && !opt.atlasOnly) {
-    SurfaceStudyOptions so;
-    so.quick = opt.quick;
-    so.dataDir = opt.dataDir;
-    so.progress = opt.progress;
-    rep.surface = runSurfaceStudy(so);
-    if (!rep.surface.ran) rep.notes.push_back(rep.surface.note);
-    surfacePass = !rep.surface.ran || rep.surface.pass;
-  }
-  bool greedyPass = true;
-  if (opt.greedyStudy && !opt.dataDir.empty() && !opt.registrationOnly && !opt.surfaceOnly && !opt.atlasOnly) {
-    GreedyStudyOptions go;
-    go.quick = opt.quick;
-    go.dataDir = opt.dataDir;
-    go.progress = opt.progress;
-    go.greedy = opt.greedy;
-    go.unbiased = opt.registration;
-    go.pairs = opt.greedyPairs;
-    go.cpuPairs = opt.greedyCpuPairs;
-    go.elastixDir = opt.elastixDir;
-    go.runUnbiased = opt.greedyUnbiased;
-    rep.greedy = runGreedyStudy(go);
-    if (!rep.greedy.ran) rep.notes.push_back(rep.greedy.note);
-    greedyPass = !rep.greedy.ran || rep.greedy.pass;
-  }
-  bool atlasPass = true;
-  if (opt.atlasStudy && !opt.dataDir.empty() && !opt.registrationOnly && !opt.surfaceOnly && !opt.greedyOnly) {
-    AtlasStudyOptions ao = opt.atlas;
-    ao.quick = opt.quick;
-    ao.dataDir = opt.dataDir;
-    ao.montageDir = opt.montageDir;
-    ao.progress = opt.progress;
-    if (opt.quick) {
-      ao.sizes = {2, 4};
-      ao.repeats = 2;
-    }
-    rep.atlas = runAtlasStudy(ao);
-    if (!rep.atlas.ran) rep.notes.push_back(rep.atlas.note);
-    atlasPass = !rep.atlas.ran || rep.atlas.pass;
-  }
-  rep.pass = rep.casesFailed == 0 && (!rep.cases.empty() || only) && qualityPass && registrationPass &&
-             surfacePass && greedyPass && atlasPass && (!opt.registrationOnly || rep.registration.ran) &&
-             (!opt.surfaceOnly || rep.surface.ran) && (!opt.greedyOnly || rep.greedy.ran) &&
-             (!opt.atlasOnly || rep.atlas.ran);
   rep.wallSeconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return rep;
