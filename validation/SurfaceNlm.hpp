@@ -1,5 +1,5 @@
 // Real-surface study of the level-set NLM surface denoising (issue 5), part of `kortex validate`
-// with a data folder (`--surface-only` runs it alone):
+// with a data folder (`--only surface` runs it alone):
 //   surfaces  the white matter of the ICBM152 2009a template (WM probability >= 0.5, 1 mm) and of
 //             IXI DLMUSE label maps (cerebral WM labels 81-90 and 95, 2 mm);
 //   noise     phi_noisy = phi_clean + N(0, 0.3 voxel) per voxel (phi_clean: exact signed distance
