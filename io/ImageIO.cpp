@@ -323,6 +323,13 @@ void requireSupportedExtension(std::filesystem::path const& path, Access access)
   checkExtension(path, access);
 }
 
+std::string imageStem(std::filesystem::path const& path) {
+  const std::string name = path.filename().string();
+  const std::string ext = extensionOf(path);
+  if (!ext.empty() && formatOf(ext) && name.size() > ext.size()) return name.substr(0, name.size() - ext.size());
+  return path.stem().string();
+}
+
 std::string supportedExtensions(Access access) {
   std::string s;
   for (auto const& f : kFormats) {

@@ -144,6 +144,11 @@ struct ReadOptions {
 // choice, for every job that reads images). UIDs are unique, so one list serves every folder.
 void setDicomSeries(std::vector<std::string> const& series);
 
+// The file name without its image extension, by the table of formats above (".nii.gz" and a
+// pair's ".hdr.gz" whole, any case): "a/IXI012.nii.gz" -> "IXI012"; a name with another
+// extension loses its last one ("x.tif" -> "x"). Jobs name their outputs after it.
+std::string imageStem(std::filesystem::path const& path);
+
 // Reads a 2D or 3D scalar image; values become float32. Throws IoError. A folder is read as one
 // DICOM series (below) of the DICOM files in it (.dcm, or the 'DICM' marker at byte 128); a file
 // with another or no extension that carries the 'DICM' marker is read as one DICOM slice.

@@ -52,13 +52,7 @@ std::string gib(std::int64_t bytes) {
   return s.str();
 }
 
-std::string stemOf(std::string const& path) {
-  std::string name = fs::path(path).filename().string();
-  for (const char* ext : {".nii.gz", ".nii", ".mha", ".mhd", ".vti", ".dcm"})
-    if (name.size() > std::string(ext).size() && name.compare(name.size() - std::string(ext).size(), std::string::npos, ext) == 0)
-      return name.substr(0, name.size() - std::string(ext).size());
-  return fs::path(path).stem().string();
-}
+std::string stemOf(std::string const& path) { return io::imageStem(path); }
 
 // ---- the ranks' agreement ------------------------------------------------------------------------------
 // Before the first collective whose size depends on the job, every rank contributes the hash of each

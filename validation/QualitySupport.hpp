@@ -14,6 +14,11 @@
 #include "core/Timing.hpp"
 #include "core/Backend.hpp"
 #include "core/Image.hpp"
+#if KORTEX_VALIDATION_HAVE_IO
+#include <filesystem>
+
+#include "io/ImageIO.hpp"
+#endif
 
 namespace kortex::validation::detail {
 
@@ -75,12 +80,9 @@ inline HostImage composeGrid(std::vector<std::vector<HostImage>> const& rows, fl
 
 #if KORTEX_VALIDATION_HAVE_IO
 // "head_ge/01.dcm" -> "head_ge/01", "x.nii.gz" -> "x".
-inline std::string stripImageExtension(std::string s) {
-  for (const char* ext : {".nii.gz", ".nii", ".png", ".jpg", ".jpeg", ".dcm", ".mha", ".mhd", ".vti"}) {
-    const std::string e(ext);
-    if (s.size() > e.size() && s.compare(s.size() - e.size(), e.size(), e) == 0) return s.substr(0, s.size() - e.size());
-  }
-  return s;
+inline std::string stripImageExtension(std::string const& s) {
+  const std::filesystem::path p(s);
+  return (p.parent_path() / io::imageStem(p)).string();
 }
 #endif
 
