@@ -7,6 +7,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "core/Compat.hpp"
 #include "core/Errors.hpp"
 #include "gpu/detail/Common.hpp"
 #include "gpu/fluid/Fluid.hpp"
@@ -218,377 +219,468 @@ double atlasSumSeconds(Exec const& exec, AtlasComm* comm, std::size_t count, int
   return t[t.size() / 2];
 }
 
+namespace {
+
+// One process's atlas (gpu/atlas/Atlas.hpp buildAtlas) in stages: the checks and the shared
+// buffers (constructor), per scale the resident subjects' state, the streamed subjects' set-up and
+// the iterations (template average, each subject's greedy step through the GreedyStepper, the
+// centring, the sums over ranks, a checkpoint), then the outputs and the final statistics.
 template <class Exec>
-AtlasResult buildAtlas(Exec const& exec, std::vector<HostImage> const& images, AtlasParams const& params,
-                       HostImage& templ, std::vector<VectorField<Kokkos::HostSpace>>& fields, AtlasRun const& run) {
+class AtlasBuilder {
+ public:
   using Mem = typename Exec::memory_space;
   using Flat = Kokkos::View<std::int64_t*, Mem>;
   using Streamed = StreamedSubject<Exec>;
-  const auto start = Clock::now();
-  AtlasComm* comm = run.comm != nullptr && run.comm->size() > 1 ? run.comm : nullptr;
-  const int local = int(images.size());
-  const int n = run.total > 0 ? run.total : local;
-  if (n < AtlasParams::kMinSubjects) throw InvalidArgument("atlas: at least two images are needed");
-  if (local < 1) throw InvalidArgument("atlas: this process holds no subject (more ranks than subjects)");
-  if (run.first < 0 || run.first + local > n)
-    throw InvalidArgument("atlas: subjects " + std::to_string(run.first) + ".." + std::to_string(run.first + local - 1) +
-                          " lie outside the cohort of " + std::to_string(n));
-  if (!comm && local != n) throw InvalidArgument("atlas: a partial cohort needs a process group");
-  const Geometry g = images.front().geometry;
-  for (auto const& img : images)
-    if (!img.geometry.sameGrid(g)) throw InvalidArgument("atlas: the images are on different grids");
-  GreedyParams const& gp = params.greedy;
-  for (int f : gp.scales)
-    if (const std::string why = scaleMisfit(g, f); !why.empty()) throw InvalidArgument("atlas: " + why + " of " + describe(g));
-  if (gp.scales.back() != 1) throw InvalidArgument("atlas: the last scale factor must be 1");
-  if (std::int64_t(g.nx()) * g.ny() * g.nz() * 3 > 2147483647)
-    throw InvalidArgument("atlas: more than (2^31 - 1) / 3 voxels");
-  const bool keepV = atlasKeepsVelocity(gp.solver);
-  AtlasState const* resume = run.resume;
-  const int s0 = resume ? resume->scale : 0;
-  if (resume) {
-    if (s0 < 0 || s0 >= int(gp.scales.size()) || resume->iteration < 0 || resume->iteration > gp.iterations[std::size_t(s0)] ||
-        int(resume->u.size()) != local || int(resume->frozen.size()) != local || (keepV && int(resume->v.size()) != local))
-      throw InvalidArgument("atlas: the state to resume from does not match this cohort and these parameters");
-  }
-  // Local subjects 0 .. resident-1 stay on the device; the others are streamed.
-  const int resident = run.residentSubjects < 0 ? local : std::min(run.residentSubjects, local);
-  const int streamedCount = local - resident;
-  const bool streaming = streamedCount > 0;
 
-  AtlasResult result;
-  typename Flat::HostMirror staging;
-  // Each resident image goes to the device once, on the full grid; it is the last scale's I_i, and
-  // the coarser scales' I_i are blurred and down-sampled from it (the blur workspace is shared).
-  std::vector<ImageView<Mem>> full(static_cast<std::size_t>(resident));
-  ImageView<Mem> blurred;
-  if (gp.scales.front() > 1) blurred = ImageView<Mem>("kortex::atlas::blurred", g.nz(), g.ny(), g.nx());
-  double tReduce = 0.0, tSetup = 0.0;
-  auto reduceSlots = [&](std::vector<double>& slots) {
-    if (!comm) return;
-    const auto t0 = Clock::now();
-    comm->sum(slots.data(), slots.size());
-    tReduce += since(t0);
+  AtlasBuilder(Exec const& exec, std::vector<HostImage> const& images, AtlasParams const& params, AtlasRun const& run)
+      : exec_(exec), images_(images), gp_(params.greedy), run_(run) {
+    comm_ = run.comm != nullptr && run.comm->size() > 1 ? run.comm : nullptr;
+    local_ = int(images.size());
+    n_ = run.total > 0 ? run.total : local_;
+    if (n_ < AtlasParams::kMinSubjects) throw InvalidArgument("atlas: at least two images are needed");
+    if (local_ < 1) throw InvalidArgument("atlas: this process holds no subject (more ranks than subjects)");
+    if (run.first < 0 || run.first + local_ > n_)
+      throw InvalidArgument("atlas: subjects " + std::to_string(run.first) + ".." + std::to_string(run.first + local_ - 1) +
+                            " lie outside the cohort of " + std::to_string(n_));
+    if (!comm_ && local_ != n_) throw InvalidArgument("atlas: a partial cohort needs a process group");
+    g_ = images.front().geometry;
+    for (auto const& img : images)
+      if (!img.geometry.sameGrid(g_)) throw InvalidArgument("atlas: the images are on different grids");
+    for (int f : gp_.scales)
+      if (const std::string why = scaleMisfit(g_, f); !why.empty()) throw InvalidArgument("atlas: " + why + " of " + describe(g_));
+    if (gp_.scales.back() != 1) throw InvalidArgument("atlas: the last scale factor must be 1");
+    if (std::int64_t(g_.nx()) * g_.ny() * g_.nz() * 3 > 2147483647) throw InvalidArgument("atlas: more than (2^31 - 1) / 3 voxels");
+    keepV_ = atlasKeepsVelocity(gp_.solver);
+    resume_ = run.resume;
+    s0_ = resume_ ? resume_->scale : 0;
+    if (resume_) {
+      if (s0_ < 0 || s0_ >= int(gp_.scales.size()) || resume_->iteration < 0 ||
+          resume_->iteration > gp_.iterations[std::size_t(s0_)] || int(resume_->u.size()) != local_ ||
+          int(resume_->frozen.size()) != local_ || (keepV_ && int(resume_->v.size()) != local_))
+        throw InvalidArgument("atlas: the state to resume from does not match this cohort and these parameters");
+    }
+    // Local subjects 0 .. resident-1 stay on the device; the others are streamed.
+    resident_ = run.residentSubjects < 0 ? local_ : std::min(run.residentSubjects, local_);
+    streamedCount_ = local_ - resident_;
+    streaming_ = streamedCount_ > 0;
+    // Each resident image goes to the device once, on the full grid; it is the last scale's I_i, and
+    // the coarser scales' I_i are blurred and down-sampled from it (the blur workspace is shared).
+    full_.resize(std::size_t(resident_));
+    if (gp_.scales.front() > 1) blurred_ = ImageView<Mem>("kortex::atlas::blurred", g_.nz(), g_.ny(), g_.nx());
+    if (resume_) {
+      result_.history = resume_->history;
+      result_.refused = resume_->refused;
+      result_.iterations = int(resume_->history.size());
+      result_.resumedAt = result_.iterations;
+    }
+    secondsBefore_ = resume_ ? resume_->seconds : 0.0;
+    // Streaming: the subjects' state in (pinned) host memory, two device slots (the next subject's
+    // state is uploaded on the copy queue while the current one computes) and a full-grid image buffer.
+    hostSub_.resize(std::size_t(streamedCount_));
+    if (streaming_) {
+      copy_ = std::make_unique<CopyQueue<Exec>>(exec);
+      fullStage_ = ImageView<Mem>(Kokkos::view_alloc(std::string("kortex::atlas::stream_image"), Kokkos::WithoutInitializing),
+                                  g_.nz(), g_.ny(), g_.nx());
+    }
+    sub_.resize(std::size_t(resident_));
+    prevFactor_ = s0_ > 0 ? gp_.scales[std::size_t(s0_) - 1] : 0;
+  }
+
+  AtlasResult build(HostImage& templ, std::vector<VectorField<Kokkos::HostSpace>>& fields) {
+    for (std::size_t s = std::size_t(s0_); s < gp_.scales.size(); ++s) {
+      kx::ScopedRegion region("kortex::atlas::scale");
+      exec_.fence();
+      const auto tScale = Clock::now();
+      Scale S(g_, gp_, int(s), resume_ && int(s) == s0_);
+      enterResident(S);
+      S.allocate(exec_, gp_, keepV_);
+      enterStreamed(S);
+      exec_.fence();
+      tSetup_ += since(tScale);
+      const int startIt = S.resumeHere ? resume_->iteration + 1 : 1;
+      for (int it = startIt; it <= gp_.iterations[s]; ++it) iterate(S, it);
+      if (s + 1 == gp_.scales.size()) average(S);
+      prev_ = sub_;
+      prevFactor_ = S.f;
+    }
+    return finish(templ, fields);
+  }
+
+ private:
+  // A scale's grid and its shared buffers: the template and the previous one, the int64 sums, the
+  // mean displacement, the shared velocity (solvers that keep none per subject) and the stepper.
+  struct Scale {
+    int s, f;
+    GridExtents e;
+    int nz, ny, nx, voxels;
+    bool resumeHere;
+    ImageView<Mem> Tprev;
+    Flat sum, ubarSum;
+    Field<Mem> ubar, vShared;
+    std::unique_ptr<GreedyStepper<Exec>> stepper;
+    Scale(Geometry const& g, GreedyParams const& gp, int scale, bool resume)
+        : s(scale), f(gp.scales[std::size_t(scale)]), e(scaledExtents(g, f)), nz(e.nz), ny(e.ny), nx(e.nx),
+          voxels(int(e.voxels())), resumeHere(resume) {}
+    // After the resident subjects' state (the previous scale's is freed by then: the peak the
+    // memory model plans for).
+    void allocate(Exec const& exec, GreedyParams const& gp, bool keepV) {
+      sum = Flat("kortex::atlas::template_sum", std::size_t(voxels));
+      ubarSum = Flat("kortex::atlas::mean_displacement_sum", 3 * std::size_t(voxels));
+      ubar = Field<Mem>("kortex::atlas::mean_displacement", 3, nz, ny, nx);
+      if (!keepV) vShared = Field<Mem>("kortex::atlas::v", 3, nz, ny, nx);
+      stepper = std::make_unique<GreedyStepper<Exec>>(exec, e, gp, GreedyStepper<Exec>::Use::Field);  // force, candidate, fluid solver
+    }
   };
-  if (resume) {
-    result.history = resume->history;
-    result.refused = resume->refused;
-    result.iterations = int(resume->history.size());
-    result.resumedAt = result.iterations;
-  }
-  const double secondsBefore = resume ? resume->seconds : 0.0;
 
-  // Streaming: the subjects' state in (pinned) host memory, two device slots (the next subject's
-  // state is uploaded on the copy queue while the current one computes) and a full-grid image buffer.
-  std::vector<Streamed> hostSub(static_cast<std::size_t>(streamedCount));
-  std::unique_ptr<CopyQueue<Exec>> copy;
-  ImageView<Mem> fullStage;
-  if (streaming) {
-    copy = std::make_unique<CopyQueue<Exec>>(exec);
-    fullStage = ImageView<Mem>(Kokkos::view_alloc(std::string("kortex::atlas::stream_image"), Kokkos::WithoutInitializing), g.nz(), g.ny(), g.nx());
+  void checkResumeField(Scale const& S, std::size_t i) const {
+    auto const& hu = resume_->u[i];
+    if (hu.extent(0) != 3 || int(hu.extent(1)) != S.nz || int(hu.extent(2)) != S.ny || int(hu.extent(3)) != S.nx)
+      throw InvalidArgument("atlas: the state to resume from is not on the grid of scale " + std::to_string(S.s + 1));
   }
-  SubjectState<Mem> slot[2];
 
-  std::vector<SubjectState<Mem>> sub(static_cast<std::size_t>(resident)), prev;
-  int prevFactor = s0 > 0 ? gp.scales[std::size_t(s0) - 1] : 0;
-  ImageView<Mem> T;
-  for (std::size_t s = std::size_t(s0); s < gp.scales.size(); ++s) {
-    exec.fence();
-    const auto tScale = Clock::now();
-    const int f = gp.scales[s];
-    const GridExtents e = scaledExtents(g, f);
-    const int nz = e.nz, ny = e.ny, nx = e.nx, voxels = int(e.voxels());
-    const bool resumeHere = resume && int(s) == s0;
-    auto checkResumeField = [&](std::size_t i) {
-      auto const& hu = resume->u[i];
-      if (hu.extent(0) != 3 || int(hu.extent(1)) != nz || int(hu.extent(2)) != ny || int(hu.extent(3)) != nx)
-        throw InvalidArgument("atlas: the state to resume from is not on the grid of scale " + std::to_string(s + 1));
-    };
-    for (int i = 0; i < resident; ++i) {
+  // The resident subjects at this scale: I_i (from the full-grid image on the device), u_i and v_i
+  // (resumed, up-sampled or zero), W_i; then the template buffers.
+  void enterResident(Scale& S) {
+    const int f = S.f, nz = S.nz, ny = S.ny, nx = S.nx;
+    for (int i = 0; i < resident_; ++i) {
       SubjectState<Mem> st;
-      ImageView<Mem>& image = full[std::size_t(i)];
+      ImageView<Mem>& image = full_[std::size_t(i)];
       if (image.size() == 0) {
-        image = ImageView<Mem>(Kokkos::view_alloc(std::string("kortex::atlas::image"), Kokkos::WithoutInitializing), g.nz(), g.ny(), g.nx());
-        Kokkos::deep_copy(exec, image, images[std::size_t(i)].data);
+        image = ImageView<Mem>(Kokkos::view_alloc(std::string("kortex::atlas::image"), Kokkos::WithoutInitializing), g_.nz(),
+                               g_.ny(), g_.nx());
+        Kokkos::deep_copy(exec_, image, images_[std::size_t(i)].data);
       }
       if (f == 1) {
         st.I = image;  // downsampleImage at factor 1 is a copy: the same values
       } else {
         st.I = ImageView<Mem>(Kokkos::view_alloc(std::string("kortex::atlas::I"), Kokkos::WithoutInitializing), nz, ny, nx);
-        downsampleImage(exec, ConstImageView<Mem>(image), f, blurred, st.I);
+        downsampleImage(exec_, ConstImageView<Mem>(image), f, blurred_, st.I);
       }
       st.W = ImageView<Mem>(Kokkos::view_alloc(std::string("kortex::atlas::W"), Kokkos::WithoutInitializing), nz, ny, nx);
       st.u = Field<Mem>("kortex::atlas::u", 3, nz, ny, nx);
-      if (keepV) st.v = Field<Mem>("kortex::atlas::v", 3, nz, ny, nx);
-      if (resumeHere) {
-        checkResumeField(std::size_t(i));
-        Kokkos::deep_copy(exec, st.u, resume->u[std::size_t(i)]);
-        if (keepV) Kokkos::deep_copy(exec, st.v, resume->v[std::size_t(i)]);
-        st.frozen = resume->frozen[std::size_t(i)] != 0;
-      } else if (prevFactor != 0) {
-        upsampleField(exec, ConstField<Mem>(prev[std::size_t(i)].u), prevFactor, f, st.u);
-        if (keepV) upsampleField(exec, ConstField<Mem>(prev[std::size_t(i)].v), prevFactor, f, st.v);
+      if (keepV_) st.v = Field<Mem>("kortex::atlas::v", 3, nz, ny, nx);
+      if (S.resumeHere) {
+        checkResumeField(S, std::size_t(i));
+        Kokkos::deep_copy(exec_, st.u, resume_->u[std::size_t(i)]);
+        if (keepV_) Kokkos::deep_copy(exec_, st.v, resume_->v[std::size_t(i)]);
+        st.frozen = resume_->frozen[std::size_t(i)] != 0;
+      } else if (prevFactor_ != 0) {
+        upsampleField(exec_, ConstField<Mem>(prev_[std::size_t(i)].u), prevFactor_, f, st.u);
+        if (keepV_) upsampleField(exec_, ConstField<Mem>(prev_[std::size_t(i)].v), prevFactor_, f, st.v);
       }
-      warpSnapped(exec, st.I, st.u, st.W);
-      sub[std::size_t(i)] = st;
+      warpSnapped(exec_, st.I, st.u, st.W);
+      sub_[std::size_t(i)] = st;
     }
-    prev.clear();
-    T = ImageView<Mem>("kortex::atlas::template", nz, ny, nx);
-    ImageView<Mem> Tprev("kortex::atlas::template_previous", nz, ny, nx);
-    if (resumeHere) {
-      if (int(resume->templ.extent(0)) != nz || int(resume->templ.extent(1)) != ny || int(resume->templ.extent(2)) != nx)
-        throw InvalidArgument("atlas: the state's template is not on the grid of scale " + std::to_string(s + 1));
-      Kokkos::deep_copy(exec, Tprev, resume->templ);
+    prev_.clear();
+    T_ = ImageView<Mem>("kortex::atlas::template", nz, ny, nx);
+    S.Tprev = ImageView<Mem>("kortex::atlas::template_previous", nz, ny, nx);
+    if (S.resumeHere) {
+      if (int(resume_->templ.extent(0)) != nz || int(resume_->templ.extent(1)) != ny || int(resume_->templ.extent(2)) != nx)
+        throw InvalidArgument("atlas: the state's template is not on the grid of scale " + std::to_string(S.s + 1));
+      Kokkos::deep_copy(exec_, S.Tprev, resume_->templ);
     }
-    Flat sum("kortex::atlas::template_sum", std::size_t(voxels));
-    Flat ubarSum("kortex::atlas::mean_displacement_sum", 3 * std::size_t(voxels));
-    Field<Mem> ubar("kortex::atlas::mean_displacement", 3, nz, ny, nx);
-    Field<Mem> vShared;
-    if (!keepV) vShared = Field<Mem>("kortex::atlas::v", 3, nz, ny, nx);
-    GreedyStepper<Exec> stepper(exec, e, gp, GreedyStepper<Exec>::Use::Field);  // force, candidate, fluid solver
-
-    // ---- the streamed subjects at this scale: I_i and u_i (v_i) to the host, W_i into the sum
-    if (streaming) {
-      for (int k = 0; k < 2; ++k) {
-        slot[k].I = ImageView<Mem>(Kokkos::view_alloc(std::string("kortex::atlas::stream_I"), Kokkos::WithoutInitializing), nz, ny, nx);
-        slot[k].W = ImageView<Mem>(Kokkos::view_alloc(std::string("kortex::atlas::stream_W"), Kokkos::WithoutInitializing), nz, ny, nx);
-        slot[k].u = Field<Mem>(Kokkos::view_alloc(std::string("kortex::atlas::stream_u"), Kokkos::WithoutInitializing), 3, nz, ny, nx);
-        if (keepV) slot[k].v = Field<Mem>(Kokkos::view_alloc(std::string("kortex::atlas::stream_v"), Kokkos::WithoutInitializing), 3, nz, ny, nx);
-      }
-      SubjectState<Mem>& st = slot[0];
-      Field<Mem> prevU, prevV;
-      if (prevFactor != 0 && !resumeHere) {
-        const GridExtents pe = scaledExtents(g, prevFactor);
-        prevU = Field<Mem>("kortex::atlas::stream_previous_u", 3, pe.nz, pe.ny, pe.nx);
-        if (keepV) prevV = Field<Mem>("kortex::atlas::stream_previous_v", 3, pe.nz, pe.ny, pe.nx);
-      }
-      Kokkos::deep_copy(exec, sum, std::int64_t(0));
-      for (int j = 0; j < streamedCount; ++j) {
-        const std::size_t i = std::size_t(resident + j);
-        Streamed& h = hostSub[std::size_t(j)];
-        Kokkos::deep_copy(exec, fullStage, images[i].data);
-        if (f == 1) Kokkos::deep_copy(exec, st.I, fullStage);
-        else downsampleImage(exec, ConstImageView<Mem>(fullStage), f, blurred, st.I);
-        if (resumeHere) {
-          checkResumeField(i);
-          Kokkos::deep_copy(exec, st.u, resume->u[i]);
-          if (keepV) Kokkos::deep_copy(exec, st.v, resume->v[i]);
-          h.frozen = resume->frozen[i] != 0;
-        } else if (prevFactor != 0) {
-          exec.fence();  // the previous subject's copies to its host buffers are done
-          Kokkos::deep_copy(exec, prevU, h.u);
-          upsampleField(exec, ConstField<Mem>(prevU), prevFactor, f, st.u);
-          if (keepV) {
-            Kokkos::deep_copy(exec, prevV, h.v);
-            upsampleField(exec, ConstField<Mem>(prevV), prevFactor, f, st.v);
-          }
-        } else {
-          Kokkos::deep_copy(exec, st.u, 0.0f);
-          if (keepV) Kokkos::deep_copy(exec, st.v, 0.0f);
-        }
-        exec.fence();  // nothing in flight reads the buffers replaced here
-        h.I = decltype(h.I)(Kokkos::view_alloc(std::string("kortex::atlas::host_I"), Kokkos::WithoutInitializing), nz, ny, nx);
-        h.u = decltype(h.u)(Kokkos::view_alloc(std::string("kortex::atlas::host_u"), Kokkos::WithoutInitializing), 3, nz, ny, nx);
-        if (keepV) h.v = decltype(h.v)(Kokkos::view_alloc(std::string("kortex::atlas::host_v"), Kokkos::WithoutInitializing), 3, nz, ny, nx);
-        warpSnapped(exec, st.I, st.u, st.W);
-        accumulateFlat(exec, {st.W.data()}, sum.data(), voxels, "kortex::atlas::template_sum", true);
-        Kokkos::deep_copy(exec, h.I, st.I);
-        Kokkos::deep_copy(exec, h.u, st.u);
-        if (keepV) Kokkos::deep_copy(exec, h.v, st.v);
-      }
-      exec.fence();
-    }
-
-    auto average = [&] {
-      std::vector<const float*> w;
-      for (auto const& st : sub) w.push_back(st.W.data());
-      // Streaming: `sum` already holds the streamed subjects' terms (set-up or the last centring).
-      accumulateFlat(exec, w, sum.data(), voxels, "kortex::atlas::template_sum", streaming);
-      tReduce += reduceRanks(exec, comm, sum, staging);
-      meanFlat(exec, sum.data(), n, T.data(), voxels, "kortex::atlas::template_mean");
-      if (streaming) Kokkos::deep_copy(exec, sum, std::int64_t(0));
-    };
-    // Streams the streamed subjects through the device slots: body(state, j) runs on the device copy
-    // of subject resident + j (uploaded by then; warpFirst: W_i recomputed from I_i and u_i), then u_i (v_i)
-    // go back. The next subject's upload runs on the copy queue meanwhile.
-    auto forStreamed = [&](bool warpFirst, auto&& body) {
-      if (!streaming) return;
-      auto upload = [&](int j, SubjectState<Mem>& st) {
-        Streamed const& h = hostSub[std::size_t(j)];
-        Kokkos::deep_copy(copy->exec, st.I, h.I);
-        Kokkos::deep_copy(copy->exec, st.u, h.u);
-        if (keepV) Kokkos::deep_copy(copy->exec, st.v, h.v);
-      };
-      exec.fence();
-      upload(0, slot[0]);
-      for (int j = 0; j < streamedCount; ++j) {
-        SubjectState<Mem>& st = slot[j % 2];
-        copy->exec.fence();  // this subject's upload (and the last download) done
-        if (j + 1 < streamedCount) upload(j + 1, slot[(j + 1) % 2]);
-        Streamed& h = hostSub[std::size_t(j)];
-        st.frozen = h.frozen;
-        if (warpFirst) warpSnapped(exec, st.I, st.u, st.W);
-        body(st, j);
-        h.frozen = st.frozen;
-        exec.fence();
-        Kokkos::deep_copy(copy->exec, h.u, st.u);
-        if (keepV) Kokkos::deep_copy(copy->exec, h.v, st.v);
-      }
-      copy->exec.fence();
-    };
-    exec.fence();
-    tSetup += since(tScale);
-    const int startIt = resumeHere ? resume->iteration + 1 : 1;
-    for (int it = startIt; it <= gp.iterations[s]; ++it) {
-      AtlasIteration rec;
-      rec.scale = int(s);
-      rec.factor = f;
-      rec.iteration = it;
-      // slots: [sse_i | refused_i | minJ_i | frozen_i], global subject index
-      std::vector<double> slots(4 * std::size_t(n), 0.0);
-      average();
-      rec.templateChange = it == 1 ? 0.0 : imageRmse(exec, ConstImageView<Mem>(T), ConstImageView<Mem>(Tprev));
-      Kokkos::deep_copy(exec, Tprev, T);
-      const bool first = it == 1;
-      // Spec step 2 for one subject (its W_i current): the greedy step against the template; a
-      // subject whose step folds at every size is frozen, one whose velocity is zero stays.
-      auto step = [&](SubjectState<Mem>& st, std::size_t gi) {
-        if (st.frozen) return;
-        Field<Mem> v = keepV ? st.v : vShared;
-        stepper.computeForce(ConstImageView<Mem>(st.W), ConstImageView<Mem>(T));
-        stepper.solve(v, first, first && prevFactor == 0);
-        const GreedyStepOutcome o = stepper.stepField(st.u, ConstField<Mem>(v));
-        slots[std::size_t(n) + gi] += double(o.refused);
-        if (!o.zeroVelocity && !o.accepted) st.frozen = true;
-      };
-      // Spec step 3 for one subject (ubar current), then W_i and its mismatch.
-      auto centre = [&](SubjectState<Mem>& st, std::size_t gi) {
-        bool kept = false;
-        const float jKept = stepper.composeUnfolded(st.u, ConstField<Mem>(ubar), kept);
-        if (!kept) slots[std::size_t(n) + gi] += 1.0;
-        warpSnapped(exec, st.I, st.u, st.W);
-        const double r = imageRmse(exec, ConstImageView<Mem>(st.W), ConstImageView<Mem>(T));
-        slots[gi] = r * r;
-        slots[2 * std::size_t(n) + gi] = double(jKept);
-        slots[3 * std::size_t(n) + gi] = st.frozen ? 1.0 : 0.0;
-      };
-      for (int i = 0; i < resident; ++i) step(sub[std::size_t(i)], std::size_t(run.first + i));
-      // Centring (spec step 3): u_i <- u_i(x + ubar) - ubar. The streamed subjects add their u_i
-      // to the sum as they pass; the sums are integers, so the order does not matter.
-      if (streaming) Kokkos::deep_copy(exec, ubarSum, std::int64_t(0));
-      forStreamed(true, [&](SubjectState<Mem>& st, int j) {
-        step(st, std::size_t(run.first + resident + j));
-        accumulateFlat(exec, {st.u.data()}, ubarSum.data(), 3 * voxels, "kortex::atlas::mean_displacement_sum", true);
-      });
-      {
-        std::vector<const float*> terms;
-        for (auto const& st : sub) terms.push_back(st.u.data());
-        accumulateFlat(exec, terms, ubarSum.data(), 3 * voxels, "kortex::atlas::mean_displacement_sum", streaming);
-        tReduce += reduceRanks(exec, comm, ubarSum, staging);
-        meanFlat(exec, ubarSum.data(), n, ubar.data(), 3 * voxels, "kortex::atlas::mean_displacement");
-      }
-      for (int i = 0; i < resident; ++i) centre(sub[std::size_t(i)], std::size_t(run.first + i));
-      // The streamed subjects' new W_i go into the next template's sum at once (`average` adds the
-      // resident ones).
-      forStreamed(false, [&](SubjectState<Mem>& st, int j) {
-        centre(st, std::size_t(run.first + resident + j));
-        accumulateFlat(exec, {st.W.data()}, sum.data(), voxels, "kortex::atlas::template_sum", true);
-      });
-      reduceSlots(slots);
-      double sse = 0.0, refused = 0.0, frozen = 0.0;
-      float minJ = 3.4e38f;
-      for (std::size_t i = 0; i < std::size_t(n); ++i) {
-        sse += slots[i];
-        refused += slots[std::size_t(n) + i];
-        minJ = std::min(minJ, float(slots[2 * std::size_t(n) + i]));
-        frozen += slots[3 * std::size_t(n) + i];
-      }
-      rec.mismatch = std::sqrt(sse / double(n));
-      rec.refused = int(refused);
-      rec.minJacobian = minJ;
-      rec.frozen = int(frozen);
-      rec.seconds = secondsBefore + since(start);
-      result.refused += rec.refused;
-      ++result.iterations;
-      result.history.push_back(rec);
-      if (run.progress) run.progress(rec);
-      if (run.checkpoint && run.checkpointEvery > 0 && result.iterations % run.checkpointEvery == 0) {
-        exec.fence();
-        const auto t0 = Clock::now();
-        AtlasState state;
-        state.scale = int(s);
-        state.iteration = it;
-        for (auto const& st : sub) {
-          state.frozen.push_back(st.frozen ? 1 : 0);
-          state.u.push_back(hostCopy(st.u));
-          if (keepV) state.v.push_back(hostCopy(st.v));
-        }
-        for (auto const& h : hostSub) {
-          state.frozen.push_back(h.frozen ? 1 : 0);
-          state.u.push_back(hostCopy(h.u));  // a copy: on host back ends h.u is itself host memory
-          if (keepV) state.v.push_back(hostCopy(h.v));
-        }
-        state.templ = Kokkos::View<float***, Kokkos::LayoutRight, Kokkos::HostSpace>("kortex::atlas::state_template", nz, ny, nx);
-        Kokkos::deep_copy(state.templ, T);
-        state.history = result.history;
-        state.refused = result.refused;
-        state.seconds = secondsBefore + since(start);
-        run.checkpoint(state);
-        tSetup += since(t0);
-      }
-    }
-    if (s + 1 == gp.scales.size()) average();
-    prev = sub;
-    prevFactor = f;
   }
+
+  // The streamed subjects at this scale: I_i and u_i (v_i) to the host, W_i into the sum.
+  void enterStreamed(Scale& S) {
+    if (!streaming_) return;
+    const int f = S.f, nz = S.nz, ny = S.ny, nx = S.nx;
+    for (int k = 0; k < 2; ++k) {
+      slot_[k].I = ImageView<Mem>(Kokkos::view_alloc(std::string("kortex::atlas::stream_I"), Kokkos::WithoutInitializing), nz, ny, nx);
+      slot_[k].W = ImageView<Mem>(Kokkos::view_alloc(std::string("kortex::atlas::stream_W"), Kokkos::WithoutInitializing), nz, ny, nx);
+      slot_[k].u = Field<Mem>(Kokkos::view_alloc(std::string("kortex::atlas::stream_u"), Kokkos::WithoutInitializing), 3, nz, ny, nx);
+      if (keepV_)
+        slot_[k].v = Field<Mem>(Kokkos::view_alloc(std::string("kortex::atlas::stream_v"), Kokkos::WithoutInitializing), 3, nz, ny, nx);
+    }
+    SubjectState<Mem>& st = slot_[0];
+    Field<Mem> prevU, prevV;
+    if (prevFactor_ != 0 && !S.resumeHere) {
+      const GridExtents pe = scaledExtents(g_, prevFactor_);
+      prevU = Field<Mem>("kortex::atlas::stream_previous_u", 3, pe.nz, pe.ny, pe.nx);
+      if (keepV_) prevV = Field<Mem>("kortex::atlas::stream_previous_v", 3, pe.nz, pe.ny, pe.nx);
+    }
+    Kokkos::deep_copy(exec_, S.sum, std::int64_t(0));
+    for (int j = 0; j < streamedCount_; ++j) {
+      const std::size_t i = std::size_t(resident_ + j);
+      Streamed& h = hostSub_[std::size_t(j)];
+      Kokkos::deep_copy(exec_, fullStage_, images_[i].data);
+      if (f == 1)
+        Kokkos::deep_copy(exec_, st.I, fullStage_);
+      else
+        downsampleImage(exec_, ConstImageView<Mem>(fullStage_), f, blurred_, st.I);
+      if (S.resumeHere) {
+        checkResumeField(S, i);
+        Kokkos::deep_copy(exec_, st.u, resume_->u[i]);
+        if (keepV_) Kokkos::deep_copy(exec_, st.v, resume_->v[i]);
+        h.frozen = resume_->frozen[i] != 0;
+      } else if (prevFactor_ != 0) {
+        exec_.fence();  // the previous subject's copies to its host buffers are done
+        Kokkos::deep_copy(exec_, prevU, h.u);
+        upsampleField(exec_, ConstField<Mem>(prevU), prevFactor_, f, st.u);
+        if (keepV_) {
+          Kokkos::deep_copy(exec_, prevV, h.v);
+          upsampleField(exec_, ConstField<Mem>(prevV), prevFactor_, f, st.v);
+        }
+      } else {
+        Kokkos::deep_copy(exec_, st.u, 0.0f);
+        if (keepV_) Kokkos::deep_copy(exec_, st.v, 0.0f);
+      }
+      exec_.fence();  // nothing in flight reads the buffers replaced here
+      h.I = decltype(h.I)(Kokkos::view_alloc(std::string("kortex::atlas::host_I"), Kokkos::WithoutInitializing), nz, ny, nx);
+      h.u = decltype(h.u)(Kokkos::view_alloc(std::string("kortex::atlas::host_u"), Kokkos::WithoutInitializing), 3, nz, ny, nx);
+      if (keepV_) h.v = decltype(h.v)(Kokkos::view_alloc(std::string("kortex::atlas::host_v"), Kokkos::WithoutInitializing), 3, nz, ny, nx);
+      warpSnapped(exec_, st.I, st.u, st.W);
+      accumulateFlat(exec_, {st.W.data()}, S.sum.data(), S.voxels, "kortex::atlas::template_sum", true);
+      Kokkos::deep_copy(exec_, h.I, st.I);
+      Kokkos::deep_copy(exec_, h.u, st.u);
+      if (keepV_) Kokkos::deep_copy(exec_, h.v, st.v);
+    }
+    exec_.fence();
+  }
+
+  // T = the fixed-point mean of every W_i (over ranks).
+  void average(Scale& S) {
+    std::vector<const float*> w;
+    for (auto const& st : sub_) w.push_back(st.W.data());
+    // Streaming: `sum` already holds the streamed subjects' terms (set-up or the last centring).
+    accumulateFlat(exec_, w, S.sum.data(), S.voxels, "kortex::atlas::template_sum", streaming_);
+    tReduce_ += reduceRanks(exec_, comm_, S.sum, staging_);
+    meanFlat(exec_, S.sum.data(), n_, T_.data(), S.voxels, "kortex::atlas::template_mean");
+    if (streaming_) Kokkos::deep_copy(exec_, S.sum, std::int64_t(0));
+  }
+
+  // Streams the streamed subjects through the device slots: body(state, j) runs on the device copy
+  // of subject resident + j (uploaded by then; warpFirst: W_i recomputed from I_i and u_i), then u_i (v_i)
+  // go back. The next subject's upload runs on the copy queue meanwhile.
+  template <class Body>
+  void forStreamed(bool warpFirst, Body&& body) {
+    if (!streaming_) return;
+    auto upload = [&](int j, SubjectState<Mem>& st) {
+      Streamed const& h = hostSub_[std::size_t(j)];
+      Kokkos::deep_copy(copy_->exec, st.I, h.I);
+      Kokkos::deep_copy(copy_->exec, st.u, h.u);
+      if (keepV_) Kokkos::deep_copy(copy_->exec, st.v, h.v);
+    };
+    exec_.fence();
+    upload(0, slot_[0]);
+    for (int j = 0; j < streamedCount_; ++j) {
+      SubjectState<Mem>& st = slot_[j % 2];
+      copy_->exec.fence();  // this subject's upload (and the last download) done
+      if (j + 1 < streamedCount_) upload(j + 1, slot_[(j + 1) % 2]);
+      Streamed& h = hostSub_[std::size_t(j)];
+      st.frozen = h.frozen;
+      if (warpFirst) warpSnapped(exec_, st.I, st.u, st.W);
+      body(st, j);
+      h.frozen = st.frozen;
+      exec_.fence();
+      Kokkos::deep_copy(copy_->exec, h.u, st.u);
+      if (keepV_) Kokkos::deep_copy(copy_->exec, h.v, st.v);
+    }
+    copy_->exec.fence();
+  }
+
+  // Spec step 2 for one subject (its W_i current): the greedy step against the template; a subject
+  // whose step folds at every size is frozen, one whose velocity is zero stays.
+  // slots: [sse_i | refused_i | minJ_i | frozen_i], global subject index.
+  void step(Scale& S, SubjectState<Mem>& st, std::size_t gi, bool first, std::vector<double>& slots) {
+    if (st.frozen) return;
+    Field<Mem> v = keepV_ ? st.v : S.vShared;
+    S.stepper->computeForce(ConstImageView<Mem>(st.W), ConstImageView<Mem>(T_));
+    S.stepper->solve(v, first, first && prevFactor_ == 0);
+    const GreedyStepOutcome o = S.stepper->stepField(st.u, ConstField<Mem>(v));
+    slots[std::size_t(n_) + gi] += double(o.refused);
+    if (!o.zeroVelocity && !o.accepted) st.frozen = true;
+  }
+
+  // Spec step 3 for one subject (ubar current), then W_i and its mismatch.
+  void centre(Scale& S, SubjectState<Mem>& st, std::size_t gi, std::vector<double>& slots) {
+    const std::size_t n = std::size_t(n_);
+    bool kept = false;
+    const float jKept = S.stepper->composeUnfolded(st.u, ConstField<Mem>(S.ubar), kept);
+    if (!kept) slots[n + gi] += 1.0;
+    warpSnapped(exec_, st.I, st.u, st.W);
+    const double r = imageRmse(exec_, ConstImageView<Mem>(st.W), ConstImageView<Mem>(T_));
+    slots[gi] = r * r;
+    slots[2 * n + gi] = double(jKept);
+    slots[3 * n + gi] = st.frozen ? 1.0 : 0.0;
+  }
+
+  void reduceSlots(std::vector<double>& slots) {
+    if (!comm_) return;
+    const auto t0 = Clock::now();
+    comm_->sum(slots.data(), slots.size());
+    tReduce_ += since(t0);
+  }
+
+  // One iteration of the spec over every subject (resident, then streamed), its record and checkpoint.
+  void iterate(Scale& S, int it) {
+    const int first = run_.first, voxels = S.voxels;
+    AtlasIteration rec;
+    rec.scale = S.s;
+    rec.factor = S.f;
+    rec.iteration = it;
+    std::vector<double> slots(4 * std::size_t(n_), 0.0);
+    average(S);
+    rec.templateChange = it == 1 ? 0.0 : imageRmse(exec_, ConstImageView<Mem>(T_), ConstImageView<Mem>(S.Tprev));
+    Kokkos::deep_copy(exec_, S.Tprev, T_);
+    for (int i = 0; i < resident_; ++i) step(S, sub_[std::size_t(i)], std::size_t(first + i), it == 1, slots);
+    // Centring (spec step 3): u_i <- u_i(x + ubar) - ubar. The streamed subjects add their u_i
+    // to the sum as they pass; the sums are integers, so the order does not matter.
+    if (streaming_) Kokkos::deep_copy(exec_, S.ubarSum, std::int64_t(0));
+    forStreamed(true, [&](SubjectState<Mem>& st, int j) {
+      step(S, st, std::size_t(first + resident_ + j), it == 1, slots);
+      accumulateFlat(exec_, {st.u.data()}, S.ubarSum.data(), 3 * voxels, "kortex::atlas::mean_displacement_sum", true);
+    });
+    {
+      std::vector<const float*> terms;
+      for (auto const& st : sub_) terms.push_back(st.u.data());
+      accumulateFlat(exec_, terms, S.ubarSum.data(), 3 * voxels, "kortex::atlas::mean_displacement_sum", streaming_);
+      tReduce_ += reduceRanks(exec_, comm_, S.ubarSum, staging_);
+      meanFlat(exec_, S.ubarSum.data(), n_, S.ubar.data(), 3 * voxels, "kortex::atlas::mean_displacement");
+    }
+    for (int i = 0; i < resident_; ++i) centre(S, sub_[std::size_t(i)], std::size_t(first + i), slots);
+    // The streamed subjects' new W_i go into the next template's sum at once (`average` adds the
+    // resident ones).
+    forStreamed(false, [&](SubjectState<Mem>& st, int j) {
+      centre(S, st, std::size_t(first + resident_ + j), slots);
+      accumulateFlat(exec_, {st.W.data()}, S.sum.data(), voxels, "kortex::atlas::template_sum", true);
+    });
+    reduceSlots(slots);
+    record(rec, slots);
+    if (run_.checkpoint && run_.checkpointEvery > 0 && result_.iterations % run_.checkpointEvery == 0) checkpoint(S, it);
+  }
+
+  // The iteration's figures over every subject of every rank.
+  void record(AtlasIteration& rec, std::vector<double> const& slots) {
+    const std::size_t n = std::size_t(n_);
+    double sse = 0.0, refused = 0.0, frozen = 0.0;
+    float minJ = 3.4e38f;
+    for (std::size_t i = 0; i < n; ++i) {
+      sse += slots[i];
+      refused += slots[n + i];
+      minJ = std::min(minJ, float(slots[2 * n + i]));
+      frozen += slots[3 * n + i];
+    }
+    rec.mismatch = std::sqrt(sse / double(n_));
+    rec.refused = int(refused);
+    rec.minJacobian = minJ;
+    rec.frozen = int(frozen);
+    rec.seconds = secondsBefore_ + since(start_);
+    result_.refused += rec.refused;
+    ++result_.iterations;
+    result_.history.push_back(rec);
+    if (run_.progress) run_.progress(rec);
+  }
+
+  void checkpoint(Scale const& S, int it) {
+    exec_.fence();
+    const auto t0 = Clock::now();
+    AtlasState state;
+    state.scale = S.s;
+    state.iteration = it;
+    for (auto const& st : sub_) {
+      state.frozen.push_back(st.frozen ? 1 : 0);
+      state.u.push_back(hostCopy(st.u));
+      if (keepV_) state.v.push_back(hostCopy(st.v));
+    }
+    for (auto const& h : hostSub_) {
+      state.frozen.push_back(h.frozen ? 1 : 0);
+      state.u.push_back(hostCopy(h.u));  // a copy: on host back ends h.u is itself host memory
+      if (keepV_) state.v.push_back(hostCopy(h.v));
+    }
+    state.templ = Kokkos::View<float***, Kokkos::LayoutRight, Kokkos::HostSpace>("kortex::atlas::state_template", S.nz, S.ny, S.nx);
+    Kokkos::deep_copy(state.templ, T_);
+    state.history = result_.history;
+    state.refused = result_.refused;
+    state.seconds = secondsBefore_ + since(start_);
+    run_.checkpoint(state);
+    tSetup_ += since(t0);
+  }
+
   // Outputs and the final statistics.
-  exec.fence();
-  const auto tOut = Clock::now();
-  templ = HostImage("atlas template", g);
-  Kokkos::deep_copy(templ.data, T);
-  fields.clear();
-  full.clear();
-  const int voxels = int(g.nz() * g.ny() * g.nx());
-  std::vector<double> slots(std::size_t(n), 0.0);
-  std::vector<const float*> terms;
-  Flat uSum("kortex::atlas::final_displacement_sum", 3 * std::size_t(voxels));
-  for (int i = 0; i < resident; ++i) {
-    auto const& st = sub[std::size_t(i)];
-    if (run.returnFields) {
-      fields.emplace_back("atlas displacement", g);
-      Kokkos::deep_copy(fields.back().data, st.u);
+  AtlasResult finish(HostImage& templ, std::vector<VectorField<Kokkos::HostSpace>>& fields) {
+    exec_.fence();
+    const auto tOut = Clock::now();
+    templ = HostImage("atlas template", g_);
+    Kokkos::deep_copy(templ.data, T_);
+    fields.clear();
+    full_.clear();
+    const int voxels = int(g_.nz() * g_.ny() * g_.nx());
+    std::vector<double> slots(std::size_t(n_), 0.0);
+    std::vector<const float*> terms;
+    Flat uSum("kortex::atlas::final_displacement_sum", 3 * std::size_t(voxels));
+    for (int i = 0; i < resident_; ++i) {
+      auto const& st = sub_[std::size_t(i)];
+      if (run_.returnFields) {
+        fields.emplace_back("atlas displacement", g_);
+        Kokkos::deep_copy(fields.back().data, st.u);
+      }
+      slots[std::size_t(run_.first + i)] = double(minJacobian(exec_, ConstField<Mem>(st.u)));
+      terms.push_back(st.u.data());
     }
-    slots[std::size_t(run.first + i)] = double(minJacobian(exec, ConstField<Mem>(st.u)));
-    terms.push_back(st.u.data());
-  }
-  if (streaming) Kokkos::deep_copy(exec, uSum, std::int64_t(0));
-  for (int j = 0; j < streamedCount; ++j) {
-    Streamed const& h = hostSub[std::size_t(j)];
-    Kokkos::deep_copy(exec, slot[0].u, h.u);
-    if (run.returnFields) {
-      fields.emplace_back("atlas displacement", g);
-      Kokkos::deep_copy(fields.back().data, h.u);
+    if (streaming_) Kokkos::deep_copy(exec_, uSum, std::int64_t(0));
+    for (int j = 0; j < streamedCount_; ++j) {
+      Streamed const& h = hostSub_[std::size_t(j)];
+      Kokkos::deep_copy(exec_, slot_[0].u, h.u);
+      if (run_.returnFields) {
+        fields.emplace_back("atlas displacement", g_);
+        Kokkos::deep_copy(fields.back().data, h.u);
+      }
+      slots[std::size_t(run_.first + resident_ + j)] = double(minJacobian(exec_, ConstField<Mem>(slot_[0].u)));
+      accumulateFlat(exec_, {slot_[0].u.data()}, uSum.data(), 3 * voxels, "kortex::atlas::final_displacement_sum", true);
     }
-    slots[std::size_t(run.first + resident + j)] = double(minJacobian(exec, ConstField<Mem>(slot[0].u)));
-    accumulateFlat(exec, {slot[0].u.data()}, uSum.data(), 3 * voxels, "kortex::atlas::final_displacement_sum", true);
+    accumulateFlat(exec_, terms, uSum.data(), 3 * voxels, "kortex::atlas::final_displacement_sum", streaming_);
+    tReduce_ += reduceRanks(exec_, comm_, uSum, staging_);
+    reduceSlots(slots);
+    result_.minJacobian = 3.4e38f;
+    for (double j : slots) result_.minJacobian = std::min(result_.minJacobian, float(j));
+    double ss = 0.0;
+    Kokkos::parallel_reduce("kortex::atlas::mean_displacement_norm",
+                            Kokkos::RangePolicy<Exec, Kokkos::IndexType<int>>(exec_, 0, voxels),
+                            MeanNormFunctor{uSum.data(), voxels, n_}, ss);
+    result_.meanDisplacementRms = std::sqrt(ss / double(voxels));
+    exec_.fence();
+    tSetup_ += since(tOut);
+    result_.seconds = secondsBefore_ + since(start_);
+    result_.secondsSetup = tSetup_;
+    result_.secondsReduce = tReduce_;
+    result_.secondsCompute = std::max(0.0, since(start_) - tSetup_ - tReduce_);
+    result_.streamed = streamedCount_;
+    return result_;
   }
-  accumulateFlat(exec, terms, uSum.data(), 3 * voxels, "kortex::atlas::final_displacement_sum", streaming);
-  tReduce += reduceRanks(exec, comm, uSum, staging);
-  reduceSlots(slots);
-  result.minJacobian = 3.4e38f;
-  for (double j : slots) result.minJacobian = std::min(result.minJacobian, float(j));
-  double ss = 0.0;
-  Kokkos::parallel_reduce("kortex::atlas::mean_displacement_norm", Kokkos::RangePolicy<Exec, Kokkos::IndexType<int>>(exec, 0, voxels),
-                          MeanNormFunctor{uSum.data(), voxels, n}, ss);
-  result.meanDisplacementRms = std::sqrt(ss / double(voxels));
-  exec.fence();
-  tSetup += since(tOut);
-  result.seconds = secondsBefore + since(start);
-  result.secondsSetup = tSetup;
-  result.secondsReduce = tReduce;
-  result.secondsCompute = std::max(0.0, since(start) - tSetup - tReduce);
-  result.streamed = streamedCount;
-  return result;
+
+  Exec exec_;
+  std::vector<HostImage> const& images_;
+  GreedyParams const& gp_;
+  AtlasRun const& run_;
+  const Clock::time_point start_ = Clock::now();
+  AtlasComm* comm_ = nullptr;
+  int local_ = 0, n_ = 0;
+  Geometry g_;
+  bool keepV_ = false;
+  AtlasState const* resume_ = nullptr;
+  int s0_ = 0, resident_ = 0, streamedCount_ = 0;
+  bool streaming_ = false;
+  AtlasResult result_;
+  typename Flat::HostMirror staging_;
+  std::vector<ImageView<Mem>> full_;
+  ImageView<Mem> blurred_;
+  double tReduce_ = 0.0, tSetup_ = 0.0, secondsBefore_ = 0.0;
+  std::vector<Streamed> hostSub_;
+  std::unique_ptr<CopyQueue<Exec>> copy_;
+  ImageView<Mem> fullStage_;
+  SubjectState<Mem> slot_[2];
+  std::vector<SubjectState<Mem>> sub_, prev_;
+  int prevFactor_ = 0;
+  ImageView<Mem> T_;
+};
+
+}  // namespace
+
+template <class Exec>
+AtlasResult buildAtlas(Exec const& exec, std::vector<HostImage> const& images, AtlasParams const& params,
+                       HostImage& templ, std::vector<VectorField<Kokkos::HostSpace>>& fields, AtlasRun const& run) {
+  return AtlasBuilder<Exec>(exec, images, params, run).build(templ, fields);
 }
 
 #define KORTEX_INSTANTIATE_ATLAS(SPACE)                                                                       \
