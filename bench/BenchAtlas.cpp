@@ -15,23 +15,13 @@ namespace kortex::bench {
 namespace atlas {
 
 Context::Context(BenchOptions const& o, BenchReport& r, nlohmann::json p, AtlasComm* c)
-    : opt(o), rep(r), peers(std::move(p)), comm(c) {
+    : common::SectionRun(o, r, std::move(p), "bench atlas: "), comm(c) {
   onDevice = !common::kDeviceIsHostMemory;
   copyGBs = common::measureCopyBandwidth(exec, opt.tiny || !onDevice);
   g = opt.tiny ? Geometry::make3D(24, 32, 28) : (onDevice ? Geometry::make3D(160, 192, 144) : Geometry::make3D(48, 64, 56));
   large = opt.tiny ? 3 : (onDevice ? (opt.quick ? 64 : 315) : 6);
   small = opt.tiny ? 3 : (onDevice ? 20 : 4);
   voxels = double(g.numVoxels());
-}
-
-void Context::say(std::string const& s) const {
-  if (opt.progress) *opt.progress << "bench atlas: " << s << std::endl;
-}
-
-void Context::fail(std::string const& what) {
-  ++rep.failed;
-  md << "\n**FAILED:** " << what << "\n";
-  say("FAILED: " + what);
 }
 
 std::pair<AtlasResult, double> Context::run(std::vector<HostImage> const& imgs, AtlasParams const& p) {

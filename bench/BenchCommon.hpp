@@ -17,6 +17,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstddef>
+#include <sstream>
 #include <string>
 #include <utility>
 #include <vector>
@@ -25,6 +26,30 @@
 #include "core/Timing.hpp"
 
 namespace kortex::bench::common {
+
+// What the sections of every paper bench share: the options, the report, the --peers JSON (null
+// when none), the one Markdown stream (the sections share its format state, in order), the progress
+// lines (with an optional prefix, e.g. "bench atlas: ") and failures (counted, in the report, said).
+struct SectionRun {
+  SectionRun(BenchOptions const& o, BenchReport& r, nlohmann::json p, std::string progressPrefix = {})
+      : opt(o), rep(r), peers(std::move(p)), prefix_(std::move(progressPrefix)) {}
+  BenchOptions const& opt;
+  BenchReport& rep;
+  const nlohmann::json peers;
+  std::ostringstream md;
+
+  void say(std::string const& s) const {
+    if (opt.progress) *opt.progress << prefix_ << s << std::endl;
+  }
+  void fail(std::string const& what) {
+    ++rep.failed;
+    md << "\n**FAILED:** " << what << "\n";
+    say("FAILED: " + what);
+  }
+
+ private:
+  std::string prefix_;
+};
 
 using DeviceExec = Kokkos::DefaultExecutionSpace;
 using DeviceMem = DeviceExec::memory_space;

@@ -17,23 +17,13 @@ namespace kortex::bench {
 namespace greedy {
 
 Context::Context(BenchOptions const& o, BenchReport& r, nlohmann::json p)
-    : opt(o), rep(r), peers(std::move(p)) {
+    : common::SectionRun(o, r, std::move(p), "bench greedy: ") {
   onDevice = !common::kDeviceIsHostMemory;
   reps = opt.tiny ? 2 : 10;
   warm = opt.tiny ? 1 : 3;
   copyGBs = common::measureCopyBandwidth(exec, opt.tiny || !onDevice);
   target = opt.tiny ? GridExtents{24, 32, 28} : (onDevice ? GridExtents{144, 192, 160} : GridExtents{48, 64, 56});
   targetGrid = Geometry::make3D(target.nx, target.ny, target.nz);
-}
-
-void Context::say(std::string const& s) const {
-  if (opt.progress) *opt.progress << "bench greedy: " << s << std::endl;
-}
-
-void Context::fail(std::string const& what) {
-  ++rep.failed;
-  md << "\n**FAILED:** " << what << "\n";
-  say("FAILED: " + what);
 }
 
 std::pair<HostImage, HostImage> makePair(Geometry const& g, double maxVoxels, std::uint64_t seed) {

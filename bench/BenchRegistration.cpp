@@ -12,7 +12,7 @@
 namespace kortex::bench {
 namespace registration {
 
-Context::Context(BenchOptions const& o, BenchReport& r, nlohmann::json p) : opt(o), rep(r), peers(std::move(p)) {
+Context::Context(BenchOptions const& o, BenchReport& r, nlohmann::json p) : common::SectionRun(o, r, std::move(p)) {
   onDevice = !common::kDeviceIsHostMemory;
   if (opt.tiny) {
     forceSizes = {24, 32};
@@ -31,16 +31,6 @@ Context::Context(BenchOptions const& o, BenchReport& r, nlohmann::json p) : opt(
   reps = opt.tiny ? 2 : 10;
   warm = opt.tiny ? 1 : 3;
   copyGBs = common::measureCopyBandwidth(exec, opt.tiny || !onDevice);
-}
-
-void Context::say(std::string const& s) const {
-  if (opt.progress) *opt.progress << s << std::endl;
-}
-
-void Context::fail(std::string const& what) {
-  ++rep.failed;
-  md << "\n**FAILED:** " << what << "\n";
-  say("FAILED: " + what);
 }
 
 }  // namespace registration

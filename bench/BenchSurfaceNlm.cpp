@@ -14,7 +14,7 @@
 namespace kortex::bench {
 namespace surface {
 
-Context::Context(BenchOptions const& o, BenchReport& r, nlohmann::json p) : opt(o), rep(r), peers(std::move(p)) {
+Context::Context(BenchOptions const& o, BenchReport& r, nlohmann::json p) : common::SectionRun(o, r, std::move(p)) {
   onDevice = !common::kDeviceIsHostMemory;
   if (opt.tiny)
     targets = {1500, 3000};
@@ -30,16 +30,6 @@ Context::Context(BenchOptions const& o, BenchReport& r, nlohmann::json p) : opt(
   cpuThreads = allThreads > 2 ? std::vector<int>{2, allThreads} : std::vector<int>{allThreads};
   pv = base.patch * base.patch * base.patch;
   cpuPerPair.assign(cpuThreads.size(), -1.0);
-}
-
-void Context::say(std::string const& s) const {
-  if (opt.progress) *opt.progress << s << std::endl;
-}
-
-void Context::fail(std::string const& what) {
-  ++rep.failed;
-  md << "\n**FAILED:** " << what << "\n";
-  say("FAILED: " + what);
 }
 
 }  // namespace surface

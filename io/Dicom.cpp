@@ -143,6 +143,24 @@ std::string trimValue(std::vector<unsigned char> const& b, std::size_t pos, std:
   return s.substr(i);
 }
 
+// The file meta information (group 0002, explicit VR little endian) of a Part 10 file whose DICM
+// marker was checked: returns the transfer syntax UID; `pos` receives where the data set starts.
+std::string readMetaHeader(Parser const& p, std::vector<unsigned char> const& b, fs::path const& file, std::size_t& pos) {
+  pos = 132;
+  std::string syntax;
+  if (pos + 4 > b.size() || p.u16(pos) != 0x0002)
+    readError(file, "corrupt DICOM meta header (it does not start with group 0002)");
+  while (pos + 4 <= b.size() && p.u16(pos) == 0x0002) {
+    const auto el = p.element(pos, true);
+    if (el.length == kUndefined) readError(file, "corrupt DICOM meta header (an element of undefined length)");
+    p.need(el.value, el.length);
+    if (el.tag == tagOf(0x0002, 0x0010)) syntax = trimValue(b, el.value, el.length);
+    pos = el.value + el.length;
+  }
+  if (syntax.empty()) readError(file, "corrupt DICOM meta header (no transfer syntax)");
+  return syntax;
+}
+
 // Backslash-separated decimal strings.
 std::vector<double> numbersOf(std::string const& s) {
   std::vector<double> v;
@@ -169,18 +187,8 @@ std::string checkDicomStructure(fs::path const& file) {
   if (b.size() < 132 || std::memcmp(b.data() + 128, "DICM", 4) != 0)
     readError(file, "not a DICOM Part 10 file (no 'DICM' marker at byte 128)");
   Parser p(b, file);
-  std::size_t pos = 132;
-  std::string syntax;
-  if (pos + 4 > b.size() || p.u16(pos) != 0x0002)
-    readError(file, "corrupt DICOM meta header (it does not start with group 0002)");
-  while (pos + 4 <= b.size() && p.u16(pos) == 0x0002) {
-    const auto el = p.element(pos, true);
-    if (el.length == kUndefined) readError(file, "corrupt DICOM meta header (an element of undefined length)");
-    p.need(el.value, el.length);
-    if (el.tag == tagOf(0x0002, 0x0010)) syntax = trimValue(b, el.value, el.length);
-    pos = el.value + el.length;
-  }
-  if (syntax.empty()) readError(file, "corrupt DICOM meta header (no transfer syntax)");
+  std::size_t pos = 0;
+  const std::string syntax = readMetaHeader(p, b, file, pos);
   // Big endian and deflated data sets are left to the decoder; every other syntax is little
   // endian, implicit VR for 1.2.840.10008.1.2 only.
   if (syntax == "1.2.840.10008.1.2.2" || syntax == "1.2.840.10008.1.2.1.99") return syntax;
@@ -299,16 +307,8 @@ HostImage readDicomKortex(fs::path const& file) {
   Parser p(b, file);
 
   // --- file meta information: explicit VR little endian, group 0002 ---
-  std::size_t pos = 132;
-  std::string transferSyntax;
-  while (pos + 4 <= b.size() && p.u16(pos) == 0x0002) {
-    const auto el = p.element(pos, true);
-    if (el.length == kUndefined) readError(file, "corrupt DICOM meta header");
-    p.need(el.value, el.length);
-    if (el.tag == tagOf(0x0002, 0x0010)) transferSyntax = trimValue(b, el.value, el.length);
-    pos = el.value + el.length;
-  }
-  if (transferSyntax.empty()) readError(file, "corrupt DICOM meta header (no transfer syntax)");
+  std::size_t pos = 0;
+  const std::string transferSyntax = readMetaHeader(p, b, file, pos);
   bool explicitVR = true;
   if (transferSyntax == "1.2.840.10008.1.2") {
     explicitVR = false;

@@ -61,12 +61,9 @@ bool sameBits(HostImage const& a, HostImage const& b);
 TimingStats iterationStats(AtlasResult const& r);
 
 // ---- one run ----------------------------------------------------------------------------------
-struct Context {
+struct Context : common::SectionRun {
   Context(BenchOptions const& o, BenchReport& r, nlohmann::json p, AtlasComm* c);
 
-  BenchOptions const& opt;
-  BenchReport& rep;
-  const nlohmann::json peers;  // the --peers JSON (null when none)
   AtlasComm* comm = nullptr;   // the process group when it has more than one rank
   Exec exec;
   bool onDevice = false;
@@ -77,10 +74,7 @@ struct Context {
   std::vector<HostImage> base;  // baseImages()
   std::vector<HostImage> big;   // the large cohort (empty when only "Scaling" runs)
   nlohmann::json j;
-  std::ostringstream md;  // one stream: the sections share its format state, in order
 
-  void say(std::string const& s) const;
-  void fail(std::string const& what);
   // One atlas of imgs on the device, fenced, timed; the template comes back, the fields stay on
   // the device; a folded field fails the report.
   std::pair<AtlasResult, double> run(std::vector<HostImage> const& imgs, AtlasParams const& p);

@@ -50,12 +50,9 @@ inline constexpr double kMatvecBytesPerVoxel = 24.0;
 inline constexpr int kWarmupIterations = 10;
 
 // One run of the benchmark: what every section reads, and where it writes.
-struct Context {
+struct Context : common::SectionRun {
   Context(BenchOptions const& o, BenchReport& r, nlohmann::json p);
 
-  BenchOptions const& opt;
-  BenchReport& rep;
-  const nlohmann::json peers;  // the --peers JSON (null when none)
   Exec exec;
   bool onDevice = false;
   int reps = 0, warm = 0;
@@ -64,10 +61,7 @@ struct Context {
   Geometry targetGrid;
   FluidParams fp;  // the paper's alpha 0.01, beta 0, gamma 0.001
   nlohmann::json j;
-  std::ostringstream md;  // one stream: the sections share its format state, in order
 
-  void say(std::string const& s) const;
-  void fail(std::string const& what);
   void fence() const { exec.fence(); }
 };
 

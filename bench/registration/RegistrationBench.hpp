@@ -61,22 +61,16 @@ struct DeviceVolume {
 DeviceVolume upload(Volume const& h);
 
 // ---- one run ----------------------------------------------------------------------------------
-struct Context {
+struct Context : common::SectionRun {
   Context(BenchOptions const& o, BenchReport& r, nlohmann::json p);
 
-  BenchOptions const& opt;
-  BenchReport& rep;
-  const nlohmann::json peers;  // the --peers JSON (null when none)
   Exec exec;
   bool onDevice = false;
   std::vector<Index> forceSizes, iterSizes;  // Fig 1, Fig 2
   int reps = 0, warm = 0;
   double copyGBs = 0.0;
   nlohmann::json j;
-  std::ostringstream md;  // one stream: the sections share its format state, in order
 
-  void say(std::string const& s) const;
-  void fail(std::string const& what);
 };
 
 // The sections, in report order.

@@ -47,12 +47,9 @@ inline constexpr double kNoiseSd = 0.3;         // voxel, on phi
 HostImage noisySphere(double target, unsigned seed);
 
 // ---- one run ----------------------------------------------------------------------------------
-struct Context {
+struct Context : common::SectionRun {
   Context(BenchOptions const& o, BenchReport& r, nlohmann::json p);
 
-  BenchOptions const& opt;
-  BenchReport& rep;
-  const nlohmann::json peers;  // the --peers JSON (null when none)
   Exec exec;
   bool onDevice = false;
   std::vector<double> targets;  // band sizes
@@ -65,7 +62,6 @@ struct Context {
   const SurfaceNlmParams base{};
   int pv = 0;  // patch voxels
   nlohmann::json j;
-  std::ostringstream md;  // one stream: the parts share its format state, in order
   std::ostringstream fig4, fig5, check;  // the tables the cases append to
   nlohmann::json cases = nlohmann::json::array();
   double cpuSpent = 0.0;
@@ -74,8 +70,6 @@ struct Context {
   std::string weights175Variant;
   std::int64_t weights175N = 0;
 
-  void say(std::string const& s) const;
-  void fail(std::string const& what);
 };
 
 // One band size: what Fig4.cpp leaves for the CPU runs, the check and the dump.
