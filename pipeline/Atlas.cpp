@@ -344,18 +344,16 @@ class AtlasJobStages {
     AtlasJob const& job = job_;
     AtlasJobResult& r = r_;
     t0_ = Clock::now();
+    // The alignment stage alone: the parameters were validated once, in checkParameters.
     RegistrationPipelineOptions ro;
     ro.backend = r.backend;
-    ro.method = RegistrationMethod::Greedy;
-    ro.useFluid = false;
     ro.useAffine = job.useAffine;
     ro.affine = job.affine;
     ro.intensity = job.intensity;
-    ro.greedy = job.params.greedy;
     for (int i = 0; i < r.local; ++i) {
       const std::string& p = job.images[std::size_t(r.first + i)];
       try {
-        pre_.push_back(registerPair(originals_[std::size_t(i)], reference_, ro));
+        pre_.push_back(alignPair(originals_[std::size_t(i)], reference_, ro));
       } catch (InvalidArgument const& e) {
         throw InvalidArgument(p + ": " + e.what());
       }

@@ -9,6 +9,7 @@
 #include <map>
 #include <set>
 
+#include "core/Compat.hpp"
 #include "core/Errors.hpp"
 #include "core/Intensity.hpp"
 #include "gpu/affine/Affine.hpp"
@@ -104,102 +105,139 @@ void affineStage(RegistrationPipelineOptions const& opt, RegistrationPipelineRes
   r.secondsAffine = secondsSince(t0);
 }
 
+// Stages 2-3 on the Kokkos back end: the affine stage and the moving image resampled onto the fixed
+// grid (r.movingResampled; the device copy is returned for the fluid stage).
 template <class Exec>
-void runKokkos(HostImage const& movingN, HostImage const& fixedN, HostImage const& moving, HostImage const& fixed,
-               RegistrationPipelineOptions const& opt, RegistrationPipelineResult& r) {
+ImageView<typename Exec::memory_space> alignKokkos(Exec const& exec, HostImage const& movingN, HostImage const& fixedN,
+                                                   RegistrationPipelineOptions const& opt, RegistrationPipelineResult& r) {
   using Mem = typename Exec::memory_space;
-  Exec exec;
   r.executionSpace = Exec::name();
   affineStage(opt, r, [&](AffineParams const& ap) {
     return gpu::affineRegister(exec, movingN, fixedN, ap, opt.affineProgress);
   });
-  auto t0 = Clock::now();
+  const Geometry& fixed = r.fixedGrid;
+  const auto t0 = Clock::now();
   auto dMoving = Kokkos::create_mirror_view_and_copy(Mem(), movingN.data);
-  auto dFixed = Kokkos::create_mirror_view_and_copy(Mem(), fixedN.data);
-  ImageView<Mem> dResampled("kortex::registerPair::movingResampled", fixed.geometry.nz(), fixed.geometry.ny(),
-                            fixed.geometry.nx());
+  ImageView<Mem> dResampled("kortex::registerPair::movingResampled", fixed.nz(), fixed.ny(), fixed.nx());
   gpu::resampleAffine(exec, ConstImageView<Mem>(dMoving), r.affine, dResampled);
   exec.fence();
   r.secondsResample = secondsSince(t0);
-  r.movingResampled = HostImage("kortex::registerPair::movingResampled", fixed.geometry);
+  r.movingResampled = HostImage("kortex::registerPair::movingResampled", fixed);
   Kokkos::deep_copy(r.movingResampled.data, dResampled);
-  r.u = VectorField<Kokkos::HostSpace>("kortex::registerPair::u", fixed.geometry, 3);
-  t0 = Clock::now();
-  if (opt.useFluid && opt.method == RegistrationMethod::Greedy) {
+  r.u = VectorField<Kokkos::HostSpace>("kortex::registerPair::u", fixed, 3);
+  return dResampled;
+}
+
+// Stage 4 on the Kokkos back end: the greedy or unbiased fluid registration of the aligned pair.
+template <class Exec>
+void fluidKokkos(Exec const& exec, ImageView<typename Exec::memory_space> dResampled, HostImage const& fixedN,
+                 RegistrationPipelineOptions const& opt, RegistrationPipelineResult& r) {
+  using Mem = typename Exec::memory_space;
+  const Geometry& fixed = r.fixedGrid;
+  const auto t0 = Clock::now();
+  if (opt.method == RegistrationMethod::Greedy) {
     greedyStage(r.movingResampled, fixedN, opt, r, [&](HostImage const& m, HostImage const& f, VectorField<Kokkos::HostSpace>& u) {
       return gpu::greedyRegister(exec, m, f, u, opt.greedy, opt.greedyProgress);
     });
-  } else if (opt.useFluid) {
-    gpu::Field<Mem> dU("kortex::registerPair::dU", 3, fixed.geometry.nz(), fixed.geometry.ny(), fixed.geometry.nx());
-    gpu::FluidRegistration<Exec> reg(exec, fixed.geometry, opt.fluid);
+  } else {
+    auto dFixed = Kokkos::create_mirror_view_and_copy(Mem(), fixedN.data);
+    gpu::Field<Mem> dU("kortex::registerPair::dU", 3, fixed.nz(), fixed.ny(), fixed.nx());
+    gpu::FluidRegistration<Exec> reg(exec, fixed, opt.fluid);
     r.fluid = reg.run(ConstImageView<Mem>(dResampled), ConstImageView<Mem>(dFixed), dU, opt.progress);
     Kokkos::deep_copy(r.u.data, dU);
   }
   r.secondsFluid = secondsSince(t0);
 }
 
-void runReference(HostImage const& movingN, HostImage const& fixedN, HostImage const& moving, HostImage const& fixed,
-                  RegistrationPipelineOptions const& opt, RegistrationPipelineResult& r) {
+// Stages 2-3 on the CPU reference.
+void alignReference(HostImage const& movingN, HostImage const& fixedN, RegistrationPipelineOptions const& opt,
+                    RegistrationPipelineResult& r) {
   r.executionSpace = "OpenMP reference (" + std::to_string(omp_get_max_threads()) + " threads)";
   affineStage(opt, r, [&](AffineParams const& ap) {
     return ref::affineRegister(movingN, fixedN, ap, opt.affineProgress);
   });
-  auto t0 = Clock::now();
-  r.movingResampled = ref::resampleAffine(movingN, fixed.geometry, r.affine);
+  const auto t0 = Clock::now();
+  r.movingResampled = ref::resampleAffine(movingN, r.fixedGrid, r.affine);
   r.secondsResample = secondsSince(t0);
-  r.u = VectorField<Kokkos::HostSpace>("kortex::registerPair::u", fixed.geometry, 3);
-  t0 = Clock::now();
-  if (opt.useFluid && opt.method == RegistrationMethod::Greedy)
+  r.u = VectorField<Kokkos::HostSpace>("kortex::registerPair::u", r.fixedGrid, 3);
+}
+
+// Stage 4 on the CPU reference.
+void fluidReference(HostImage const& fixedN, RegistrationPipelineOptions const& opt, RegistrationPipelineResult& r) {
+  const auto t0 = Clock::now();
+  if (opt.method == RegistrationMethod::Greedy)
     greedyStage(r.movingResampled, fixedN, opt, r, [&](HostImage const& m, HostImage const& f, VectorField<Kokkos::HostSpace>& u) {
       return ref::greedyRegister(m, f, u, opt.greedy, opt.greedyProgress);
     });
-  else if (opt.useFluid)
+  else
     r.fluid = ref::fluidRegister(r.movingResampled, fixedN, r.u, opt.fluid, opt.progress);
   r.secondsFluid = secondsSince(t0);
+}
+
+// Stage 1 and the header alignment: both images normalised (r.fixedNormalised), r.affine the
+// header alignment with its overlap checked. Returns the normalised moving image.
+HostImage prepareAlignment(HostImage const& moving, HostImage const& fixed, RegistrationPipelineOptions const& opt,
+                           RegistrationPipelineResult& r) {
+  r.method = opt.method;
+  r.backend = resolve(opt.backend);
+  r.fixedGrid = fixed.geometry;
+  r.movingGrid = moving.geometry;
+  const auto t0 = Clock::now();
+  HostImage movingN = normaliseIntensity(moving, opt.intensity, "moving image");
+  r.fixedNormalised = normaliseIntensity(fixed, opt.intensity, "fixed image");
+  r.secondsNormalise = secondsSince(t0);
+  r.affine = initialTransform(fixed.geometry, moving.geometry);
+  r.overlapStart = overlapFraction(r.affine, fixed.geometry, moving.geometry);
+  if (r.overlapStart < kMinOverlap)
+    throw InvalidArgument("registration: no overlap after alignment: only " + std::to_string(100.0 * r.overlapStart) +
+                          " % of the fixed voxels map inside the moving image through the image headers (need " +
+                          std::to_string(100.0 * kMinOverlap) + " %); check the files' orientation");
+  return movingN;
+}
+
+// Stages 1-4 (the fluid stage when `fluid`), validated inputs.
+RegistrationPipelineResult runPair(HostImage const& moving, HostImage const& fixed, RegistrationPipelineOptions const& opt,
+                                   bool fluid) {
+  kx::ScopedRegion region("kortex::register::pair");
+  const auto tStart = Clock::now();
+  RegistrationPipelineResult r;
+  const HostImage movingN = prepareAlignment(moving, fixed, opt, r);
+  if (r.backend == Backend::Cpu) {
+    alignReference(movingN, r.fixedNormalised, opt, r);
+    if (fluid) fluidReference(r.fixedNormalised, opt, r);
+  } else {
+    using Exec = Kokkos::DefaultExecutionSpace;
+    Exec exec;
+    auto dResampled = alignKokkos(exec, movingN, r.fixedNormalised, opt, r);
+    if (fluid) fluidKokkos(exec, dResampled, r.fixedNormalised, opt, r);
+  }
+  if (!fluid) {
+    r.fluid.initial = r.fluid.final = RegistrationEnergy{};
+    r.fluid.stop = StopReason::IterationCap;
+  }
+  r.secondsTotal = secondsSince(tStart);
+  return r;
 }
 
 }  // namespace
 
 RegistrationPipelineResult registerPair(HostImage const& moving, HostImage const& fixed,
                                         RegistrationPipelineOptions const& opt) {
-  const auto tStart = Clock::now();
   requireVolume(moving, "moving");
   requireVolume(fixed, "fixed");
-  if (opt.method == RegistrationMethod::Greedy)
+  if (opt.useFluid && opt.method == RegistrationMethod::Greedy)
     opt.greedy.validateFor(greedyPaddedGrid(fixed.geometry, opt.greedy));
-  else
+  else if (opt.useFluid)
     opt.fluid.validateFor(fixed.geometry);
   if (opt.useAffine) opt.affine.validate();
   opt.intensity.validate();
+  return runPair(moving, fixed, opt, opt.useFluid);
+}
 
-  RegistrationPipelineResult r;
-  r.method = opt.method;
-  r.backend = resolve(opt.backend);
-  r.fixedGrid = fixed.geometry;
-  r.movingGrid = moving.geometry;
-  auto t0 = Clock::now();
-  HostImage movingN = normaliseIntensity(moving, opt.intensity, "moving image");
-  r.fixedNormalised = normaliseIntensity(fixed, opt.intensity, "fixed image");
-  r.secondsNormalise = secondsSince(t0);
-
-  r.affine = initialTransform(fixed.geometry, moving.geometry);
-  r.overlapStart = overlapFraction(r.affine, fixed.geometry, moving.geometry);
-  if (r.overlapStart < kMinOverlap)
-    throw InvalidArgument("registration: no overlap after alignment: only " +
-                          std::to_string(100.0 * r.overlapStart) +
-                          " % of the fixed voxels map inside the moving image through the image headers "
-                          "(need " + std::to_string(100.0 * kMinOverlap) + " %); check the files' orientation");
-
-  if (r.backend == Backend::Cpu)
-    runReference(movingN, r.fixedNormalised, moving, fixed, opt, r);
-  else
-    runKokkos<Kokkos::DefaultExecutionSpace>(movingN, r.fixedNormalised, moving, fixed, opt, r);
-  if (!opt.useFluid) {
-    r.fluid.initial = r.fluid.final = RegistrationEnergy{};
-    r.fluid.stop = StopReason::IterationCap;
-  }
-  r.secondsTotal = secondsSince(tStart);
-  return r;
+RegistrationPipelineResult alignPair(HostImage const& moving, HostImage const& fixed, RegistrationPipelineOptions const& opt) {
+  requireVolume(moving, "moving");
+  requireVolume(fixed, "fixed");
+  return runPair(moving, fixed, opt, false);
 }
 
 const char* toString(RegistrationMethod m) { return m == RegistrationMethod::Greedy ? "greedy" : "unbiased"; }

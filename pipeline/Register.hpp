@@ -82,6 +82,12 @@ struct RegistrationPipelineResult {
 RegistrationPipelineResult registerPair(HostImage const& moving, HostImage const& fixed,
                                         RegistrationPipelineOptions const& opt);
 
+// The alignment stages alone (1-3: normalisation, header + affine alignment, the moving image
+// resampled onto the fixed grid; u zero), for a job that validated opt.affine and opt.intensity at
+// its entry (the atlas aligns each subject to its reference): opt's method and fluid / greedy
+// parameters are not read, nothing is validated again.
+RegistrationPipelineResult alignPair(HostImage const& moving, HostImage const& fixed, RegistrationPipelineOptions const& opt);
+
 // The extents the greedy stage pads a grid to (see above).
 Geometry greedyPaddedGrid(Geometry const& fixed, GreedyParams const& params);
 

@@ -515,3 +515,23 @@ BOOST_AUTO_TEST_CASE(atlas_job_resident_and_resumed) {
     BOOST_TEST(!std::filesystem::exists(dir.path / "capped.nii"));
   }
 }
+
+// The alignment stage alone reads only the alignment's parameters (the atlas job validated its
+// own once); registerPair validates the fluid stage's too.
+BOOST_AUTO_TEST_CASE(align_pair_is_the_alignment_stage_alone) {
+  test::TempDir dir("kortex-align-pair");
+  const auto images = writeAtlasCohort(dir.path);
+  const HostImage moving = io::readImage(images[1]), fixed = io::readImage(images[0]);
+  pipeline::RegistrationPipelineOptions o;
+  o.method = pipeline::RegistrationMethod::Greedy;
+  o.useAffine = false;
+  o.greedy.fluid.alpha = -1.0;  // the greedy stage would refuse it
+  expectRefused([&] { pipeline::registerPair(moving, fixed, o); }, "alpha");
+  const pipeline::RegistrationPipelineResult a = pipeline::alignPair(moving, fixed, o);
+  o.useFluid = false;
+  o.greedy = GreedyParams{};
+  const pipeline::RegistrationPipelineResult b = pipeline::registerPair(moving, fixed, o);
+  BOOST_TEST(a.movingResampled.geometry.sameGrid(fixed.geometry));
+  BOOST_TEST(sameBits(a.movingResampled, b.movingResampled));  // the same stages, the same bits
+  for (std::size_t k = 0; k < a.u.data.size(); ++k) BOOST_TEST_REQUIRE(a.u.data.data()[k] == 0.0f);
+}
