@@ -54,6 +54,17 @@ std::string gib(std::int64_t bytes) {
 
 std::string stemOf(std::string const& path) { return io::imageStem(path); }
 
+// The content hash of an image in memory: its grid and its voxels.
+std::uint64_t imageHash(HostImage const& img) {
+  ContentHasher h;
+  const std::string grid = describe(img.geometry);
+  h.update(grid.data(), grid.size());
+  h.update(img.geometry.origin.data(), sizeof(double) * 3);
+  h.update(img.geometry.direction.data(), sizeof(double) * 9);
+  h.update(img.data.data(), img.data.size() * sizeof(float));
+  return h.digest();
+}
+
 // ---- the ranks' agreement ------------------------------------------------------------------------------
 // Before the first collective whose size depends on the job, every rank contributes the hash of each
 // named part of its job; a rank whose parts differ from rank 0's is named with the parts. Sums of
@@ -145,7 +156,9 @@ namespace {
 // order.
 class AtlasJobStages {
  public:
-  AtlasJobStages(AtlasJob const& job, AtlasComm* comm) : job_(job), comm_(comm), n_(int(job.images.size())) {}
+  AtlasJobStages(AtlasJob const& job, AtlasComm* comm)
+      : job_(job), comm_(comm), inMemory_(!job.imageData.empty()),
+        n_(int(inMemory_ ? job.imageData.size() : job.images.size())) {}
 
   AtlasJobResult run() {
     checkParameters();
@@ -184,12 +197,14 @@ class AtlasJobStages {
     if (r.ranks > n)
       throw InvalidArgument("atlas: " + std::to_string(r.ranks) + " processes for " + std::to_string(n) +
                             " subjects: every process needs at least one subject");
-    if (!job.labels.empty() && job.labels.size() != job.images.size())
+    if (!job.labels.empty() && job.labels.size() != std::size_t(n))
       throw InvalidArgument("atlas: " + std::to_string(job.labels.size()) + " label maps for " + std::to_string(n) +
                             " images (one per image, in the same order)");
     if (!job.labels.empty() && job.outWarpedDir.empty())
       throw InvalidArgument("atlas: the warped label maps are written beside the warped images: name their folder");
-    if (job.outTemplate.empty()) throw InvalidArgument("atlas: an output file for the template is required");
+    if (inMemory_ && !job.images.empty())
+      throw InvalidArgument("atlas: the cohort is either files or images in memory, not both");
+    if (inMemory_ && comm_) throw InvalidArgument("atlas: a cohort in memory belongs to one process (give files to a process group)");
     if (job.checkpointEvery < 1) throw InvalidArgument("atlas: the checkpoint interval must be >= 1 iteration");
     if (job.resume && job.checkpointDir.empty()) throw InvalidArgument("atlas: resuming needs the checkpoint folder");
     if (job.maxDeviceBytes < 0) throw InvalidArgument("atlas: the memory cap must be >= 0 bytes");
@@ -205,7 +220,7 @@ class AtlasJobStages {
     std::set<std::string> seen;
     for (auto const& p : job.images)
       if (!seen.insert(fs::weakly_canonical(p).string()).second) throw InvalidArgument("atlas: " + p + " is in the cohort twice");
-    requireSupportedExtension(job.outTemplate, Access::Write);
+    if (!job.outTemplate.empty()) requireSupportedExtension(job.outTemplate, Access::Write);
     for (auto const& p : job.images) requireSupportedExtension(p, Access::Read);
     if (!job.reference.empty()) requireSupportedExtension(job.reference, Access::Read);
     for (auto const& p : job.labels) requireSupportedExtension(p, Access::Read);
@@ -227,15 +242,16 @@ class AtlasJobStages {
     for (auto const& [k, c] : count) clash = clash || c > 1;
     for (int i = 0; i < n; ++i) {
       char prefix[16];
-      std::snprintf(prefix, sizeof prefix, "%03d_", i);
-      names_.push_back((clash ? std::string(prefix) : std::string()) + stemOf(job.images[std::size_t(i)]));
+      std::snprintf(prefix, sizeof prefix, inMemory_ ? "subject-%03d" : "%03d_", i);
+      names_.push_back(inMemory_ ? std::string(prefix)
+                                 : (clash ? std::string(prefix) : std::string()) + stemOf(job.images[std::size_t(i)]));
     }
     std::vector<JobFile> inputs, outputs;
     for (auto const& p : job.images) inputs.push_back({"image", p});
     if (!job.reference.empty()) inputs.push_back({"reference", job.reference});
     for (auto const& p : job.labels) inputs.push_back({"label map", p});
     for (auto const& p : job.otherInputs) inputs.push_back({"input", p});
-    outputs.push_back({"template", job.outTemplate});
+    if (!job.outTemplate.empty()) outputs.push_back({"template", job.outTemplate});
     if (!job.outReport.empty()) outputs.push_back({"report", job.outReport});
     for (int i = 0; i < n; ++i) {
       if (!job.outFieldsDir.empty()) outputs.push_back({"field", fieldPath(i)});
@@ -249,7 +265,7 @@ class AtlasJobStages {
     }
     // Every output location, before the work (the files themselves are written at the end, all or none).
     const int rank = r_.rank;
-    if (rank == 0) {
+    if (rank == 0 && !job.outTemplate.empty()) {
       requireWritableFile(job.outTemplate, "template", false);
       if (!job.outReport.empty()) requireWritableFile(job.outReport, "report", false);
     }
@@ -258,7 +274,8 @@ class AtlasJobStages {
     // Temporaries left by killed runs in this job's folders (rank 0: its pid test is of this host).
     if (rank == 0) {
       auto folderOf = [](std::string const& file) { return fs::path(file).has_parent_path() ? fs::path(file).parent_path() : fs::path("."); };
-      std::vector<fs::path> folders{folderOf(job.outTemplate)};
+      std::vector<fs::path> folders;
+      if (!job.outTemplate.empty()) folders.push_back(folderOf(job.outTemplate));
       if (!job.outReport.empty()) folders.push_back(folderOf(job.outReport));
       for (auto const& d : {job.outFieldsDir, job.outWarpedDir, job.checkpointDir})
         if (!d.empty()) folders.push_back(d);
@@ -282,14 +299,14 @@ class AtlasJobStages {
     AtlasJobResult const& r = r_;
     const int n = n_;
     t0_ = Clock::now();
-    refPath_ = job.reference.empty() ? job.images.front() : job.reference;
+    refPath_ = !job.reference.empty() ? job.reference : inMemory_ ? std::string() : job.images.front();
     std::vector<std::uint64_t> subjectHashes(std::size_t(n), 0);
     std::uint64_t referenceHash = 0;
     const std::size_t K = std::size_t(r.ranks);
     std::vector<std::int64_t> slots(std::size_t(n) + K, 0);
     for (int i = 0; i < n; ++i) {
       if (comm_ && (i < r.first || i >= r.first + r.local)) continue;
-      const std::uint64_t h = fileHash(job.images[std::size_t(i)], "image");
+      const std::uint64_t h = inMemory_ ? imageHash(job.imageData[std::size_t(i)]) : fileHash(job.images[std::size_t(i)], "image");
       std::memcpy(&slots[std::size_t(i)], &h, sizeof h);
     }
     {
@@ -312,7 +329,7 @@ class AtlasJobStages {
     kx::ScopedRegion region("kortex::atlas::resume");
     if (job_.resume && r_.backend != Backend::Cpu)
       resumeState_ = readCheckpoint(job_.checkpointDir, key_, r_.first, r_.local, atlasKeepsVelocity(job_.params.greedy.solver),
-                                    job_.images, refPath_, resumeGrid_);
+                                    inMemory_ ? names_ : job_.images, refPath_.empty() ? names_.front() : refPath_, resumeGrid_);
   }
 
   // ---- read (the label maps too: readable and on their images' grids before any work)
@@ -320,12 +337,13 @@ class AtlasJobStages {
     kx::ScopedRegion region("kortex::atlas::read");
     AtlasJob const& job = job_;
     AtlasJobResult& r = r_;
-    reference_ = readImage(refPath_);
-    if (reference_.geometry.dimension != 3) throw InvalidArgument("atlas: the reference " + refPath_ + " is not a 3D image");
+    const std::string refName = refPath_.empty() ? names_.front() : refPath_;
+    reference_ = refPath_.empty() ? job.imageData.front() : readImage(refPath_);
+    if (reference_.geometry.dimension != 3) throw InvalidArgument("atlas: the reference " + refName + " is not a 3D image");
     r.referenceGrid = reference_.geometry;
     for (int i = 0; i < r.local; ++i) {
-      const std::string& p = job.images[std::size_t(r.first + i)];
-      originals_.push_back(readImage(p));
+      const std::string& p = inMemory_ ? names_[std::size_t(r.first + i)] : job.images[std::size_t(r.first + i)];
+      originals_.push_back(inMemory_ ? job.imageData[std::size_t(r.first + i)] : readImage(p));
       if (originals_.back().geometry.dimension != 3) throw InvalidArgument("atlas: " + p + " is not a 3D image");
       if (!job.labels.empty()) {
         const std::string& lp = job.labels[std::size_t(r.first + i)];
@@ -351,7 +369,7 @@ class AtlasJobStages {
     ro.affine = job.affine;
     ro.intensity = job.intensity;
     for (int i = 0; i < r.local; ++i) {
-      const std::string& p = job.images[std::size_t(r.first + i)];
+      const std::string& p = inMemory_ ? names_[std::size_t(r.first + i)] : job.images[std::size_t(r.first + i)];
       try {
         pre_.push_back(alignPair(originals_[std::size_t(i)], reference_, ro));
       } catch (InvalidArgument const& e) {
@@ -530,8 +548,11 @@ class AtlasJobStages {
     for (Index z = 0; z < ez; ++z)
       for (Index y = 0; y < ey; ++y)
         for (Index x = 0; x < ex; ++x) out.data(lo_[2] + z, lo_[1] + y, lo_[0] + x) = templ_.data(z, y, x);
-    writeImage(out, staged.stage(job.outTemplate));
-    written.push_back(job.outTemplate);
+    if (!job.outTemplate.empty()) {
+      writeImage(out, staged.stage(job.outTemplate));
+      written.push_back(job.outTemplate);
+    }
+    r.templateImage = out;
     if (!job.outReport.empty()) {
       r.secondsWrite = secondsSince(t0_);
       r.secondsTotal = secondsSince(tStart_);
@@ -586,6 +607,7 @@ class AtlasJobStages {
 
   AtlasJob const& job_;
   AtlasComm* comm_;
+  const bool inMemory_;
   const int n_;
   const Clock::time_point tStart_ = Clock::now();
   Clock::time_point t0_ = tStart_;

@@ -57,6 +57,9 @@ constexpr float kAtlasClipThreshold = 0.05f;  // normalised intensity (backgroun
 
 struct AtlasJob {
   std::vector<std::string> images;   // the cohort, in order (subject i = images[i])
+  // Or the cohort in memory (one process; then `images` stays empty): subject i = imageData[i],
+  // named subject-<i> in the outputs, keyed for checkpoints on its voxels and geometry.
+  std::vector<HostImage> imageData;
   std::vector<std::string> labels;   // empty, or one label map per image (its grid)
   std::string reference;             // empty: images[0]
   AtlasParams params;
@@ -65,7 +68,7 @@ struct AtlasJob {
   bool clip = true;
   IntensityParams intensity;
   Backend backend = Backend::Auto;
-  std::string outTemplate;           // written by rank 0 (required)
+  std::string outTemplate;           // written by rank 0; empty: none (AtlasJobResult::templateImage has it)
   std::string outFieldsDir, outWarpedDir;  // optional
   std::string outReport;             // optional: toJson of the result, written by rank 0 with the other outputs
   std::vector<std::string> otherInputs;  // files the caller read for the job (a cohort list): never written over
@@ -89,6 +92,7 @@ struct AtlasJobResult {
   std::vector<double> affineNcc;      // local subjects
   double secondsRead = 0, secondsPrepare = 0, secondsAtlas = 0, secondsWrite = 0, secondsTotal = 0;
   std::vector<std::string> written;   // files this rank wrote
+  HostImage templateImage;            // rank 0: the template, as written to outTemplate
 };
 
 // A cohort list: one image path per line; blank lines and lines starting with '#' skipped; relative

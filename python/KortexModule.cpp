@@ -356,15 +356,46 @@ py::array_t<float> surfaceDenoise(ImageArg const& phi, float band, int patch, in
   return arrayOf(released([&] { return pipeline::surfaceDenoise(in, job); }));
 }
 
-py::dict atlasBuild(std::vector<std::string> images, std::string const& outTemplate, py::dict const& greedy,
+// The cohort of atlas_build: all paths -> a job over files (each read by the job); otherwise every
+// image in memory (arrays used in place, dicts with their geometry, paths read here), no temporary files.
+void setCohort(pipeline::AtlasJob& job, std::vector<py::object> const& images, std::vector<Array>& keep) {
+  bool allPaths = true;
+  for (auto const& im : images) allPaths = allPaths && py::isinstance<py::str>(im);
+  if (allPaths) {
+    for (auto const& im : images) job.images.push_back(im.cast<std::string>());
+    return;
+  }
+  keep.resize(images.size());
+  for (std::size_t k = 0; k < images.size(); ++k) {
+    py::object const& im = images[k];
+    if (py::isinstance<py::str>(im)) {
+      job.imageData.push_back(io::readImage(im.cast<std::string>()));
+    } else if (py::isinstance<py::dict>(im)) {
+      py::dict d = im.cast<py::dict>();
+      auto opt = [&](const char* key) -> std::optional<std::vector<double>> {
+        if (!d.contains(key) || d[key].is_none()) return std::nullopt;
+        return d[key].cast<std::vector<double>>();
+      };
+      if (!d.contains("array")) throw InvalidArgument("atlas image " + std::to_string(k) + ": a dict needs an 'array'");
+      job.imageData.push_back(imageOf(ImageArg(d["array"].cast<py::array>()), geometryArgs(opt("spacing"), opt("origin"), opt("direction")),
+                                      keep[k]));
+    } else {
+      job.imageData.push_back(imageOf(ImageArg(im.cast<py::array>()), GeometryArgs{}, keep[k]));
+    }
+  }
+}
+
+py::dict atlasBuild(std::vector<py::object> images, std::string const& outTemplate, py::dict const& greedy,
                     std::optional<std::string> imageList, std::optional<std::string> reference, std::vector<std::string> labels,
                     std::optional<std::string> outFields, std::optional<std::string> outWarped,
                     std::optional<std::string> outReport, bool affine, bool clip, std::optional<std::string> checkpoint,
                     int checkpointEvery, bool resume, double maxMemoryMiB, std::string const& backend) {
   session();
   pipeline::AtlasJob job;
-  job.images = std::move(images);
+  std::vector<Array> keep;  // arrays the in-memory images point into, alive until the job ends
+  setCohort(job, images, keep);
   if (imageList) {
+    if (!job.imageData.empty()) throw InvalidArgument("image_list names files: give the whole cohort as files, or as images");
     const auto more = pipeline::readImageList(*imageList);
     job.images.insert(job.images.end(), more.begin(), more.end());
     job.otherInputs.push_back(*imageList);
@@ -387,8 +418,11 @@ py::dict atlasBuild(std::vector<std::string> images, std::string const& outTempl
   job.maxDeviceBytes = std::int64_t(maxMemoryMiB * 1048576.0);
   job.backend = parseBackend(backend);
   const pipeline::AtlasJobResult r = released([&] { return pipeline::runAtlasJob(job, nullptr); });
+  py::dict t = geometryDict(r.templateImage.geometry);
+  t["array"] = arrayOf(r.templateImage);
+  t["metadata"] = r.templateImage.metadata;
   py::dict d;
-  d["template"] = readImageDict(outTemplate, std::nullopt);
+  d["template"] = t;
   d["report"] = py::module_::import("json").attr("loads")(pipeline::toJson(r).dump());
   return d;
 }

@@ -535,3 +535,22 @@ BOOST_AUTO_TEST_CASE(align_pair_is_the_alignment_stage_alone) {
   BOOST_TEST(sameBits(a.movingResampled, b.movingResampled));  // the same stages, the same bits
   for (std::size_t k = 0; k < a.u.data.size(); ++k) BOOST_TEST_REQUIRE(a.u.data.data()[k] == 0.0f);
 }
+
+// A cohort in memory (AtlasJob::imageData) is the cohort of files it was read from: the same
+// template bits, outputs named subject-<i>; files and images together are refused.
+BOOST_AUTO_TEST_CASE(atlas_job_in_memory) {
+  test::TempDir dir("kortex-atlas-memory");
+  const auto images = writeAtlasCohort(dir.path);
+  const pipeline::AtlasJobResult files = pipeline::runAtlasJob(atlasJob(images, dir.path / "files.nii"), nullptr);
+  pipeline::AtlasJob memory = atlasJob({}, "");
+  for (auto const& p : images) memory.imageData.push_back(io::readImage(p));
+  memory.outFieldsDir = (dir.path / "fields").string();
+  std::filesystem::create_directories(memory.outFieldsDir);
+  const pipeline::AtlasJobResult r = pipeline::runAtlasJob(memory, nullptr);
+  BOOST_TEST(sameBits(r.templateImage, files.templateImage));
+  BOOST_TEST(sameBits(r.templateImage, io::readImage(dir.path / "files.nii")));
+  BOOST_TEST(std::filesystem::exists(dir.path / "fields" / "subject-002_field.nii.gz"));
+  pipeline::AtlasJob both = memory;
+  both.images = images;
+  expectRefused([&] { pipeline::runAtlasJob(both, nullptr); }, "either files or images in memory");
+}

@@ -172,24 +172,11 @@ def atlas_build(images, out_template=None, *, scales=tuple(_G["scales"]), iterat
                 affine=_ATLAS["affine"], clip=_ATLAS["clip"], checkpoint=None,
                 checkpoint_every=_ATLAS["checkpoint_every"], resume=_ATLAS["resume"], max_memory=_ATLAS["max_memory"],
                 backend=_BACKEND):
-    import tempfile
-    with tempfile.TemporaryDirectory(prefix="kortex-atlas-") as tmp:
-        paths = []
-        for k, im in enumerate(images):
-            if isinstance(im, (str, bytes, _os.PathLike)):
-                paths.append(_os.fsdecode(_os.fspath(im)))
-                continue
-            path = _os.path.join(tmp, "subject-%04d.nii" % k)
-            if isinstance(im, dict):
-                write(path, im["array"], spacing=im.get("spacing"), origin=im.get("origin"), direction=im.get("direction"))
-            else:
-                write(path, im)
-            paths.append(path)
-        out = _os.path.join(tmp, "template.nii") if out_template is None else _os.fsdecode(_os.fspath(out_template))
-        def name(p):
-            return None if p is None else _os.fsdecode(_os.fspath(p))
-        return _kortex.atlas_build(
-            paths, out, _greedy(alpha, beta, gamma, max_step, scales, iterations, solver), image_list=name(image_list),
+    def name(p):
+        return None if p is None else _os.fsdecode(_os.fspath(p))
+    cohort = [name(im) if isinstance(im, (str, bytes, _os.PathLike)) else im for im in images]
+    return _kortex.atlas_build(
+            cohort, name(out_template) or "", _greedy(alpha, beta, gamma, max_step, scales, iterations, solver), image_list=name(image_list),
             reference=name(reference), labels=[name(l) for l in labels], out_fields=name(out_fields),
             out_warped=name(out_warped), out_report=name(out_report), affine=affine, clip=clip,
             checkpoint=name(checkpoint), checkpoint_every=_plain(checkpoint_every), resume=resume,
@@ -199,9 +186,10 @@ def atlas_build(images, out_template=None, *, scales=tuple(_G["scales"]), iterat
 atlas_build.__doc__ = """Unbiased atlas (kortex atlas build) of a cohort of 3D images.
 
     images          paths, arrays, or dicts as `read` returns them (array + geometry; a bare array gets
-                    unit spacing). Arrays go to the job through temporary NIfTI files (the job reads files:
-                    each rank reads its own subjects)
-    out_template    the template file (default None: a temporary file; the template is returned anyway)
+                    unit spacing). All paths: the job reads the files. Otherwise the cohort is taken in
+                    memory (float32 C-contiguous arrays used in place, paths read first; no temporary
+                    files); outputs are then named subject-000, subject-001, ...
+    out_template    the template file (default None: none written; the template is returned anyway)
 """ + _GREEDY_DOC.format(**_G) + """
     image_list      a text file with more images, one path per line, as --list (default None)
     reference       image whose grid and orientation the template takes (default None: the first)

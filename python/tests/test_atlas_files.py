@@ -52,3 +52,28 @@ def test_atlas_build_refuses_two_outputs_on_one_file(tmp_path):
         kortex.atlas_build([str(p) for p in paths], str(fields / "s1_field.nii.gz"), iterations=[2, 2], affine=False,
                            backend="kokkos", out_fields=str(fields))
     assert not fields.exists() or not any(fields.iterdir())
+
+
+def test_atlas_build_takes_arrays_in_memory_without_temporary_files(tmp_path, monkeypatch):
+    """Arrays (and read's dicts) go to the job in memory: the same template as the files, and no
+    temporary file is made on the way (tempfile is not touched)."""
+    import tempfile
+    paths = []
+    rng = np.random.default_rng(3)
+    for k in range(3):
+        a = np.zeros((16, 16, 16), np.float32)
+        a[3 + k:12, 4:12 + k % 2, 3:13] = 100.0
+        a += rng.random(a.shape, dtype=np.float32)
+        paths.append(tmp_path / f"s{k}.nii")
+        kortex.write(paths[-1], a, spacing=[2.0, 2.0, 2.0])
+    kw = dict(scales=(2, 1), iterations=(1, 2), affine=False, backend="kokkos")
+    from_files = kortex.atlas_build(paths, **kw)["template"]
+    def no_temp(*a, **k):
+        raise AssertionError("atlas_build made a temporary file")
+    monkeypatch.setattr(tempfile, "TemporaryDirectory", no_temp)
+    monkeypatch.setattr(tempfile, "mkdtemp", no_temp)
+    cohort = [kortex.read(paths[0]), kortex.read(paths[1])["array"], str(paths[2])]
+    cohort[1] = {"array": cohort[1], "spacing": [2.0, 2.0, 2.0]}
+    in_memory = kortex.atlas_build(cohort, **kw)["template"]
+    np.testing.assert_array_equal(in_memory["array"], from_files["array"])
+    assert in_memory["spacing"] == from_files["spacing"]
