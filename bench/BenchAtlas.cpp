@@ -14,7 +14,7 @@
 namespace kortex::bench {
 namespace atlas {
 
-Context::Context(BenchOptions const& o, BenchReport& r, nlohmann::json p, AtlasComm* c)
+Context::Context(BenchOptions const& o, BenchReport& r, nlohmann::json p, gpu::Communicator* c)
     : common::SectionRun(o, r, std::move(p), "bench atlas: "), comm(c) {
   onDevice = !common::kDeviceIsHostMemory;
   copyGBs = common::measureCopyBandwidth(exec, opt.tiny || !onDevice);
@@ -29,7 +29,7 @@ std::pair<AtlasResult, double> Context::run(std::vector<HostImage> const& imgs, 
   std::vector<VectorField<Kokkos::HostSpace>> f;
   exec.fence();
   const auto t0 = Clock::now();
-  AtlasRun solo;
+  gpu::AtlasRun solo;
   solo.returnFields = false;  // the template comes back; the fields stay on the device
   AtlasResult r = gpu::buildAtlas(exec, imgs, p, t, f, solo);
   exec.fence();
@@ -47,7 +47,7 @@ BenchReport runAtlasBench(BenchOptions const& opt) {
   BenchReport rep;
   nlohmann::json peers = common::checkOptions(opt, "atlas");
   common::requireOnlyMatches(opt, {"Iteration", "Whole", "CPU", "Scaling"}, "atlas", "\"Whole\"");
-  AtlasComm* comm = opt.comm != nullptr && opt.comm->size() > 1 ? opt.comm : nullptr;
+  gpu::Communicator* comm = opt.comm != nullptr && opt.comm->size() > 1 ? opt.comm : nullptr;
   if (comm && (opt.only.empty() || !common::selected(opt.only, "Scaling") || common::selected(opt.only, "Whole") ||
                common::selected(opt.only, "Iteration") || common::selected(opt.only, "CPU")))
     throw InvalidArgument("bench atlas: under " + std::to_string(comm->size()) +

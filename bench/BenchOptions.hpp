@@ -6,9 +6,7 @@
 #include <ostream>
 #include <string>
 
-namespace kortex {
-class AtlasComm;  // core/Atlas.hpp
-}
+#include "gpu/Communicator.hpp"
 
 namespace kortex::bench {
 
@@ -23,7 +21,7 @@ struct BenchOptions {
   std::string dumpDir;        // surface: records + exact neighbours of the largest case, for its peer;
                               // atlas: the Scaling templates (float32, raw)
   std::ostream* progress = nullptr;  // live progress lines, when set
-  AtlasComm* comm = nullptr;  // atlas: the process group (one rank per GPU) for the "Scaling" section
+  gpu::Communicator* comm = nullptr;  // atlas: the process group (one rank per GPU) for the "Scaling" section
   // Overrides of the mode's budgets (ct, multires; seconds; <= 0: the mode's default).
   double deviceCaseBudgetS = 0.0;
   double cpuCaseBudgetS = 0.0;

@@ -45,24 +45,6 @@ int AtlasMemory::resident(int subjects, std::int64_t deviceBytes) const {
   return int(std::min<std::int64_t>(subjects, room / std::max<std::int64_t>(perSubject, 1)));
 }
 
-AtlasReduction parseAtlasReduction(std::string const& s) {
-  if (s == "auto") return AtlasReduction::Auto;
-  if (s == "staged") return AtlasReduction::HostStaged;
-  if (s == "mpi") return AtlasReduction::DeviceMpi;
-  if (s == "nccl") return AtlasReduction::Nccl;
-  throw InvalidArgument("unknown reduction path '" + s + "' (auto|staged|mpi|nccl)");
-}
-
-const char* toString(AtlasReduction r) {
-  switch (r) {
-    case AtlasReduction::Auto: return "auto";
-    case AtlasReduction::HostStaged: return "staged";
-    case AtlasReduction::DeviceMpi: return "mpi";
-    case AtlasReduction::Nccl: return "nccl";
-  }
-  return "?";
-}
-
 AtlasCostModel::Prediction AtlasCostModel::predict(std::vector<int> const& subjectsPerRank) const {
   if (subjectsPerRank.size() != ranks.size())
     throw InvalidArgument("atlas cost model: " + std::to_string(subjectsPerRank.size()) + " subject counts for " +

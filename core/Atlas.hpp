@@ -120,72 +120,10 @@ struct AtlasResult {
   double secondsCompute = 0.0;  // the iterations' kernels on this process's subjects
   double secondsReduce = 0.0;   // the sums over ranks (staging included), 0 for one process
   int resumedAt = 0;            // iterations already done by the run this one resumed (0: none)
-  int streamed = 0;             // local subjects streamed from host memory (AtlasRun::residentSubjects)
+  int streamed = 0;             // local subjects streamed from host memory (gpu::AtlasRun::residentSubjects, gpu/atlas/Atlas.hpp)
 };
 
 using AtlasProgress = std::function<void(AtlasIteration const&)>;
-
-// How the sums over ranks move a device buffer: through host memory (copy down, MPI_Allreduce,
-// copy up), by MPI on the device buffer (CUDA-aware MPI), or by NCCL on the device buffer. Every
-// path adds the same int64 values, so the template has the same bits on each.
-enum class AtlasReduction { Auto, HostStaged, DeviceMpi, Nccl };
-AtlasReduction parseAtlasReduction(std::string const& s);  // auto|staged|mpi|nccl
-const char* toString(AtlasReduction r);                    // the same spelling
-
-// The atlas's view of its process group (the MPI implementation: pipeline/Distributed.hpp). The
-// subjects are split over size() ranks in contiguous blocks; every rank computes the same
-// template from the sums.
-class AtlasComm {
- public:
-  virtual ~AtlasComm() = default;
-  virtual int rank() const = 0;
-  virtual int size() const = 0;
-  // In-place element-wise sums over the ranks of host arrays. Integer sums are exact; the double
-  // arrays carry per-subject slots that one rank fills while the others add zeros: exact too.
-  virtual void sum(std::int64_t* data, std::size_t n) = 0;
-  virtual void sum(double* data, std::size_t n) = 0;
-  // The same sum on a buffer in device memory, when the transport reads device memory (CUDA-aware
-  // MPI); false: not done, the caller stages through host memory.
-  virtual bool sumDevice(std::int64_t* /*data*/, std::size_t /*n*/) { return false; }
-  // Selects the path of sumDevice (a collective call: every rank names the same path). Returns
-  // false, leaving the path as it was, when this group cannot take it (no CUDA-aware MPI, no NCCL
-  // library, two ranks on one GPU for NCCL). Auto: NCCL, else CUDA-aware MPI, else host-staged.
-  virtual bool useReduction(AtlasReduction r) { return r == AtlasReduction::Auto || r == AtlasReduction::HostStaged; }
-  virtual AtlasReduction reduction() const { return AtlasReduction::HostStaged; }
-  virtual void barrier() {}
-  virtual std::string describe() const = 0;
-};
-
-// The state an atlas run carries from one iteration to the next, for a checkpoint: this process's
-// subjects' fields on the grid of scale `scale` after `iteration` iterations there, the template
-// of that iteration (the next one's T_prev) and the history. W_i and the next template follow
-// from the fields, so a run resumed from it computes the same bits as one that never stopped.
-struct AtlasState {
-  int scale = 0;
-  int iteration = 0;                       // done at `scale`
-  std::vector<int> frozen;                 // per local subject
-  std::vector<Kokkos::View<float****, Kokkos::LayoutRight, Kokkos::HostSpace>> u, v;  // v: warm-started solvers only
-  Kokkos::View<float***, Kokkos::LayoutRight, Kokkos::HostSpace> templ;
-  std::vector<AtlasIteration> history;     // every iteration so far (all scales)
-  int refused = 0;
-  double seconds = 0.0;                    // wall time of the runs so far
-};
-
-// How one process takes part: which subjects it holds, the group, progress and checkpoints.
-struct AtlasRun {
-  AtlasComm* comm = nullptr;  // null: this process holds every subject
-  int first = 0;              // global index of this process's first image
-  int total = 0;              // subjects over all ranks (0: this process's count)
-  AtlasProgress progress;     // every rank calls it with the same record
-  int checkpointEvery = 0;    // iterations (over all scales); 0: never
-  std::function<void(AtlasState const&)> checkpoint;  // called on every rank with its state
-  AtlasState const* resume = nullptr;                 // start from this state
-  bool returnFields = true;   // copy every local subject's final field to the host (false: `fields` comes back empty)
-  // Local subjects kept on the device (-1: all). The others live in (pinned) host memory and are
-  // streamed through two device slots twice per iteration (the step, then the centring), the
-  // next subject's upload overlapping the current one's kernels; the results have the same bits.
-  int residentSubjects = -1;
-};
 
 // Whether the solver carries v_i from one iteration to the next (SOR, CG, hybrids).
 bool atlasKeepsVelocity(GreedySolver s);
@@ -195,7 +133,7 @@ bool atlasKeepsVelocity(GreedySolver s);
 struct AtlasMemory {
   std::int64_t perSubject = 0;
   std::int64_t shared = 0;
-  // Streaming (AtlasRun::residentSubjects): the device's two slots (I, W, u, v) and image buffer,
+  // Streaming (gpu::AtlasRun::residentSubjects, gpu/atlas/Atlas.hpp): the device's two slots (I, W, u, v) and image buffer,
   // and a streamed subject's state in (pinned) host memory (I_i, u_i and v_i at the full grid).
   std::int64_t streamBuffers = 0;
   std::int64_t perStreamedHost = 0;

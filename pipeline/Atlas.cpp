@@ -70,7 +70,7 @@ std::uint64_t imageHash(HostImage const& img) {
 // named part of its job; a rank whose parts differ from rank 0's is named with the parts. Sums of
 // int64 slots (one rank writes each slot, the others add 0) are an exact all-gather.
 
-void agreeOnJob(AtlasJob const& job, AtlasComm& comm) {
+void agreeOnJob(AtlasJob const& job, gpu::Communicator& comm) {
   auto list = [](auto const& v) {
     nlohmann::json a = nlohmann::json::array();
     for (auto const& x : v) a.push_back(x);
@@ -156,7 +156,7 @@ namespace {
 // order.
 class AtlasJobStages {
  public:
-  AtlasJobStages(AtlasJob const& job, AtlasComm* comm)
+  AtlasJobStages(AtlasJob const& job, gpu::Communicator* comm)
       : job_(job), comm_(comm), inMemory_(!job.imageData.empty()),
         n_(int(inMemory_ ? job.imageData.size() : job.images.size())) {}
 
@@ -483,7 +483,7 @@ class AtlasJobStages {
       r.executionSpace = "OpenMP reference (" + std::to_string(omp_get_max_threads()) + " threads)";
       r.atlas = ref::buildAtlas(cropped_, job.params, templ_, fields_, job.progress);
     } else {
-      AtlasRun run;
+      gpu::AtlasRun run;
       run.comm = comm_;
       run.first = r.first;
       run.returnFields = !job.outFieldsDir.empty() || !job.outWarpedDir.empty();  // 12 B per voxel and subject back
@@ -492,7 +492,7 @@ class AtlasJobStages {
       run.progress = job.progress;
       if (!job.checkpointDir.empty()) {
         run.checkpointEvery = job.checkpointEvery;
-        run.checkpoint = [this](AtlasState const& st) {
+        run.checkpoint = [this](gpu::AtlasState const& st) {
           writeCheckpoint(job_.checkpointDir, st, key_, grid_, r_.first, n_, comm_);
         };
         if (job.resume) run.resume = &resumeState_;
@@ -606,7 +606,7 @@ class AtlasJobStages {
   }
 
   AtlasJob const& job_;
-  AtlasComm* comm_;
+  gpu::Communicator* comm_;
   const bool inMemory_;
   const int n_;
   const Clock::time_point tStart_ = Clock::now();
@@ -616,7 +616,7 @@ class AtlasJobStages {
   std::unique_ptr<FolderLock> lock_;
   std::string refPath_;
   nlohmann::json key_, grid_, resumeGrid_;
-  AtlasState resumeState_;
+  gpu::AtlasState resumeState_;
   HostImage reference_;
   std::vector<HostImage> originals_, labelMaps_, cropped_;
   std::vector<RegistrationPipelineResult> pre_;
@@ -629,7 +629,7 @@ class AtlasJobStages {
 
 }  // namespace
 
-AtlasJobResult runAtlasJob(AtlasJob const& job, AtlasComm* comm) { return AtlasJobStages(job, comm).run(); }
+AtlasJobResult runAtlasJob(AtlasJob const& job, gpu::Communicator* comm) { return AtlasJobStages(job, comm).run(); }
 
 std::vector<std::string> readImageList(std::string const& path) {
   std::ifstream in(path);

@@ -48,6 +48,7 @@
 #include "core/Atlas.hpp"
 #include "core/Backend.hpp"
 #include "core/Intensity.hpp"
+#include "gpu/atlas/Atlas.hpp"
 #include "pipeline/Register.hpp"
 
 namespace kortex::pipeline {
@@ -105,7 +106,7 @@ std::array<int, 2> atlasBlock(int subjects, int ranks, int rank);
 
 // Runs the job on this process (comm: null or the job's group). Throws InvalidArgument / IoError
 // with one message; the caller ends the other ranks.
-AtlasJobResult runAtlasJob(AtlasJob const& job, AtlasComm* comm);
+AtlasJobResult runAtlasJob(AtlasJob const& job, gpu::Communicator* comm);
 
 nlohmann::json toJson(AtlasJobResult const& r);
 

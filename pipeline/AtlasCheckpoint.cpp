@@ -70,7 +70,7 @@ void readRaw(std::ifstream& in, ContentHasher& h, void* p, std::size_t bytes) {
   h.update(p, std::size_t(in.gcount()));
 }
 
-void readSubjectFile(fs::path const& path, bool wantV, std::string const& expectedHash, AtlasState& st) {
+void readSubjectFile(fs::path const& path, bool wantV, std::string const& expectedHash, gpu::AtlasState& st) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw IoError("atlas checkpoint: cannot read " + path.string());
   ContentHasher h;
@@ -136,8 +136,8 @@ std::string stateChecksum(nlohmann::json j) {
 
 }  // namespace
 
-void writeCheckpoint(fs::path const& dir, AtlasState const& st, nlohmann::json const& key, nlohmann::json const& grid, int first,
-                     int total, AtlasComm* comm) {
+void writeCheckpoint(fs::path const& dir, gpu::AtlasState const& st, nlohmann::json const& key, nlohmann::json const& grid, int first,
+                     int total, gpu::Communicator* comm) {
   const int rank = comm ? comm->rank() : 0;
   const fs::path next = dir / "next", current = dir / "current", previous = dir / "previous";
   if (rank == 0) {
@@ -233,7 +233,7 @@ std::string keyDifference(nlohmann::json const& saved, nlohmann::json const& key
 // state.json. `grid`: the grid key it was made on (checked once the box is known).
 }  // namespace
 
-AtlasState readCheckpoint(fs::path const& dir, nlohmann::json const& key, int first, int local, bool wantV,
+gpu::AtlasState readCheckpoint(fs::path const& dir, nlohmann::json const& key, int first, int local, bool wantV,
                           std::vector<std::string> const& images, std::string const& reference, nlohmann::json& grid) {
   fs::path best;
   std::size_t bestIters = 0;
@@ -266,7 +266,7 @@ AtlasState readCheckpoint(fs::path const& dir, nlohmann::json const& key, int fi
                           keyDifference(bestJson.at("cohort"), key, images, reference));
   grid = bestJson.at("grid");
   auto const& files = bestJson.at("files");
-  AtlasState st;
+  gpu::AtlasState st;
   st.scale = bestJson.at("scale");
   st.iteration = bestJson.at("iteration");
   st.refused = bestJson.at("refused");

@@ -39,15 +39,15 @@ bool cudaAwareMpi() {
 
 // The path asked for by the environment: KORTEX_REDUCTION=auto|staged|mpi|nccl (KORTEX_MPI_STAGED=1
 // is the older spelling of staged).
-AtlasReduction requestedReduction() {
+gpu::ReductionPath requestedReduction() {
   const char* staged = std::getenv("KORTEX_MPI_STAGED");
-  if (staged && std::string(staged) == "1") return AtlasReduction::HostStaged;
+  if (staged && std::string(staged) == "1") return gpu::ReductionPath::HostStaged;
   const char* r = std::getenv("KORTEX_REDUCTION");
-  if (!r || !*r) return AtlasReduction::Auto;
-  return parseAtlasReduction(r);  // InvalidArgument on a bad value
+  if (!r || !*r) return gpu::ReductionPath::Auto;
+  return gpu::parseReductionPath(r);  // InvalidArgument on a bad value
 }
 
-class MpiAtlasComm final : public AtlasComm {
+class MpiAtlasComm final : public gpu::Communicator {
  public:
   MpiAtlasComm(int rank, int size) : rank_(rank), size_(size) {}
   int rank() const override { return rank_; }
@@ -57,16 +57,16 @@ class MpiAtlasComm final : public AtlasComm {
   bool sumDevice(std::int64_t* data, std::size_t n) override {
     if (!chosen_) choose(requestedReduction(), true);
     switch (path_) {
-      case AtlasReduction::DeviceMpi: allreduce(data, n, MPI_INT64_T); return true;
-      case AtlasReduction::Nccl:
+      case gpu::ReductionPath::DeviceMpi: allreduce(data, n, MPI_INT64_T); return true;
+      case gpu::ReductionPath::Nccl:
         nccl_->sumInt64(data, n, nullptr);
         Kokkos::fence();  // the device: NCCL ran on the legacy default stream
         return true;
       default: return false;
     }
   }
-  bool useReduction(AtlasReduction r) override { return choose(r, false); }
-  AtlasReduction reduction() const override { return path_; }
+  bool useReduction(gpu::ReductionPath r) override { return choose(r, false); }
+  gpu::ReductionPath reduction() const override { return path_; }
   void barrier() override { check(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier"); }
   std::string describe() const override {
 #ifdef KOKKOS_ENABLE_CUDA
@@ -75,8 +75,8 @@ class MpiAtlasComm final : public AtlasComm {
     const std::string pending = "sums of host memory through MPI_Allreduce";
 #endif
     std::string how = !chosen_ ? pending
-                               : path_ == AtlasReduction::Nccl ? "device buffers through NCCL " + ncclVersion()
-                               : path_ == AtlasReduction::DeviceMpi ? "device buffers, CUDA-aware MPI"
+                               : path_ == gpu::ReductionPath::Nccl ? "device buffers through NCCL " + ncclVersion()
+                               : path_ == gpu::ReductionPath::DeviceMpi ? "device buffers, CUDA-aware MPI"
                                                                      : "host-staged sums";
     return "MPI, " + std::to_string(size_) + " ranks (" + how + ")";
   }
@@ -88,22 +88,22 @@ class MpiAtlasComm final : public AtlasComm {
   }
   // Collective: every rank asks for the same path and takes the same decision. `strict`: a path
   // named by the environment that cannot be taken is an error, not a fallback.
-  bool choose(AtlasReduction want, bool strict) {
-    AtlasReduction got = AtlasReduction::HostStaged;
+  bool choose(gpu::ReductionPath want, bool strict) {
+    gpu::ReductionPath got = gpu::ReductionPath::HostStaged;
     std::string why;
-    if (want == AtlasReduction::Nccl || want == AtlasReduction::Auto) {
+    if (want == gpu::ReductionPath::Nccl || want == gpu::ReductionPath::Auto) {
       why = ncclUnusable();
-      if (why.empty()) got = AtlasReduction::Nccl;
+      if (why.empty()) got = gpu::ReductionPath::Nccl;
     }
-    if (got == AtlasReduction::HostStaged && (want == AtlasReduction::DeviceMpi || want == AtlasReduction::Auto)) {
-      if (cudaAwareMpi()) got = AtlasReduction::DeviceMpi;
-      else if (want == AtlasReduction::DeviceMpi) why = "the MPI library does not read device memory (not CUDA-aware)";
+    if (got == gpu::ReductionPath::HostStaged && (want == gpu::ReductionPath::DeviceMpi || want == gpu::ReductionPath::Auto)) {
+      if (cudaAwareMpi()) got = gpu::ReductionPath::DeviceMpi;
+      else if (want == gpu::ReductionPath::DeviceMpi) why = "the MPI library does not read device memory (not CUDA-aware)";
     }
-    const bool ok = want == AtlasReduction::Auto || got == want;
+    const bool ok = want == gpu::ReductionPath::Auto || got == want;
     if (!ok && strict)
       throw std::runtime_error(std::string("the ") + toString(want) + " reduction path was asked for but " + why);
     if (!ok) return false;
-    if (got == AtlasReduction::Nccl && !nccl_) {
+    if (got == gpu::ReductionPath::Nccl && !nccl_) {
       detail::Nccl::UniqueId id{};
       if (rank_ == 0) id = detail::Nccl::uniqueId();
       check(MPI_Bcast(&id, int(sizeof id), MPI_BYTE, 0, MPI_COMM_WORLD), "MPI_Bcast");
@@ -157,7 +157,7 @@ class MpiAtlasComm final : public AtlasComm {
   }
   int rank_, size_;
   bool chosen_ = false;
-  AtlasReduction path_ = AtlasReduction::HostStaged;
+  gpu::ReductionPath path_ = gpu::ReductionPath::HostStaged;
   std::unique_ptr<detail::Nccl> nccl_;
 };
 #endif

@@ -1,6 +1,6 @@
 // The process group of a distributed job: MPI (OpenMPI; one rank per GPU) when Kortex is built
 // with MPI and the process was started by an MPI launcher (mpirun / mpiexec / srun), otherwise one
-// process. The atlas's sums go through AtlasComm (core/Atlas.hpp). Device buffers are summed by
+// process. The atlas's sums go through gpu::Communicator (core/Atlas.hpp). Device buffers are summed by
 // NCCL (loaded at run time, one rank per GPU), else by MPI_Allreduce on the device buffer when the
 // MPI library reads CUDA memory (CUDA-aware OpenMPI), else staged through host memory; the
 // environment can name the path: KORTEX_REDUCTION=auto|staged|mpi|nccl (a named path that cannot
@@ -11,6 +11,7 @@
 #include <string>
 
 #include "core/Atlas.hpp"
+#include "gpu/Communicator.hpp"
 
 namespace kortex::pipeline {
 
@@ -26,7 +27,7 @@ class ProcessGroup {
   int size() const { return size_; }
   bool mpi() const { return mpi_; }
   // The atlas's communicator: null for one process.
-  AtlasComm* atlasComm() const { return comm_.get(); }
+  gpu::Communicator* atlasComm() const { return comm_.get(); }
   // Prints `message` once (this rank) and ends every rank of the job (MPI_Abort; exit otherwise).
   [[noreturn]] void abort(std::string const& message, int code = 1) const;
   void barrier() const;
@@ -41,7 +42,7 @@ class ProcessGroup {
  private:
   int rank_ = 0, size_ = 1;
   bool mpi_ = false;
-  std::unique_ptr<AtlasComm> comm_;
+  std::unique_ptr<gpu::Communicator> comm_;
 };
 
 }  // namespace kortex::pipeline

@@ -221,9 +221,9 @@ BOOST_AUTO_TEST_CASE(cost_model_prediction) {
 }
 
 BOOST_AUTO_TEST_CASE(reduction_path_names) {
-  for (AtlasReduction r : {AtlasReduction::Auto, AtlasReduction::HostStaged, AtlasReduction::DeviceMpi, AtlasReduction::Nccl})
-    BOOST_TEST(int(parseAtlasReduction(toString(r))) == int(r));
-  test::expectThrowWith<InvalidArgument>([] { parseAtlasReduction("gloo"); }, {"gloo", "auto|staged|mpi|nccl"});
+  for (gpu::ReductionPath r : {gpu::ReductionPath::Auto, gpu::ReductionPath::HostStaged, gpu::ReductionPath::DeviceMpi, gpu::ReductionPath::Nccl})
+    BOOST_TEST(int(gpu::parseReductionPath(toString(r))) == int(r));
+  test::expectThrowWith<InvalidArgument>([] { gpu::parseReductionPath("gloo"); }, {"gloo", "auto|staged|mpi|nccl"});
 }
 
 BOOST_AUTO_TEST_CASE_TEMPLATE(kokkos_accumulate_is_the_fixed_point_sum, Space, test::ExecutionSpaces) {
@@ -272,7 +272,7 @@ BOOST_AUTO_TEST_CASE_TEMPLATE(kokkos_atlas_matches_reference, Space, test::Execu
     std::vector<VectorField<Kokkos::HostSpace>> fRef, fGpu;
     const AtlasResult want = ref::buildAtlas(imgs, p, tRef, fRef);
     int calls = 0;
-    AtlasRun run;
+    gpu::AtlasRun run;
     run.progress = [&](AtlasIteration const&) { ++calls; };
     const AtlasResult got = gpu::buildAtlas(exec, imgs, p, tGpu, fGpu, run);
     BOOST_TEST_CONTEXT(toString(s)) {
@@ -309,7 +309,7 @@ BOOST_AUTO_TEST_CASE_TEMPLATE(kokkos_refusals, Space, test::ExecutionSpaces) {
   const HostImage a = deformedBlob(16, 0.0, 0.0);
   HostImage b("b", Geometry::make3D(16, 16, 18));
   test::expectThrowWith<InvalidArgument>([&] { gpu::buildAtlas(exec, {a}, smallParams(), templ, fields); }, {"at least two"});
-  AtlasRun part;
+  gpu::AtlasRun part;
   part.total = 3;
   test::expectThrowWith<InvalidArgument>([&] { gpu::buildAtlas(exec, {a, a}, smallParams(), templ, fields, part); },
                                          {"process group"});
@@ -329,10 +329,10 @@ BOOST_AUTO_TEST_CASE_TEMPLATE(kokkos_resume_gives_the_same_bits, Space, test::Ex
     AtlasParams p = smallParams();
     p.greedy.solver = s;
     p.greedy.iterations = {4, 5};
-    std::vector<AtlasState> states;
-    AtlasRun run;
+    std::vector<gpu::AtlasState> states;
+    gpu::AtlasRun run;
     run.checkpointEvery = 2;
-    run.checkpoint = [&](AtlasState const& st) { states.push_back(st); };
+    run.checkpoint = [&](gpu::AtlasState const& st) { states.push_back(st); };
     HostImage tFull;
     std::vector<VectorField<Kokkos::HostSpace>> fFull;
     const AtlasResult full = gpu::buildAtlas(exec, imgs, p, tFull, fFull, run);
@@ -343,7 +343,7 @@ BOOST_AUTO_TEST_CASE_TEMPLATE(kokkos_resume_gives_the_same_bits, Space, test::Ex
     BOOST_TEST(states[2].iteration == 2);
     for (auto const& st : states) {
       BOOST_TEST_CONTEXT(toString(s) << ", resumed at scale " << st.scale << " iteration " << st.iteration) {
-        AtlasRun again;
+        gpu::AtlasRun again;
         again.resume = &st;
         HostImage t;
         std::vector<VectorField<Kokkos::HostSpace>> f;
@@ -358,7 +358,7 @@ BOOST_AUTO_TEST_CASE_TEMPLATE(kokkos_resume_gives_the_same_bits, Space, test::Ex
     // A state from other parameters is refused.
     AtlasParams other = p;
     other.greedy.iterations = {1, 5};
-    AtlasRun bad;
+    gpu::AtlasRun bad;
     bad.resume = &states[1];
     HostImage t;
     std::vector<VectorField<Kokkos::HostSpace>> f;
@@ -384,11 +384,11 @@ BOOST_AUTO_TEST_CASE_TEMPLATE(kokkos_streamed_subjects_give_the_same_bits, Space
     BOOST_TEST(full.streamed == 0);
     for (int resident : {0, 1, 3}) {
       BOOST_TEST_CONTEXT(toString(s) << ", " << resident << " resident") {
-        AtlasRun run;
+        gpu::AtlasRun run;
         run.residentSubjects = resident;
-        std::vector<AtlasState> states;
+        std::vector<gpu::AtlasState> states;
         run.checkpointEvery = 4;
-        run.checkpoint = [&](AtlasState const& st) { states.push_back(st); };
+        run.checkpoint = [&](gpu::AtlasState const& st) { states.push_back(st); };
         HostImage t;
         std::vector<VectorField<Kokkos::HostSpace>> f;
         const AtlasResult r = gpu::buildAtlas(exec, imgs, p, t, f, run);
@@ -405,7 +405,7 @@ BOOST_AUTO_TEST_CASE_TEMPLATE(kokkos_streamed_subjects_give_the_same_bits, Space
         }
         // The checkpoint after iteration 4 (scale 2, iteration 1) resumed all-resident.
         BOOST_TEST_REQUIRE(states.size() == 1u);
-        AtlasRun again;
+        gpu::AtlasRun again;
         again.resume = &states[0];
         HostImage t2;
         std::vector<VectorField<Kokkos::HostSpace>> f2;
@@ -414,15 +414,15 @@ BOOST_AUTO_TEST_CASE_TEMPLATE(kokkos_streamed_subjects_give_the_same_bits, Space
       }
     }
     // Streamed run resumed from an all-resident run's state.
-    std::vector<AtlasState> states;
-    AtlasRun run;
+    std::vector<gpu::AtlasState> states;
+    gpu::AtlasRun run;
     run.checkpointEvery = 2;
-    run.checkpoint = [&](AtlasState const& st) { states.push_back(st); };
+    run.checkpoint = [&](gpu::AtlasState const& st) { states.push_back(st); };
     HostImage t;
     std::vector<VectorField<Kokkos::HostSpace>> f;
     gpu::buildAtlas(exec, imgs, p, t, f, run);
     BOOST_TEST_REQUIRE(states.size() >= 2u);
-    AtlasRun streamedResume;
+    gpu::AtlasRun streamedResume;
     streamedResume.resume = &states[1];
     streamedResume.residentSubjects = 2;
     HostImage t3;

@@ -62,9 +62,9 @@ TimingStats iterationStats(AtlasResult const& r);
 
 // ---- one run ----------------------------------------------------------------------------------
 struct Context : common::SectionRun {
-  Context(BenchOptions const& o, BenchReport& r, nlohmann::json p, AtlasComm* c);
+  Context(BenchOptions const& o, BenchReport& r, nlohmann::json p, gpu::Communicator* c);
 
-  AtlasComm* comm = nullptr;   // the process group when it has more than one rank
+  gpu::Communicator* comm = nullptr;   // the process group when it has more than one rank
   Exec exec;
   bool onDevice = false;
   double copyGBs = 0.0;

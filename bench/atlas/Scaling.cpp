@@ -34,7 +34,7 @@ struct Plan {
 // gathered.
 AtlasCostModel costModel(Context& ctx, Plan const& plan, int n, int first) {
   Exec& exec = ctx.exec;
-  AtlasComm* comm = ctx.comm;
+  gpu::Communicator* comm = ctx.comm;
   std::vector<HostImage> const& base = ctx.base;
   const int K = plan.K, rank = plan.rank, dryIters = plan.dryIters, dryLarge = plan.dryLarge;
   std::vector<int> const& scales = plan.scales;
@@ -51,7 +51,7 @@ AtlasCostModel costModel(Context& ctx, Plan const& plan, int n, int first) {
       const std::vector<HostImage> some(dryImgs.begin(), dryImgs.begin() + m);
       HostImage t;
       std::vector<VectorField<Kokkos::HostSpace>> f;
-      AtlasRun solo;
+      gpu::AtlasRun solo;
       solo.returnFields = false;
       return gpu::buildAtlas(exec, some, p, t, f, solo);
     };
@@ -96,7 +96,7 @@ void runPaths(Context& ctx, Plan const& plan, int n, std::vector<int> const& cou
   BenchReport& rep = ctx.rep;
   std::ostringstream& md = ctx.md;
   Exec& exec = ctx.exec;
-  AtlasComm* comm = ctx.comm;
+  gpu::Communicator* comm = ctx.comm;
   const bool onDevice = ctx.onDevice;
   Geometry const& g = ctx.g;
   const int K = plan.K, rank = plan.rank;
@@ -104,9 +104,9 @@ void runPaths(Context& ctx, Plan const& plan, int n, std::vector<int> const& cou
   std::vector<int> const& iters = plan.iters;
   auto say = [&](std::string const& s) { ctx.say(s); };
   auto fail = [&](std::string const& what) { ctx.fail(what); };
-  std::vector<AtlasReduction> paths{AtlasReduction::HostStaged};
-  if (comm && onDevice) paths = {AtlasReduction::HostStaged, AtlasReduction::Nccl, AtlasReduction::DeviceMpi};
-  for (AtlasReduction path : paths) {
+  std::vector<gpu::ReductionPath> paths{gpu::ReductionPath::HostStaged};
+  if (comm && onDevice) paths = {gpu::ReductionPath::HostStaged, gpu::ReductionPath::Nccl, gpu::ReductionPath::DeviceMpi};
+  for (gpu::ReductionPath path : paths) {
     const std::string pathName = comm ? toString(path) : "none";
     if (comm && !comm->useReduction(path)) {
       md << "| " << n << " | " << K << " | " << pathName << " | | not available on this machine | | | | | | |\n";
@@ -123,7 +123,7 @@ void runPaths(Context& ctx, Plan const& plan, int n, std::vector<int> const& cou
     AtlasParams p;
     p.greedy.scales = scales;
     p.greedy.iterations = iters;
-    AtlasRun run;
+    gpu::AtlasRun run;
     run.comm = comm;
     run.first = first;
     run.total = n;
@@ -188,7 +188,7 @@ void runScaling(Context& ctx) {
   BenchOptions const& opt = ctx.opt;
   nlohmann::json& j = ctx.j;
   std::ostringstream& md = ctx.md;
-  AtlasComm* comm = ctx.comm;
+  gpu::Communicator* comm = ctx.comm;
   const bool onDevice = ctx.onDevice;
   Geometry const& g = ctx.g;
   const int large = ctx.large, small = ctx.small;

@@ -36,7 +36,7 @@ void runStreaming(Context& ctx) {
     AtlasParams p;
     p.greedy.scales = {1};
     p.greedy.iterations = {opt.tiny ? 3 : 4};
-    AtlasRun solo;
+    gpu::AtlasRun solo;
     solo.returnFields = false;
     solo.residentSubjects = resident;
     say("iteration, fft, " + std::to_string(resident) + " resident");

@@ -146,7 +146,7 @@ double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::
 // The sums over ranks of an int64 device array: the transport reads device memory, or the array
 // is staged through host memory. Returns the seconds spent.
 template <class Exec>
-double reduceRanks(Exec const& exec, AtlasComm* comm, Kokkos::View<std::int64_t*, typename Exec::memory_space> a,
+double reduceRanks(Exec const& exec, Communicator* comm, Kokkos::View<std::int64_t*, typename Exec::memory_space> a,
                    typename Kokkos::View<std::int64_t*, typename Exec::memory_space>::HostMirror& staging) {
   using Mem = typename Exec::memory_space;
   if (comm == nullptr || comm->size() == 1) return 0.0;
@@ -203,7 +203,7 @@ void atlasMean(Exec const& exec, FixedSum<typename Exec::memory_space> sum, int 
 }
 
 template <class Exec>
-double atlasSumSeconds(Exec const& exec, AtlasComm* comm, std::size_t count, int repetitions) {
+double atlasSumSeconds(Exec const& exec, Communicator* comm, std::size_t count, int repetitions) {
   using Mem = typename Exec::memory_space;
   if (comm == nullptr || comm->size() == 1 || count == 0) return 0.0;
   if (repetitions < 1) throw InvalidArgument("atlasSumSeconds: at least one repetition");
@@ -654,7 +654,7 @@ class AtlasBuilder {
   GreedyParams const& gp_;
   AtlasRun const& run_;
   const Clock::time_point start_ = Clock::now();
-  AtlasComm* comm_ = nullptr;
+  Communicator* comm_ = nullptr;
   int local_ = 0, n_ = 0;
   Geometry g_;
   bool keepV_ = false;
@@ -686,7 +686,7 @@ AtlasResult buildAtlas(Exec const& exec, std::vector<HostImage> const& images, A
 #define KORTEX_INSTANTIATE_ATLAS(SPACE)                                                                       \
   template void atlasAccumulate<SPACE>(SPACE const&, std::vector<ConstImageView<SPACE::memory_space>> const&, \
                                        FixedSum<SPACE::memory_space>, bool);                                  \
-  template double atlasSumSeconds<SPACE>(SPACE const&, AtlasComm*, std::size_t, int);                        \
+  template double atlasSumSeconds<SPACE>(SPACE const&, Communicator*, std::size_t, int);                        \
   template void atlasMean<SPACE>(SPACE const&, FixedSum<SPACE::memory_space>, int, ImageView<SPACE::memory_space>); \
   template AtlasResult buildAtlas<SPACE>(SPACE const&, std::vector<HostImage> const&, AtlasParams const&,     \
                                          HostImage&, std::vector<VectorField<Kokkos::HostSpace>>&, AtlasRun const&);

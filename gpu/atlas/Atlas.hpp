@@ -12,13 +12,47 @@
 #include <Kokkos_Core.hpp>
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "core/Atlas.hpp"
 #include "core/Image.hpp"
+#include "gpu/Communicator.hpp"
 #include "gpu/Fields.hpp"
 
 namespace kortex::gpu {
+
+// The state an atlas run carries from one iteration to the next, for a checkpoint: this process's
+// subjects' fields on the grid of scale `scale` after `iteration` iterations there, the template
+// of that iteration (the next one's T_prev) and the history. W_i and the next template follow
+// from the fields, so a run resumed from it computes the same bits as one that never stopped.
+struct AtlasState {
+  int scale = 0;
+  int iteration = 0;                       // done at `scale`
+  std::vector<int> frozen;                 // per local subject
+  std::vector<Kokkos::View<float****, Kokkos::LayoutRight, Kokkos::HostSpace>> u, v;  // v: warm-started solvers only
+  Kokkos::View<float***, Kokkos::LayoutRight, Kokkos::HostSpace> templ;
+  std::vector<AtlasIteration> history;     // every iteration so far (all scales)
+  int refused = 0;
+  double seconds = 0.0;                    // wall time of the runs so far
+};
+
+// How one process takes part: which subjects it holds, the group, progress and checkpoints.
+struct AtlasRun {
+  Communicator* comm = nullptr;  // null: this process holds every subject
+  int first = 0;              // global index of this process's first image
+  int total = 0;              // subjects over all ranks (0: this process's count)
+  AtlasProgress progress;     // every rank calls it with the same record
+  int checkpointEvery = 0;    // iterations (over all scales); 0: never
+  std::function<void(AtlasState const&)> checkpoint;  // called on every rank with its state
+  AtlasState const* resume = nullptr;                 // start from this state
+  bool returnFields = true;   // copy every local subject's final field to the host (false: `fields` comes back empty)
+  // Local subjects kept on the device (-1: all). The others live in (pinned) host memory and are
+  // streamed through two device slots twice per iteration (the step, then the centring), the
+  // next subject's upload overlapping the current one's kernels; the results have the same bits.
+  int residentSubjects = -1;
+};
+
 
 template <class Mem>
 using FixedSum = Kokkos::View<std::int64_t***, Kokkos::LayoutRight, Mem>;
@@ -38,7 +72,7 @@ void atlasMean(Exec const& exec, FixedSum<typename Exec::memory_space> sum, int 
 // (the path of comm's reduction(); staged through host memory when the transport does not read
 // device memory), for the run-time model's T_network. A collective call; 0 for one process.
 template <class Exec>
-double atlasSumSeconds(Exec const& exec, AtlasComm* comm, std::size_t count, int repetitions);
+double atlasSumSeconds(Exec const& exec, Communicator* comm, std::size_t count, int repetitions);
 
 // The atlas of this process's `images` (on the host, one grid; subjects run.first .. of run.total).
 // `templ` receives the template (the same on every rank), `fields[i]` the full-grid displacement

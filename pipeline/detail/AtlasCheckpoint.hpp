@@ -36,12 +36,12 @@ nlohmann::json historyJson(std::vector<AtlasIteration> const& h);
 
 // Writes the state of this rank's subjects [first, first + st.u.size()) of `total` (a collective
 // over comm when given).
-void writeCheckpoint(std::filesystem::path const& dir, AtlasState const& st, nlohmann::json const& key,
-                     nlohmann::json const& grid, int first, int total, AtlasComm* comm);
+void writeCheckpoint(std::filesystem::path const& dir, gpu::AtlasState const& st, nlohmann::json const& key,
+                     nlohmann::json const& grid, int first, int total, gpu::Communicator* comm);
 // The newest complete checkpoint's state of subjects [first, first + local): refused (IoError /
 // InvalidArgument naming the file and the reason) unless it belongs to `key`; `grid` receives its
 // grid key (checked by the caller once the grid is known).
-AtlasState readCheckpoint(std::filesystem::path const& dir, nlohmann::json const& key, int first, int local, bool wantV,
+gpu::AtlasState readCheckpoint(std::filesystem::path const& dir, nlohmann::json const& key, int first, int local, bool wantV,
                           std::vector<std::string> const& images, std::string const& reference, nlohmann::json& grid);
 
 }  // namespace kortex::pipeline::detail
