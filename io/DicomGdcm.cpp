@@ -46,8 +46,11 @@ HostImage readDicomGdcm(fs::path const& file) {
   gdcm::Trace::SetError(false);
   gdcm::ImageReader reader;
   reader.SetFileName(file.string().c_str());
-  if (!reader.Read())
-    readError(file, "cannot read it as a DICOM image (truncated or corrupt file, or no pixel data)");
+  {
+    CapturedStderr codecs("GDCM");  // its codecs (libjpeg, OpenJPEG, CharLS) print to stderr
+    if (!reader.Read())
+      readError(file, "cannot read it as a DICOM image (truncated or corrupt file, or no pixel data)" + codecs.quoted());
+  }
   const gdcm::Image& im = reader.GetImage();
   gdcm::StringFilter sf;
   sf.SetFile(reader.GetFile());
@@ -93,9 +96,17 @@ HostImage readDicomGdcm(fs::path const& file) {
                           std::to_string(expected) + " bytes");
   }
   std::vector<char> buf(im.GetBufferLength());
-  if (buf.size() < expected || !im.GetBuffer(buf.data()))
-    readError(file, "cannot decode its pixel data (transfer syntax " + uid + (ts.IsEncapsulated() ? ", compressed" : "") +
-                        ": truncated or corrupt data)");
+  std::string codecSaid;
+  {
+    // A codec may print and still decode (GDCM retries a 12-bit JPEG after the 8-bit codec
+    // refused it): its words go into the message on failure, into the metadata otherwise.
+    CapturedStderr codecs("GDCM");
+    const bool decoded = buf.size() >= expected && im.GetBuffer(buf.data());
+    codecSaid = codecs.said();
+    if (!decoded)
+      readError(file, "cannot decode its pixel data (transfer syntax " + uid + (ts.IsEncapsulated() ? ", compressed" : "") +
+                          ": truncated or corrupt data)" + (codecSaid.empty() ? std::string() : " (GDCM: " + codecSaid + ")"));
+  }
   const double slope = im.GetSlope(), intercept = im.GetIntercept();
   if (!std::isfinite(slope) || !std::isfinite(intercept)) readError(file, "invalid RescaleSlope / RescaleIntercept");
 
@@ -135,6 +146,7 @@ HostImage readDicomGdcm(fs::path const& file) {
     }
   }
   setDicomMetadata(img.metadata, uid, str, fmt, padding);
+  if (!codecSaid.empty()) img.metadata["dicom.decoder_messages"] = codecSaid;
   img.metadata["dicom.decoder"] = "gdcm";
   return img;
 }

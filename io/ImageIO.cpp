@@ -83,6 +83,57 @@ std::string formatFloats(std::vector<double> const& values, bool asFloat32) {
   return s;
 }
 
+CapturedStderr::CapturedStderr(std::string library) : library_(std::move(library)) {
+  std::fflush(stderr);
+  tmp_ = std::tmpfile();
+  if (tmp_) {
+    saved_ = stderr;
+    stderr = tmp_;
+  }
+}
+
+CapturedStderr::~CapturedStderr() {
+  restore();
+  if (tmp_) std::fclose(tmp_);
+}
+
+void CapturedStderr::restore() {
+  if (!saved_) return;
+  std::fflush(tmp_);
+  stderr = saved_;
+  saved_ = nullptr;
+}
+
+std::string CapturedStderr::said() {
+  restore();
+  if (!tmp_) return {};
+  std::string all;
+  std::rewind(tmp_);
+  char buf[512];
+  while (std::fgets(buf, sizeof buf, tmp_)) all += buf;
+  std::string out, line;
+  auto flush = [&] {
+    for (const char* p : {"** ERROR: ", "** ERROR ", "** NIFTI: ", "** "})
+      if (line.rfind(p, 0) == 0) line = line.substr(std::strlen(p));
+    while (!line.empty() && (line.back() == ' ' || line.back() == '\r')) line.pop_back();
+    if (!line.empty() && out.find(line) == std::string::npos) out += (out.empty() ? "" : "; ") + line;
+    line.clear();
+  };
+  for (char c : all) {
+    if (c == '\n')
+      flush();
+    else
+      line += c;
+  }
+  flush();
+  return out;
+}
+
+std::string CapturedStderr::quoted() {
+  const std::string s = said();
+  return s.empty() ? std::string() : " (" + library_ + ": " + s + ")";
+}
+
 std::string formatReadable(double value, int digits) {
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.*g", digits, value);

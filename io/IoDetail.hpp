@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstdio>
 #include <filesystem>
 #include <functional>
 #include <map>
@@ -71,6 +72,27 @@ class AtomicOutput {
   fs::path dir_;
   fs::path tmp_;
   bool committed_ = false;
+};
+
+// Points the C library's `stderr` stream (the FILE* that C libraries such as nifti_clib, libjpeg
+// and OpenJPEG print their messages to) at a temporary file for its lifetime; said() returns what
+// was written there, lines joined with "; " and "** ERROR"-style prefixes dropped. File descriptor
+// 2 is left alone, so std::cerr, Kokkos, MPI and other threads' writes to it are never swallowed
+// (glibc lets a program assign stderr). Used under ioMutex(): one capture at a time.
+class CapturedStderr {
+ public:
+  explicit CapturedStderr(std::string library);
+  ~CapturedStderr();
+  CapturedStderr(CapturedStderr const&) = delete;
+  CapturedStderr& operator=(CapturedStderr const&) = delete;
+  std::string said();    // ends the capture
+  std::string quoted();  // " (<library>: ...)" or ""
+
+ private:
+  void restore();
+  std::string library_;
+  std::FILE* tmp_ = nullptr;
+  std::FILE* saved_ = nullptr;
 };
 
 // The lock every public kortex::io call holds (VTK's error capture is process-wide, and

@@ -47,68 +47,10 @@ void configureLibrary() {
   (void)done;
 }
 
-// Points the C library's `stderr` stream (the FILE* nifti_clib prints its errors to) at a
-// temporary file for its lifetime; said() returns what was written there, lines joined with "; "
-// and nifti_clib's "** ERROR" prefixes dropped. File descriptor 2 is left alone, so std::cerr,
-// Kokkos, MPI and other threads' writes to it are never swallowed (glibc lets a program assign
-// stderr). All kortex::io calls hold ioMutex(), so only one capture is active at a time.
-class LibraryCall {
+// Every call into nifti_clib: the library configured, its stderr messages captured (io/IoDetail.hpp).
+class LibraryCall : public CapturedStderr {
  public:
-  LibraryCall() {
-    configureLibrary();
-    std::fflush(stderr);
-    tmp_ = std::tmpfile();
-    if (tmp_) {
-      saved_ = stderr;
-      stderr = tmp_;
-    }
-  }
-  ~LibraryCall() {
-    restore();
-    if (tmp_) std::fclose(tmp_);
-  }
-  LibraryCall(LibraryCall const&) = delete;
-  LibraryCall& operator=(LibraryCall const&) = delete;
-
-  std::string said() {
-    restore();
-    if (!tmp_) return {};
-    std::string all;
-    std::rewind(tmp_);
-    char buf[512];
-    while (std::fgets(buf, sizeof buf, tmp_)) all += buf;
-    std::string out, line;
-    auto flush = [&] {
-      for (const char* p : {"** ERROR: ", "** ERROR ", "** NIFTI: ", "** "})
-        if (line.rfind(p, 0) == 0) line = line.substr(std::strlen(p));
-      while (!line.empty() && (line.back() == ' ' || line.back() == '\r')) line.pop_back();
-      if (!line.empty()) out += (out.empty() ? "" : "; ") + line;
-      line.clear();
-    };
-    for (char c : all) {
-      if (c == '\n')
-        flush();
-      else
-        line += c;
-    }
-    flush();
-    return out;
-  }
-  // " (nifti_clib: ...)" or "".
-  std::string quoted() {
-    const std::string s = said();
-    return s.empty() ? std::string() : " (nifti_clib: " + s + ")";
-  }
-
- private:
-  void restore() {
-    if (!saved_) return;
-    std::fflush(tmp_);
-    stderr = saved_;
-    saved_ = nullptr;
-  }
-  std::FILE* tmp_ = nullptr;
-  std::FILE* saved_ = nullptr;
+  LibraryCall() : CapturedStderr("nifti_clib") { configureLibrary(); }
 };
 
 struct NimDeleter {

@@ -319,3 +319,27 @@ def test_single_dicom_file_without_extension_is_read(tmp_path):
     d = kortex.read(tmp_path / "IM0001")
     np.testing.assert_array_equal(d["array"], (ds.pixel_array * float(ds.RescaleSlope) + float(ds.RescaleIntercept)).astype(np.float32))
     assert d["metadata"]["io.format"] == "dicom"
+
+
+def test_codec_chatter_never_reaches_stderr(tmp_path):
+    """A 12-bit JPEG labelled baseline: libjpeg (inside GDCM) prints 'Unsupported JPEG data precision 12'
+    before GDCM decodes it with its 12-bit codec. Kortex reads it with nothing on stderr and keeps the
+    codec's words in the metadata."""
+    if kortex.dicom_decoder != "gdcm":
+        pytest.skip("this build decodes DICOM without GDCM")
+    from pydicom.data import get_testdata_file
+    try:
+        src = get_testdata_file("JPGExtended.dcm")
+    except Exception:
+        src = None
+    if not src:
+        pytest.skip("pydicom's JPGExtended.dcm is not installed")
+    ds = pydicom.dcmread(src)
+    ds.file_meta.TransferSyntaxUID = "1.2.840.10008.1.2.4.50"
+    path = tmp_path / "relabelled.dcm"
+    ds.save_as(str(path))
+    d = kortex.read(path)
+    assert "precision" in d["metadata"].get("dicom.decoder_messages", "")
+    if KORTEX:
+        p, _ = run_kortex("denoise", "bilateral", path, tmp_path / "out.nii", "--radius", "1")
+        assert p.returncode == 0 and p.stderr == "", p.stderr
