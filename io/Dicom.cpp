@@ -177,15 +177,28 @@ std::vector<double> numbersOf(std::string const& s) {
 
 }  // namespace
 
-std::string checkDicomStructure(fs::path const& file) {
+namespace {
+
+// A Part 10 file's bytes, its 'DICM' marker checked.
+std::vector<unsigned char> partTenBytes(fs::path const& file) {
   std::vector<unsigned char> b;
   {
     std::ifstream in(file, std::ios::binary);
     if (!in) readError(file, "cannot open it");
     b.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    if (in.bad()) readError(file, "read error");
   }
   if (b.size() < 132 || std::memcmp(b.data() + 128, "DICM", 4) != 0)
     readError(file, "not a DICOM Part 10 file (no 'DICM' marker at byte 128)");
+  return b;
+}
+
+HostImage readDicomKortexBytes(std::vector<unsigned char> const& b, fs::path const& file);
+
+}  // namespace
+
+std::string checkDicomStructure(fs::path const& file) {
+  const std::vector<unsigned char> b = partTenBytes(file);
   Parser p(b, file);
   std::size_t pos = 0;
   const std::string syntax = readMetaHeader(p, b, file, pos);
@@ -286,24 +299,22 @@ HostImage readDicom(fs::path const& file) {
   // Uncompressed little-endian slices (most CT and MR series) go through Kortex's own reader,
   // which bounds-checks every element; GDCM decodes the rest, on files whose structure was
   // checked first (it asserts, ending the process, on some broken ones).
-  const std::string syntax = checkDicomStructure(file);
-  if (syntax == "1.2.840.10008.1.2" || syntax == "1.2.840.10008.1.2.1") return readDicomKortex(file);
+  // The file is read once here; only its meta header decides (the own reader bounds-checks the rest).
+  const std::vector<unsigned char> b = partTenBytes(file);
+  std::size_t pos = 0;
+  const std::string syntax = readMetaHeader(Parser(b, file), b, file, pos);
+  if (syntax == "1.2.840.10008.1.2" || syntax == "1.2.840.10008.1.2.1") return readDicomKortexBytes(b, file);
   return readDicomGdcm(file);
 #else
   return readDicomKortex(file);
 #endif
 }
 
-HostImage readDicomKortex(fs::path const& file) {
-  std::vector<unsigned char> b;
-  {
-    std::ifstream in(file, std::ios::binary);
-    if (!in) readError(file, "cannot open it");
-    b.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-    if (in.bad()) readError(file, "read error");
-  }
-  if (b.size() < 132 || std::memcmp(b.data() + 128, "DICM", 4) != 0)
-    readError(file, "not a DICOM Part 10 file (no 'DICM' marker at byte 128)");
+HostImage readDicomKortex(fs::path const& file) { return readDicomKortexBytes(partTenBytes(file), file); }
+
+namespace {
+
+HostImage readDicomKortexBytes(std::vector<unsigned char> const& b, fs::path const& file) {
   Parser p(b, file);
 
   // --- file meta information: explicit VR little endian, group 0002 ---
@@ -456,6 +467,8 @@ HostImage readDicomKortex(fs::path const& file) {
   img.metadata["dicom.decoder"] = "kortex";
   return img;
 }
+
+}  // namespace
 
 }  // namespace kortex::io::detail
 
