@@ -52,8 +52,6 @@ std::string gib(std::int64_t bytes) {
   return s.str();
 }
 
-std::string stemOf(std::string const& path) { return io::imageStem(path); }
-
 // The content hash of an image in memory: its grid and its voxels.
 std::uint64_t imageHash(HostImage const& img) {
   ContentHasher h;
@@ -237,14 +235,14 @@ class AtlasJobStages {
     const int n = n_;
     // Output names: the files' stems, numbered when two subjects share one.
     std::map<std::string, int> count;
-    for (auto const& p : job.images) ++count[stemOf(p)];
+    for (auto const& p : job.images) ++count[io::imageStem(p)];
     bool clash = false;
     for (auto const& [k, c] : count) clash = clash || c > 1;
     for (int i = 0; i < n; ++i) {
       char prefix[16];
       std::snprintf(prefix, sizeof prefix, inMemory_ ? "subject-%03d" : "%03d_", i);
       names_.push_back(inMemory_ ? std::string(prefix)
-                                 : (clash ? std::string(prefix) : std::string()) + stemOf(job.images[std::size_t(i)]));
+                                 : (clash ? std::string(prefix) : std::string()) + io::imageStem(job.images[std::size_t(i)]));
     }
     std::vector<JobFile> inputs, outputs;
     for (auto const& p : job.images) inputs.push_back({"image", p});
