@@ -20,6 +20,7 @@
 #include <sstream>
 
 #include "apps/Commands.hpp"
+#include "core/Compat.hpp"
 #include "core/Errors.hpp"
 #include "io/ImageIO.hpp"
 #include "io/Output.hpp"
@@ -150,8 +151,12 @@ int runRegistration(RegisterOptions const& o, pipeline::RegistrationPipelineOpti
                                  {{"warped image", o.outWarped}, {"field", o.outField}, {"Jacobian map", o.outJacobian},
                                   {"affine transform", o.outAffine}});
 
-  HostImage fixed = io::readImage(o.fixed);
-  HostImage moving = io::readImage(o.moving);
+  HostImage fixed, moving;
+  {
+    kx::ScopedRegion region("kortex::register::read");
+    fixed = io::readImage(o.fixed);
+    moving = io::readImage(o.moving);
+  }
   std::cout << "fixed:  " << o.fixed << " (" << describe(fixed.geometry) << ")\n"
             << "moving: " << o.moving << " (" << describe(moving.geometry) << ")\n";
   if (!fixed.geometry.sameGrid(moving.geometry))
@@ -196,6 +201,7 @@ int runRegistration(RegisterOptions const& o, pipeline::RegistrationPipelineOpti
             << ", affine " << r.secondsAffine << ", resample " << r.secondsResample << ", "
             << (greedy ? "greedy " : "fluid ") << r.secondsFluid << ")\n";
 
+  kx::ScopedRegion writeRegion("kortex::register::write");
   OutputSet outputs;
   outputs.write(o.outWarped, [&](std::string const& p) { io::writeImage(pipeline::warpedMoving(r, moving), p); });
   outputs.write(o.outField, [&](std::string const& p) { io::writeDisplacementField(pipeline::worldDisplacement(r), p); });

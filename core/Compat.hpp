@@ -96,6 +96,28 @@ inline std::vector<Exec> partitionSpace(Exec const& exec, int n) {
   return std::vector<Exec>(static_cast<std::size_t>(n), exec);
 }
 
+// Host memory that stages copies to and from Exec's memory: page-locked where Exec is a device (the
+// copies then run asynchronously on the instance's stream), plain HostSpace on host back ends.
+namespace detail {
+template <class Exec, bool Device = !Kokkos::SpaceAccessibility<Exec, Kokkos::HostSpace>::accessible>
+struct PinnedHost {
+  using type = Kokkos::HostSpace;
+};
+#if KORTEX_KOKKOS_4
+template <class Exec>
+struct PinnedHost<Exec, true> {
+  using type = Kokkos::SharedHostPinnedSpace;
+};
+#elif defined(KOKKOS_ENABLE_CUDA)
+template <class Exec>
+struct PinnedHost<Exec, true> {
+  using type = Kokkos::CudaHostPinnedSpace;
+};
+#endif
+}  // namespace detail
+template <class Exec>
+using PinnedHostSpace = typename detail::PinnedHost<Exec>::type;
+
 // A named region of a job's timeline for kokkos-tools and Nsight Systems (NVTX through the
 // Kokkos connector) while it lives: Kokkos::Profiling::ScopedRegion of Kokkos 4, which 3.4 lacks.
 class ScopedRegion {

@@ -203,12 +203,20 @@ RegistrationPipelineResult runPair(HostImage const& moving, HostImage const& fix
   RegistrationPipelineResult r;
   const HostImage movingN = prepareAlignment(moving, fixed, opt, r);
   if (r.backend == Backend::Cpu) {
-    alignReference(movingN, r.fixedNormalised, opt, r);
+    {
+      kx::ScopedRegion align("kortex::register::align");
+      alignReference(movingN, r.fixedNormalised, opt, r);
+    }
+    kx::ScopedRegion deform("kortex::register::deform");
     if (fluid) fluidReference(r.fixedNormalised, opt, r);
   } else {
     using Exec = Kokkos::DefaultExecutionSpace;
     Exec exec;
-    auto dResampled = alignKokkos(exec, movingN, r.fixedNormalised, opt, r);
+    auto dResampled = [&] {
+      kx::ScopedRegion align("kortex::register::align");
+      return alignKokkos(exec, movingN, r.fixedNormalised, opt, r);
+    }();
+    kx::ScopedRegion deform("kortex::register::deform");
     if (fluid) fluidKokkos(exec, dResampled, r.fixedNormalised, opt, r);
   }
   if (!fluid) {

@@ -97,44 +97,10 @@ struct SubjectState {
   bool frozen = false;
 };
 
-// Host memory the streamed subjects live in: pinned (page-locked) for a CUDA device, so the copies
-// run asynchronously on their own stream; plain host memory otherwise.
-template <class Exec>
-struct StagingSpace {
-  using type = Kokkos::HostSpace;
-};
-#ifdef KOKKOS_ENABLE_CUDA
-template <>
-struct StagingSpace<Kokkos::Cuda> {
-  using type = Kokkos::CudaHostPinnedSpace;
-};
-#endif
-
-// An execution space instance for the copies of streamed subjects: its own CUDA stream, so an
-// upload overlaps the kernels of the subject before; the same instance on host back ends.
-template <class Exec>
-struct CopyQueue {
-  Exec exec;
-  explicit CopyQueue(Exec const& e) : exec(e) {}
-};
-#ifdef KOKKOS_ENABLE_CUDA
-template <>
-struct CopyQueue<Kokkos::Cuda> {
-  Kokkos::Cuda exec;
-  explicit CopyQueue(Kokkos::Cuda const&) : exec(make()) {}
-  static Kokkos::Cuda make() {
-    cudaStream_t s = nullptr;
-    if (cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) != cudaSuccess)
-      throw std::runtime_error("atlas: cannot create the CUDA stream of the streamed subjects");
-    return Kokkos::Cuda(s, Kokkos::Impl::ManageStream::yes);
-  }
-};
-#endif
-
 // A streamed subject's state between its visits to the device.
 template <class Exec>
 struct StreamedSubject {
-  using Space = typename StagingSpace<Exec>::type;
+  using Space = kx::PinnedHostSpace<Exec>;  // copies overlap the kernels on a device
   Kokkos::View<float***, Kokkos::LayoutRight, Space> I;
   Kokkos::View<float****, Kokkos::LayoutRight, Space> u, v;
   bool frozen = false;
@@ -150,6 +116,7 @@ double reduceRanks(Exec const& exec, Communicator* comm, Kokkos::View<std::int64
                    typename Kokkos::View<std::int64_t*, typename Exec::memory_space>::HostMirror& staging) {
   using Mem = typename Exec::memory_space;
   if (comm == nullptr || comm->size() == 1) return 0.0;
+  kx::ScopedRegion region("kortex::atlas::reduce");
   exec.fence();
   const auto t0 = Clock::now();
   if (Kokkos::SpaceAccessibility<Kokkos::HostSpace, Mem>::accessible) {
@@ -278,7 +245,7 @@ class AtlasBuilder {
     // state is uploaded on the copy queue while the current one computes) and a full-grid image buffer.
     hostSub_.resize(std::size_t(streamedCount_));
     if (streaming_) {
-      copy_ = std::make_unique<CopyQueue<Exec>>(exec);
+      copy_ = std::make_unique<Exec>(kx::partitionSpace(exec, 1).front());
       fullStage_ = ImageView<Mem>(Kokkos::view_alloc(std::string("kortex::atlas::stream_image"), Kokkos::WithoutInitializing),
                                   g_.nz(), g_.ny(), g_.nx());
     }
@@ -440,6 +407,7 @@ class AtlasBuilder {
 
   // T = the fixed-point mean of every W_i (over ranks).
   void average(Scale& S) {
+    kx::ScopedRegion region("kortex::atlas::average");
     std::vector<const float*> w;
     for (auto const& st : sub_) w.push_back(st.W.data());
     // Streaming: `sum` already holds the streamed subjects' terms (set-up or the last centring).
@@ -457,15 +425,15 @@ class AtlasBuilder {
     if (!streaming_) return;
     auto upload = [&](int j, SubjectState<Mem>& st) {
       Streamed const& h = hostSub_[std::size_t(j)];
-      Kokkos::deep_copy(copy_->exec, st.I, h.I);
-      Kokkos::deep_copy(copy_->exec, st.u, h.u);
-      if (keepV_) Kokkos::deep_copy(copy_->exec, st.v, h.v);
+      Kokkos::deep_copy(*copy_, st.I, h.I);
+      Kokkos::deep_copy(*copy_, st.u, h.u);
+      if (keepV_) Kokkos::deep_copy(*copy_, st.v, h.v);
     };
     exec_.fence();
     upload(0, slot_[0]);
     for (int j = 0; j < streamedCount_; ++j) {
       SubjectState<Mem>& st = slot_[j % 2];
-      copy_->exec.fence();  // this subject's upload (and the last download) done
+      copy_->fence();  // this subject's upload (and the last download) done
       if (j + 1 < streamedCount_) upload(j + 1, slot_[(j + 1) % 2]);
       Streamed& h = hostSub_[std::size_t(j)];
       st.frozen = h.frozen;
@@ -473,10 +441,10 @@ class AtlasBuilder {
       body(st, j);
       h.frozen = st.frozen;
       exec_.fence();
-      Kokkos::deep_copy(copy_->exec, h.u, st.u);
-      if (keepV_) Kokkos::deep_copy(copy_->exec, h.v, st.v);
+      Kokkos::deep_copy(*copy_, h.u, st.u);
+      if (keepV_) Kokkos::deep_copy(*copy_, h.v, st.v);
     }
-    copy_->exec.fence();
+    copy_->fence();
   }
 
   // Spec step 2 for one subject (its W_i current): the greedy step against the template; a subject
@@ -484,6 +452,7 @@ class AtlasBuilder {
   // slots: [sse_i | refused_i | minJ_i | frozen_i], global subject index.
   void step(Scale& S, SubjectState<Mem>& st, std::size_t gi, bool first, std::vector<double>& slots) {
     if (st.frozen) return;
+    kx::ScopedRegion region("kortex::atlas::step");
     Field<Mem> v = keepV_ ? st.v : S.vShared;
     S.stepper->computeForce(ConstImageView<Mem>(st.W), ConstImageView<Mem>(T_));
     S.stepper->solve(v, first, first && prevFactor_ == 0);
@@ -494,6 +463,7 @@ class AtlasBuilder {
 
   // Spec step 3 for one subject (ubar current), then W_i and its mismatch.
   void centre(Scale& S, SubjectState<Mem>& st, std::size_t gi, std::vector<double>& slots) {
+    kx::ScopedRegion region("kortex::atlas::centre");
     const std::size_t n = std::size_t(n_);
     bool kept = false;
     const float jKept = S.stepper->composeUnfolded(st.u, ConstField<Mem>(S.ubar), kept);
@@ -507,6 +477,7 @@ class AtlasBuilder {
 
   void reduceSlots(std::vector<double>& slots) {
     if (!comm_) return;
+    kx::ScopedRegion region("kortex::atlas::reduce");
     const auto t0 = Clock::now();
     comm_->sum(slots.data(), slots.size());
     tReduce_ += since(t0);
@@ -573,6 +544,7 @@ class AtlasBuilder {
   }
 
   void checkpoint(Scale const& S, int it) {
+    kx::ScopedRegion region("kortex::atlas::checkpoint");
     exec_.fence();
     const auto t0 = Clock::now();
     AtlasState state;
@@ -667,7 +639,7 @@ class AtlasBuilder {
   ImageView<Mem> blurred_;
   double tReduce_ = 0.0, tSetup_ = 0.0, secondsBefore_ = 0.0;
   std::vector<Streamed> hostSub_;
-  std::unique_ptr<CopyQueue<Exec>> copy_;
+  std::unique_ptr<Exec> copy_;  // the streamed subjects' copies: its own stream on a device
   ImageView<Mem> fullStage_;
   SubjectState<Mem> slot_[2];
   std::vector<SubjectState<Mem>> sub_, prev_;

@@ -345,6 +345,7 @@ GreedyResult GreedyRegistration<Exec>::run(ConstImageView<memory_space> moving, 
       rec.scale = int(s);
       rec.factor = S.factor;
       rec.iteration = it;
+      kx::ScopedRegion stepRegion("kortex::greedy::step");
       if (!S.stepper.forceFromStep() || it == 1) S.stepper.computeForce(S.W, S.I1);
       rec.solve = S.stepper.solve(S.v, it == 1, false);  // v is zero on the first scale already
       const GreedyStepOutcome step = S.stepper.stepImage(S.I0, S.I1, S.u, S.v, S.W);
