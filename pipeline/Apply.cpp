@@ -1,0 +1,174 @@
+#include "pipeline/Apply.hpp"
+
+#include <Kokkos_Core.hpp>
+
+#include <chrono>
+#include <utility>
+
+#include "core/Compat.hpp"
+#include "core/Errors.hpp"
+#include "core/Timing.hpp"
+#include "gpu/imageops/Resample.hpp"
+#include "io/ImageIO.hpp"
+#include "io/Output.hpp"
+#include "io/Transform.hpp"
+#include "pipeline/JobFiles.hpp"
+#include "reference_cpu/Resample.hpp"
+
+namespace kortex::pipeline {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+void requireVolume(Geometry const& g, const char* what, bool cells) {
+  if (g.dimension != 3) throw InvalidArgument(std::string("apply: the ") + what + " must be a 3D image, got " + describe(g));
+  if (cells && (g.nx() < 2 || g.ny() < 2 || g.nz() < 2))
+    throw InvalidArgument(std::string("apply: the ") + what + " needs at least 2 voxels along every axis, got " + describe(g));
+}
+
+std::string transformName(std::size_t k, fs::path const& p) {
+  return "transform " + std::to_string(k + 1) + " ('" + p.string() + "')";
+}
+
+template <class Exec>
+HostImage resampleKokkos(Exec const& exec, HostImage const& input, Geometry const& reference, TransformChain const& chain,
+                         ApplyInterpolation interpolation) {
+  using Mem = typename Exec::memory_space;
+  auto dInput = Kokkos::create_mirror_view_and_copy(Mem(), input.data);
+  Kokkos::View<float*, Mem> dFields("kortex::apply::fields", std::size_t(chain.fieldFloats()));
+  std::size_t offset = 0;
+  for (auto const& t : chain.transforms) {
+    if (t.kind != ChainKind::Field) continue;
+    const std::size_t n = t.field.data.size();
+    Kokkos::View<const float*, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>> src(t.field.data.data(), n);
+    Kokkos::deep_copy(exec, Kokkos::subview(dFields, std::make_pair(offset, offset + n)), src);
+    offset += n;
+  }
+  ImageView<Mem> dOut("kortex::apply::out", reference.nz(), reference.ny(), reference.nx());
+  gpu::resample(exec, ConstImageView<Mem>(dInput), gpu::PackedFieldsOf<Exec>(dFields),
+                applyChainCoeffs(chain, reference, input.geometry), interpolation, dOut);
+  exec.fence();
+  HostImage out("kortex::apply::out", reference);
+  Kokkos::deep_copy(out.data, dOut);
+  return out;
+}
+
+void requireExisting(fs::path const& p, std::string const& what) {
+  std::error_code ec;
+  if (p.empty()) throw InvalidArgument("apply: the " + what + " is not given");
+  if (fs::is_directory(p, ec)) throw IoError(what + " '" + p.string() + "' is a directory, not a file");
+  if (!fs::exists(p, ec)) throw IoError(what + " '" + p.string() + "' does not exist");
+}
+
+}  // namespace
+
+TransformSpec parseTransformSpec(std::string const& text) {
+  TransformSpec s;
+  if (text.empty() || text.front() != '[') {
+    s.path = text;
+    return s;
+  }
+  const auto comma = text.rfind(',');
+  if (text.back() != ']' || comma == std::string::npos)
+    throw InvalidArgument("transform '" + text + "': the bracketed form is [FILE,0] or [FILE,1] (1: the inverse)");
+  const std::string flag = text.substr(comma + 1, text.size() - comma - 2);
+  if (flag != "0" && flag != "1")
+    throw InvalidArgument("transform '" + text + "': the flag after the comma is 0 (as is) or 1 (the inverse), got '" + flag + "'");
+  s.path = text.substr(1, comma - 1);
+  s.inverse = flag == "1";
+  if (s.path.empty()) throw InvalidArgument("transform '" + text + "': no file name");
+  return s;
+}
+
+TransformChain readTransformChain(std::vector<TransformSpec> const& specs) {
+  TransformChain chain;
+  for (std::size_t k = 0; k < specs.size(); ++k) {
+    io::TransformFile f = io::readTransform(specs[k].path);
+    ChainTransform t;
+    t.name = transformName(k, specs[k].path);
+    if (f.kind == io::TransformFileKind::Field) {
+      if (specs[k].inverse)
+        throw InvalidArgument(t.name + ": the inverse of a displacement field is not available (it is not the field "
+                              "negated); register the other way round, or give the inverse field");
+      t.kind = ChainKind::Field;
+      t.field = std::move(f.field);
+    } else {
+      t.kind = ChainKind::Affine;
+      t.matrix = specs[k].inverse ? inverseAffine(f.matrix, t.name) : f.matrix;
+    }
+    chain.transforms.push_back(std::move(t));
+  }
+  return chain;
+}
+
+ApplyResult applyTransforms(HostImage const& input, Geometry const& reference, TransformChain const& chain,
+                            ApplyInterpolation interpolation, Backend backend) {
+  {
+    kx::ScopedRegion region("kortex::apply::validate");
+    if (input.data.data() == nullptr || input.numVoxels() == 0) throw InvalidArgument("apply: the input image is empty");
+    requireVolume(input.geometry, "input image", true);
+    reference.validate();
+    requireVolume(reference, "reference grid", false);
+    requireFinite(input, "the input image");
+    if (interpolation == ApplyInterpolation::Label) requireIntegerLabels(input, "the input image");
+    chain.validate();
+  }
+  kx::ScopedRegion region("kortex::apply::resample");
+  ApplyResult r;
+  r.backend = resolve(backend);
+  const auto t0 = Clock::now();
+  if (r.backend == Backend::Cpu) {
+    r.executionSpace = "OpenMP reference";
+    r.image = ref::resample(input, reference, chain, interpolation);
+  } else {
+    using Exec = Kokkos::DefaultExecutionSpace;
+    r.executionSpace = Exec::name();
+    r.image = resampleKokkos(Exec(), input, reference, chain, interpolation);
+  }
+  r.seconds = secondsSince(t0);
+  r.image.metadata = input.metadata;
+  return r;
+}
+
+ApplyResult runApplyJob(ApplyJob const& job) {
+  {
+    kx::ScopedRegion region("kortex::apply::check");
+    if (job.transforms.empty()) throw InvalidArgument("apply: no transform given (at least one is needed)");
+    requireExisting(job.input, "input image");
+    requireExisting(job.reference, "reference image");
+    io::requireSupportedExtension(job.input, io::Access::Read);
+    io::requireSupportedExtension(job.reference, io::Access::Read);
+    std::vector<JobFile> inputs{{"input image", job.input}, {"reference image", job.reference}};
+    for (std::size_t k = 0; k < job.transforms.size(); ++k) {
+      const fs::path& p = job.transforms[k].path;
+      requireExisting(p, "transform " + std::to_string(k + 1));
+      if (!io::isTransformExtension(p))
+        throw IoError(transformName(k, p) + ": unknown transform file extension; Kortex reads ITK transforms (.txt, "
+                      ".tfm), ITK/ANTs .mat files and displacement fields (.nii, .nii.gz)");
+      inputs.push_back({"transform " + std::to_string(k + 1), p});
+    }
+    if (!job.output.empty()) {
+      io::requireWritableFile(job.output, "output");
+      io::requireSupportedExtension(job.output, io::Access::Write);
+      requireDistinctFiles(inputs, {{"output", job.output}});
+    }
+  }
+  HostImage input;
+  Geometry reference;
+  TransformChain chain;
+  {
+    kx::ScopedRegion region("kortex::apply::read");
+    input = io::readImage(job.input);
+    reference = io::readImage(job.reference).geometry;
+    chain = readTransformChain(job.transforms);
+  }
+  ApplyResult r = applyTransforms(input, reference, chain, job.interpolation, job.backend);
+  if (!job.output.empty()) {
+    kx::ScopedRegion region("kortex::apply::write");
+    io::writeImage(r.image, job.output);
+  }
+  return r;
+}
+
+}  // namespace kortex::pipeline

@@ -1,0 +1,57 @@
+// The apply job (`kortex apply`, Python kortex.apply): an image resampled onto a reference grid
+// through a chain of transform files (affine ITK .txt/.tfm, ITK/ANTs .mat, displacement fields),
+// antsApplyTransforms' order and conventions (core/Apply.hpp states them; docs/apply.md).
+//
+// Stages (each a kx::ScopedRegion "kortex::apply::<stage>"): check (files, before anything is
+// read), read (input, reference, transforms), validate (the chain, the input, once, for either
+// back end), resample (CPU reference or Kokkos), write (atomic; nothing is left on failure).
+#pragma once
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "core/Apply.hpp"
+#include "core/Backend.hpp"
+#include "core/Image.hpp"
+
+namespace kortex::pipeline {
+
+// One transform argument: a file, or ANTs' "[FILE,1]" for the inverse of an affine file ("[FILE,0]"
+// is the file itself).
+struct TransformSpec {
+  std::filesystem::path path;
+  bool inverse = false;
+};
+// Parses "FILE", "[FILE,0]" or "[FILE,1]"; InvalidArgument for another bracketed form.
+TransformSpec parseTransformSpec(std::string const& text);
+
+// Reads the files as a chain (listing order kept; an inverse is taken here). IoError for a file,
+// InvalidArgument for the inverse of a field or of a singular affine.
+TransformChain readTransformChain(std::vector<TransformSpec> const& specs);
+
+struct ApplyResult {
+  HostImage image;  // on the reference grid; the input's metadata
+  Backend backend = Backend::Cpu;  // resolved
+  std::string executionSpace;
+  double seconds = 0.0;  // the resampling, device fenced
+};
+
+// In memory: validates (3D input and reference, at least 2 voxels per input axis, finite input,
+// integer labels for Label, the chain) once, then resamples on the back end.
+ApplyResult applyTransforms(HostImage const& input, Geometry const& reference, TransformChain const& chain,
+                            ApplyInterpolation interpolation, Backend backend);
+
+struct ApplyJob {
+  std::filesystem::path input, reference, output;  // output may be empty: nothing written
+  std::vector<TransformSpec> transforms;           // as listed
+  ApplyInterpolation interpolation = ApplyInterpolation::Linear;
+  Backend backend = Backend::Auto;
+};
+
+// The file job: files checked (readable inputs, supported extensions, a writable output distinct
+// from every input: requireDistinctFiles) before anything is read; then read, validate, resample,
+// write atomically.
+ApplyResult runApplyJob(ApplyJob const& job);
+
+}  // namespace kortex::pipeline
