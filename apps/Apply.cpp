@@ -66,6 +66,7 @@ void addApplyCommand(CLI::App& app, Action& action) {
                   "(displacement field); [FILE,1]: the inverse of an affine file. The last listed is applied first")
       ->required()
       ->expected(1)
+      ->allow_extra_args(false)  // one file per --transform, and "[FILE,1]" kept whole (not a CLI11 list)
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   cmd->add_option("--out", o.out, "Output image (written atomically; the input's metadata, the reference's grid)")
       ->required();

@@ -139,7 +139,7 @@ ApplyResult runApplyJob(ApplyJob const& job) {
     requireExisting(job.reference, "reference image");
     io::requireSupportedExtension(job.input, io::Access::Read);
     io::requireSupportedExtension(job.reference, io::Access::Read);
-    std::vector<JobFile> inputs{{"input image", job.input}, {"reference image", job.reference}};
+    std::vector<JobFile> inputs{{"image", job.input}, {"reference image", job.reference}};
     for (std::size_t k = 0; k < job.transforms.size(); ++k) {
       const fs::path& p = job.transforms[k].path;
       requireExisting(p, "transform " + std::to_string(k + 1));
