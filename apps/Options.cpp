@@ -40,6 +40,11 @@ GreedyParams GreedyOptions::toParams() const {
   p.scales = parseIntList(scales, "--scales");
   p.iterations = parseIntList(iterations, iterationsFlag.c_str());
   p.solver = parseGreedySolver(solver);
+  try {
+    p.metric = parseGreedyMetric(metric);
+  } catch (InvalidArgument const& e) {
+    throw InvalidArgument(std::string("--metric: ") + e.what());
+  }
   if (p.scales.size() != p.iterations.size())
     throw InvalidArgument("--scales has " + std::to_string(p.scales.size()) + " entries but " + iterationsFlag + " " +
                           std::to_string(p.iterations.size()) + " (one iteration count per scale)");
@@ -62,6 +67,12 @@ void addGreedyOptions(CLI::App& cmd, GreedyOptions& o, GreedyFlags const& flags)
   cmd.add_option("--max-step", o.params.maxStep, help("Largest displacement per iteration, voxels of the scale"))
       ->capture_default_str();
   cmd.add_option("--solver", o.solver, help("Fluid solve: fft|sor|cg|hybrid-sor|hybrid-cg"))->capture_default_str();
+  cmd.add_option("--metric", o.metric, help("Image mismatch: ssd|lncc (local normalised cross-correlation)"))
+      ->capture_default_str();
+  cmd.add_option("--lncc-radius", o.params.lnccRadius,
+                 help("LNCC window radius R: (2R+1)^3 voxels at every scale, R in [1, " +
+                      std::to_string(kMaxLnccRadius) + "]"))
+      ->capture_default_str();
 }
 
 void addBackendOption(CLI::App& cmd, std::string& backend) {

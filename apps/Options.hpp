@@ -20,14 +20,16 @@ std::vector<int> parseIntList(std::string const& text, const char* option);
 // {2, 1} -> "2,1".
 std::string joinIntList(std::vector<int> const& values);
 
-// The greedy flags: --alpha, --beta, --gamma, --max-step bind into `params`; --scales,
-// --iterations (or another name, see GreedyFlags) and --solver are text, parsed by toParams().
+// The greedy flags: --alpha, --beta, --gamma, --max-step, --lncc-radius bind into `params`;
+// --scales, --iterations (or another name, see GreedyFlags), --solver and --metric are text,
+// parsed by toParams().
 // Every default is GreedyParams{}'s.
 struct GreedyOptions {
   GreedyParams params;
   std::string scales = joinIntList(GreedyParams{}.scales);
   std::string iterations = joinIntList(GreedyParams{}.iterations);
   std::string solver = toString(GreedyParams{}.solver);
+  std::string metric = toString(GreedyParams{}.metric);
   std::string iterationsFlag = "--iterations";  // set by addGreedyOptions, for messages
 
   // The parameters the flags give: lists parsed, one iteration count per scale, the solver's name

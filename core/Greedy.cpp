@@ -17,6 +17,20 @@ GreedySolver parseGreedySolver(std::string const& s) {
   throw InvalidArgument("unknown fluid solver '" + s + "' (expected fft|sor|cg|hybrid-sor|hybrid-cg)");
 }
 
+GreedyMetric parseGreedyMetric(std::string const& s) {
+  if (s == "ssd") return GreedyMetric::Ssd;
+  if (s == "lncc") return GreedyMetric::Lncc;
+  throw InvalidArgument("unknown greedy metric '" + s + "' (expected ssd|lncc)");
+}
+
+const char* toString(GreedyMetric m) {
+  switch (m) {
+    case GreedyMetric::Ssd: return "ssd";
+    case GreedyMetric::Lncc: return "lncc";
+  }
+  return "?";
+}
+
 GreedyStepVariant parseGreedyStepVariant(std::string const& s) {
   if (s == "naive") return GreedyStepVariant::Naive;
   if (s == "scratch-tiled") return GreedyStepVariant::ScratchTiled;
@@ -73,6 +87,9 @@ void GreedyParams::validate() const {
   if (cgMaxIterations < 1) throw InvalidArgument("CG iteration cap must be >= 1");
   if (!(cgTolerance > 0.0) || !(cgTolerance < 1.0))
     throw InvalidArgument("CG tolerance must be in (0, 1), got " + std::to_string(cgTolerance));
+  if (lnccRadius < 1 || lnccRadius > kMaxLnccRadius)
+    throw InvalidArgument("the LNCC window radius must be in [1, " + std::to_string(kMaxLnccRadius) + "] voxels, got " +
+                          std::to_string(lnccRadius));
 }
 
 GreedySolveKind greedySolveKind(GreedySolver solver, bool first) {
@@ -107,7 +124,9 @@ Index greedyGridQuantum(GreedyParams const& p) {
 
 Index greedyExtentFor(Index n, GreedyParams const& p) {
   const Index m = greedyGridQuantum(p);
-  const Index atLeast = std::max<Index>(n, Index(kFluidMinExtent) * m);
+  // The coarsest grid holds the fluid operator's minimum extent and, with LNCC, one window.
+  const int coarse = p.metric == GreedyMetric::Lncc ? std::max(kFluidMinExtent, 2 * p.lnccRadius + 1) : kFluidMinExtent;
+  const Index atLeast = std::max<Index>(n, Index(coarse) * m);
   return (atLeast + m - 1) / m * m;
 }
 
@@ -120,6 +139,14 @@ void GreedyParams::validateFor(Geometry const& g) const {
       const GridExtents e = scaledExtents(g, f);
       if (const std::string why = sorUnsuitable(fluid, e.nz, e.ny, e.nx); !why.empty())
         throw InvalidArgument("the SOR solver cannot run at scale factor " + std::to_string(f) + ": " + why);
+    }
+    if (metric == GreedyMetric::Lncc) {
+      const GridExtents e = scaledExtents(g, f);
+      const int side = 2 * lnccRadius + 1, smallest = std::min({e.nz, e.ny, e.nx});
+      if (smallest < side)
+        throw InvalidArgument("the LNCC window of radius " + std::to_string(lnccRadius) + " (" + std::to_string(side) +
+                              " voxels a side at every scale) does not fit the scale-" + std::to_string(f) +
+                              " grid (smallest extent " + std::to_string(smallest) + ")");
     }
   }
 }

@@ -27,7 +27,34 @@
 //                 is redone from the same v; delta < minStep: stop (Folded), keeping the last u
 //                 (which has det > 0 everywhere).
 //   6. warp       W = I0(x - u'(x)) from the original I0 (no accumulation of resampling).
-// The RMSE sqrt(mean (W - I1)^2) after the step is recorded per iteration.
+// The RMSE sqrt(mean (W - I1)^2) after the step is recorded per iteration, whatever the metric.
+//
+// ---- Metrics (GreedyMetric; the force of step 1) ------------------------------------------------
+// Ssd  - the force above: the mismatch is 1/2 sum (W - I1)^2.
+// Lncc - local normalised cross-correlation over the (2R+1)^3 box window Omega(x) centred at x, R =
+//        lnccRadius voxels of the current scale at every scale (the window covers f (2R+1) full-grid
+//        voxels at factor f), window indices clamped (core/Boundary.hpp), N = (2R+1)^3 samples:
+//          sW, sF, sWW, sFF, sWF = the window sums of W, F = I1, W^2, F^2, W F;  mW = sW/N, mF = sF/N;
+//          A = sum (W - mW)(F - mF) = sWF - sW sF / N,  B = sum (W - mW)^2 = sWW - sW^2 / N,
+//          C = sum (F - mF)^2 = sFF - sF^2 / N;   cc(x) = A^2 / (B C),   E = sum_x cc(x) (maximised;
+//          the mismatch is -E). A window is flat when B <= N kLnccFlatVariance or C <= N
+//          kLnccFlatVariance: its cc and its terms below are 0.
+//        d cc(x) / d W(y) = a(x) [ (F(y) - mF(x)) - b(x) (W(y) - mW(x)) ]  for every sample y of
+//          Omega(x), a = 2A/(BC), b = A/B (dA/dW(y) = F(y) - mF, dB/dW(y) = 2 (W(y) - mW): the
+//          mean terms sum to zero over the window). This is the term of Avants et al. 2008; ANTs
+//          keeps only the window centred at y, Kortex sums every window that samples y, so that
+//          the force is the exact gradient of E (tstLncc checks it against a finite difference):
+//            G(y) = sum_x K(x, y) a(x) [ (F(y) - mF(x)) - b(x) (W(y) - mW(x)) ]
+//                 = F(y) S[a](y) - S[a mF](y) - W(y) S[a b](y) + S[a b mW](y),
+//          with S[c](y) = sum_x K(x, y) c(x), K(x, y) the number of window offsets o with
+//          clamp(x + o) = y: the transpose of the clamped box sum, separable, per axis 1 for
+//          |x - y| <= R inside the grid and R + 1 - |x - y| on the first and last planes
+//          (lnccTransposeWeight).
+//        F(y) = G(y) grad W(y) (the same clamped central differences): as for SSD, -F is the
+//          gradient of the mismatch -E with respect to a displacement of the sample points.
+//        The Kokkos back end takes the step as the Naive sequence whatever stepVariant says: the
+//        window sums need W, and the one-pass step writes only the SSD force
+//        (GreedyStepper::forceFromStep() is false, the force is computed from W every iteration).
 //
 // Solver rule (GreedySolver): Fft - the spectral solve every iteration; Sor - red-black SOR from the
 // previous iteration's v (coldSweeps from zero at a scale's first iteration, warmSweeps after);
@@ -62,6 +89,18 @@
 namespace kortex {
 
 enum class GreedySolver { Fft, Sor, Cg, HybridSor, HybridCg };
+
+// The image mismatch the force descends (see "Metrics" above).
+enum class GreedyMetric { Ssd, Lncc };
+GreedyMetric parseGreedyMetric(std::string const& s);  // ssd|lncc
+const char* toString(GreedyMetric m);                   // the same spelling
+inline std::ostream& operator<<(std::ostream& os, GreedyMetric m) { return os << toString(m); }
+
+// The LNCC window: radius bounds (2R+1 samples per axis) and the per-sample variance below which a
+// window is flat (intensity units^2; the jobs normalise intensities to about [0, 1], where it is a
+// standard deviation of 0.001, well above the float rounding of the window sums).
+inline constexpr int kMaxLnccRadius = 8;
+inline constexpr double kLnccFlatVariance = 1e-6;
 GreedySolver parseGreedySolver(std::string const& s);  // fft|sor|cg|hybrid-sor|hybrid-cg
 const char* toString(GreedySolver s);                   // the same spelling
 inline std::ostream& operator<<(std::ostream& os, GreedySolver s) { return os << toString(s); }
@@ -97,6 +136,8 @@ struct GreedyParams {
   MatvecVariant matvecVariant = MatvecVariant::Implicit;
   GreedyStepVariant stepVariant = GreedyStepVariant::ScratchTiled;
   bool recordResidual = false;           // compute the solve's relative residual every iteration
+  GreedyMetric metric = GreedyMetric::Ssd;
+  int lnccRadius = 2;                    // LNCC window (2R+1)^3 voxels of every scale, R in [1, kMaxLnccRadius]
 
   static constexpr int kMaxScaleFactor = 16;
   // Per scale. Far above any schedule that converges (the papers: 25 + 50, 200 single scale); a
@@ -105,7 +146,8 @@ struct GreedyParams {
 
   void validate() const;                      // throws InvalidArgument
   void validateFor(Geometry const& g) const;  // + 3D, every factor divides every extent, scaled
-                                              // extents >= kFluidMinExtent, even when SOR is used
+                                              // extents >= kFluidMinExtent, even when SOR is used,
+                                              // >= 2 lnccRadius + 1 with LNCC
 };
 
 // The scale rule: factor f (>= 1) divides every extent of g into extents >= kFluidMinExtent.
@@ -115,8 +157,9 @@ std::string scaleMisfit(Geometry const& g, int factor);
 
 // The extent quantum of a greedy grid: every scale factor divides a multiple of it (their least
 // common multiple), and its scaled extents are even when the solver uses SOR (twice that).
-// gridExtentFor(n) is the smallest such multiple >= max(n, kFluidMinExtent * quantum): the extent
-// the jobs pad (registration) or clip (atlas) a grid to.
+// gridExtentFor(n) is the smallest such multiple >= max(n, e * quantum), e = kFluidMinExtent (with
+// LNCC at least 2 lnccRadius + 1, one window): the extent the jobs pad (registration) or clip
+// (atlas) a grid to.
 Index greedyGridQuantum(GreedyParams const& p);
 Index greedyExtentFor(Index n, GreedyParams const& p);
 
@@ -233,6 +276,44 @@ KOKKOS_INLINE_FUNCTION void greedyForce(Img const& w, Img const& fixed, int z, i
   greedyForceAt(w(z, y, x), fixed(z, y, x), w(z, y, clampIndex(x - 1, nx)), w(z, y, clampIndex(x + 1, nx)),
                 w(z, clampIndex(y - 1, ny), x), w(z, clampIndex(y + 1, ny), x), w(clampIndex(z - 1, nz), y, x),
                 w(clampIndex(z + 1, nz), y, x), out);
+}
+
+// ---- LNCC (see "Metrics" above) -------------------------------------------------------------------
+
+// The coefficients of window x from its sums (n = N samples): c[0..3] = a, a mF, a b, a b mW with
+// a = 2A/(BC), b = A/B (all 0 for a flat window); returns cc(x) = A^2/(BC) (0 when flat).
+KOKKOS_INLINE_FUNCTION double lnccWindowTerms(double sW, double sF, double sWW, double sFF, double sWF, double n,
+                                              double* c) {
+  const double A = sWF - sW * sF / n, B = sWW - sW * sW / n, C = sFF - sF * sF / n;
+  const double flat = n * kLnccFlatVariance;
+  if (!(B > flat) || !(C > flat)) {
+    c[0] = c[1] = c[2] = c[3] = 0.0;
+    return 0.0;
+  }
+  const double a = 2.0 * A / (B * C), b = A / B;
+  c[0] = a;
+  c[1] = a * (sF / n);
+  c[2] = a * b;
+  c[3] = a * b * (sW / n);
+  return A * A / (B * C);
+}
+
+// K(x, y) of one axis of n samples: how many offsets o in [-R, R] give clamp(x + o) = y.
+KOKKOS_INLINE_FUNCTION int lnccTransposeWeight(int x, int y, int n, int R) {
+  const int d = x > y ? x - y : y - x;
+  if (x < 0 || x >= n || d > R) return 0;
+  return (y == 0 || y == n - 1) ? R + 1 - d : 1;
+}
+
+// F at a voxel from W, I1 there, the transposed sums s[0..3] = S[a], S[a mF], S[a b], S[a b mW]
+// there and W at the six clamped neighbours (as greedyForceAt).
+// G is formed in double (a difference of window sums), the force in float.
+KOKKOS_INLINE_FUNCTION void lnccForceAt(float w, float fixedValue, double const* s, float wxm, float wxp, float wym,
+                                        float wyp, float wzm, float wzp, float* out) {
+  const float g = static_cast<float>(double(fixedValue) * s[0] - s[1] - double(w) * s[2] + s[3]);
+  out[0] = g * (0.5f * (wxp - wxm));
+  out[1] = g * (0.5f * (wyp - wym));
+  out[2] = g * (0.5f * (wzp - wzm));
 }
 
 // Trilinear sample of the 3 components of the clamp-extended field u (3, nz, ny, nx) at (px, py, pz).

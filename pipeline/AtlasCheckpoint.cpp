@@ -19,7 +19,7 @@ using io::writeTextFileAtomic;
 
 namespace {
 
-constexpr const char* kCheckpointFormat = "kortex-atlas-checkpoint-3";
+constexpr const char* kCheckpointFormat = "kortex-atlas-checkpoint-4";
 
 using HostField4 = Kokkos::View<float****, Kokkos::LayoutRight, Kokkos::HostSpace>;
 

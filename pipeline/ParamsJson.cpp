@@ -143,7 +143,9 @@ json toJson(GreedyParams const& p) {
             {"sor_variant", spelling(toString(p.sorVariant))},
             {"matvec_variant", spelling(toString(p.matvecVariant))},
             {"step_variant", spelling(toString(p.stepVariant))},
-            {"record_residual", p.recordResidual}});
+            {"record_residual", p.recordResidual},
+            {"metric", toString(p.metric)},
+            {"lncc_radius", p.lnccRadius}});
   return j;
 }
 
@@ -166,6 +168,8 @@ void fromJson(json const& j, GreedyParams& result) {
       .choice("matvec_variant", out.matvecVariant, parseMatvecVariant)
       .choice("step_variant", out.stepVariant, parseGreedyStepVariant)
       .flag("record_residual", out.recordResidual)
+      .choice("metric", out.metric, parseGreedyMetric)
+      .integer("lncc_radius", out.lnccRadius)
       .done();
   result = out;
 }

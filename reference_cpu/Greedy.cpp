@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <string>
+#include <vector>
 
 #include "core/Errors.hpp"
 #include "reference_cpu/Gaussian.hpp"
@@ -59,7 +60,113 @@ void requireSameGrid3(std::size_t const* a, std::size_t const* b, const char* wh
 
 HostField makeField(const char* label, Index nz, Index ny, Index nx) { return HostField(std::string(label), 3, nz, ny, nx); }
 
+// ---- LNCC: volumes of doubles, x fastest -----------------------------------------------------------
+
+struct Grid3 {
+  Index n[3];  // nx, ny, nz
+  Index size() const { return n[0] * n[1] * n[2]; }
+};
+
+// The box sum along `axis` (0 = x, 1 = y, 2 = z): out(p) = sum_{o=-R..R} in(p + o e_axis), the
+// coordinate clamped to the grid. `transposed`: its transpose, every in(p) added to each clamped
+// position p + o e_axis it is read at.
+std::vector<double> boxAlong(std::vector<double> const& in, Grid3 const& g, int axis, int R, bool transposed) {
+  const Index stride[3] = {1, g.n[0], g.n[0] * g.n[1]};
+  const Index len = g.n[axis], step = stride[axis];
+  const int a1 = (axis + 1) % 3, a2 = (axis + 2) % 3;
+  const Index lines = g.n[a1] * g.n[a2];
+  std::vector<double> out(in.size(), 0.0);
+#pragma omp parallel for
+  for (Index l = 0; l < lines; ++l) {
+    const Index base = (l % g.n[a1]) * stride[a1] + (l / g.n[a1]) * stride[a2];
+    for (Index i = 0; i < len; ++i)
+      for (int o = -R; o <= R; ++o) {
+        const Index j = clampI(i + o, len);
+        if (transposed)
+          out[base + j * step] += in[base + i * step];
+        else
+          out[base + i * step] += in[base + j * step];
+      }
+  }
+  return out;
+}
+
+std::vector<double> box3(std::vector<double> v, Grid3 const& g, int R, bool transposed) {
+  for (int axis = 0; axis < 3; ++axis) v = boxAlong(v, g, axis, R, transposed);
+  return v;
+}
+
+// The window sums and, per window, the coefficients a, a mF, a b, a b mW of the spec (zero for a
+// flat window) and cc; returns E.
+double lnccWindows(ConstHostImageView const& w, ConstHostImageView const& f, int R, Grid3 const& g,
+                   std::vector<double> coef[4]) {
+  const Index n = g.size();
+  std::vector<double> sums[5];
+  for (auto& s : sums) s.resize(std::size_t(n));
+  for (Index i = 0; i < n; ++i) {
+    const double a = w.data()[i], b = f.data()[i];
+    sums[0][i] = a;
+    sums[1][i] = b;
+    sums[2][i] = a * a;
+    sums[3][i] = b * b;
+    sums[4][i] = a * b;
+  }
+  for (auto& s : sums) s = box3(s, g, R, false);
+  const double N = std::pow(2.0 * R + 1.0, 3.0);
+  for (int k = 0; k < 4; ++k) coef[k].assign(std::size_t(n), 0.0);
+  double energy = 0.0;
+  for (Index i = 0; i < n; ++i) {
+    const double mW = sums[0][i] / N, mF = sums[1][i] / N;
+    const double A = sums[4][i] - N * mW * mF, B = sums[2][i] - N * mW * mW, C = sums[3][i] - N * mF * mF;
+    if (B <= N * kLnccFlatVariance || C <= N * kLnccFlatVariance) continue;
+    energy += A * A / (B * C);
+    const double alpha = 2.0 * A / (B * C), beta = A / B;
+    coef[0][i] = alpha;
+    coef[1][i] = alpha * mF;
+    coef[2][i] = alpha * beta;
+    coef[3][i] = alpha * beta * mW;
+  }
+  return energy;
+}
+
 }  // namespace
+
+double lnccEnergy(ConstHostImageView w, ConstHostImageView fixed, int radius) {
+  const std::size_t a[3] = {w.extent(0), w.extent(1), w.extent(2)};
+  const std::size_t b[3] = {fixed.extent(0), fixed.extent(1), fixed.extent(2)};
+  requireSameGrid3(a, b, "lnccEnergy");
+  const Grid3 g{{Index(a[2]), Index(a[1]), Index(a[0])}};
+  std::vector<double> coef[4];
+  return lnccWindows(w, fixed, radius, g, coef);
+}
+
+double lnccForce(ConstHostImageView w, ConstHostImageView fixed, int radius, HostField f) {
+  const std::size_t a[3] = {w.extent(0), w.extent(1), w.extent(2)};
+  const std::size_t b[3] = {fixed.extent(0), fixed.extent(1), fixed.extent(2)};
+  const std::size_t c[3] = {f.extent(1), f.extent(2), f.extent(3)};
+  requireSameGrid3(a, b, "lnccForce");
+  requireSameGrid3(a, c, "lnccForce");
+  if (f.extent(0) != 3) throw InvalidArgument("lnccForce: the force field needs 3 components");
+  if (radius < 1 || radius > kMaxLnccRadius) throw InvalidArgument("lnccForce: window radius out of range");
+  const Grid3 g{{Index(a[2]), Index(a[1]), Index(a[0])}};
+  std::vector<double> coef[4];
+  const double energy = lnccWindows(w, fixed, radius, g, coef);
+  for (auto& k : coef) k = box3(k, g, radius, true);
+  const Index nz = Index(a[0]), ny = Index(a[1]), nx = Index(a[2]);
+#pragma omp parallel for
+  for (Index z = 0; z < nz; ++z)
+    for (Index y = 0; y < ny; ++y)
+      for (Index x = 0; x < nx; ++x) {
+        const std::size_t i = std::size_t((z * ny + y) * nx + x);
+        // dE/dW(y) = sum over the windows x that read y of a(x) [(F(y) - mF(x)) - b(x) (W(y) - mW(x))].
+        const double dEdW = double(fixed(z, y, x)) * coef[0][i] - coef[1][i] - double(w(z, y, x)) * coef[2][i] + coef[3][i];
+        const double grad[3] = {0.5 * (double(w(z, y, clampI(x + 1, nx))) - w(z, y, clampI(x - 1, nx))),
+                                0.5 * (double(w(z, clampI(y + 1, ny), x)) - w(z, clampI(y - 1, ny), x)),
+                                0.5 * (double(w(clampI(z + 1, nz), y, x)) - w(clampI(z - 1, nz), y, x))};
+        for (int k = 0; k < 3; ++k) f(k, z, y, x) = float(dEdW * grad[k]);
+      }
+  return energy;
+}
 
 void greedyForce(ConstHostImageView w, ConstHostImageView fixed, HostField f) {
   const std::size_t a[3] = {w.extent(0), w.extent(1), w.extent(2)};
@@ -161,7 +268,12 @@ GreedyStepper::GreedyStepper(GreedyParams const& params, Index nz, Index ny, Ind
     : params_(params), force_(makeField("greedy force", nz, ny, nx)), cand_(makeField("greedy candidate", nz, ny, nx)),
       jac_("greedy jacobian", nz, ny, nx) {}
 
-void GreedyStepper::computeForce(ConstHostImageView W, ConstHostImageView target) { greedyForce(W, target, force_); }
+void GreedyStepper::computeForce(ConstHostImageView W, ConstHostImageView target) {
+  if (params_.metric == GreedyMetric::Lncc)
+    lnccForce(W, target, params_.lnccRadius, force_);
+  else
+    greedyForce(W, target, force_);
+}
 
 FluidSolveReport GreedyStepper::solve(HostField const& v, bool firstOfScale, bool coldStart) {
   GreedyParams const& p = params_;

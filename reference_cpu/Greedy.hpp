@@ -14,6 +14,12 @@ using ConstHostImageView = ConstImageView<Kokkos::HostSpace>;
 
 // F = -(W - I1) grad W (clamped central differences).
 void greedyForce(ConstHostImageView warped, ConstHostImageView fixed, HostField f);
+// The LNCC force of core/Greedy.hpp ("Metrics", window radius R, clamp rule) into f: the exact
+// gradient of E = sum_x cc(x) times grad W. Returns E. Written from the spec: separable window
+// sums, and their transpose as the scatter of every window sample back to the voxel it was read from.
+double lnccForce(ConstHostImageView warped, ConstHostImageView fixed, int radius, HostField f);
+// E = sum_x cc(x) alone.
+double lnccEnergy(ConstHostImageView warped, ConstHostImageView fixed, int radius);
 // uOut(x) = u(x + eps v(x)) - eps v(x) (trilinear, clamp rule); uOut must not alias u or v.
 void greedyCompose(ConstHostField u, ConstHostField v, float eps, HostField uOut);
 // max_x |v(x)|.
@@ -34,7 +40,7 @@ void upsampleField(ConstHostField in, int from, int to, HostField out);
 class GreedyStepper {
  public:
   GreedyStepper(GreedyParams const& params, Index nz, Index ny, Index nx);
-  // Step 1: F = -(W - target) grad W.
+  // Step 1: the force of GreedyParams::metric (SSD: F = -(W - target) grad W; LNCC: lnccForce).
   void computeForce(ConstHostImageView W, ConstHostImageView target);
   // Step 2: L v = F by the solver rule from the v passed in; `coldStart` zeroes v first.
   FluidSolveReport solve(HostField const& v, bool firstOfScale, bool coldStart);

@@ -53,6 +53,8 @@ GreedyParams changedGreedy() {
   g.matvecVariant = MatvecVariant::Explicit;
   g.stepVariant = GreedyStepVariant::Naive;
   g.recordResidual = true;
+  g.metric = GreedyMetric::Lncc;
+  g.lnccRadius = 4;
   return g;
 }
 
@@ -73,6 +75,8 @@ void requireEqual(GreedyParams const& a, GreedyParams const& b) {
   BOOST_TEST(a.matvecVariant == b.matvecVariant);
   BOOST_TEST(a.stepVariant == b.stepVariant);
   BOOST_TEST(a.recordResidual == b.recordResidual);
+  BOOST_TEST(a.metric == b.metric);
+  BOOST_TEST(a.lnccRadius == b.lnccRadius);
 }
 
 IntensityParams changedIntensity() {
@@ -135,6 +139,11 @@ BOOST_AUTO_TEST_CASE(greedy_params_round_trip) {
     h.stepVariant = v;
     BOOST_TEST(paramsFromJson<GreedyParams>(toJson(h)).stepVariant == v);
   }
+  for (GreedyMetric m : {GreedyMetric::Ssd, GreedyMetric::Lncc}) {
+    GreedyParams h;
+    h.metric = m;
+    BOOST_TEST(paramsFromJson<GreedyParams>(toJson(h)).metric == m);
+  }
 }
 
 BOOST_AUTO_TEST_CASE(greedy_params_keep_the_report_keys) {
@@ -143,6 +152,9 @@ BOOST_AUTO_TEST_CASE(greedy_params_keep_the_report_keys) {
   for (const char* k : {"alpha", "beta", "gamma", "scales", "iterations", "max_step", "min_step", "solver"})
     BOOST_TEST(j.contains(k), k);
   BOOST_TEST(j.at("solver") == "fft");
+  BOOST_TEST(j.at("metric") == "ssd");  // by name, as the solver
+  BOOST_TEST(j.at("lncc_radius") == 2);
+  BOOST_TEST(toJson(changedGreedy()).at("metric") == "lncc");
   BOOST_TEST(j.at("scales") == json({2, 1}));
 }
 
@@ -230,6 +242,8 @@ BOOST_AUTO_TEST_CASE(wrong_types_are_refused_by_name) {
   test::expectThrowWith<InvalidArgument>(greedy({{"solver", 1}}), {"'solver' must be a string"});
   test::expectThrowWith<InvalidArgument>(greedy({{"solver", "multigrid"}}), {"'solver'", "multigrid", "fft|sor|cg"});
   test::expectThrowWith<InvalidArgument>(greedy({{"step_variant", "ScratchTiled"}}), {"'step_variant'", "naive|scratch-tiled"});
+  test::expectThrowWith<InvalidArgument>(greedy({{"metric", "ncc"}}), {"'metric'", "unknown greedy metric 'ncc'", "ssd|lncc"});
+  test::expectThrowWith<InvalidArgument>(greedy({{"lncc_radius", 2.5}}), {"'lncc_radius' must be an integer"});
   test::expectThrowWith<InvalidArgument>(greedy(json::array({1, 2})), {"greedy parameters must be a JSON object", "array"});
   test::expectThrowWith<InvalidArgument>([] { paramsFromJson<AtlasParams>(json{{"greedy", 3}}); },
                                          {"atlas parameters", "'greedy' must be a JSON object"});

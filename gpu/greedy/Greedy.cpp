@@ -170,11 +170,15 @@ GreedyStepSums greedyStep(Exec const& exec, ConstImageView<typename Exec::memory
 
 template <class Exec>
 GreedyStepper<Exec>::GreedyStepper(Exec const& exec, GridExtents e, GreedyParams const& params, Use use)
-    : exec_(exec), params_(params), nz_(e.nz), ny_(e.ny), nx_(e.nx), solver_(exec, e.nz, e.ny, e.nx, params.fluid),
+    : exec_(exec), params_(params),
+      fusedForce_(params.stepVariant == GreedyStepVariant::ScratchTiled && params.metric == GreedyMetric::Ssd),
+      nz_(e.nz), ny_(e.ny), nx_(e.nx), solver_(exec, e.nz, e.ny, e.nx, params.fluid),
       f_("kortex::greedy::f", 3, e.nz, e.ny, e.nx), cand_("kortex::greedy::candidate", 3, e.nz, e.ny, e.nx) {
+  if (params_.metric == GreedyMetric::Lncc)
+    lnccTerms_ = LnccTerms<memory_space>("kortex::greedy::lncc_terms", 4, e.nz, e.ny, e.nx);
   if (use != Use::Image) return;
   vmax2_ = Kokkos::View<float, memory_space>("kortex::greedy::vmax2");
-  if (params_.stepVariant == GreedyStepVariant::Naive)
+  if (!fusedForce_)
     wc_ = ImageView<memory_space>("kortex::greedy::W_candidate", e.nz, e.ny, e.nx);
   else
     fc_ = Field<memory_space>("kortex::greedy::f_candidate", 3, e.nz, e.ny, e.nx);
@@ -182,7 +186,10 @@ GreedyStepper<Exec>::GreedyStepper(Exec const& exec, GridExtents e, GreedyParams
 
 template <class Exec>
 void GreedyStepper<Exec>::computeForce(ConstImageView<memory_space> W, ConstImageView<memory_space> target) {
-  greedyForce(exec_, W, target, f_);
+  if (params_.metric == GreedyMetric::Lncc)
+    lnccForce(exec_, W, target, params_.lnccRadius, lnccTerms_, f_);
+  else
+    greedyForce(exec_, W, target, f_);
 }
 
 template <class Exec>
@@ -209,7 +216,7 @@ GreedyStepOutcome GreedyStepper<Exec>::stepImage(ConstImageView<memory_space> mo
   // max |v| stays on the device (the composition reads it); each candidate is composed, then
   // warped, scored and checked for folds in one pass, the only read-back.
   const int n = nz_ * ny_ * nx_;  // < 2^31 (parallelForVoxels checks the same grids)
-  const bool naive = params_.stepVariant == GreedyStepVariant::Naive;
+  const bool naive = !fusedForce_;  // Naive, or LNCC: the candidate's W is written
   Kokkos::parallel_reduce("kortex::greedy::max_norm2", Kokkos::RangePolicy<Exec, Kokkos::IndexType<int>>(exec_, 0, n),
                           MaxNorm2Functor<memory_space>{v.data(), n}, vmax2_);
   GreedyStepOutcome out = greedyStepWithFoldRefusal(params_, [&](float delta, GreedyStepOutcome& o) {

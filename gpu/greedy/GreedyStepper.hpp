@@ -8,7 +8,8 @@
 //   stepImage  - registration: every candidate is composed, warped, scored and checked in one
 //                pass (GreedyParams::stepVariant: ScratchTiled, or Naive in three passes), max |v|
 //                stays on the device; the accepted candidate's warped image (Naive) or next force
-//                (ScratchTiled) comes with it.
+//                (ScratchTiled) comes with it. With the LNCC metric the step is the Naive sequence
+//                whatever stepVariant says: the next force needs W (core/Greedy.hpp, "Metrics").
 //   stepField  - atlas: the candidate is composed and checked for folds; the caller warps (the
 //                atlas snaps its warped images onto the fixed-point grid of its sums).
 #pragma once
@@ -19,6 +20,7 @@
 #include "core/Image.hpp"
 #include "gpu/Fields.hpp"
 #include "gpu/fluid/Fluid.hpp"
+#include "gpu/greedy/Lncc.hpp"
 
 namespace kortex::gpu {
 
@@ -33,11 +35,13 @@ class GreedyStepper {
   GreedyStepper(GreedyStepper const&) = delete;
   GreedyStepper& operator=(GreedyStepper const&) = delete;
 
-  // Step 1: the force F = -(W - target) grad W into force().
+  // Step 1: the force of GreedyParams::metric into force(): SSD F = -(W - target) grad W, or the
+  // LNCC force (gpu/greedy/Lncc.hpp).
   void computeForce(ConstImageView<memory_space> W, ConstImageView<memory_space> target);
-  // Whether stepImage left the force of the next iteration in force() (ScratchTiled) or the next
-  // iteration computes it from W (Naive, and every scale's first iteration).
-  bool forceFromStep() const { return params_.stepVariant == GreedyStepVariant::ScratchTiled; }
+  // Whether stepImage left the force of the next iteration in force() (ScratchTiled with SSD) or
+  // the next iteration computes it from W (Naive; LNCC, whose step hands back W; and every scale's
+  // first iteration).
+  bool forceFromStep() const { return fusedForce_; }
   Field<memory_space> force() const { return f_; }
 
   // Step 2: L v = F by the solver rule (greedySolveKind) from the v passed in; `coldStart` zeroes
@@ -60,10 +64,12 @@ class GreedyStepper {
  private:
   Exec exec_;
   GreedyParams params_;
+  bool fusedForce_;  // the one-pass step writes the next (SSD) force; otherwise it writes W
   int nz_, ny_, nx_;
   FluidSolver<Exec> solver_;
   Field<memory_space> f_, cand_, fc_;  // fc_: the candidate's force (ScratchTiled)
-  ImageView<memory_space> wc_;         // the candidate's warped image (Naive)
+  ImageView<memory_space> wc_;         // the candidate's warped image (Naive, LNCC)
+  LnccTerms<memory_space> lnccTerms_;  // LNCC: the window coefficients (4 x the grid)
   Kokkos::View<float, memory_space> vmax2_;
 };
 

@@ -1,0 +1,189 @@
+// Kernels of the LNCC force (specification: core/Greedy.hpp, "Metrics"; entry: gpu/greedy/Lncc.hpp).
+// A team owns a kTileX x kTileY tile of one slice; the window sums are separable: a halo of
+// (tile + 2R)^2 samples of the slice in team scratch, x sums into a (tile rows + 2R) x kTileX
+// buffer, y sums added into the tile's accumulators, once per slice of the window (double
+// accumulators: B and C are differences of sums).
+#pragma once
+
+#include <Kokkos_Core.hpp>
+
+#include <string>
+
+#include "core/Boundary.hpp"
+#include "core/Compat.hpp"
+#include "core/Errors.hpp"
+#include "core/Greedy.hpp"
+#include "gpu/Fields.hpp"
+#include "gpu/greedy/Lncc.hpp"
+
+namespace kortex::gpu::lncc_detail {
+
+// 16 x 8 tiles: the scratch of the largest radius (8) stays under the 32 KB of Kokkos 3.4 Serial
+// (26 KB for the windows pass, 13 KB for the transpose pass).
+inline constexpr int kTileX = 16, kTileY = 8, kTilePoints = kTileX * kTileY;
+
+template <class Exec>
+struct Scratch {
+  using Floats = Kokkos::View<float*, typename Exec::scratch_memory_space, Kokkos::MemoryUnmanaged>;
+  using Doubles = Kokkos::View<double*, typename Exec::scratch_memory_space, Kokkos::MemoryUnmanaged>;
+};
+
+// Pass 1: the window sums of W, I1, W^2, I1^2, W I1 (clamped indices), each window's coefficients
+// (lnccWindowTerms) into `terms`; reduces E = sum cc.
+template <class Exec>
+struct LnccWindowFunctor {
+  using Mem = typename Exec::memory_space;
+  using Team = typename Kokkos::TeamPolicy<Exec>::member_type;
+  using Floats = typename Scratch<Exec>::Floats;
+  using Doubles = typename Scratch<Exec>::Doubles;
+  using value_type = double;
+
+  ConstImageView<Mem> w, fixed;
+  LnccTerms<Mem> terms;
+  int radius, tilesX, tilesY;
+
+  static std::size_t scratchBytes(int R) {
+    const int hx = kTileX + 2 * R, hy = kTileY + 2 * R;
+    return Floats::shmem_size(2 * hx * hy) + Doubles::shmem_size(5 * hy * kTileX) +
+           Doubles::shmem_size(5 * kTilePoints);
+  }
+
+  KOKKOS_INLINE_FUNCTION void operator()(Team const& team, double& energy) const {
+    const int nz = static_cast<int>(w.extent(0)), ny = static_cast<int>(w.extent(1)), nx = static_cast<int>(w.extent(2));
+    const int R = radius, side = 2 * R + 1, hx = kTileX + 2 * R, hy = kTileY + 2 * R;
+    const int tile = team.league_rank() % (tilesX * tilesY), z = team.league_rank() / (tilesX * tilesY);
+    const int x0 = (tile % tilesX) * kTileX, y0 = (tile / tilesX) * kTileY;
+    const int tw = nx - x0 < kTileX ? nx - x0 : kTileX, th = ny - y0 < kTileY ? ny - y0 : kTileY;
+    Floats halo(team.team_scratch(0), 2 * hx * hy);
+    Doubles xs(team.team_scratch(0), 5 * hy * kTileX);
+    Doubles acc(team.team_scratch(0), 5 * kTilePoints);
+    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, 5 * kTilePoints), [&](int i) { acc(i) = 0.0; });
+    for (int dz = -R; dz <= R; ++dz) {
+      const int gz = clampIndex(z + dz, nz);
+      team.team_barrier();  // the last slice's y sums are done with xs and halo
+      Kokkos::parallel_for(Kokkos::TeamThreadRange(team, hx * hy), [&](int i) {
+        const int ly = i / hx, lx = i - ly * hx;
+        const int gy = clampIndex(y0 + ly - R, ny), gx = clampIndex(x0 + lx - R, nx);
+        halo(i) = w(gz, gy, gx);
+        halo(hx * hy + i) = fixed(gz, gy, gx);
+      });
+      team.team_barrier();
+      Kokkos::parallel_for(Kokkos::TeamThreadRange(team, hy * kTileX), [&](int i) {
+        const int ly = i / kTileX, tx = i - ly * kTileX;
+        double s[5] = {0.0, 0.0, 0.0, 0.0, 0.0};
+        for (int o = 0; o < side; ++o) {
+          const double a = halo(ly * hx + tx + o), b = halo(hx * hy + ly * hx + tx + o);
+          s[0] += a;
+          s[1] += b;
+          s[2] += a * a;
+          s[3] += b * b;
+          s[4] += a * b;
+        }
+        for (int k = 0; k < 5; ++k) xs(k * hy * kTileX + i) = s[k];
+      });
+      team.team_barrier();
+      Kokkos::parallel_for(Kokkos::TeamThreadRange(team, kTilePoints), [&](int i) {
+        const int ty = i / kTileX, tx = i - ty * kTileX;
+        for (int k = 0; k < 5; ++k) {
+          double s = 0.0;
+          for (int o = 0; o < side; ++o) s += xs(k * hy * kTileX + (ty + o) * kTileX + tx);
+          acc(k * kTilePoints + i) += s;
+        }
+      });
+    }
+    team.team_barrier();
+    const double n = double(side) * side * side;
+    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, tw * th), [&](int i) {
+      const int ty = i / tw, tx = i - ty * tw, j = ty * kTileX + tx;
+      double c[4];
+      energy += lnccWindowTerms(acc(j), acc(kTilePoints + j), acc(2 * kTilePoints + j), acc(3 * kTilePoints + j),
+                                acc(4 * kTilePoints + j), n, c);
+      for (int k = 0; k < 4; ++k) terms(k, z, y0 + ty, x0 + tx) = c[k];
+    });
+  }
+};
+
+// Pass 2: S[c](y) = sum_x K(x, y) c(x) of the four coefficients (lnccTransposeWeight per axis),
+// then F(y) = G(y) grad W(y) (lnccForceAt).
+template <class Exec>
+struct LnccTransposeFunctor {
+  using Mem = typename Exec::memory_space;
+  using Team = typename Kokkos::TeamPolicy<Exec>::member_type;
+  using Doubles = typename Scratch<Exec>::Doubles;
+
+  ConstImageView<Mem> w, fixed;
+  Kokkos::View<const double****, Kokkos::LayoutRight, Mem> terms;
+  Field<Mem> f;
+  int radius, tilesX, tilesY;
+
+  static std::size_t scratchBytes(int R) {
+    const int hx = kTileX + 2 * R, hy = kTileY + 2 * R;
+    return Doubles::shmem_size(hx * hy) + Doubles::shmem_size(hy * kTileX) + Doubles::shmem_size(4 * kTilePoints);
+  }
+
+  KOKKOS_INLINE_FUNCTION void operator()(Team const& team) const {
+    const int nz = static_cast<int>(w.extent(0)), ny = static_cast<int>(w.extent(1)), nx = static_cast<int>(w.extent(2));
+    const int R = radius, hx = kTileX + 2 * R, hy = kTileY + 2 * R;
+    const int tile = team.league_rank() % (tilesX * tilesY), z = team.league_rank() / (tilesX * tilesY);
+    const int x0 = (tile % tilesX) * kTileX, y0 = (tile / tilesX) * kTileY;
+    const int tw = nx - x0 < kTileX ? nx - x0 : kTileX, th = ny - y0 < kTileY ? ny - y0 : kTileY;
+    Doubles halo(team.team_scratch(0), hx * hy);
+    Doubles xs(team.team_scratch(0), hy * kTileX);
+    Doubles acc(team.team_scratch(0), 4 * kTilePoints);
+    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, 4 * kTilePoints), [&](int i) { acc(i) = 0.0; });
+    for (int dz = -R; dz <= R; ++dz) {
+      const int sz = z + dz;
+      const double kz = double(lnccTransposeWeight(sz, z, nz, R));
+      if (kz == 0.0) continue;  // the same for the whole team
+      for (int k = 0; k < 4; ++k) {
+        team.team_barrier();
+        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, hx * hy), [&](int i) {
+          const int ly = i / hx, lx = i - ly * hx;
+          const int sy = y0 + ly - R, sx = x0 + lx - R;
+          halo(i) = (sy >= 0 && sy < ny && sx >= 0 && sx < nx) ? terms(k, sz, sy, sx) : 0.0;
+        });
+        team.team_barrier();
+        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, hy * kTileX), [&](int i) {
+          const int ly = i / kTileX, tx = i - ly * kTileX, gx = x0 + tx;
+          double s = 0.0;
+          for (int o = -R; o <= R; ++o) s += lnccTransposeWeight(gx + o, gx, nx, R) * halo(ly * hx + tx + o + R);
+          xs(i) = s;
+        });
+        team.team_barrier();
+        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, kTilePoints), [&](int i) {
+          const int ty = i / kTileX, tx = i - ty * kTileX, gy = y0 + ty;
+          double s = 0.0;
+          for (int o = -R; o <= R; ++o) s += lnccTransposeWeight(gy + o, gy, ny, R) * xs((ty + o + R) * kTileX + tx);
+          acc(k * kTilePoints + i) += kz * s;
+        });
+      }
+    }
+    team.team_barrier();
+    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, tw * th), [&](int i) {
+      const int ty = i / tw, tx = i - ty * tw, j = ty * kTileX + tx, y = y0 + ty, x = x0 + tx;
+      const double s[4] = {acc(j), acc(kTilePoints + j), acc(2 * kTilePoints + j), acc(3 * kTilePoints + j)};
+      float o[3];
+      lnccForceAt(w(z, y, x), fixed(z, y, x), s, w(z, y, clampIndex(x - 1, nx)), w(z, y, clampIndex(x + 1, nx)),
+                  w(z, clampIndex(y - 1, ny), x), w(z, clampIndex(y + 1, ny), x), w(clampIndex(z - 1, nz), y, x),
+                  w(clampIndex(z + 1, nz), y, x), o);
+      f(0, z, y, x) = o[0];
+      f(1, z, y, x) = o[1];
+      f(2, z, y, x) = o[2];
+    });
+  }
+};
+
+// A team policy of `teams` tiles with `bytes` of level-0 scratch, refused when the back end offers less.
+template <class Exec>
+Kokkos::TeamPolicy<Exec> lnccPolicy(Exec const& exec, int teams, std::size_t bytes, const char* pass) {
+  using Policy = Kokkos::TeamPolicy<Exec>;
+  const std::size_t maxBytes = kx::scratchSizeMax<Policy>(0);
+  if (bytes > maxBytes)
+    throw InvalidArgument(std::string("LNCC force: the ") + pass + " tile needs " + std::to_string(bytes) +
+                          " B of team scratch, the back end offers " + std::to_string(maxBytes) + " B");
+  Policy policy(exec, teams, Kokkos::AUTO);
+  policy.set_scratch_size(0, Kokkos::PerTeam(bytes));
+  return policy;
+}
+
+}  // namespace kortex::gpu::lncc_detail

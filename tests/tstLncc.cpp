@@ -1,0 +1,296 @@
+// The LNCC metric of greedy registration (core/Greedy.hpp, "Metrics"): the CPU reference's force
+// (reference_cpu/Greedy.hpp) against a central finite difference of its energy, the Kokkos force
+// (gpu/greedy/Lncc.hpp) against the reference on every enabled execution space, the invariance to
+// an affine intensity change, the stepper's rule (the force from W every iteration), whole
+// registrations and an atlas with the metric, and its parameters.
+#define BOOST_TEST_MODULE Lncc
+#include <boost/test/unit_test.hpp>
+#include <cmath>
+#include <vector>
+
+#include "FieldTestUtils.hpp"
+#include "TestUtils.hpp"
+#include "core/Atlas.hpp"
+#include "core/Greedy.hpp"
+#include "gpu/atlas/Atlas.hpp"
+#include "gpu/greedy/Greedy.hpp"
+#include "gpu/greedy/GreedyStepper.hpp"
+#include "gpu/greedy/Lncc.hpp"
+#include "reference_cpu/Atlas.hpp"
+#include "reference_cpu/Greedy.hpp"
+#include "reference_cpu/ImageOps.hpp"
+
+using namespace kortex;
+using HostField = ref::HostField;
+using test::maxAbs;
+using test::maxDiff;
+using test::toHostField;
+
+namespace {
+
+// ---- tolerances ----------------------------------------------------------------------------------
+// Kokkos vs reference force: both sum the windows in double from the same float images; the
+// Kokkos coefficients are summed in another order (tile x, y, then slices vs whole-axis passes)
+// and G (a difference of sums of size ~N |a| |F|) is rounded to float before the float product
+// with the gradient: a few float ulps of the peak |F|.
+constexpr double kForceTol = 1e-5;   // relative to max |F|
+constexpr double kEnergyTol = 1e-9;  // relative: double sums of the same terms in another order
+// Finite difference of the reference energy (double) with step h = 1e-3 along a smooth
+// perturbation: O(h^2) truncation plus the float rounding of the perturbed images (1e-7 / h).
+constexpr double kFiniteDifferenceTol = 1e-3;  // relative to the directional derivative
+// Affine intensity change of one image (a W + b, a > 0): cc and the force are invariant (G scales
+// by 1/a, grad W by a); float rounding of the changed images and of G only.
+constexpr double kInvarianceTol = 1e-4;  // relative to max |F|
+// Whole LNCC registrations, Kokkos vs reference (float FFT vs double FFT, float force vs double),
+// 18 steps of <= 1 voxel: measured 6.6e-7 voxel on Serial; the SSD bound of tstGreedy.
+constexpr double kFieldTol = 1e-4;  // voxels
+// The atlas with LNCC, Kokkos vs reference: tstAtlas's bounds (measured 1.8e-7 on the template
+// on Serial).
+constexpr double kAtlasTemplateTol = 5e-6;  // image units
+constexpr double kAtlasFieldTol = 1e-4;     // voxels
+
+Geometry grid(int nx, int ny, int nz) { return Geometry::make3D(nx, ny, nz); }
+
+// A smooth analytic image with structure in every direction, values in about [0, 1].
+double blobValue(double x, double y, double z, int nx, int ny, int nz) {
+  const double r2 = std::pow((x - 0.5 * nx) / (0.3 * nx), 2) + std::pow((y - 0.5 * ny) / (0.25 * ny), 2) +
+                    std::pow((z - 0.5 * nz) / (0.3 * nz), 2);
+  const double d2 = std::pow((x - 0.65 * nx) / (0.12 * nx), 2) + std::pow((y - 0.5 * ny) / (0.12 * ny), 2) +
+                    std::pow((z - 0.5 * nz) / (0.15 * nz), 2);
+  return 0.6 * std::exp(-r2) + 0.3 * std::exp(-d2) + 0.05 * std::sin(0.4 * x + 0.3 * y + 0.2 * z);
+}
+
+HostImage blobs(int nx, int ny, int nz, double shift = 0.0, double scale = 1.0, double offset = 0.0) {
+  HostImage img("blobs", grid(nx, ny, nz));
+  for (int z = 0; z < nz; ++z)
+    for (int y = 0; y < ny; ++y)
+      for (int x = 0; x < nx; ++x) img.data(z, y, x) = float(scale * blobValue(x - shift, y, z, nx, ny, nz) + offset);
+  return img;
+}
+
+// The paper's operator suits these small grids (tstGreedy's smallParams).
+GreedyParams lnccParams(int radius) {
+  GreedyParams p;
+  p.fluid = FluidParams{};
+  p.scales = {2, 1};
+  p.iterations = {8, 10};
+  p.metric = GreedyMetric::Lncc;
+  p.lnccRadius = radius;
+  return p;
+}
+
+double dot(HostField const& a, HostField const& b) {
+  double s = 0.0;
+  for (std::size_t i = 0; i < a.size(); ++i) s += double(a.data()[i]) * b.data()[i];
+  return s;
+}
+
+}  // namespace
+
+// ---- the reference and the spec -------------------------------------------------------------------
+
+BOOST_AUTO_TEST_CASE(params) {
+  GreedyParams p;
+  BOOST_TEST((p.metric == GreedyMetric::Ssd));
+  BOOST_TEST(p.lnccRadius == 2);
+  BOOST_TEST((parseGreedyMetric("lncc") == GreedyMetric::Lncc));
+  BOOST_TEST(std::string(toString(GreedyMetric::Ssd)) == "ssd");
+  test::expectThrowWith<InvalidArgument>([] { parseGreedyMetric("ncc"); }, {"unknown greedy metric 'ncc'", "ssd|lncc"});
+  for (int r : {0, kMaxLnccRadius + 1}) {
+    p.lnccRadius = r;
+    test::expectThrowWith<InvalidArgument>([&] { p.validate(); }, {"LNCC window radius"});
+  }
+  // The window must fit the coarsest grid: 2R+1 = 5 voxels, the scale-2 grid of 8^3 is 4^3.
+  p = lnccParams(2);
+  BOOST_CHECK_NO_THROW(p.validateFor(grid(12, 12, 12)));
+  test::expectThrowWith<InvalidArgument>([&] { p.validateFor(grid(8, 12, 12)); }, {"LNCC window", "scale-2 grid"});
+  // The jobs pad (registration) or clip (atlas) to a grid that holds one window at the coarse scale.
+  BOOST_TEST(greedyExtentFor(8, p) == 10);
+  BOOST_CHECK_NO_THROW(p.validateFor(grid(greedyExtentFor(8, p), 12, 12)));
+  p.metric = GreedyMetric::Ssd;  // SSD has no window
+  BOOST_CHECK_NO_THROW(p.validateFor(grid(8, 12, 12)));
+  BOOST_TEST(greedyExtentFor(8, p) == 8);
+}
+
+// K(x, y): the transpose of the clamped box sum counts the offsets that clamp onto y.
+BOOST_AUTO_TEST_CASE(transpose_weight_counts_the_clamped_offsets) {
+  const int n = 9;
+  for (int R : {1, 2, 4})
+    for (int x = -2; x < n + 2; ++x)
+      for (int y = 0; y < n; ++y) {
+        int count = 0;
+        if (x >= 0 && x < n)
+          for (int o = -R; o <= R; ++o) count += clampIndex(x + o, n) == y ? 1 : 0;
+        BOOST_TEST(lnccTransposeWeight(x, y, n, R) == count, "R " << R << " x " << x << " y " << y);
+      }
+}
+
+// The force is the gradient of E: sum_x F(x) . d(x) = dE/dt for W_t = W + t grad W . d (a
+// displacement d of the sample points, to first order), by a central difference of E.
+BOOST_AUTO_TEST_CASE(reference_force_is_the_gradient_of_the_energy) {
+  const int nx = 14, ny = 12, nz = 10;
+  const HostImage fixed = blobs(nx, ny, nz), moving = blobs(nx, ny, nz, 1.3);
+  HostField d("d", 3, nz, ny, nx);
+  for (int z = 0; z < nz; ++z)
+    for (int y = 0; y < ny; ++y)
+      for (int x = 0; x < nx; ++x) {
+        d(0, z, y, x) = float(0.8 * std::sin(0.3 * x + 0.2 * y));
+        d(1, z, y, x) = float(0.6 * std::cos(0.25 * y - 0.1 * z));
+        d(2, z, y, x) = float(0.5 * std::sin(0.2 * z + 0.3 * x + 1.0));
+      }
+  for (int R : {1, 2, 3}) {
+    HostField f("f", 3, nz, ny, nx);
+    ref::lnccForce(moving.data, fixed.data, R, f);
+    // dW = grad W . d with the force's gradient (clamped central differences).
+    ImageView<Kokkos::HostSpace> dW("dW", nz, ny, nx);
+    auto W = moving.data;
+    auto c = [](int i, int n) { return i < 0 ? 0 : (i >= n ? n - 1 : i); };
+    for (int z = 0; z < nz; ++z)
+      for (int y = 0; y < ny; ++y)
+        for (int x = 0; x < nx; ++x)
+          dW(z, y, x) = float(0.5 * (W(z, y, c(x + 1, nx)) - W(z, y, c(x - 1, nx))) * d(0, z, y, x) +
+                              0.5 * (W(z, c(y + 1, ny), x) - W(z, c(y - 1, ny), x)) * d(1, z, y, x) +
+                              0.5 * (W(c(z + 1, nz), y, x) - W(c(z - 1, nz), y, x)) * d(2, z, y, x));
+    const double h = 1e-3;
+    auto energyAt = [&](double t) {
+      HostImage w("w", moving.geometry);
+      for (std::size_t i = 0; i < w.data.size(); ++i) w.data.data()[i] = float(W.data()[i] + t * dW.data()[i]);
+      return ref::lnccEnergy(w.data, fixed.data, R);
+    };
+    const double fd = (energyAt(h) - energyAt(-h)) / (2 * h), analytic = dot(f, d);
+    BOOST_TEST_MESSAGE("R " << R << ": dE/dt " << fd << ", sum F . d " << analytic);
+    BOOST_TEST(std::fabs(analytic) > 1e-2);  // a non-trivial direction
+    BOOST_TEST(std::fabs(fd - analytic) <= kFiniteDifferenceTol * std::fabs(analytic), "R " << R);
+  }
+}
+
+// ---- Kokkos, every execution space ----------------------------------------------------------------
+
+// On a grid that is not a multiple of the 16 x 8 tile, every radius up to the maximum.
+BOOST_AUTO_TEST_CASE_TEMPLATE(kokkos_force_matches_reference, Space, test::ExecutionSpaces) {
+  Space exec;
+  using Mem = typename Space::memory_space;
+  const int nx = 21, ny = 19, nz = 18;
+  const HostImage fixed = blobs(nx, ny, nz), moving = blobs(nx, ny, nz, 1.5);
+  auto dFixed = test::toSpace<Space>(fixed), dMoving = test::toSpace<Space>(moving);
+  for (int R : {1, 2, 3, kMaxLnccRadius}) {
+    HostField want("want", 3, nz, ny, nx);
+    const double wantE = ref::lnccEnergy(moving.data, fixed.data, R);
+    BOOST_TEST(ref::lnccForce(moving.data, fixed.data, R, want) == wantE);
+    gpu::Field<Mem> f("f", 3, nz, ny, nx);
+    const double gotE = gpu::lnccForce(exec, dMoving, dFixed, R, f);
+    BOOST_TEST_CONTEXT("R " << R) {
+      BOOST_TEST(maxAbs(want) > 0.0);
+      BOOST_TEST(maxDiff(toHostField(f), want) <= kForceTol * maxAbs(want), maxDiff(toHostField(f), want) / maxAbs(want));
+      BOOST_TEST(std::fabs(gotE - wantE) <= kEnergyTol * wantE);
+    }
+  }
+  gpu::Field<Mem> f("f", 3, nz, ny, nx);
+  test::expectThrowWith<InvalidArgument>([&] { gpu::lnccForce(exec, dMoving, dFixed, 0, f); }, {"radius 0"});
+  gpu::Field<Mem> small("small", 3, nz, ny, nx - 1);
+  test::expectThrowWith<InvalidArgument>([&] { gpu::lnccForce(exec, dMoving, dFixed, 2, small); }, {"one grid"});
+}
+
+// cc is invariant to W -> a W + b (a > 0) and the force is too: G scales by 1/a, grad W by a.
+BOOST_AUTO_TEST_CASE_TEMPLATE(kokkos_force_is_invariant_to_an_affine_intensity_change, Space, test::ExecutionSpaces) {
+  Space exec;
+  using Mem = typename Space::memory_space;
+  const int nx = 16, ny = 12, nz = 10;
+  const HostImage fixed = blobs(nx, ny, nz), moving = blobs(nx, ny, nz, 1.2);
+  const HostImage changed = blobs(nx, ny, nz, 1.2, 2.5, 0.7), fixedChanged = blobs(nx, ny, nz, 0.0, 0.5, -0.2);
+  gpu::Field<Mem> f("f", 3, nz, ny, nx), g("g", 3, nz, ny, nx), h("h", 3, nz, ny, nx);
+  const double e = gpu::lnccForce(exec, test::toSpace<Space>(moving), test::toSpace<Space>(fixed), 2, f);
+  const double eMoving = gpu::lnccForce(exec, test::toSpace<Space>(changed), test::toSpace<Space>(fixed), 2, g);
+  const HostField a = toHostField(f), b = toHostField(g);
+  BOOST_TEST(std::fabs(eMoving - e) <= 1e-5 * e);
+  BOOST_TEST(maxDiff(a, b) <= kInvarianceTol * maxAbs(a), maxDiff(a, b) / maxAbs(a));
+  // The fixed image's change s F + t: a = 2A/(BC) scales by 1/s, F - mF and b = A/B by s: G the same.
+  const double eFixed = gpu::lnccForce(exec, test::toSpace<Space>(moving), test::toSpace<Space>(fixedChanged), 2, h);
+  const HostField c = toHostField(h);
+  BOOST_TEST(std::fabs(eFixed - e) <= 1e-5 * e);
+  BOOST_TEST(maxDiff(a, c) <= kInvarianceTol * maxAbs(a), maxDiff(a, c) / maxAbs(a));
+  // The SSD force is not invariant (the case can fail): the same change moves it.
+  gpu::greedyForce(exec, test::toSpace<Space>(changed), test::toSpace<Space>(fixed), g);
+  gpu::greedyForce(exec, test::toSpace<Space>(moving), test::toSpace<Space>(fixed), f);
+  BOOST_TEST(maxDiff(toHostField(f), toHostField(g)) > 0.1 * maxAbs(toHostField(f)));
+}
+
+// The one-pass step hands back only the SSD force: with LNCC the force comes from W every
+// iteration, whatever the step variant.
+BOOST_AUTO_TEST_CASE_TEMPLATE(kokkos_stepper_computes_the_lncc_force_from_w, Space, test::ExecutionSpaces) {
+  Space exec;
+  using Stepper = gpu::GreedyStepper<Space>;
+  const GridExtents e{8, 8, 8};
+  for (GreedyStepVariant step : {GreedyStepVariant::Naive, GreedyStepVariant::ScratchTiled}) {
+    GreedyParams p = lnccParams(2);
+    p.stepVariant = step;
+    BOOST_TEST(!Stepper(exec, e, p, Stepper::Use::Image).forceFromStep(), toString(step));
+    p.metric = GreedyMetric::Ssd;
+    BOOST_TEST(Stepper(exec, e, p, Stepper::Use::Image).forceFromStep() == (step == GreedyStepVariant::ScratchTiled),
+               toString(step));
+  }
+}
+
+// A registration of a shifted pair with LNCC: the mismatch falls on both back ends, the fields
+// agree, and the step variant does not matter.
+BOOST_AUTO_TEST_CASE_TEMPLATE(kokkos_registration_with_lncc_converges_and_matches_reference, Space,
+                              test::ExecutionSpaces) {
+  Space exec;
+  const int n = 16;
+  // The moving image also differs by an affine intensity change: LNCC does not see it.
+  const HostImage fixed = blobs(n, n, n), moving = blobs(n, n, n, 1.5, 1.8, 0.3);
+  GreedyParams p = lnccParams(2);
+  VectorField<Kokkos::HostSpace> uRef, uGpu, uNaive;
+  const GreedyResult want = ref::greedyRegister(moving, fixed, uRef, p);
+  const GreedyResult got = gpu::greedyRegister(exec, moving, fixed, uGpu, p);
+  p.stepVariant = GreedyStepVariant::Naive;
+  const GreedyResult naive = gpu::greedyRegister(exec, moving, fixed, uNaive, p);
+  // Mismatch: the energy of the warped image against the fixed one, before and after.
+  auto energyOf = [&](VectorField<Kokkos::HostSpace> const* u) {
+    HostImage w("w", fixed.geometry);
+    if (u) {
+      ref::warp(moving.data, u->data, w.data);
+    } else {
+      Kokkos::deep_copy(w.data, moving.data);
+    }
+    return ref::lnccEnergy(w.data, fixed.data, p.lnccRadius) / double(fixed.data.size());
+  };
+  const double before = energyOf(nullptr), afterRef = energyOf(&uRef), afterGpu = energyOf(&uGpu);
+  BOOST_TEST_MESSAGE("mean cc " << before << " -> " << afterRef << " (reference), " << afterGpu << " (Kokkos)");
+  BOOST_TEST(afterRef > before + 0.5 * (1.0 - before));  // more than half the way to cc = 1
+  BOOST_TEST(afterGpu > before + 0.5 * (1.0 - before));
+  BOOST_TEST_MESSAGE("fields: Kokkos vs reference " << maxDiff(uGpu.data, uRef.data) << " voxel");
+  BOOST_TEST(got.iterations == want.iterations);
+  BOOST_TEST(got.refused == want.refused);
+  BOOST_TEST(maxDiff(uGpu.data, uRef.data) <= kFieldTol, maxDiff(uGpu.data, uRef.data));
+  BOOST_TEST(maxDiff(uGpu.data, uNaive.data) == 0.0);  // the same passes whatever the variant
+  BOOST_TEST(got.minJacobian > 0.0f);
+  // The field recovers the shift in the middle of the grid: I0(x - u) = I1(x) for u_x = -1.5.
+  BOOST_TEST(std::fabs(uGpu.data(0, n / 2, n / 2, n / 2) + 1.5f) < 0.5f, uGpu.data(0, n / 2, n / 2, n / 2));
+}
+
+BOOST_AUTO_TEST_CASE_TEMPLATE(kokkos_atlas_with_lncc_matches_reference, Space, test::ExecutionSpaces) {
+  Space exec;
+  const int n = 16;
+  const std::vector<HostImage> imgs = {blobs(n, n, n, 1.2), blobs(n, n, n, -1.2, 1.5, 0.1), blobs(n, n, n, 0.6, 0.8),
+                                       blobs(n, n, n, -0.6)};
+  AtlasParams p;
+  p.greedy = lnccParams(2);
+  p.greedy.iterations = {5, 8};
+  HostImage tRef, tGpu;
+  std::vector<VectorField<Kokkos::HostSpace>> fRef, fGpu;
+  const AtlasResult want = ref::buildAtlas(imgs, p, tRef, fRef);
+  const AtlasResult got = gpu::buildAtlas(exec, imgs, p, tGpu, fGpu);
+  BOOST_TEST(got.iterations == want.iterations);
+  BOOST_TEST(got.refused == want.refused);
+  BOOST_TEST(test::maxAbsDifference(tGpu, tRef) <= kAtlasTemplateTol, test::maxAbsDifference(tGpu, tRef));
+  BOOST_TEST_REQUIRE(fGpu.size() == fRef.size());
+  double moved = 0.0;
+  for (std::size_t i = 0; i < fGpu.size(); ++i) {
+    BOOST_TEST(maxDiff(fGpu[i].data, fRef[i].data) <= kAtlasFieldTol, i << ": " << maxDiff(fGpu[i].data, fRef[i].data));
+    moved = std::max(moved, test::maxAbs(fRef[i].data));
+  }
+  BOOST_TEST_MESSAGE("atlas: template " << test::maxAbsDifference(tGpu, tRef) << ", fields (largest " << moved << " voxel)");
+  BOOST_TEST(moved > 0.5);  // the subjects moved
+  BOOST_TEST(got.minJacobian > 0.0f);
+}
