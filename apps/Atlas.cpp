@@ -137,7 +137,7 @@ void addAtlasCommands(CLI::App& app, Action& action) {
   b->add_option("--list", o.list, "A text file with more images, one path per line");
   b->add_option("--reference", o.reference, "Image whose grid and orientation the template takes (default: the first)");
   b->add_option("--out-template", o.outTemplate, "The template (NIfTI, the reference's grid and orientation)")->required();
-  b->add_option("--out-fields", o.outFields, "Folder for each subject's displacement field (ITK/ANTs: world mm, LPS)");
+  b->add_option("--out-fields", o.outFields, "Folder for each subject's displacement fields (ITK/ANTs: world mm, LPS): <name>_field (template grid -> subject) and <name>_inverse_field (subject grid -> template)");
   b->add_option("--out-warped", o.outWarped, "Folder for each subject warped into template space (and its labels)");
   b->add_option("--labels", o.labels, "One label map per image, same order (warped into --out-warped)");
   addGreedyOptions(*b, o.greedy);

@@ -28,6 +28,7 @@ void addSurfaceCommands(CLI::App& app, Action& action);    // apps/Surface.cpp
 void addRegisterCommands(CLI::App& app, Action& action);   // apps/Register.cpp
 void addTuneCommand(CLI::App& app, Action& action);        // apps/Tune.cpp
 void addAtlasCommands(CLI::App& app, Action& action);      // apps/Atlas.cpp
+void addApplyCommand(CLI::App& app, Action& action);       // apps/Apply.cpp
 
 struct ValidateOptions {
   bool quick = false;

@@ -50,6 +50,7 @@ int main(int argc, char** argv) {
   addReproduceCommand(app, action);
   addTuneCommand(app, action);
   addAtlasCommands(app, action);
+  addApplyCommand(app, action);
 
   try {
     app.parse(argc, argv);

@@ -7,6 +7,7 @@
 #include <CLI/CLI.hpp>
 
 #include <memory>
+#include <optional>
 
 #include <unistd.h>
 
@@ -24,6 +25,7 @@
 #include "core/Errors.hpp"
 #include "io/ImageIO.hpp"
 #include "io/Output.hpp"
+#include "pipeline/Inverse.hpp"
 #include "pipeline/JobFiles.hpp"
 #include "pipeline/Register.hpp"
 
@@ -137,6 +139,19 @@ class OutputSet {
 
 namespace {
 
+// The inverse of r's map and what it achieved: Newton residuals, and |p - Phi^-1(Phi(p))| inside the head.
+pipeline::InverseMap reportInverse(pipeline::RegistrationPipelineResult const& r) {
+  pipeline::InverseMap inv = pipeline::invertRegistration(r);
+  const HostImage head = pipeline::headMask(r);
+  const pipeline::InverseConsistency ic = pipeline::inverseConsistency(r, inv, &head);
+  std::cout << "inverse: " << inv.stats.points - inv.stats.unconverged << " of " << inv.stats.points
+            << " moving voxels converged (max residual " << std::setprecision(2) << std::scientific
+            << inv.stats.maxResidual << " voxel), " << std::fixed << std::setprecision(3) << inv.seconds << " s\n"
+            << "  inverse consistency |p - inv(phi(p))| inside the head (" << ic.voxels << " voxels): mean "
+            << ic.mean << ", p99 " << ic.p99 << ", max " << ic.max << " voxel\n";
+  return inv;
+}
+
 int runRegistration(RegisterOptions const& o, pipeline::RegistrationPipelineOptions& opt) {
   const bool greedy = opt.method == pipeline::RegistrationMethod::Greedy;
   opt.useAffine = !o.noAffine;
@@ -146,10 +161,12 @@ int runRegistration(RegisterOptions const& o, pipeline::RegistrationPipelineOpti
   checkOutput(o.outWarped, "--out-warped", false);
   if (!o.outField.empty()) checkOutput(o.outField, "--out-field", true);
   if (!o.outJacobian.empty()) checkOutput(o.outJacobian, "--out-jacobian", false);
+  if (!o.outInverseField.empty()) checkOutput(o.outInverseField, "--out-inverse-field", true);
   if (!o.outAffine.empty()) io::requireWritableFile(o.outAffine, "--out-affine");
   pipeline::requireDistinctFiles({{"fixed image", o.fixed}, {"moving image", o.moving}},
                                  {{"warped image", o.outWarped}, {"field", o.outField}, {"Jacobian map", o.outJacobian},
-                                  {"affine transform", o.outAffine}});
+                                  {"affine transform", o.outAffine},
+                                  {"inverse field", o.outInverseField}});
 
   HostImage fixed, moving;
   {
@@ -201,11 +218,17 @@ int runRegistration(RegisterOptions const& o, pipeline::RegistrationPipelineOpti
             << ", affine " << r.secondsAffine << ", resample " << r.secondsResample << ", "
             << (greedy ? "greedy " : "fluid ") << r.secondsFluid << ")\n";
 
+  std::optional<pipeline::InverseMap> inverse;
+  if (!o.outInverseField.empty()) inverse = reportInverse(r);
+
   kx::ScopedRegion writeRegion("kortex::register::write");
   OutputSet outputs;
   outputs.write(o.outWarped, [&](std::string const& p) { io::writeImage(pipeline::warpedMoving(r, moving), p); });
   outputs.write(o.outField, [&](std::string const& p) { io::writeDisplacementField(pipeline::worldDisplacement(r), p); });
   outputs.write(o.outJacobian, [&](std::string const& p) { io::writeImage(pipeline::jacobianMap(r), p); });
+  outputs.write(o.outInverseField, [&](std::string const& p) {
+    io::writeDisplacementField(pipeline::inverseWorldDisplacement(r, *inverse), p);
+  });
   outputs.write(o.outAffine, [&](std::string const& p) {
     io::writeTextFileAtomic(p, itkTransformText(toWorldMatrix(r.affine, r.fixedGrid, r.movingGrid)));
   });
@@ -215,6 +238,10 @@ int runRegistration(RegisterOptions const& o, pipeline::RegistrationPipelineOpti
     std::cout << "wrote " << o.outField
               << " (displacement field, ITK/ANTs convention: world mm, LPS; fixed point x -> moving point "
                  "x + d(x); apply with antsApplyTransforms -i moving -r fixed -t field)\n";
+  if (!o.outInverseField.empty())
+    std::cout << "wrote " << o.outInverseField
+              << " (inverse displacement field on the moving grid, ITK/ANTs convention: moving point y -> fixed point "
+                 "y + e(y))\n";
   if (!o.outJacobian.empty())
     std::cout << "wrote " << o.outJacobian << " (det(I - grad u) of the " << (greedy ? "greedy" : "fluid") << " part)\n";
   if (!o.outAffine.empty()) std::cout << "wrote " << o.outAffine << " (affine part, ITK transform file)\n";
@@ -259,6 +286,10 @@ void addRegisterFiles(CLI::App& cmd, RegisterOptions& o, std::string const& part
                  "maps to moving point x + d(x))");
   cmd.add_option("--out-jacobian", o.outJacobian, "det(I - grad u) of the " + part + " part");
   cmd.add_option("--out-affine", o.outAffine, "Affine part as an ITK transform file (.txt)");
+  cmd.add_option("--out-inverse-field", o.outInverseField,
+                 "Inverse displacement field on the moving grid (ITK/ANTs convention: moving point y maps to fixed "
+                 "point y + e(y)); the map inverted point by point at the end (Newton), its inverse consistency "
+                 "printed");
 }
 }  // namespace
 

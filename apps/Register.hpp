@@ -10,7 +10,7 @@ namespace kortex::app {
 
 struct RegisterOptions {
   std::string fixed, moving;
-  std::string outWarped, outField, outJacobian, outAffine;
+  std::string outWarped, outField, outJacobian, outAffine, outInverseField;
   RegistrationParams fluid;  // unbiased: --lambda, --sigma, --iterations bind here (defaults: the struct's)
   GreedyOptions greedy;      // greedy: the greedy flags (apps/Options.hpp)
   bool noAffine = false;

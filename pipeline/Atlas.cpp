@@ -1,4 +1,5 @@
 #include "pipeline/Atlas.hpp"
+#include "pipeline/Inverse.hpp"
 
 #include <omp.h>
 
@@ -174,6 +175,9 @@ class AtlasJobStages {
 
  private:
   fs::path fieldPath(int i) const { return fs::path(job_.outFieldsDir) / (names_[std::size_t(i)] + "_field.nii.gz"); }
+  fs::path inverseFieldPath(int i) const {
+    return fs::path(job_.outFieldsDir) / (names_[std::size_t(i)] + "_inverse_field.nii.gz");
+  }
   fs::path warpedPath(int i) const { return fs::path(job_.outWarpedDir) / (names_[std::size_t(i)] + "_warped.nii.gz"); }
   fs::path labelsPath(int i) const { return fs::path(job_.outWarpedDir) / (names_[std::size_t(i)] + "_labels.nii.gz"); }
 
@@ -253,6 +257,7 @@ class AtlasJobStages {
     if (!job.outReport.empty()) outputs.push_back({"report", job.outReport});
     for (int i = 0; i < n; ++i) {
       if (!job.outFieldsDir.empty()) outputs.push_back({"field", fieldPath(i)});
+      if (!job.outFieldsDir.empty()) outputs.push_back({"inverse field", inverseFieldPath(i)});
       if (!job.outWarpedDir.empty()) outputs.push_back({"warped image", warpedPath(i)});
       if (!job.labels.empty()) outputs.push_back({"warped label map", labelsPath(i)});
     }
@@ -527,6 +532,11 @@ class AtlasJobStages {
       if (!job.outFieldsDir.empty()) {
         writeDisplacementField(worldDisplacement(p), staged.stage(fieldPath(r.first + i)));
         written.push_back(fieldPath(r.first + i).string());
+        // Both directions: the subject's own grid to the template (core/Inverse.hpp).
+        const InverseMap inv = invertRegistration(p);
+        r.inverseUnconverged += inv.stats.unconverged;
+        writeDisplacementField(inverseWorldDisplacement(p, inv), staged.stage(inverseFieldPath(r.first + i)));
+        written.push_back(inverseFieldPath(r.first + i).string());
       }
       if (!job.outWarpedDir.empty()) {
         writeImage(warpedMoving(p, originals_[std::size_t(i)]), staged.stage(warpedPath(r.first + i)));
@@ -663,6 +673,7 @@ nlohmann::json toJson(AtlasJobResult const& r) {
   j["iterations"] = r.atlas.iterations;
   j["resumed_at"] = r.atlas.resumedAt;
   j["refused"] = r.atlas.refused;
+  j["inverse_unconverged"] = r.inverseUnconverged;  // this rank's inverse fields (0 when none written)
   j["min_jacobian"] = r.atlas.minJacobian;
   j["mean_displacement_rms"] = r.atlas.meanDisplacementRms;
   j["history"] = historyJson(r.atlas.history);

@@ -70,7 +70,7 @@ struct AtlasJob {
   IntensityParams intensity;
   Backend backend = Backend::Auto;
   std::string outTemplate;           // written by rank 0; empty: none (AtlasJobResult::templateImage has it)
-  std::string outFieldsDir, outWarpedDir;  // optional
+  std::string outFieldsDir, outWarpedDir;  // optional; outFieldsDir: <name>_field (template -> subject) and <name>_inverse_field (subject grid -> template)
   std::string outReport;             // optional: toJson of the result, written by rank 0 with the other outputs
   std::vector<std::string> otherInputs;  // files the caller read for the job (a cohort list): never written over
   std::string checkpointDir;         // empty: no checkpoints
@@ -92,6 +92,7 @@ struct AtlasJobResult {
   AtlasResult atlas;
   std::vector<double> affineNcc;      // local subjects
   double secondsRead = 0, secondsPrepare = 0, secondsAtlas = 0, secondsWrite = 0, secondsTotal = 0;
+  long inverseUnconverged = 0;        // outFieldsDir: moving voxels whose inverse did not converge (core/Inverse.hpp)
   std::vector<std::string> written;   // files this rank wrote
   HostImage templateImage;            // rank 0: the template, as written to outTemplate
 };

@@ -321,6 +321,14 @@ VectorField<Kokkos::HostSpace> worldDisplacement(RegistrationPipelineResult cons
   return d;
 }
 
+HostImage headMask(RegistrationPipelineResult const& r, double threshold) {
+  HostImage m("kortex::registration::mask", r.fixedGrid);
+  const float* f = r.fixedNormalised.data.data();
+  float* o = m.data.data();
+  for (Index i = 0; i < m.numVoxels(); ++i) o[i] = f[i] > threshold ? 1.0f : 0.0f;
+  return m;
+}
+
 HostImage jacobianMap(RegistrationPipelineResult const& r) {
   HostImage out("kortex::registration::jacobian", r.fixedGrid);
   ref::jacobianDeterminant(r.u.data, out.data);

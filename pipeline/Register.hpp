@@ -98,6 +98,9 @@ std::array<double, 3> mapPoint(RegistrationPipelineResult const& r, std::array<d
 
 HostImage warpedMoving(RegistrationPipelineResult const& r, HostImage const& movingOriginal);
 HostImage warpedLabels(RegistrationPipelineResult const& r, HostImage const& movingLabels);
+// Head mask on the fixed grid: fixedNormalised > threshold (normalised intensities in [0, 1]); where
+// the reports and the validation measure maps "inside the head".
+HostImage headMask(RegistrationPipelineResult const& r, double threshold = 0.1);
 // The ITK/ANTs displacement field (world mm, LPS) on the fixed grid, 3 components.
 VectorField<Kokkos::HostSpace> worldDisplacement(RegistrationPipelineResult const& r);
 HostImage jacobianMap(RegistrationPipelineResult const& r);

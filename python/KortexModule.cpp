@@ -32,6 +32,7 @@
 #include "pipeline/Atlas.hpp"
 #include "pipeline/Denoise.hpp"
 #include "pipeline/ParamsJson.hpp"
+#include "pipeline/Inverse.hpp"
 #include "pipeline/Register.hpp"
 #include "pipeline/Surface.hpp"
 
@@ -265,8 +266,17 @@ py::array_t<float> denoiseMultires(ImageArg const& image, int levels, int radius
   return arrayOf(released([&] { return pipeline::denoiseMultires(in, job); }));
 }
 
-py::dict registrationResult(pipeline::RegistrationPipelineResult const& r, HostImage const& moving) {
+py::dict registrationResult(pipeline::RegistrationPipelineResult const& r, HostImage const& moving, bool inverse) {
   py::dict d;
+  if (inverse) {  // the command's --out-inverse-field and its report
+    const pipeline::InverseMap inv = released([&] { return pipeline::invertRegistration(r); });
+    const HostImage head = pipeline::headMask(r);
+    const pipeline::InverseConsistency ic = pipeline::inverseConsistency(r, inv, &head);
+    d["inverse_displacement"] = arrayOf(pipeline::inverseWorldDisplacement(r, inv));  // moving grid
+    d["inverse_consistency"] = py::dict(py::arg("mean") = ic.mean, py::arg("p99") = ic.p99, py::arg("max") = ic.max,
+                                        py::arg("voxels") = ic.voxels, py::arg("unconverged") = inv.stats.unconverged,
+                                        py::arg("max_residual") = inv.stats.maxResidual);
+  }
   d["warped"] = arrayOf(pipeline::warpedMoving(r, moving));
   d["displacement"] = arrayOf(pipeline::worldDisplacement(r));  // (3, z, y, x), world mm, LPS (ITK/ANTs)
   d["jacobian"] = arrayOf(pipeline::jacobianMap(r));
@@ -283,7 +293,8 @@ py::dict registrationResult(pipeline::RegistrationPipelineResult const& r, HostI
 
 py::dict registerUnbiased(ImageArg const& fixed, ImageArg const& moving, double lambda, float sigma, int iterations,
                           bool affine, std::string const& backend, std::optional<std::string> variant,
-                          std::optional<std::vector<double>> fixedSpacing, std::optional<std::vector<double>> movingSpacing) {
+                          std::optional<std::vector<double>> fixedSpacing, std::optional<std::vector<double>> movingSpacing,
+                          bool inverse) {
   session();
   Array kf, km;
   const HostImage f = imageOf(fixed, geometryArgs(fixedSpacing, {}, {}), kf);
@@ -301,7 +312,7 @@ py::dict registerUnbiased(ImageArg const& fixed, ImageArg const& moving, double 
   if (variant) opt.fluid.variant = parseRegistrationVariant(*variant);
   opt.fluid.validate();
   const pipeline::RegistrationPipelineResult r = released([&] { return pipeline::registerPair(m, f, opt); });
-  return registrationResult(r, m);
+  return registrationResult(r, m, inverse);
 }
 
 // A dict of parameters (python/kortex passes its keyword arguments, named as the JSON keys) as the
@@ -314,7 +325,7 @@ Params paramsOf(py::dict const& d) {
 
 py::dict registerGreedy(ImageArg const& fixed, ImageArg const& moving, py::dict const& greedy, bool affine,
                         std::string const& backend, std::optional<std::vector<double>> fixedSpacing,
-                        std::optional<std::vector<double>> movingSpacing) {
+                        std::optional<std::vector<double>> movingSpacing, bool inverse) {
   session();
   Array kf, km;
   const HostImage f = imageOf(fixed, geometryArgs(fixedSpacing, {}, {}), kf);
@@ -326,7 +337,7 @@ py::dict registerGreedy(ImageArg const& fixed, ImageArg const& moving, py::dict 
   opt.useAffine = affine;
   opt.backend = parseBackend(backend);
   const pipeline::RegistrationPipelineResult r = released([&] { return pipeline::registerPair(m, f, opt); });
-  return registrationResult(r, m);
+  return registrationResult(r, m, inverse);
 }
 
 py::array_t<float> surfacePhiFromMask(ImageArg const& mask, std::optional<double> label, std::optional<double> threshold,
@@ -445,6 +456,8 @@ py::object defaults() {
 
 }  // namespace
 
+void bindApply(py::module_& m);  // python/Apply.cpp: kortex.apply
+
 PYBIND11_MODULE(_kortex, m) {
   m.doc() = "Kortex native module: the product jobs on numpy arrays and file paths (see kortex.__doc__)";
   py::register_exception_translator([](std::exception_ptr p) {
@@ -484,11 +497,13 @@ PYBIND11_MODULE(_kortex, m) {
   m.def("register_unbiased", &registerUnbiased, py::arg("fixed"), py::arg("moving"), py::kw_only(),
         py::arg("lambda_") = RegistrationParams{}.lambda, py::arg("sigma") = RegistrationParams{}.sigma,
         py::arg("iterations") = RegistrationParams{}.iterations, py::arg("affine") = true, py::arg("backend") = "auto",
-        py::arg("variant") = py::none(), py::arg("fixed_spacing") = py::none(), py::arg("moving_spacing") = py::none());
+        py::arg("variant") = py::none(), py::arg("fixed_spacing") = py::none(), py::arg("moving_spacing") = py::none(),
+        py::arg("inverse") = false);
   // register_greedy and atlas_build: python/kortex gives them their signatures (defaults from defaults()).
   m.def("defaults", &defaults, "The parameter defaults of the jobs (the C++ structs'), as python/kortex uses them");
   m.def("register_greedy", &registerGreedy, py::arg("fixed"), py::arg("moving"), py::arg("greedy"), py::kw_only(),
-        py::arg("affine"), py::arg("backend"), py::arg("fixed_spacing") = py::none(), py::arg("moving_spacing") = py::none());
+        py::arg("affine"), py::arg("backend"), py::arg("fixed_spacing") = py::none(), py::arg("moving_spacing") = py::none(),
+        py::arg("inverse") = false);
   m.def("surface_phi_from_mask", &surfacePhiFromMask, py::arg("mask"), py::kw_only(), py::arg("label") = py::none(),
         py::arg("threshold") = py::none(), py::arg("spacing") = py::none());
   const SurfaceNlmParams sp;
@@ -499,4 +514,5 @@ PYBIND11_MODULE(_kortex, m) {
         py::arg("image_list"), py::arg("reference"), py::arg("labels"), py::arg("out_fields"), py::arg("out_warped"),
         py::arg("out_report"), py::arg("affine"), py::arg("clip"), py::arg("checkpoint"), py::arg("checkpoint_every"),
         py::arg("resume"), py::arg("max_memory"), py::arg("backend"));
+  bindApply(m);
 }

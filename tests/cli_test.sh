@@ -9,7 +9,7 @@ KORTEX="$1"
 . "$(dirname "${BASH_SOURCE[0]}")/cli_lib.sh"
 
 # --- help on every subcommand -----------------------------------------------------------
-for sub in "" "info" "denoise" "denoise bilateral" "denoise nlm" "denoise multires" "validate" "bench" "bench ct" "bench register" "bench surface" "bench greedy" "bench atlas" "register" "register unbiased" "register greedy" "atlas" "atlas build" "surface" "surface denoise" "reproduce" "tune"; do
+for sub in "" "info" "denoise" "denoise bilateral" "denoise nlm" "denoise multires" "validate" "bench" "bench ct" "bench register" "bench surface" "bench greedy" "bench atlas" "register" "register unbiased" "register greedy" "atlas" "atlas build" "apply" "surface" "surface denoise" "reproduce" "tune"; do
   # shellcheck disable=SC2086
   if "$KORTEX" $sub --help > help.txt 2>&1 && grep -q -i "usage" help.txt; then ok; else fail "--help for '$sub'"; fi
 done
@@ -202,8 +202,116 @@ expect_error "greedy field not NIfTI" f.mha "${G[@]}" --moving vb.mha --out-warp
 expect_success "greedy tiny (cpu, no affine)" w.nii "${G[@]}" --moving vb.mha --out-warped w.nii --out-field f.nii.gz \
   --out-jacobian j.nii --backend cpu --no-affine --iterations 3,3
 [ -s f.nii.gz ] && [ -s j.nii ] || fail "greedy: field or Jacobian not written"
+# The inverse (issue 28): written on the moving grid with its report; refused onto another output.
+expect_success "greedy inverse field (kokkos, no affine)" fi.nii.gz "${G[@]}" --moving vb.mha --out-warped w.nii \
+  --out-inverse-field fi.nii.gz --backend kokkos --no-affine --iterations 3,3
+grep -q "inverse consistency" stdout.txt && ok || fail "greedy inverse field: no inverse consistency in the report"
+expect_error "greedy inverse field onto the field" f2.nii.gz "${G[@]}" --moving vb.mha --out-warped w.nii --out-field f2.nii.gz \
+  --out-inverse-field f2.nii.gz --no-affine --iterations 3,3
+expect_error "greedy inverse field not NIfTI" fi.mha "${G[@]}" --moving vb.mha --out-warped w2.nii --out-inverse-field fi.mha
 expect_success "greedy tiny (kokkos hybrid-sor, no affine)" w.nii "${G[@]}" --moving vb.mha --out-warped w.nii \
   --backend kokkos --solver hybrid-sor --no-affine --iterations 3,3
+# LNCC (issue 28): the metric by name, its radius checked; 8^3 images are padded to hold one window
+# at the coarse scale.
+expect_error "greedy unknown metric" w.nii "${G[@]}" --moving vb.mha --out-warped w.nii --metric foo
+grep -q -- "--metric" stderr.txt && grep -q "ssd|lncc" stderr.txt || fail "greedy unknown metric: the message names neither the flag nor the choices"
+expect_error "greedy LNCC radius 0" w.nii "${G[@]}" --moving vb.mha --out-warped w.nii --metric lncc --lncc-radius 0
+grep -q "LNCC window radius" stderr.txt || fail "greedy LNCC radius 0: wrong message"
+expect_success "greedy tiny lncc (cpu, no affine)" w.nii "${G[@]}" --moving vb.mha --out-warped w.nii --metric lncc \
+  --backend cpu --no-affine --iterations 3,3
+expect_success "greedy tiny lncc (kokkos, no affine)" w.nii "${G[@]}" --moving vb.mha --out-warped w.nii --metric lncc \
+  --lncc-radius 1 --backend kokkos --no-affine --iterations 3,3
+
+# --- apply (issue 28) ---------------------------------------------------------------------------
+# Float32 NIfTI-1 files (.nii) compared with the standard library only: prints max |a - b|.
+nii_maxdiff() {
+  python3 - "$1" "$2" <<'PYEOF'
+import struct, sys
+def load(p):
+    b = open(p, 'rb').read()
+    dim = struct.unpack_from('<8h', b, 40)
+    assert struct.unpack_from('<h', b, 70)[0] == 16, p + ': not float32'
+    off = int(struct.unpack_from('<f', b, 108)[0])
+    n = dim[1] * dim[2] * dim[3]
+    return struct.unpack_from('<%df' % n, b, off)
+a, c = load(sys.argv[1]), load(sys.argv[2])
+print(max(abs(x - y) for x, y in zip(a, c)) if len(a) == len(c) else 'sizes differ')
+PYEOF
+}
+# A NIfTI-1 vector field by hand (intent 1007, float32, unit spacing): nii_field NAME NX NY NZ NC [nan]
+nii_field() {
+  python3 - "$@" <<'PYEOF'
+import struct, sys
+name, nx, ny, nz, nc = sys.argv[1], *map(int, sys.argv[2:6])
+h = bytearray(352)
+struct.pack_into('<i', h, 0, 348)
+struct.pack_into('<8h', h, 40, 5, nx, ny, nz, 1, nc, 1, 1)
+struct.pack_into('<3h', h, 68, 1007, 16, 32)
+struct.pack_into('<8f', h, 76, 1, 1, 1, 1, 1, 1, 1, 1)
+struct.pack_into('<2f', h, 108, 352.0, 1.0)
+h[123] = 2
+h[344:348] = b'n+1\0'
+v = [0.25] * (nx * ny * nz * nc)
+if len(sys.argv) > 6: v[7] = float('nan')
+open(name, 'wb').write(bytes(h) + struct.pack('<%df' % len(v), *v))
+PYEOF
+}
+itk_affine() {  # itk_affine NAME TYPE "12 PARAMETERS"
+  printf '#Insight Transform File V1.0\n#Transform 0\nTransform: %s\nParameters: %s\nFixedParameters: 1 2 3\n' "$2" "$3" > "$1"
+}
+AP=("$KORTEX" apply --input vb.mha --reference va.mha)
+# The field of register greedy applied to its moving image gives its --out-warped image: the field is
+# stored in float32 (2^-24 of |d| <= 8 mm), the interpolant's slope is <= 3 x the range 2 per voxel:
+# 1e-5 bounds that with the float32 result's rounding to spare.
+expect_success "apply: greedy field to register" gw.nii "${G[@]}" --moving vb.mha --out-warped gw.nii --out-field gf.nii \
+  --out-affine ga.txt --backend cpu --iterations 3,3
+for b in cpu kokkos; do
+  expect_success "apply greedy field ($b)" ap.nii "${AP[@]}" --transform gf.nii --out ap.nii --backend $b
+  d=$(nii_maxdiff ap.nii gw.nii)
+  python3 -c "import sys; sys.exit(0 if float('$d') <= 1e-5 else 1)" 2>/dev/null && ok || fail "apply ($b): field -> warped differs by $d"
+done
+# An affine and its inverse ([FILE,1]) in one run: the identity; nearest gives the input back exactly.
+itk_affine ident.txt AffineTransform_float_3_3 "1 0 0 0 1 0 0 0 1 0 0 0"
+expect_success "apply affine then its inverse" id.nii "$KORTEX" apply --input va.mha --reference va.mha \
+  --transform "[ga.txt,0]" --transform "[ga.txt,1]" --interpolation nearest --out id.nii --quiet
+expect_success "apply identity (label)" va.nii "$KORTEX" apply --input va.mha --reference va.mha --transform ident.txt \
+  --interpolation label --out va.nii --quiet
+[ "$(nii_maxdiff id.nii va.nii)" = "0.0" ] && ok || fail "apply: affine + inverse is not the identity"
+expect_success "apply label interpolation (kokkos)" al.nii "${AP[@]}" --transform gf.nii --transform ga.txt --out al.nii \
+  --interpolation label --backend kokkos
+# Refusals: one message, no output.
+mha3 vhalf.mha "8 8 8" "0 0 0" "$(rep "$one$half" 256)"
+itk_affine euler.txt Euler3DTransform_double_3_3 "0 0 0 0 0 0"
+itk_affine singular.txt AffineTransform_double_3_3 "1 0 0 0 1 0 0 0 0 0 0 0"
+itk_affine nanaff.txt AffineTransform_double_3_3 "1 0 0 0 1 0 0 0 nan 0 0 0"
+itk_affine eleven.txt AffineTransform_double_3_3 "1 0 0 0 1 0 0 0 1 0 0"
+nii_field two.nii 8 8 8 2
+nii_field flat.nii 8 8 1 3
+nii_field nanfield.nii 8 8 8 3 nan
+cp vb.mha vb.keep
+expect_error "apply no --transform" ap.nii "${AP[@]}" --out ap.nii
+expect_error "apply missing transform" ap.nii "${AP[@]}" --transform nosuch.txt --out ap.nii
+expect_error "apply unreadable transform" ap.nii "${AP[@]}" --transform garbage.nii --out ap.nii
+expect_error "apply unknown transform type" ap.nii "${AP[@]}" --transform euler.txt --out ap.nii
+grep -q "Euler3DTransform_double_3_3" stderr.txt && ok || fail "apply: the refusal does not name the transform type"
+expect_error "apply unknown transform extension" ap.nii "${AP[@]}" --transform vb.mha --out ap.nii
+expect_error "apply singular affine" ap.nii "${AP[@]}" --transform singular.txt --out ap.nii
+expect_error "apply NaN affine" ap.nii "${AP[@]}" --transform nanaff.txt --out ap.nii
+expect_error "apply 11 affine parameters" ap.nii "${AP[@]}" --transform eleven.txt --out ap.nii
+expect_error "apply 2-component field" ap.nii "${AP[@]}" --transform two.nii --out ap.nii
+expect_error "apply 2D field" ap.nii "${AP[@]}" --transform flat.nii --out ap.nii
+expect_error "apply NaN in a field" ap.nii "${AP[@]}" --transform nanfield.nii --out ap.nii
+expect_error "apply inverse of a field" ap.nii "${AP[@]}" --transform "[gf.nii,1]" --out ap.nii
+expect_error "apply label on a float image" ap.nii "$KORTEX" apply --input vhalf.mha --reference va.mha --transform ga.txt \
+  --interpolation label --out ap.nii
+expect_error "apply unknown interpolation" ap.nii "${AP[@]}" --transform ga.txt --interpolation cubic --out ap.nii
+expect_error "apply 2D input" ap.nii "$KORTEX" apply --input good.mha --reference va.mha --transform ga.txt --out ap.nii
+expect_error "apply output over the input" "" "${AP[@]}" --transform ga.txt --out vb.mha
+cmp -s vb.mha vb.keep && ok || { fail "apply: the input was overwritten"; cp vb.keep vb.mha; }
+cp gf.nii gf.keep
+expect_error "apply output over a transform" "" "${AP[@]}" --transform gf.nii --out gf.nii
+grep -q "would overwrite the input transform 1" stderr.txt && cmp -s gf.nii gf.keep && ok || fail "apply: output over a transform"
+expect_error "apply output into a missing folder" nodir/ap.nii "${AP[@]}" --transform ga.txt --out nodir/ap.nii
 
 # --- atlas build (issue 15) -------------------------------------------------------------------
 mha3 vc.mha "8 8 8" "0 0 0" "$(rep "$three$three$one$one" 128)"
@@ -227,7 +335,9 @@ expect_error "atlas empty list" t.nii "${A[@]}" va.mha --list /dev/null --out-te
 expect_success "atlas cpu, grids differ (resampled)" t.nii "${A[@]}" va.mha vb.mha v10.mha --out-template t.nii --backend cpu
 expect_success "atlas kokkos with outputs" t.nii "${A[@]}" va.mha vb.mha vc.mha --out-template t.nii --backend kokkos \
   --out-fields fd --out-warped wd --labels va.mha vb.mha vc.mha
-[ -s fd/vb_field.nii.gz ] && [ -s wd/vc_warped.nii.gz ] && [ -s wd/va_labels.nii.gz ] || fail "atlas: fields, warped images or labels not written"
+[ -s fd/vb_field.nii.gz ] && [ -s fd/vb_inverse_field.nii.gz ] && [ -s wd/vc_warped.nii.gz ] && [ -s wd/va_labels.nii.gz ] || fail "atlas: fields, warped images or labels not written"
+expect_success "atlas kokkos lncc" t.nii "${A[@]}" va.mha vb.mha vc.mha --out-template t.nii --backend kokkos --metric lncc
+expect_error "atlas unknown metric" t.nii "${A[@]}" va.mha vb.mha --out-template t.nii --metric foo
 # Checkpoint / resume: a run resumed from its last checkpoint ends with the same template bits.
 printf 'va.mha\n# a comment\nvb.mha\n\nvc.mha\n' > cohort.txt
 A=("$KORTEX" atlas build --iterations 3,4 --no-affine --quiet)

@@ -154,14 +154,6 @@ LogJacobianStats logJacobianStats(HostImage const& jac, HostImage const* mask) {
   return s;
 }
 
-HostImage headMask(RegistrationPipelineResult const& r, double threshold) {
-  HostImage m("kortex::registration::mask", r.fixedGrid);
-  const float* f = r.fixedNormalised.data.data();
-  float* o = m.data.data();
-  for (Index i = 0; i < m.numVoxels(); ++i) o[i] = f[i] > threshold ? 1.0f : 0.0f;
-  return m;
-}
-
 }  // namespace kortex::validation
 
 #include <filesystem>

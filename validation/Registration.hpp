@@ -48,8 +48,7 @@ struct LogJacobianStats {
 };
 LogJacobianStats logJacobianStats(HostImage const& jacobian, HostImage const* mask = nullptr);
 
-// Head mask: fixedNormalised > threshold (normalised intensities in [0, 1]).
-HostImage headMask(RegistrationPipelineResult const& r, double threshold = 0.1);
+using pipeline::headMask;  // fixedNormalised > threshold (pipeline/Register.hpp)
 
 // A study's image or label map: as read, or (quick) at 4 mm: images by affineReduce (binomial),
 // labels by taking every second voxel (the same grid).

@@ -106,8 +106,9 @@ def denoise_multires(image, **kw):
 
 def register_unbiased(fixed, moving, **kw):
     """Unbiased (symmetric-KL) fluid registration (kortex register unbiased): lambda_, sigma,
-    iterations, affine, backend, variant. Returns dict(warped, displacement (3, z, y, x) in world mm,
-    LPS, the ITK/ANTs convention, jacobian, affine, backend, execution_space, seconds)."""
+    iterations, affine, backend, variant, inverse. Returns dict(warped, displacement (3, z, y, x) in world mm,
+    LPS, the ITK/ANTs convention, jacobian, affine, backend, execution_space, seconds); with
+    inverse=True also inverse_displacement and inverse_consistency (as register_greedy)."""
     return _kortex.register_unbiased(_image(fixed), _image(moving), **kw)
 
 
@@ -128,10 +129,11 @@ def _plain(v):
     return v
 
 
-def _greedy(alpha, beta, gamma, max_step, scales, iterations, solver):
+def _greedy(alpha, beta, gamma, max_step, scales, iterations, solver, metric, lncc_radius):
     """The greedy parameters as the native module reads them (keys: pipeline/ParamsJson.hpp)."""
     return {"alpha": _plain(alpha), "beta": _plain(beta), "gamma": _plain(gamma), "max_step": _plain(max_step),
-            "scales": _plain(scales), "iterations": _plain(iterations), "solver": solver}
+            "scales": _plain(scales), "iterations": _plain(iterations), "solver": solver, "metric": metric,
+            "lncc_radius": _plain(lncc_radius)}
 
 
 _GREEDY_DOC = """
@@ -141,15 +143,21 @@ _GREEDY_DOC = """
     max_step        largest displacement per iteration, voxels of the scale (default {max_step})
     scales          down-sampling factors, coarse to fine, ending with 1 (default {scales})
     iterations      iterations per scale, one per scale (default {iterations})
-    solver          fluid solve: fft|sor|cg|hybrid-sor|hybrid-cg (default {solver!r})"""
+    solver          fluid solve: fft|sor|cg|hybrid-sor|hybrid-cg (default {solver!r})
+    metric          image mismatch: ssd|lncc (local normalised cross-correlation) (default {metric!r})
+    lncc_radius     LNCC window radius R: (2R+1)^3 voxels at every scale (default {lncc_radius})"""
 
 
 def register_greedy(fixed, moving, *, alpha=_G["alpha"], beta=_G["beta"], gamma=_G["gamma"], max_step=_G["max_step"],
                     scales=tuple(_G["scales"]), iterations=tuple(_G["iterations"]), solver=_G["solver"],
-                    affine=_DEFAULTS["register"]["affine"], backend=_BACKEND, fixed_spacing=None, moving_spacing=None):
+                    metric=_G["metric"], lncc_radius=_G["lncc_radius"],
+                    affine=_DEFAULTS["register"]["affine"], backend=_BACKEND, fixed_spacing=None, moving_spacing=None,
+                    inverse=False):
     return _kortex.register_greedy(_image(fixed), _image(moving),
-                                   _greedy(alpha, beta, gamma, max_step, scales, iterations, solver), affine=affine,
-                                   backend=backend, fixed_spacing=fixed_spacing, moving_spacing=moving_spacing)
+                                   _greedy(alpha, beta, gamma, max_step, scales, iterations, solver, metric,
+                                           lncc_radius), affine=affine,
+                                   backend=backend, fixed_spacing=fixed_spacing, moving_spacing=moving_spacing,
+                                   inverse=inverse)
 
 
 register_greedy.__doc__ = """Greedy diffeomorphic registration (kortex register greedy) of two 3D images.
@@ -159,16 +167,20 @@ register_greedy.__doc__ = """Greedy diffeomorphic registration (kortex register 
     affine          the affine (NCC) stage first; False: header alignment only, as --no-affine (default {affine})
     backend         auto|cpu|kokkos (default {backend!r})
     fixed_spacing, moving_spacing   voxel sizes (x, y, z) of array inputs (default None: 1 mm)
+    inverse         also invert the map (the command's --out-inverse-field; default False)
 
     Returns dict(warped, displacement (3, z, y, x) in world mm, LPS, the ITK/ANTs convention, jacobian,
     affine, backend, execution_space, seconds): the command's --out-warped, --out-field,
-    --out-jacobian and --out-affine as arrays. Prints nothing (the command's --quiet).""".format(
+    --out-jacobian and --out-affine as arrays; with inverse=True also inverse_displacement (3, z, y, x)
+    on the moving grid (moving point y -> fixed point y + e(y)) and inverse_consistency (mean, p99, max
+    of |p - inv(phi(p))| inside the head in voxels, voxels, unconverged, max_residual). Prints nothing
+    (the command's --quiet).""".format(
     affine=_DEFAULTS["register"]["affine"], backend=_BACKEND)
 
 
 def atlas_build(images, out_template=None, *, scales=tuple(_G["scales"]), iterations=tuple(_G["iterations"]),
                 solver=_G["solver"], alpha=_G["alpha"], beta=_G["beta"], gamma=_G["gamma"], max_step=_G["max_step"],
-                image_list=None, reference=None, labels=(), out_fields=None, out_warped=None, out_report=None,
+                metric=_G["metric"], lncc_radius=_G["lncc_radius"], image_list=None, reference=None, labels=(), out_fields=None, out_warped=None, out_report=None,
                 affine=_ATLAS["affine"], clip=_ATLAS["clip"], checkpoint=None,
                 checkpoint_every=_ATLAS["checkpoint_every"], resume=_ATLAS["resume"], max_memory=_ATLAS["max_memory"],
                 backend=_BACKEND):
@@ -176,7 +188,8 @@ def atlas_build(images, out_template=None, *, scales=tuple(_G["scales"]), iterat
         return None if p is None else _os.fsdecode(_os.fspath(p))
     cohort = [name(im) if isinstance(im, (str, bytes, _os.PathLike)) else im for im in images]
     return _kortex.atlas_build(
-            cohort, name(out_template) or "", _greedy(alpha, beta, gamma, max_step, scales, iterations, solver), image_list=name(image_list),
+            cohort, name(out_template) or "",
+            _greedy(alpha, beta, gamma, max_step, scales, iterations, solver, metric, lncc_radius), image_list=name(image_list),
             reference=name(reference), labels=[name(l) for l in labels], out_fields=name(out_fields),
             out_warped=name(out_warped), out_report=name(out_report), affine=affine, clip=clip,
             checkpoint=name(checkpoint), checkpoint_every=_plain(checkpoint_every), resume=resume,
@@ -242,3 +255,55 @@ def to_nibabel(array, geometry):
     A[:3, :3] = np.diag([-1.0, -1.0, 1.0]) @ D
     A[:3, 3] = np.diag([-1.0, -1.0, 1.0]) @ np.asarray(geometry["origin"], dtype=float)
     return nib.Nifti1Image(np.asarray(array, dtype=np.float32).T, A)
+
+
+def _transform(t):
+    """A transform argument as the native module reads it: a path, "[path,1]" (ANTs' inverse), or
+    a (path, inverse) pair."""
+    if isinstance(t, tuple) and len(t) == 2:
+        path = _os.fsdecode(_os.fspath(t[0]))
+        return "[{},{}]".format(path, 1 if t[1] else 0)
+    return _os.fsdecode(_os.fspath(t))
+
+
+def _image_args(x, prefix):
+    """(image, {prefix_spacing, prefix_origin, prefix_direction}) of a path, an array or a dict as `read` returns."""
+    if isinstance(x, dict):
+        if "array" not in x:
+            raise ValueError(prefix + ": a dict needs an 'array' (as kortex.read returns)")
+        geo = {prefix + "_" + k: (None if x.get(k) is None else [float(v) for v in x[k]])
+               for k in ("spacing", "origin", "direction")}
+        return _image(x["array"]), geo
+    return _image(x), {}
+
+
+def apply(input, reference, transforms, out=None, *, interpolation="linear", backend=_BACKEND):
+    in_image, in_geo = _image_args(input, "input")
+    ref_image, ref_geo = _image_args(reference, "reference")
+    if isinstance(transforms, (str, bytes, _os.PathLike)):
+        transforms = [transforms]
+    return _kortex.apply(in_image, ref_image, [_transform(t) for t in transforms],
+                         out=None if out is None else _os.fsdecode(_os.fspath(out)), interpolation=interpolation,
+                         backend=backend, **in_geo, **ref_geo)
+
+
+apply.__doc__ = """Resample an image onto a reference grid through transforms (kortex apply; antsApplyTransforms'
+    conventions, docs/apply.md).
+
+    input           the image to resample: a path, a 3D array (z, y, x) or a dict as `read` returns (array +
+                    geometry; a bare array has unit spacing, origin 0, identity direction)
+    reference       the grid and geometry of the result: a path, an array or a dict, as `input`
+    transforms      a list (or one) of transform files, applied LAST first (antsApplyTransforms' order):
+                    ITK affine text (.txt, .tfm), ITK/ANTs affine .mat, displacement fields (.nii, .nii.gz;
+                    world mm, LPS, zero outside the field's grid); "[FILE,1]" or (FILE, True): the inverse of
+                    an affine file
+    out             the output image, written atomically (default None: none written)
+    interpolation   linear (as register's warped image) | nearest | label (summed trilinear weights per label,
+                    ties to the smaller label; integer images only) (default {interpolation!r})
+    backend         auto|cpu|kokkos (default {backend!r})
+
+    Returns dict(array, spacing, origin, direction, metadata, backend, execution_space, seconds): the
+    result on the reference grid, with the input's metadata. Points outside the input get 0.""".format(
+    interpolation="linear", backend=_BACKEND)
+
+__all__.append("apply")

@@ -21,7 +21,7 @@ KORTEX = os.environ.get("KORTEX_EXE")
 # The command's options with another name or form in Python, and why.
 NEGATED = {"no_affine": "affine", "no_clip": "clip"}          # a flag that turns off: a True default
 RENAMED = {"json": "out_report", "list": "image_list"}        # `json`, `list` would shadow Python names
-RETURNED = {"out_warped", "out_field", "out_jacobian", "out_affine"}  # register: returned as arrays
+RETURNED = {"out_warped", "out_field", "out_jacobian", "out_affine", "out_inverse_field"}  # register: returned as arrays
 PRINTS_NOTHING = {"quiet"}                                    # Python prints no progress to silence
 OPTIONAL_IN_PYTHON = {"out_template"}                         # atlas: a temporary file when not given
 
@@ -91,17 +91,36 @@ def test_python_takes_every_option_of_the_command_with_its_default(command, func
 def test_defaults_are_the_params_structs():
     d = kortex._kortex.defaults()
     sig = inspect.signature(kortex.register_greedy).parameters
-    for key in ("alpha", "beta", "gamma", "max_step", "solver"):
+    for key in ("alpha", "beta", "gamma", "max_step", "solver", "metric", "lncc_radius"):
         assert sig[key].default == d["greedy"][key]
     assert list(sig["scales"].default) == d["greedy"]["scales"]
     assert list(sig["iterations"].default) == d["greedy"]["iterations"]
+
+
+def test_metric_and_lncc_radius_with_their_defaults():
+    # SSD stays the default; the LNCC window radius is GreedyParams' (2).
+    for f in (kortex.register_greedy, kortex.atlas_build):
+        sig = inspect.signature(f).parameters
+        assert sig["metric"].default == "ssd"
+        assert sig["lncc_radius"].default == 2
+        assert "lncc" in inspect.getdoc(f)
+
+
+def test_lncc_registration_runs_and_moves_towards_the_fixed_image():
+    fixed, moving = volume((16, 16, 16), 0.0), 2.0 * volume((16, 16, 16), 1.5) + 0.5
+    r = kortex.register_greedy(fixed, moving, metric="lncc", lncc_radius=1, iterations=(4, 6), affine=False,
+                               backend="kokkos")
+    assert np.isfinite(r["displacement"]).all() and np.abs(r["displacement"]).max() > 0.1
+    assert r["jacobian"].min() > 0
 
 
 @pytest.mark.parametrize("kw,message", [(dict(alpha="0.1"), "'alpha' must be a number"),
                                         (dict(iterations=[2.5, 3]), "'iterations' must be a list of integers"),
                                         (dict(scales=2), "'scales' must be a list of integers"),
                                         (dict(solver="multigrid"), "'solver'.*multigrid"),
-                                        (dict(max_step=True), "'max_step' must be a number")])
+                                        (dict(max_step=True), "'max_step' must be a number"),
+                                        (dict(metric="ncc"), "'metric'.*ssd\\|lncc"),
+                                        (dict(lncc_radius=1.5), "'lncc_radius' must be an integer")])
 def test_wrong_parameter_types_are_refused_by_name(kw, message):
     a = np.ones((8, 8, 8), dtype=np.float32)
     with pytest.raises(ValueError, match=message):
