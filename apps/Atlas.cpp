@@ -28,7 +28,7 @@ namespace {
 
 struct AtlasOptions {
   std::vector<std::string> images, labels;
-  std::string list, reference, outTemplate, outFields, outWarped, checkpoint, json;
+  std::string list, reference, outTemplate, outFields, outWarped, outSubjectLabels, checkpoint, json;
   std::string backend = "auto";
   GreedyOptions greedy;
   int checkpointEvery = pipeline::AtlasJob{}.checkpointEvery;
@@ -64,6 +64,7 @@ int cmdAtlasBuild(AtlasOptions const& o) {
   job.backend = parseBackend(o.backend);
   job.outTemplate = o.outTemplate;
   job.outFieldsDir = o.outFields;
+  job.outSubjectLabelsDir = o.outSubjectLabels;
   job.outWarpedDir = o.outWarped;
   job.checkpointDir = o.checkpoint;
   job.checkpointEvery = o.checkpointEvery;
@@ -139,6 +140,9 @@ void addAtlasCommands(CLI::App& app, Action& action) {
   b->add_option("--out-template", o.outTemplate, "The template (NIfTI, the reference's grid and orientation)")->required();
   b->add_option("--out-fields", o.outFields, "Folder for each subject's displacement fields (ITK/ANTs: world mm, LPS): <name>_field (template grid -> subject) and <name>_inverse_field (subject grid -> template)");
   b->add_option("--out-warped", o.outWarped, "Folder for each subject warped into template space (and its labels)");
+  b->add_option("--out-subject-labels", o.outSubjectLabels,
+                "Folder for each subject's atlas labels: the template-space majority of the --labels maps carried back "
+                "onto the subject's grid through its inverse field (<name>_atlas_labels.nii.gz; label interpolation)");
   b->add_option("--labels", o.labels, "One label map per image, same order (warped into --out-warped)");
   addGreedyOptions(*b, o.greedy);
   addNoAffineFlag(*b, o.noAffine);

@@ -1,4 +1,5 @@
 #include "pipeline/Atlas.hpp"
+#include "pipeline/Apply.hpp"
 #include "pipeline/Inverse.hpp"
 
 #include <omp.h>
@@ -11,6 +12,7 @@
 #include <fstream>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <sstream>
 
@@ -42,6 +44,20 @@ using io::writeTextFileAtomic;
 using io::writeDisplacementField;
 
 namespace {
+
+// The subjects' atlas labels: label values 0..kMaxVotedLabel (16-bit label maps: DLMUSE, FreeSurfer,
+// ANTs), and at most this many vote counts held at once while the majority is summed over ranks.
+constexpr int kMaxVotedLabel = 65535;
+constexpr std::size_t kVoteChunkCounts = std::size_t(1) << 23;  // 64 MiB of int64 counts
+
+// A label map the majority vote can count: integer values in [0, kMaxVotedLabel].
+void requireVotableLabels(HostImage const& labels, std::string const& name) {
+  const float* v = labels.data.data();
+  for (Index k = 0; k < labels.numVoxels(); ++k)
+    if (!(v[k] >= 0.0f && v[k] <= float(kMaxVotedLabel) && v[k] == std::floor(v[k])))
+      throw InvalidArgument("atlas: the label map " + name + " holds " + std::to_string(v[k]) +
+                            ": the subjects' atlas labels are voted from integer labels 0.." + std::to_string(kMaxVotedLabel));
+}
 
 std::string gib(std::int64_t bytes) {
   std::ostringstream s;
@@ -175,6 +191,9 @@ class AtlasJobStages {
 
  private:
   fs::path fieldPath(int i) const { return fs::path(job_.outFieldsDir) / (names_[std::size_t(i)] + "_field.nii.gz"); }
+  fs::path subjectLabelsPath(int i) const {
+    return fs::path(job_.outSubjectLabelsDir) / (names_[std::size_t(i)] + "_atlas_labels.nii.gz");
+  }
   fs::path inverseFieldPath(int i) const {
     return fs::path(job_.outFieldsDir) / (names_[std::size_t(i)] + "_inverse_field.nii.gz");
   }
@@ -202,7 +221,9 @@ class AtlasJobStages {
     if (!job.labels.empty() && job.labels.size() != std::size_t(n))
       throw InvalidArgument("atlas: " + std::to_string(job.labels.size()) + " label maps for " + std::to_string(n) +
                             " images (one per image, in the same order)");
-    if (!job.labels.empty() && job.outWarpedDir.empty())
+    if (!job.outSubjectLabelsDir.empty() && job.labels.empty())
+      throw InvalidArgument("atlas: the subjects' atlas labels are voted from label maps: give one per image");
+    if (!job.labels.empty() && job.outWarpedDir.empty() && job.outSubjectLabelsDir.empty())
       throw InvalidArgument("atlas: the warped label maps are written beside the warped images: name their folder");
     if (inMemory_ && !job.images.empty())
       throw InvalidArgument("atlas: the cohort is either files or images in memory, not both");
@@ -259,7 +280,8 @@ class AtlasJobStages {
       if (!job.outFieldsDir.empty()) outputs.push_back({"field", fieldPath(i)});
       if (!job.outFieldsDir.empty()) outputs.push_back({"inverse field", inverseFieldPath(i)});
       if (!job.outWarpedDir.empty()) outputs.push_back({"warped image", warpedPath(i)});
-      if (!job.labels.empty()) outputs.push_back({"warped label map", labelsPath(i)});
+      if (!job.labels.empty() && !job.outWarpedDir.empty()) outputs.push_back({"warped label map", labelsPath(i)});
+      if (!job.outSubjectLabelsDir.empty()) outputs.push_back({"subject atlas labels", subjectLabelsPath(i)});
     }
     try {
       requireDistinctFiles(inputs, outputs);
@@ -274,6 +296,7 @@ class AtlasJobStages {
     }
     if (!job.outFieldsDir.empty()) requireWritableFile(fieldPath(r_.first), "field", true);
     if (!job.outWarpedDir.empty()) requireWritableFile(warpedPath(r_.first), "warped image", true);
+    if (!job.outSubjectLabelsDir.empty()) requireWritableFile(subjectLabelsPath(r_.first), "subject atlas labels", true);
     // Temporaries left by killed runs in this job's folders (rank 0: its pid test is of this host).
     if (rank == 0) {
       auto folderOf = [](std::string const& file) { return fs::path(file).has_parent_path() ? fs::path(file).parent_path() : fs::path("."); };
@@ -354,6 +377,7 @@ class AtlasJobStages {
         if (!labelMaps_.back().geometry.sameGrid(originals_.back().geometry))
           throw InvalidArgument("atlas: the label map " + lp + " (" + describe(labelMaps_.back().geometry) +
                                 ") is not on the grid of its image " + p + " (" + describe(originals_.back().geometry) + ")");
+        if (!job.outSubjectLabelsDir.empty()) requireVotableLabels(labelMaps_.back(), lp);
       }
     }
     r.secondsRead = secondsSince(t0_);
@@ -489,7 +513,7 @@ class AtlasJobStages {
       gpu::AtlasRun run;
       run.comm = comm_;
       run.first = r.first;
-      run.returnFields = !job.outFieldsDir.empty() || !job.outWarpedDir.empty();  // 12 B per voxel and subject back
+      run.returnFields = !job.outFieldsDir.empty() || !job.outWarpedDir.empty() || !job.outSubjectLabelsDir.empty();  // 12 B per voxel and subject back
       run.residentSubjects = resident_;
       run.total = n_;
       run.progress = job.progress;
@@ -522,30 +546,35 @@ class AtlasJobStages {
 
   // Writes this rank's files into `staged` (the template and report on rank 0); `outside` is the
   // fixed-point sum of every aligned image (the template outside the box).
-  void stageOutputs(StagedOutputs& staged, std::vector<std::int64_t> const& outside, std::vector<std::string>& written) {
+  void stageOutputs(StagedOutputs& staged, std::vector<std::int64_t> const& outside, HostImage const& majority,
+                    std::vector<std::string>& written) {
     AtlasJob const& job = job_;
     AtlasJobResult& r = r_;
     for (int i = 0; i < r.local; ++i) {
       RegistrationPipelineResult& p = pre_[std::size_t(i)];
-      if (fields_.empty()) continue;  // neither fields nor warped images asked for
-      p.u = embedField(fields_[std::size_t(i)]);
-      if (!job.outFieldsDir.empty()) {
-        writeDisplacementField(worldDisplacement(p), staged.stage(fieldPath(r.first + i)));
-        written.push_back(fieldPath(r.first + i).string());
-        // Both directions: the subject's own grid to the template (core/Inverse.hpp).
+      if (fields_.empty()) continue;  // no field, warped image or subject labels asked for
+      auto stage = [&](fs::path const& path, auto&& write) {
+        write(staged.stage(path));
+        written.push_back(path.string());
+      };
+      if (!job.outFieldsDir.empty()) stage(fieldPath(r.first + i), [&](fs::path const& t) { writeDisplacementField(worldDisplacement(p), t); });
+      std::optional<VectorField<Kokkos::HostSpace>> inverse;  // both directions (core/Inverse.hpp)
+      if (!job.outFieldsDir.empty() || !job.outSubjectLabelsDir.empty()) {
         const InverseMap inv = invertRegistration(p);
         r.inverseUnconverged += inv.stats.unconverged;
-        writeDisplacementField(inverseWorldDisplacement(p, inv), staged.stage(inverseFieldPath(r.first + i)));
-        written.push_back(inverseFieldPath(r.first + i).string());
+        inverse = inverseWorldDisplacement(p, inv);
       }
+      if (!job.outFieldsDir.empty())
+        stage(inverseFieldPath(r.first + i), [&](fs::path const& t) { writeDisplacementField(*inverse, t); });
       if (!job.outWarpedDir.empty()) {
-        writeImage(warpedMoving(p, originals_[std::size_t(i)]), staged.stage(warpedPath(r.first + i)));
-        written.push_back(warpedPath(r.first + i).string());
-        if (!job.labels.empty()) {
-          writeImage(warpedLabels(p, labelMaps_[std::size_t(i)]), staged.stage(labelsPath(r.first + i)));
-          written.push_back(labelsPath(r.first + i).string());
-        }
+        stage(warpedPath(r.first + i), [&](fs::path const& t) { writeImage(warpedMoving(p, originals_[std::size_t(i)]), t); });
+        if (!job.labels.empty())
+          stage(labelsPath(r.first + i), [&](fs::path const& t) { writeImage(warpedLabels(p, labelMaps_[std::size_t(i)]), t); });
       }
+      if (!job.outSubjectLabelsDir.empty())
+        stage(subjectLabelsPath(r.first + i), [&](fs::path const& t) {
+          writeImage(subjectAtlasLabels(p, majority, *inverse, labelMaps_[std::size_t(i)]), t);
+        });
     }
     if (r.rank != 0) return;
     HostImage out("kortex::atlas::template", G_);
@@ -569,6 +598,60 @@ class AtlasJobStages {
     }
   }
 
+  // The template-space majority labels (AtlasJob::outSubjectLabelsDir): every subject's label map
+  // warped onto the reference grid (nearest, as --out-warped's) votes; the counts are summed over the
+  // ranks in chunks of voxels (at most kVoteChunkCounts counts at a time); ties go to the smaller label.
+  HostImage majorityLabels() {
+    kx::ScopedRegion region("kortex::atlas::vote");
+    const std::size_t voxels = std::size_t(G_.numVoxels());
+    std::vector<HostImage> warped;
+    std::vector<std::int64_t> present(std::size_t(kMaxVotedLabel) + 1, 0);
+    for (int i = 0; i < r_.local; ++i) {
+      warped.push_back(warpedLabels(pre_[std::size_t(i)], labelMaps_[std::size_t(i)]));
+      const float* w = warped.back().data.data();
+      for (std::size_t k = 0; k < voxels; ++k) present[std::size_t(w[k])] = 1;
+    }
+    if (comm_) comm_->sum(present.data(), present.size());
+    std::vector<int> index(present.size(), -1), value;
+    for (std::size_t l = 0; l < present.size(); ++l)
+      if (present[l] > 0) {
+        index[l] = int(value.size());
+        value.push_back(int(l));
+      }
+    const std::size_t L = value.size();
+    const std::size_t chunk = std::max<std::size_t>(1, kVoteChunkCounts / L);
+    HostImage out("kortex::atlas::majority_labels", G_);
+    std::vector<std::int64_t> votes;
+    for (std::size_t v0 = 0; v0 < voxels; v0 += chunk) {
+      const std::size_t c = std::min(chunk, voxels - v0);
+      votes.assign(c * L, 0);
+      for (auto const& w : warped)
+        for (std::size_t k = 0; k < c; ++k) ++votes[k * L + std::size_t(index[std::size_t(w.data.data()[v0 + k])])];
+      if (comm_) comm_->sum(votes.data(), votes.size());
+      for (std::size_t k = 0; k < c; ++k) {
+        std::size_t best = 0;
+        for (std::size_t l = 1; l < L; ++l)
+          if (votes[k * L + l] > votes[k * L + best]) best = l;
+        out.data.data()[v0 + k] = float(value[best]);
+      }
+    }
+    return out;
+  }
+
+  // The majority labels on subject p's own grid: through its inverse field, label interpolation.
+  HostImage subjectAtlasLabels(RegistrationPipelineResult const& p, HostImage const& majority,
+                               VectorField<Kokkos::HostSpace> const& inverse, HostImage const& subjectLabels) const {
+    TransformChain chain;
+    ChainTransform t;
+    t.kind = ChainKind::Field;
+    t.field = inverse;
+    t.name = "the subject's inverse field";
+    chain.transforms.push_back(t);
+    HostImage out = applyTransforms(majority, p.movingGrid, chain, ApplyInterpolation::Label, r_.backend).image;
+    out.metadata = subjectLabels.metadata;
+    return out;
+  }
+
   // ---- outputs: every file is staged beside its target; they are moved into place only when every
   // rank has written all of its files (a failure anywhere leaves none of them).
   void writeOutputs() {
@@ -583,11 +666,14 @@ class AtlasJobStages {
       for (std::size_t k = 0; k < outside.size(); ++k) outside[k] += atlasFixed(a[k]);
     }
     if (comm_) comm_->sum(outside.data(), outside.size());
+    if (!fields_.empty())
+      for (int i = 0; i < r.local; ++i) pre_[std::size_t(i)].u = embedField(fields_[std::size_t(i)]);
+    const HostImage majority = job_.outSubjectLabelsDir.empty() ? HostImage() : majorityLabels();  // a collective too
     StagedOutputs staged;
     std::vector<std::string> written;
     std::exception_ptr failure;
     try {
-      stageOutputs(staged, outside, written);
+      stageOutputs(staged, outside, majority, written);
     } catch (...) {
       failure = std::current_exception();
     }

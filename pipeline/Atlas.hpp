@@ -71,6 +71,10 @@ struct AtlasJob {
   Backend backend = Backend::Auto;
   std::string outTemplate;           // written by rank 0; empty: none (AtlasJobResult::templateImage has it)
   std::string outFieldsDir, outWarpedDir;  // optional; outFieldsDir: <name>_field (template -> subject) and <name>_inverse_field (subject grid -> template)
+  // Optional, with labels: the template-space majority labels (each voxel the label most subjects'
+  // warped label maps give it, ties to the smaller label; every rank's subjects vote) carried back
+  // onto each subject's own grid through its inverse field (label interpolation): <name>_atlas_labels.
+  std::string outSubjectLabelsDir;
   std::string outReport;             // optional: toJson of the result, written by rank 0 with the other outputs
   std::vector<std::string> otherInputs;  // files the caller read for the job (a cohort list): never written over
   std::string checkpointDir;         // empty: no checkpoints

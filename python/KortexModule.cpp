@@ -399,6 +399,7 @@ void setCohort(pipeline::AtlasJob& job, std::vector<py::object> const& images, s
 py::dict atlasBuild(std::vector<py::object> images, std::string const& outTemplate, py::dict const& greedy,
                     std::optional<std::string> imageList, std::optional<std::string> reference, std::vector<std::string> labels,
                     std::optional<std::string> outFields, std::optional<std::string> outWarped,
+                    std::optional<std::string> outSubjectLabels,
                     std::optional<std::string> outReport, bool affine, bool clip, std::optional<std::string> checkpoint,
                     int checkpointEvery, bool resume, double maxMemoryMiB, std::string const& backend) {
   session();
@@ -415,6 +416,7 @@ py::dict atlasBuild(std::vector<py::object> images, std::string const& outTempla
   if (reference) job.reference = *reference;
   job.outTemplate = outTemplate;
   if (outFields) job.outFieldsDir = *outFields;
+  if (outSubjectLabels) job.outSubjectLabelsDir = *outSubjectLabels;
   if (outWarped) job.outWarpedDir = *outWarped;
   if (outReport) job.outReport = *outReport;
   job.params.greedy = paramsOf<GreedyParams>(greedy);  // validated once, by the job
@@ -511,7 +513,7 @@ PYBIND11_MODULE(_kortex, m) {
         py::arg("neighbors") = sp.neighbors, py::arg("c1") = sp.c1, py::arg("c2") = sp.c2, py::arg("iterations") = sp.iterations,
         py::arg("variant") = py::none(), py::arg("backend") = "auto", py::arg("spacing") = py::none());
   m.def("atlas_build", &atlasBuild, py::arg("images"), py::arg("out_template"), py::arg("greedy"), py::kw_only(),
-        py::arg("image_list"), py::arg("reference"), py::arg("labels"), py::arg("out_fields"), py::arg("out_warped"),
+        py::arg("image_list"), py::arg("reference"), py::arg("labels"), py::arg("out_fields"), py::arg("out_warped"), py::arg("out_subject_labels"),
         py::arg("out_report"), py::arg("affine"), py::arg("clip"), py::arg("checkpoint"), py::arg("checkpoint_every"),
         py::arg("resume"), py::arg("max_memory"), py::arg("backend"));
   bindApply(m);

@@ -39,6 +39,23 @@ expect_success "atlas study quick (IXI cohorts of 2 and 4, held-out labels)" av.
   --data "$DATA" --json av.json --montages atlas_montages
 grep -q '"atlas"' av.json && grep -q '"held_out_dice"' av.json || fail "atlas study: no atlas report in the JSON"
 ls atlas_montages/atlas_templates.* > /dev/null 2>&1 || fail "atlas study: no montage"
+# Atlas labels carried back onto each subject (issue 28): the majority of the DLMUSE maps in template
+# space, through each subject's inverse field; label interpolation keeps the label set. Refused for
+# float "label maps" and without label maps.
+LAB="$DATA/mri/ixi_2mm_labels"
+S3=(IXI012-HH-1211 IXI013-HH-1212 IXI014-HH-1236)
+IM=(); LB=(); for s in "${S3[@]}"; do IM+=("$DATA/mri/ixi_2mm/$s-T1_ds.nii.gz"); LB+=("$LAB/$s-T1_ds_DLMUSE.nii.gz"); done
+rm -rf sublab; mkdir -p sublab
+expect_success "atlas subject labels (kokkos)" sublab/IXI013-HH-1212-T1_ds_atlas_labels.nii.gz "$KORTEX" atlas build \
+  "${IM[@]}" --labels "${LB[@]}" --out-template at.nii.gz --out-subject-labels sublab --out-fields sublab \
+  --iterations 4,4 --backend kokkos --quiet
+[ -s sublab/IXI014-HH-1236-T1_ds_atlas_labels.nii.gz ] && [ -s sublab/IXI012-HH-1211-T1_ds_inverse_field.nii.gz ] \
+  || fail "atlas subject labels: a subject's labels or inverse field not written"
+expect_error "atlas subject labels without label maps" at2.nii.gz "$KORTEX" atlas build "${IM[@]}" --out-template at2.nii.gz \
+  --out-subject-labels sublab2 --iterations 2,2 --quiet
+expect_error "atlas subject labels from float maps" at2.nii.gz "$KORTEX" atlas build "${IM[@]}" --labels "${IM[@]}" \
+  --out-template at2.nii.gz --out-subject-labels sublab --iterations 2,2 --quiet
+grep -q "integer labels" stderr.txt && ok || fail "atlas subject labels from float maps: wrong message"
 # The head CT slices were acquired with an 18.5 degree gantry tilt: the folder is refused as a
 # series, with one message, and nothing is written.
 expect_error "tilted CT series (folder)" ct_out.nii.gz "$KORTEX" denoise nlm "$DATA/ct/head_ge" ct_out.nii.gz

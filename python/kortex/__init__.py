@@ -180,8 +180,8 @@ register_greedy.__doc__ = """Greedy diffeomorphic registration (kortex register 
 
 def atlas_build(images, out_template=None, *, scales=tuple(_G["scales"]), iterations=tuple(_G["iterations"]),
                 solver=_G["solver"], alpha=_G["alpha"], beta=_G["beta"], gamma=_G["gamma"], max_step=_G["max_step"],
-                metric=_G["metric"], lncc_radius=_G["lncc_radius"], image_list=None, reference=None, labels=(), out_fields=None, out_warped=None, out_report=None,
-                affine=_ATLAS["affine"], clip=_ATLAS["clip"], checkpoint=None,
+                metric=_G["metric"], lncc_radius=_G["lncc_radius"], image_list=None, reference=None, labels=(), out_fields=None, out_warped=None,
+                out_subject_labels=None, out_report=None, affine=_ATLAS["affine"], clip=_ATLAS["clip"], checkpoint=None,
                 checkpoint_every=_ATLAS["checkpoint_every"], resume=_ATLAS["resume"], max_memory=_ATLAS["max_memory"],
                 backend=_BACKEND):
     def name(p):
@@ -191,7 +191,7 @@ def atlas_build(images, out_template=None, *, scales=tuple(_G["scales"]), iterat
             cohort, name(out_template) or "",
             _greedy(alpha, beta, gamma, max_step, scales, iterations, solver, metric, lncc_radius), image_list=name(image_list),
             reference=name(reference), labels=[name(l) for l in labels], out_fields=name(out_fields),
-            out_warped=name(out_warped), out_report=name(out_report), affine=affine, clip=clip,
+            out_warped=name(out_warped), out_subject_labels=name(out_subject_labels), out_report=name(out_report), affine=affine, clip=clip,
             checkpoint=name(checkpoint), checkpoint_every=_plain(checkpoint_every), resume=resume,
             max_memory=_plain(max_memory), backend=backend)
 
@@ -207,8 +207,11 @@ atlas_build.__doc__ = """Unbiased atlas (kortex atlas build) of a cohort of 3D i
     image_list      a text file with more images, one path per line, as --list (default None)
     reference       image whose grid and orientation the template takes (default None: the first)
     labels          one label map per image, same order, warped into out_warped (default ())
-    out_fields      folder for each subject's displacement field (ITK/ANTs: world mm, LPS) (default None)
+    out_fields      folder for each subject's displacement fields (ITK/ANTs: world mm, LPS): <name>_field
+                    (template grid -> subject) and <name>_inverse_field (subject grid -> template) (default None)
     out_warped      folder for each subject warped into template space (and its labels) (default None)
+    out_subject_labels  folder for each subject's atlas labels: the template-space majority of `labels`
+                    carried back onto the subject's grid through its inverse field (default None)
     out_report      the job's JSON report (grids, memory, history, times), as --json (default None)
     affine          the affine alignment first; False: header alignment only, as --no-affine (default {affine})
     clip            run on the subjects' common bounding box; False: the whole grid, as --no-clip (default {clip})
