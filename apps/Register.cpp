@@ -199,7 +199,9 @@ int runRegistration(RegisterOptions const& o, pipeline::RegistrationPipelineOpti
     std::cout << "affine: skipped (--no-affine); header alignment, overlap " << std::setprecision(1)
               << 100.0 * r.overlapStart << " %\n";
   if (greedy) {
-    std::cout << "greedy: solver " << toString(opt.greedy.solver) << ", grid padded to " << describe(r.greedyGrid) << "\n";
+    std::cout << "greedy: metric " << toString(opt.greedy.metric);
+    if (opt.greedy.metric == GreedyMetric::Lncc) std::cout << " (window radius " << opt.greedy.lnccRadius << ")";
+    std::cout << ", solver " << toString(opt.greedy.solver) << ", grid padded to " << describe(r.greedyGrid) << "\n";
     for (auto const& sc : r.greedy.scales)
       std::cout << "  scale x" << sc.factor << ": " << sc.iterations << " iterations, RMSE " << std::fixed
                 << std::setprecision(4) << sc.rmseStart << " -> " << sc.rmseEnd << ", " << std::setprecision(3)

@@ -31,7 +31,8 @@ AtlasMemory atlasMemory(Geometry const& g, AtlasParams const& params) {
   // sum, the blur buffer: 4 + 4 + 8 + 12 + 12 + 12 + 24 + 4 bytes per voxel; the fluid solver's
   // spectra and work space (3 complex half-spectra and as much again): 24 bytes. (Each image is
   // uploaded once into its full-grid I_i, counted per subject.)
-  m.shared = voxels * (80 + 24);
+  // LNCC: the stepper's window coefficients (4 doubles per voxel, gpu/greedy/GreedyStepper.hpp).
+  m.shared = voxels * (80 + 24 + (params.greedy.metric == GreedyMetric::Lncc ? 32 : 0));
   const std::int64_t v = atlasKeepsVelocity(params.greedy.solver) ? 12 : 0;
   m.streamBuffers = voxels * (2 * (4 + 4 + 12 + v) + 4);
   m.perStreamedHost = voxels * (4 + 12 + v);

@@ -235,6 +235,7 @@ class AtlasJobStages {
     job.intensity.validate();
     if (job.useAffine) job.affine.validate();
     r.backend = resolve(job.backend);
+    r.params = job.params;
     if (r.backend == Backend::Cpu && (comm_ || !job.checkpointDir.empty()))
       throw InvalidArgument("atlas: the CPU reference runs the whole cohort in one process, without checkpoints "
                             "(use the Kokkos back end for process groups and checkpoints)");
@@ -746,6 +747,7 @@ nlohmann::json toJson(AtlasJobResult const& r) {
   j["backend"] = toString(r.backend);
   j["execution_space"] = r.executionSpace;
   j["group"] = r.group;
+  j["params"] = toJson(r.params);  // the greedy step's (metric, solver, schedule) and the atlas's
   j["subjects"] = r.subjects;
   j["ranks"] = r.ranks;
   j["reference_grid"] = describe(r.referenceGrid);

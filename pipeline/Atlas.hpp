@@ -88,6 +88,7 @@ struct AtlasJob {
 struct AtlasJobResult {
   Backend backend = Backend::Cpu;
   std::string executionSpace, group;
+  AtlasParams params;                 // the job's (the report's "params")
   int subjects = 0, ranks = 1, rank = 0, first = 0, local = 0;
   Geometry referenceGrid, atlasGrid;  // atlasGrid: the clipped box
   std::array<Index, 3> boxLow{}, boxSize{};
