@@ -54,6 +54,9 @@ int cmdValidate(ValidateOptions const& o) {
   if (!o.elastixDir.empty() && !std::filesystem::is_directory(o.elastixDir))
     throw InvalidArgument("--elastix '" + o.elastixDir + "' is not a folder");
   so.elastixDir = o.elastixDir;
+  if (!o.fireantsDir.empty() && !std::filesystem::is_directory(o.fireantsDir))
+    throw InvalidArgument("--fireants '" + o.fireantsDir + "' is not a folder");
+  so.fireantsDir = o.fireantsDir;
   so.greedyUnbiased = !o.skipUnbiased;
   so.atlas.sizes = parseIntList(o.atlasSizes, "--atlas-sizes");
   for (int l : so.atlas.sizes)
@@ -226,12 +229,13 @@ void addValidateCommand(CLI::App& app, Action& action) {
       ->check(CLI::Range(1, vo.pairs))
       ->capture_default_str();
   addGreedyOptions(*validate, vo.greedy, {"--greedy-iterations", "Greedy study: "});
-  validate->add_option("--greedy-pairs", vo.greedyPairs, "Greedy study: number of subject pairs")
+  validate->add_option("--greedy-pairs", vo.greedyPairs, "Greedy study: number of subject pairs (--quick: at most 2)")
       ->check(CLI::Range(1, 32))
       ->capture_default_str();
   validate->add_option("--greedy-cpu-pairs", vo.greedyCpuPairs,
-                       "Greedy study: pairs also run end to end on the CPU reference (0: none)")
-      ->check(CLI::Range(0, 32))
+                       "Greedy study: the first N pairs also run end to end on the CPU reference (greedy SSD, "
+                       "LNCC, unbiased; -1: every pair; 0: none)")
+      ->check(CLI::Range(-1, 32))
       ->capture_default_str();
   validate->add_flag("--skip-unbiased", vo.skipUnbiased,
                      "Greedy study: leave out the register-unbiased runs (Dice and CPU vs Kokkos)");
@@ -242,7 +246,10 @@ void addValidateCommand(CLI::App& app, Action& action) {
   validate->add_option("--montages", vo.montageDir,
                        "Folder for the montages (quality studies, atlas study): PNG, or PGM in builds without VTK");
   validate->add_option("--elastix", vo.elastixDir,
-                       "Greedy study: folder of elastix's warped label maps (bench/peers/elastix_ixi.sh)");
+                       "Greedy study: folder of elastix's warped label maps, times and fields (bench/peers/elastix_ixi.sh)");
+  validate->add_option("--fireants", vo.fireantsDir,
+                       "Greedy study: folder of FireANTs' warped label maps, times and fields "
+                       "(bench/peers/fireants_ixi.py; the --elastix file convention)");
   validate->callback([vop, &action] { action = [vop] { return cmdValidate(*vop); }; });
 }
 

@@ -39,6 +39,34 @@ expect_success "atlas study quick (IXI cohorts of 2 and 4, held-out labels)" av.
   --data "$DATA" --json av.json --montages atlas_montages
 grep -q '"atlas"' av.json && grep -q '"held_out_dice"' av.json || fail "atlas study: no atlas report in the JSON"
 ls atlas_montages/atlas_templates.* > /dev/null 2>&1 || fail "atlas study: no montage"
+# The greedy study, quick, one pair, with a peer folder in the elastix/FireANTs file convention made
+# by Kortex itself (register greedy's field, apply's nearest-label warp, a JSON with "seconds").
+more="$DATA/mri/ixi_2mm_more"
+if [ -d "$more/t1" ]; then
+  mapfile -t ids < <(ls "$more/t1" | sed -n 's/-T1_ds\.nii\.gz$//p' | sort)
+  fx="${ids[0]}"; mv="${ids[1]}"; stem="${mv}_to_${fx}"
+  rm -rf peer && mkdir peer
+  expect_success "mock peer: register greedy" peer/${stem}_field.nii.gz "$KORTEX" register greedy \
+    --fixed "$more/t1/$fx-T1_ds.nii.gz" --moving "$more/t1/$mv-T1_ds.nii.gz" --out-warped peer_w.nii.gz \
+    --out-field peer/${stem}_field.nii.gz --backend kokkos --quiet
+  expect_success "mock peer: apply labels" peer/${stem}_labels.nii.gz "$KORTEX" apply \
+    --input "$more/labels/$mv-T1_ds_DLMUSE.nii.gz" --reference "$more/t1/$fx-T1_ds.nii.gz" \
+    --transform peer/${stem}_field.nii.gz --interpolation nearest --out peer/${stem}_labels.nii.gz
+  echo '{"seconds": 1000.0, "tool": "mock peer"}' > peer/${stem}.json
+  expect_success "greedy study quick (1 pair, SSD + LNCC, mock FireANTs folder)" gv.json "$KORTEX" validate --only greedy \
+    --quick --data "$DATA" --greedy-pairs 1 --skip-unbiased --fireants peer --json gv.json --markdown gv.md
+  for key in '"greedy_ssd"' '"greedy_lncc"' '"fireants"' '"fold_share_all"' '"fold_share_head"' '"min_head"' \
+             '"inverse_consistency"' '"cpu_vs_kokkos"' '"dice_vs_fireants"' '"speedup_vs_fireants"' '"best_greedy"'; do
+    grep -q "$key" gv.json || fail "greedy study: no $key in the JSON"
+  done
+  # The peer's field was read (det statistics) and its seconds taken from its JSON.
+  grep -A3 '"fireants"' gv.json | grep -q '"dice"' || fail "greedy study: the FireANTs column is empty"
+  grep -q '"seconds": 1000.0' gv.json || fail "greedy study: the peer's seconds were not read"
+  grep -q "Inverse consistency" gv.md && grep -q "Goals of issue 28" gv.md && grep -q "greedy LNCC" gv.md \
+    || fail "greedy study: a table is missing from the Markdown"
+  expect_error "greedy study: --fireants not a folder" gv2.json "$KORTEX" validate --only greedy --quick \
+    --data "$DATA" --fireants peer/${stem}.json --json gv2.json
+fi
 # Atlas labels carried back onto each subject (issue 28): the majority of the DLMUSE maps in template
 # space, through each subject's inverse field; label interpolation keeps the label set. Refused for
 # float "label maps" and without label maps.

@@ -4,19 +4,60 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iomanip>
+#include <limits>
 #include <optional>
 #include <sstream>
 
 #include "core/Affine.hpp"
 #include "core/Timing.hpp"
-#include "pipeline/ParamsJson.hpp"
 #include "io/ImageIO.hpp"
+#include "pipeline/ParamsJson.hpp"
+#include "reference_cpu/Registration.hpp"
 
 namespace kortex::validation {
+
+const char* toString(StudyMethod m) {
+  switch (m) {
+    case StudyMethod::Affine: return "affine";
+    case StudyMethod::GreedySsd: return "greedy_ssd";
+    case StudyMethod::GreedyLncc: return "greedy_lncc";
+    case StudyMethod::Unbiased: return "unbiased";
+    case StudyMethod::Elastix: return "elastix";
+    case StudyMethod::FireAnts: return "fireants";
+  }
+  return "?";
+}
+
+const char* toString(GoalState g) {
+  switch (g) {
+    case GoalState::Met: return "met";
+    case GoalState::Missed: return "missed";
+    case GoalState::NotApplicable: return "n/a";
+  }
+  return "?";
+}
+
 namespace {
 
 namespace fs = std::filesystem;
+
+constexpr std::array<StudyMethod, kStudyMethods> kMethods = {StudyMethod::Affine,   StudyMethod::GreedySsd,
+                                                             StudyMethod::GreedyLncc, StudyMethod::Unbiased,
+                                                             StudyMethod::Elastix,  StudyMethod::FireAnts};
+const char* title(StudyMethod m) {
+  switch (m) {
+    case StudyMethod::Affine: return "affine";
+    case StudyMethod::GreedySsd: return "greedy SSD";
+    case StudyMethod::GreedyLncc: return "greedy LNCC";
+    case StudyMethod::Unbiased: return "unbiased";
+    case StudyMethod::Elastix: return "elastix";
+    case StudyMethod::FireAnts: return "FireANTs";
+  }
+  return "?";
+}
+bool isKortex(StudyMethod m) { return m != StudyMethod::Elastix && m != StudyMethod::FireAnts; }
 
 std::string stats(DistanceStats const& d) {
   std::ostringstream o;
@@ -28,114 +69,6 @@ nlohmann::json statsJson(DistanceStats const& d) {
   return {{"max", d.max}, {"mean", d.mean}, {"p99", d.p99}, {"voxels", d.count}, {"worst_voxel", d.worst}};
 }
 
-// The study's subjects (mri/ixi_2mm_more: T1 volumes, DLMUSE labels; 4 mm in quick mode) and the
-// three Kokkos registrations it runs on each pair.
-struct GreedyStudySetup {
-  fs::path root;
-  std::vector<std::string> ids;  // ids[0]: the fixed subject
-  bool quick = false;
-  RegistrationPipelineOptions greedy, unbiased, affineOnly;
-  HostImage image(std::string const& id) const {
-    return loadStudyImage(root / "t1" / (id + "-T1_ds.nii.gz"), false, quick);
-  }
-  HostImage labels(std::string const& id) const {
-    return loadStudyImage(root / "labels" / (id + "-T1_ds_DLMUSE.nii.gz"), true, quick);
-  }
-};
-
-// elastix's warped labels of the pair (and its time, from the .json beside them), when present.
-void elastixDice(GreedyPairResult& pr, GreedyStudyOptions const& opt, HostImage const& fixedLabels) {
-  const fs::path warped = fs::path(opt.elastixDir) / (pr.moving + "_to_" + pr.fixed + "_labels.nii.gz");
-  if (!fs::exists(warped)) return;
-  HostImage el = io::readImage(warped);
-  if (opt.quick) el = loadStudyImage(warped, true, true);
-  if (el.geometry.nx() == fixedLabels.geometry.nx() && el.geometry.ny() == fixedLabels.geometry.ny() &&
-      el.geometry.nz() == fixedLabels.geometry.nz()) {
-    pr.diceElastix = diceSummary(fixedLabels, el);
-    pr.elastixRan = true;
-  }
-  std::ifstream js(fs::path(opt.elastixDir) / (pr.moving + "_to_" + pr.fixed + ".json"));
-  if (js) {
-    try {
-      pr.secondsElastix = nlohmann::json::parse(js).value("seconds", -1.0);
-    } catch (std::exception const&) {
-    }
-  }
-}
-
-// CPU reference vs Kokkos end to end inside the head: the greedy registration (and its greedy
-// stage alone, from the Kokkos affine), and register unbiased when it ran.
-void compareCpuKokkos(GreedyPairResult& pr, GreedyStudySetup const& st, HostImage const& moving,
-                      HostImage const& fixed, RegistrationPipelineResult const& rg,
-                      std::optional<RegistrationPipelineResult> const& ru, HostImage const& head) {
-  pr.cpuCompared = true;
-  RegistrationPipelineOptions gc = st.greedy;
-  gc.backend = Backend::Cpu;
-  const auto rgc = pipeline::registerPair(moving, fixed, gc);
-  pr.secondsCpuGreedy = rgc.secondsTotal;
-  pr.greedyCpuVsKokkos = mapDifference(rgc, rg, &head);
-  pr.affineCpuVsKokkos = rmsMappedPointDistance(rgc.affine, rg.affine, fixed.geometry);
-  RegistrationPipelineOptions gs = gc;
-  gs.presetAffine = rg.affine;
-  pr.greedySameInput = mapDifference(pipeline::registerPair(moving, fixed, gs), rg, &head);
-  if (ru) {
-    RegistrationPipelineOptions uc = st.unbiased;
-    uc.backend = Backend::Cpu;
-    const auto ruc = pipeline::registerPair(moving, fixed, uc);
-    pr.secondsCpuUnbiased = ruc.secondsTotal;
-    pr.unbiasedCpuVsKokkos = mapDifference(ruc, *ru, &head);
-  }
-}
-
-void printPair(std::ostream& os, GreedyPairResult const& pr) {
-  os << (pr.pass ? "  pass  " : "  FAIL  ") << "greedy " << pr.moving << " -> " << pr.fixed << ": Dice affine "
-     << std::fixed << std::setprecision(4) << pr.diceAffine.meanAllLabels << ", greedy " << pr.diceGreedy.meanAllLabels;
-  if (pr.unbiasedRan) os << ", unbiased " << pr.diceUnbiased.meanAllLabels;
-  if (pr.elastixRan) os << ", elastix " << pr.diceElastix.meanAllLabels;
-  os << "; min det " << std::setprecision(3) << pr.minJacobian << ", " << pr.refused << " fold refusals"
-     << (pr.folded ? " (stopped on a fold)" : "") << ", " << pr.secondsGreedy << " s";
-  if (pr.cpuCompared) {
-    os << "; CPU vs Kokkos (max / mean / p99 vx) greedy " << stats(pr.greedyCpuVsKokkos) << " (affines differ by "
-       << std::scientific << std::setprecision(2) << pr.affineCpuVsKokkos << std::fixed
-       << " vx RMS; greedy from the same affine " << stats(pr.greedySameInput) << ")";
-    if (pr.unbiasedRan) os << ", unbiased " << stats(pr.unbiasedCpuVsKokkos);
-  }
-  os << std::endl;
-}
-
-// Pair k (moving ids[k] to the fixed ids[0]): affine only, greedy, register unbiased, elastix,
-// then CPU vs Kokkos when k <= cpuPairs.
-GreedyPairResult runStudyPair(int k, GreedyStudyOptions const& opt, GreedyStudySetup const& st,
-                              HostImage const& fixed, HostImage const& fixedLabels) {
-  GreedyPairResult pr;
-  pr.fixed = st.ids[0];
-  pr.moving = st.ids[std::size_t(k)];
-  const HostImage moving = st.image(pr.moving), movingLabels = st.labels(pr.moving);
-  const auto ra = pipeline::registerPair(moving, fixed, st.affineOnly);
-  pr.diceAffine = diceSummary(fixedLabels, pipeline::warpedLabels(ra, movingLabels));
-  const auto rg = pipeline::registerPair(moving, fixed, st.greedy);
-  pr.diceGreedy = diceSummary(fixedLabels, pipeline::warpedLabels(rg, movingLabels));
-  pr.secondsGreedy = rg.secondsTotal;
-  pr.minJacobian = rg.greedy.minJacobian;
-  pr.refused = rg.greedy.refused;
-  pr.folded = rg.greedy.folded();
-  std::optional<RegistrationPipelineResult> ru;
-  if (opt.runUnbiased) {
-    ru = pipeline::registerPair(moving, fixed, st.unbiased);
-    pr.diceUnbiased = diceSummary(fixedLabels, pipeline::warpedLabels(*ru, movingLabels));
-    pr.secondsUnbiased = ru->secondsTotal;
-    pr.unbiasedRan = true;
-  }
-  if (!opt.elastixDir.empty()) elastixDice(pr, opt, fixedLabels);
-  const HostImage head = headMask(rg);
-  if (k <= opt.cpuPairs) compareCpuKokkos(pr, st, moving, fixed, rg, ru, head);
-  pr.pass = pr.diceGreedy.meanAllLabels > pr.diceAffine.meanAllLabels && pr.minJacobian > 0.0f &&
-            (!pr.cpuCompared || (pr.greedyCpuVsKokkos.max <= kMaxMapDifferenceVoxels &&
-                                 (!ru || pr.unbiasedCpuVsKokkos.max <= kMaxMapDifferenceVoxels)));
-  if (opt.progress) printPair(*opt.progress, pr);
-  return pr;
-}
-
 std::string num(bool ran, double v, int prec) {
   if (!ran) return std::string("-");
   std::ostringstream o;
@@ -143,123 +76,521 @@ std::string num(bool ran, double v, int prec) {
   return o.str();
 }
 
-nlohmann::json pairJson(GreedyPairResult const& p) {
-  nlohmann::json x = {{"fixed", p.fixed},
-                      {"moving", p.moving},
-                      {"dice_affine", p.diceAffine.meanAllLabels},
-                      {"dice_greedy", p.diceGreedy.meanAllLabels},
-                      {"min_jacobian", p.minJacobian},
-                      {"fold_refusals", p.refused},
-                      {"folded", p.folded},
-                      {"seconds_greedy", p.secondsGreedy},
-                      {"pass", p.pass}};
-  if (p.unbiasedRan) x["dice_unbiased"] = p.diceUnbiased.meanAllLabels, x["seconds_unbiased"] = p.secondsUnbiased;
-  if (p.elastixRan) x["dice_elastix"] = p.diceElastix.meanAllLabels, x["seconds_elastix"] = p.secondsElastix;
-  if (p.cpuCompared) {
-    x["greedy_cpu_vs_kokkos"] = statsJson(p.greedyCpuVsKokkos);
-    x["affine_cpu_vs_kokkos_rms"] = p.affineCpuVsKokkos;
-    x["greedy_same_input_cpu_vs_kokkos"] = statsJson(p.greedySameInput);
-    x["seconds_cpu_greedy"] = p.secondsCpuGreedy;
-    if (p.unbiasedRan) {
-      x["unbiased_cpu_vs_kokkos"] = statsJson(p.unbiasedCpuVsKokkos);
-      x["seconds_cpu_unbiased"] = p.secondsCpuUnbiased;
+// ---- the setup ------------------------------------------------------------------------------------
+
+// The study's subjects (mri/ixi_2mm_more: T1 volumes, DLMUSE labels; 4 mm in quick mode) and the
+// Kokkos registrations it runs on each pair.
+struct GreedyStudySetup {
+  fs::path root;
+  std::vector<std::string> ids;  // ids[0]: the fixed subject
+  bool quick = false;
+  RegistrationPipelineOptions affineOnly, ssd, lncc, unbiased;
+  HostImage image(std::string const& id) const {
+    return loadStudyImage(root / "t1" / (id + "-T1_ds.nii.gz"), false, quick);
+  }
+  HostImage labels(std::string const& id) const {
+    return loadStudyImage(root / "labels" / (id + "-T1_ds_DLMUSE.nii.gz"), true, quick);
+  }
+  RegistrationPipelineOptions const& options(StudyMethod m) const {
+    switch (m) {
+      case StudyMethod::GreedySsd: return ssd;
+      case StudyMethod::GreedyLncc: return lncc;
+      case StudyMethod::Unbiased: return unbiased;
+      default: return affineOnly;
     }
   }
-  return x;
+};
+
+GreedyStudySetup makeSetup(GreedyStudyOptions const& opt) {
+  GreedyStudySetup st;
+  st.root = fs::path(opt.dataDir) / "mri" / "ixi_2mm_more";
+  st.ids = studySubjectIds(st.root / "t1");
+  st.quick = opt.quick;
+  st.ssd.backend = Backend::Kokkos;
+  st.ssd.method = pipeline::RegistrationMethod::Greedy;
+  st.ssd.greedy = opt.greedy;
+  st.ssd.greedy.metric = GreedyMetric::Ssd;
+  st.lncc = st.ssd;
+  st.lncc.greedy.metric = GreedyMetric::Lncc;
+  st.unbiased.backend = Backend::Kokkos;
+  st.unbiased.fluid = opt.unbiased;
+  st.affineOnly = st.ssd;
+  st.affineOnly.useFluid = false;
+  return st;
 }
 
-// The report: the Dice table with its means, the CPU-vs-Kokkos paragraphs, the JSON.
-void greedyReport(GreedyStudyReport& rep, GreedyStudyOptions const& opt, std::string const& fixedId) {
-  std::ostringstream md;
+// ---- measurements of one registration -------------------------------------------------------------
+
+// det of the total map's Jacobian from its ITK/ANTs world displacement d on the fixed grid:
+// det(I + grad d) = det(I - grad u) with u = -(D diag(s))^-1 d in fixed voxels.
+JacobianStudyStats totalJacobianStats(VectorField<Kokkos::HostSpace> const& world, HostImage const& head) {
+  const auto u = io::worldDisplacementToIndex(world, world.geometry);
+  HostImage det("kortex::study::jacobian", world.geometry);
+  ref::jacobianDeterminant(u.data, det.data);
+  JacobianStudyStats s;
+  Index foldsHead = 0, foldsAll = 0;
+  s.minHead = std::numeric_limits<double>::infinity();
+  s.maxHead = -std::numeric_limits<double>::infinity();
+  const float* d = det.data.data();
+  const float* m = head.data.data();
+  for (Index i = 0; i < det.numVoxels(); ++i) {
+    const bool fold = !(d[i] > 0.0f);
+    foldsAll += fold;
+    ++s.voxels;
+    if (!(m[i] > 0.0f)) continue;
+    ++s.headVoxels;
+    foldsHead += fold;
+    s.minHead = std::min(s.minHead, double(d[i]));
+    s.maxHead = std::max(s.maxHead, double(d[i]));
+  }
+  s.foldShareAll = s.voxels ? double(foldsAll) / double(s.voxels) : 0.0;
+  s.foldShareHead = s.headVoxels ? double(foldsHead) / double(s.headVoxels) : 0.0;
+  if (!s.headVoxels) s.minHead = s.maxHead = 0.0;
+  return s;
+}
+
+// A Kokkos registration of the pair: Dice, the total map's det, the inverse and its consistency.
+void measureKortex(MethodResult& mr, RegistrationPipelineResult const& r, HostImage const& fixedLabels,
+                   HostImage const& movingLabels, HostImage const& head) {
+  mr.ran = true;
+  mr.dice = diceSummary(fixedLabels, pipeline::warpedLabels(r, movingLabels));
+  mr.seconds = r.secondsTotal;
+  mr.jacobian = totalJacobianStats(pipeline::worldDisplacement(r), head);
+  mr.hasJacobian = true;
+  const auto inv = pipeline::invertRegistration(r);
+  mr.inverse = pipeline::inverseConsistency(r, inv, &head);
+  mr.inverseUnconverged = inv.stats.unconverged;
+  mr.hasInverse = true;
+  if (r.method == pipeline::RegistrationMethod::Greedy && !r.greedy.scales.empty()) {
+    mr.foldRefusals = r.greedy.refused;
+    mr.stoppedOnFold = r.greedy.folded();
+    mr.minJacobianFluid = r.greedy.minJacobian;
+  } else if (r.method == pipeline::RegistrationMethod::Unbiased && r.fluid.iterations > 0) {
+    mr.minJacobianFluid = r.fluid.final.minJacobian;
+  }
+}
+
+// Every second voxel of a 2 mm field (quick mode: the grid of loadStudyImage's 4 mm images).
+VectorField<Kokkos::HostSpace> subsampleField(VectorField<Kokkos::HostSpace> const& f) {
+  Geometry g = f.geometry;
+  for (int a = 0; a < 3; ++a) {
+    g.size[a] = (g.size[a] + 1) / 2;
+    g.spacing[a] *= 2;
+  }
+  VectorField<Kokkos::HostSpace> o("kortex::study::peer_field", g, 3);
+  for (int c = 0; c < 3; ++c)
+    for (Index z = 0; z < g.nz(); ++z)
+      for (Index y = 0; y < g.ny(); ++y)
+        for (Index x = 0; x < g.nx(); ++x) o.data(c, z, y, x) = f.data(c, 2 * z, 2 * y, 2 * x);
+  return o;
+}
+
+// A peer's files for the pair (see Greedy.hpp), when present. Problems with a file are notes, not
+// errors: the peer's column then stays empty for that pair.
+void readPeer(MethodResult& mr, std::string const& dir, GreedyPairResult const& pr, bool quick,
+              HostImage const& fixedLabels, HostImage const& head, std::vector<std::string>& notes) {
+  if (dir.empty()) return;
+  const std::string stem = pr.moving + "_to_" + pr.fixed;
+  const fs::path labels = fs::path(dir) / (stem + "_labels.nii.gz"), field = fs::path(dir) / (stem + "_field.nii.gz");
+  if (!fs::exists(labels)) return;
+  try {
+    const HostImage warped = loadStudyImage(labels, true, quick);
+    if (!warped.geometry.sameGrid(fixedLabels.geometry, 1e-3)) {
+      notes.push_back(labels.string() + ": not on the fixed grid (" + describe(warped.geometry) + ")");
+      return;
+    }
+    mr.dice = diceSummary(fixedLabels, warped);
+    mr.ran = true;
+    std::ifstream js(fs::path(dir) / (stem + ".json"));
+    if (js) {
+      mr.peerRecord = nlohmann::json::parse(js);
+      if (mr.peerRecord.contains("seconds") && mr.peerRecord["seconds"].is_number())
+        mr.seconds = mr.peerRecord["seconds"].get<double>();
+      if (mr.peerRecord.contains("seconds_total") && mr.peerRecord["seconds_total"].is_number())
+        mr.secondsTotal = mr.peerRecord["seconds_total"].get<double>();
+    }
+    if (fs::exists(field)) {
+      auto d = io::readDisplacementField(field);
+      if (quick) d = subsampleField(d);
+      if (d.geometry.sameGrid(head.geometry, 1e-3)) {
+        d.geometry = head.geometry;
+        mr.jacobian = totalJacobianStats(d, head);
+        mr.hasJacobian = true;
+      } else {
+        notes.push_back(field.string() + ": not on the fixed grid (" + describe(d.geometry) + ")");
+      }
+    }
+  } catch (std::exception const& e) {
+    notes.push_back(stem + " (" + dir + "): " + e.what());
+  }
+}
+
+// ---- CPU reference vs Kokkos ----------------------------------------------------------------------
+
+// Each Kokkos registration run again on the CPU reference, as a user runs it; the CPU greedy SSD
+// stage from the Kokkos affine when `sameInput` (or when the SSD bound fails).
+void compareCpuKokkos(CpuKokkosComparison& c, GreedyStudySetup const& st, HostImage const& moving,
+                      HostImage const& fixed, std::array<std::optional<RegistrationPipelineResult>, 4> const& runs,
+                      HostImage const& head, bool sameInput) {
+  c.ran = true;
+  auto cpuRun = [&](StudyMethod m, DistanceStats& out, double& seconds) {
+    RegistrationPipelineOptions o = st.options(m);
+    o.backend = Backend::Cpu;
+    const auto r = pipeline::registerPair(moving, fixed, o);
+    seconds = r.secondsTotal;
+    out = mapDifference(r, *runs[std::size_t(m)], &head);
+    return r;
+  };
+  const auto rs = cpuRun(StudyMethod::GreedySsd, c.greedySsd, c.secondsGreedySsd);
+  auto const& ks = *runs[std::size_t(StudyMethod::GreedySsd)];
+  c.affineRms = rmsMappedPointDistance(rs.affine, ks.affine, fixed.geometry);
+  cpuRun(StudyMethod::GreedyLncc, c.greedyLncc, c.secondsGreedyLncc);
+  if (runs[std::size_t(StudyMethod::Unbiased)]) {
+    cpuRun(StudyMethod::Unbiased, c.unbiased, c.secondsUnbiased);
+    c.unbiasedRan = true;
+  }
+  if (sameInput || c.greedySsd.max > kMaxMapDifferenceVoxels) {
+    RegistrationPipelineOptions o = st.ssd;
+    o.backend = Backend::Cpu;
+    o.presetAffine = ks.affine;
+    c.greedySsdSameInput = mapDifference(pipeline::registerPair(moving, fixed, o), ks, &head);
+    c.sameInputRan = true;
+  }
+}
+
+bool cpuWithinBounds(CpuKokkosComparison const& c) {
+  return !c.ran || (c.greedySsd.max <= kMaxMapDifferenceVoxels && c.greedyLncc.max <= kMaxMapDifferenceVoxels &&
+                    (!c.unbiasedRan || c.unbiased.max <= kMaxMapDifferenceVoxels));
+}
+
+// ---- one pair -------------------------------------------------------------------------------------
+
+void printPair(std::ostream& os, GreedyPairResult const& pr) {
+  os << (pr.pass ? "  pass  " : "  FAIL  ") << "greedy " << pr.moving << " -> " << pr.fixed << ": Dice";
+  for (StudyMethod m : kMethods) {
+    auto const& r = pr.method(m);
+    if (!r.ran) continue;
+    os << " " << title(m) << " " << std::fixed << std::setprecision(4) << r.dice.meanAllLabels;
+    if (r.hasJacobian) os << " (det<=0 " << std::setprecision(5) << r.jacobian.foldShareAll << ")";
+    if (r.seconds >= 0) os << " " << std::setprecision(2) << r.seconds << " s";
+    os << ";";
+  }
+  if (pr.cpu.ran) {
+    os << " CPU vs Kokkos (max / mean / p99 vx) SSD " << stats(pr.cpu.greedySsd) << ", LNCC " << stats(pr.cpu.greedyLncc);
+    if (pr.cpu.unbiasedRan) os << ", unbiased " << stats(pr.cpu.unbiased);
+  }
+  os << std::endl;
+}
+
+// Pair k (moving ids[k] to the fixed ids[0]): the Kokkos methods, the peers, then CPU vs Kokkos.
+GreedyPairResult runStudyPair(int k, GreedyStudyOptions const& opt, GreedyStudySetup const& st,
+                              HostImage const& fixed, HostImage const& fixedLabels, std::vector<std::string>& notes) {
+  GreedyPairResult pr;
+  pr.fixed = st.ids[0];
+  pr.moving = st.ids[std::size_t(k)];
+  const HostImage moving = st.image(pr.moving), movingLabels = st.labels(pr.moving);
+  std::array<std::optional<RegistrationPipelineResult>, 4> runs;
+  for (StudyMethod m : {StudyMethod::GreedySsd, StudyMethod::Affine, StudyMethod::GreedyLncc, StudyMethod::Unbiased})
+    if (m != StudyMethod::Unbiased || opt.runUnbiased) runs[std::size_t(m)] = pipeline::registerPair(moving, fixed, st.options(m));
+  // Inside the head: the fixed image's normalised intensity (the same in every Kokkos run).
+  const HostImage head = headMask(*runs[std::size_t(StudyMethod::GreedySsd)]);
+  for (StudyMethod m : {StudyMethod::Affine, StudyMethod::GreedySsd, StudyMethod::GreedyLncc, StudyMethod::Unbiased})
+    if (runs[std::size_t(m)]) measureKortex(pr.method(m), *runs[std::size_t(m)], fixedLabels, movingLabels, head);
+  readPeer(pr.method(StudyMethod::Elastix), opt.elastixDir, pr, opt.quick, fixedLabels, head, notes);
+  readPeer(pr.method(StudyMethod::FireAnts), opt.fireantsDir, pr, opt.quick, fixedLabels, head, notes);
+  if (opt.cpuPairs < 0 || k <= opt.cpuPairs) compareCpuKokkos(pr.cpu, st, moving, fixed, runs, head, k == 1);
+  const double affine = pr.method(StudyMethod::Affine).dice.meanAllLabels;
+  auto greedyOk = [&](StudyMethod m) {
+    auto const& r = pr.method(m);
+    return r.dice.meanAllLabels > affine && r.minJacobianFluid > 0.0f;
+  };
+  pr.pass = greedyOk(StudyMethod::GreedySsd) && greedyOk(StudyMethod::GreedyLncc) && cpuWithinBounds(pr.cpu);
+  return pr;
+}
+
+// ---- the goals ------------------------------------------------------------------------------------
+
+GoalState goal(bool applicable, bool met) {
+  return !applicable ? GoalState::NotApplicable : (met ? GoalState::Met : GoalState::Missed);
+}
+
+// All pairs' states: n/a when none applies, else met when every applicable pair met it.
+GoalState allPairs(std::vector<GreedyPairResult> const& pairs, GoalState StudyGoals::*g) {
+  GoalState out = GoalState::NotApplicable;
+  for (auto const& p : pairs) {
+    if (p.goals.*g == GoalState::Missed) return GoalState::Missed;
+    if (p.goals.*g == GoalState::Met) out = GoalState::Met;
+  }
+  return out;
+}
+
+double meanDice(std::vector<GreedyPairResult> const& pairs, StudyMethod m, int* count = nullptr) {
+  double sum = 0;
+  int n = 0;
+  for (auto const& p : pairs)
+    if (p.method(m).ran) sum += p.method(m).dice.meanAllLabels, ++n;
+  if (count) *count = n;
+  return n ? sum / n : 0.0;
+}
+
+void evaluateGoals(GreedyStudyReport& rep) {
+  rep.bestGreedy = meanDice(rep.pairs, StudyMethod::GreedyLncc) > meanDice(rep.pairs, StudyMethod::GreedySsd)
+                       ? StudyMethod::GreedyLncc
+                       : StudyMethod::GreedySsd;
+  std::vector<double> speedups;
+  for (auto& p : rep.pairs) {
+    auto const& k = p.method(rep.bestGreedy);
+    auto const& fa = p.method(StudyMethod::FireAnts);
+    auto const& el = p.method(StudyMethod::Elastix);
+    p.goals.diceVsFireants = goal(fa.ran, k.dice.meanAllLabels >= fa.dice.meanAllLabels);
+    p.goals.diceVsElastix = goal(el.ran, k.dice.meanAllLabels >= el.dice.meanAllLabels + kGoalDiceOverElastix);
+    p.goals.noFold = goal(k.hasJacobian, k.jacobian.foldShareAll == 0.0);
+    const bool timed = fa.ran && fa.seconds > 0 && k.seconds > 0;
+    if (timed) p.goals.speedup = fa.seconds / k.seconds, speedups.push_back(p.goals.speedup);
+    p.goals.speedVsFireants = goal(timed, timed && p.goals.speedup >= kGoalSpeedupOverFireants);
+  }
+  StudyGoals& g = rep.goals;
+  g.diceVsFireants = allPairs(rep.pairs, &StudyGoals::diceVsFireants);
+  int nE = 0;
+  const double meanE = meanDice(rep.pairs, StudyMethod::Elastix, &nE);
+  g.diceVsElastix = goal(nE > 0, meanDice(rep.pairs, rep.bestGreedy) >= meanE + kGoalDiceOverElastix);
+  g.noFold = allPairs(rep.pairs, &StudyGoals::noFold);
+  g.speedVsFireants = allPairs(rep.pairs, &StudyGoals::speedVsFireants);
+  if (!speedups.empty()) {
+    std::sort(speedups.begin(), speedups.end());
+    g.speedup = speedups[speedups.size() / 2];  // the median pair
+  }
+}
+
+// ---- the report -----------------------------------------------------------------------------------
+
+// One Markdown table: a row per pair, a column per method that ran on some pair; `cell` formats one
+// method's result; `mean` (optional) the last row.
+void methodTable(std::ostream& md, std::string const& caption, GreedyStudyReport const& rep,
+                 std::function<std::string(MethodResult const&)> const& cell,
+                 std::function<std::string(StudyMethod)> const& mean = {}) {
+  std::vector<StudyMethod> cols;
+  for (StudyMethod m : kMethods)
+    if (std::any_of(rep.pairs.begin(), rep.pairs.end(), [&](GreedyPairResult const& p) { return p.method(m).ran; }))
+      cols.push_back(m);
+  md << "\n" << caption << "\n\n| moving |";
+  for (StudyMethod m : cols) md << " " << title(m) << " |";
+  md << "\n|---|";
+  for (std::size_t i = 0; i < cols.size(); ++i) md << "---|";
+  md << "\n";
+  for (auto const& p : rep.pairs) {
+    md << "| " << p.moving << " |";
+    for (StudyMethod m : cols) md << " " << (p.method(m).ran ? cell(p.method(m)) : std::string("-")) << " |";
+    md << "\n";
+  }
+  if (mean) {
+    md << "| **mean** |";
+    for (StudyMethod m : cols) md << " " << mean(m) << " |";
+    md << "\n";
+  }
+}
+
+void goalsTable(std::ostream& md, GreedyStudyReport const& rep) {
+  md << "\nGoals of issue 28 for the better greedy metric (" << title(rep.bestGreedy)
+     << ", by mean Dice): Dice >= FireANTs' on every pair; mean Dice >= elastix's mean + " << kGoalDiceOverElastix
+     << " (per pair: the pair's Dice); no voxel with det <= 0 (whole grid); >= " << kGoalSpeedupOverFireants
+     << "x faster than FireANTs (Kortex's end-to-end registerPair seconds against the \"seconds\" of FireANTs' "
+        "JSON; overall: every pair, the median speed-up shown). Not part of the pass.\n\n"
+        "| moving | Dice >= FireANTs | Dice >= elastix + 0.05 | no fold | speed-up vs FireANTs | >= 5x |\n"
+        "|---|---|---|---|---|---|\n";
+  auto row = [&md](std::string const& name, StudyGoals const& g) {
+    md << "| " << name << " | " << toString(g.diceVsFireants) << " | " << toString(g.diceVsElastix) << " | "
+       << toString(g.noFold) << " | " << num(g.speedup > 0, g.speedup, 1) << " | " << toString(g.speedVsFireants)
+       << " |\n";
+  };
+  for (auto const& p : rep.pairs) row(p.moving, p.goals);
+  row("**overall**", rep.goals);
+}
+
+void cpuTable(std::ostream& md, GreedyStudyReport const& rep) {
+  if (std::none_of(rep.pairs.begin(), rep.pairs.end(), [](GreedyPairResult const& p) { return p.cpu.ran; })) return;
+  md << "\nCPU reference vs Kokkos end to end (each back end its own normalisation and affine, as a user runs it; "
+        "|Phi_cpu - Phi_kokkos| inside the head, max / mean / p99, voxels of the moving grid; bound "
+     << kMaxMapDifferenceVoxels
+     << " on the max; the greedy SSD stage alone from the Kokkos affine on the first pair and wherever the SSD "
+        "bound fails):\n\n| moving | affines apart (RMS vx) | greedy SSD | greedy SSD, same affine | greedy LNCC | "
+        "unbiased | CPU s (SSD / LNCC / unbiased) |\n|---|---|---|---|---|---|---|\n";
+  for (auto const& p : rep.pairs) {
+    if (!p.cpu.ran) continue;
+    auto const& c = p.cpu;
+    md << "| " << p.moving << " | " << std::scientific << std::setprecision(2) << c.affineRms << std::fixed << " | "
+       << stats(c.greedySsd) << " | " << (c.sameInputRan ? stats(c.greedySsdSameInput) : "-") << " | "
+       << stats(c.greedyLncc) << " | " << (c.unbiasedRan ? stats(c.unbiased) : "-") << " | "
+       << num(true, c.secondsGreedySsd, 1) << " / " << num(true, c.secondsGreedyLncc, 1) << " / "
+       << num(c.unbiasedRan, c.secondsUnbiased, 1) << " |\n";
+  }
+}
+
+std::string greedyHeading(GreedyStudyOptions const& opt, std::string const& fixedId) {
   GreedyParams const& g = opt.greedy;
   std::string sc, it;
   for (std::size_t s = 0; s < g.scales.size(); ++s) {
     sc += (s ? "," : "") + std::to_string(g.scales[s]);
     it += (s ? "," : "") + std::to_string(g.iterations[s]);
   }
-  md << "### Greedy registration (IXI " << (opt.quick ? "4 mm, quick" : "2 mm") << ", fixed " << fixedId
-     << "; alpha " << g.fluid.alpha << ", beta " << g.fluid.beta << ", gamma " << g.fluid.gamma << ", scales " << sc
-     << ", iterations " << it << ", max step " << g.maxStep << ", solver " << toString(g.solver) << ")\n\n"
-     << "| moving | Dice affine | Dice greedy | Dice unbiased | Dice elastix | min det Dh | fold refusals | greedy s "
-        "| unbiased s | elastix s | pass |\n|---|---|---|---|---|---|---|---|---|---|---|\n";
-  double sumA = 0, sumG = 0, sumU = 0, sumE = 0;
-  int nU = 0, nE = 0;
-  nlohmann::json jp = nlohmann::json::array();
-  for (auto const& p : rep.pairs) {
-    sumA += p.diceAffine.meanAllLabels;
-    sumG += p.diceGreedy.meanAllLabels;
-    if (p.unbiasedRan) sumU += p.diceUnbiased.meanAllLabels, ++nU;
-    if (p.elastixRan) sumE += p.diceElastix.meanAllLabels, ++nE;
-    md << "| " << p.moving << " | " << num(true, p.diceAffine.meanAllLabels, 4) << " | "
-       << num(true, p.diceGreedy.meanAllLabels, 4) << " | " << num(p.unbiasedRan, p.diceUnbiased.meanAllLabels, 4)
-       << " | " << num(p.elastixRan, p.diceElastix.meanAllLabels, 4) << " | " << num(true, p.minJacobian, 3) << " | "
-       << p.refused << (p.folded ? " (stopped)" : "") << " | " << num(true, p.secondsGreedy, 3) << " | "
-       << num(p.unbiasedRan, p.secondsUnbiased, 3) << " | " << num(p.secondsElastix >= 0, p.secondsElastix, 1)
-       << " | " << (p.pass ? "yes" : "**no**") << " |\n";
-    jp.push_back(pairJson(p));
-  }
-  const double n = double(std::max<std::size_t>(1, rep.pairs.size()));
-  md << "| **mean** | " << num(true, sumA / n, 4) << " | " << num(true, sumG / n, 4) << " | "
-     << num(nU > 0, sumU / std::max(1, nU), 4) << " | " << num(nE > 0, sumE / std::max(1, nE), 4)
-     << " | | | | | | |\n";
-  for (auto const& p : rep.pairs) {
-    if (!p.cpuCompared) continue;
-    md << "\nCPU reference vs Kokkos end to end, " << p.moving << " -> " << p.fixed
-       << " (each back end its own normalisation and affine, as a user runs it; |Phi_cpu - Phi_kokkos| inside the "
-          "head, max / mean / p99, voxels; bound "
-       << kMaxMapDifferenceVoxels << " on the max): greedy " << stats(p.greedyCpuVsKokkos) << " (CPU "
-       << std::setprecision(1) << p.secondsCpuGreedy << " s; the affine stages differ by " << std::scientific
-       << std::setprecision(2) << p.affineCpuVsKokkos << std::fixed << " voxel RMS; the greedy stage alone, from the "
-       << "same affine: " << stats(p.greedySameInput) << ")";
-    if (p.unbiasedRan)
-      md << "; register unbiased " << stats(p.unbiasedCpuVsKokkos) << " (CPU " << std::setprecision(1)
-         << p.secondsCpuUnbiased << " s)";
-    md << ".\n";
-  }
+  std::ostringstream md;
+  md << "### Greedy registration (IXI " << (opt.quick ? "4 mm, quick" : "2 mm") << ", fixed " << fixedId << "; alpha "
+     << g.fluid.alpha << ", beta " << g.fluid.beta << ", gamma " << g.fluid.gamma << ", scales " << sc
+     << ", iterations " << it << ", max step " << g.maxStep << ", solver " << toString(g.solver) << ", LNCC radius "
+     << g.lnccRadius << ")\n";
+  return md.str();
+}
+
+void greedyMarkdown(GreedyStudyReport& rep, GreedyStudyOptions const& opt, std::string const& fixedId) {
+  std::ostringstream md;
+  md << greedyHeading(opt, fixedId);
+  auto fixed = [](int prec) { return [prec](double v) { return num(true, v, prec); }; };
+  methodTable(
+      md, "Mean Dice over the DLMUSE labels:", rep,
+      [&](MethodResult const& r) { return fixed(4)(r.dice.meanAllLabels); },
+      [&](StudyMethod m) { return "**" + fixed(4)(meanDice(rep.pairs, m)) + "**"; });
+  methodTable(md,
+              "Share of voxels with det(Jacobian) <= 0, total map on the fixed grid (inside the head / whole grid; "
+              "peers: from their field when given):",
+              rep, [&](MethodResult const& r) {
+                return r.hasJacobian ? fixed(6)(r.jacobian.foldShareHead) + " / " + fixed(6)(r.jacobian.foldShareAll)
+                                     : std::string("-");
+              });
+  methodTable(md, "min / max det(Jacobian) inside the head (total map, world volume ratio):", rep,
+              [&](MethodResult const& r) {
+                return r.hasJacobian ? fixed(3)(r.jacobian.minHead) + " / " + fixed(2)(r.jacobian.maxHead)
+                                     : std::string("-");
+              });
+  methodTable(md, "Inverse consistency |p - Phi^-1(Phi(p))| inside the head, mean / p99 (fixed voxels):", rep,
+              [&](MethodResult const& r) {
+                return r.hasInverse ? fixed(3)(r.inverse.mean) + " / " + fixed(3)(r.inverse.p99) : std::string("-");
+              });
+  methodTable(
+      md,
+      "Wall time end to end, seconds (Kortex: registerPair on the Kokkos back end, read excluded; peers: the "
+      "\"seconds\" of their JSON, with their \"seconds_total\" in brackets when given):",
+      rep, [&](MethodResult const& r) {
+        std::string s = num(r.seconds >= 0, r.seconds, r.seconds >= 10 ? 1 : 3);
+        if (r.secondsTotal >= 0) s += " (" + num(true, r.secondsTotal, r.secondsTotal >= 10 ? 1 : 3) + ")";
+        return s;
+      });
+  goalsTable(md, rep);
+  cpuTable(md, rep);
+  md << "\nPass per pair (greedy SSD and LNCC above the affine Dice with det Dh > 0, CPU vs Kokkos within the bound): ";
+  for (std::size_t i = 0; i < rep.pairs.size(); ++i)
+    md << (i ? ", " : "") << rep.pairs[i].moving << " " << (rep.pairs[i].pass ? "yes" : "**no**");
+  md << ".\n";
   rep.markdown = md.str();
+}
+
+nlohmann::json methodJson(MethodResult const& r) {
+  nlohmann::json x = {{"dice", r.dice.meanAllLabels}, {"labels", r.dice.labels}};
+  if (r.seconds >= 0) x["seconds"] = r.seconds;
+  if (r.hasJacobian)
+    x["jacobian"] = {{"fold_share_head", r.jacobian.foldShareHead}, {"fold_share_all", r.jacobian.foldShareAll},
+                     {"min_head", r.jacobian.minHead},              {"max_head", r.jacobian.maxHead},
+                     {"head_voxels", r.jacobian.headVoxels},        {"voxels", r.jacobian.voxels}};
+  if (r.hasInverse)
+    x["inverse_consistency"] = {{"mean", r.inverse.mean}, {"p99", r.inverse.p99}, {"max", r.inverse.max},
+                                {"voxels", r.inverse.voxels}, {"unconverged", r.inverseUnconverged}};
+  if (!r.peerRecord.is_null()) x["peer_record"] = r.peerRecord;
+  return x;
+}
+
+nlohmann::json goalsJson(StudyGoals const& g) {
+  nlohmann::json x = {{"dice_vs_fireants", toString(g.diceVsFireants)},
+                      {"dice_vs_elastix_plus_0.05", toString(g.diceVsElastix)},
+                      {"no_fold", toString(g.noFold)},
+                      {"speed_5x_vs_fireants", toString(g.speedVsFireants)}};
+  if (g.speedup > 0) x["speedup_vs_fireants"] = g.speedup;
+  return x;
+}
+
+nlohmann::json pairJson(GreedyPairResult const& p) {
+  nlohmann::json methods = nlohmann::json::object();
+  for (StudyMethod m : kMethods)
+    if (p.method(m).ran) methods[toString(m)] = methodJson(p.method(m));
+  auto const& s = p.method(StudyMethod::GreedySsd);
+  nlohmann::json x = {{"fixed", p.fixed},
+                      {"moving", p.moving},
+                      {"methods", methods},
+                      {"goals", goalsJson(p.goals)},
+                      {"dice_affine", p.method(StudyMethod::Affine).dice.meanAllLabels},
+                      {"dice_greedy", s.dice.meanAllLabels},
+                      {"min_jacobian", s.minJacobianFluid},
+                      {"fold_refusals", s.foldRefusals},
+                      {"folded", s.stoppedOnFold},
+                      {"lncc_min_jacobian", p.method(StudyMethod::GreedyLncc).minJacobianFluid},
+                      {"lncc_fold_refusals", p.method(StudyMethod::GreedyLncc).foldRefusals},
+                      {"pass", p.pass}};
+  if (p.cpu.ran) {
+    auto const& c = p.cpu;
+    x["cpu_vs_kokkos"] = {{"greedy_ssd", statsJson(c.greedySsd)},
+                          {"greedy_lncc", statsJson(c.greedyLncc)},
+                          {"affine_rms", c.affineRms},
+                          {"seconds_cpu", {{"greedy_ssd", c.secondsGreedySsd}, {"greedy_lncc", c.secondsGreedyLncc}}}};
+    if (c.unbiasedRan) {
+      x["cpu_vs_kokkos"]["unbiased"] = statsJson(c.unbiased);
+      x["cpu_vs_kokkos"]["seconds_cpu"]["unbiased"] = c.secondsUnbiased;
+    }
+    if (c.sameInputRan) x["cpu_vs_kokkos"]["greedy_ssd_same_affine"] = statsJson(c.greedySsdSameInput);
+  }
+  return x;
+}
+
+void greedyJson(GreedyStudyReport& rep, GreedyStudyOptions const& opt, std::string const& fixedId) {
+  nlohmann::json jp = nlohmann::json::array();
+  for (auto const& p : rep.pairs) jp.push_back(pairJson(p));
+  nlohmann::json means = nlohmann::json::object();
+  for (StudyMethod m : kMethods) {
+    int n = 0;
+    const double v = meanDice(rep.pairs, m, &n);
+    if (n) means[toString(m)] = v;
+  }
+  if (means.contains("greedy_ssd")) means["greedy"] = means["greedy_ssd"];  // the key of earlier reports
   rep.json = {{"pairs", jp},
               {"quick", opt.quick},
               {"fixed", fixedId},
-              {"mean_dice", {{"affine", sumA / n}, {"greedy", sumG / n}}},
+              {"mean_dice", means},
+              {"best_greedy", toString(rep.bestGreedy)},
+              {"goals", goalsJson(rep.goals)},
+              {"goal_seconds", "Kortex: registerPair end to end (Kokkos); FireANTs: the \"seconds\" of its JSON"},
+              {"cpu_bound_voxels", kMaxMapDifferenceVoxels},
               {"pass", rep.pass}};
-  rep.json.update(pipeline::toJson(g));  // the greedy parameters, flat (alpha, scales, solver, ...)
-  if (nU) rep.json["mean_dice"]["unbiased"] = sumU / nU;
-  if (nE) rep.json["mean_dice"]["elastix"] = sumE / nE;
+  rep.json.update(pipeline::toJson(opt.greedy));  // the greedy parameters, flat (alpha, scales, solver, ...)
+  rep.json.erase("metric");                       // both metrics ran
 }
 
 }  // namespace
 
-// Stages: the pairs (each: affine, greedy, unbiased, elastix; CPU vs Kokkos), then the report.
+// Stages: the setup, the pairs (each: Kokkos methods, peers, CPU vs Kokkos), the goals, the report.
 GreedyStudyReport runGreedyStudy(GreedyStudyOptions const& opt) {
   GreedyStudyReport rep;
-  GreedyStudySetup st;
-  st.root = fs::path(opt.dataDir) / "mri" / "ixi_2mm_more";
-  st.ids = studySubjectIds(st.root / "t1");
-  st.quick = opt.quick;
+  const GreedyStudySetup st = makeSetup(opt);
   auto const& ids = st.ids;
   if (opt.dataDir.empty() || ids.size() < 2 || !fs::exists(st.root / "labels" / (ids[0] + "-T1_ds_DLMUSE.nii.gz"))) {
     rep.note = "greedy study skipped: IXI volumes and labels not found under " + (st.root / "t1").string();
     return rep;
   }
   rep.ran = true;
-  const int nPairs = std::min<int>(opt.quick ? 2 : opt.pairs, int(ids.size()) - 1);
+  const int nPairs = std::min<int>(opt.quick ? std::min(opt.pairs, 2) : opt.pairs, int(ids.size()) - 1);
   const HostImage fixed = st.image(ids[0]), fixedLabels = st.labels(ids[0]);
-
-  st.greedy.backend = Backend::Kokkos;
-  st.greedy.method = pipeline::RegistrationMethod::Greedy;
-  st.greedy.greedy = opt.greedy;
-  st.unbiased.backend = Backend::Kokkos;
-  st.unbiased.fluid = opt.unbiased;
-  st.affineOnly = st.greedy;
-  st.affineOnly.useFluid = false;
-
+  std::vector<std::string> notes;
   bool allPass = true;
   for (int k = 1; k <= nPairs; ++k) {
-    rep.pairs.push_back(runStudyPair(k, opt, st, fixed, fixedLabels));
+    rep.pairs.push_back(runStudyPair(k, opt, st, fixed, fixedLabels, notes));
     allPass = allPass && rep.pairs.back().pass;
+    if (opt.progress) printPair(*opt.progress, rep.pairs.back());
   }
   rep.pass = allPass;
-  greedyReport(rep, opt, ids[0]);
+  evaluateGoals(rep);
+  greedyMarkdown(rep, opt, ids[0]);
+  greedyJson(rep, opt, ids[0]);
+  if (!notes.empty()) {
+    rep.json["peer_notes"] = notes;
+    rep.markdown += "\nPeer files left out:\n";
+    for (auto const& n : notes) rep.markdown += "- " + n + "\n";
+  }
   return rep;
 }
 

@@ -320,6 +320,7 @@ StudyOutcome runGreedy(SuiteOptions const& opt, SuiteReport& rep) {
   go.pairs = opt.greedyPairs;
   go.cpuPairs = opt.greedyCpuPairs;
   go.elastixDir = opt.elastixDir;
+  go.fireantsDir = opt.fireantsDir;
   go.runUnbiased = opt.greedyUnbiased;
   rep.greedy = runGreedyStudy(go);
   return outcomeOf(rep.greedy, rep);
@@ -354,7 +355,8 @@ std::vector<Study> const& validationStudies() {
       {"surface", "ICBM152 and IXI white matter: distance to the clean surface, CPU vs Kokkos",
        "the ICBM152 template and the IXI label maps", &runSurface},
       {"greedy",
-       "IXI pairs of mri/ixi_2mm_more: Dice affine / greedy / unbiased / elastix, CPU vs Kokkos end to end",
+       "IXI pairs of mri/ixi_2mm_more: affine / greedy SSD / greedy LNCC / unbiased / elastix / FireANTs: Dice, det J, "
+       "inverse consistency, time, the issue-28 goals; CPU vs Kokkos end to end",
        "the IXI volumes and labels of mri/ixi_2mm_more", &runGreedy},
       {"atlas",
        "random-permutation entropy / variance / sharpness of greedy atlases vs affine averages, template-space "

@@ -51,10 +51,11 @@ struct SuiteOptions {
   RegistrationParams registration;  // part 3's fluid parameters
   int registrationPairs = 6;
   GreedyParams greedy;              // part 5's greedy parameters (the unbiased run uses `registration`)
-  int greedyPairs = 10;
-  int greedyCpuPairs = 1;
+  int greedyPairs = 20;
+  int greedyCpuPairs = -1;          // pairs also run on the CPU reference; -1: every pair
   bool greedyUnbiased = true;       // part 5 runs register unbiased beside the greedy registration
   std::string elastixDir;           // part 5: elastix's warped label maps (bench/peers/elastix_ixi.sh)
+  std::string fireantsDir;          // part 5: FireANTs' (bench/peers/fireants_ixi.py)
   AtlasStudyOptions atlas;          // part 6's sizes, repeats, parameters (quick, data, montages: from here)
   std::ostream* progress = nullptr;  // one line per finished case, when set
 };

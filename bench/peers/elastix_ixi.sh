@@ -4,8 +4,10 @@
 # PAIRS subjects) with elastix as a new user would (Debian package `elastix`): an affine stage then
 # a B-spline stage with an 8 mm final grid, Mattes mutual information, 4 resolutions each; then
 # transformix warps the moving DLMUSE label map with nearest-neighbour interpolation onto the fixed
-# grid. Writes, per pair, OUT/<moving>_to_<fixed>_labels.nii.gz and OUT/<moving>_to_<fixed>.json
-# ({"seconds": wall time of elastix, "threads": N}).
+# grid, and writes the whole map as a deformation field (transformix -def all: an ITK world
+# displacement field on the fixed grid). Writes, per pair, OUT/<moving>_to_<fixed>_labels.nii.gz,
+# OUT/<moving>_to_<fixed>_field.nii.gz and OUT/<moving>_to_<fixed>.json ({"seconds": wall time of
+# elastix, "threads": N}).
 #
 #   bench/peers/elastix_ixi.sh DATA_DIR OUT_DIR [PAIRS=10] [THREADS=2]
 set -euo pipefail
@@ -64,6 +66,12 @@ for ((k = 1; k <= PAIRS && k < ${#IDS[@]}; k++)); do
   transformix -in "$LAB/$MOVING-T1_ds_DLMUSE.nii.gz" -tp "$D/TransformParameters.1.txt" -out "$D" > "$D/transformix.log" 2>&1 \
     || { echo "transformix failed on $MOVING" >&2; tail -5 "$D/transformix.log" >&2; exit 1; }
   mv "$D/result.nii.gz" "$OUT/${MOVING}_to_${FIXED}_labels.nii.gz"
+  # The whole map (affine + B-spline) as an ITK world displacement field on the fixed grid, for the
+  # study's det(Jacobian) statistics.
+  mkdir -p "$D/def"
+  transformix -def all -tp "$D/TransformParameters.1.txt" -out "$D/def" > "$D/def/transformix.log" 2>&1 \
+    || { echo "transformix -def failed on $MOVING" >&2; tail -5 "$D/def/transformix.log" >&2; exit 1; }
+  mv "$D/def/deformationField.nii.gz" "$OUT/${MOVING}_to_${FIXED}_field.nii.gz"
   secs=$(echo "$t1 - $t0" | bc -l)
   printf '{"seconds": %.3f, "threads": %d, "tool": "elastix %s"}\n' "$secs" "$THREADS" "$(elastix --version 2>/dev/null | head -n 1 | tr -d '"')" \
     > "$OUT/${MOVING}_to_${FIXED}.json"
