@@ -549,7 +549,14 @@ def make_sitk_shim(io: NiftiIO):
     mod.ProcessObject_SetGlobalWarningDisplay = lambda flag: None
     for name in ("WriteImage", "DICOMOrient", "AffineTransform", "WriteTransform", "ReadTransform"):
         setattr(mod, name, _missing(name))
-    mod.__getattr__ = lambda name: _missing(name)
+    mod.__file__ = "<fireants_ixi.py SimpleITK shim>"  # inspect (torch's op registration) reads every module's
+
+    def _attr(name):
+        if name.startswith("__"):  # module protocol names (__file__, __path__, __spec__ ...): absent, as usual
+            raise AttributeError(name)
+        return _missing(name)
+
+    mod.__getattr__ = _attr
     return mod
 
 
