@@ -44,6 +44,7 @@ struct ValidateOptions {
   // Part 5: the greedy parameters (apps/Options.hpp; --greedy-iterations) and pairs.
   GreedyOptions greedy;
   int greedyPairs = validation::SuiteOptions{}.greedyPairs;
+  int greedyFirstPair = validation::SuiteOptions{}.greedyFirstPair;
   int greedyCpuPairs = validation::SuiteOptions{}.greedyCpuPairs;
   std::string elastixDir;
   std::string fireantsDir;

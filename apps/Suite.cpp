@@ -50,6 +50,7 @@ int cmdValidate(ValidateOptions const& o) {
   so.greedy = o.greedy.toParams();
   so.greedy.validate();
   so.greedyPairs = o.greedyPairs;
+  so.greedyFirstPair = o.greedyFirstPair;
   so.greedyCpuPairs = o.greedyCpuPairs;
   if (!o.elastixDir.empty() && !std::filesystem::is_directory(o.elastixDir))
     throw InvalidArgument("--elastix '" + o.elastixDir + "' is not a folder");
@@ -230,6 +231,11 @@ void addValidateCommand(CLI::App& app, Action& action) {
       ->capture_default_str();
   addGreedyOptions(*validate, vo.greedy, {"--greedy-iterations", "Greedy study: "});
   validate->add_option("--greedy-pairs", vo.greedyPairs, "Greedy study: number of subject pairs (--quick: at most 2)")
+      ->check(CLI::Range(1, 32))
+      ->capture_default_str();
+  validate->add_option("--greedy-first-pair", vo.greedyFirstPair,
+                       "Greedy study: the first moving subject (1 = the one after the fixed subject); a study split over "
+                       "several runs takes 1, 1 + N, ... with --greedy-pairs N")
       ->check(CLI::Range(1, 32))
       ->capture_default_str();
   validate->add_option("--greedy-cpu-pairs", vo.greedyCpuPairs,

@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "core/Affine.hpp"
+#include "core/Errors.hpp"
 #include "core/Timing.hpp"
 #include "io/ImageIO.hpp"
 #include "pipeline/ParamsJson.hpp"
@@ -298,7 +299,8 @@ GreedyPairResult runStudyPair(int k, GreedyStudyOptions const& opt, GreedyStudyS
     if (runs[std::size_t(m)]) measureKortex(pr.method(m), *runs[std::size_t(m)], fixedLabels, movingLabels, head);
   readPeer(pr.method(StudyMethod::Elastix), opt.elastixDir, pr, opt.quick, fixedLabels, head, notes);
   readPeer(pr.method(StudyMethod::FireAnts), opt.fireantsDir, pr, opt.quick, fixedLabels, head, notes);
-  if (opt.cpuPairs < 0 || k <= opt.cpuPairs) compareCpuKokkos(pr.cpu, st, moving, fixed, runs, head, k == 1);
+  const int nth = k - opt.firstPair + 1;  // this run's pair number
+  if (opt.cpuPairs < 0 || nth <= opt.cpuPairs) compareCpuKokkos(pr.cpu, st, moving, fixed, runs, head, nth == 1);
   const double affine = pr.method(StudyMethod::Affine).dice.meanAllLabels;
   auto greedyOk = [&](StudyMethod m) {
     auto const& r = pr.method(m);
@@ -551,6 +553,7 @@ void greedyJson(GreedyStudyReport& rep, GreedyStudyOptions const& opt, std::stri
   rep.json = {{"pairs", jp},
               {"quick", opt.quick},
               {"fixed", fixedId},
+              {"first_pair", opt.firstPair},
               {"mean_dice", means},
               {"best_greedy", toString(rep.bestGreedy)},
               {"goals", goalsJson(rep.goals)},
@@ -573,11 +576,14 @@ GreedyStudyReport runGreedyStudy(GreedyStudyOptions const& opt) {
     return rep;
   }
   rep.ran = true;
-  const int nPairs = std::min<int>(opt.quick ? std::min(opt.pairs, 2) : opt.pairs, int(ids.size()) - 1);
+  if (opt.firstPair < 1 || opt.firstPair > int(ids.size()) - 1)
+    throw InvalidArgument("greedy study: the first pair must be in [1, " + std::to_string(int(ids.size()) - 1) + "], got " +
+                          std::to_string(opt.firstPair));
+  const int last = std::min<int>(opt.firstPair - 1 + (opt.quick ? std::min(opt.pairs, 2) : opt.pairs), int(ids.size()) - 1);
   const HostImage fixed = st.image(ids[0]), fixedLabels = st.labels(ids[0]);
   std::vector<std::string> notes;
   bool allPass = true;
-  for (int k = 1; k <= nPairs; ++k) {
+  for (int k = opt.firstPair; k <= last; ++k) {
     rep.pairs.push_back(runStudyPair(k, opt, st, fixed, fixedLabels, notes));
     allPass = allPass && rep.pairs.back().pass;
     if (opt.progress) printPair(*opt.progress, rep.pairs.back());

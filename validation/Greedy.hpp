@@ -55,6 +55,8 @@ struct GreedyStudyOptions {
   RegistrationParams unbiased;   // register unbiased, beside it
   bool runUnbiased = true;
   int pairs = 20;                // quick: at most 2
+  int firstPair = 1;             // the first moving subject (1: the subject after the fixed one); a
+                                 // study split over several runs takes firstPair 1, 1 + pairs, ...
   int cpuPairs = -1;             // pairs also run end to end on the CPU reference; -1: every pair
   std::string elastixDir;        // peer folders (see above); empty: none
   std::string fireantsDir;

@@ -318,6 +318,7 @@ StudyOutcome runGreedy(SuiteOptions const& opt, SuiteReport& rep) {
   go.greedy = opt.greedy;
   go.unbiased = opt.registration;
   go.pairs = opt.greedyPairs;
+  go.firstPair = opt.greedyFirstPair;
   go.cpuPairs = opt.greedyCpuPairs;
   go.elastixDir = opt.elastixDir;
   go.fireantsDir = opt.fireantsDir;

@@ -52,6 +52,7 @@ struct SuiteOptions {
   int registrationPairs = 6;
   GreedyParams greedy;              // part 5's greedy parameters (the unbiased run uses `registration`)
   int greedyPairs = 20;
+  int greedyFirstPair = 1;          // the first moving subject of the greedy study
   int greedyCpuPairs = -1;          // pairs also run on the CPU reference; -1: every pair
   bool greedyUnbiased = true;       // part 5 runs register unbiased beside the greedy registration
   std::string elastixDir;           // part 5: elastix's warped label maps (bench/peers/elastix_ixi.sh)
