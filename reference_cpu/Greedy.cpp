@@ -96,8 +96,8 @@ std::vector<double> box3(std::vector<double> v, Grid3 const& g, int R, bool tran
   return v;
 }
 
-// The window sums and, per window, the coefficients a, a mF, a b, a b mW of the spec (zero for a
-// flat window) and cc; returns E.
+// The window sums and, per window, the coefficients a, a mF, a b, a b mW of the spec (B and C with
+// the noise floor) and cc; returns E.
 double lnccWindows(ConstHostImageView const& w, ConstHostImageView const& f, int R, Grid3 const& g,
                    std::vector<double> coef[4]) {
   const Index n = g.size();
@@ -117,8 +117,8 @@ double lnccWindows(ConstHostImageView const& w, ConstHostImageView const& f, int
   double energy = 0.0;
   for (Index i = 0; i < n; ++i) {
     const double mW = sums[0][i] / N, mF = sums[1][i] / N;
-    const double A = sums[4][i] - N * mW * mF, B = sums[2][i] - N * mW * mW, C = sums[3][i] - N * mF * mF;
-    if (B <= N * kLnccFlatVariance || C <= N * kLnccFlatVariance) continue;
+    const double floor = N * kLnccNoiseVariance;  // the spec's noise floor e on B and C
+    const double A = sums[4][i] - N * mW * mF, B = sums[2][i] - N * mW * mW + floor, C = sums[3][i] - N * mF * mF + floor;
     energy += A * A / (B * C);
     const double alpha = 2.0 * A / (B * C), beta = A / B;
     coef[0][i] = alpha;
