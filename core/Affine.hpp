@@ -148,7 +148,12 @@ struct AffineParams {
   int levels = 3;                // pyramid levels: shrink 2^(levels-1), ..., 2, 1
   int iterationsPerLevel = 200;  // cap on metric evaluations per level
   double maxStep = 1.0;          // initial step at every level, voxels of that level
-  double minStep = 0.01;         // stop below this step, voxels of that level
+  // Stop below this step (voxels of that level). 0.001, not 0.01: the back ends' metrics differ in
+  // rounding only, but levels stopped at 0.01 left their transforms up to 0.007 voxel RMS apart
+  // (IXI072 -> IXI052), which the greedy stage amplified (SSD 0.089, LNCC 0.371 voxel apart end to
+  // end); at 0.001 the affines end 3e-5 apart and SSD / LNCC 0.000 / 0.089 (docs/greedy.md "CPU
+  // reference vs Kokkos end to end"), for about 10 more evaluations per pair.
+  double minStep = 0.001;
   bool centreOfMass = true;      // centre-of-mass initialisation of the translation
   bool normalise = true;         // intensity normalisation (core/Intensity.hpp)
   IntensityParams intensity;
