@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/Affine.hpp"
+#include "core/Apply.hpp"
 #include "core/Compat.hpp"
 #include "core/Errors.hpp"
 #include "gpu/imageops/Inverse.hpp"
@@ -15,24 +16,22 @@
 namespace kortex::pipeline {
 namespace {
 
-// Moving index q -> s = A^-1 q (the affine stage q = M (p - c) + c + t inverted), row-major 3x4.
+// Moving index q -> s = A^-1 q: the affine stage q = M (p - c) + c + t as the 4x4 [M | c + t - M c],
+// inverted by core/Apply.hpp's inverseAffine (refused when singular); its first three rows.
 std::array<double, 12> movingToS(AffineTransform const& a) {
-  auto const& m = a.matrix;
-  const double det = a.determinant();
-  if (!(std::fabs(det) > 1e-12) || !std::isfinite(det))
-    throw InvalidArgument("inverse: the affine stage is singular (det " + std::to_string(det) + ")");
-  const double inv[9] = {(m[4] * m[8] - m[5] * m[7]) / det, (m[2] * m[7] - m[1] * m[8]) / det, (m[1] * m[5] - m[2] * m[4]) / det,
-                         (m[5] * m[6] - m[3] * m[8]) / det, (m[0] * m[8] - m[2] * m[6]) / det, (m[2] * m[3] - m[0] * m[5]) / det,
-                         (m[3] * m[7] - m[4] * m[6]) / det, (m[1] * m[6] - m[0] * m[7]) / det, (m[0] * m[4] - m[1] * m[3]) / det};
-  std::array<double, 12> out{};
+  Matrix4 m{};
   for (int r = 0; r < 3; ++r) {
-    double off = a.centre[std::size_t(r)];
+    double off = a.centre[std::size_t(r)] + a.translation[std::size_t(r)];
     for (int c = 0; c < 3; ++c) {
-      out[std::size_t(4 * r + c)] = inv[3 * r + c];
-      off -= inv[3 * r + c] * (a.centre[std::size_t(c)] + a.translation[std::size_t(c)]);
+      m[std::size_t(4 * r + c)] = a.matrix[std::size_t(3 * r + c)];
+      off -= a.matrix[std::size_t(3 * r + c)] * a.centre[std::size_t(c)];
     }
-    out[std::size_t(4 * r + 3)] = off;
+    m[std::size_t(4 * r + 3)] = off;
   }
+  m[15] = 1.0;
+  const Matrix4 inv = inverseAffine(m, "inverse: the affine stage");
+  std::array<double, 12> out{};
+  for (std::size_t k = 0; k < 12; ++k) out[k] = inv[k];
   return out;
 }
 
