@@ -42,7 +42,7 @@ struct ValidateOptions {
   RegistrationParams registration;
   int pairs = validation::SuiteOptions{}.registrationPairs;
   // Part 5: the greedy parameters (apps/Options.hpp; --greedy-iterations) and pairs.
-  GreedyOptions greedy;
+  GreedyOptions greedy{greedyRegistrationDefaults()};  // the greedy study (the atlas study keeps AtlasParams')
   int greedyPairs = validation::SuiteOptions{}.greedyPairs;
   int greedyFirstPair = validation::SuiteOptions{}.greedyFirstPair;
   int greedyCpuPairs = validation::SuiteOptions{}.greedyCpuPairs;

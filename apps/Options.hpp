@@ -23,13 +23,20 @@ std::string joinIntList(std::vector<int> const& values);
 // The greedy flags: --alpha, --beta, --gamma, --max-step, --lncc-radius bind into `params`;
 // --scales, --iterations (or another name, see GreedyFlags), --solver and --metric are text,
 // parsed by toParams().
-// Every default is GreedyParams{}'s.
+// The defaults are those given: GreedyParams{} (atlas build) or greedyRegistrationDefaults()
+// (register greedy, the validate greedy study).
 struct GreedyOptions {
+  explicit GreedyOptions(GreedyParams const& defaults = GreedyParams{})
+      : params(defaults),
+        scales(joinIntList(defaults.scales)),
+        iterations(joinIntList(defaults.iterations)),
+        solver(toString(defaults.solver)),
+        metric(toString(defaults.metric)) {}
   GreedyParams params;
-  std::string scales = joinIntList(GreedyParams{}.scales);
-  std::string iterations = joinIntList(GreedyParams{}.iterations);
-  std::string solver = toString(GreedyParams{}.solver);
-  std::string metric = toString(GreedyParams{}.metric);
+  std::string scales;
+  std::string iterations;
+  std::string solver;
+  std::string metric;
   std::string iterationsFlag = "--iterations";  // set by addGreedyOptions, for messages
 
   // The parameters the flags give: lists parsed, one iteration count per scale, the solver's name

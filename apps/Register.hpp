@@ -12,7 +12,7 @@ struct RegisterOptions {
   std::string fixed, moving;
   std::string outWarped, outField, outJacobian, outAffine, outInverseField;
   RegistrationParams fluid;  // unbiased: --lambda, --sigma, --iterations bind here (defaults: the struct's)
-  GreedyOptions greedy;      // greedy: the greedy flags (apps/Options.hpp)
+  GreedyOptions greedy{greedyRegistrationDefaults()};  // greedy: the greedy flags (apps/Options.hpp)
   bool noAffine = false;
   std::string backend = "auto";
   std::string variant;  // empty: RegistrationParams' default

@@ -65,7 +65,6 @@ int cmdValidate(ValidateOptions const& o) {
       throw InvalidArgument("--atlas-sizes: cohort sizes run from " + std::to_string(AtlasParams::kMinSubjects) +
                             " to 32 (the subjects of mri/ixi_2mm_more but one), got " + std::to_string(l));
   so.atlas.repeats = o.atlasRepeats;
-  so.atlas.params.greedy = so.greedy;  // the greedy study's operator, scales, iterations and solver
   if (!o.montageDir.empty()) {
     std::error_code ec;
     fs::create_directories(o.montageDir, ec);

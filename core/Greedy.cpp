@@ -59,6 +59,16 @@ const char* toString(GreedySolver s) {
 bool usesSor(GreedySolver s) { return s == GreedySolver::Sor || s == GreedySolver::HybridSor; }
 bool usesCg(GreedySolver s) { return s == GreedySolver::Cg || s == GreedySolver::HybridCg; }
 
+GreedyParams greedyRegistrationDefaults() {
+  GreedyParams p;
+  p.metric = GreedyMetric::Lncc;
+  p.lnccRadius = 2;
+  p.scales = {4, 2, 1};
+  p.iterations = {50, 50, 100};
+  p.maxStep = 0.5f;
+  return p;
+}
+
 void GreedyParams::validate() const {
   fluid.validate();
   if (scales.empty()) throw InvalidArgument("greedy registration needs at least one scale");

@@ -447,7 +447,7 @@ py::object defaults() {
   const nlohmann::json j = {
       {"greedy", pipeline::toJson(GreedyParams{})},
       {"backend", toString(Backend::Auto)},
-      {"register", {{"affine", reg.useAffine}}},
+      {"register", {{"affine", reg.useAffine}, {"greedy", pipeline::toJson(greedyRegistrationDefaults())}}},
       {"atlas", {{"affine", job.useAffine},
                  {"clip", job.clip},
                  {"checkpoint_every", job.checkpointEvery},

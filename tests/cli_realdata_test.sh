@@ -48,7 +48,7 @@ if [ -d "$more/t1" ]; then
   rm -rf peer && mkdir peer
   expect_success "mock peer: register greedy" peer/${stem}_field.nii.gz "$KORTEX" register greedy \
     --fixed "$more/t1/$fx-T1_ds.nii.gz" --moving "$more/t1/$mv-T1_ds.nii.gz" --out-warped peer_w.nii.gz \
-    --out-field peer/${stem}_field.nii.gz --backend kokkos --quiet
+    --out-field peer/${stem}_field.nii.gz --scales 2,1 --iterations 5,5 --backend kokkos --quiet
   expect_success "mock peer: apply labels" peer/${stem}_labels.nii.gz "$KORTEX" apply \
     --input "$more/labels/$mv-T1_ds_DLMUSE.nii.gz" --reference "$more/t1/$fx-T1_ds.nii.gz" \
     --transform peer/${stem}_field.nii.gz --interpolation nearest --out peer/${stem}_labels.nii.gz

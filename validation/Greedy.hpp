@@ -51,7 +51,7 @@ namespace kortex::validation {
 struct GreedyStudyOptions {
   bool quick = false;
   std::string dataDir;
-  GreedyParams greedy;           // the greedy registration's parameters (metric: set per run)
+  GreedyParams greedy = greedyRegistrationDefaults();  // the greedy registrations' (metric: set per run)
   RegistrationParams unbiased;   // register unbiased, beside it
   bool runUnbiased = true;
   int pairs = 20;                // quick: at most 2

@@ -50,7 +50,7 @@ struct SuiteOptions {
   std::vector<std::string> only;
   RegistrationParams registration;  // part 3's fluid parameters
   int registrationPairs = 6;
-  GreedyParams greedy;              // part 5's greedy parameters (the unbiased run uses `registration`)
+  GreedyParams greedy = greedyRegistrationDefaults();  // part 5 (the unbiased run uses `registration`)
   int greedyPairs = 20;
   int greedyFirstPair = 1;          // the first moving subject of the greedy study
   int greedyCpuPairs = -1;          // pairs also run on the CPU reference; -1: every pair

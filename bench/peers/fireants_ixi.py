@@ -79,7 +79,8 @@ build_ext && python setup.py install`). On the GPU machine (nvcc 13 and torch cu
 in place in a scratch copy, nothing installed:
     rm -rf /tmp/ffo && cp -r .carry/fireants/fused_ops /tmp/ffo
     cd /tmp/ffo && TORCH_CUDA_ARCH_LIST=9.0 MAX_JOBS=16 python3 setup.py build_ext --inplace
-then pass --fused-ops /tmp/ffo (the folder holding fireants_fused_ops*.so). FireANTs picks them up
+then pass --fused-ops /tmp/ffo/src (the folder holding fireants_fused_ops*.so: build_ext --inplace
+puts it beside the sources; 150 s on 6 cores, 35 MB for sm_90). FireANTs picks them up
 by import (fireants.interpolator: FFO_AVAILABLE, USE_FFO env); the JSON's "fused_ops" says whether
 they were used (the dispatcher's use_ffo and the loss class). --no-fused sets USE_FFO=False and
 uses loss "cc". bench/peers/run_fireants_device.sh does all of this on the GPU machine.

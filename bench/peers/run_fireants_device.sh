@@ -7,7 +7,8 @@
 #   .carry/fireants   FireANTs' source (git archive of fireants/ fused_ops/ ...) + COMMIT
 #   .carry/data       mri/ixi_2mm_more/{t1,labels} (22 MB)
 #   .carry/ffo        optional: a fireants_fused_ops*.so built earlier on the same image (this
-#                     script copies the one it builds to $OUT; carry it back to skip the build)
+#                     script copies the one it builds to $OUT when under 16 MB; the sm_90 build is
+#                     35 MB, so it is usually rebuilt: about 150 s on 6 of the machine's 16 cores)
 # Environment: FIREANTS (.carry/fireants), DATA (.carry/data), DEST (/tmp/fireants_ixi: the per-pair
 # files, fields included, for `kortex validate` in the same command), FUSED=0 (PyTorch ops only),
 # EXTRA (more fireants_ixi.py options, e.g. "--preset lpba40").
@@ -31,13 +32,16 @@ if [ "${FUSED:-1}" = 1 ]; then
     # FireANTs' README: cd fused_ops && python setup.py build_ext (&& install); here in place, sm_90 only.
     rm -rf /tmp/ffo && cp -r "$SRC/fused_ops" /tmp/ffo
     t0=$(date +%s)
-    if (cd /tmp/ffo && TORCH_CUDA_ARCH_LIST="9.0" MAX_JOBS=16 python3 setup.py build_ext --inplace) \
+    # build_ext --inplace leaves the module in the package folder (fused_ops/src), not at the top.
+    so=""
+    if (cd /tmp/ffo && TORCH_CUDA_ARCH_LIST="9.0" MAX_JOBS=${FFO_JOBS:-16} python3 setup.py build_ext --inplace) \
         > "$OUT/fused_ops_build.log" 2>&1; then
-      FFO=(--fused-ops /tmp/ffo)
-      echo "fused ops built in $(( $(date +%s) - t0 )) s"
-      for so in /tmp/ffo/fireants_fused_ops*.so; do
-        [ "$(stat -c %s "$so")" -lt 16000000 ] && cp "$so" "$OUT/"
-      done
+      so=$(find /tmp/ffo -name 'fireants_fused_ops*.so' -not -path '*/build/*' | head -n 1)
+    fi
+    if [ -n "$so" ]; then
+      FFO=(--fused-ops "$(dirname "$so")")
+      echo "fused ops built in $(( $(date +%s) - t0 )) s: $so"
+      [ "$(stat -c %s "$so")" -lt 16000000 ] && cp "$so" "$OUT/"
     else
       echo "fused ops build FAILED (fused_ops_build.log); running with PyTorch ops"; tail -n 5 "$OUT/fused_ops_build.log"
     fi

@@ -112,10 +112,11 @@ def register_unbiased(fixed, moving, **kw):
     return _kortex.register_unbiased(_image(fixed), _image(moving), **kw)
 
 
-# The defaults of register_greedy and atlas_build: the C++ params structs' (GreedyParams, AtlasJob),
-# through the native module, never typed here.
+# The defaults of register_greedy and atlas_build: the C++ ones (greedyRegistrationDefaults(), and
+# GreedyParams / AtlasJob for the atlas), through the native module, never typed here.
 _DEFAULTS = _kortex.defaults()
 _G = _DEFAULTS["greedy"]
+_GR = _DEFAULTS["register"]["greedy"]
 _ATLAS = _DEFAULTS["atlas"]
 _BACKEND = _DEFAULTS["backend"]
 
@@ -148,9 +149,9 @@ _GREEDY_DOC = """
     lncc_radius     LNCC window radius R: (2R+1)^3 voxels at every scale (default {lncc_radius})"""
 
 
-def register_greedy(fixed, moving, *, alpha=_G["alpha"], beta=_G["beta"], gamma=_G["gamma"], max_step=_G["max_step"],
-                    scales=tuple(_G["scales"]), iterations=tuple(_G["iterations"]), solver=_G["solver"],
-                    metric=_G["metric"], lncc_radius=_G["lncc_radius"],
+def register_greedy(fixed, moving, *, alpha=_GR["alpha"], beta=_GR["beta"], gamma=_GR["gamma"],
+                    max_step=_GR["max_step"], scales=tuple(_GR["scales"]), iterations=tuple(_GR["iterations"]),
+                    solver=_GR["solver"], metric=_GR["metric"], lncc_radius=_GR["lncc_radius"],
                     affine=_DEFAULTS["register"]["affine"], backend=_BACKEND, fixed_spacing=None, moving_spacing=None,
                     inverse=False):
     return _kortex.register_greedy(_image(fixed), _image(moving),
@@ -163,7 +164,7 @@ def register_greedy(fixed, moving, *, alpha=_G["alpha"], beta=_G["beta"], gamma=
 register_greedy.__doc__ = """Greedy diffeomorphic registration (kortex register greedy) of two 3D images.
 
     fixed, moving   paths or arrays (z, y, x)
-""" + _GREEDY_DOC.format(**_G) + """
+""" + _GREEDY_DOC.format(**_GR) + """
     affine          the affine (NCC) stage first; False: header alignment only, as --no-affine (default {affine})
     backend         auto|cpu|kokkos (default {backend!r})
     fixed_spacing, moving_spacing   voxel sizes (x, y, z) of array inputs (default None: 1 mm)

@@ -90,25 +90,27 @@ def test_python_takes_every_option_of_the_command_with_its_default(command, func
 
 def test_defaults_are_the_params_structs():
     d = kortex._kortex.defaults()
-    sig = inspect.signature(kortex.register_greedy).parameters
-    for key in ("alpha", "beta", "gamma", "max_step", "solver", "metric", "lncc_radius"):
-        assert sig[key].default == d["greedy"][key]
-    assert list(sig["scales"].default) == d["greedy"]["scales"]
-    assert list(sig["iterations"].default) == d["greedy"]["iterations"]
+    for f, g in ((kortex.register_greedy, d["register"]["greedy"]), (kortex.atlas_build, d["greedy"])):
+        sig = inspect.signature(f).parameters
+        for key in ("alpha", "beta", "gamma", "max_step", "solver", "metric", "lncc_radius"):
+            assert sig[key].default == g[key], (f.__name__, key)
+        assert list(sig["scales"].default) == g["scales"]
+        assert list(sig["iterations"].default) == g["iterations"]
 
 
 def test_metric_and_lncc_radius_with_their_defaults():
-    # SSD stays the default; the LNCC window radius is GreedyParams' (2).
-    for f in (kortex.register_greedy, kortex.atlas_build):
+    # Pairwise registration defaults to LNCC (the greedy study, docs/greedy.md); the atlas keeps the
+    # paper's SSD. The LNCC window radius is 2 in both.
+    for f, metric in ((kortex.register_greedy, "lncc"), (kortex.atlas_build, "ssd")):
         sig = inspect.signature(f).parameters
-        assert sig["metric"].default == "ssd"
+        assert sig["metric"].default == metric
         assert sig["lncc_radius"].default == 2
         assert "lncc" in inspect.getdoc(f)
 
 
 def test_lncc_registration_runs_and_moves_towards_the_fixed_image():
     fixed, moving = volume((16, 16, 16), 0.0), 2.0 * volume((16, 16, 16), 1.5) + 0.5
-    r = kortex.register_greedy(fixed, moving, metric="lncc", lncc_radius=1, iterations=(4, 6), affine=False,
+    r = kortex.register_greedy(fixed, moving, metric="lncc", lncc_radius=1, scales=(2, 1), iterations=(4, 6), affine=False,
                                backend="kokkos")
     assert np.isfinite(r["displacement"]).all() and np.abs(r["displacement"]).max() > 0.1
     assert r["jacobian"].min() > 0
@@ -132,7 +134,8 @@ def test_wrong_parameter_types_are_refused_by_name(kw, message):
 def test_numpy_values_are_taken():
     fixed = np.ones((8, 8, 8), dtype=np.float32)
     with pytest.raises(ValueError, match="constant"):  # the parameters were read: the job refused the image
-        kortex.register_greedy(fixed, fixed, alpha=np.float32(0.25), iterations=np.array([1, 2]), affine=False)
+        kortex.register_greedy(fixed, fixed, alpha=np.float32(0.25), scales=np.array([2, 1]),
+                               iterations=np.array([1, 2]), affine=False)
 
 
 def volume(shape, shift):
