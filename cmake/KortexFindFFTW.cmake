@@ -24,4 +24,14 @@ foreach(_kortex_fftw fftw3 fftw3f)
     IMPORTED_LOCATION ${_kortex_fftw_lib}
     INTERFACE_INCLUDE_DIRECTORIES ${KORTEX_FFTW_INCLUDE_DIR})
 endforeach()
-message(STATUS "Kortex: FFTW ${KORTEX_FFTW_LIBRARY}, ${KORTEX_FFTWF_LIBRARY}")
+# Optional: FFTW's OpenMP threads (libfftw3_omp, in Debian's libfftw3-dev), for the CPU reference's
+# spectral solve (reference_cpu/Fluid.cpp); without it those transforms run on one thread.
+find_library(KORTEX_FFTW_OMP_LIBRARY NAMES fftw3_omp HINTS ${FFTW_ROOT} ENV FFTW_ROOT PATH_SUFFIXES lib lib64)
+if(KORTEX_FFTW_OMP_LIBRARY AND NOT TARGET Kortex::fftw3_omp)
+  add_library(Kortex::fftw3_omp UNKNOWN IMPORTED)
+  set_target_properties(Kortex::fftw3_omp PROPERTIES
+    IMPORTED_LOCATION ${KORTEX_FFTW_OMP_LIBRARY}
+    INTERFACE_COMPILE_DEFINITIONS KORTEX_HAVE_FFTW_OMP=1)
+endif()
+message(STATUS "Kortex: FFTW ${KORTEX_FFTW_LIBRARY}, ${KORTEX_FFTWF_LIBRARY}, OpenMP threads: "
+               "${KORTEX_FFTW_OMP_LIBRARY}")

@@ -6,6 +6,9 @@
 #include <cmath>
 #include <complex>
 #include <vector>
+#ifdef KORTEX_HAVE_FFTW_OMP
+#include <omp.h>
+#endif
 
 #include "core/Errors.hpp"
 
@@ -122,6 +125,17 @@ double fluidBilinear(FluidParams const& p, ConstHostField x, ConstHostField y) {
   return dot(toDouble(x), ly);
 }
 
+namespace {
+// Plans made from here use the OpenMP threads (FFTW's planner is not thread-safe: inside a parallel
+// region, one thread). Without libfftw3_omp, one thread.
+void fftwUseThreads() {
+#ifdef KORTEX_HAVE_FFTW_OMP
+  static const bool initialised = fftw_init_threads() != 0;
+  if (initialised) fftw_plan_with_nthreads(omp_in_parallel() ? 1 : omp_get_max_threads());
+#endif
+}
+}  // namespace
+
 void fluidSolveSpectral(FluidParams const& p, ConstHostField f, HostField v) {
   requireField(f, "fluid solve right-hand side");
   requireSame(f, v);
@@ -130,6 +144,7 @@ void fluidSolveSpectral(FluidParams const& p, ConstHostField f, HostField v) {
   const std::size_t n = std::size_t(nz) * ny * nx, nc = std::size_t(nz) * ny * nh;
   double* real = fftw_alloc_real(n);
   fftw_complex* spec[3] = {fftw_alloc_complex(nc), fftw_alloc_complex(nc), fftw_alloc_complex(nc)};
+  fftwUseThreads();
   fftw_plan fwd = fftw_plan_dft_r2c_3d(nz, ny, nx, real, spec[0], FFTW_ESTIMATE);
   fftw_plan inv = fftw_plan_dft_c2r_3d(nz, ny, nx, spec[0], real, FFTW_ESTIMATE);
   for (int c = 0; c < 3; ++c) {

@@ -103,6 +103,7 @@ double lnccWindows(ConstHostImageView const& w, ConstHostImageView const& f, int
   const Index n = g.size();
   std::vector<double> sums[5];
   for (auto& s : sums) s.resize(std::size_t(n));
+#pragma omp parallel for
   for (Index i = 0; i < n; ++i) {
     const double a = w.data()[i], b = f.data()[i];
     sums[0][i] = a;
@@ -114,18 +115,24 @@ double lnccWindows(ConstHostImageView const& w, ConstHostImageView const& f, int
   for (auto& s : sums) s = box3(s, g, R, false);
   const double N = std::pow(2.0 * R + 1.0, 3.0);
   for (int k = 0; k < 4; ++k) coef[k].assign(std::size_t(n), 0.0);
+  // E summed per z slice, then over the slices in order: the same value for any thread count.
+  const Index slice = g.n[0] * g.n[1];
+  std::vector<double> sliceEnergy(std::size_t(g.n[2]), 0.0);
+#pragma omp parallel for
+  for (Index z = 0; z < g.n[2]; ++z)
+    for (Index i = z * slice; i < (z + 1) * slice; ++i) {
+      const double mW = sums[0][i] / N, mF = sums[1][i] / N;
+      const double floor = N * kLnccNoiseVariance;  // the spec's noise floor e on B and C
+      const double A = sums[4][i] - N * mW * mF, B = sums[2][i] - N * mW * mW + floor, C = sums[3][i] - N * mF * mF + floor;
+      sliceEnergy[std::size_t(z)] += A * A / (B * C);
+      const double alpha = 2.0 * A / (B * C), beta = A / B;
+      coef[0][i] = alpha;
+      coef[1][i] = alpha * mF;
+      coef[2][i] = alpha * beta;
+      coef[3][i] = alpha * beta * mW;
+    }
   double energy = 0.0;
-  for (Index i = 0; i < n; ++i) {
-    const double mW = sums[0][i] / N, mF = sums[1][i] / N;
-    const double floor = N * kLnccNoiseVariance;  // the spec's noise floor e on B and C
-    const double A = sums[4][i] - N * mW * mF, B = sums[2][i] - N * mW * mW + floor, C = sums[3][i] - N * mF * mF + floor;
-    energy += A * A / (B * C);
-    const double alpha = 2.0 * A / (B * C), beta = A / B;
-    coef[0][i] = alpha;
-    coef[1][i] = alpha * mF;
-    coef[2][i] = alpha * beta;
-    coef[3][i] = alpha * beta * mW;
-  }
+  for (double e : sliceEnergy) energy += e;
   return energy;
 }
 
