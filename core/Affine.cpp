@@ -31,30 +31,17 @@ Vec3 mul(Mat3 const& a, Vec3 const& v) {
           a[6] * v[0] + a[7] * v[1] + a[8] * v[2]};
 }
 
-double det(Mat3 const& a) {
-  return a[0] * (a[4] * a[8] - a[5] * a[7]) - a[1] * (a[3] * a[8] - a[5] * a[6]) +
-         a[2] * (a[3] * a[7] - a[4] * a[6]);
-}
+double det(Mat3 const& a) { return determinant3(a); }
 
 Mat3 inverse(Mat3 const& a, const char* what) {
   const double d = det(a);
   if (!(std::abs(d) > 0.0) || !std::isfinite(d))
     throw InvalidArgument(std::string(what) + " is singular");
-  const double s = 1.0 / d;
-  return {(a[4] * a[8] - a[5] * a[7]) * s, (a[2] * a[7] - a[1] * a[8]) * s,
-          (a[1] * a[5] - a[2] * a[4]) * s, (a[5] * a[6] - a[3] * a[8]) * s,
-          (a[0] * a[8] - a[2] * a[6]) * s, (a[2] * a[3] - a[0] * a[5]) * s,
-          (a[3] * a[7] - a[4] * a[6]) * s, (a[1] * a[6] - a[0] * a[7]) * s,
-          (a[0] * a[4] - a[1] * a[3]) * s};
+  return inverse3(a);
 }
 
 // B = D diag(spacing): index -> world (without the origin).
-Mat3 indexToWorld(Geometry const& g) {
-  Mat3 b{};
-  for (int i = 0; i < 3; ++i)
-    for (int j = 0; j < 3; ++j) b[3 * i + j] = g.direction[3 * i + j] * g.spacing[j];
-  return b;
-}
+Mat3 indexToWorld(Geometry const& g) { return indexToWorldMatrix(g); }
 
 Vec3 add(Vec3 const& a, Vec3 const& b) { return {a[0] + b[0], a[1] + b[1], a[2] + b[2]}; }
 Vec3 sub(Vec3 const& a, Vec3 const& b) { return {a[0] - b[0], a[1] - b[1], a[2] - b[2]}; }

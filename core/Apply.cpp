@@ -9,23 +9,18 @@ namespace kortex {
 
 namespace {
 
-// 3x3 inverse (row-major) of a matrix with |det| > 0.
+// 3x3 inverse (row-major) of a matrix with |det| > 0 (core/Image.hpp's).
 void invert3(const double* a, double* inv) {
-  const double c00 = a[4] * a[8] - a[5] * a[7], c01 = a[5] * a[6] - a[3] * a[8], c02 = a[3] * a[7] - a[4] * a[6];
-  const double det = a[0] * c00 + a[1] * c01 + a[2] * c02;
-  inv[0] = c00 / det;
-  inv[1] = (a[2] * a[7] - a[1] * a[8]) / det;
-  inv[2] = (a[1] * a[5] - a[2] * a[4]) / det;
-  inv[3] = c01 / det;
-  inv[4] = (a[0] * a[8] - a[2] * a[6]) / det;
-  inv[5] = (a[2] * a[3] - a[0] * a[5]) / det;
-  inv[6] = c02 / det;
-  inv[7] = (a[1] * a[6] - a[0] * a[7]) / det;
-  inv[8] = (a[0] * a[4] - a[1] * a[3]) / det;
+  Matrix3 m;
+  std::copy(a, a + 9, m.begin());
+  const Matrix3 r = inverse3(m);
+  std::copy(r.begin(), r.end(), inv);
 }
 
 double det3(const double* a) {
-  return a[0] * (a[4] * a[8] - a[5] * a[7]) - a[1] * (a[3] * a[8] - a[5] * a[6]) + a[2] * (a[3] * a[7] - a[4] * a[6]);
+  Matrix3 m;
+  std::copy(a, a + 9, m.begin());
+  return determinant3(m);
 }
 
 void linearPart(Matrix4 const& m, double* a) {

@@ -66,6 +66,27 @@ std::array<double, 3> indexToWorld(Geometry const& g, std::array<double, 3> cons
   return w;
 }
 
+Matrix3 indexToWorldMatrix(Geometry const& g) {
+  Matrix3 b{};
+  for (int i = 0; i < 3; ++i)
+    for (int j = 0; j < 3; ++j) b[3 * i + j] = g.direction[3 * i + j] * g.spacing[j];
+  return b;
+}
+
+double determinant3(Matrix3 const& a) {
+  return a[0] * (a[4] * a[8] - a[5] * a[7]) - a[1] * (a[3] * a[8] - a[5] * a[6]) +
+         a[2] * (a[3] * a[7] - a[4] * a[6]);
+}
+
+Matrix3 inverse3(Matrix3 const& a) {
+  const double s = 1.0 / determinant3(a);
+  return {(a[4] * a[8] - a[5] * a[7]) * s, (a[2] * a[7] - a[1] * a[8]) * s,
+          (a[1] * a[5] - a[2] * a[4]) * s, (a[5] * a[6] - a[3] * a[8]) * s,
+          (a[0] * a[8] - a[2] * a[6]) * s, (a[2] * a[3] - a[0] * a[5]) * s,
+          (a[3] * a[7] - a[4] * a[6]) * s, (a[1] * a[6] - a[0] * a[7]) * s,
+          (a[0] * a[4] - a[1] * a[3]) * s};
+}
+
 std::string describe(Geometry const& g) {
   std::ostringstream os;
   os << g.dimension << "D " << g.size[0] << "x" << g.size[1];

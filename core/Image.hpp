@@ -51,6 +51,14 @@ std::string describe(Geometry const& g);  // "2D 256x256, spacing 1x1 mm"
 // World (LPS, mm) point of the continuous index p = (i, j, k): origin + direction diag(spacing) p.
 std::array<double, 3> indexToWorld(Geometry const& g, std::array<double, 3> const& p);
 
+// 3x3 matrices, row-major: the one place their determinant and inverse are written.
+using Matrix3 = std::array<double, 9>;
+Matrix3 indexToWorldMatrix(Geometry const& g);  // direction diag(spacing): index -> world, without the origin
+double determinant3(Matrix3 const& a);
+// The inverse by cofactors; the caller has checked that the determinant is non-zero and finite
+// (each caller has its own singularity rule and message).
+Matrix3 inverse3(Matrix3 const& a);
+
 template <class MemorySpace = Kokkos::HostSpace>
 using ImageView = Kokkos::View<float***, Kokkos::LayoutRight, MemorySpace>;
 template <class MemorySpace = Kokkos::HostSpace>

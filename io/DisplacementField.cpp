@@ -55,30 +55,6 @@ FieldProblem fieldProblem(VectorField<Kokkos::HostSpace> const& f, Geometry cons
   return {};
 }
 
-// M = D diag(s) (row-major), world(p) = origin + M p.
-std::array<double, 9> indexToWorldMatrix(Geometry const& g) {
-  std::array<double, 9> m{};
-  for (int r = 0; r < 3; ++r)
-    for (int c = 0; c < 3; ++c) m[r * 3 + c] = g.direction[r * 3 + c] * g.spacing[c];
-  return m;
-}
-
-std::array<double, 9> inverse3(std::array<double, 9> const& a) {
-  const double c00 = a[4] * a[8] - a[5] * a[7], c01 = a[5] * a[6] - a[3] * a[8],
-               c02 = a[3] * a[7] - a[4] * a[6];
-  const double det = a[0] * c00 + a[1] * c01 + a[2] * c02;
-  std::array<double, 9> inv{};
-  inv[0] = c00 / det;
-  inv[1] = (a[2] * a[7] - a[1] * a[8]) / det;
-  inv[2] = (a[1] * a[5] - a[2] * a[4]) / det;
-  inv[3] = c01 / det;
-  inv[4] = (a[0] * a[8] - a[2] * a[6]) / det;
-  inv[5] = (a[2] * a[3] - a[0] * a[5]) / det;
-  inv[6] = c02 / det;
-  inv[7] = (a[1] * a[6] - a[0] * a[7]) / det;
-  inv[8] = (a[0] * a[4] - a[1] * a[3]) / det;
-  return inv;
-}
 
 // out(x) = m * in(x) at every voxel (double arithmetic, float storage).
 VectorField<Kokkos::HostSpace> applyMatrix(VectorField<Kokkos::HostSpace> const& in,
