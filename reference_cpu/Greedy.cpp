@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/Errors.hpp"
@@ -69,16 +70,18 @@ struct Grid3 {
 
 // The box sum along `axis` (0 = x, 1 = y, 2 = z): out(p) = sum_{o=-R..R} in(p + o e_axis), the
 // coordinate clamped to the grid. `transposed`: its transpose, every in(p) added to each clamped
-// position p + o e_axis it is read at.
-std::vector<double> boxAlong(std::vector<double> const& in, Grid3 const& g, int axis, int R, bool transposed) {
+// position p + o e_axis it is read at. `out` (in.size() elements) is overwritten, each line zeroed by
+// the thread that sums it (no serial pass over the volume).
+void boxAlong(std::vector<double> const& in, std::vector<double>& out, Grid3 const& g, int axis, int R,
+              bool transposed) {
   const Index stride[3] = {1, g.n[0], g.n[0] * g.n[1]};
   const Index len = g.n[axis], step = stride[axis];
   const int a1 = (axis + 1) % 3, a2 = (axis + 2) % 3;
   const Index lines = g.n[a1] * g.n[a2];
-  std::vector<double> out(in.size(), 0.0);
 #pragma omp parallel for
   for (Index l = 0; l < lines; ++l) {
     const Index base = (l % g.n[a1]) * stride[a1] + (l / g.n[a1]) * stride[a2];
+    for (Index i = 0; i < len; ++i) out[base + i * step] = 0.0;
     for (Index i = 0; i < len; ++i)
       for (int o = -R; o <= R; ++o) {
         const Index j = clampI(i + o, len);
@@ -88,11 +91,14 @@ std::vector<double> boxAlong(std::vector<double> const& in, Grid3 const& g, int 
           out[base + i * step] += in[base + j * step];
       }
   }
-  return out;
 }
 
 std::vector<double> box3(std::vector<double> v, Grid3 const& g, int R, bool transposed) {
-  for (int axis = 0; axis < 3; ++axis) v = boxAlong(v, g, axis, R, transposed);
+  std::vector<double> tmp(v.size());
+  for (int axis = 0; axis < 3; ++axis) {
+    boxAlong(v, tmp, g, axis, R, transposed);
+    v.swap(tmp);
+  }
   return v;
 }
 
@@ -112,7 +118,7 @@ double lnccWindows(ConstHostImageView const& w, ConstHostImageView const& f, int
     sums[3][i] = b * b;
     sums[4][i] = a * b;
   }
-  for (auto& s : sums) s = box3(s, g, R, false);
+  for (auto& s : sums) s = box3(std::move(s), g, R, false);
   const double N = std::pow(2.0 * R + 1.0, 3.0);
   for (int k = 0; k < 4; ++k) coef[k].assign(std::size_t(n), 0.0);
   // E summed per z slice, then over the slices in order: the same value for any thread count.
@@ -158,7 +164,7 @@ double lnccForce(ConstHostImageView w, ConstHostImageView fixed, int radius, Hos
   const Grid3 g{{Index(a[2]), Index(a[1]), Index(a[0])}};
   std::vector<double> coef[4];
   const double energy = lnccWindows(w, fixed, radius, g, coef);
-  for (auto& k : coef) k = box3(k, g, radius, true);
+  for (auto& k : coef) k = box3(std::move(k), g, radius, true);
   const Index nz = Index(a[0]), ny = Index(a[1]), nx = Index(a[2]);
 #pragma omp parallel for
   for (Index z = 0; z < nz; ++z)
