@@ -13,7 +13,7 @@
 //     - inverse consistency |p - Phi^-1(Phi(p))| inside the head (fixed voxels), mean and p99
 //       (pipeline::invertRegistration + pipeline::inverseConsistency; Kortex methods only);
 //     - wall time end to end (registerPair: normalisation, affine, deformable; peers: their JSON
-//       "seconds").
+//       "seconds"), after one short untimed run of each Kokkos method (device start-up).
 //   Peers   a folder per peer (`elastixDir`: bench/peers/elastix_ixi.sh, `fireantsDir`:
 //           bench/peers/fireants_ixi.py) holding, per pair, <moving>_to_<fixed>_labels.nii.gz (the
 //           moving labels on the fixed grid), <moving>_to_<fixed>.json (at least "seconds") and
