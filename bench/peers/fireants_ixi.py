@@ -314,20 +314,27 @@ _UMASK = os.umask(0)
 os.umask(_UMASK)
 
 
-def _atomic_write(path: str, payload: bytes):
+def _atomic_write(path: str, write, suffix: str = ""):
+    """write(tmp_path) into a temporary file beside `path`, then rename it over `path` (no partial
+    output on failure); the file gets the umask's permissions, as an ordinary write would."""
     d = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=".fireants-tmp-", dir=d)
+    fd, tmp = tempfile.mkstemp(prefix=".fireants-tmp-", suffix=suffix, dir=d)
+    os.close(fd)
     try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(payload)
-            fh.flush()
-            os.fsync(fh.fileno())
+        write(tmp)
         os.chmod(tmp, 0o666 & ~_UMASK)
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
+
+
+def _write_bytes(tmp: str, payload: bytes):
+    with open(tmp, "wb") as fh:
+        fh.write(payload)
+        fh.flush()
+        os.fsync(fh.fileno())
 
 
 def _header_bytes(fields, size, ncomp: int, datatype: int, bitpix: int, intent: int) -> bytes:
@@ -357,7 +364,8 @@ def write_nifti_own(path: str, data_czyx, grid: Volume, intent: int = 0):
     dt = {np.dtype(np.int16): (4, 16), np.dtype(np.float32): (16, 32)}[data_czyx.dtype]
     hdr = _header_bytes(grid.fields, grid.size, ncomp, dt[0], dt[1], intent)
     body = np.ascontiguousarray(data_czyx).astype(data_czyx.dtype.newbyteorder("<"), copy=False).tobytes()
-    _atomic_write(path, gzip.compress(hdr + body, compresslevel=4) if path.endswith(".gz") else hdr + body)
+    payload = gzip.compress(hdr + body, compresslevel=4) if path.endswith(".gz") else hdr + body
+    _atomic_write(path, lambda tmp: _write_bytes(tmp, payload))
 
 
 def write_nifti_nibabel(path: str, data_czyx, grid: Volume, intent: int = 0):
@@ -383,17 +391,7 @@ def write_nifti_nibabel(path: str, data_czyx, grid: Volume, intent: int = 0):
     h["intent_code"] = intent
     h.set_slope_inter(1.0, 0.0)
     img = nib.Nifti1Image(np.asanyarray(arr), None, header=h)
-    d = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=".fireants-tmp-", suffix=".nii.gz" if path.endswith(".gz") else ".nii", dir=d)
-    os.close(fd)
-    try:
-        nib.save(img, tmp)
-        os.chmod(tmp, 0o666 & ~_UMASK)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    _atomic_write(path, lambda tmp: nib.save(img, tmp), ".nii.gz" if path.endswith(".gz") else ".nii")
 
 
 def have_nibabel() -> bool:
@@ -737,7 +735,8 @@ def run_study(args):
                "torch": torch.__version__, "cuda": torch.version.cuda,
                "dice_mean_script": round(dice, 4), "field_written": not args.no_field,
                "settings": settings, "tool": "FireANTs " + fa.commit[:12]}
-        _atomic_write(stem + ".json", (json.dumps(rec, indent=1) + "\n").encode())
+        text = (json.dumps(rec, indent=1) + "\n").encode()
+        _atomic_write(stem + ".json", lambda tmp: _write_bytes(tmp, text))
         print(f"fireants {moving_id} -> {fixed_id}: {seconds:.2f} s in-process, {rec['seconds_total']:.2f} s total, "
               f"mean Dice {dice:.4f}", flush=True)
         del reg, fixed_b, moving_b, labels_t
