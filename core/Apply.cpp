@@ -9,30 +9,18 @@ namespace kortex {
 
 namespace {
 
-// 3x3 inverse (row-major) of a matrix with |det| > 0 (core/Image.hpp's).
-void invert3(const double* a, double* inv) {
-  Matrix3 m;
-  std::copy(a, a + 9, m.begin());
-  const Matrix3 r = inverse3(m);
-  std::copy(r.begin(), r.end(), inv);
-}
-
-double det3(const double* a) {
-  Matrix3 m;
-  std::copy(a, a + 9, m.begin());
-  return determinant3(m);
-}
-
-void linearPart(Matrix4 const& m, double* a) {
+Matrix3 linearPart(Matrix4 const& m) {
+  Matrix3 a{};
   for (int i = 0; i < 3; ++i)
     for (int j = 0; j < 3; ++j) a[3 * i + j] = m[4 * i + j];
+  return a;
 }
 
 bool singular(Matrix4 const& m) {
-  double a[9], scale = 0.0;
-  linearPart(m, a);
+  const Matrix3 a = linearPart(m);
+  double scale = 0.0;
   for (double v : a) scale = std::max(scale, std::fabs(v));
-  return !(std::fabs(det3(a)) > kApplySingularDet * scale * scale * scale);
+  return !(std::fabs(determinant3(a)) > kApplySingularDet * scale * scale * scale);
 }
 
 void validateAffine(ChainTransform const& t) {
@@ -110,9 +98,7 @@ std::int64_t TransformChain::fieldFloats() const {
 
 Matrix4 inverseAffine(Matrix4 const& m, std::string const& what) {
   if (singular(m)) throw InvalidArgument(what + ": the affine matrix is singular and has no inverse");
-  double a[9], inv[9];
-  linearPart(m, a);
-  invert3(a, inv);
+  const Matrix3 inv = inverse3(linearPart(m));
   Matrix4 r{};
   for (int i = 0; i < 3; ++i) {
     double off = 0.0;
@@ -149,11 +135,7 @@ ApplyAffine3 applyIndexToWorld(Geometry const& g) {
 }
 
 ApplyAffine3 applyWorldToIndex(Geometry const& g) {
-  const ApplyAffine3 f = applyIndexToWorld(g);
-  double a[9], inv[9];
-  for (int i = 0; i < 3; ++i)
-    for (int j = 0; j < 3; ++j) a[3 * i + j] = f.m[4 * i + j];
-  invert3(a, inv);
+  const Matrix3 inv = inverse3(indexToWorldMatrix(g));
   ApplyAffine3 r{};
   for (int i = 0; i < 3; ++i) {
     double off = 0.0;
