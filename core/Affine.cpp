@@ -205,8 +205,8 @@ AffineCoeffs affineCoeffs(AffineTransform const& t) {
 AffineMetric affineMetricFromSums(const double* s, Index fixedVoxels) {
   AffineMetric r;
   const double n = s[kAffineSumN];
-  r.count = static_cast<Index>(n);
-  r.overlap = fixedVoxels > 0 ? n / double(fixedVoxels) : 0.0;
+  r.count = static_cast<Index>(s[kAffineSumInside]);
+  r.overlap = fixedVoxels > 0 ? s[kAffineSumInside] / double(fixedVoxels) : 0.0;
   if (n < 2.0) return r;
   const double cov = s[kAffineSumFM] - s[kAffineSumF] * s[kAffineSumM] / n;
   const double vf = s[kAffineSumFF] - s[kAffineSumF] * s[kAffineSumF] / n;
@@ -227,20 +227,25 @@ AffineMetric affineMetricFromSums(const double* s, Index fixedVoxels) {
 
 // ---- pyramid -----------------------------------------------------------------------------------------
 
-HostImage affineReduce(HostImage const& img) {
+namespace {
+
+// The 5-tap binomial (1, 4, 6, 4, 1)/16 along x, y, z, clamp rule, sampled every `stride` voxels:
+// n_out = ceil(n / stride); double accumulation.
+HostImage binomial(HostImage const& img, Index stride, const char* label) {
   static const double b[5] = {1.0 / 16, 4.0 / 16, 6.0 / 16, 4.0 / 16, 1.0 / 16};
   Geometry const& g = img.geometry;
   const Index nx = g.nx(), ny = g.ny(), nz = g.nz();
-  const Index cx = reducedExtent(nx), cy = reducedExtent(ny), cz = reducedExtent(nz);
+  auto outExtent = [stride](Index n) { return (n + stride - 1) / stride; };
+  const Index cx = outExtent(nx), cy = outExtent(ny), cz = outExtent(nz);
   auto clampI = [](Index i, Index n) { return i < 0 ? Index(0) : (i >= n ? n - 1 : i); };
   const float* in = img.data.data();
-  // x pass (nz, ny, cx), y pass (nz, cy, cx), z pass (cz, cy, cx); double accumulation.
+  // x pass (nz, ny, cx), y pass (nz, cy, cx), z pass (cz, cy, cx).
   std::vector<double> tx(static_cast<std::size_t>(nz * ny * cx)), ty(static_cast<std::size_t>(nz * cy * cx));
 #pragma omp parallel for schedule(static)
   for (Index r = 0; r < nz * ny; ++r)
     for (Index i = 0; i < cx; ++i) {
       double s = 0.0;
-      for (int m = -2; m <= 2; ++m) s += b[m + 2] * double(in[r * nx + clampI(2 * i + m, nx)]);
+      for (int m = -2; m <= 2; ++m) s += b[m + 2] * double(in[r * nx + clampI(stride * i + m, nx)]);
       tx[static_cast<std::size_t>(r * cx + i)] = s;
     }
 #pragma omp parallel for schedule(static)
@@ -249,13 +254,13 @@ HostImage affineReduce(HostImage const& img) {
       for (Index i = 0; i < cx; ++i) {
         double s = 0.0;
         for (int m = -2; m <= 2; ++m)
-          s += b[m + 2] * tx[static_cast<std::size_t>((z * ny + clampI(2 * j + m, ny)) * cx + i)];
+          s += b[m + 2] * tx[static_cast<std::size_t>((z * ny + clampI(stride * j + m, ny)) * cx + i)];
         ty[static_cast<std::size_t>((z * cy + j) * cx + i)] = s;
       }
   Geometry cg = g;
   cg.size = {cx, cy, cz};
-  for (int a = 0; a < 3; ++a) cg.spacing[a] = 2.0 * g.spacing[a];
-  HostImage out("kortex::Affine::pyramid", cg);
+  for (int a = 0; a < 3; ++a) cg.spacing[a] = double(stride) * g.spacing[a];
+  HostImage out(label, cg);
   float* o = out.data.data();
 #pragma omp parallel for schedule(static)
   for (Index k = 0; k < cz; ++k)
@@ -263,11 +268,17 @@ HostImage affineReduce(HostImage const& img) {
       for (Index i = 0; i < cx; ++i) {
         double s = 0.0;
         for (int m = -2; m <= 2; ++m)
-          s += b[m + 2] * ty[static_cast<std::size_t>((clampI(2 * k + m, nz) * cy + j) * cx + i)];
+          s += b[m + 2] * ty[static_cast<std::size_t>((clampI(stride * k + m, nz) * cy + j) * cx + i)];
         o[(k * cy + j) * cx + i] = static_cast<float>(s);
       }
   return out;
 }
+
+}  // namespace
+
+HostImage affineReduce(HostImage const& img) { return binomial(img, 2, "kortex::Affine::pyramid"); }
+
+HostImage affineSmooth(HostImage const& img) { return binomial(img, 1, "kortex::Affine::metricImage"); }
 
 std::array<double, 3> centreOfMassWorld(HostImage const& img) {
   Geometry const& g = img.geometry;
@@ -421,8 +432,14 @@ AffineResult affineOptimise(HostImage const& moving, HostImage const& fixed, Aff
     fp.push_back(affineReduce(fp.back()));
     mp.push_back(affineReduce(mp.back()));
   }
+  // The metric's images: every level smoothed once more.
+  std::vector<HostImage> fs, ms;
+  for (int l = 0; l < levels; ++l) {
+    fs.push_back(affineSmooth(fp[static_cast<std::size_t>(l)]));
+    ms.push_back(affineSmooth(mp[static_cast<std::size_t>(l)]));
+  }
 
-  backend.setImages(mp[0], fp[0]);
+  backend.setImages(ms[0], fs[0]);
   int loaded = 0;
   const AffineMetric m0 = backend.evaluate(start);
   ++res.evaluations;
@@ -437,7 +454,7 @@ AffineResult affineOptimise(HostImage const& moving, HostImage const& fixed, Aff
     // Level 0 of a single-level run starts from `start` itself (no round trip through world).
     AffineTransform tl = levels == 1 ? t : fromWorldMatrix(world, fp[l].geometry, mp[l].geometry);
     if (loaded != l) {
-      backend.setImages(mp[l], fp[l]);
+      backend.setImages(ms[static_cast<std::size_t>(l)], fs[static_cast<std::size_t>(l)]);
       loaded = l;
     }
     res.perLevel.push_back(runLevel(tl, fp[l].geometry, params, backend, l, progress, last));

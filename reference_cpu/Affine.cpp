@@ -79,11 +79,23 @@ bool inside(Eigen::Vector3d const& p, Grid const& g) {
   return true;
 }
 
+// The field-of-view weight: the product over axes of the smoothstep of the distance to the
+// nearer face of the moving grid, in units of the ramp width.
+double edgeWeight(Eigen::Vector3d const& p, Grid const& g) {
+  double w = 1.0;
+  for (int a = 0; a < 3; ++a) {
+    const double d = std::min(p(a), static_cast<double>(g.n[a] - 1) - p(a));
+    const double u = std::clamp(d / kAffineEdgeRamp, 0.0, 1.0);
+    w *= (3.0 - 2.0 * u) * u * u;
+  }
+  return w;
+}
+
 struct Acc {
-  double n = 0, sf = 0, sm = 0, sff = 0, smm = 0, sfm = 0;
+  double inside = 0, n = 0, sf = 0, sm = 0, sff = 0, smm = 0, sfm = 0;
   Mat34 g1 = Mat34::Zero(), gf = Mat34::Zero(), gm = Mat34::Zero();
   void add(Acc const& o) {
-    n += o.n; sf += o.sf; sm += o.sm; sff += o.sff; smm += o.smm; sfm += o.sfm;
+    inside += o.inside; n += o.n; sf += o.sf; sm += o.sm; sff += o.sff; smm += o.smm; sfm += o.sfm;
     g1 += o.g1; gf += o.gf; gm += o.gm;
   }
 };
@@ -143,11 +155,13 @@ AffineMetric affineMetric(HostConstView moving, HostConstView fixed, AffineTrans
         const Eigen::Vector3d q = Eigen::Vector3d(double(x), double(y), double(z)) - map.c;
         const Eigen::Vector3d p = map.M * q + map.c + map.t;
         if (!inside(p, gm)) continue;
+        const double w = edgeWeight(p, gm);
+        ++a.inside;
         const double f = fixed(z, y, x);
         const double m = sample(moving, gm, p, &grad);
-        a.n += 1; a.sf += f; a.sm += m; a.sff += f * f; a.smm += m * m; a.sfm += f * m;
+        a.n += w; a.sf += w * f; a.sm += w * m; a.sff += w * f * f; a.smm += w * m * m; a.sfm += w * f * m;
         qh << q, 1.0;
-        const Mat34 outer = grad * qh.transpose();  // d m / d(M | t), row i = component
+        const Mat34 outer = w * grad * qh.transpose();  // w d m / d(M | t), row i = component
         a.g1 += outer;
         a.gf += f * outer;
         a.gm += m * outer;
@@ -158,8 +172,8 @@ AffineMetric affineMetric(HostConstView moving, HostConstView fixed, AffineTrans
   for (auto const& a : slices) s.add(a);
 
   AffineMetric r;
-  r.count = static_cast<Index>(s.n);
-  r.overlap = s.n / (double(gf.n[0]) * double(gf.n[1]) * double(gf.n[2]));
+  r.count = static_cast<Index>(s.inside);
+  r.overlap = s.inside / (double(gf.n[0]) * double(gf.n[1]) * double(gf.n[2]));
   if (s.n < 2) return r;
   const double vf = s.sff - s.sf * s.sf / s.n, vm = s.smm - s.sm * s.sm / s.n;
   if (!(vf > kAffineVarianceFloor * s.sff) || !(vm > kAffineVarianceFloor * s.smm)) return r;

@@ -248,7 +248,10 @@ void compareCpuKokkos(CpuKokkosComparison& c, GreedyStudySetup const& st, HostIm
   c.affineRms = rmsMappedPointDistance(rs.affine, ks.affine, fixed.geometry);
   cpuRun(StudyMethod::GreedyLncc, c.greedyLncc, c.secondsGreedyLncc);
   if (runs[std::size_t(StudyMethod::Unbiased)]) {
-    cpuRun(StudyMethod::Unbiased, c.unbiased, c.secondsUnbiased);
+    c.unbiasedCpu = cpuRun(StudyMethod::Unbiased, c.unbiased, c.secondsUnbiased).fluid;
+    c.unbiasedKokkos = runs[std::size_t(StudyMethod::Unbiased)]->fluid;
+    c.unbiasedCpu.history.clear();
+    c.unbiasedKokkos.history.clear();
     c.unbiasedRan = true;
   }
   if (sameInput || c.greedySsd.max > kMaxMapDifferenceVoxels) {
@@ -279,7 +282,11 @@ void printPair(std::ostream& os, GreedyPairResult const& pr) {
   }
   if (pr.cpu.ran) {
     os << " CPU vs Kokkos (max / mean / p99 vx) SSD " << stats(pr.cpu.greedySsd) << ", LNCC " << stats(pr.cpu.greedyLncc);
-    if (pr.cpu.unbiasedRan) os << ", unbiased " << stats(pr.cpu.unbiased);
+    if (pr.cpu.unbiasedRan)
+      os << ", unbiased " << stats(pr.cpu.unbiased) << " (iterations / rejected / stop: CPU "
+         << pr.cpu.unbiasedCpu.iterations << " / " << pr.cpu.unbiasedCpu.rejected << " / "
+         << toString(pr.cpu.unbiasedCpu.stop) << ", Kokkos " << pr.cpu.unbiasedKokkos.iterations << " / "
+         << pr.cpu.unbiasedKokkos.rejected << " / " << toString(pr.cpu.unbiasedKokkos.stop) << ")";
   }
   os << std::endl;
 }
@@ -535,6 +542,11 @@ nlohmann::json pairJson(GreedyPairResult const& p) {
     if (c.unbiasedRan) {
       x["cpu_vs_kokkos"]["unbiased"] = statsJson(c.unbiased);
       x["cpu_vs_kokkos"]["seconds_cpu"]["unbiased"] = c.secondsUnbiased;
+      auto trace = [](RegistrationResult const& r) {
+        return nlohmann::json{{"iterations", r.iterations}, {"accepted", r.accepted}, {"rejected", r.rejected},
+                              {"stop", toString(r.stop)}, {"energy_final", r.final.total}};
+      };
+      x["cpu_vs_kokkos"]["unbiased_runs"] = {{"cpu", trace(c.unbiasedCpu)}, {"kokkos", trace(c.unbiasedKokkos)}};
     }
     if (c.sameInputRan) x["cpu_vs_kokkos"]["greedy_ssd_same_affine"] = statsJson(c.greedySsdSameInput);
   }

@@ -100,6 +100,9 @@ struct CpuKokkosComparison {
   bool sameInputRan = false;
   DistanceStats greedySsdSameInput;  // CPU greedy SSD from the Kokkos affine vs Kokkos
   double secondsGreedySsd = 0, secondsGreedyLncc = 0, secondsUnbiased = 0;
+  // The two unbiased runs' trajectories (where their maps part, these say whether the iteration
+  // counts, the rejected steps or the stop reasons did).
+  RegistrationResult unbiasedCpu, unbiasedKokkos;
 };
 
 enum class GoalState { NotApplicable, Met, Missed };

@@ -43,9 +43,10 @@ struct MetricFunctor {
     double q[3], p[3];
     affineMap(a, x, y, z, q, p);
     if (!affineInside(p, mx, my, mz)) return;
+    const double w = affineEdgeWeight(p, mx, my, mz);
     double g[3];
     const double m = affineSample(moving, p, g);
-    affineAccumulate(sums, static_cast<double>(fixed(z, y, x)), m, g, q, true);
+    affineAccumulate(sums, w, static_cast<double>(fixed(z, y, x)), m, g, q, true);
   }
   KOKKOS_INLINE_FUNCTION void init(value_type sums) const {
     for (unsigned k = 0; k < value_count; ++k) sums[k] = 0.0;
