@@ -21,9 +21,10 @@ using namespace kortex;
 
 namespace {
 
-// Reference and Kokkos optimisers take the same decisions except where their NCC differ by float
-// rounding near convergence (steps of <= minStep = 0.01 voxel then differ).
-constexpr double kBackendTol = 0.05;
+// Reference and Kokkos optimisers take the same decisions except where their NCC differ by
+// rounding near convergence; with the continuous, smoothed metric (core/Affine.hpp) the 20 IXI study
+// pairs end within 1.8e-3 voxel RMS (docs/greedy.md), this pair within 1e-13.
+constexpr double kBackendTol = 0.005;
 
 }  // namespace
 
