@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <cstring>
 #include <sstream>
 #include <vector>
 
@@ -18,16 +20,80 @@ void IntensityParams::validate() const {
                           std::to_string(pHigh));
 }
 
-double percentile(std::vector<float>& values, double q) {
+namespace {
+
+// Order-preserving map of finite floats to unsigned keys (and back): negative values' bits are
+// inverted, non-negative values get the sign bit set.
+std::uint32_t floatKey(float v) {
+  std::uint32_t u;
+  std::memcpy(&u, &v, sizeof u);
+  return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+}
+float keyFloat(std::uint32_t k) {
+  const std::uint32_t u = (k & 0x80000000u) ? (k & 0x7fffffffu) : ~k;
+  float v;
+  std::memcpy(&v, &u, sizeof v);
+  return v;
+}
+
+// The order statistics of ranks `ranks` (0-based, each < n) of n finite values, exactly: a radix
+// selection on the keys, 11 + 11 + 10 bits, one histogram pass over the values per digit for all
+// ranks at once (each rank narrows its own key prefix), OpenMP threads over the values.
+std::vector<float> orderStatistics(const float* p, Index n, std::vector<Index> ranks) {
+  constexpr int kShift[3] = {21, 10, 0}, kBits[3] = {11, 11, 10};
+  const std::size_t m = ranks.size();
+  std::vector<std::uint32_t> prefix(m, 0);
+  std::uint32_t decided = 0;  // the key bits fixed by the digits done
+  for (int level = 0; level < 3; ++level) {
+    const std::size_t bins = std::size_t(1) << kBits[level];
+    const std::uint32_t digitMask = static_cast<std::uint32_t>(bins - 1);
+    std::vector<Index> hist(m * bins, 0);
+#pragma omp parallel
+    {
+      std::vector<Index> local(m * bins, 0);
+#pragma omp for schedule(static) nowait
+      for (Index i = 0; i < n; ++i) {
+        const std::uint32_t k = floatKey(p[i]);
+        const std::size_t digit = (k >> kShift[level]) & digitMask;
+        for (std::size_t r = 0; r < m; ++r)
+          if ((k & decided) == prefix[r]) ++local[r * bins + digit];
+      }
+#pragma omp critical(kortex_intensity_histogram)
+      for (std::size_t j = 0; j < m * bins; ++j) hist[j] += local[j];
+    }
+    for (std::size_t r = 0; r < m; ++r) {
+      std::size_t d = 0;
+      while (ranks[r] >= hist[r * bins + d]) ranks[r] -= hist[r * bins + d++];
+      prefix[r] |= static_cast<std::uint32_t>(d) << kShift[level];
+    }
+    decided |= digitMask << kShift[level];
+  }
+  std::vector<float> out(m);
+  for (std::size_t r = 0; r < m; ++r) out[r] = keyFloat(prefix[r]);
+  return out;
+}
+
+// The percentile of the definition from the order statistics at floor(h) and floor(h) + 1.
+struct PercentileRanks {
+  Index k = 0, next = 0;
+  double frac = 0.0;
+};
+PercentileRanks percentileRanks(Index n, double q) {
+  const double h = (static_cast<double>(n) - 1.0) * q / 100.0;
+  PercentileRanks r;
+  r.k = static_cast<Index>(std::floor(h));
+  r.next = std::min(r.k + 1, n - 1);
+  r.frac = h - static_cast<double>(r.k);
+  return r;
+}
+
+}  // namespace
+
+double percentile(std::vector<float> const& values, double q) {
   if (values.empty()) throw InvalidArgument("percentile of an empty set of values");
-  const double h = (static_cast<double>(values.size()) - 1.0) * q / 100.0;
-  const std::size_t k = static_cast<std::size_t>(std::floor(h));
-  std::nth_element(values.begin(), values.begin() + static_cast<std::ptrdiff_t>(k), values.end());
-  const double lo = values[k];
-  if (k + 1 >= values.size()) return lo;
-  // The next order statistic is the minimum of the part after k.
-  const double hi = *std::min_element(values.begin() + static_cast<std::ptrdiff_t>(k + 1), values.end());
-  return lo + (h - static_cast<double>(k)) * (hi - lo);
+  const PercentileRanks r = percentileRanks(static_cast<Index>(values.size()), q);
+  const auto x = orderStatistics(values.data(), static_cast<Index>(values.size()), {r.k, r.next});
+  return double(x[0]) + r.frac * (double(x[1]) - double(x[0]));
 }
 
 IntensityWindow intensityWindow(HostImage const& img, IntensityParams const& params,
@@ -38,14 +104,15 @@ IntensityWindow intensityWindow(HostImage const& img, IntensityParams const& par
     throw InvalidArgument(name + " is empty or its data does not match its geometry");
   const float* p = img.data.data();
   Index nans = 0, infs = 0;
-  double mn = INFINITY, mx = -INFINITY;
+  float mn = INFINITY, mx = -INFINITY;
+#pragma omp parallel for schedule(static) reduction(+ : nans, infs) reduction(min : mn) reduction(max : mx)
   for (Index i = 0; i < n; ++i) {
     const float v = p[i];
     if (std::isnan(v)) ++nans;
     else if (std::isinf(v)) ++infs;
     else {
-      mn = std::min(mn, double(v));
-      mx = std::max(mx, double(v));
+      mn = std::min(mn, v);
+      mx = std::max(mx, v);
     }
   }
   if (nans > 0)
@@ -62,9 +129,10 @@ IntensityWindow intensityWindow(HostImage const& img, IntensityParams const& par
   IntensityWindow w;
   w.min = mn;
   w.max = mx;
-  std::vector<float> values(p, p + n);
-  w.lo = percentile(values, params.pLow);
-  w.hi = percentile(values, params.pHigh);
+  const PercentileRanks lo = percentileRanks(n, params.pLow), hi = percentileRanks(n, params.pHigh);
+  const auto x = orderStatistics(p, n, {lo.k, lo.next, hi.k, hi.next});
+  w.lo = double(x[0]) + lo.frac * (double(x[1]) - double(x[0]));
+  w.hi = double(x[2]) + hi.frac * (double(x[3]) - double(x[2]));
   if (!(w.hi > w.lo)) {
     w.lo = mn;
     w.hi = mx;
@@ -82,6 +150,7 @@ HostImage normaliseIntensity(HostImage const& img, IntensityParams const& params
   const float* in = img.data.data();
   float* o = out.data.data();
   const double scale = 1.0 / (w.hi - w.lo);
+#pragma omp parallel for schedule(static)
   for (Index i = 0; i < n; ++i) {
     const double v = (double(in[i]) - w.lo) * scale;
     o[i] = static_cast<float>(v < 0.0 ? 0.0 : (v > 1.0 ? 1.0 : v));

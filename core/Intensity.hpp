@@ -31,8 +31,10 @@ struct IntensityWindow {
   bool fellBack = false;       // percentiles coincided: [min, max] used instead
 };
 
-// q-th percentile (0 <= q <= 100) of the values, definition above. `values` is reordered.
-double percentile(std::vector<float>& values, double q);
+// q-th percentile (0 <= q <= 100) of the values (finite), definition above. The order statistics
+// are selected exactly by a radix selection on the values' bits (OpenMP threads), the same numbers
+// as sorting would give.
+double percentile(std::vector<float> const& values, double q);
 
 // The window of the definition above; `name` ("moving image") is used in error messages.
 IntensityWindow intensityWindow(HostImage const& img, IntensityParams const& params,
