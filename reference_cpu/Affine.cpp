@@ -1,8 +1,8 @@
 // CPU reference of the affine metric and resampling (specification: core/Affine.hpp), written on
 // its own: Eigen matrices for the transform, the trilinear weights as products of per-axis
 // weights (the gradient by differentiating one factor), per-slice accumulators in double
-// (sum over voxels of w g (q, 1)^T as 3x4 matrices for w = 1, f, m) summed in slice order, so
-// the result does not depend on the number of threads.
+// (sum over voxels of v w g (q, 1)^T as 3x4 matrices for v = 1, f, m, w the field-of-view weight)
+// summed in slice order, so the result does not depend on the number of threads.
 #include "reference_cpu/Affine.hpp"
 
 #include <Eigen/Core>
