@@ -15,7 +15,7 @@ namespace kortex {
 
 namespace {
 
-using Mat3 = std::array<double, 9>;
+using Mat3 = Matrix3;
 using Vec3 = std::array<double, 3>;
 
 Mat3 mul(Mat3 const& a, Mat3 const& b) {
@@ -31,17 +31,12 @@ Vec3 mul(Mat3 const& a, Vec3 const& v) {
           a[6] * v[0] + a[7] * v[1] + a[8] * v[2]};
 }
 
-double det(Mat3 const& a) { return determinant3(a); }
-
 Mat3 inverse(Mat3 const& a, const char* what) {
-  const double d = det(a);
+  const double d = determinant3(a);
   if (!(std::abs(d) > 0.0) || !std::isfinite(d))
     throw InvalidArgument(std::string(what) + " is singular");
   return inverse3(a);
 }
-
-// B = D diag(spacing): index -> world (without the origin).
-Mat3 indexToWorld(Geometry const& g) { return indexToWorldMatrix(g); }
 
 Vec3 add(Vec3 const& a, Vec3 const& b) { return {a[0] + b[0], a[1] + b[1], a[2] + b[2]}; }
 Vec3 sub(Vec3 const& a, Vec3 const& b) { return {a[0] - b[0], a[1] - b[1], a[2] - b[2]}; }
@@ -102,7 +97,7 @@ std::array<double, 3> AffineTransform::apply(std::array<double, 3> const& p) con
   return add(add(mul(matrix, q), centre), translation);
 }
 
-double AffineTransform::determinant() const { return det(matrix); }
+double AffineTransform::determinant() const { return determinant3(matrix); }
 
 std::ostream& operator<<(std::ostream& os, AffineTransform const& t) {
   char buf[256];
@@ -114,7 +109,7 @@ std::ostream& operator<<(std::ostream& os, AffineTransform const& t) {
 }
 
 Matrix4 toWorldMatrix(AffineTransform const& t, Geometry const& fixed, Geometry const& moving) {
-  const Mat3 bf = indexToWorld(fixed), bm = indexToWorld(moving);
+  const Mat3 bf = indexToWorldMatrix(fixed), bm = indexToWorldMatrix(moving);
   const Mat3 a = mul(mul(bm, t.matrix), inverse(bf, "the fixed image's direction * spacing"));
   // p_m = M p_f + b, b = c + t - M c
   const Vec3 b = sub(add(t.centre, t.translation), mul(t.matrix, t.centre));
@@ -127,8 +122,8 @@ Matrix4 toWorldMatrix(AffineTransform const& t, Geometry const& fixed, Geometry 
 AffineTransform fromWorldMatrix(Matrix4 const& w, Geometry const& fixed, Geometry const& moving) {
   const Mat3 a{w[0], w[1], w[2], w[4], w[5], w[6], w[8], w[9], w[10]};
   const Vec3 off{w[3], w[7], w[11]};
-  const Mat3 bf = indexToWorld(fixed);
-  const Mat3 bmInv = inverse(indexToWorld(moving), "the moving image's direction * spacing");
+  const Mat3 bf = indexToWorldMatrix(fixed);
+  const Mat3 bmInv = inverse(indexToWorldMatrix(moving), "the moving image's direction * spacing");
   AffineTransform t;
   t.centre = gridCentre(fixed);
   t.matrix = mul(mul(bmInv, a), bf);
@@ -295,7 +290,7 @@ std::array<double, 3> centreOfMassWorld(HostImage const& img) {
       }
   if (!(w > 0.0)) throw InvalidArgument("centre of mass of an image whose intensities sum to <= 0");
   const Vec3 c{sx / w, sy / w, sz / w};
-  return add(mul(indexToWorld(g), c), Vec3{g.origin[0], g.origin[1], g.origin[2]});
+  return add(mul(indexToWorldMatrix(g), c), Vec3{g.origin[0], g.origin[1], g.origin[2]});
 }
 
 // ---- optimiser ------------------------------------------------------------------------------------------

@@ -86,6 +86,10 @@ PercentileRanks percentileRanks(Index n, double q) {
   r.frac = h - static_cast<double>(r.k);
   return r;
 }
+// x_k + frac (x_{k+1} - x_k) from the two order statistics.
+double interpolate(PercentileRanks const& r, float atK, float atNext) {
+  return double(atK) + r.frac * (double(atNext) - double(atK));
+}
 
 }  // namespace
 
@@ -93,7 +97,7 @@ double percentile(std::vector<float> const& values, double q) {
   if (values.empty()) throw InvalidArgument("percentile of an empty set of values");
   const PercentileRanks r = percentileRanks(static_cast<Index>(values.size()), q);
   const auto x = orderStatistics(values.data(), static_cast<Index>(values.size()), {r.k, r.next});
-  return double(x[0]) + r.frac * (double(x[1]) - double(x[0]));
+  return interpolate(r, x[0], x[1]);
 }
 
 IntensityWindow intensityWindow(HostImage const& img, IntensityParams const& params,
@@ -131,8 +135,8 @@ IntensityWindow intensityWindow(HostImage const& img, IntensityParams const& par
   w.max = mx;
   const PercentileRanks lo = percentileRanks(n, params.pLow), hi = percentileRanks(n, params.pHigh);
   const auto x = orderStatistics(p, n, {lo.k, lo.next, hi.k, hi.next});
-  w.lo = double(x[0]) + lo.frac * (double(x[1]) - double(x[0]));
-  w.hi = double(x[2]) + hi.frac * (double(x[3]) - double(x[2]));
+  w.lo = interpolate(lo, x[0], x[1]);
+  w.hi = interpolate(hi, x[2], x[3]);
   if (!(w.hi > w.lo)) {
     w.lo = mn;
     w.hi = mx;

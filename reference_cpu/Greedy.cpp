@@ -120,7 +120,7 @@ double lnccWindows(ConstHostImageView const& w, ConstHostImageView const& f, int
   }
   for (auto& s : sums) s = box3(std::move(s), g, R, false);
   const double N = std::pow(2.0 * R + 1.0, 3.0);
-  for (int k = 0; k < 4; ++k) coef[k].assign(std::size_t(n), 0.0);
+  for (int k = 0; k < 4; ++k) coef[k].resize(std::size_t(n));  // every element written below
   // E summed per z slice, then over the slices in order: the same value for any thread count.
   const Index slice = g.n[0] * g.n[1];
   std::vector<double> sliceEnergy(std::size_t(g.n[2]), 0.0);
