@@ -307,7 +307,13 @@ namespace {
   throw InvalidArgument(os.str());
 }
 
-AffineLevelResult runLevel(AffineTransform& t, Geometry const& fixedLevel, AffineParams const& params,
+// +1 where det M > 0 means det A > 0 (A = B_m M B_f^-1 keeps orientation), -1 where the two grids'
+// index frames are mirrored relative to each other.
+double gridOrientation(Geometry const& fixed, Geometry const& moving) {
+  return determinant3(indexToWorldMatrix(fixed)) * determinant3(indexToWorldMatrix(moving)) > 0.0 ? 1.0 : -1.0;
+}
+
+AffineLevelResult runLevel(AffineTransform& t, Geometry const& fixedLevel, double orientation, AffineParams const& params,
                            AffineMetricBackend& backend, int level, AffineProgress const& progress,
                            AffineMetric& last) {
   const auto start = std::chrono::steady_clock::now();
@@ -340,7 +346,7 @@ AffineLevelResult runLevel(AffineTransform& t, Geometry const& fixedLevel, Affin
     AffineTransform cand = t;
     cand.setParameters(theta);
     bool accepted = false;
-    if (cand.determinant() > 0.0) {
+    if (orientation * cand.determinant() > 0.0) {  // no reflection in world space
       const AffineMetric cm = backend.evaluate(cand);
       ++lr.evaluations;
       if (cm.overlap >= kMinOverlap && cm.ncc > cur.ncc) {
@@ -443,6 +449,7 @@ AffineResult affineOptimise(HostImage const& moving, HostImage const& fixed, Aff
   if (m0.overlap < kMinOverlap) throwNoOverlap(m0.overlap, 0);
 
   Matrix4 world = toWorldMatrix(start, fixed.geometry, moving.geometry);
+  const double orientation = gridOrientation(fixed.geometry, moving.geometry);  // every level's too
   AffineTransform t = start;
   AffineMetric last = m0;
   for (int l = levels - 1; l >= 0; --l) {
@@ -452,7 +459,7 @@ AffineResult affineOptimise(HostImage const& moving, HostImage const& fixed, Aff
       backend.setImages(ms[static_cast<std::size_t>(l)], fs[static_cast<std::size_t>(l)]);
       loaded = l;
     }
-    res.perLevel.push_back(runLevel(tl, fp[l].geometry, params, backend, l, progress, last));
+    res.perLevel.push_back(runLevel(tl, fp[l].geometry, orientation, params, backend, l, progress, last));
     res.evaluations += res.perLevel.back().evaluations;
     world = toWorldMatrix(tl, fp[l].geometry, mp[l].geometry);
     t = tl;

@@ -87,7 +87,10 @@
 //   evaluations and 0.06 voxel with R_j.)
 //   direction d_k = (g_k / s_k^2) / |g / s|  (a unit step in the scaled parameters phi = s theta),
 //   candidate theta' = theta + step d: every step moves a typical voxel by about `step` voxels.
-//   The candidate is accepted iff det M' > 0, its overlap is >= kMinOverlap and
+//   The candidate is accepted iff its world matrix A' has det A' > 0 (no reflection in world
+//   space: det M' has the sign of det(B_m^-1 B_f), which is negative when one grid is stored
+//   mirrored relative to the other, e.g. a RAS-stored file against an LPS-stored one), its overlap
+//   is >= kMinOverlap and
 //   NCC(theta') > NCC(theta); otherwise step halves and a new candidate is built from the same
 //   theta. Each level starts at step = maxStep and stops when step < minStep (MinStep), when the
 //   gradient is zero (ZeroGradient), or after iterationsPerLevel metric evaluations
