@@ -396,17 +396,19 @@ class AtlasJobStages {
     ro.useAffine = job.useAffine;
     ro.affine = job.affine;
     ro.intensity = job.intensity;
+    std::vector<HostImage const*> moving;
+    std::vector<std::string> labels;
     for (int i = 0; i < r.local; ++i) {
-      const std::string& p = inMemory_ ? names_[std::size_t(r.first + i)] : job.images[std::size_t(r.first + i)];
-      try {
-        pre_.push_back(alignPair(originals_[std::size_t(i)], reference_, ro));
-      } catch (InvalidArgument const& e) {
-        throw InvalidArgument(p + ": " + e.what());
-      }
-      pre_.back().fixedNormalised = HostImage();
-      r.affineNcc.push_back(pre_.back().affineRan ? pre_.back().affineResult.nccFinal : 0.0);
-      r.executionSpace = pre_.back().executionSpace;
+      moving.push_back(&originals_[std::size_t(i)]);
+      labels.push_back(inMemory_ ? names_[std::size_t(r.first + i)] : job.images[std::size_t(r.first + i)]);
+    }
+    pre_ = alignPairs(moving, reference_, ro, labels, [&](int i) {
       if (job.subjectDone) job.subjectDone(r.first + i, "aligned");
+    });
+    for (auto& p : pre_) {
+      p.fixedNormalised = HostImage();
+      r.affineNcc.push_back(p.affineRan ? p.affineResult.nccFinal : 0.0);
+      r.executionSpace = p.executionSpace;
     }
   }
 

@@ -4,7 +4,12 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <condition_variable>
+#include <exception>
+#include <mutex>
+#include <thread>
 #include <cmath>
 #include <map>
 #include <set>
@@ -176,15 +181,16 @@ void fluidReference(HostImage const& fixedN, RegistrationPipelineOptions const& 
 
 // Stage 1 and the header alignment: both images normalised (r.fixedNormalised), r.affine the
 // header alignment with its overlap checked. Returns the normalised moving image.
+// `fixedN`: the fixed image normalised already (several pairs share it), else null.
 HostImage prepareAlignment(HostImage const& moving, HostImage const& fixed, RegistrationPipelineOptions const& opt,
-                           RegistrationPipelineResult& r) {
+                           RegistrationPipelineResult& r, HostImage const* fixedN = nullptr) {
   r.method = opt.method;
   r.backend = resolve(opt.backend);
   r.fixedGrid = fixed.geometry;
   r.movingGrid = moving.geometry;
   const auto t0 = Clock::now();
   HostImage movingN = normaliseIntensity(moving, opt.intensity, "moving image");
-  r.fixedNormalised = normaliseIntensity(fixed, opt.intensity, "fixed image");
+  r.fixedNormalised = fixedN ? *fixedN : normaliseIntensity(fixed, opt.intensity, "fixed image");
   r.secondsNormalise = secondsSince(t0);
   r.affine = initialTransform(fixed.geometry, moving.geometry);
   r.overlapStart = overlapFraction(r.affine, fixed.geometry, moving.geometry);
@@ -195,13 +201,14 @@ HostImage prepareAlignment(HostImage const& moving, HostImage const& fixed, Regi
   return movingN;
 }
 
-// Stages 1-4 (the fluid stage when `fluid`), validated inputs.
+// Stages 1-4 (the fluid stage when `fluid`), validated inputs; the Kokkos stages on `exec`.
 RegistrationPipelineResult runPair(HostImage const& moving, HostImage const& fixed, RegistrationPipelineOptions const& opt,
-                                   bool fluid) {
+                                   bool fluid, Kokkos::DefaultExecutionSpace const& exec = {},
+                                   HostImage const* fixedN = nullptr) {
   kx::ScopedRegion region("kortex::register::pair");
   const auto tStart = Clock::now();
   RegistrationPipelineResult r;
-  const HostImage movingN = prepareAlignment(moving, fixed, opt, r);
+  const HostImage movingN = prepareAlignment(moving, fixed, opt, r, fixedN);
   if (r.backend == Backend::Cpu) {
     {
       kx::ScopedRegion align("kortex::register::align");
@@ -210,8 +217,6 @@ RegistrationPipelineResult runPair(HostImage const& moving, HostImage const& fix
     kx::ScopedRegion deform("kortex::register::deform");
     if (fluid) fluidReference(r.fixedNormalised, opt, r);
   } else {
-    using Exec = Kokkos::DefaultExecutionSpace;
-    Exec exec;
     auto dResampled = [&] {
       kx::ScopedRegion align("kortex::register::align");
       return alignKokkos(exec, movingN, r.fixedNormalised, opt, r);
@@ -246,6 +251,86 @@ RegistrationPipelineResult alignPair(HostImage const& moving, HostImage const& f
   requireVolume(moving, "moving");
   requireVolume(fixed, "fixed");
   return runPair(moving, fixed, opt, false);
+}
+
+std::vector<RegistrationPipelineResult> alignPairs(std::vector<HostImage const*> const& moving, HostImage const& fixed,
+                                                   RegistrationPipelineOptions const& opt,
+                                                   std::vector<std::string> const& labels,
+                                                   std::function<void(int)> const& done) {
+  using Exec = Kokkos::DefaultExecutionSpace;
+  const int n = int(moving.size());
+  if (labels.size() != moving.size()) throw InvalidArgument("alignPairs: one label per moving image is needed");
+  requireVolume(fixed, "fixed");
+  std::vector<RegistrationPipelineResult> out(moving.size());
+  std::vector<std::exception_ptr> failed(moving.size());
+  const HostImage fixedN = normaliseIntensity(fixed, opt.intensity, "fixed image");
+  auto one = [&](int i, Exec const& exec) {
+    try {
+      requireVolume(*moving[std::size_t(i)], "moving");
+      out[std::size_t(i)] = runPair(*moving[std::size_t(i)], fixed, opt, false, exec, &fixedN);
+      exec.fence();
+    } catch (...) {
+      failed[std::size_t(i)] = std::current_exception();
+    }
+  };
+  auto rethrow = [&](int i) {
+    if (!failed[std::size_t(i)]) return;
+    try {
+      std::rethrow_exception(failed[std::size_t(i)]);
+    } catch (InvalidArgument const& e) {
+      throw InvalidArgument(labels[std::size_t(i)] + ": " + e.what());
+    }
+  };
+  const bool concurrent = resolve(opt.backend) != Backend::Cpu && kx::hasConcurrentInstances<Exec> && n > 1;
+  if (!concurrent) {
+    for (int i = 0; i < n; ++i) {
+      one(i, Exec());
+      rethrow(i);
+      if (done) done(i);
+    }
+    return out;
+  }
+  // Workers take the next pair from a shared counter, each on its own instance (stream); their
+  // host work (normalisation, pyramids) gets an equal share of the OpenMP threads.
+  const int workers = std::min({n, kMaxConcurrentPairs, std::max(1, int(std::thread::hardware_concurrency()))});
+  const int ompShare = std::max(1, omp_get_max_threads() / workers);
+  Exec().fence();
+  const std::vector<Exec> instances = kx::partitionSpace(Exec(), workers);
+  std::atomic<int> next{0};
+  std::mutex m;
+  std::condition_variable cv;
+  std::vector<char> ready(std::size_t(n), 0);
+  std::vector<std::thread> pool;
+  for (int w = 0; w < workers; ++w)
+    pool.emplace_back([&, w] {
+      omp_set_num_threads(ompShare);
+      for (int i = next++; i < n; i = next++) {
+        one(i, instances[std::size_t(w)]);
+        {
+          std::lock_guard<std::mutex> lock(m);
+          ready[std::size_t(i)] = 1;
+        }
+        cv.notify_all();
+      }
+    });
+  // Pairs are reported, and the first failure raised, in index order as they become ready.
+  std::exception_ptr first;
+  for (int i = 0; i < n && !first; ++i) {
+    {
+      std::unique_lock<std::mutex> lock(m);
+      cv.wait(lock, [&] { return ready[std::size_t(i)] != 0; });
+    }
+    try {
+      rethrow(i);
+      if (done) done(i);
+    } catch (...) {
+      first = std::current_exception();
+      next = n;  // no new pair starts
+    }
+  }
+  for (auto& t : pool) t.join();
+  if (first) std::rethrow_exception(first);
+  return out;
 }
 
 const char* toString(RegistrationMethod m) { return m == RegistrationMethod::Greedy ? "greedy" : "unbiased"; }

@@ -28,8 +28,10 @@
 #include <nlohmann/json.hpp>
 
 #include <array>
+#include <functional>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "core/Affine.hpp"
 #include "core/Backend.hpp"
@@ -87,6 +89,18 @@ RegistrationPipelineResult registerPair(HostImage const& moving, HostImage const
 // its entry (the atlas aligns each subject to its reference): opt's method and fluid / greedy
 // parameters are not read, nothing is validated again.
 RegistrationPipelineResult alignPair(HostImage const& moving, HostImage const& fixed, RegistrationPipelineOptions const& opt);
+
+// alignPair of every moving image against one fixed image, which is normalised once. Where the
+// Kokkos back end runs independent instances concurrently (kx::hasConcurrentInstances: Kokkos 4 on
+// a device) up to kMaxConcurrentPairs pairs run at once, each on its own instance and host thread;
+// elsewhere one after another. Each result is alignPair's for that pair. `done(i)` runs on the
+// calling thread as pair i is ready, in index order; the first pair (by index) that fails throws,
+// its message prefixed with labels[i].
+inline constexpr int kMaxConcurrentPairs = 16;
+std::vector<RegistrationPipelineResult> alignPairs(std::vector<HostImage const*> const& moving, HostImage const& fixed,
+                                                   RegistrationPipelineOptions const& opt,
+                                                   std::vector<std::string> const& labels,
+                                                   std::function<void(int)> const& done = {});
 
 // The extents the greedy stage pads a grid to (see above).
 Geometry greedyPaddedGrid(Geometry const& fixed, GreedyParams const& params);

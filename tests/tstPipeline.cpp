@@ -536,6 +536,44 @@ BOOST_AUTO_TEST_CASE(align_pair_is_the_alignment_stage_alone) {
   for (std::size_t k = 0; k < a.u.data.size(); ++k) BOOST_TEST_REQUIRE(a.u.data.data()[k] == 0.0f);
 }
 
+// Many pairs against one fixed image (the atlas's alignment; concurrent on a device back end): each
+// result has the bits of alignPair on that pair, pairs are reported in index order, and a pair that
+// fails is named by its label (the first failing one by index) with no other failure masking it.
+BOOST_AUTO_TEST_CASE(align_pairs_is_align_pair_for_each) {
+  test::TempDir dir("kortex-align-pairs");
+  const auto images = writeAtlasCohort(dir.path);
+  std::vector<HostImage> cohort;
+  for (auto const& p : images) cohort.push_back(io::readImage(p));
+  pipeline::RegistrationPipelineOptions o;
+  o.backend = Backend::Kokkos;
+  o.useAffine = true;
+  std::vector<HostImage const*> moving;
+  std::vector<std::string> labels;
+  for (std::size_t i : {1, 2, 1, 2, 0}) {  // more pairs than the cohort: repeats run concurrently too
+    moving.push_back(&cohort[i]);
+    labels.push_back("subject " + std::to_string(i));
+  }
+  std::vector<int> order;
+  const auto all = pipeline::alignPairs(moving, cohort[0], o, labels, [&](int i) { order.push_back(i); });
+  BOOST_TEST_REQUIRE(all.size() == moving.size());
+  for (std::size_t i = 0; i < moving.size(); ++i) {
+    BOOST_TEST(order[i] == int(i));
+    const pipeline::RegistrationPipelineResult one = pipeline::alignPair(*moving[i], cohort[0], o);
+    BOOST_TEST(all[i].affineRan);
+    BOOST_TEST(all[i].affineResult.evaluations == one.affineResult.evaluations);
+    BOOST_TEST(sameBits(all[i].movingResampled, one.movingResampled));
+    BOOST_TEST(sameBits(all[i].fixedNormalised, one.fixedNormalised));
+  }
+  // Pairs 1 and 2 (0-based) cannot be aligned (constant images): the first of them is reported.
+  HostImage flat = cohort[2];
+  flat.data = decltype(flat.data)("flat", flat.data.extent(0), flat.data.extent(1), flat.data.extent(2));
+  std::vector<HostImage const*> bad = {&cohort[1], &flat, &flat, &cohort[2]};
+  order.clear();
+  expectRefused([&] { pipeline::alignPairs(bad, cohort[0], o, {"a", "b", "c", "d"}, [&](int i) { order.push_back(i); }); },
+                "b: ");
+  BOOST_TEST(order == std::vector<int>{0});
+}
+
 // A cohort in memory (AtlasJob::imageData) is the cohort of files it was read from: the same
 // template bits, outputs named subject-<i>; files and images together are refused.
 BOOST_AUTO_TEST_CASE(atlas_job_in_memory) {
