@@ -46,10 +46,14 @@ BenchReport runAtlasBench(BenchOptions const& opt) {
   const auto tStart = Clock::now();
   BenchReport rep;
   nlohmann::json peers = common::checkOptions(opt, "atlas");
-  common::requireOnlyMatches(opt, {"Iteration", "Whole", "CPU", "Scaling"}, "atlas", "\"Whole\"");
+  std::vector<std::string> labels = {"Whole", "CPU", "Scaling"};
+  for (GreedySolver s : atlas::kIterationSolvers) labels.push_back(atlas::iterationLabel(s));
+  common::requireOnlyMatches(opt, labels, "atlas", "\"Whole\" or \"Iteration fft\"");
+  bool iteration = false;
+  for (GreedySolver s : atlas::kIterationSolvers) iteration = iteration || selected(opt.only, atlas::iterationLabel(s));
   gpu::Communicator* comm = opt.comm != nullptr && opt.comm->size() > 1 ? opt.comm : nullptr;
   if (comm && (opt.only.empty() || !common::selected(opt.only, "Scaling") || common::selected(opt.only, "Whole") ||
-               common::selected(opt.only, "Iteration") || common::selected(opt.only, "CPU")))
+               iteration || common::selected(opt.only, "CPU")))
     throw InvalidArgument("bench atlas: under " + std::to_string(comm->size()) +
                           " processes only the \"Scaling\" section runs (select it alone)");
   atlas::Context ctx(opt, rep, std::move(peers), comm);
@@ -62,7 +66,7 @@ BenchReport runAtlasBench(BenchOptions const& opt) {
   std::string source;
   ctx.say("building the cohorts");
   ctx.base = atlas::baseImages(opt, ctx.g, source);
-  const bool single = selected(opt.only, "Iteration") || selected(opt.only, "Whole") || selected(opt.only, "CPU");
+  const bool single = iteration || selected(opt.only, "Whole") || selected(opt.only, "CPU");
   if (single) ctx.big = atlas::cohort(ctx.base, ctx.large);
   j["cohort"] = {{"source", source}, {"subjects", ctx.large}, {"perturbation", "smoothDisplacement max 3 voxels, seed 1000 + i"}};
   AtlasParams defaults;
@@ -74,7 +78,7 @@ BenchReport runAtlasBench(BenchOptions const& opt) {
      << "alpha " << defaults.greedy.fluid.alpha << ", gamma " << defaults.greedy.fluid.gamma << ", max step "
      << defaults.greedy.maxStep << " voxel.\n\n";
 
-  if (selected(opt.only, "Iteration")) atlas::runIteration(ctx);
+  if (iteration) atlas::runIteration(ctx);
   if (selected(opt.only, "Whole")) atlas::runWhole(ctx);
   if (selected(opt.only, "CPU")) atlas::runCpu(ctx);
   if (selected(opt.only, "Scaling")) atlas::runScaling(ctx);

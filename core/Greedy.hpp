@@ -210,6 +210,12 @@ struct GreedyStepOutcome {
   double sse = 0.0;           // sum (W - target)^2 after the step (where the back end warps with it)
 };
 
+// Step 3's eps = delta / m from m^2 = max |v|^2 (0 when v = 0): the quotient in double, rounded
+// once to float, as the CPU reference forms it, so that every back end steps by the same eps.
+KOKKOS_INLINE_FUNCTION float greedyEps(float delta, float maxNorm2) {
+  return maxNorm2 > 0.0f ? static_cast<float>(static_cast<double>(delta) / kx::sqrt(static_cast<double>(maxNorm2))) : 0.0f;
+}
+
 // The step-size rule with fold refusal (steps 3-5): delta = maxStep, halved after every refused
 // (folded) trial down to minStep; `trial(delta)` composes the candidate of that size and judges
 // it. Returns the outcome with `step` and `refused` filled in; the trial fills in the rest.

@@ -32,7 +32,12 @@ using Exec = Kokkos::DefaultExecutionSpace;
 using Mem = Exec::memory_space;
 
 // The targets on one H100 / H200.
-inline constexpr double kTargetIterationS = 0.1;   // one iteration over 315 subjects at 144x192x160
+// The Iteration section's solvers, each a case of its own ("Iteration fft", ...).
+inline constexpr GreedySolver kIterationSolvers[] = {GreedySolver::Fft, GreedySolver::Sor, GreedySolver::Cg,
+                                                     GreedySolver::HybridSor, GreedySolver::HybridCg};
+inline std::string iterationLabel(GreedySolver s) { return std::string("Iteration ") + toString(s); }
+inline constexpr double kTargetIterationS = 0.12;  // one iteration over 315 subjects at 144x192x160
+inline constexpr double kTargetTorchRatio = 2.5;    // at least 2.5x faster than the batched PyTorch step
 inline constexpr double kTargetWholeS = 8.0;       // the whole 315-subject multi-scale atlas (25 + 50)
 inline constexpr double kPaperMultiscaleGain = 3.5;  // Fig 13: single scale 200 vs 25 + 50
 // Memory traffic per voxel and subject of one atlas iteration (float32, the passes of
@@ -40,8 +45,9 @@ inline constexpr double kPaperMultiscaleGain = 3.5;  // Fig 13: single scale 200
 // shared by 8 subjects: 2), force (W, T -> F: 20), spectral solve (R2C + C2R of 3 components, real
 // field and half spectrum read and written: 48), max |v| (12), composition (u gathered, v read, u'
 // written: 36), det (12), mean displacement sum (u: 12; its sum: 6), centring composition (36),
-// det (12), warp (I gathered, u read, W written: 20), snap (8), mismatch (W, T: 8). Total 236.
-inline constexpr double kIterationBytesPerVoxel = 236.0;
+// det (12), warp + snap + mismatch in one pass (I gathered, u read, W written, T read: 24). Total
+// 220 (236 before the snap and the mismatch were fused into the warp).
+inline constexpr double kIterationBytesPerVoxel = 220.0;
 
 // ---- cohorts (Cohort.cpp) -------------------------------------------------------------------
 // img resampled (trilinear, centre to centre, clamp) onto g.

@@ -65,7 +65,9 @@ void runIterationSplit(Context& ctx, ImageView<Mem> const& dMoving, ImageView<Me
       {"step in one pass, ScratchTiled (replaces force, composition, warp + check; read back)", 56,
        [&] { gd::stepTiled(exec, dMoving, dFixed, u, v, vmax2, 1.0f, cand, fc); }}};
   md << "\nKernel split (fft, each pass timed alone; the last row is the ScratchTiled step that replaces the "
-        "force, composition and warp + check rows):\n\n| pass | ms | GB/s (minimum bytes) | % of copy |\n|---|---|---|---|\n";
+        "force, composition and warp + check rows). Roofline: counting the operations of core/'s per-voxel maths, every "
+        "pass does about 1-4 fp32 flop per byte of its minimum traffic, far under an H100's or H200's ridge point (about "
+        "14 flop/B), so its roof is the memory one: the floor is the minimum bytes at the measured copy bandwidth.\n\n| pass | ms | GB/s (minimum bytes) | % of copy | floor ms | x floor |\n|---|---|---|---|---|---|\n";
   nlohmann::json split = nlohmann::json::array();
   double naiveSum = 0.0, tiledSum = 0.0;
   for (std::size_t k = 0; k < parts.size(); ++k) {
@@ -76,21 +78,22 @@ void runIterationSplit(Context& ctx, ImageView<Mem> const& dMoving, ImageView<Me
     if (!sub && !tiled) naiveSum += ms;
     if (!sub && (tiled || k == 1 || k == 3)) tiledSum += ms;  // solve, max |v|, step
     const double gb = part.bytes * double(n) / (ms * 1e-3) * 1e-9;
+    const double floorMs = part.bytes * double(n) / (copyGBs * 1e9) * 1e3;
     md << "| " << part.name << " | " << fixedDecimals(ms) << " | " << fixedDecimals(gb, 0) << " (" << fixedDecimals(part.bytes, 0) << " B) | "
-       << fixedDecimals(100 * gb / copyGBs, 0) << " |\n";
+       << fixedDecimals(100 * gb / copyGBs, 0) << " | " << fixedDecimals(floorMs) << " | " << fixedDecimals(ms / floorMs, 1) << " |\n";
     split.push_back({{"pass", part.name}, {"ms", ms}, {"GBs", gb}, {"bytes_per_voxel", part.bytes},
-                     {"copy_share", gb / copyGBs}});
+                     {"copy_share", gb / copyGBs}, {"floor_ms", floorMs}});
   }
   md << "| sum, Naive step | " << fixedDecimals(naiveSum) << " | | |\n| sum, ScratchTiled step | " << fixedDecimals(tiledSum) << " | | |\n";
   // The one-pass step's launch: slices per team (league size and apron overhead) x team size.
   md << "\nScratchTiled step launch sweep (ms; the registration uses " << gd::StepTiledFunctor<Exec>::kChunkZ
-     << " slices per team and Kokkos::AUTO):\n\n| slices per team | AUTO | 128 | 256 |\n|---|---|---|---|\n";
+     << " slices per team and Kokkos::AUTO):\n\n| slices per team | AUTO | 128 | 256 | 384 | 512 |\n|---|---|---|---|---|---|\n";
   nlohmann::json sweep = nlohmann::json::array();
   const int maxTeam = Kokkos::TeamPolicy<Exec>(exec, 1, Kokkos::AUTO)
                           .team_size_max(gd::StepTiledFunctor<Exec>{}, Kokkos::ParallelReduceTag());
-  for (int chunk : {2, 4, 8, 16}) {
+  for (int chunk : {4, 8, 16, 32}) {
     md << "| " << chunk;
-    for (int team : {0, 128, 256}) {
+    for (int team : {0, 128, 256, 384, 512}) {
       if (team > maxTeam) {
         md << " | -";
         continue;

@@ -9,6 +9,7 @@
 
 #include "core/Compat.hpp"
 #include "core/Errors.hpp"
+#include "core/Registration.hpp"
 #include "gpu/detail/Common.hpp"
 #include "gpu/fluid/Fluid.hpp"
 #include "gpu/greedy/Greedy.hpp"
@@ -40,19 +41,48 @@ struct MeanFunctor {
   KOKKOS_INLINE_FUNCTION void operator()(int k) const { out[k] = ::kortex::atlasMean(sum[k], n); }
 };
 
-struct SnapFunctor {
-  float* w;
-  KOKKOS_INLINE_FUNCTION void operator()(int k) const { w[k] = atlasSnap(w[k]); }
+// W = snap(I(x - u(x))) (core/Atlas.hpp; the warp is gpu/imageops' rule) in one pass;
+// WarpSnapSseFunctor also sums (W - T)^2.
+template <class Mem>
+struct WarpSnapFunctor {
+  Kokkos::View<const float***, Kokkos::LayoutRight, Mem, Kokkos::MemoryTraits<Kokkos::RandomAccess>> I;
+  ConstField<Mem> u;
+  ImageView<Mem> W;
+  ConstImageView<Mem> T;
+  int ny, nx;
+  KOKKOS_INLINE_FUNCTION float at(int i) const {
+    const int row = i / nx, x = i - row * nx, y = row % ny, z = row / ny;
+    float grad[3];
+    const float w = atlasSnap(regSampleTrilinear(I, static_cast<float>(x) - u(0, z, y, x), static_cast<float>(y) - u(1, z, y, x),
+                                                 static_cast<float>(z) - u(2, z, y, x), grad));
+    W.data()[i] = w;
+    return w;
+  }
+  KOKKOS_INLINE_FUNCTION void operator()(int i) const { at(i); }
+};
+template <class Mem>
+struct WarpSnapSseFunctor {
+  WarpSnapFunctor<Mem> warp;
+  KOKKOS_INLINE_FUNCTION void operator()(int i, double& sse) const {
+    const double d = double(warp.at(i)) - double(warp.T.data()[i]);
+    sse += d * d;
+  }
 };
 
-// W = snap(I(x - u(x))) (core/Atlas.hpp).
 template <class Exec>
 void warpSnapped(Exec const& exec, ImageView<typename Exec::memory_space> I, Field<typename Exec::memory_space> u,
                  ImageView<typename Exec::memory_space> W) {
-  using Mem = typename Exec::memory_space;
-  warp(exec, ConstImageView<Mem>(I), ConstField<Mem>(u), W);
-  Kokkos::parallel_for("kortex::atlas::snap", Kokkos::RangePolicy<Exec, Kokkos::IndexType<int>>(exec, 0, int(W.size())),
-                       SnapFunctor{W.data()});
+  Kokkos::parallel_for("kortex::atlas::warp_snap", Kokkos::RangePolicy<Exec, Kokkos::IndexType<int>>(exec, 0, int(W.size())),
+                       WarpSnapFunctor<typename Exec::memory_space>{I, u, W, {}, int(W.extent(1)), int(W.extent(2))});
+}
+
+// The same, with sum (W - T)^2 left in the device scalar `sse` (no read-back).
+template <class Exec>
+void warpSnapped(Exec const& exec, ImageView<typename Exec::memory_space> I, Field<typename Exec::memory_space> u,
+                 ImageView<typename Exec::memory_space> W, ConstImageView<typename Exec::memory_space> T,
+                 Kokkos::View<double, typename Exec::memory_space> sse) {
+  Kokkos::parallel_reduce("kortex::atlas::warp_snap_sse", Kokkos::RangePolicy<Exec, Kokkos::IndexType<int>>(exec, 0, int(W.size())),
+                          WarpSnapSseFunctor<typename Exec::memory_space>{{I, u, W, T, int(W.extent(1)), int(W.extent(2))}}, sse);
 }
 
 // sum_x |mean_i u_i(x)|^2 from the fixed-point sums of the three components.
@@ -250,6 +280,7 @@ class AtlasBuilder {
                                   g_.nz(), g_.ny(), g_.nx());
     }
     sub_.resize(std::size_t(resident_));
+    sse_ = Kokkos::View<double*, Mem>("kortex::atlas::mismatch", std::size_t(local_));
     prevFactor_ = s0_ > 0 ? gp_.scales[std::size_t(s0_) - 1] : 0;
   }
 
@@ -461,18 +492,25 @@ class AtlasBuilder {
     if (!o.zeroVelocity && !o.accepted) st.frozen = true;
   }
 
-  // Spec step 3 for one subject (ubar current), then W_i and its mismatch.
-  void centre(Scale& S, SubjectState<Mem>& st, std::size_t gi, std::vector<double>& slots) {
+  // Spec step 3 for one subject (ubar current), then W_i and its mismatch (summed into the device
+  // slot of local subject `li`, read back once per iteration by collectMismatch).
+  void centre(Scale& S, SubjectState<Mem>& st, int li, std::vector<double>& slots) {
     kx::ScopedRegion region("kortex::atlas::centre");
-    const std::size_t n = std::size_t(n_);
+    const std::size_t n = std::size_t(n_), gi = std::size_t(run_.first + li);
     bool kept = false;
     const float jKept = S.stepper->composeUnfolded(st.u, ConstField<Mem>(S.ubar), kept);
     if (!kept) slots[n + gi] += 1.0;
-    warpSnapped(exec_, st.I, st.u, st.W);
-    const double r = imageRmse(exec_, ConstImageView<Mem>(st.W), ConstImageView<Mem>(T_));
-    slots[gi] = r * r;
+    warpSnapped(exec_, st.I, st.u, st.W, ConstImageView<Mem>(T_), Kokkos::subview(sse_, li));
     slots[2 * n + gi] = double(jKept);
     slots[3 * n + gi] = st.frozen ? 1.0 : 0.0;
+  }
+
+  // Every local subject's mean (W_i - T)^2 into its slot.
+  void collectMismatch(Scale const& S, std::vector<double>& slots) {
+    auto h = Kokkos::create_mirror_view(sse_);
+    Kokkos::deep_copy(exec_, h, sse_);
+    exec_.fence();
+    for (int li = 0; li < local_; ++li) slots[std::size_t(run_.first + li)] = h(li) / double(S.voxels);
   }
 
   void reduceSlots(std::vector<double>& slots) {
@@ -509,13 +547,14 @@ class AtlasBuilder {
       tReduce_ += reduceRanks(exec_, comm_, S.ubarSum, staging_);
       meanFlat(exec_, S.ubarSum.data(), n_, S.ubar.data(), 3 * voxels, "kortex::atlas::mean_displacement");
     }
-    for (int i = 0; i < resident_; ++i) centre(S, sub_[std::size_t(i)], std::size_t(first + i), slots);
+    for (int i = 0; i < resident_; ++i) centre(S, sub_[std::size_t(i)], i, slots);
     // The streamed subjects' new W_i go into the next template's sum at once (`average` adds the
     // resident ones).
     forStreamed(false, [&](SubjectState<Mem>& st, int j) {
-      centre(S, st, std::size_t(first + resident_ + j), slots);
+      centre(S, st, resident_ + j, slots);
       accumulateFlat(exec_, {st.W.data()}, S.sum.data(), voxels, "kortex::atlas::template_sum", true);
     });
+    collectMismatch(S, slots);
     reduceSlots(slots);
     record(rec, slots);
     if (run_.checkpoint && run_.checkpointEvery > 0 && result_.iterations % run_.checkpointEvery == 0) checkpoint(S, it);
@@ -645,6 +684,7 @@ class AtlasBuilder {
   std::vector<SubjectState<Mem>> sub_, prev_;
   int prevFactor_ = 0;
   ImageView<Mem> T_;
+  Kokkos::View<double*, Mem> sse_;  // per local subject: sum (W_i - T)^2 of the last centring
 };
 
 }  // namespace

@@ -176,8 +176,8 @@ GreedyStepper<Exec>::GreedyStepper(Exec const& exec, GridExtents e, GreedyParams
       f_("kortex::greedy::f", 3, e.nz, e.ny, e.nx), cand_("kortex::greedy::candidate", 3, e.nz, e.ny, e.nx) {
   if (params_.metric == GreedyMetric::Lncc)
     lnccTerms_ = LnccTerms<memory_space>("kortex::greedy::lncc_terms", 4, e.nz, e.ny, e.nx);
-  if (use != Use::Image) return;
   vmax2_ = Kokkos::View<float, memory_space>("kortex::greedy::vmax2");
+  if (use != Use::Image) return;
   if (!fusedForce_)
     wc_ = ImageView<memory_space>("kortex::greedy::W_candidate", e.nz, e.ny, e.nx);
   else
@@ -246,15 +246,17 @@ GreedyStepOutcome GreedyStepper<Exec>::stepImage(ConstImageView<memory_space> mo
 
 template <class Exec>
 GreedyStepOutcome GreedyStepper<Exec>::stepField(Field<memory_space>& u, ConstField<memory_space> v) {
-  const double m = fieldMaxNorm(exec_, v);
-  if (!(m > 0.0)) {
-    GreedyStepOutcome zero;
-    zero.zeroVelocity = true;
-    return zero;
-  }
+  // As stepImage: max |v| stays on the device, one read-back per candidate (its fold check).
+  const int n = nz_ * ny_ * nx_;
+  Kokkos::parallel_reduce("kortex::greedy::max_norm2", Kokkos::RangePolicy<Exec, Kokkos::IndexType<int>>(exec_, 0, n),
+                          MaxNorm2Functor<memory_space>{v.data(), n}, vmax2_);
   GreedyStepOutcome out = greedyStepWithFoldRefusal(params_, [&](float delta, GreedyStepOutcome&) {
-    greedyCompose(exec_, ConstField<memory_space>(u), v, float(delta / m), cand_);
-    return minJacobian(exec_, ConstField<memory_space>(cand_)) > 0.0f ? GreedyTrial::Accepted : GreedyTrial::Folded;
+    parallelForVoxels("kortex::greedy::compose", exec_, nz_, ny_, nx_, ComposeScaledFunctor<memory_space>{u, v, cand_, vmax2_, delta});
+    CheckSums cs{0.0, 0.0f, 0.0f};
+    Kokkos::parallel_reduce("kortex::greedy::fold_check", Kokkos::RangePolicy<Exec, Kokkos::IndexType<int>>(exec_, 0, n),
+                            FoldCheckFunctor<memory_space>{cand_, vmax2_, nz_, ny_, nx_}, cs);
+    if (!(cs.vmax2 > 0.0f)) return GreedyTrial::ZeroVelocity;
+    return cs.minJ > 0.0f ? GreedyTrial::Accepted : GreedyTrial::Folded;
   });
   if (out.accepted) std::swap(u, cand_);
   return out;

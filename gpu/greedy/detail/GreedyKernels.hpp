@@ -129,8 +129,7 @@ struct ComposeScaledFunctor {
   Kokkos::View<const float, Mem> vmax2;
   float delta;
   KOKKOS_INLINE_FUNCTION void operator()(int z, int y, int x) const {
-    const float m2 = vmax2();
-    const float eps = m2 > 0.0f ? delta / kx::sqrt(m2) : 0.0f;
+    const float eps = greedyEps(delta, vmax2());
     float o[3];
     ::kortex::greedyCompose(u, v, eps, z, y, x, o);
     out(0, z, y, x) = o[0];
@@ -179,6 +178,31 @@ struct CheckFunctor {
   }
 };
 
+// The atlas's candidate check: min det(I - grad u) (clamped central differences) and the step's
+// max |v|^2 copied from the device scalar, so that one read-back serves both.
+template <class Mem>
+struct FoldCheckFunctor {
+  using value_type = CheckSums;
+  ConstField<Mem> u;
+  Kokkos::View<const float, Mem> vmax2;
+  int nz, ny, nx;
+  KOKKOS_INLINE_FUNCTION void operator()(int i, value_type& s) const {
+    const int row = i / nx, x = i - row * nx, y = row % ny, z = row / ny;
+    if (i == 0) s.vmax2 = vmax2();
+    const float J = deformationDeterminant(u, z, y, x, nz, ny, nx);
+    if (J < s.minJ) s.minJ = J;
+  }
+  KOKKOS_INLINE_FUNCTION void init(value_type& s) const {
+    s.sse = 0.0;
+    s.minJ = 3.4e38f;
+    s.vmax2 = 0.0f;
+  }
+  KOKKOS_INLINE_FUNCTION void join(KORTEX_JOIN_VOLATILE value_type& d, const KORTEX_JOIN_VOLATILE value_type& s) const {
+    if (s.minJ < d.minJ) d.minJ = s.minJ;
+    if (s.vmax2 > d.vmax2) d.vmax2 = s.vmax2;
+  }
+};
+
 // The whole candidate step in one launch (GreedyStepVariant::ScratchTiled): composition, warp,
 // fold check, SSE and the force at the candidate, from u, v, I0 and I1 only. A team owns an xy
 // tile and marches along z through a chunk of slices; for every slice it composes u' and warps
@@ -218,7 +242,7 @@ struct StepTiledFunctor {
     const int w = nx - x0 < kTileX ? nx - x0 : kTileX, h = ny - y0 < kTileY ? ny - y0 : kTileY;
     const int lw = w + 2, lh = h + 2;
     const float m2 = vmax2();
-    const float eps = m2 > 0.0f ? delta / kx::sqrt(m2) : 0.0f;
+    const float eps = greedyEps(delta, m2);
     if (team.league_rank() == 0) s.vmax2 = m2;
     Scratch ring(team.team_scratch(0), 3 * kSlotFloats);
     // Point (ly, lx) of slot k: u'_x, u'_y, u'_z, W.
