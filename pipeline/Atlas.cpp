@@ -408,8 +408,10 @@ class AtlasJobStages {
     for (auto& p : pre_) {
       p.fixedNormalised = HostImage();
       r.affineNcc.push_back(p.affineRan ? p.affineResult.nccFinal : 0.0);
+      r.alignSeconds.push_back({p.secondsNormalise, p.secondsAffine, p.secondsResample, p.secondsTotal});
       r.executionSpace = p.executionSpace;
     }
+    r.secondsAlign = secondsSince(t0_);
   }
 
   // ---- clipping box: the union of the subjects' boxes of voxels above the threshold (slots summed
@@ -767,7 +769,14 @@ nlohmann::json toJson(AtlasJobResult const& r) {
   j["min_jacobian"] = r.atlas.minJacobian;
   j["mean_displacement_rms"] = r.atlas.meanDisplacementRms;
   j["history"] = historyJson(r.atlas.history);
-  j["seconds"] = {{"read", r.secondsRead},       {"prepare", r.secondsPrepare}, {"atlas", r.secondsAtlas},
+  nlohmann::json align = nlohmann::json::array();
+  for (std::size_t i = 0; i < r.alignSeconds.size(); ++i) {
+    auto const& t = r.alignSeconds[i];
+    align.push_back({{"subject", r.first + int(i)}, {"affine_ncc", r.affineNcc[i]},
+                     {"seconds", {{"normalise", t[0]}, {"affine", t[1]}, {"resample", t[2]}, {"total", t[3]}}}});
+  }
+  j["alignment"] = align;  // this rank's subjects
+  j["seconds"] = {{"read", r.secondsRead},       {"prepare", r.secondsPrepare}, {"align", r.secondsAlign}, {"atlas", r.secondsAtlas},
                   {"atlas_setup", r.atlas.secondsSetup}, {"atlas_compute", r.atlas.secondsCompute},
                   {"atlas_reduce", r.atlas.secondsReduce}, {"write", r.secondsWrite}, {"total", r.secondsTotal}};
   return j;

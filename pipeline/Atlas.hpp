@@ -96,6 +96,8 @@ struct AtlasJobResult {
   int streamed = 0;                   // local subjects streamed from pinned host memory (the device holds the rest)
   AtlasResult atlas;
   std::vector<double> affineNcc;      // local subjects
+  std::vector<std::array<double, 4>> alignSeconds;  // local subjects: normalise, affine, resample, pair total
+  double secondsAlign = 0;            // the alignment stage (part of secondsPrepare; pairs overlap on a device)
   double secondsRead = 0, secondsPrepare = 0, secondsAtlas = 0, secondsWrite = 0, secondsTotal = 0;
   long inverseUnconverged = 0;        // outFieldsDir: moving voxels whose inverse did not converge (core/Inverse.hpp)
   std::vector<std::string> written;   // files this rank wrote

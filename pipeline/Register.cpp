@@ -122,13 +122,17 @@ ImageView<typename Exec::memory_space> alignKokkos(Exec const& exec, HostImage c
   });
   const Geometry& fixed = r.fixedGrid;
   const auto t0 = Clock::now();
-  auto dMoving = Kokkos::create_mirror_view_and_copy(Mem(), movingN.data);
-  ImageView<Mem> dResampled("kortex::registerPair::movingResampled", fixed.nz(), fixed.ny(), fixed.nx());
+  // Every copy and allocation on exec's queue (no device-wide fence: pairs may run concurrently).
+  ImageView<Mem> dMoving(Kokkos::view_alloc(exec, Kokkos::WithoutInitializing, std::string("kortex::registerPair::moving")),
+                         movingN.data.extent(0), movingN.data.extent(1), movingN.data.extent(2));
+  Kokkos::deep_copy(exec, dMoving, movingN.data);
+  ImageView<Mem> dResampled(Kokkos::view_alloc(exec, Kokkos::WithoutInitializing, std::string("kortex::registerPair::movingResampled")),
+                            fixed.nz(), fixed.ny(), fixed.nx());
   gpu::resampleAffine(exec, ConstImageView<Mem>(dMoving), r.affine, dResampled);
+  r.movingResampled = HostImage("kortex::registerPair::movingResampled", fixed);
+  Kokkos::deep_copy(exec, r.movingResampled.data, dResampled);
   exec.fence();
   r.secondsResample = secondsSince(t0);
-  r.movingResampled = HostImage("kortex::registerPair::movingResampled", fixed);
-  Kokkos::deep_copy(r.movingResampled.data, dResampled);
   r.u = VectorField<Kokkos::HostSpace>("kortex::registerPair::u", fixed, 3);
   return dResampled;
 }
@@ -292,7 +296,9 @@ std::vector<RegistrationPipelineResult> alignPairs(std::vector<HostImage const*>
   }
   // Workers take the next pair from a shared counter, each on its own instance (stream); their
   // host work (normalisation, pyramids) gets an equal share of the OpenMP threads.
-  const int workers = std::min({n, kMaxConcurrentPairs, std::max(1, int(std::thread::hardware_concurrency()))});
+  // The pairs mostly wait on their instances (each metric evaluation is read back), so there may be
+  // more workers than cores.
+  const int workers = std::min(n, kMaxConcurrentPairs);
   const int ompShare = std::max(1, omp_get_max_threads() / workers);
   Exec().fence();
   const std::vector<Exec> instances = kx::partitionSpace(Exec(), workers);

@@ -96,7 +96,7 @@ RegistrationPipelineResult alignPair(HostImage const& moving, HostImage const& f
 // elsewhere one after another. Each result is alignPair's for that pair. `done(i)` runs on the
 // calling thread as pair i is ready, in index order; the first pair (by index) that fails throws,
 // its message prefixed with labels[i].
-inline constexpr int kMaxConcurrentPairs = 16;
+inline constexpr int kMaxConcurrentPairs = 32;
 std::vector<RegistrationPipelineResult> alignPairs(std::vector<HostImage const*> const& moving, HostImage const& fixed,
                                                    RegistrationPipelineOptions const& opt,
                                                    std::vector<std::string> const& labels,

@@ -131,13 +131,15 @@ class Backend final : public AffineMetricBackend {
  public:
   using Mem = typename Exec::memory_space;
   explicit Backend(Exec const& exec) : exec_(exec) {}
+  // Copies on exec_'s queue (no device-wide fence: pairs may run concurrently on other instances).
   void setImages(HostImage const& moving, HostImage const& fixed) override {
-    moving_ = ImageView<Mem>(std::string("kortex::Affine::moving"), moving.data.extent(0),
-                             moving.data.extent(1), moving.data.extent(2));
-    fixed_ = ImageView<Mem>(std::string("kortex::Affine::fixed"), fixed.data.extent(0),
-                            fixed.data.extent(1), fixed.data.extent(2));
-    Kokkos::deep_copy(moving_, moving.data);
-    Kokkos::deep_copy(fixed_, fixed.data);
+    moving_ = ImageView<Mem>(Kokkos::view_alloc(exec_, Kokkos::WithoutInitializing, std::string("kortex::Affine::moving")),
+                             moving.data.extent(0), moving.data.extent(1), moving.data.extent(2));
+    fixed_ = ImageView<Mem>(Kokkos::view_alloc(exec_, Kokkos::WithoutInitializing, std::string("kortex::Affine::fixed")),
+                            fixed.data.extent(0), fixed.data.extent(1), fixed.data.extent(2));
+    Kokkos::deep_copy(exec_, moving_, moving.data);
+    Kokkos::deep_copy(exec_, fixed_, fixed.data);
+    exec_.fence();
   }
   AffineMetric evaluate(AffineTransform const& t) override { return metric(exec_, moving_, fixed_, t); }
 
