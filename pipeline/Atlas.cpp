@@ -426,16 +426,19 @@ class AtlasJobStages {
     std::array<Index, 3> lo{0, 0, 0}, hi{G.nx() - 1, G.ny() - 1, G.nz() - 1};
     if (job.clip) {
       std::vector<double> slots(6 * std::size_t(n), 0.0);
+      // Each subject's box: its slices scanned in parallel (min / max: the order does not matter).
       for (int i = 0; i < r.local; ++i) {
         auto const& img = pre_[std::size_t(i)].movingResampled;
-        Index b[6] = {G.nx(), G.ny(), G.nz(), -1, -1, -1};
+        Index b0 = G.nx(), b1 = G.ny(), b2 = G.nz(), b3 = -1, b4 = -1, b5 = -1;
+#pragma omp parallel for reduction(min : b0, b1, b2) reduction(max : b3, b4, b5)
         for (Index z = 0; z < G.nz(); ++z)
           for (Index y = 0; y < G.ny(); ++y)
             for (Index x = 0; x < G.nx(); ++x)
               if (img.data(z, y, x) > kAtlasClipThreshold) {
-                b[0] = std::min(b[0], x), b[1] = std::min(b[1], y), b[2] = std::min(b[2], z);
-                b[3] = std::max(b[3], x), b[4] = std::max(b[4], y), b[5] = std::max(b[5], z);
+                b0 = std::min(b0, x), b1 = std::min(b1, y), b2 = std::min(b2, z);
+                b3 = std::max(b3, x), b4 = std::max(b4, y), b5 = std::max(b5, z);
               }
+        const Index b[6] = {b0, b1, b2, b3, b4, b5};
         for (int k = 0; k < 6; ++k) slots[6 * std::size_t(r.first + i) + std::size_t(k)] = double(b[k]);
       }
       if (comm_) comm_->sum(slots.data(), slots.size());

@@ -2,8 +2,6 @@
 // fenced: the passes GreedyRegistration::run makes) and the ScratchTiled step's launch sweep.
 #include "bench/greedy/GreedyBench.hpp"
 
-#include <cmath>
-#include <exception>
 #include <functional>
 #include <string>
 #include <vector>
@@ -87,41 +85,29 @@ void runIterationSplit(Context& ctx, ImageView<Mem> const& dMoving, ImageView<Me
                      {"copy_share", gb / copyGBs}, {"floor_ms", floorMs}});
   }
   md << "| sum, Naive step | " << fixedDecimals(naiveSum) << " | | |\n| sum, ScratchTiled step | " << fixedDecimals(tiledSum) << " | | |\n";
-  // The one-pass step's launch: slices per team (league size and apron overhead) x team size x apron
-  // points per thread.
+  // The one-pass step's launch: slices per team (league size and apron overhead) x team size.
   const gd::StepTiledLaunch chosen{};
-  md << "\nScratchTiled step launch sweep (ms; the registration uses " << chosen.chunkZ << " slices per team, "
-     << (chosen.teamSize > 0 ? std::to_string(chosen.teamSize) : std::string("Kokkos::AUTO")) << " threads and "
-     << chosen.batch << " apron points per thread):\n\n| points per thread | slices per team | AUTO | 128 | 256 | 384 |\n"
-     << "|---|---|---|---|---|---|\n";
+  md << "\nScratchTiled step launch sweep (ms; the registration uses " << chosen.chunkZ << " slices per team and "
+     << (chosen.teamSize > 0 ? std::to_string(chosen.teamSize) : std::string("Kokkos::AUTO"))
+     << " threads):\n\n| slices per team | AUTO | 128 | 256 | 384 |\n|---|---|---|---|---|\n";
   nlohmann::json sweep = nlohmann::json::array();
-  auto maxTeam = [&](int batch) {
-    auto most = [&](auto functor) {
-      return Kokkos::TeamPolicy<Exec>(exec, 1, Kokkos::AUTO).team_size_max(functor, Kokkos::ParallelReduceTag());
-    };
-    return batch == 1 ? most(gd::StepTiledFunctor<Exec, 1>{}) : batch == 2 ? most(gd::StepTiledFunctor<Exec, 2>{})
-                                                                           : most(gd::StepTiledFunctor<Exec, 3>{});
-  };
-  for (int batch : {1, 2, 3})
-    for (int chunk : {8, 16, 24, 36}) {
-      md << "| " << batch << " | " << chunk;
-      for (int team : {0, 128, 256, 384}) {
-        double ms = NAN;
-        if (team > maxTeam(batch)) {
-          md << " | -";
-          continue;
-        }
-        try {
-          ms = timeMedian([&] { gd::stepTiled(exec, dMoving, dFixed, u, v, vmax2, 1.0f, cand, fc, {chunk, team, batch}); },
-                          fence, warm, reps)
-                   .medianMs;
-        } catch (std::exception const&) {  // a team size the back end cannot launch with this functor
-        }
-        md << " | " << (std::isfinite(ms) ? fixedDecimals(ms) : std::string("-"));
-        sweep.push_back({{"batch", batch}, {"chunk_z", chunk}, {"team_size", team}, {"ms", ms}});
+  const int maxTeam = Kokkos::TeamPolicy<Exec>(exec, 1, Kokkos::AUTO)
+                          .team_size_max(gd::StepTiledFunctor<Exec>{}, Kokkos::ParallelReduceTag());
+  for (int chunk : {8, 16, 24, 36}) {
+    md << "| " << chunk;
+    for (int team : {0, 128, 256, 384}) {
+      if (team > maxTeam) {
+        md << " | -";
+        continue;
       }
-      md << " |\n";
+      const double ms = timeMedian([&] { gd::stepTiled(exec, dMoving, dFixed, u, v, vmax2, 1.0f, cand, fc, {chunk, team}); },
+                                   fence, warm, reps)
+                            .medianMs;
+      md << " | " << fixedDecimals(ms);
+      sweep.push_back({{"chunk_z", chunk}, {"team_size", team}, {"ms", ms}});
     }
+    md << " |\n";
+  }
   j["step_tiled_sweep"] = sweep;
   j["iteration_split"] = split;
 }

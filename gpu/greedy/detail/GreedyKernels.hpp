@@ -211,11 +211,7 @@ struct FoldCheckFunctor {
 // F = -(W - I1) grad W on the previous slice from the ring. u' and W are computed once per point
 // (the apron's by both neighbouring tiles, with the same operations), so this writes what the
 // Naive sequence (compose; warp + check; force) writes, without the three round trips of u', W.
-// Each thread composes and warps `Batch` apron points at once, their loads interleaved (three
-// dependent gathers per point: v, then u at x + eps v, then I0 at x - u'), so that a team's slice
-// costs about one gather latency instead of one per round of points; Batch changes the schedule,
-// not the values.
-template <class Exec, int Batch>
+template <class Exec>
 struct StepTiledFunctor {
   using Mem = typename Exec::memory_space;
   using Team = typename Kokkos::TeamPolicy<Exec>::member_type;
@@ -241,7 +237,7 @@ struct StepTiledFunctor {
     const int x0 = (tile % tilesX) * kTileX, y0 = (tile / tilesX) * kTileY;
     const int z0 = chunk * chunkZ, z1 = z0 + chunkZ < nz ? z0 + chunkZ : nz;
     const int w = nx - x0 < kTileX ? nx - x0 : kTileX, h = ny - y0 < kTileY ? ny - y0 : kTileY;
-    const int lw = w + 2, lh = h + 2, points = lw * lh, stride = (points + Batch - 1) / Batch;
+    const int lw = w + 2, lh = h + 2;
     const float m2 = vmax2();
     const float eps = greedyEps(delta, m2);
     if (team.league_rank() == 0) s.vmax2 = m2;
@@ -252,23 +248,16 @@ struct StepTiledFunctor {
     };
     auto compute = [&](int k) {
       const int gz = clampIndex(k, nz);
-      Kokkos::parallel_for(Kokkos::TeamThreadRange(team, stride), [&](int t) {
-        float o[Batch][4];
-        for (int b = 0; b < Batch; ++b) {  // every point valid (the last repeated): no branch between the loads
-          const int i = t + b * stride < points ? t + b * stride : points - 1;
-          const int ly = i / lw, lx = i - ly * lw;
-          const int gy = clampIndex(y0 + ly - 1, ny), gx = clampIndex(x0 + lx - 1, nx);
-          float g[3];
-          ::kortex::greedyCompose(u, v, eps, gz, gy, gx, o[b]);
-          o[b][3] = regSampleTrilinear(moving, static_cast<float>(gx) - o[b][0], static_cast<float>(gy) - o[b][1],
-                                       static_cast<float>(gz) - o[b][2], g);
-        }
-        for (int b = 0; b < Batch; ++b) {
-          const int i = t + b * stride;
-          if (i >= points) break;
-          const int ly = i / lw, lx = i - ly * lw;
-          for (int q = 0; q < 4; ++q) at(k, q, ly, lx) = o[b][q];
-        }
+      Kokkos::parallel_for(Kokkos::TeamThreadRange(team, lw * lh), [&](int i) {
+        const int ly = i / lw, lx = i - ly * lw;
+        const int gy = clampIndex(y0 + ly - 1, ny), gx = clampIndex(x0 + lx - 1, nx);
+        float o[3], g[3];
+        ::kortex::greedyCompose(u, v, eps, gz, gy, gx, o);
+        at(k, 0, ly, lx) = o[0];
+        at(k, 1, ly, lx) = o[1];
+        at(k, 2, ly, lx) = o[2];
+        at(k, 3, ly, lx) = regSampleTrilinear(moving, static_cast<float>(gx) - o[0], static_cast<float>(gy) - o[1],
+                                              static_cast<float>(gz) - o[2], g);
       });
     };
     compute(z0 - 1);
@@ -313,22 +302,24 @@ struct StepTiledFunctor {
   }
 };
 
-// The one-pass step's schedule: slices per team (league size and apron overhead), team size (0:
-// Kokkos::AUTO) and apron points per thread (1, 2 or 3). The registration's: chosen by the launch
-// sweep of `kortex bench greedy` (bench/results/greedy_iteration_issue29_*.md).
+// The one-pass step's schedule: slices per team (league size and apron overhead) and team size (0:
+// Kokkos::AUTO). The registration's (16, AUTO) is the fastest of the launch sweep of `kortex bench
+// greedy` on an H200 (bench/results/greedy_iteration_issue29_nvidia-h200.md); docs/greedy.md keeps
+// the schedules measured and not kept.
 struct StepTiledLaunch {
   int chunkZ = 16;
   int teamSize = 0;
-  int batch = 3;
 };
 
-template <class Exec, int Batch>
-CheckSums stepTiledWith(Exec const& exec, ConstImageView<typename Exec::memory_space> moving,
-                        ConstImageView<typename Exec::memory_space> fixed, ConstField<typename Exec::memory_space> u,
-                        ConstField<typename Exec::memory_space> v, Kokkos::View<const float, typename Exec::memory_space> vmax2,
-                        float delta, Field<typename Exec::memory_space> uOut, Field<typename Exec::memory_space> force,
-                        StepTiledLaunch cfg) {
-  using F = StepTiledFunctor<Exec, Batch>;
+// Launch of the one-pass step: league of xy tiles x z chunks, scratch checked against what the back
+// end offers. Returns the sums (fences).
+template <class Exec>
+CheckSums stepTiled(Exec const& exec, ConstImageView<typename Exec::memory_space> moving,
+                    ConstImageView<typename Exec::memory_space> fixed, ConstField<typename Exec::memory_space> u,
+                    ConstField<typename Exec::memory_space> v, Kokkos::View<const float, typename Exec::memory_space> vmax2,
+                    float delta, Field<typename Exec::memory_space> uOut, Field<typename Exec::memory_space> force,
+                    StepTiledLaunch cfg = {}) {
+  using F = StepTiledFunctor<Exec>;
   using Policy = Kokkos::TeamPolicy<Exec>;
   const int nz = int(u.extent(1)), ny = int(u.extent(2)), nx = int(u.extent(3));
   const int tilesX = (nx + F::kTileX - 1) / F::kTileX, tilesY = (ny + F::kTileY - 1) / F::kTileY;
@@ -344,22 +335,6 @@ CheckSums stepTiledWith(Exec const& exec, ConstImageView<typename Exec::memory_s
   Kokkos::parallel_reduce("kortex::greedy::step_tiled", policy.set_scratch_size(0, Kokkos::PerTeam(bytes)),
                           F{u, v, moving, fixed, uOut, force, vmax2, delta, tilesX, tilesY, chunk}, cs);
   return cs;
-}
-
-// Launch of the one-pass step: league of xy tiles x z chunks, scratch checked against what the back
-// end offers. Returns the sums (fences).
-template <class Exec>
-CheckSums stepTiled(Exec const& exec, ConstImageView<typename Exec::memory_space> moving,
-                    ConstImageView<typename Exec::memory_space> fixed, ConstField<typename Exec::memory_space> u,
-                    ConstField<typename Exec::memory_space> v, Kokkos::View<const float, typename Exec::memory_space> vmax2,
-                    float delta, Field<typename Exec::memory_space> uOut, Field<typename Exec::memory_space> force,
-                    StepTiledLaunch cfg = {}) {
-  switch (cfg.batch) {
-    case 1: return stepTiledWith<Exec, 1>(exec, moving, fixed, u, v, vmax2, delta, uOut, force, cfg);
-    case 2: return stepTiledWith<Exec, 2>(exec, moving, fixed, u, v, vmax2, delta, uOut, force, cfg);
-    case 3: return stepTiledWith<Exec, 3>(exec, moving, fixed, u, v, vmax2, delta, uOut, force, cfg);
-    default: throw InvalidArgument("greedy step: 1, 2 or 3 apron points per thread, not " + std::to_string(cfg.batch));
-  }
 }
 
 }  // namespace kortex::gpu::greedy_detail
