@@ -44,10 +44,11 @@ inline constexpr double kPaperMultiscaleGain = 3.5;  // Fig 13: single scale 200
 // gpu/atlas/Atlas.cpp at their minimum): template sum (read W: 4; the int64 sum's read + write
 // shared by 8 subjects: 2), force (W, T -> F: 20), spectral solve (R2C + C2R of 3 components, real
 // field and half spectrum read and written: 48), max |v| (12), composition (u gathered, v read, u'
-// written: 36), det (12), mean displacement sum (u: 12; its sum: 6), centring composition (36),
-// det (12), warp + snap + mismatch in one pass (I gathered, u read, W written, T read: 24). Total
-// 220 (236 before the snap and the mismatch were fused into the warp).
-inline constexpr double kIterationBytesPerVoxel = 220.0;
+// written: 36), fold check (12), mean displacement sum (u: 12; its sum: 6), centring composition
+// (36), then the centred candidate's warp + snap + mismatch + fold check in one pass (u' read, I
+// gathered, W written, T read: 24). Total 208 (236 before the snap, the mismatch and the centring's
+// fold check were fused into the warp).
+inline constexpr double kIterationBytesPerVoxel = 208.0;
 
 // ---- cohorts (Cohort.cpp) -------------------------------------------------------------------
 // img resampled (trilinear, centre to centre, clamp) onto g.

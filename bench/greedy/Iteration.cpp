@@ -7,6 +7,7 @@
 #include <cmath>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "core/Timing.hpp"
 #include "gpu/greedy/Greedy.hpp"
@@ -38,8 +39,13 @@ void runIteration(Context& ctx) {
   if (peers.is_object() && peers.contains("results"))
     for (auto const& r : peers["results"]) {
       if (!r.value("median_ms", nlohmann::json()).is_number()) continue;
-      const auto size = r.value("size", nlohmann::json::array());
-      if (size != nlohmann::json::array({target.nz, target.ny, target.nx})) continue;
+      // The peer's grid may list the target's extents in another axis order (the reference step
+      // script's is z, y, x = 160, 192, 144): the same voxels, transposed.
+      auto size = r.value("size", nlohmann::json::array()).get<std::vector<int>>();
+      std::vector<int> want = {target.nz, target.ny, target.nx};
+      std::sort(size.begin(), size.end());
+      std::sort(want.begin(), want.end());
+      if (size != want) continue;
       if (r.value("algorithm", "") == "greedy-step") torchMs = r["median_ms"].get<double>();
       if (r.value("algorithm", "") == "greedy-step+fold-check") torchFoldMs = r["median_ms"].get<double>();
     }
@@ -79,6 +85,10 @@ void runIteration(Context& ctx) {
                     {"torch_ms", torchMs}, {"torch_fold_check_ms", torchFoldMs}});
   }
   j["iteration"] = rows;
+  if (std::isfinite(torchMs))
+    md << "\nPyTorch step: " << peers.value("source", std::string("bench/peers/greedy_torch.py")) << " on "
+       << peers.value("device", std::string("?")) << ", torch " << peers.value("versions", nlohmann::json::object()).value("torch", std::string("?"))
+       << " (the peers file given to this run).\n";
   runIterationSplit(ctx, dMoving, dFixed, u);
   if (onDevice && !opt.tiny) {
     md << "\nTarget: <= " << kTargetIterationMs << " ms per iteration: " << (bestMs <= kTargetIterationMs ? "met" : "missed")

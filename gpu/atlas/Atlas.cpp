@@ -14,6 +14,7 @@
 #include "gpu/fluid/Fluid.hpp"
 #include "gpu/greedy/Greedy.hpp"
 #include "gpu/greedy/GreedyStepper.hpp"
+#include "gpu/greedy/detail/GreedyKernels.hpp"
 #include "gpu/imageops/ImageOps.hpp"
 
 namespace kortex::gpu {
@@ -69,6 +70,34 @@ struct WarpSnapSseFunctor {
   }
 };
 
+// The centring's candidate in one pass: W = snap(I(x - u(x))), sum (W - T)^2 and min det(I - grad u)
+// (clamped central differences, the greedy step's fold check).
+struct CentreSums {
+  double sse;
+  float minJ;
+};
+template <class Mem>
+struct WarpSnapCheckFunctor {
+  using value_type = CentreSums;
+  WarpSnapFunctor<Mem> warp;
+  int nz;
+  KOKKOS_INLINE_FUNCTION void operator()(int i, value_type& s) const {
+    const double d = double(warp.at(i)) - double(warp.T.data()[i]);
+    s.sse += d * d;
+    const int row = i / warp.nx, x = i - row * warp.nx, y = row % warp.ny, z = row / warp.ny;
+    const float J = greedy_detail::deformationDeterminant(warp.u, z, y, x, nz, warp.ny, warp.nx);
+    if (J < s.minJ) s.minJ = J;
+  }
+  KOKKOS_INLINE_FUNCTION void init(value_type& s) const {
+    s.sse = 0.0;
+    s.minJ = 3.4e38f;
+  }
+  KOKKOS_INLINE_FUNCTION void join(KORTEX_JOIN_VOLATILE value_type& d, const KORTEX_JOIN_VOLATILE value_type& s) const {
+    d.sse += s.sse;
+    if (s.minJ < d.minJ) d.minJ = s.minJ;
+  }
+};
+
 template <class Exec>
 void warpSnapped(Exec const& exec, ImageView<typename Exec::memory_space> I, Field<typename Exec::memory_space> u,
                  ImageView<typename Exec::memory_space> W) {
@@ -76,7 +105,18 @@ void warpSnapped(Exec const& exec, ImageView<typename Exec::memory_space> I, Fie
                        WarpSnapFunctor<typename Exec::memory_space>{I, u, W, {}, int(W.extent(1)), int(W.extent(2))});
 }
 
-// The same, with sum (W - T)^2 left in the device scalar `sse` (no read-back).
+// The centring's candidate u: W from it, its sum (W - T)^2 and its min det (read back, fences).
+template <class Exec>
+CentreSums warpSnapChecked(Exec const& exec, ImageView<typename Exec::memory_space> I, Field<typename Exec::memory_space> u,
+                           ImageView<typename Exec::memory_space> W, ConstImageView<typename Exec::memory_space> T) {
+  CentreSums s{0.0, 0.0f};
+  Kokkos::parallel_reduce("kortex::atlas::warp_snap_check", Kokkos::RangePolicy<Exec, Kokkos::IndexType<int>>(exec, 0, int(W.size())),
+                          WarpSnapCheckFunctor<typename Exec::memory_space>{{I, u, W, T, int(W.extent(1)), int(W.extent(2))}, int(W.extent(0))},
+                          s);
+  return s;
+}
+
+// The same as warpSnapped, with sum (W - T)^2 left in the device scalar `sse` (no read-back).
 template <class Exec>
 void warpSnapped(Exec const& exec, ImageView<typename Exec::memory_space> I, Field<typename Exec::memory_space> u,
                  ImageView<typename Exec::memory_space> W, ConstImageView<typename Exec::memory_space> T,
@@ -497,10 +537,19 @@ class AtlasBuilder {
   void centre(Scale& S, SubjectState<Mem>& st, int li, std::vector<double>& slots) {
     kx::ScopedRegion region("kortex::atlas::centre");
     const std::size_t n = std::size_t(n_), gi = std::size_t(run_.first + li);
-    bool kept = false;
-    const float jKept = S.stepper->composeUnfolded(st.u, ConstField<Mem>(S.ubar), kept);
-    if (!kept) slots[n + gi] += 1.0;
-    warpSnapped(exec_, st.I, st.u, st.W, ConstImageView<Mem>(T_), Kokkos::subview(sse_, li));
+    // The candidate is warped and checked in one pass; a folded one (rare) is dropped and W warped
+    // again from the u kept.
+    Field<Mem> cand = S.stepper->composeCandidate(ConstField<Mem>(st.u), ConstField<Mem>(S.ubar));
+    const CentreSums c = warpSnapChecked(exec_, st.I, cand, st.W, ConstImageView<Mem>(T_));
+    float jKept = c.minJ;
+    if (c.minJ > 0.0f) {
+      S.stepper->keepCandidate(st.u);
+      Kokkos::deep_copy(exec_, Kokkos::subview(sse_, li), c.sse);
+    } else {
+      slots[n + gi] += 1.0;
+      warpSnapped(exec_, st.I, st.u, st.W, ConstImageView<Mem>(T_), Kokkos::subview(sse_, li));
+      jKept = minJacobian(exec_, ConstField<Mem>(st.u));
+    }
     slots[2 * n + gi] = double(jKept);
     slots[3 * n + gi] = st.frozen ? 1.0 : 0.0;
   }

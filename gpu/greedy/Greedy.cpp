@@ -263,15 +263,9 @@ GreedyStepOutcome GreedyStepper<Exec>::stepField(Field<memory_space>& u, ConstFi
 }
 
 template <class Exec>
-float GreedyStepper<Exec>::composeUnfolded(Field<memory_space>& u, ConstField<memory_space> w, bool& kept) {
-  greedyCompose(exec_, ConstField<memory_space>(u), w, 1.0f, cand_);
-  const float j = minJacobian(exec_, ConstField<memory_space>(cand_));
-  kept = j > 0.0f;
-  if (kept) {
-    std::swap(u, cand_);
-    return j;
-  }
-  return minJacobian(exec_, ConstField<memory_space>(u));
+Field<typename Exec::memory_space> GreedyStepper<Exec>::composeCandidate(ConstField<memory_space> u, ConstField<memory_space> w) {
+  greedyCompose(exec_, u, w, 1.0f, cand_);
+  return cand_;
 }
 
 // ---- the registration -----------------------------------------------------------------------------

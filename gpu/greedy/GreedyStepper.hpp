@@ -16,6 +16,8 @@
 
 #include <Kokkos_Core.hpp>
 
+#include <utility>
+
 #include "core/Greedy.hpp"
 #include "core/Image.hpp"
 #include "gpu/Fields.hpp"
@@ -55,9 +57,11 @@ class GreedyStepper {
                               Field<memory_space>& u, ConstField<memory_space> v, ImageView<memory_space>& W);
   // Steps 3-5, atlas: u is replaced by the accepted candidate (no warp, no min det recorded).
   GreedyStepOutcome stepField(Field<memory_space>& u, ConstField<memory_space> v);
-  // u <- u(x + w(x)) - w(x) when that has det > 0 everywhere (the atlas's centring); returns the
-  // min det of the field kept and whether the composition was kept.
-  float composeUnfolded(Field<memory_space>& u, ConstField<memory_space> w, bool& kept);
+  // The atlas's centring in two calls: the candidate u(x + w(x)) - w(x) (returned: the stepper's
+  // buffer, valid until its next step), which the caller checks for folds (fused with its warp);
+  // keepCandidate then makes it u.
+  Field<memory_space> composeCandidate(ConstField<memory_space> u, ConstField<memory_space> w);
+  void keepCandidate(Field<memory_space>& u) { std::swap(u, cand_); }
 
   FluidSolver<Exec>& solver() { return solver_; }
 
