@@ -5,6 +5,9 @@
 // Cohort.cpp), sharing one atlas::Context.
 #include "bench/BenchAtlas.hpp"
 
+#include <cstdint>
+#include <cstdio>
+
 #include "bench/BenchCommon.hpp"
 #include "bench/atlas/AtlasBench.hpp"
 #include "core/Errors.hpp"
@@ -34,6 +37,12 @@ std::pair<AtlasResult, double> Context::run(std::vector<HostImage> const& imgs, 
   AtlasResult r = gpu::buildAtlas(exec, imgs, p, t, f, solo);
   exec.fence();
   const double s = secondsSince(t0);
+  std::uint64_t h = 1469598103934665603ull;
+  const auto* bytes = reinterpret_cast<const unsigned char*>(t.data.data());
+  for (std::size_t k = 0; k < t.data.size() * sizeof(float); ++k) h = (h ^ bytes[k]) * 1099511628211ull;
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
+  templateHash = hex;
   if (!(r.minJacobian > 0.0f)) fail("a field folded (min det " + common::fixedDecimals(r.minJacobian) + ")");
   return std::make_pair(r, s);
 }

@@ -85,6 +85,7 @@ struct Context : common::SectionRun {
   // One atlas of imgs on the device, fenced, timed; the template comes back, the fields stay on
   // the device; a folded field fails the report.
   std::pair<AtlasResult, double> run(std::vector<HostImage> const& imgs, AtlasParams const& p);
+  std::string templateHash;  // of the last run's template: FNV-1a 64 of its float bits, hex (to compare builds)
 };
 
 // The sections, in report order.

@@ -52,6 +52,7 @@ void runIteration(Context& ctx) {
        << fixedDecimals(gbs, 0) << " | " << fixedDecimals(100.0 * gbs / copyGBs, 0) << " | " << need / (1 << 20) << " MiB | "
        << fixedDecimals(r.minJacobian) << " |\n";
     rows.push_back({{"solver", toString(s)}, {"iteration_ms", t.medianMs}, {"samples_ms", t.samplesMs},
+                    {"template_fnv1a", ctx.templateHash},
                     {"per_subject_ms", t.medianMs / large}, {"GBs", gbs}, {"device_bytes", need},
                     {"min_jacobian", r.minJacobian}, {"run_seconds", secs}});
     ++rep.measured;

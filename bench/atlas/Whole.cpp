@@ -37,6 +37,7 @@ void runWhole(Context& ctx) {
        << fixedDecimals(r.history.back().mismatch, 4) << " | " << fixedDecimals(r.minJacobian) << " | " << fixedDecimals(r.meanDisplacementRms, 4)
        << " |\n";
     rows.push_back({{"cohort", name}, {"schedule", sched.str()}, {"iterations", r.iterations}, {"seconds", secs},
+                    {"template_fnv1a", ctx.templateHash},
                     {"final_mismatch", r.history.back().mismatch}, {"min_jacobian", r.minJacobian},
                     {"mean_displacement_rms", r.meanDisplacementRms}});
     ++rep.measured;
