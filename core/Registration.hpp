@@ -95,6 +95,8 @@
 
 #include <Kokkos_Core.hpp>
 
+#include <cstddef>
+
 #include <cstdint>
 #include <functional>
 #include <limits>
@@ -272,10 +274,18 @@ KOKKOS_INLINE_FUNCTION float regSampleTrilinear(View const& img, float px, float
                                                 float* grad) {
   const RegCell c = regCell(px, py, pz, static_cast<int>(img.extent(2)), static_cast<int>(img.extent(1)),
                             static_cast<int>(img.extent(0)));
-  const float c000 = img(c.z0, c.y0, c.x0), c001 = img(c.z0, c.y0, c.x1);
-  const float c010 = img(c.z0, c.y1, c.x0), c011 = img(c.z0, c.y1, c.x1);
-  const float c100 = img(c.z1, c.y0, c.x0), c101 = img(c.z1, c.y0, c.x1);
-  const float c110 = img(c.z1, c.y1, c.x0), c111 = img(c.z1, c.y1, c.x1);
+  // The corners' offsets from the view's strides, each row formed once (img(z, y, x) without the
+  // 3-D index arithmetic per read: the same values, so the same bits).
+  using Offset = std::ptrdiff_t;
+  const auto* p = img.data();
+  const Offset s0 = static_cast<Offset>(img.stride_0()), s1 = static_cast<Offset>(img.stride_1()),
+               s2 = static_cast<Offset>(img.stride_2());
+  const Offset r00 = c.z0 * s0 + c.y0 * s1, r01 = c.z0 * s0 + c.y1 * s1, r10 = c.z1 * s0 + c.y0 * s1,
+               r11 = c.z1 * s0 + c.y1 * s1, a0 = c.x0 * s2, a1 = c.x1 * s2;
+  const float c000 = p[r00 + a0], c001 = p[r00 + a1];
+  const float c010 = p[r01 + a0], c011 = p[r01 + a1];
+  const float c100 = p[r10 + a0], c101 = p[r10 + a1];
+  const float c110 = p[r11 + a0], c111 = p[r11 + a1];
   // Along x on the four (y, z) edges.
   const float e00 = c000 + c.tx * (c001 - c000), e01 = c010 + c.tx * (c011 - c010);
   const float e10 = c100 + c.tx * (c101 - c100), e11 = c110 + c.tx * (c111 - c110);

@@ -288,6 +288,63 @@ BOOST_AUTO_TEST_CASE_TEMPLATE(kokkos_kernels_match_reference, Space, test::Execu
   }
 }
 
+// The trilinear samplers address corners by the views' strides (core/Greedy.hpp
+// greedySampleField, core/Registration.hpp regSampleTrilinear): the same bits as indexing the
+// view, on contiguous views and on strided subviews, inside the grid and past its edges (clamp).
+namespace {
+void viewIndexedCorner(float p, int n, int& i0, int& i1, float& t) {
+  const float lo = p < -1.0f ? -1.0f : (p > float(n) ? float(n) : p);
+  const float f = std::floor(lo);
+  t = lo - f;
+  i0 = clampIndex(int(f), n);
+  i1 = clampIndex(int(f) + 1, n);
+}
+template <class V>
+float viewIndexedTrilinear(V const& a, float px, float py, float pz) {  // a(z, y, x), the samplers' operations
+  int x0, x1, y0, y1, z0, z1;
+  float tx, ty, tz;
+  viewIndexedCorner(px, int(a.extent(2)), x0, x1, tx);
+  viewIndexedCorner(py, int(a.extent(1)), y0, y1, ty);
+  viewIndexedCorner(pz, int(a.extent(0)), z0, z1, tz);
+  const float e00 = a(z0, y0, x0) + tx * (a(z0, y0, x1) - a(z0, y0, x0));
+  const float e01 = a(z0, y1, x0) + tx * (a(z0, y1, x1) - a(z0, y1, x0));
+  const float e10 = a(z1, y0, x0) + tx * (a(z1, y0, x1) - a(z1, y0, x0));
+  const float e11 = a(z1, y1, x0) + tx * (a(z1, y1, x1) - a(z1, y1, x0));
+  const float f0 = e00 + ty * (e01 - e00), f1 = e10 + ty * (e11 - e10);
+  return f0 + tz * (f1 - f0);
+}
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(sampling_by_strides_is_view_indexing) {
+  Kokkos::View<float****, Kokkos::LayoutRight, Kokkos::HostSpace> big("big", 3, 9, 8, 11);
+  for (std::size_t k = 0; k < big.size(); ++k) big.data()[k] = float(std::sin(0.37 * double(k)) * 10.0);
+  auto whole = Kokkos::subview(big, Kokkos::ALL, Kokkos::ALL, Kokkos::ALL, Kokkos::ALL);
+  auto strided = Kokkos::subview(big, Kokkos::ALL, std::make_pair(2, 7), std::make_pair(1, 7), std::make_pair(3, 10));
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> in(-2.5f, 12.5f);
+  int checked = 0;
+  auto check = [&](auto const& u) {
+    for (int t = 0; t < 400; ++t) {
+      const float px = in(rng), py = in(rng), pz = in(rng);
+      float got[3];
+      greedySampleField(u, px, py, pz, got);
+      for (int c = 0; c < 3; ++c) {
+        auto comp = Kokkos::subview(u, c, Kokkos::ALL, Kokkos::ALL, Kokkos::ALL);
+        const float want = viewIndexedTrilinear(comp, px, py, pz);
+        float g[3];
+        BOOST_TEST_REQUIRE(got[c] == want);
+        BOOST_TEST_REQUIRE(regSampleTrilinear(comp, px, py, pz, g) == want);
+        ++checked;
+      }
+    }
+  };
+  check(whole);
+  check(strided);
+  BOOST_TEST(strided.stride_3() == 1u);
+  BOOST_TEST(strided.stride_2() == big.stride_2());  // rows of the parent: not contiguous
+  BOOST_TEST(checked == 2400);
+}
+
 // The one-pass step's schedule (slices per team) changes the order of the work, not the values:
 // every schedule writes the same bits and returns the same sums, on a grid with partial tiles and
 // a partial last chunk.
