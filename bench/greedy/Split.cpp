@@ -2,6 +2,7 @@
 // fenced: the passes GreedyRegistration::run makes) and the ScratchTiled step's launch sweep.
 #include "bench/greedy/GreedyBench.hpp"
 
+#include <algorithm>
 #include <functional>
 #include <string>
 #include <vector>
@@ -86,14 +87,19 @@ void runIterationSplit(Context& ctx, ImageView<Mem> const& dMoving, ImageView<Me
   }
   md << "| sum, Naive step | " << fixedDecimals(naiveSum) << " | | |\n| sum, ScratchTiled step | " << fixedDecimals(tiledSum) << " | | |\n";
   // The one-pass step's launch: slices per team (league size and apron overhead) x team size.
-  const gd::StepTiledLaunch chosen{};
-  md << "\nScratchTiled step launch sweep (ms; the registration uses " << chosen.chunkZ << " slices per team and "
-     << (chosen.teamSize > 0 ? std::to_string(chosen.teamSize) : std::string("Kokkos::AUTO"))
-     << " threads):\n\n| slices per team | AUTO | 128 | 256 | 384 |\n|---|---|---|---|---|\n";
+  const int tiles = ((nx + gd::StepTiledFunctor<Exec>::kTileX - 1) / gd::StepTiledFunctor<Exec>::kTileX) *
+                    ((ny + gd::StepTiledFunctor<Exec>::kTileY - 1) / gd::StepTiledFunctor<Exec>::kTileY);
+  const int chosen = gd::stepTiledChunk(kx::concurrency(exec), tiles, nz);
+  md << "\nScratchTiled step launch sweep (ms; the registration lets stepTiledChunk choose: " << chosen
+     << " slices per team here, Kokkos::AUTO threads):\n\n| slices per team | AUTO | 128 | 256 | 384 |\n|---|---|---|---|---|\n";
+  j["step_tiled_chunk"] = chosen;
   nlohmann::json sweep = nlohmann::json::array();
   const int maxTeam = Kokkos::TeamPolicy<Exec>(exec, 1, Kokkos::AUTO)
                           .team_size_max(gd::StepTiledFunctor<Exec>{}, Kokkos::ParallelReduceTag());
-  for (int chunk : {8, 16, 24, 36}) {
+  std::vector<int> chunks = {8, 16, 24, 36};
+  if (std::find(chunks.begin(), chunks.end(), chosen) == chunks.end()) chunks.push_back(chosen);
+  std::sort(chunks.begin(), chunks.end());
+  for (int chunk : chunks) {
     md << "| " << chunk;
     for (int team : {0, 128, 256, 384}) {
       if (team > maxTeam) {

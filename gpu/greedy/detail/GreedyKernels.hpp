@@ -302,14 +302,25 @@ struct StepTiledFunctor {
   }
 };
 
-// The one-pass step's schedule: slices per team (league size and apron overhead) and team size (0:
-// Kokkos::AUTO). The registration's (16, AUTO) is the fastest of the launch sweep of `kortex bench
-// greedy` on an H200 (bench/results/greedy_iteration_issue29_nvidia-h200.md); docs/greedy.md keeps
-// the schedules measured and not kept.
+// The one-pass step's schedule: slices per team (league size and apron overhead; 0: chosen by
+// stepTiledChunk) and team size (0: Kokkos::AUTO).
 struct StepTiledLaunch {
-  int chunkZ = 16;
+  int chunkZ = 0;
   int teamSize = 0;
 };
+
+// Slices per team when the launch leaves it open: as many z chunks as fill the device's resident
+// teams once. A team is one xy tile's march along z, one slice after another, so too few teams
+// leave SMs idle (small grids) and more than fit run in two waves (large ones). Resident: about
+// 1024 threads per SM in 128-thread teams (56-64 registers per thread: 8-9 teams per H100/H200
+// SM). Measured on an H200 at 160x192x144 (120 tiles): 16 slices (1080 teams, two waves at 64
+// registers) 0.29 ms, 24 slices (720 teams) 0.24 ms (bench/results/greedy_iteration_issue29_*.md).
+// Host back ends (concurrency = threads): one chunk per tile, the fewest recomputed apron slices.
+inline int stepTiledChunk(int concurrency, int tiles, int nz) {
+  const int resident = concurrency / 256;
+  const int chunks = resident > tiles ? (resident / tiles < nz ? resident / tiles : nz) : 1;
+  return (nz + chunks - 1) / chunks;
+}
 
 // Launch of the one-pass step: league of xy tiles x z chunks, scratch checked against what the back
 // end offers. Returns the sums (fences).
@@ -323,7 +334,7 @@ CheckSums stepTiled(Exec const& exec, ConstImageView<typename Exec::memory_space
   using Policy = Kokkos::TeamPolicy<Exec>;
   const int nz = int(u.extent(1)), ny = int(u.extent(2)), nx = int(u.extent(3));
   const int tilesX = (nx + F::kTileX - 1) / F::kTileX, tilesY = (ny + F::kTileY - 1) / F::kTileY;
-  const int chunk = cfg.chunkZ > 0 ? cfg.chunkZ : StepTiledLaunch{}.chunkZ;
+  const int chunk = cfg.chunkZ > 0 ? cfg.chunkZ : stepTiledChunk(kx::concurrency(exec), tilesX * tilesY, nz);
   const int teams = tilesX * tilesY * ((nz + chunk - 1) / chunk);
   const std::size_t bytes = F::scratchBytes();
   Policy policy = cfg.teamSize > 0 ? Policy(exec, teams, cfg.teamSize) : Policy(exec, teams, Kokkos::AUTO);
