@@ -324,9 +324,10 @@ void addBenchCommands(CLI::App& app, Action& action) {
                      "Unbiased atlas (Ha et al. 2010): one iteration over 315 subjects at 144x192x160 per solver vs "
                      "PyTorch, the whole multi-scale atlas, Fig 13 (single vs multi-scale), the CPU reference",
                      {"64 subjects instead of 315", "Tiny grid, 3 subjects (smoke test)",
-                      "Only sections whose label contains this text: \"Iteration\", \"Whole\", \"CPU\", \"Scaling\" (the one "
-                      "section that runs under mpirun: one rank per GPU)",
-                      "Merge peer timings from bench/peers/atlas_torch.py (JSON)"},
+                      "Only sections whose label contains this text: \"Iteration <solver>\" (\"Iteration fft\", ...; "
+                      "\"Iteration\": every solver), \"Whole\", \"CPU\", \"Scaling\" (the one section that runs under "
+                      "mpirun: one rank per GPU)",
+                      "Merge peer timings from bench/peers/atlas_torch.py or bench/peers/torch_step_peer.py (JSON)"},
                      &cmdBenchAtlas, &atlasBench);
   atlasBench->add_option("--data", ao->dataDir, "Real data folder (../shared/data): the cohort from the 40 IXI volumes")
       ->check(CLI::ExistingDirectory);
