@@ -135,9 +135,10 @@ template <class Exec>
 GreedyStepSums greedyStep(Exec const& exec, ConstImageView<typename Exec::memory_space> moving,
                           ConstImageView<typename Exec::memory_space> fixed, ConstField<typename Exec::memory_space> u,
                           ConstField<typename Exec::memory_space> v, float eps, Field<typename Exec::memory_space> uOut,
-                          Field<typename Exec::memory_space> force, GreedyStepVariant variant) {
+                          Field<typename Exec::memory_space> force, GreedyStepVariant variant, int chunkZ) {
   using Mem = typename Exec::memory_space;
   requireSameGrid(moving, fixed, "greedyStep", "the moving and fixed images are");
+  if (chunkZ < 0) throw InvalidArgument("greedyStep: slices per team must be >= 0 (0: the registration's choice)");
   for (auto const* f : {&u, &v}) requireField3(*f, "greedyStep");
   requireField3(uOut, "greedyStep");
   requireField3(force, "greedyStep");
@@ -161,7 +162,7 @@ GreedyStepSums greedyStep(Exec const& exec, ConstImageView<typename Exec::memory
     greedyForce(exec, w, fixed, force);
     exec.fence();
   } else {
-    cs = greedy_detail::stepTiled(exec, moving, fixed, u, v, one, eps, uOut, force);
+    cs = greedy_detail::stepTiled(exec, moving, fixed, u, v, one, eps, uOut, force, {chunkZ, 0});
   }
   return GreedyStepSums{cs.sse, cs.minJ};
 }
@@ -407,7 +408,7 @@ GreedyResult greedyRegister(Exec const& exec, HostImage const& moving, HostImage
   template GreedyStepSums greedyStep<SPACE>(SPACE const&, ConstImageView<SPACE::memory_space>,          \
                                             ConstImageView<SPACE::memory_space>, ConstField<SPACE::memory_space>, \
                                             ConstField<SPACE::memory_space>, float, Field<SPACE::memory_space>,   \
-                                            Field<SPACE::memory_space>, GreedyStepVariant);                      \
+                                            Field<SPACE::memory_space>, GreedyStepVariant, int);                 \
   template double imageRmse<SPACE>(SPACE const&, ConstImageView<SPACE::memory_space>,                     \
                                    ConstImageView<SPACE::memory_space>);                                   \
   template void downsampleImage<SPACE>(SPACE const&, ConstImageView<SPACE::memory_space>, int,            \

@@ -59,7 +59,8 @@ void upsampleField(Exec const& exec, ConstField<typename Exec::memory_space> in,
 // One candidate of the iteration (core/Greedy.hpp steps 4-6 and the force of the next iteration)
 // with a given eps: uOut = u(x + eps v) - eps v, W = I0(x - uOut) (not stored), force = -(W - I1)
 // grad W; returns sum (W - I1)^2 and min det(I - grad uOut). `variant` as in GreedyRegistration
-// (Naive: three passes with a W image; ScratchTiled: one). Fences.
+// (Naive: three passes with a W image; ScratchTiled: one, its z chunk `chunkZ` slices per team, 0:
+// the registration's choice; the schedule changes no value). Fences.
 struct GreedyStepSums {
   double sse = 0.0;
   float minJacobian = 0.0f;
@@ -68,7 +69,7 @@ template <class Exec>
 GreedyStepSums greedyStep(Exec const& exec, ConstImageView<typename Exec::memory_space> moving,
                           ConstImageView<typename Exec::memory_space> fixed, ConstField<typename Exec::memory_space> u,
                           ConstField<typename Exec::memory_space> v, float eps, Field<typename Exec::memory_space> uOut,
-                          Field<typename Exec::memory_space> force, GreedyStepVariant variant);
+                          Field<typename Exec::memory_space> force, GreedyStepVariant variant, int chunkZ = 0);
 
 template <class Exec>
 class GreedyRegistration {
