@@ -9,6 +9,7 @@
 #include <condition_variable>
 #include <exception>
 #include <mutex>
+#include <system_error>
 #include <thread>
 #include <cmath>
 #include <map>
@@ -285,15 +286,16 @@ std::vector<RegistrationPipelineResult> alignPairs(std::vector<HostImage const*>
       throw InvalidArgument(labels[std::size_t(i)] + ": " + e.what());
     }
   };
-  const bool concurrent = resolve(opt.backend) != Backend::Cpu && kx::hasConcurrentInstances<Exec> && n > 1;
-  if (!concurrent) {
+  auto inOrder = [&](Exec const& exec) {
     for (int i = 0; i < n; ++i) {
-      one(i, Exec());
+      one(i, exec);
       rethrow(i);
       if (done) done(i);
     }
     return out;
-  }
+  };
+  const bool concurrent = resolve(opt.backend) != Backend::Cpu && kx::hasConcurrentInstances<Exec> && n > 1;
+  if (!concurrent) return inOrder(Exec());
   // Workers take the next pair from a shared counter, each on its own instance (stream); their
   // host work (normalisation, pyramids) gets an equal share of the OpenMP threads.
   // The pairs mostly wait on their instances (each metric evaluation is read back), so there may be
@@ -307,18 +309,24 @@ std::vector<RegistrationPipelineResult> alignPairs(std::vector<HostImage const*>
   std::condition_variable cv;
   std::vector<char> ready(std::size_t(n), 0);
   std::vector<std::thread> pool;
-  for (int w = 0; w < workers; ++w)
-    pool.emplace_back([&, w] {
-      omp_set_num_threads(ompShare);
-      for (int i = next++; i < n; i = next++) {
-        one(i, instances[std::size_t(w)]);
-        {
-          std::lock_guard<std::mutex> lock(m);
-          ready[std::size_t(i)] = 1;
+  for (int w = 0; w < workers; ++w) {
+    try {
+      pool.emplace_back([&, w] {
+        omp_set_num_threads(ompShare);
+        for (int i = next++; i < n; i = next++) {
+          one(i, instances[std::size_t(w)]);
+          {
+            std::lock_guard<std::mutex> lock(m);
+            ready[std::size_t(i)] = 1;
+          }
+          cv.notify_all();
         }
-        cv.notify_all();
-      }
-    });
+      });
+    } catch (std::system_error const&) {
+      break;  // the system gives no more threads: those started take every pair
+    }
+  }
+  if (pool.empty()) return inOrder(instances.front());
   // Pairs are reported, and the first failure raised, in index order as they become ready.
   std::exception_ptr first;
   for (int i = 0; i < n && !first; ++i) {
