@@ -61,7 +61,7 @@ void runIterationSplit(Context& ctx, ImageView<Mem> const& dMoving, ImageView<Me
       {"warp + SSE + fold check (read back)", 24, [&] {
          gd::CheckSums cs{0.0, 0.0f, 0.0f};
          Kokkos::parallel_reduce("kortex::bench::check", IntPolicy(exec, 0, n),
-                                 gd::CheckFunctor<Mem>{cand, dMoving, dFixed, Wc, vmax2, nz, ny, nx}, cs);
+                                 gd::CheckFunctor<Mem>{{cand, vmax2, nz, ny, nx}, dMoving, dFixed, Wc}, cs);
        }},
       {"step in one pass, ScratchTiled (replaces force, composition, warp + check; read back)", 56,
        [&] { gd::stepTiled(exec, dMoving, dFixed, u, v, vmax2, 1.0f, cand, fc); }}};

@@ -158,7 +158,7 @@ GreedyStepSums greedyStep(Exec const& exec, ConstImageView<typename Exec::memory
     ImageView<Mem> w("kortex::greedy::step_W", nz, ny, nx);
     parallelForVoxels("kortex::greedy::compose", exec, nz, ny, nx, ComposeScaledFunctor<Mem>{u, v, uOut, one, eps});
     Kokkos::parallel_reduce("kortex::greedy::check", Kokkos::RangePolicy<Exec, Kokkos::IndexType<int>>(exec, 0, nz * ny * nx),
-                            CheckFunctor<Mem>{uOut, moving, fixed, w, one, nz, ny, nx}, cs);
+                            CheckFunctor<Mem>{{uOut, one, nz, ny, nx}, moving, fixed, w}, cs);
     greedyForce(exec, w, fixed, force);
     exec.fence();
   } else {
@@ -225,7 +225,7 @@ GreedyStepOutcome GreedyStepper<Exec>::stepImage(ConstImageView<memory_space> mo
     if (naive) {
       parallelForVoxels("kortex::greedy::compose", exec_, nz_, ny_, nx_, ComposeScaledFunctor<memory_space>{u, v, cand_, vmax2_, delta});
       Kokkos::parallel_reduce("kortex::greedy::check", Kokkos::RangePolicy<Exec, Kokkos::IndexType<int>>(exec_, 0, n),
-                              CheckFunctor<memory_space>{cand_, moving, fixed, wc_, vmax2_, nz_, ny_, nx_}, cs);
+                              CheckFunctor<memory_space>{{cand_, vmax2_, nz_, ny_, nx_}, moving, fixed, wc_}, cs);
     } else {
       cs = greedy_detail::stepTiled(exec_, moving, fixed, u, v, vmax2_, delta, cand_, fc_);
     }

@@ -138,48 +138,13 @@ struct ComposeScaledFunctor {
   }
 };
 
-// The candidate's checks in one pass: W(x) = I0(x - u(x)) written to `warped`, sum (W - I1)^2 and
-// min det(I - grad u) (clamped central differences); also returns the step's max |v|^2 (copied
-// from the device scalar, so one read-back serves both).
+// The candidate's fold check: min det(I - grad u) (clamped central differences) and the step's
+// max |v|^2 copied from the device scalar, so that one read-back serves both (the atlas's step).
 struct CheckSums {
   double sse;
   float minJ;
   float vmax2;
 };
-template <class Mem>
-struct CheckFunctor {
-  using value_type = CheckSums;
-  ConstField<Mem> u;
-  ConstImageView<Mem> moving, fixed;
-  ImageView<Mem> warped;
-  Kokkos::View<const float, Mem> vmax2;
-  int nz, ny, nx;
-  KOKKOS_INLINE_FUNCTION void operator()(int i, value_type& s) const {
-    const int row = i / nx, x = i - row * nx, y = row % ny, z = row / ny;
-    if (i == 0) s.vmax2 = vmax2();
-    float g[3];
-    const float w = regSampleTrilinear(moving, static_cast<float>(x) - u(0, z, y, x), static_cast<float>(y) - u(1, z, y, x),
-                                       static_cast<float>(z) - u(2, z, y, x), g);
-    warped(z, y, x) = w;
-    const double d = double(w) - double(fixed(z, y, x));
-    s.sse += d * d;
-    const float J = deformationDeterminant(u, z, y, x, nz, ny, nx);
-    if (J < s.minJ) s.minJ = J;
-  }
-  KOKKOS_INLINE_FUNCTION void init(value_type& s) const {
-    s.sse = 0.0;
-    s.minJ = 3.4e38f;
-    s.vmax2 = 0.0f;
-  }
-  KOKKOS_INLINE_FUNCTION void join(KORTEX_JOIN_VOLATILE value_type& d, const KORTEX_JOIN_VOLATILE value_type& s) const {
-    d.sse += s.sse;
-    if (s.minJ < d.minJ) d.minJ = s.minJ;
-    if (s.vmax2 > d.vmax2) d.vmax2 = s.vmax2;
-  }
-};
-
-// The atlas's candidate check: min det(I - grad u) (clamped central differences) and the step's
-// max |v|^2 copied from the device scalar, so that one read-back serves both.
 template <class Mem>
 struct FoldCheckFunctor {
   using value_type = CheckSums;
@@ -198,8 +163,34 @@ struct FoldCheckFunctor {
     s.vmax2 = 0.0f;
   }
   KOKKOS_INLINE_FUNCTION void join(KORTEX_JOIN_VOLATILE value_type& d, const KORTEX_JOIN_VOLATILE value_type& s) const {
+    d.sse += s.sse;
     if (s.minJ < d.minJ) d.minJ = s.minJ;
     if (s.vmax2 > d.vmax2) d.vmax2 = s.vmax2;
+  }
+};
+
+// The registration's candidate checks in one pass: the fold check, and W(x) = I0(x - u(x)) written
+// to `warped` with its sum (W - I1)^2.
+template <class Mem>
+struct CheckFunctor {
+  using value_type = CheckSums;
+  FoldCheckFunctor<Mem> fold;
+  ConstImageView<Mem> moving, fixed;
+  ImageView<Mem> warped;
+  KOKKOS_INLINE_FUNCTION void operator()(int i, value_type& s) const {
+    ConstField<Mem> const& u = fold.u;
+    const int row = i / fold.nx, x = i - row * fold.nx, y = row % fold.ny, z = row / fold.ny;
+    float g[3];
+    const float w = regSampleTrilinear(moving, static_cast<float>(x) - u(0, z, y, x), static_cast<float>(y) - u(1, z, y, x),
+                                       static_cast<float>(z) - u(2, z, y, x), g);
+    warped(z, y, x) = w;
+    const double d = double(w) - double(fixed(z, y, x));
+    s.sse += d * d;
+    fold(i, s);
+  }
+  KOKKOS_INLINE_FUNCTION void init(value_type& s) const { fold.init(s); }
+  KOKKOS_INLINE_FUNCTION void join(KORTEX_JOIN_VOLATILE value_type& d, const KORTEX_JOIN_VOLATILE value_type& s) const {
+    fold.join(d, s);
   }
 };
 
