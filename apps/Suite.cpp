@@ -129,7 +129,7 @@ int cmdBenchGreedy(bench::BenchOptions o) {
 }
 
 int cmdBenchAtlas(bench::BenchOptions o) {
-  // Under mpirun every rank runs the Scaling section; rank 0 reports and writes the files.
+  // Under mpirun every rank runs the Scaling (or Sums over ranks) section; rank 0 reports and writes the files.
   auto& group = pipeline::ProcessGroup::world();
   o.comm = group.atlasComm();
   if (group.rank() != 0) {
@@ -325,8 +325,8 @@ void addBenchCommands(CLI::App& app, Action& action) {
                      "PyTorch, the whole multi-scale atlas, Fig 13 (single vs multi-scale), the CPU reference",
                      {"64 subjects instead of 315", "Tiny grid, 3 subjects (smoke test)",
                       "Only sections whose label contains this text: \"Iteration <solver>\" (\"Iteration fft\", ...; "
-                      "\"Iteration\": every solver), \"Whole\", \"CPU\", \"Scaling\" (the one section that runs under "
-                      "mpirun: one rank per GPU)",
+                      "\"Iteration\": every solver), \"Whole\", \"CPU\", \"Scaling\" and \"Sums over ranks\" (the sections "
+                      "that run under mpirun: one rank per GPU)",
                       "Merge peer timings from bench/peers/atlas_torch.py or bench/peers/torch_step_peer.py (JSON)"},
                      &cmdBenchAtlas, &atlasBench);
   atlasBench->add_option("--data", ao->dataDir, "Real data folder (../shared/data): the cohort from the 40 IXI volumes")

@@ -1,7 +1,7 @@
 // `kortex bench atlas`: the atlas tables of Ha et al. 2010 (see bench/BenchAtlas.hpp for what is
 // measured and how). This file checks the options, builds the cohorts, writes the report's header
 // and its targets and runs the sections in order; the sections live in bench/atlas/
-// (AtlasBench.hpp: Iteration.cpp + Streaming.cpp, Whole.cpp, Cpu.cpp, Scaling.cpp; the cohorts in
+// (AtlasBench.hpp: Iteration.cpp + Streaming.cpp, Whole.cpp, Cpu.cpp, Scaling.cpp, Sums.cpp; the cohorts in
 // Cohort.cpp), sharing one atlas::Context.
 #include "bench/BenchAtlas.hpp"
 
@@ -55,16 +55,17 @@ BenchReport runAtlasBench(BenchOptions const& opt) {
   const auto tStart = Clock::now();
   BenchReport rep;
   nlohmann::json peers = common::checkOptions(opt, "atlas");
-  std::vector<std::string> labels = {"Whole", "CPU", "Scaling"};
+  std::vector<std::string> labels = {"Whole", "CPU", "Scaling", "Sums over ranks"};
   for (GreedySolver s : atlas::kIterationSolvers) labels.push_back(atlas::iterationLabel(s));
   common::requireOnlyMatches(opt, labels, "atlas", "\"Whole\" or \"Iteration fft\"");
   bool iteration = false;
   for (GreedySolver s : atlas::kIterationSolvers) iteration = iteration || selected(opt.only, atlas::iterationLabel(s));
   gpu::Communicator* comm = opt.comm != nullptr && opt.comm->size() > 1 ? opt.comm : nullptr;
-  if (comm && (opt.only.empty() || !common::selected(opt.only, "Scaling") || common::selected(opt.only, "Whole") ||
-               iteration || common::selected(opt.only, "CPU")))
+  const bool grouped = common::selected(opt.only, "Scaling") || common::selected(opt.only, "Sums over ranks");
+  if (comm && (opt.only.empty() || !grouped || common::selected(opt.only, "Whole") || iteration ||
+               common::selected(opt.only, "CPU")))
     throw InvalidArgument("bench atlas: under " + std::to_string(comm->size()) +
-                          " processes only the \"Scaling\" section runs (select it alone)");
+                          " processes only the \"Scaling\" or the \"Sums over ranks\" section runs (select one alone)");
   atlas::Context ctx(opt, rep, std::move(peers), comm);
   nlohmann::json& j = ctx.j;
   std::ostringstream& md = ctx.md;
@@ -91,6 +92,7 @@ BenchReport runAtlasBench(BenchOptions const& opt) {
   if (selected(opt.only, "Whole")) atlas::runWhole(ctx);
   if (selected(opt.only, "CPU")) atlas::runCpu(ctx);
   if (selected(opt.only, "Scaling")) atlas::runScaling(ctx);
+  if (selected(opt.only, "Sums over ranks")) atlas::runSums(ctx);
   // This report's own targets (the atlas's; the greedy iteration's are in bench greedy's report).
   for (const char* key : {"target_iteration", "target_whole"})
     if (j.contains(key))

@@ -226,6 +226,55 @@ BOOST_AUTO_TEST_CASE(reduction_path_names) {
   test::expectThrowWith<InvalidArgument>([] { gpu::parseReductionPath("gloo"); }, {"gloo", "auto|staged|mpi|nccl"});
 }
 
+// A stand-in for a group of three ranks whose other two hold 1 and 2 times this rank's values:
+// sum(x) = 4 x + 1 per element would expose a value summed twice, missed or moved. It records the
+// lengths it was handed.
+class TripleComm final : public gpu::Communicator {
+ public:
+  int rank() const override { return 0; }
+  int size() const override { return 3; }
+  void sum(std::int64_t* data, std::size_t n) override {
+    calls.push_back(n);
+    for (std::size_t i = 0; i < n; ++i) data[i] = 4 * data[i] + 1;
+  }
+  void sum(double* data, std::size_t n) override {
+    for (std::size_t i = 0; i < n; ++i) data[i] = 4.0 * data[i] + 1.0;
+  }
+  std::string describe() const override { return "3 ranks (test)"; }
+  std::vector<std::size_t> calls;
+};
+
+BOOST_AUTO_TEST_CASE_TEMPLATE(staged_rank_sums_cover_every_value_once, Space, test::ExecutionSpaces) {
+  using Mem = typename Space::memory_space;
+  Space exec;
+  const std::size_t n = 50;
+  Kokkos::View<std::int64_t*, Mem> a("a", n);
+  auto h = Kokkos::create_mirror(a);  // a copy on every space: the expected values stay put
+  for (std::size_t i = 0; i < n; ++i) h(i) = std::int64_t(i * i) - 700 + (std::int64_t(1) << 40);
+  // Chunks that divide n, that do not, of one value, and one larger than the array; twice each
+  // (the buffer is reused; a smaller array after a larger one).
+  for (std::size_t chunk : {std::size_t(10), std::size_t(7), std::size_t(1), std::size_t(64)}) {
+    gpu::StagedRankSum<Space> staged(chunk);
+    for (std::size_t len : {n, n - 13}) {
+      Kokkos::deep_copy(a, h);
+      TripleComm comm;
+      staged(exec, comm, Kokkos::View<std::int64_t*, Mem>(a, std::make_pair(std::size_t(0), len)));
+      auto got = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), a);
+      int wrong = 0;
+      for (std::size_t i = 0; i < n; ++i) wrong += got(i) != (i < len ? 4 * h(i) + 1 : h(i));
+      BOOST_TEST(wrong == 0, "chunk " << chunk << ", " << len << " values: " << wrong << " wrong");
+      std::size_t covered = 0;
+      for (std::size_t c : comm.calls) {
+        BOOST_TEST(c <= chunk);
+        covered += c;
+      }
+      BOOST_TEST(covered == len);
+      BOOST_TEST(comm.calls.size() == (len + chunk - 1) / chunk);
+    }
+  }
+  test::expectThrowWith<InvalidArgument>([] { gpu::StagedRankSum<Space> bad(0); }, {"at least one value"});
+}
+
 BOOST_AUTO_TEST_CASE_TEMPLATE(kokkos_accumulate_is_the_fixed_point_sum, Space, test::ExecutionSpaces) {
   using Mem = typename Space::memory_space;
   Space exec;

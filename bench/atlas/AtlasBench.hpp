@@ -7,7 +7,9 @@
 //   Whole.cpp      whole multi-scale atlases and Fig 13 (section "Whole");
 //   Cpu.cpp        the CPU reference's iteration (section "CPU");
 //   Scaling.cpp    the whole atlas over the ranks of a process group, with the cost model
-//                  (section "Scaling").
+//                  (section "Scaling");
+//   Sums.cpp       one iteration's sums over the ranks per reduction path, the host-staged
+//                  path's chunk sweep (section "Sums over ranks").
 // bench/BenchAtlas.cpp checks the options, builds the cohorts, writes the header and runs the
 // sections in order.
 #pragma once
@@ -39,6 +41,8 @@ inline std::string iterationLabel(GreedySolver s) { return std::string("Iteratio
 inline constexpr double kTargetIterationS = 0.12;  // one iteration over 315 subjects at 144x192x160
 inline constexpr double kTargetTorchRatio = 2.5;    // at least 2.5x faster than the batched PyTorch step
 inline constexpr double kTargetWholeS = 8.0;       // the whole 315-subject multi-scale atlas (25 + 50)
+inline constexpr double kTargetSumsS = 0.025;      // one iteration's host-staged sums over ranks ...
+inline constexpr int kTargetSumsRanks = 4;         // ... at 4 ranks
 inline constexpr double kPaperMultiscaleGain = 3.5;  // Fig 13: single scale 200 vs 25 + 50
 // Memory traffic per voxel and subject of one atlas iteration (float32, the passes of
 // gpu/atlas/Atlas.cpp at their minimum): template sum (read W: 4; the int64 sum's read + write
@@ -94,5 +98,6 @@ void runStreaming(Context& ctx);
 void runWhole(Context& ctx);
 void runCpu(Context& ctx);
 void runScaling(Context& ctx);
+void runSums(Context& ctx);
 
 }  // namespace kortex::bench::atlas

@@ -179,28 +179,20 @@ struct StreamedSubject {
 using Clock = std::chrono::steady_clock;
 double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
-// The sums over ranks of an int64 device array: the transport reads device memory, or the array
-// is staged through host memory. Returns the seconds spent.
+// The sums over ranks of an int64 device array: the transport reads device memory (or the array
+// is in host memory), or the array is staged through pinned host memory. Returns the seconds spent.
 template <class Exec>
 double reduceRanks(Exec const& exec, Communicator* comm, Kokkos::View<std::int64_t*, typename Exec::memory_space> a,
-                   typename Kokkos::View<std::int64_t*, typename Exec::memory_space>::HostMirror& staging) {
+                   StagedRankSum<Exec>& staged) {
   using Mem = typename Exec::memory_space;
   if (comm == nullptr || comm->size() == 1) return 0.0;
   kx::ScopedRegion region("kortex::atlas::reduce");
   exec.fence();
   const auto t0 = Clock::now();
-  if (Kokkos::SpaceAccessibility<Kokkos::HostSpace, Mem>::accessible) {
+  if (Kokkos::SpaceAccessibility<Kokkos::HostSpace, Mem>::accessible)
     comm->sum(a.data(), a.size());
-  } else if (!comm->sumDevice(a.data(), a.size())) {
-    if (staging.size() < a.size())
-      staging = typename Kokkos::View<std::int64_t*, Mem>::HostMirror("kortex::atlas::staging", a.size());
-    auto s = Kokkos::subview(staging, std::make_pair(std::size_t(0), a.size()));
-    Kokkos::deep_copy(exec, s, a);
-    exec.fence();
-    comm->sum(s.data(), s.size());
-    Kokkos::deep_copy(exec, a, s);
-    exec.fence();
-  }
+  else if (!comm->sumDevice(a.data(), a.size()))
+    staged(exec, *comm, a);
   return since(t0);
 }
 
@@ -240,17 +232,46 @@ void atlasMean(Exec const& exec, FixedSum<typename Exec::memory_space> sum, int 
 }
 
 template <class Exec>
-double atlasSumSeconds(Exec const& exec, Communicator* comm, std::size_t count, int repetitions) {
+StagedRankSum<Exec>::StagedRankSum(std::size_t chunk) : chunk_(chunk) {
+  if (chunk < 1) throw InvalidArgument("staged sums over ranks: a chunk holds at least one value");
+}
+
+template <class Exec>
+void StagedRankSum<Exec>::operator()(Exec const& exec, Communicator& comm, Array a) {
+  const std::size_t n = a.size();
+  if (n == 0) return;
+  if (staging_.size() < n)
+    staging_ = decltype(staging_)(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kortex::atlas::staging"), n);
+  const std::size_t chunks = (n + chunk_ - 1) / chunk_;
+  auto part = [&](auto const& v, std::size_t k) {
+    return Kokkos::subview(v, std::make_pair(k * chunk_, std::min(n, (k + 1) * chunk_)));
+  };
+  Kokkos::deep_copy(exec, part(staging_, 0), part(a, 0));
+  exec.fence();
+  for (std::size_t k = 0; k < chunks; ++k) {
+    // Queued before the sum of chunk k, so they run while the ranks sum it.
+    if (k > 0) Kokkos::deep_copy(exec, part(a, k - 1), part(staging_, k - 1));
+    if (k + 1 < chunks) Kokkos::deep_copy(exec, part(staging_, k + 1), part(a, k + 1));
+    auto mine = part(staging_, k);
+    comm.sum(mine.data(), mine.size());
+    exec.fence();
+  }
+  Kokkos::deep_copy(exec, part(a, chunks - 1), part(staging_, chunks - 1));
+  exec.fence();
+}
+
+template <class Exec>
+double atlasSumSeconds(Exec const& exec, Communicator* comm, std::size_t count, int repetitions, std::size_t stagedChunk) {
   using Mem = typename Exec::memory_space;
   if (comm == nullptr || comm->size() == 1 || count == 0) return 0.0;
   if (repetitions < 1) throw InvalidArgument("atlasSumSeconds: at least one repetition");
   Kokkos::View<std::int64_t*, Mem> a("kortex::atlas::sum_probe", count);
-  typename Kokkos::View<std::int64_t*, Mem>::HostMirror staging;
-  reduceRanks(exec, comm, a, staging);  // warm-up: first-use set-up of the path and the staging buffer
+  StagedRankSum<Exec> staged(stagedChunk);
+  reduceRanks(exec, comm, a, staged);  // warm-up: first-use set-up of the path and the staging buffer
   std::vector<double> t;
   for (int r = 0; r < repetitions; ++r) {
     comm->barrier();
-    t.push_back(reduceRanks(exec, comm, a, staging));
+    t.push_back(reduceRanks(exec, comm, a, staged));
   }
   std::sort(t.begin(), t.end());
   return t[t.size() / 2];
@@ -483,7 +504,7 @@ class AtlasBuilder {
     for (auto const& st : sub_) w.push_back(st.W.data());
     // Streaming: `sum` already holds the streamed subjects' terms (set-up or the last centring).
     accumulateFlat(exec_, w, S.sum.data(), S.voxels, "kortex::atlas::template_sum", streaming_);
-    tReduce_ += reduceRanks(exec_, comm_, S.sum, staging_);
+    tReduce_ += reduceRanks(exec_, comm_, S.sum, staged_);
     meanFlat(exec_, S.sum.data(), n_, T_.data(), S.voxels, "kortex::atlas::template_mean");
     if (streaming_) Kokkos::deep_copy(exec_, S.sum, std::int64_t(0));
   }
@@ -593,7 +614,7 @@ class AtlasBuilder {
       std::vector<const float*> terms;
       for (auto const& st : sub_) terms.push_back(st.u.data());
       accumulateFlat(exec_, terms, S.ubarSum.data(), 3 * voxels, "kortex::atlas::mean_displacement_sum", streaming_);
-      tReduce_ += reduceRanks(exec_, comm_, S.ubarSum, staging_);
+      tReduce_ += reduceRanks(exec_, comm_, S.ubarSum, staged_);
       meanFlat(exec_, S.ubarSum.data(), n_, S.ubar.data(), 3 * voxels, "kortex::atlas::mean_displacement");
     }
     for (int i = 0; i < resident_; ++i) centre(S, sub_[std::size_t(i)], i, slots);
@@ -690,7 +711,7 @@ class AtlasBuilder {
       accumulateFlat(exec_, {slot_[0].u.data()}, uSum.data(), 3 * voxels, "kortex::atlas::final_displacement_sum", true);
     }
     accumulateFlat(exec_, terms, uSum.data(), 3 * voxels, "kortex::atlas::final_displacement_sum", streaming_);
-    tReduce_ += reduceRanks(exec_, comm_, uSum, staging_);
+    tReduce_ += reduceRanks(exec_, comm_, uSum, staged_);
     reduceSlots(slots);
     result_.minJacobian = 3.4e38f;
     for (double j : slots) result_.minJacobian = std::min(result_.minJacobian, float(j));
@@ -722,7 +743,7 @@ class AtlasBuilder {
   int s0_ = 0, resident_ = 0, streamedCount_ = 0;
   bool streaming_ = false;
   AtlasResult result_;
-  typename Flat::HostMirror staging_;
+  StagedRankSum<Exec> staged_;
   std::vector<ImageView<Mem>> full_;
   ImageView<Mem> blurred_;
   double tReduce_ = 0.0, tSetup_ = 0.0, secondsBefore_ = 0.0;
@@ -747,7 +768,8 @@ AtlasResult buildAtlas(Exec const& exec, std::vector<HostImage> const& images, A
 #define KORTEX_INSTANTIATE_ATLAS(SPACE)                                                                       \
   template void atlasAccumulate<SPACE>(SPACE const&, std::vector<ConstImageView<SPACE::memory_space>> const&, \
                                        FixedSum<SPACE::memory_space>, bool);                                  \
-  template double atlasSumSeconds<SPACE>(SPACE const&, Communicator*, std::size_t, int);                        \
+  template double atlasSumSeconds<SPACE>(SPACE const&, Communicator*, std::size_t, int, std::size_t);           \
+  template class StagedRankSum<SPACE>;                                                                         \
   template void atlasMean<SPACE>(SPACE const&, FixedSum<SPACE::memory_space>, int, ImageView<SPACE::memory_space>); \
   template AtlasResult buildAtlas<SPACE>(SPACE const&, std::vector<HostImage> const&, AtlasParams const&,     \
                                          HostImage&, std::vector<VectorField<Kokkos::HostSpace>>&, AtlasRun const&);

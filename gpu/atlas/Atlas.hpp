@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "core/Atlas.hpp"
+#include "core/Compat.hpp"
 #include "core/Image.hpp"
 #include "gpu/Communicator.hpp"
 #include "gpu/Fields.hpp"
@@ -68,11 +69,35 @@ template <class Exec>
 void atlasMean(Exec const& exec, FixedSum<typename Exec::memory_space> sum, int n,
                ImageView<typename Exec::memory_space> out);
 
-// Median seconds of one sum over the ranks of `comm` of an int64 device buffer of `count` values
-// (the path of comm's reduction(); staged through host memory when the transport does not read
-// device memory), for the run-time model's T_network. A collective call; 0 for one process.
+// Values per chunk of the host-staged sums: 1 Mi int64 (8 MiB). Chosen by the chunk sweep of
+// `kortex bench atlas --only Sums` (bench/results/atlas_sums_issue29_*.md).
+inline constexpr std::size_t kAtlasStagedChunk = std::size_t(1) << 20;
+
+// The sums over the ranks of `comm` of an int64 array in the memory of Exec, staged through host
+// memory (the path for a transport that cannot read device memory): chunk k is summed in place in
+// a pinned host buffer (comm.sum, MPI_Allreduce with MPI_IN_PLACE) while the instance's stream
+// copies chunk k + 1 down and chunk k - 1 back up. Integer sums: the chunking changes no bit. The
+// buffer grows to the largest array summed and is kept.
 template <class Exec>
-double atlasSumSeconds(Exec const& exec, Communicator* comm, std::size_t count, int repetitions);
+class StagedRankSum {
+ public:
+  using Array = Kokkos::View<std::int64_t*, typename Exec::memory_space>;
+  explicit StagedRankSum(std::size_t chunk = kAtlasStagedChunk);  // chunk >= 1 values
+  // A collective call (every rank with an array of the same length); returns when `a` holds the sums.
+  void operator()(Exec const& exec, Communicator& comm, Array a);
+
+ private:
+  std::size_t chunk_;
+  Kokkos::View<std::int64_t*, kx::PinnedHostSpace<Exec>> staging_;
+};
+
+// Median seconds of one sum over the ranks of `comm` of an int64 device buffer of `count` values
+// (the path of comm's reduction(); staged through host memory in chunks of `stagedChunk` values
+// when the transport does not read device memory), for the run-time model's T_network and the
+// bench's chunk sweep. A collective call; 0 for one process.
+template <class Exec>
+double atlasSumSeconds(Exec const& exec, Communicator* comm, std::size_t count, int repetitions,
+                       std::size_t stagedChunk = kAtlasStagedChunk);
 
 // The atlas of this process's `images` (on the host, one grid; subjects run.first .. of run.total).
 // `templ` receives the template (the same on every rank), `fields[i]` the full-grid displacement
