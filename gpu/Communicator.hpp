@@ -36,6 +36,14 @@ class Communicator {
   // library, two ranks on one GPU for NCCL). Auto: NCCL, else CUDA-aware MPI, else host-staged.
   virtual bool useReduction(ReductionPath r) { return r == ReductionPath::Auto || r == ReductionPath::HostStaged; }
   virtual ReductionPath reduction() const { return ReductionPath::HostStaged; }
+  // Host staging through memory the group provides (the MPI group: this rank's slot of its node's
+  // shared memory, pinned for the device's copies): a buffer of at least n values, or nullptr (the
+  // caller stages into a buffer of its own). A collective call with the same n on every rank; the
+  // buffer stays valid until the next call.
+  virtual std::int64_t* stagingBuffer(std::size_t /*n*/) { return nullptr; }
+  // In-place sums over the ranks of buffer[offset, offset + count), `buffer` being this group's
+  // stagingBuffer or the caller's own (then sum() does it). Collective.
+  virtual void sumStaged(std::int64_t* buffer, std::size_t offset, std::size_t count) { sum(buffer + offset, count); }
   virtual void barrier() {}
   virtual std::string describe() const = 0;
 };

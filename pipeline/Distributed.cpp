@@ -1,8 +1,13 @@
 #include "pipeline/Distributed.hpp"
 
+#include <Kokkos_Core.hpp>
+
 #include <climits>
+#include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <iostream>
+#include <memory>
 #include <stdexcept>
 
 #include <algorithm>
@@ -37,6 +42,137 @@ bool cudaAwareMpi() {
 #endif
 }
 
+// Sums of int64 arrays over the ranks through each node's shared memory (an MPI-3 shared window):
+// every rank of a node owns a slot; for a range of the slots, each rank adds its share of the
+// range over the node's slots and writes the sum into every slot (one pass over memory, threads
+// of the rank sharing it); with several nodes the node leaders then sum their slots over the
+// network (MPI_Allreduce) and the node copies its leader's. Integer sums: any order gives the
+// bits MPI_Allreduce gives. Every call is collective over the world.
+class NodeSum {
+ public:
+  NodeSum() {
+    int rank = 0;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    check(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node_), "MPI_Comm_split_type");
+    MPI_Comm_rank(node_, &nodeRank_);
+    MPI_Comm_size(node_, &nodeSize_);
+    check(MPI_Comm_split(MPI_COMM_WORLD, nodeRank_ == 0 ? 0 : MPI_UNDEFINED, rank, &leaders_), "MPI_Comm_split");
+    if (nodeRank_ == 0) MPI_Comm_size(leaders_, &nodes_);
+    check(MPI_Bcast(&nodes_, 1, MPI_INT, 0, node_), "MPI_Bcast");
+  }
+  ~NodeSum() {
+    release();
+    if (leaders_ != MPI_COMM_NULL) MPI_Comm_free(&leaders_);
+    MPI_Comm_free(&node_);
+  }
+  NodeSum(NodeSum const&) = delete;
+  NodeSum& operator=(NodeSum const&) = delete;
+  int nodeSize() const { return nodeSize_; }
+
+  // This rank's slot, at least n values (the same n on every rank); `pin`: page-locked for the
+  // device's asynchronous copies (CUDA builds).
+  std::int64_t* slot(std::size_t n, bool pin) {
+    if (n > capacity_) {
+      release();
+      MPI_Info info;
+      MPI_Info_create(&info);
+      MPI_Info_set(info, "alloc_shared_noncontig", "true");
+      void* base = nullptr;
+      check(MPI_Win_allocate_shared(MPI_Aint(n * sizeof(std::int64_t)), int(sizeof(std::int64_t)), info, node_, &base, &win_),
+            "MPI_Win_allocate_shared");
+      MPI_Info_free(&info);
+      slots_.assign(std::size_t(nodeSize_), nullptr);
+      for (int r = 0; r < nodeSize_; ++r) {
+        MPI_Aint bytes = 0;
+        int unit = 0;
+        void* p = nullptr;
+        check(MPI_Win_shared_query(win_, r, &bytes, &unit, &p), "MPI_Win_shared_query");
+        slots_[std::size_t(r)] = static_cast<std::int64_t*>(p);
+      }
+      check(MPI_Win_lock_all(MPI_MODE_NOCHECK, win_), "MPI_Win_lock_all");
+      capacity_ = n;
+    }
+    if (pin && !pinTried_) pinMine();
+    return slots_[std::size_t(nodeRank_)];
+  }
+  // This rank's slot as it is (null before the first slot()).
+  std::int64_t* mine() const { return slots_.empty() ? nullptr : slots_[std::size_t(nodeRank_)]; }
+
+  // slot[offset, offset + count) <- its sum over the ranks, on every rank.
+  void sum(std::size_t offset, std::size_t count) {
+    sync();  // every rank's values are in its slot
+    const std::size_t lo = offset + count * std::size_t(nodeRank_) / std::size_t(nodeSize_);
+    const std::size_t hi = offset + count * std::size_t(nodeRank_ + 1) / std::size_t(nodeSize_);
+    std::int64_t* const* s = slots_.data();
+    const int L = nodeSize_;
+#pragma omp parallel for schedule(static) if (hi - lo > 65536)
+    for (long long i = (long long)lo; i < (long long)hi; ++i) {
+      std::int64_t t = 0;
+      for (int r = 0; r < L; ++r) t += s[r][i];
+      for (int r = 0; r < L; ++r) s[r][i] = t;
+    }
+    sync();  // every slot holds the node's sums
+    if (nodes_ == 1) return;
+    if (nodeRank_ == 0)
+      for (std::size_t off = 0; off < count; off += std::size_t(INT_MAX))
+        check(MPI_Allreduce(MPI_IN_PLACE, s[0] + offset + off, int(std::min(count - off, std::size_t(INT_MAX))), MPI_INT64_T,
+                            MPI_SUM, leaders_),
+              "MPI_Allreduce");
+    sync();  // the leader's slot holds the world's sums
+    if (nodeRank_ != 0) std::memcpy(s[nodeRank_] + offset, s[0] + offset, count * sizeof(std::int64_t));
+  }
+
+ private:
+  void sync() {
+    MPI_Win_sync(win_);
+    check(MPI_Barrier(node_), "MPI_Barrier");
+    MPI_Win_sync(win_);
+  }
+  // Page-locked memory must be unregistered while the CUDA context lives: at Kokkos::finalize (a
+  // hook sharing `pin_`), or at release(), whichever comes first.
+  struct Pin {
+    void* p = nullptr;
+    void undo() {
+#ifdef KOKKOS_ENABLE_CUDA
+      if (p) (void)cudaHostUnregister(p);
+#endif
+      p = nullptr;
+    }
+  };
+  void pinMine() {
+    pinTried_ = true;
+#ifdef KOKKOS_ENABLE_CUDA
+    void* p = slots_[std::size_t(nodeRank_)];
+    if (cudaHostRegister(p, capacity_ * sizeof(std::int64_t), cudaHostRegisterPortable) != cudaSuccess) {
+      (void)cudaGetLastError();  // pageable: the copies are synchronous, the sums the same
+      return;
+    }
+    if (!pin_) {
+      pin_ = std::make_shared<Pin>();
+      std::shared_ptr<Pin> hook = pin_;
+      Kokkos::push_finalize_hook([hook] { hook->undo(); });
+    }
+    pin_->p = p;
+#endif
+  }
+  void release() {
+    if (win_ == MPI_WIN_NULL) return;
+    if (pin_) pin_->undo();
+    pinTried_ = false;
+    MPI_Win_unlock_all(win_);
+    MPI_Win_free(&win_);
+    slots_.clear();
+    capacity_ = 0;
+  }
+  MPI_Comm node_ = MPI_COMM_NULL, leaders_ = MPI_COMM_NULL;
+  int nodeRank_ = 0, nodeSize_ = 1, nodes_ = 1;
+  MPI_Win win_ = MPI_WIN_NULL;
+  std::size_t capacity_ = 0;
+  std::vector<std::int64_t*> slots_;
+  std::shared_ptr<Pin> pin_;
+  bool pinTried_ = false;
+};
+
 // The path asked for by the environment: KORTEX_REDUCTION=auto|staged|mpi|nccl (KORTEX_MPI_STAGED=1
 // is the older spelling of staged).
 gpu::ReductionPath requestedReduction() {
@@ -52,8 +188,27 @@ class MpiAtlasComm final : public gpu::Communicator {
   MpiAtlasComm(int rank, int size) : rank_(rank), size_(size) {}
   int rank() const override { return rank_; }
   int size() const override { return size_; }
-  void sum(std::int64_t* data, std::size_t n) override { allreduce(data, n, MPI_INT64_T); }
+  // Host arrays: through the node's shared memory in chunks when the node has several ranks.
+  void sum(std::int64_t* data, std::size_t n) override {
+    if (node().nodeSize() == 1) return allreduce(data, n, MPI_INT64_T);
+    const std::size_t chunk = std::min(n, kHostChunk);
+    std::int64_t* slot = node().slot(chunk, false);
+    for (std::size_t off = 0; off < n; off += chunk) {
+      const std::size_t c = std::min(chunk, n - off);
+      std::memcpy(slot, data + off, c * sizeof(std::int64_t));
+      node().sum(0, c);
+      std::memcpy(data + off, slot, c * sizeof(std::int64_t));
+    }
+  }
   void sum(double* data, std::size_t n) override { allreduce(data, n, MPI_DOUBLE); }
+  // Host staging of device arrays: into this rank's slot of the node's shared memory.
+  std::int64_t* stagingBuffer(std::size_t n) override {
+    return node().nodeSize() == 1 ? nullptr : node().slot(n, true);
+  }
+  void sumStaged(std::int64_t* buffer, std::size_t offset, std::size_t count) override {
+    if (node().nodeSize() > 1 && buffer == node().mine()) return node().sum(offset, count);
+    allreduce(buffer + offset, count, MPI_INT64_T);
+  }
   bool sumDevice(std::int64_t* data, std::size_t n) override {
     if (!chosen_) choose(requestedReduction(), true);
     switch (path_) {
@@ -155,7 +310,13 @@ class MpiAtlasComm final : public gpu::Communicator {
       check(MPI_Allreduce(MPI_IN_PLACE, data + off, count, type, MPI_SUM, MPI_COMM_WORLD), "MPI_Allreduce");
     }
   }
+  NodeSum& node() {
+    if (!node_) node_ = std::make_unique<NodeSum>();  // collective: the first int64 sum of every rank
+    return *node_;
+  }
+  static constexpr std::size_t kHostChunk = std::size_t(1) << 20;  // values per pass of a host array
   int rank_, size_;
+  std::unique_ptr<NodeSum> node_;
   bool chosen_ = false;
   gpu::ReductionPath path_ = gpu::ReductionPath::HostStaged;
   std::unique_ptr<detail::Nccl> nccl_;
@@ -198,6 +359,7 @@ ProcessGroup::ProcessGroup() {
 
 ProcessGroup::~ProcessGroup() {
 #ifdef KORTEX_HAVE_MPI
+  comm_.reset();  // its communicators and shared memory go before MPI_Finalize
   if (mpi_) {
     int finalised = 0;
     MPI_Finalized(&finalised);

@@ -4,7 +4,9 @@
 // NCCL (loaded at run time, one rank per GPU), else by MPI_Allreduce on the device buffer when the
 // MPI library reads CUDA memory (CUDA-aware OpenMPI), else staged through host memory; the
 // environment can name the path: KORTEX_REDUCTION=auto|staged|mpi|nccl (a named path that cannot
-// be taken is an error; KORTEX_MPI_STAGED=1 = staged). Host arrays always go through MPI.
+// be taken is an error; KORTEX_MPI_STAGED=1 = staged). Host arrays and host-staged device arrays
+// are summed through each node's shared memory (an MPI-3 shared window; between nodes,
+// MPI_Allreduce over one rank per node); the double slots go through MPI_Allreduce.
 #pragma once
 
 #include <memory>

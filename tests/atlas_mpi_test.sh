@@ -108,6 +108,14 @@ else
 fi
 grep -q '"ranks": 2' sc2.json && ok || fail "the 2-rank scaling report does not say 2 ranks"
 timeout 300 "${MPI[@]}" -np 2 "$KORTEX" bench atlas --tiny --only Whole > stdout.txt 2> stderr.txt
-if [ $? -ne 0 ] && grep -q 'only the "Scaling" section runs' stderr.txt; then ok; else fail "bench atlas Whole under 2 ranks was not refused"; cat stderr.txt; fi
-rm -rf ck f1 f2 f3 sc1.json sc2.json sc1.out sc2.out
+if [ $? -ne 0 ] && grep -q 'only the "Scaling" or the "Sums over ranks" section runs' stderr.txt; then ok; else fail "bench atlas Whole under 2 ranks was not refused"; cat stderr.txt; fi
+# The sums benchmark under 3 ranks: one row per path, the group named.
+rm -f su3.json
+if timeout 300 "${MPI[@]}" -np 3 "$KORTEX" bench atlas --tiny --only Sums --json su3.json > su3.out 2>&1 && [ -s su3.json ] \
+    && grep -q '"seconds_per_iteration"' su3.json && grep -q '"ranks": 3' su3.json; then
+  ok
+else
+  fail "bench atlas --only Sums under 3 ranks"; tail -n 20 su3.out
+fi
+rm -rf ck f1 f2 f3 sc1.json sc2.json sc1.out sc2.out su3.json su3.out
 finish

@@ -244,6 +244,28 @@ class TripleComm final : public gpu::Communicator {
   std::vector<std::size_t> calls;
 };
 
+// The same group staging through a buffer of its own (as MPI does through the node's shared memory).
+class TripleCommWithBuffer final : public gpu::Communicator {
+ public:
+  int rank() const override { return 0; }
+  int size() const override { return 3; }
+  void sum(std::int64_t*, std::size_t) override { ++wrongCalls; }
+  void sum(double*, std::size_t) override { ++wrongCalls; }
+  std::int64_t* stagingBuffer(std::size_t n) override {
+    buffer.assign(n + 3, -1);
+    return buffer.data();
+  }
+  void sumStaged(std::int64_t* b, std::size_t offset, std::size_t count) override {
+    if (b != buffer.data()) ++wrongCalls;
+    calls.push_back(count);
+    for (std::size_t i = offset; i < offset + count; ++i) b[i] = 4 * b[i] + 1;
+  }
+  std::string describe() const override { return "3 ranks with a staging buffer (test)"; }
+  std::vector<std::int64_t> buffer;
+  std::vector<std::size_t> calls;
+  int wrongCalls = 0;
+};
+
 BOOST_AUTO_TEST_CASE_TEMPLATE(staged_rank_sums_cover_every_value_once, Space, test::ExecutionSpaces) {
   using Mem = typename Space::memory_space;
   Space exec;
@@ -256,20 +278,26 @@ BOOST_AUTO_TEST_CASE_TEMPLATE(staged_rank_sums_cover_every_value_once, Space, te
   for (std::size_t chunk : {std::size_t(10), std::size_t(7), std::size_t(1), std::size_t(64)}) {
     gpu::StagedRankSum<Space> staged(chunk);
     for (std::size_t len : {n, n - 13}) {
-      Kokkos::deep_copy(a, h);
-      TripleComm comm;
-      staged(exec, comm, Kokkos::View<std::int64_t*, Mem>(a, std::make_pair(std::size_t(0), len)));
-      auto got = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), a);
-      int wrong = 0;
-      for (std::size_t i = 0; i < n; ++i) wrong += got(i) != (i < len ? 4 * h(i) + 1 : h(i));
-      BOOST_TEST(wrong == 0, "chunk " << chunk << ", " << len << " values: " << wrong << " wrong");
-      std::size_t covered = 0;
-      for (std::size_t c : comm.calls) {
-        BOOST_TEST(c <= chunk);
-        covered += c;
+      for (bool groupBuffer : {false, true}) {
+        Kokkos::deep_copy(a, h);
+        TripleComm own;
+        TripleCommWithBuffer provided;
+        gpu::Communicator& comm = groupBuffer ? static_cast<gpu::Communicator&>(provided) : own;
+        staged(exec, comm, Kokkos::View<std::int64_t*, Mem>(a, std::make_pair(std::size_t(0), len)));
+        auto got = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), a);
+        int wrong = 0;
+        for (std::size_t i = 0; i < n; ++i) wrong += got(i) != (i < len ? 4 * h(i) + 1 : h(i));
+        BOOST_TEST(wrong == 0, "chunk " << chunk << ", " << len << " values, group buffer " << groupBuffer << ": " << wrong << " wrong");
+        BOOST_TEST(provided.wrongCalls == 0);
+        std::vector<std::size_t> const& calls = groupBuffer ? provided.calls : own.calls;
+        std::size_t covered = 0;
+        for (std::size_t c : calls) {
+          BOOST_TEST(c <= chunk);
+          covered += c;
+        }
+        BOOST_TEST(covered == len);
+        BOOST_TEST(calls.size() == (len + chunk - 1) / chunk);
       }
-      BOOST_TEST(covered == len);
-      BOOST_TEST(comm.calls.size() == (len + chunk - 1) / chunk);
     }
   }
   test::expectThrowWith<InvalidArgument>([] { gpu::StagedRankSum<Space> bad(0); }, {"at least one value"});

@@ -240,23 +240,27 @@ template <class Exec>
 void StagedRankSum<Exec>::operator()(Exec const& exec, Communicator& comm, Array a) {
   const std::size_t n = a.size();
   if (n == 0) return;
-  if (staging_.size() < n)
-    staging_ = decltype(staging_)(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kortex::atlas::staging"), n);
+  std::int64_t* host = comm.stagingBuffer(n);
+  if (host == nullptr) {
+    if (staging_.size() < n)
+      staging_ = decltype(staging_)(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kortex::atlas::staging"), n);
+    host = staging_.data();
+  }
+  const Kokkos::View<std::int64_t*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged> buffer(host, n);
   const std::size_t chunks = (n + chunk_ - 1) / chunk_;
-  auto part = [&](auto const& v, std::size_t k) {
-    return Kokkos::subview(v, std::make_pair(k * chunk_, std::min(n, (k + 1) * chunk_)));
-  };
-  Kokkos::deep_copy(exec, part(staging_, 0), part(a, 0));
+  auto range = [&](std::size_t k) { return std::make_pair(k * chunk_, std::min(n, (k + 1) * chunk_)); };
+  auto down = [&](std::size_t k) { Kokkos::deep_copy(exec, Kokkos::subview(buffer, range(k)), Kokkos::subview(a, range(k))); };
+  auto up = [&](std::size_t k) { Kokkos::deep_copy(exec, Kokkos::subview(a, range(k)), Kokkos::subview(buffer, range(k))); };
+  down(0);
   exec.fence();
   for (std::size_t k = 0; k < chunks; ++k) {
     // Queued before the sum of chunk k, so they run while the ranks sum it.
-    if (k > 0) Kokkos::deep_copy(exec, part(a, k - 1), part(staging_, k - 1));
-    if (k + 1 < chunks) Kokkos::deep_copy(exec, part(staging_, k + 1), part(a, k + 1));
-    auto mine = part(staging_, k);
-    comm.sum(mine.data(), mine.size());
+    if (k > 0) up(k - 1);
+    if (k + 1 < chunks) down(k + 1);
+    comm.sumStaged(host, range(k).first, range(k).second - range(k).first);
     exec.fence();
   }
-  Kokkos::deep_copy(exec, part(a, chunks - 1), part(staging_, chunks - 1));
+  up(chunks - 1);
   exec.fence();
 }
 

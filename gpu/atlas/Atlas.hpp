@@ -75,9 +75,10 @@ inline constexpr std::size_t kAtlasStagedChunk = std::size_t(1) << 20;
 
 // The sums over the ranks of `comm` of an int64 array in the memory of Exec, staged through host
 // memory (the path for a transport that cannot read device memory): chunk k is summed in place in
-// a pinned host buffer (comm.sum, MPI_Allreduce with MPI_IN_PLACE) while the instance's stream
-// copies chunk k + 1 down and chunk k - 1 back up. Integer sums: the chunking changes no bit. The
-// buffer grows to the largest array summed and is kept.
+// a pinned host buffer (comm.sumStaged: the group's own buffer where it has one, the node's shared
+// memory for MPI; else this object's) while the instance's stream copies chunk k + 1 down and
+// chunk k - 1 back up. Integer sums: the chunking changes no bit. This object's buffer grows to
+// the largest array summed and is kept.
 template <class Exec>
 class StagedRankSum {
  public:
