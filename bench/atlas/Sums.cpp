@@ -65,7 +65,7 @@ void runSums(Context& ctx) {
     }
     std::vector<std::size_t> chunks{gpu::kAtlasStagedChunk};
     if (path == gpu::ReductionPath::HostStaged && ctx.onDevice)
-      chunks = {3 * V, std::size_t(1) << 22, gpu::kAtlasStagedChunk, std::size_t(1) << 18};
+      chunks = {gpu::kAtlasStagedChunk, std::size_t(1) << 22, std::size_t(1) << 20, std::size_t(1) << 18};
     for (std::size_t chunk : chunks) {
       ctx.say("sums, path " + name + ", chunk " + std::to_string(chunk));
       const double s = maxOverRanks(comm, gpu::atlasSumSeconds(ctx.exec, comm, V, reps, chunk) +
@@ -76,7 +76,7 @@ void runSums(Context& ctx) {
       ++ctx.rep.measured;
       md << "| " << K << " | " << name << " | " << chunkText << (staged && chunk == gpu::kAtlasStagedChunk ? " (default)" : "")
          << " | " << fixedDecimals(s * 1e3, 2) << " | " << fixedDecimals(32.0 * double(V) / s / 1e9, 1) << " |\n";
-      rows.push_back({{"ranks", K}, {"path", name}, {"available", true}, {"chunk", staged ? nlohmann::json(chunk) : nlohmann::json(nullptr)},
+      rows.push_back({{"ranks", K}, {"path", name}, {"available", true}, {"chunk", !staged ? nlohmann::json(nullptr) : chunk >= 3 * V ? nlohmann::json("whole") : nlohmann::json(chunk)},
                       {"seconds_per_iteration", s}});
       if (path == gpu::ReductionPath::HostStaged && chunk == gpu::kAtlasStagedChunk) stagedDefault = s;
     }

@@ -247,8 +247,8 @@ void StagedRankSum<Exec>::operator()(Exec const& exec, Communicator& comm, Array
     host = staging_.data();
   }
   const Kokkos::View<std::int64_t*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged> buffer(host, n);
-  const std::size_t chunks = (n + chunk_ - 1) / chunk_;
-  auto range = [&](std::size_t k) { return std::make_pair(k * chunk_, std::min(n, (k + 1) * chunk_)); };
+  const std::size_t chunks = n / chunk_ + (n % chunk_ != 0);
+  auto range = [&](std::size_t k) { return std::make_pair(k * chunk_, k * chunk_ + std::min(chunk_, n - k * chunk_)); };
   auto down = [&](std::size_t k) { Kokkos::deep_copy(exec, Kokkos::subview(buffer, range(k)), Kokkos::subview(a, range(k))); };
   auto up = [&](std::size_t k) { Kokkos::deep_copy(exec, Kokkos::subview(a, range(k)), Kokkos::subview(buffer, range(k))); };
   down(0);
