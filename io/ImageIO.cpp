@@ -428,7 +428,7 @@ HostImage readImageSeries(std::vector<std::filesystem::path> const& files, ReadO
 }
 
 HostImage readImage(std::filesystem::path const& path, ReadOptions const& options) {
-  std::lock_guard<std::recursive_mutex> lock(ioMutex());
+  std::unique_lock<std::recursive_mutex> lock(ioMutex());
   std::error_code ec;
   const std::string dirExt = extensionOf(path);
   const bool imageNamed = std::any_of(std::begin(kFormats), std::end(kFormats), [&](auto const& f) { return dirExt == f.ext; });
@@ -456,6 +456,7 @@ HostImage readImage(std::filesystem::path const& path, ReadOptions const& option
   HostImage img;
   std::string format;
   if (isNiftiExtension(ext)) {
+    lock.unlock();  // NIfTI: held around the library's calls only (io/Nifti.cpp)
     img = readNifti(path);
     format = "nifti";
   } else if (ext == ".dcm") {

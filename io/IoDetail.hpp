@@ -96,7 +96,8 @@ class CapturedStderr {
 };
 
 // The lock every public kortex::io call holds (VTK's error capture is process-wide, and
-// AtomicOutput's random names come from one generator).
+// AtomicOutput's random names come from one generator). A NIfTI read holds it around the
+// library's calls only: its voxels are read and decompressed (zlib) without it.
 std::recursive_mutex& ioMutex();
 
 // --- format codecs (one translation unit each) ---

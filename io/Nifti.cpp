@@ -47,8 +47,13 @@ void configureLibrary() {
   (void)done;
 }
 
-// Every call into nifti_clib: the library configured, its stderr messages captured (io/IoDetail.hpp).
-class LibraryCall : public CapturedStderr {
+// Every call into nifti_clib: the I/O lock held (the capture redirects the process's stderr; a
+// NIfTI read holds the lock only here, so files are read and decompressed in parallel), the
+// library configured, its stderr messages captured (io/IoDetail.hpp).
+struct IoLock {
+  std::lock_guard<std::recursive_mutex> held{ioMutex()};
+};
+class LibraryCall : private IoLock, public CapturedStderr {
  public:
   LibraryCall() : CapturedStderr("nifti_clib") { configureLibrary(); }
 };

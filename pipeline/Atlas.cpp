@@ -368,17 +368,39 @@ class AtlasJobStages {
     reference_ = refPath_.empty() ? job.imageData.front() : readImage(refPath_);
     if (reference_.geometry.dimension != 3) throw InvalidArgument("atlas: the reference " + refName + " is not a 3D image");
     r.referenceGrid = reference_.geometry;
+    // The files read in parallel (NIfTI decompresses without the I/O lock); the checks then run in
+    // subject order, so the first bad subject is the one named, as when read one by one.
+    const bool withLabels = !job.labels.empty();
+    originals_.resize(std::size_t(r.local));
+    if (withLabels) labelMaps_.resize(std::size_t(r.local));
+    std::vector<std::exception_ptr> imageFailed(std::size_t(r.local)), labelFailed(std::size_t(r.local));
+#pragma omp parallel for schedule(dynamic, 1)
     for (int i = 0; i < r.local; ++i) {
+      const std::size_t g = std::size_t(r.first + i), k = std::size_t(i);
+      try {
+        originals_[k] = inMemory_ ? job.imageData[g] : readImage(job.images[g]);
+      } catch (...) {
+        imageFailed[k] = std::current_exception();
+        continue;
+      }
+      try {
+        if (withLabels) labelMaps_[k] = readImage(job.labels[g]);
+      } catch (...) {
+        labelFailed[k] = std::current_exception();
+      }
+    }
+    for (int i = 0; i < r.local; ++i) {
+      const std::size_t k = std::size_t(i);
+      if (imageFailed[k]) std::rethrow_exception(imageFailed[k]);
       const std::string& p = inMemory_ ? names_[std::size_t(r.first + i)] : job.images[std::size_t(r.first + i)];
-      originals_.push_back(inMemory_ ? job.imageData[std::size_t(r.first + i)] : readImage(p));
-      if (originals_.back().geometry.dimension != 3) throw InvalidArgument("atlas: " + p + " is not a 3D image");
-      if (!job.labels.empty()) {
+      if (originals_[k].geometry.dimension != 3) throw InvalidArgument("atlas: " + p + " is not a 3D image");
+      if (withLabels) {
+        if (labelFailed[k]) std::rethrow_exception(labelFailed[k]);
         const std::string& lp = job.labels[std::size_t(r.first + i)];
-        labelMaps_.push_back(readImage(lp));
-        if (!labelMaps_.back().geometry.sameGrid(originals_.back().geometry))
-          throw InvalidArgument("atlas: the label map " + lp + " (" + describe(labelMaps_.back().geometry) +
-                                ") is not on the grid of its image " + p + " (" + describe(originals_.back().geometry) + ")");
-        if (!job.outSubjectLabelsDir.empty()) requireVotableLabels(labelMaps_.back(), lp);
+        if (!labelMaps_[k].geometry.sameGrid(originals_[k].geometry))
+          throw InvalidArgument("atlas: the label map " + lp + " (" + describe(labelMaps_[k].geometry) +
+                                ") is not on the grid of its image " + p + " (" + describe(originals_[k].geometry) + ")");
+        if (!job.outSubjectLabelsDir.empty()) requireVotableLabels(labelMaps_[k], lp);
       }
     }
     r.secondsRead = secondsSince(t0_);

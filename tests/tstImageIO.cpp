@@ -14,6 +14,7 @@
 #include <random>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <kortex/Config.hpp>
@@ -298,6 +299,64 @@ BOOST_AUTO_TEST_CASE(nifti_versions_and_pairs) {
   io::writeImage(synthetic3D(), bad / "short.hdr");
   writeBytes(bad / "short.img", std::vector<char>(cut.begin(), cut.end() - 8));
   expectIoError([&] { io::readImage(bad / "short.hdr"); }, {"short.hdr", "truncated", "'short.img'"});
+}
+
+// NIfTI reads run in parallel (the I/O lock is held around nifti_clib's calls only): files of
+// every kind read from 8 threads at once, 3 times each, give the bits of the one-by-one reads, and
+// a corrupt file read among them fails with its own message every time.
+BOOST_AUTO_TEST_CASE(nifti_reads_in_parallel) {
+  TempDir dir;
+  std::vector<fs::path> files;
+  std::vector<HostImage> expected;
+  for (int k = 0; k < 6; ++k) {
+    HostImage img = synthetic3D(k % 2 == 1);
+    for (std::size_t i = 0; i < img.data.size(); ++i) img.data.data()[i] += float(k) * 0.25f;
+    if (k >= 3) img.metadata["nifti.version"] = "2";
+    const fs::path p = dir / ("p" + std::to_string(k) + (k % 3 == 0 ? ".nii.gz" : k % 3 == 1 ? ".nii" : ".img.gz"));
+    io::writeImage(img, p);
+    files.push_back(p);
+    expected.push_back(io::readImage(p));
+  }
+  const fs::path bad = dir / "bad.nii";
+  {
+    auto bytes = readBytes(files[1]);
+    bytes.resize(200);  // a truncated header
+    writeBytes(bad, bytes);
+  }
+  std::string badMessage;
+  try {
+    io::readImage(bad);
+  } catch (std::exception const& e) {
+    badMessage = e.what();
+  }
+  BOOST_TEST(!badMessage.empty());
+  constexpr int kThreads = 8, kRounds = 3;
+  std::vector<int> wrong(kThreads, 0), badSeen(kThreads, 0);
+  std::vector<std::thread> pool;
+  for (int t = 0; t < kThreads; ++t)
+    pool.emplace_back([&, t] {
+      for (int r = 0; r < kRounds; ++r)
+        for (std::size_t k = 0; k <= files.size(); ++k) {
+          const std::size_t f = (k + std::size_t(t)) % (files.size() + 1);
+          if (f == files.size()) {
+            try {
+              io::readImage(bad);
+            } catch (std::exception const& e) {
+              badSeen[std::size_t(t)] += std::string(e.what()) == badMessage;
+            }
+            continue;
+          }
+          const HostImage got = io::readImage(files[f]);
+          wrong[std::size_t(t)] += got.data.size() != expected[f].data.size() ||
+                                   std::memcmp(got.data.data(), expected[f].data.data(), got.data.size() * sizeof(float)) != 0 ||
+                                   got.metadata != expected[f].metadata;
+        }
+    });
+  for (auto& th : pool) th.join();
+  for (int t = 0; t < kThreads; ++t) {
+    BOOST_TEST(wrong[std::size_t(t)] == 0, "thread " << t);
+    BOOST_TEST(badSeen[std::size_t(t)] == kRounds, "thread " << t << ": the corrupt file's message");
+  }
 }
 
 BOOST_AUTO_TEST_CASE(roundtrip_2d) {
