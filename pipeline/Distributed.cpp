@@ -53,12 +53,16 @@ class NodeSum {
   NodeSum() {
     int rank = 0;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    check(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node_), "MPI_Comm_split_type");
+    if (const int per = ranksPerNode(); per > 0)
+      check(MPI_Comm_split(MPI_COMM_WORLD, rank / per, rank, &node_), "MPI_Comm_split");
+    else
+      check(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node_), "MPI_Comm_split_type");
     MPI_Comm_rank(node_, &nodeRank_);
     MPI_Comm_size(node_, &nodeSize_);
     check(MPI_Comm_split(MPI_COMM_WORLD, nodeRank_ == 0 ? 0 : MPI_UNDEFINED, rank, &leaders_), "MPI_Comm_split");
     if (nodeRank_ == 0) MPI_Comm_size(leaders_, &nodes_);
     check(MPI_Bcast(&nodes_, 1, MPI_INT, 0, node_), "MPI_Bcast");
+    check(MPI_Allreduce(&nodeSize_, &largestNode_, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD), "MPI_Allreduce");
   }
   ~NodeSum() {
     release();
@@ -67,7 +71,21 @@ class NodeSum {
   }
   NodeSum(NodeSum const&) = delete;
   NodeSum& operator=(NodeSum const&) = delete;
-  int nodeSize() const { return nodeSize_; }
+  // Whether some node has several ranks (the same answer on every rank): else no memory is
+  // shared and the sums are MPI_Allreduce over the world.
+  bool shared() const { return largestNode_ > 1; }
+
+  // KORTEX_RANKS_PER_NODE=N (testing the several-node sums on one machine): every N consecutive
+  // ranks form a node. Unset: the ranks that share memory.
+  static int ranksPerNode() {
+    const char* v = std::getenv("KORTEX_RANKS_PER_NODE");
+    if (!v || !*v) return 0;
+    char* end = nullptr;
+    const long n = std::strtol(v, &end, 10);
+    if (*end != '\0' || n < 1 || n > INT_MAX)
+      throw InvalidArgument(std::string("KORTEX_RANKS_PER_NODE must be a positive integer, not '") + v + "'");
+    return int(n);
+  }
 
   // This rank's slot, at least n values (the same n on every rank); `pin`: page-locked for the
   // device's asynchronous copies (CUDA builds).
@@ -120,6 +138,7 @@ class NodeSum {
               "MPI_Allreduce");
     sync();  // the leader's slot holds the world's sums
     if (nodeRank_ != 0) std::memcpy(s[nodeRank_] + offset, s[0] + offset, count * sizeof(std::int64_t));
+    sync();  // copied: the leader may fill its slot again
   }
 
  private:
@@ -165,7 +184,7 @@ class NodeSum {
     capacity_ = 0;
   }
   MPI_Comm node_ = MPI_COMM_NULL, leaders_ = MPI_COMM_NULL;
-  int nodeRank_ = 0, nodeSize_ = 1, nodes_ = 1;
+  int nodeRank_ = 0, nodeSize_ = 1, nodes_ = 1, largestNode_ = 1;
   MPI_Win win_ = MPI_WIN_NULL;
   std::size_t capacity_ = 0;
   std::vector<std::int64_t*> slots_;
@@ -188,9 +207,9 @@ class MpiAtlasComm final : public gpu::Communicator {
   MpiAtlasComm(int rank, int size) : rank_(rank), size_(size) {}
   int rank() const override { return rank_; }
   int size() const override { return size_; }
-  // Host arrays: through the node's shared memory in chunks when the node has several ranks.
+  // Host arrays: through the nodes' shared memory in chunks when some node has several ranks.
   void sum(std::int64_t* data, std::size_t n) override {
-    if (node().nodeSize() == 1) return allreduce(data, n, MPI_INT64_T);
+    if (!node().shared()) return allreduce(data, n, MPI_INT64_T);
     const std::size_t chunk = std::min(n, kHostChunk);
     std::int64_t* slot = node().slot(chunk, false);
     for (std::size_t off = 0; off < n; off += chunk) {
@@ -203,10 +222,10 @@ class MpiAtlasComm final : public gpu::Communicator {
   void sum(double* data, std::size_t n) override { allreduce(data, n, MPI_DOUBLE); }
   // Host staging of device arrays: into this rank's slot of the node's shared memory.
   std::int64_t* stagingBuffer(std::size_t n) override {
-    return node().nodeSize() == 1 ? nullptr : node().slot(n, true);
+    return node().shared() ? node().slot(n, true) : nullptr;
   }
   void sumStaged(std::int64_t* buffer, std::size_t offset, std::size_t count) override {
-    if (node().nodeSize() > 1 && buffer == node().mine()) return node().sum(offset, count);
+    if (node().shared() && buffer == node().mine()) return node().sum(offset, count);
     allreduce(buffer + offset, count, MPI_INT64_T);
   }
   bool sumDevice(std::int64_t* data, std::size_t n) override {

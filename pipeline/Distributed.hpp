@@ -6,7 +6,8 @@
 // environment can name the path: KORTEX_REDUCTION=auto|staged|mpi|nccl (a named path that cannot
 // be taken is an error; KORTEX_MPI_STAGED=1 = staged). Host arrays and host-staged device arrays
 // are summed through each node's shared memory (an MPI-3 shared window; between nodes,
-// MPI_Allreduce over one rank per node); the double slots go through MPI_Allreduce.
+// MPI_Allreduce over one rank per node; KORTEX_RANKS_PER_NODE=N makes every N consecutive ranks a
+// node, to test that path on one machine); the double slots go through MPI_Allreduce.
 #pragma once
 
 #include <memory>

@@ -35,6 +35,25 @@ for np in 2 3; do
     cmp -s "$f" "f$np/$(basename "$f")" && ok || fail "$np ranks: field $(basename "$f") differs from 1 rank's"
   done
 done
+# The sums as on several nodes (KORTEX_RANKS_PER_NODE: nodes of 2 ranks and of 1 rank: the node
+# leaders sum over MPI and the node copies its leader's): the same bits; a bad value is refused.
+for per in 2 1; do
+  rm -rf "fn$per"
+  expect_success "atlas under mpirun -np 3, $per rank(s) per node" "tn$per.nii" env KORTEX_RANKS_PER_NODE=$per timeout 300 \
+    "${MPI[@]}" -x KORTEX_RANKS_PER_NODE -np 3 "$KORTEX" "${A[@]}" --out-template "tn$per.nii" --out-fields "fn$per"
+  cmp -s t1.nii "tn$per.nii" && ok || fail "the template with $per rank(s) per node differs from 1 rank's"
+  for f in f1/*.nii.gz; do
+    cmp -s "$f" "fn$per/$(basename "$f")" && ok || fail "$per rank(s) per node: field $(basename "$f") differs from 1 rank's"
+  done
+done
+rm -f tnx.nii
+KORTEX_RANKS_PER_NODE=two timeout 300 "${MPI[@]}" -x KORTEX_RANKS_PER_NODE -np 2 "$KORTEX" "${A[@]}" --out-template tnx.nii \
+  > stdout.txt 2> stderr.txt
+if [ $? -ne 0 ] && grep -q "KORTEX_RANKS_PER_NODE must be a positive integer, not 'two'" stderr.txt && [ ! -e tnx.nii ]; then
+  ok
+else
+  fail "a bad KORTEX_RANKS_PER_NODE was not refused"; cat stderr.txt
+fi
 # A checkpoint of 3 ranks resumed by 2 (the files are per subject).
 rm -rf ck
 expect_success "atlas checkpoints, 3 ranks" tc.nii timeout 300 "${MPI[@]}" -np 3 "$KORTEX" "${A[@]}" --out-template tc.nii \
@@ -117,5 +136,5 @@ if timeout 300 "${MPI[@]}" -np 3 "$KORTEX" bench atlas --tiny --only Sums --json
 else
   fail "bench atlas --only Sums under 3 ranks"; tail -n 20 su3.out
 fi
-rm -rf ck f1 f2 f3 sc1.json sc2.json sc1.out sc2.out su3.json su3.out
+rm -rf ck f1 f2 f3 fn1 fn2 sc1.json sc2.json sc1.out sc2.out su3.json su3.out
 finish
