@@ -37,6 +37,7 @@
 #   bench/run_device.sh BIN_DIR OUT_DIR scaling   # issue 16: kortex bench atlas --only Scaling under
 #                                                 # mpirun, one rank per GPU (RANKS="1 2 4"), every
 #                                                 # reduction path, merged by bench/atlas_scaling.py;
+#                                                 # with 2+ ranks also --only Sums (sums_rK.md);
 #                                                 # tstAtlas (SKIP_TESTS=1: not); DATA=folder
 #
 #   bench/run_device.sh BIN_DIR OUT_DIR python    # issue 17: the Python package's pytest suite on the GPU
@@ -266,6 +267,13 @@ elif [ "$PART" = "scaling" ]; then
       --markdown "$DUMP/scaling_r$K.md" >> "$OUT/scaling.log" 2>&1 || { echo "FAIL scaling $K ranks"; status=1; }
     [ -f "$OUT/scaling_r$K.json" ] && reports+=("$OUT/scaling_r$K.json")
     grep -E "^\| [0-9]+ \| $K \|" "$DUMP/scaling_r$K.md" 2>/dev/null
+    if [ "$K" -gt 1 ]; then  # one iteration's sums per reduction path, the host-staged chunk sweep (issue 29)
+      OMP_NUM_THREADS=$(( $(nproc) / K )) timeout 120 mpirun --allow-run-as-root --bind-to none -np "$K" \
+        -x NCCL_NVLS_ENABLE -x TORCH_SYMM_MEM_DISABLE_MULTICAST -x NVSHMEM_DISABLE_NVLS -x KORTEX_NCCL_LIBRARY \
+        -x LD_LIBRARY_PATH -x OMP_NUM_THREADS "$BIN/kortex" bench atlas --only Sums --json "$OUT/sums_r$K.json" \
+        --markdown "$OUT/sums_r$K.md" >> "$OUT/scaling.log" 2>&1 || { echo "FAIL sums $K ranks"; status=1; }
+      grep -E "^\| $K \||^Goal" "$OUT/sums_r$K.md" 2>/dev/null
+    fi
   done
   if [ ${#reports[@]} -gt 0 ]; then
     python3 "$(dirname "$0")/atlas_scaling.py" --dump "$DUMP" --device-kind "${KIND:-}" --out-md "$OUT/atlas_scaling.md" \
