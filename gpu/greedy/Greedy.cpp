@@ -211,6 +211,18 @@ FluidSolveReport GreedyStepper<Exec>::solve(Field<memory_space> v, bool firstOfS
 }
 
 template <class Exec>
+void GreedyStepper<Exec>::maxNorm2(ConstField<memory_space> v) {
+  const int n = nz_ * ny_ * nx_;
+  Kokkos::parallel_reduce("kortex::greedy::max_norm2", Kokkos::RangePolicy<Exec, Kokkos::IndexType<int>>(exec_, 0, n),
+                          MaxNorm2Functor<memory_space>{v.data(), n}, vmax2_);
+}
+
+template <class Exec>
+void GreedyStepper<Exec>::composeScaled(ConstField<memory_space> u, ConstField<memory_space> v, float delta) {
+  parallelForVoxels("kortex::greedy::compose", exec_, nz_, ny_, nx_, ComposeScaledFunctor<memory_space>{u, v, cand_, vmax2_, delta});
+}
+
+template <class Exec>
 GreedyStepOutcome GreedyStepper<Exec>::stepImage(ConstImageView<memory_space> moving, ConstImageView<memory_space> fixed,
                                                  Field<memory_space>& u, ConstField<memory_space> v,
                                                  ImageView<memory_space>& W) {
@@ -218,12 +230,11 @@ GreedyStepOutcome GreedyStepper<Exec>::stepImage(ConstImageView<memory_space> mo
   // warped, scored and checked for folds in one pass, the only read-back.
   const int n = nz_ * ny_ * nx_;  // < 2^31 (parallelForVoxels checks the same grids)
   const bool naive = !fusedForce_;  // Naive, or LNCC: the candidate's W is written
-  Kokkos::parallel_reduce("kortex::greedy::max_norm2", Kokkos::RangePolicy<Exec, Kokkos::IndexType<int>>(exec_, 0, n),
-                          MaxNorm2Functor<memory_space>{v.data(), n}, vmax2_);
+  maxNorm2(v);
   GreedyStepOutcome out = greedyStepWithFoldRefusal(params_, [&](float delta, GreedyStepOutcome& o) {
     CheckSums cs{0.0, 0.0f, 0.0f};
     if (naive) {
-      parallelForVoxels("kortex::greedy::compose", exec_, nz_, ny_, nx_, ComposeScaledFunctor<memory_space>{u, v, cand_, vmax2_, delta});
+      composeScaled(u, v, delta);
       Kokkos::parallel_reduce("kortex::greedy::check", Kokkos::RangePolicy<Exec, Kokkos::IndexType<int>>(exec_, 0, n),
                               CheckFunctor<memory_space>{{cand_, vmax2_, nz_, ny_, nx_}, moving, fixed, wc_}, cs);
     } else {
@@ -249,10 +260,9 @@ template <class Exec>
 GreedyStepOutcome GreedyStepper<Exec>::stepField(Field<memory_space>& u, ConstField<memory_space> v) {
   // As stepImage: max |v| stays on the device, one read-back per candidate (its fold check).
   const int n = nz_ * ny_ * nx_;
-  Kokkos::parallel_reduce("kortex::greedy::max_norm2", Kokkos::RangePolicy<Exec, Kokkos::IndexType<int>>(exec_, 0, n),
-                          MaxNorm2Functor<memory_space>{v.data(), n}, vmax2_);
+  maxNorm2(v);
   GreedyStepOutcome out = greedyStepWithFoldRefusal(params_, [&](float delta, GreedyStepOutcome&) {
-    parallelForVoxels("kortex::greedy::compose", exec_, nz_, ny_, nx_, ComposeScaledFunctor<memory_space>{u, v, cand_, vmax2_, delta});
+    composeScaled(u, v, delta);
     CheckSums cs{0.0, 0.0f, 0.0f};
     Kokkos::parallel_reduce("kortex::greedy::fold_check", Kokkos::RangePolicy<Exec, Kokkos::IndexType<int>>(exec_, 0, n),
                             FoldCheckFunctor<memory_space>{cand_, vmax2_, nz_, ny_, nx_}, cs);

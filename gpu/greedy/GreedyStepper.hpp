@@ -66,6 +66,11 @@ class GreedyStepper {
   FluidSolver<Exec>& solver() { return solver_; }
 
  private:
+  // vmax2_ <- max |v|^2, left on the device (step 3's eps is formed from it by each candidate).
+  void maxNorm2(ConstField<memory_space> v);
+  // cand_ <- u(x + eps v) - eps v with eps = greedyEps(delta, vmax2_) (Naive and the atlas's step).
+  void composeScaled(ConstField<memory_space> u, ConstField<memory_space> v, float delta);
+
   Exec exec_;
   GreedyParams params_;
   bool fusedForce_;  // the one-pass step writes the next (SSD) force; otherwise it writes W
