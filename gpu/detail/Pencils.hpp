@@ -168,11 +168,11 @@ template <class Exec>
 using PencilScratch = Kokkos::View<PencilComplex*, typename Exec::scratch_memory_space, Kokkos::MemoryUnmanaged>;
 
 // Scratch complexes of one slab team: two sets of the larger of its row and column chunks.
-inline int slabScratchComplexes(PencilChunks const& c, int ny, int nx) {
+KOKKOS_INLINE_FUNCTION int slabScratchComplexes(PencilChunks const& c, int ny, int nx) {
   const int rows = c.rowPairs * (nx + 1), cols = c.columns * ny;
   return 2 * (rows > cols ? rows : cols);
 }
-inline int zScratchComplexes(PencilChunks const& c, int batch, int nz) { return 2 * batch * c.zColumns * nz; }
+KOKKOS_INLINE_FUNCTION int zScratchComplexes(PencilChunks const& c, int batch, int nz) { return 2 * batch * c.zColumns * nz; }
 
 // SlabForward: in (batch, nz, ny, nx) real -> spec (batch, nz, ny, nh) with x and y transformed.
 template <class Exec>
