@@ -31,20 +31,6 @@ const char* toString(SorVariant v) {
   return "?";
 }
 
-SpectralVariant parseSpectralVariant(std::string const& s) {
-  if (s == "library") return SpectralVariant::Library;
-  if (s == "scratch-pencils") return SpectralVariant::ScratchPencils;
-  throw InvalidArgument("unknown spectral variant '" + s + "' (expected library|scratch-pencils)");
-}
-
-const char* toString(SpectralVariant v) {
-  switch (v) {
-    case SpectralVariant::Library: return "Library";
-    case SpectralVariant::ScratchPencils: return "ScratchPencils";
-  }
-  return "?";
-}
-
 MatvecVariant parseMatvecVariant(std::string const& s) {
   if (s == "implicit") return MatvecVariant::Implicit;
   if (s == "explicit") return MatvecVariant::Explicit;

@@ -77,18 +77,6 @@ SorVariant parseSorVariant(std::string const& s);  // naive|scratch-tiled
 const char* toString(SorVariant v);
 inline std::ostream& operator<<(std::ostream& os, SorVariant v) { return os << toString(v); }
 
-// Spectral solve strategies (both the same v = IFFT(Lhat^-1 FFT(F)) up to float rounding):
-//   Library        - the FFT library's 3D R2C and C2R (FFTW on host back ends, cuFFT under CUDA)
-//                    around one symbol pass: 8 passes over the field under CUDA (3 + 1 + 3 + max);
-//   ScratchPencils - Kokkos mixed-radix FFTs of pencils in team scratch (gpu/detail/Pencils.hpp):
-//                    x and y per slab in one pass, z with the symbol between its forward and
-//                    inverse transforms in the next, y and x in the last: 3 passes. Grids whose
-//                    extents have a prime factor above 7 are solved by Library.
-enum class SpectralVariant { Library, ScratchPencils };
-SpectralVariant parseSpectralVariant(std::string const& s);  // library|scratch-pencils
-const char* toString(SpectralVariant v);
-inline std::ostream& operator<<(std::ostream& os, SpectralVariant v) { return os << toString(v); }
-
 // CG matvec strategies: Implicit (matrix-free stencil, Fig 6) | Explicit (assembled CSR).
 enum class MatvecVariant { Implicit, Explicit };
 MatvecVariant parseMatvecVariant(std::string const& s);  // implicit|explicit

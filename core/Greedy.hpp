@@ -141,7 +141,6 @@ struct GreedyParams {
   SorVariant sorVariant = SorVariant::ScratchTiled;
   MatvecVariant matvecVariant = MatvecVariant::Implicit;
   GreedyStepVariant stepVariant = GreedyStepVariant::ScratchTiled;
-  SpectralVariant spectralVariant = SpectralVariant::Library;  // the fft solver's transforms
   bool recordResidual = false;           // compute the solve's relative residual every iteration
   GreedyMetric metric = GreedyMetric::Ssd;
   int lnccRadius = 2;                    // LNCC window (2R+1)^3 voxels of every scale, R in [1, kMaxLnccRadius]

@@ -143,7 +143,6 @@ json toJson(GreedyParams const& p) {
             {"sor_variant", spelling(toString(p.sorVariant))},
             {"matvec_variant", spelling(toString(p.matvecVariant))},
             {"step_variant", spelling(toString(p.stepVariant))},
-            {"spectral_variant", spelling(toString(p.spectralVariant))},
             {"record_residual", p.recordResidual},
             {"metric", toString(p.metric)},
             {"lncc_radius", p.lnccRadius}});
@@ -168,7 +167,6 @@ void fromJson(json const& j, GreedyParams& result) {
       .choice("sor_variant", out.sorVariant, parseSorVariant)
       .choice("matvec_variant", out.matvecVariant, parseMatvecVariant)
       .choice("step_variant", out.stepVariant, parseGreedyStepVariant)
-      .choice("spectral_variant", out.spectralVariant, parseSpectralVariant)
       .flag("record_residual", out.recordResidual)
       .choice("metric", out.metric, parseGreedyMetric)
       .integer("lncc_radius", out.lnccRadius)

@@ -4,7 +4,6 @@
 // Explicit) against the reference and against each other on every enabled execution space.
 #define BOOST_TEST_MODULE Fluid
 #include <boost/test/unit_test.hpp>
-#include <array>
 #include <cmath>
 #include <random>
 #include <string>
@@ -12,7 +11,6 @@
 #include "FieldTestUtils.hpp"
 #include "TestUtils.hpp"
 #include "core/Fluid.hpp"
-#include "gpu/detail/Pencils.hpp"
 #include "gpu/fluid/Fluid.hpp"
 #include "reference_cpu/Fluid.hpp"
 
@@ -287,86 +285,4 @@ BOOST_AUTO_TEST_CASE_TEMPLATE(kokkos_odd_extents_and_refusals, Space, test::Exec
   test::expectThrowWith<InvalidArgument>([&] { gpu::FluidSolver<Space>(exec, 3, 8, 8, p); }, {">= 4"});
   test::expectThrowWith<InvalidArgument>([&] { solver.spectral(df, gpu::Field<Mem>(df.data(), 3, 5, 7, 9)); },
                                          {"overlaps"});
-}
-
-// ---- the ScratchPencils spectral solve --------------------------------------------------------------
-
-// Float pencil FFTs vs the double reference solve on random (not smooth) right-hand sides: both
-// float paths round each of the ~log2 N butterfly stages (2^-24 relative), times the condition
-// number of L (~121 at the paper's values): measured 1.8e-7 to 4.0e-7 on these grids (Serial, both
-// paths alike).
-constexpr double kPencilVsReferenceTol = 5e-6;
-// ScratchPencils vs Library: two float FFTs of different factorisations, each within the bound
-// above of the exact solve.
-constexpr double kPencilVsLibraryTol = 1e-5;
-
-BOOST_AUTO_TEST_CASE(pencil_radices_factor_lengths_by_4_then_2_3_5_7) {
-  const gpu::detail::PencilRadices r160 = gpu::detail::pencilRadices(160);
-  BOOST_TEST(r160.count == 4);
-  BOOST_TEST((r160.r[0] == 4 && r160.r[1] == 4 && r160.r[2] == 2 && r160.r[3] == 5));
-  BOOST_TEST(gpu::detail::pencilRadices(7 * 9 * 5).count == 4);
-  BOOST_TEST(gpu::detail::pencilRadices(11).count == 0);
-  BOOST_TEST(gpu::detail::pencilRadices(2 * 109).count == 0);
-  BOOST_TEST(gpu::detail::pencilMisfit(8, 22, 8, gpu::detail::pencilChunks(3, 8, 22, 8, 32768)) != "");
-  // A z column of the batch that does not fit the budget.
-  BOOST_TEST(gpu::detail::pencilChunks(3, 1024, 8, 8, 32768).zColumns == 0);
-  BOOST_TEST(gpu::detail::pencilMisfit(1024, 8, 8, gpu::detail::pencilChunks(3, 1024, 8, 8, 32768)) != "");
-}
-
-BOOST_AUTO_TEST_CASE_TEMPLATE(kokkos_scratch_pencils_match_the_reference_and_the_library, Space, test::ExecutionSpaces) {
-  Space exec;
-  using Mem = typename Space::memory_space;
-  // Odd and even extents (odd ny: a row paired with zero; odd nx: no Nyquist column), every radix,
-  // more columns than one chunk holds, and a grid whose rows, columns and z columns need several
-  // chunks; beta != 0 couples the components in the z pass.
-  const std::array<int, 3> grids[] = {{4, 4, 4}, {5, 7, 9}, {6, 10, 40}, {7, 9, 15}, {16, 18, 20}, {12, 35, 48}, {20, 12, 98}};
-  for (auto const& g : grids)
-    for (double beta : {0.0, 0.03}) {
-      const int nz = g[0], ny = g[1], nx = g[2];
-      const FluidParams p = paperParams(beta);
-      const HostField f = randomField(nz, ny, nx, 21);
-      HostField want("want", 3, nz, ny, nx);
-      ref::fluidSolveSpectral(p, f, want);
-      gpu::FluidSolver<Space> solver(exec, nz, ny, nx, p);
-      BOOST_TEST(solver.pencilMisfit() == "");
-      auto df = toDevice<Space>(f);
-      gpu::Field<Mem> v("v", 3, nz, ny, nx), w("w", 3, nz, ny, nx);
-      solver.spectral(df, v, SpectralVariant::ScratchPencils);
-      solver.spectral(df, w, SpectralVariant::Library);
-      const HostField pencils = toHostField(v), library = toHostField(w);
-      const std::string at = std::to_string(nz) + "x" + std::to_string(ny) + "x" + std::to_string(nx) + ", beta " + std::to_string(beta);
-      BOOST_TEST(relMaxError(pencils, want) <= kPencilVsReferenceTol, "pencils vs reference, " << at);
-      BOOST_TEST(relMaxError(library, want) <= kPencilVsReferenceTol, "library vs reference, " << at);
-      BOOST_TEST(relMaxError(pencils, library) <= kPencilVsLibraryTol, "pencils vs library, " << at);
-      // The input is left as it was (the solve reads f, writes v and the spectrum only).
-      BOOST_TEST(test::maxDiff(toHostField(df), f) == 0.0);
-    }
-}
-
-BOOST_AUTO_TEST_CASE_TEMPLATE(kokkos_scratch_pencils_recover_a_manufactured_field, Space, test::ExecutionSpaces) {
-  Space exec;
-  using Mem = typename Space::memory_space;
-  const FluidParams p = paperParams(0.03);
-  const HostField vStar = manufactured(8, 12, 16, 9);
-  auto df = toDevice<Space>(applyRef(p, vStar));
-  gpu::FluidSolver<Space> solver(exec, 8, 12, 16, p);
-  gpu::Field<Mem> v("v", 3, 8, 12, 16);
-  solver.spectral(df, v, SpectralVariant::ScratchPencils);
-  BOOST_TEST(relMaxError(toHostField(v), vStar) <= kFloatExactTol);
-  BOOST_TEST(solver.residual(df, v) <= 1e-5);
-}
-
-BOOST_AUTO_TEST_CASE_TEMPLATE(kokkos_scratch_pencils_leave_other_grids_to_the_library, Space, test::ExecutionSpaces) {
-  // 11 and 13 are no radix of the pencils: the solve is the library's, bit for bit.
-  Space exec;
-  using Mem = typename Space::memory_space;
-  const FluidParams p = paperParams(0.02);
-  const HostField f = randomField(6, 11, 13, 5);
-  gpu::FluidSolver<Space> solver(exec, 6, 11, 13, p);
-  BOOST_TEST(solver.pencilMisfit().find("prime factor above 7") != std::string::npos);
-  auto df = toDevice<Space>(f);
-  gpu::Field<Mem> v("v", 3, 6, 11, 13), w("w", 3, 6, 11, 13);
-  solver.spectral(df, v, SpectralVariant::ScratchPencils);
-  solver.spectral(df, w, SpectralVariant::Library);
-  BOOST_TEST(test::maxDiff(toHostField(v), toHostField(w)) == 0.0);
 }

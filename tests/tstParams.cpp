@@ -52,7 +52,6 @@ GreedyParams changedGreedy() {
   g.sorVariant = SorVariant::Naive;
   g.matvecVariant = MatvecVariant::Explicit;
   g.stepVariant = GreedyStepVariant::Naive;
-  g.spectralVariant = SpectralVariant::ScratchPencils;
   g.recordResidual = true;
   g.metric = GreedyMetric::Lncc;
   g.lnccRadius = 4;
@@ -75,7 +74,6 @@ void requireEqual(GreedyParams const& a, GreedyParams const& b) {
   BOOST_TEST(a.sorVariant == b.sorVariant);
   BOOST_TEST(a.matvecVariant == b.matvecVariant);
   BOOST_TEST(a.stepVariant == b.stepVariant);
-  BOOST_TEST(a.spectralVariant == b.spectralVariant);
   BOOST_TEST(a.recordResidual == b.recordResidual);
   BOOST_TEST(a.metric == b.metric);
   BOOST_TEST(a.lnccRadius == b.lnccRadius);
@@ -140,11 +138,6 @@ BOOST_AUTO_TEST_CASE(greedy_params_round_trip) {
     GreedyParams h;
     h.stepVariant = v;
     BOOST_TEST(paramsFromJson<GreedyParams>(toJson(h)).stepVariant == v);
-  }
-  for (SpectralVariant v : {SpectralVariant::Library, SpectralVariant::ScratchPencils}) {
-    GreedyParams h;
-    h.spectralVariant = v;
-    BOOST_TEST(paramsFromJson<GreedyParams>(toJson(h)).spectralVariant == v);
   }
   for (GreedyMetric m : {GreedyMetric::Ssd, GreedyMetric::Lncc}) {
     GreedyParams h;
@@ -249,7 +242,6 @@ BOOST_AUTO_TEST_CASE(wrong_types_are_refused_by_name) {
   test::expectThrowWith<InvalidArgument>(greedy({{"solver", 1}}), {"'solver' must be a string"});
   test::expectThrowWith<InvalidArgument>(greedy({{"solver", "multigrid"}}), {"'solver'", "multigrid", "fft|sor|cg"});
   test::expectThrowWith<InvalidArgument>(greedy({{"step_variant", "ScratchTiled"}}), {"'step_variant'", "naive|scratch-tiled"});
-  test::expectThrowWith<InvalidArgument>(greedy({{"spectral_variant", "cufft"}}), {"'spectral_variant'", "library|scratch-pencils"});
   test::expectThrowWith<InvalidArgument>(greedy({{"metric", "ncc"}}), {"'metric'", "unknown greedy metric 'ncc'", "ssd|lncc"});
   test::expectThrowWith<InvalidArgument>(greedy({{"lncc_radius", 2.5}}), {"'lncc_radius' must be an integer"});
   test::expectThrowWith<InvalidArgument>(greedy(json::array({1, 2})), {"greedy parameters must be a JSON object", "array"});

@@ -25,9 +25,8 @@ void runWhole(Context& ctx) {
      << "|---|---|---|---|---|---|---|\n";
   nlohmann::json rows = nlohmann::json::array();
   auto row = [&](std::string const& name, std::vector<HostImage> const& imgs, std::vector<int> scales,
-                 std::vector<int> iters, SpectralVariant spectral = SpectralVariant::Library) {
+                 std::vector<int> iters) {
     AtlasParams p;
-    p.greedy.spectralVariant = spectral;
     p.greedy.scales = scales;
     p.greedy.iterations = iters;
     say("whole atlas: " + name);
@@ -37,7 +36,7 @@ void runWhole(Context& ctx) {
     md << "| " << name << " | " << sched.str() << " | " << r.iterations << " | " << fixedDecimals(secs, 2) << " | "
        << fixedDecimals(r.history.back().mismatch, 4) << " | " << fixedDecimals(r.minJacobian) << " | " << fixedDecimals(r.meanDisplacementRms, 4)
        << " |\n";
-    rows.push_back({{"cohort", name}, {"schedule", sched.str()}, {"spectral", toString(spectral)}, {"iterations", r.iterations}, {"seconds", secs},
+    rows.push_back({{"cohort", name}, {"schedule", sched.str()}, {"iterations", r.iterations}, {"seconds", secs},
                     {"template_fnv1a", ctx.templateHash},
                     {"final_mismatch", r.history.back().mismatch}, {"min_jacobian", r.minJacobian},
                     {"mean_displacement_rms", r.meanDisplacementRms}});
@@ -45,9 +44,7 @@ void runWhole(Context& ctx) {
     return secs;
   };
   const std::vector<int> multi = opt.tiny ? std::vector<int>{2, 3} : std::vector<int>{25, 50};
-  const double whole = std::min(row(std::to_string(large) + " subjects", big, {2, 1}, multi),
-                                row(std::to_string(large) + " subjects, fft ScratchPencils", big, {2, 1}, multi,
-                                    SpectralVariant::ScratchPencils));
+  const double whole = row(std::to_string(large) + " subjects", big, {2, 1}, multi);
   if (onDevice && large == 315)
     j["target_whole"] = {{"target_s", kTargetWholeS}, {"measured_s", whole}, {"met", whole <= kTargetWholeS}};
   const std::vector<HostImage> few(big.begin(), big.begin() + std::min<std::size_t>(big.size(), std::size_t(small)));

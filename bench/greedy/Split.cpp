@@ -4,15 +4,12 @@
 
 #include <algorithm>
 #include <functional>
-#include <memory>
 #include <string>
 #include <vector>
 
 #include "core/Timing.hpp"
 #include "gpu/detail/Common.hpp"
-#include "gpu/detail/Pencils.hpp"
 #include "gpu/detail/Spectral.hpp"
-#include "gpu/fluid/detail/FluidKernels.hpp"
 #include "gpu/fluid/Fluid.hpp"
 #include "gpu/greedy/Greedy.hpp"
 #include "gpu/greedy/detail/GreedyKernels.hpp"
@@ -20,43 +17,6 @@
 namespace kortex::bench::greedy {
 
 using common::fixedDecimals;
-
-namespace {
-
-// The ScratchPencils solve's launch sweep: the team scratch budget (pencils per chunk) x team size.
-void runPencilSweep(Context& ctx, int nz, int ny, int nx, gpu::Field<Mem> const& f, gpu::Field<Mem> const& v,
-                    gpu::detail::PencilComplex* spec, gpu::fluid_detail::SymbolMultiplier const& symbol, std::size_t scratchMax) {
-  std::ostringstream& md = ctx.md;
-  auto fence = [&] { ctx.fence(); };
-  md << "\nScratchPencils launch sweep (ms of the 3 passes; the solver uses a " << gpu::fluid_detail::kPencilScratchBytes / 1024
-     << " KiB budget and Kokkos::AUTO threads):\n\n| scratch KiB (row pairs, y columns, z columns) | AUTO | 128 | 256 | 512 |\n|---|---|---|---|---|\n";
-  nlohmann::json sweep = nlohmann::json::array();
-  const int maxTeam = Kokkos::TeamPolicy<Exec>(ctx.exec, 1, Kokkos::AUTO)
-                          .team_size_max(gpu::detail::PencilSlabForward<Exec>{}, Kokkos::ParallelForTag());
-  for (std::size_t kib : {12, 16, 24, 32, 40, 46}) {
-    if (kib * 1024 > scratchMax) continue;
-    gpu::detail::PencilChunks c = gpu::detail::pencilChunks(3, nz, ny, nx, kib * 1024 - 256);
-    if (!gpu::detail::pencilMisfit(nz, ny, nx, c).empty()) continue;
-    md << "| " << kib << " (" << c.rowPairs << ", " << c.columns << ", " << c.zColumns << ")";
-    for (int team : {0, 128, 256, 512}) {
-      if (team > maxTeam) {
-        md << " | -";
-        continue;
-      }
-      c.teamSize = team;
-      gpu::detail::PencilPlan<Exec> plan(nz, ny, nx, c);
-      const double ms = timeMedian([&] { gpu::detail::pencilSolve<3>(ctx.exec, plan, f.data(), spec, v.data(), symbol); },
-                                   fence, ctx.warm, ctx.reps).medianMs;
-      md << " | " << fixedDecimals(ms);
-      sweep.push_back({{"scratch_kib", kib}, {"row_pairs", c.rowPairs}, {"columns", c.columns}, {"z_columns", c.zColumns},
-                       {"team_size", team}, {"ms", ms}});
-    }
-    md << " |\n";
-  }
-  ctx.j["pencil_sweep"] = sweep;
-}
-
-}  // namespace
 
 void runIterationSplit(Context& ctx, ImageView<Mem> const& dMoving, ImageView<Mem> const& dFixed, gpu::Field<Mem>& u) {
   Exec& exec = ctx.exec;
@@ -82,60 +42,42 @@ void runIterationSplit(Context& ctx, ImageView<Mem> const& dMoving, ImageView<Me
   gpu::detail::SpectralPlan<Exec>::Spectrum spectrum("kortex::bench::spectrum", 3, nz, ny, nx / 2 + 1);
   gpu::detail::SpectralPlan<Exec> fft(exec, nz, ny, nx, v, spectrum);
   using IntPolicy = Kokkos::RangePolicy<Exec, Kokkos::IndexType<int>>;
-  // The ScratchPencils solve's passes, each alone (the solver's plan is rebuilt here with its chunks).
-  const std::size_t pencilMax = kx::scratchSizeMax<Kokkos::TeamPolicy<Exec>>(0);
-  const std::size_t pencilBudget = std::min(gpu::fluid_detail::kPencilScratchBytes, pencilMax) - 256;
-  const gpu::detail::PencilChunks pencilChunks = gpu::detail::pencilChunks(3, nz, ny, nx, pencilBudget);
-  const std::string pencilWhyNot = gpu::detail::pencilMisfit(nz, ny, nx, pencilChunks);
-  std::unique_ptr<gpu::detail::PencilPlan<Exec>> pencils;
-  if (pencilWhyNot.empty()) pencils = std::make_unique<gpu::detail::PencilPlan<Exec>>(nz, ny, nx, pencilChunks);
-  auto* spec = reinterpret_cast<gpu::detail::PencilComplex*>(spectrum.data());
-  const FluidOperator op = makeFluidOperator(GreedyParams{}.fluid);
-  const gpu::fluid_detail::SymbolMultiplier symbol{op, nz, ny, nx, 1.0f / (float(nz) * float(ny) * float(nx))};
-  // Which sums a pass counts in: 1 the Naive step's iteration, 2 the ScratchTiled step's, 4 the
-  // ScratchTiled step's with the ScratchPencils solve.
   struct Part {
     const char* name;
     double bytes;  // per voxel
     std::function<void()> run;
-    int sums;
   };
   std::vector<Part> parts = {
-      {"force", 20, [&] { gpu::greedyForce(exec, W, dFixed, f); }, 1},
-      {"spectral solve, Library (R2C, symbol, C2R)", 48, [&] { solver.spectral(f, v); }, 3},
+      {"force", 20, [&] { gpu::greedyForce(exec, W, dFixed, f); }},
+      {"spectral solve (R2C, symbol, C2R)", 48, [&] { solver.spectral(f, v); }},
       {"  of which R2C + C2R alone (FFT library)", 48, [&] {
          fft.forward(f, spectrum);
          fft.inverse(spectrum, v);
-       }, 0},
+       }},
       {"max norm of v (to a device scalar)", 12,
-       [&] { Kokkos::parallel_reduce("kortex::bench::max_norm2", IntPolicy(exec, 0, n), gd::MaxNorm2Functor<Mem>{v.data(), n}, vmax2); }, 7},
+       [&] { Kokkos::parallel_reduce("kortex::bench::max_norm2", IntPolicy(exec, 0, n), gd::MaxNorm2Functor<Mem>{v.data(), n}, vmax2); }},
       {"composition", 36,
-       [&] { gpu::parallelForVoxels("kortex::bench::compose", exec, nz, ny, nx, gd::ComposeScaledFunctor<Mem>{u, v, cand, vmax2, 1.0f}); }, 1},
+       [&] { gpu::parallelForVoxels("kortex::bench::compose", exec, nz, ny, nx, gd::ComposeScaledFunctor<Mem>{u, v, cand, vmax2, 1.0f}); }},
       {"warp + SSE + fold check (read back)", 24, [&] {
          gd::CheckSums cs{0.0, 0.0f, 0.0f};
          Kokkos::parallel_reduce("kortex::bench::check", IntPolicy(exec, 0, n),
                                  gd::CheckFunctor<Mem>{{cand, vmax2, nz, ny, nx}, dMoving, dFixed, Wc}, cs);
-       }, 1},
+       }},
       {"step in one pass, ScratchTiled (replaces force, composition, warp + check; read back)", 56,
-       [&] { gd::stepTiled(exec, dMoving, dFixed, u, v, vmax2, 1.0f, cand, fc); }, 6}};
-  // Minimum bytes of a pencil pass: 12 B of real field and 3 x 8 (nx/2 + 1) / nx B of half spectrum per voxel.
-  const double halfBytes = 24.0 * (nx / 2 + 1) / nx;
-  if (pencils)
-    parts.insert(parts.end(),
-                 {{"spectral solve, ScratchPencils (3 passes)", 2 * 12 + 4 * halfBytes, [&] { solver.spectral(f, v, SpectralVariant::ScratchPencils); }, 4},
-                  {"  slab forward (x R2C, y)", 12 + halfBytes, [&] { gpu::detail::pencilSlabForward<3>(exec, *pencils, f.data(), spec); }, 0},
-                  {"  z, symbol, z inverse", 2 * halfBytes, [&] { gpu::detail::pencilZMultiply<3>(exec, *pencils, spec, symbol); }, 0},
-                  {"  slab inverse (y, x C2R)", 12 + halfBytes, [&] { gpu::detail::pencilSlabInverse<3>(exec, *pencils, spec, v.data()); }, 0}});
+       [&] { gd::stepTiled(exec, dMoving, dFixed, u, v, vmax2, 1.0f, cand, fc); }}};
   md << "\nKernel split (fft, each pass timed alone; the last row is the ScratchTiled step that replaces the "
         "force, composition and warp + check rows). Roofline: counting the operations of core/'s per-voxel maths, every "
         "pass does about 1-4 fp32 flop per byte of its minimum traffic, far under an H100's or H200's ridge point (about "
         "14 flop/B), so its roof is the memory one: the floor is the minimum bytes at the measured copy bandwidth.\n\n| pass | ms | GB/s (minimum bytes) | % of copy | floor ms | x floor |\n|---|---|---|---|---|---|\n";
   nlohmann::json split = nlohmann::json::array();
-  double sums[3] = {0.0, 0.0, 0.0};
-  for (auto& part : parts) {
+  double naiveSum = 0.0, tiledSum = 0.0;
+  for (std::size_t k = 0; k < parts.size(); ++k) {
+    auto& part = parts[k];
     const double ms = timeMedian(part.run, fence, warm, reps).medianMs;
-    for (int b = 0; b < 3; ++b)
-      if (part.sums & (1 << b)) sums[b] += ms;
+    const bool sub = part.name[0] == ' ';  // indented rows are parts of the row above
+    const bool tiled = k + 1 == parts.size();
+    if (!sub && !tiled) naiveSum += ms;
+    if (!sub && (tiled || k == 1 || k == 3)) tiledSum += ms;  // solve, max |v|, step
     const double gb = part.bytes * double(n) / (ms * 1e-3) * 1e-9;
     const double floorMs = part.bytes * double(n) / (copyGBs * 1e9) * 1e3;
     md << "| " << part.name << " | " << fixedDecimals(ms) << " | " << fixedDecimals(gb, 0) << " (" << fixedDecimals(part.bytes, 0) << " B) | "
@@ -143,11 +85,7 @@ void runIterationSplit(Context& ctx, ImageView<Mem> const& dMoving, ImageView<Me
     split.push_back({{"pass", part.name}, {"ms", ms}, {"GBs", gb}, {"bytes_per_voxel", part.bytes},
                      {"copy_share", gb / copyGBs}, {"floor_ms", floorMs}});
   }
-  md << "| sum, Naive step | " << fixedDecimals(sums[0]) << " | | |\n| sum, ScratchTiled step | " << fixedDecimals(sums[1]) << " | | |\n";
-  if (pencils) md << "| sum, ScratchTiled step, ScratchPencils solve | " << fixedDecimals(sums[2]) << " | | |\n";
-  else md << "\nScratchPencils: not run here (" << pencilWhyNot << ").\n";
-  j["iteration_split_sums"] = {{"naive", sums[0]}, {"scratch_tiled", sums[1]}, {"scratch_tiled_pencils", pencils ? sums[2] : NAN}};
-  if (pencils) runPencilSweep(ctx, nz, ny, nx, f, v, spec, symbol, pencilMax);
+  md << "| sum, Naive step | " << fixedDecimals(naiveSum) << " | | |\n| sum, ScratchTiled step | " << fixedDecimals(tiledSum) << " | | |\n";
   // The one-pass step's launch: slices per team (league size and apron overhead) x team size.
   const int tiles = ((nx + gd::StepTiledFunctor<Exec>::kTileX - 1) / gd::StepTiledFunctor<Exec>::kTileX) *
                     ((ny + gd::StepTiledFunctor<Exec>::kTileY - 1) / gd::StepTiledFunctor<Exec>::kTileY);

@@ -1,13 +1,11 @@
 #include "gpu/fluid/Fluid.hpp"
 
-#include <algorithm>
 #include <cmath>
 #include <string>
 
 #include "core/Errors.hpp"
 #include "gpu/detail/Common.hpp"
 #include "gpu/fluid/detail/FluidKernels.hpp"
-#include "gpu/detail/Pencils.hpp"
 #include "gpu/detail/Spectral.hpp"
 
 namespace kortex::gpu {
@@ -97,33 +95,17 @@ void FluidSolver<Exec>::requireGrid(ConstField<memory_space> a, const char* what
 }
 
 template <class Exec>
-std::string const& FluidSolver<Exec>::pencilMisfit() {
-  if (!pencilsChecked_) {
-    // Less a margin for the scratch allocator's alignment.
-    const std::size_t budget = std::min(kPencilScratchBytes, kx::scratchSizeMax<Kokkos::TeamPolicy<Exec>>(0)) - 256;
-    const detail::PencilChunks chunks = detail::pencilChunks(3, nz_, ny_, nx_, budget);
-    pencilMisfit_ = detail::pencilMisfit(nz_, ny_, nx_, chunks);
-    if (pencilMisfit_.empty()) pencils_ = std::make_unique<detail::PencilPlan<Exec>>(nz_, ny_, nx_, chunks);
-    pencilsChecked_ = true;
-  }
-  return pencilMisfit_;
-}
-
-template <class Exec>
-void FluidSolver<Exec>::spectral(ConstField<memory_space> f, Field<memory_space> v, SpectralVariant variant) {
+void FluidSolver<Exec>::spectral(ConstField<memory_space> f, Field<memory_space> v) {
   requireGrid(f, "right-hand side");
   requireGrid(v, "solution");
   if (spansOverlap(f, v)) throw InvalidArgument("fluid solver: the solution overlaps the right-hand side");
   const int nh = nx_ / 2 + 1;
-  if (spectrum_.data() == nullptr) spectrum_ = decltype(spectrum_)("kortex::fluid::spectrum", 3, nz_, ny_, nh);
-  const float scale = 1.0f / (float(nz_) * float(ny_) * float(nx_));
-  if (variant == SpectralVariant::ScratchPencils && pencilMisfit().empty()) {
-    detail::pencilSolve<3>(exec_, *pencils_, f.data(), spectrum_.data(), v.data(),
-                           SymbolMultiplier{op_, nz_, ny_, nx_, scale});
-    return;
+  if (!plan_) {
+    spectrum_ = decltype(spectrum_)("kortex::fluid::spectrum", 3, nz_, ny_, nh);
+    plan_ = std::make_unique<detail::SpectralPlan<Exec>>(exec_, nz_, ny_, nx_, v, spectrum_);
   }
-  if (!plan_) plan_ = std::make_unique<detail::SpectralPlan<Exec>>(exec_, nz_, ny_, nx_, v, spectrum_);
   plan_->forward(f, spectrum_);
+  const float scale = 1.0f / (float(nz_) * float(ny_) * float(nx_));
   parallelForVoxels("kortex::fluid::symbol", exec_, nz_, ny_, nh,
                     SymbolFunctor<memory_space>{spectrum_, op_, nz_, ny_, nx_, scale});
   plan_->inverse(spectrum_, v);

@@ -13,7 +13,6 @@
 #include <Kokkos_Core.hpp>
 
 #include <memory>
-#include <string>
 
 #include "core/Fluid.hpp"
 #include "gpu/Fields.hpp"
@@ -31,8 +30,6 @@ double fluidResidual(Exec const& exec, ConstField<typename Exec::memory_space> f
 namespace detail {
 template <class Exec>
 struct SpectralPlan;  // FFT plans of one grid (gpu/detail/Spectral.cpp)
-template <class Exec>
-struct PencilPlan;  // the ScratchPencils transforms of one grid (gpu/detail/Pencils.hpp)
 }
 
 template <class Exec>
@@ -45,11 +42,8 @@ class FluidSolver {
   FluidSolver(FluidSolver const&) = delete;
   FluidSolver& operator=(FluidSolver const&) = delete;
 
-  // v = L^-1 f exactly (up to float rounding) by the variant's transforms; ScratchPencils on a
-  // grid it cannot take (pencilMisfit) is solved by Library. Enqueued on exec.
-  void spectral(ConstField<memory_space> f, Field<memory_space> v, SpectralVariant variant = SpectralVariant::Library);
-  // Why ScratchPencils cannot take this grid on this back end ("" when it can).
-  std::string const& pencilMisfit();
+  // v = L^-1 f exactly (up to float rounding). Enqueued on exec.
+  void spectral(ConstField<memory_space> f, Field<memory_space> v);
   // `sweeps` red-black SOR sweeps from the v passed in (beta = 0, even extents: InvalidArgument
   // otherwise). The residual is computed (one more matvec pass) only when `residual` is true.
   FluidSolveReport sor(ConstField<memory_space> f, Field<memory_space> v, int sweeps, SorVariant variant,
@@ -75,9 +69,6 @@ class FluidSolver {
   FluidParams params_;
   FluidOperator op_;
   std::unique_ptr<detail::SpectralPlan<Exec>> plan_;
-  std::unique_ptr<detail::PencilPlan<Exec>> pencils_;
-  std::string pencilMisfit_;
-  bool pencilsChecked_ = false;
   Kokkos::View<Kokkos::complex<float>****, Kokkos::LayoutRight, memory_space> spectrum_;
   Field<memory_space> r_, d_, q_, pong_;
   Kokkos::View<int*, memory_space> csrRow_;

@@ -198,7 +198,7 @@ FluidSolveReport GreedyStepper<Exec>::solve(Field<memory_space> v, bool firstOfS
   const bool residual = params_.recordResidual;
   FluidSolveReport r;
   switch (greedySolveKind(params_.solver, firstOfScale)) {
-    case GreedySolveKind::Spectral: solver_.spectral(f_, v, params_.spectralVariant); break;
+    case GreedySolveKind::Spectral: solver_.spectral(f_, v); break;
     case GreedySolveKind::SorCold:
       if (coldStart) Kokkos::deep_copy(exec_, v, 0.0f);
       r = solver_.sor(f_, v, params_.coldSweeps, params_.sorVariant, residual);

@@ -4,7 +4,6 @@
 
 #include <Kokkos_Core.hpp>
 
-#include <cstddef>
 #include <cmath>
 #include <string>
 
@@ -206,25 +205,6 @@ struct SymbolFunctor {
     for (int c = 0; c < 3; ++c) s(c, kz, ky, kx) = Kokkos::complex<float>(scale * re[c], scale * im[c]);
   }
 };
-
-// The symbol as the ScratchPencils solve's multiplier (gpu/detail/Pencils.hpp): Lhat^-1 times
-// scale, the operations of SymbolFunctor.
-struct SymbolMultiplier {
-  FluidOperator op;
-  int nz, ny, nx;
-  float scale;
-  KOKKOS_INLINE_FUNCTION void operator()(int kz, int ky, int kx, float* re, float* im) const {
-    fluidSymbolSolve(op, kz, ky, kx, nz, ny, nx, re, im);
-    for (int c = 0; c < 3; ++c) {
-      re[c] = scale * re[c];
-      im[c] = scale * im[c];
-    }
-  }
-};
-
-// Team scratch of each ScratchPencils team (both ping-pong sets). 32 KiB: within Kokkos 3.4
-// Serial's 32 KiB and CUDA's 48 KiB; on an H100/H200 SM (228 KiB) 6-7 teams.
-inline constexpr std::size_t kPencilScratchBytes = 32 * 1024;
 
 // CSR assembly of L: row r = (c, z, y, x) flattened like the field; every row stores the same
 // number of entries (7 or 15) in a fixed order (core/Fluid.hpp's stencil; the periodic wrap never
