@@ -34,6 +34,14 @@ void check(int rc, const char* what) {
   if (rc != MPI_SUCCESS) throw std::runtime_error(std::string("MPI: ") + what + " failed (code " + std::to_string(rc) + ")");
 }
 
+// data[0, n) <- its sum over the ranks of `comm`, in place, in calls of at most INT_MAX values.
+void allreduceSum(MPI_Comm comm, void* data, std::size_t n, MPI_Datatype type, std::size_t bytesPerValue) {
+  for (std::size_t off = 0; off < n; off += std::size_t(INT_MAX))
+    check(MPI_Allreduce(MPI_IN_PLACE, static_cast<char*>(data) + off * bytesPerValue, int(std::min(n - off, std::size_t(INT_MAX))),
+                        type, MPI_SUM, comm),
+          "MPI_Allreduce");
+}
+
 bool cudaAwareMpi() {
 #if defined(MPIX_CUDA_AWARE_SUPPORT) && MPIX_CUDA_AWARE_SUPPORT
   return MPIX_Query_cuda_support() == 1;
@@ -131,11 +139,7 @@ class NodeSum {
     }
     sync();  // every slot holds the node's sums
     if (nodes_ == 1) return;
-    if (nodeRank_ == 0)
-      for (std::size_t off = 0; off < count; off += std::size_t(INT_MAX))
-        check(MPI_Allreduce(MPI_IN_PLACE, s[0] + offset + off, int(std::min(count - off, std::size_t(INT_MAX))), MPI_INT64_T,
-                            MPI_SUM, leaders_),
-              "MPI_Allreduce");
+    if (nodeRank_ == 0) allreduceSum(leaders_, s[0] + offset, count, MPI_INT64_T, sizeof(std::int64_t));
     sync();  // the leader's slot holds the world's sums
     if (nodeRank_ != 0) std::memcpy(s[nodeRank_] + offset, s[0] + offset, count * sizeof(std::int64_t));
     sync();  // copied: the leader may fill its slot again
@@ -324,10 +328,7 @@ class MpiAtlasComm final : public gpu::Communicator {
   }
   template <class T>
   void allreduce(T* data, std::size_t n, MPI_Datatype type) {
-    for (std::size_t off = 0; off < n; off += std::size_t(INT_MAX)) {
-      const int count = int(std::min(n - off, std::size_t(INT_MAX)));
-      check(MPI_Allreduce(MPI_IN_PLACE, data + off, count, type, MPI_SUM, MPI_COMM_WORLD), "MPI_Allreduce");
-    }
+    allreduceSum(MPI_COMM_WORLD, data, n, type, sizeof(T));
   }
   NodeSum& node() {
     if (!node_) node_ = std::make_unique<NodeSum>();  // collective: the first int64 sum of every rank
