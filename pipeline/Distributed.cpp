@@ -3,12 +3,16 @@
 #include <Kokkos_Core.hpp>
 
 #include <climits>
+#include <condition_variable>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
+#include <functional>
 #include <memory>
+#include <mutex>
 #include <stdexcept>
+#include <thread>
 
 #include <algorithm>
 #include <vector>
@@ -24,6 +28,9 @@
 #endif
 #ifdef KOKKOS_ENABLE_CUDA
 #include <cuda_runtime_api.h>
+#endif
+#ifdef _OPENMP
+#include <omp.h>
 #endif
 
 namespace kortex::pipeline {
@@ -47,6 +54,76 @@ bool cudaAwareMpi() {
   return MPIX_Query_cuda_support() == 1;
 #else
   return false;
+#endif
+}
+
+// Threads that sleep between jobs (on a condition variable), for the node sums. OpenMP's idle
+// threads spin for milliseconds after each parallel region (libgomp's default wait policy); with
+// one rank per GPU on a shared host those spinning threads slowed the sums 1.4-3x
+// (bench/results/atlas_sums_issue29_nvidia-h200-x4.md, docs/atlas.md).
+class SleepingWorkers {
+ public:
+  explicit SleepingWorkers(int threads) {
+    for (int t = 1; t < threads; ++t) pool_.emplace_back([this, t] { serve(t); });
+  }
+  ~SleepingWorkers() {
+    {
+      std::lock_guard<std::mutex> lock(m_);
+      stop_ = true;
+    }
+    wake_.notify_all();
+    for (auto& t : pool_) t.join();
+  }
+  SleepingWorkers(SleepingWorkers const&) = delete;
+  SleepingWorkers& operator=(SleepingWorkers const&) = delete;
+  int size() const { return int(pool_.size()) + 1; }
+  // job(t) for every t in [0, size()), t = 0 on the calling thread; returns when all have returned.
+  // The job must not throw.
+  void run(std::function<void(int)> const& job) {
+    {
+      std::lock_guard<std::mutex> lock(m_);
+      job_ = &job;
+      pending_ = int(pool_.size());
+      ++generation_;
+    }
+    wake_.notify_all();
+    job(0);
+    std::unique_lock<std::mutex> lock(m_);
+    done_.wait(lock, [this] { return pending_ == 0; });
+    job_ = nullptr;
+  }
+
+ private:
+  void serve(int t) {
+    std::uint64_t seen = 0;
+    for (;;) {
+      std::function<void(int)> const* job = nullptr;
+      {
+        std::unique_lock<std::mutex> lock(m_);
+        wake_.wait(lock, [&] { return stop_ || generation_ != seen; });
+        if (stop_) return;
+        seen = generation_;
+        job = job_;
+      }
+      (*job)(t);
+      std::lock_guard<std::mutex> lock(m_);
+      if (--pending_ == 0) done_.notify_one();
+    }
+  }
+  std::mutex m_;
+  std::condition_variable wake_, done_;
+  std::vector<std::thread> pool_;
+  std::function<void(int)> const* job_ = nullptr;
+  std::uint64_t generation_ = 0;
+  int pending_ = 0;
+  bool stop_ = false;
+};
+
+int hostThreads() {
+#ifdef _OPENMP
+  return std::max(1, omp_get_max_threads());  // OMP_NUM_THREADS, as the rank's other host work
+#else
+  return std::max(1, int(std::thread::hardware_concurrency()));
 #endif
 }
 
@@ -131,11 +208,19 @@ class NodeSum {
     const std::size_t hi = offset + count * std::size_t(nodeRank_ + 1) / std::size_t(nodeSize_);
     std::int64_t* const* s = slots_.data();
     const int L = nodeSize_;
-#pragma omp parallel for schedule(static) if (hi - lo > 65536)
-    for (long long i = (long long)lo; i < (long long)hi; ++i) {
-      std::int64_t t = 0;
-      for (int r = 0; r < L; ++r) t += s[r][i];
-      for (int r = 0; r < L; ++r) s[r][i] = t;
+    auto add = [s, L](std::size_t from, std::size_t to) {
+      for (std::size_t i = from; i < to; ++i) {
+        std::int64_t t = 0;
+        for (int r = 0; r < L; ++r) t += s[r][i];
+        for (int r = 0; r < L; ++r) s[r][i] = t;
+      }
+    };
+    if (hi - lo <= kSerialSum) {
+      add(lo, hi);
+    } else {
+      if (!workers_) workers_ = std::make_unique<SleepingWorkers>(hostThreads());
+      const std::size_t parts = std::size_t(workers_->size());
+      workers_->run([&](int t) { add(lo + (hi - lo) * std::size_t(t) / parts, lo + (hi - lo) * std::size_t(t + 1) / parts); });
     }
     sync();  // every slot holds the node's sums
     if (nodes_ == 1) return;
@@ -187,6 +272,8 @@ class NodeSum {
     slots_.clear();
     capacity_ = 0;
   }
+  static constexpr std::size_t kSerialSum = 65536;  // values summed on the calling thread alone
+  std::unique_ptr<SleepingWorkers> workers_;
   MPI_Comm node_ = MPI_COMM_NULL, leaders_ = MPI_COMM_NULL;
   int nodeRank_ = 0, nodeSize_ = 1, nodes_ = 1, largestNode_ = 1;
   MPI_Win win_ = MPI_WIN_NULL;
