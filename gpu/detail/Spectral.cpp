@@ -7,6 +7,7 @@
 #include <type_traits>
 
 #if defined(KOKKOS_ENABLE_CUDA)
+#include <cuda_runtime_api.h>
 #include <cufft.h>
 #endif
 
@@ -22,6 +23,36 @@ constexpr bool kIsCuda<Kokkos::Cuda> = true;
 void cufftCheck(cufftResult r, const char* what) {
   if (r != CUFFT_SUCCESS) throw std::runtime_error(std::string("cuFFT ") + what + " failed (cufftResult " + std::to_string(int(r)) + ")");
 }
+
+// A grid's two plans (R2C and C2R, batched, unnormalised) on created handles: the first failure.
+cufftResult makePlans(cufftHandle const (&h)[2], int nz, int ny, int nx, int batch) {
+  int n[3] = {nz, ny, nx};
+  const int nh = nx / 2 + 1, realDist = nz * ny * nx, complexDist = nz * ny * nh;
+  std::size_t work = 0;
+  cufftResult r = cufftMakePlanMany(h[0], 3, n, nullptr, 1, realDist, nullptr, 1, complexDist, CUFFT_R2C, batch, &work);
+  if (r == CUFFT_SUCCESS) r = cufftMakePlanMany(h[1], 3, n, nullptr, 1, complexDist, nullptr, 1, realDist, CUFFT_C2R, batch, &work);
+  return r;
+}
+
+// Two created handles, destroyed with the object.
+struct CufftHandles {
+  cufftHandle h[2] = {0, 0};
+  int created = 0;
+  CufftHandles() {
+    for (; created < 2; ++created)
+      if (cufftCreate(&h[created]) != CUFFT_SUCCESS) {
+        release();
+        throw std::runtime_error("cuFFT create failed");
+      }
+  }
+  ~CufftHandles() { release(); }
+  void release() {
+    for (int k = 0; k < created; ++k) cufftDestroy(h[k]);
+    created = 0;
+  }
+  CufftHandles(CufftHandles const&) = delete;
+  CufftHandles& operator=(CufftHandles const&) = delete;
+};
 #endif
 
 }  // namespace
@@ -35,13 +66,12 @@ SpectralPlan<Exec>::SpectralPlan(Exec const& e, int nz, int ny, int nx, Field<Me
   const int batch = static_cast<int>(spectrum.extent(0));  // components transformed together
   if constexpr (kIsCuda<Exec>) {
 #if defined(KOKKOS_ENABLE_CUDA)
-    cufftHandle f, i;
-    cufftCheck(cufftPlanMany(&f, 3, n, nullptr, 1, realDist, nullptr, 1, complexDist, CUFFT_R2C, batch), "R2C plan");
-    cufftCheck(cufftPlanMany(&i, 3, n, nullptr, 1, complexDist, nullptr, 1, realDist, CUFFT_C2R, batch), "C2R plan");
-    cufftCheck(cufftSetStream(f, exec.cuda_stream()), "stream");
-    cufftCheck(cufftSetStream(i, exec.cuda_stream()), "stream");
-    handles[0] = int(f);
-    handles[1] = int(i);
+    CufftHandles plans;
+    cufftCheck(makePlans(plans.h, nz, ny, nx, batch), "plan");
+    for (int k = 0; k < 2; ++k) cufftCheck(cufftSetStream(plans.h[k], exec.cuda_stream()), "stream");
+    handles[0] = int(plans.h[0]);
+    handles[1] = int(plans.h[1]);
+    plans.created = 0;  // the handles are this plan's now (destroyed by ~SpectralPlan)
 #endif
   } else {
     auto* cplx = reinterpret_cast<fftwf_complex*>(spectrum.data());
@@ -95,7 +125,22 @@ void SpectralPlan<Exec>::inverse(Spectrum spectrum, Field<Mem> out) {
   }
 }
 
-#define KORTEX_INSTANTIATE_SPECTRAL(SPACE) template struct SpectralPlan<SPACE>;
+template <class Exec>
+void compileSpectralKernels([[maybe_unused]] Exec const& exec, [[maybe_unused]] int nz, [[maybe_unused]] int ny,
+                            [[maybe_unused]] int nx, [[maybe_unused]] int batch) {
+  if constexpr (kIsCuda<Exec>) {
+#if defined(KOKKOS_ENABLE_CUDA)
+    if (cudaSetDevice(exec.cuda_device()) != cudaSuccess) throw std::runtime_error("CUDA: cannot select the device");
+    CufftHandles plans;
+    for (int k = 0; k < 2; ++k) cufftCheck(cufftSetAutoAllocation(plans.h[k], 0), "work area");
+    cufftCheck(makePlans(plans.h, nz, ny, nx, batch), "plan");
+#endif
+  }
+}
+
+#define KORTEX_INSTANTIATE_SPECTRAL(SPACE) \
+  template struct SpectralPlan<SPACE>;     \
+  template void compileSpectralKernels<SPACE>(SPACE const&, int, int, int, int);
 #if defined(KOKKOS_ENABLE_SERIAL)
 KORTEX_INSTANTIATE_SPECTRAL(Kokkos::Serial)
 #endif
