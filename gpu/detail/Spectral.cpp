@@ -126,23 +126,21 @@ void SpectralPlan<Exec>::inverse(Spectrum spectrum, Field<Mem> out) {
 }
 
 template <class Exec>
-std::shared_ptr<void> compileSpectralKernels([[maybe_unused]] Exec const& exec, [[maybe_unused]] int nz,
-                                             [[maybe_unused]] int ny, [[maybe_unused]] int nx, [[maybe_unused]] int batch) {
+void compileSpectralKernels([[maybe_unused]] Exec const& exec, [[maybe_unused]] int nz, [[maybe_unused]] int ny,
+                            [[maybe_unused]] int nx, [[maybe_unused]] int batch) {
   if constexpr (kIsCuda<Exec>) {
 #if defined(KOKKOS_ENABLE_CUDA)
     if (cudaSetDevice(exec.cuda_device()) != cudaSuccess) throw std::runtime_error("CUDA: cannot select the device");
-    auto plans = std::make_shared<CufftHandles>();
-    for (int k = 0; k < 2; ++k) cufftCheck(cufftSetAutoAllocation(plans->h[k], 0), "work area");
-    cufftCheck(makePlans(plans->h, nz, ny, nx, batch), "plan");
-    return plans;
+    CufftHandles plans;
+    for (int k = 0; k < 2; ++k) cufftCheck(cufftSetAutoAllocation(plans.h[k], 0), "work area");
+    cufftCheck(makePlans(plans.h, nz, ny, nx, batch), "plan");
 #endif
   }
-  return nullptr;
 }
 
 #define KORTEX_INSTANTIATE_SPECTRAL(SPACE) \
   template struct SpectralPlan<SPACE>;     \
-  template std::shared_ptr<void> compileSpectralKernels<SPACE>(SPACE const&, int, int, int, int);
+  template void compileSpectralKernels<SPACE>(SPACE const&, int, int, int, int);
 #if defined(KOKKOS_ENABLE_SERIAL)
 KORTEX_INSTANTIATE_SPECTRAL(Kokkos::Serial)
 #endif

@@ -7,8 +7,6 @@
 
 #include <Kokkos_Core.hpp>
 
-#include <memory>
-
 #include "gpu/Fields.hpp"
 
 namespace kortex::gpu::detail {
@@ -32,12 +30,11 @@ struct SpectralPlan {
   int handles[2] = {0, 0};  // cuFFT handles
 };
 
-// Makes the plans SpectralPlan would make for this grid and batch, without a work area, and returns
-// them (released with the result): the library compiles the grid's kernels now if it has not before
-// (cuFFT), and while these plans live it keeps them loaded, so SpectralPlan's own plans of the grid
-// find them. Called on a thread of its own (it selects exec's device first). Host execution spaces:
-// nothing, null (FFTW_ESTIMATE plans take microseconds). Throws on a library error.
+// Makes and drops the plans SpectralPlan would make for this grid and batch, without a work area:
+// the library compiles the grid's kernels now if it has not before (cuFFT), so that SpectralPlan's
+// own plans find them compiled. Called on a thread of its own (it selects exec's device first).
+// Host execution spaces: nothing (FFTW_ESTIMATE plans take microseconds). Throws on a library error.
 template <class Exec>
-std::shared_ptr<void> compileSpectralKernels(Exec const& exec, int nz, int ny, int nx, int batch);
+void compileSpectralKernels(Exec const& exec, int nz, int ny, int nx, int batch);
 
 }  // namespace kortex::gpu::detail

@@ -241,12 +241,11 @@ FluidSolveReport FluidSolver<Exec>::cg(ConstField<memory_space> f, Field<memory_
 template <class Exec>
 SpectralWarmup::SpectralWarmup(Exec const& exec, std::vector<std::array<int, 3>> const& grids) {
   if constexpr (!Kokkos::SpaceAccessibility<Kokkos::HostSpace, typename Exec::memory_space>::accessible) {
-    plans_.resize(grids.size());
     try {
-      for (std::size_t k = 0; k < grids.size(); ++k)
-        threads_.emplace_back([exec, g = grids[k], slot = &plans_[k]] {
+      for (auto const& g : grids)
+        threads_.emplace_back([exec, g] {
           try {
-            *slot = detail::compileSpectralKernels(exec, g[0], g[1], g[2], 3);
+            detail::compileSpectralKernels(exec, g[0], g[1], g[2], 3);
           } catch (...) {  // the solver's own plan of this grid reports the failure
           }
         });
@@ -259,7 +258,6 @@ SpectralWarmup::SpectralWarmup(Exec const& exec, std::vector<std::array<int, 3>>
 
 SpectralWarmup::~SpectralWarmup() {
   for (auto& t : threads_) t.join();
-  plans_.clear();
 }
 
 #define KORTEX_INSTANTIATE_FLUID(SPACE)                                                                    \

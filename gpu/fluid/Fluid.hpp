@@ -86,12 +86,10 @@ class FluidSolver {
 // on a machine, 0.1-0.4 s per size on an H200, and keeps them in the CUDA compute cache on disk
 // after (docs/greedy.md, "The FFT library's first plan of a size"). A job that knows its grids
 // before its first solve starts this and overlaps the compilation with its other stages and the
-// grids' compilations with one another: one thread per grid ({nz, ny, nx}) makes that grid's plans
-// (3 components, no work area) and keeps them until destroyed, so that the library keeps the kernels
-// loaded and the solvers' own plans of those grids find them (also where no compute cache can be
-// written). Host back ends: no thread (FFTW_ESTIMATE plans take microseconds). A failure here is
-// dropped: the solver's own plan of that grid reports it. The destructor waits for the threads and
-// releases the plans: destroy it before Kokkos::finalize.
+// grids' compilations with one another: one thread per grid ({nz, ny, nx}) makes and drops that
+// grid's plans (3 components), and the solvers' own plans find the kernels compiled. Host back ends:
+// no thread (FFTW_ESTIMATE plans take microseconds). A failure here is dropped: the solver's own
+// plan of that grid reports it. The destructor waits for the threads.
 class SpectralWarmup {
  public:
   template <class Exec>
@@ -103,7 +101,6 @@ class SpectralWarmup {
 
  private:
   std::vector<std::thread> threads_;
-  std::vector<std::shared_ptr<void>> plans_;  // one slot per thread, filled by it
 };
 
 }  // namespace kortex::gpu
