@@ -21,7 +21,6 @@
 #include "core/Timing.hpp"
 #include "gpu/Resources.hpp"
 #include "gpu/atlas/Atlas.hpp"
-#include "gpu/fluid/Fluid.hpp"
 #include "io/ImageIO.hpp"
 #include "io/Output.hpp"
 #include "pipeline/JobFiles.hpp"
@@ -369,9 +368,6 @@ class AtlasJobStages {
     reference_ = refPath_.empty() ? job.imageData.front() : readImage(refPath_);
     if (reference_.geometry.dimension != 3) throw InvalidArgument("atlas: the reference " + refName + " is not a 3D image");
     r.referenceGrid = reference_.geometry;
-    // The box is known after the alignment; until then, guess the whole reference grid (what the
-    // clipping keeps when the heads fill the field of view, as IXI's do).
-    warmSpectral(greedyPaddedGrid(reference_.geometry, job.params.greedy));
     // The files read in parallel (NIfTI decompresses without the I/O lock); the checks then run in
     // subject order, so the first bad subject is the one named, as when read one by one.
     const bool withLabels = !job.labels.empty();
@@ -495,29 +491,11 @@ class AtlasJobStages {
     if (job.resume && resumeGrid_ != grid_)
       throw InvalidArgument("atlas: the checkpoint in " + job.checkpointDir + " was made on another atlas grid (" +
                             resumeGrid_.dump() + ") than this job's (" + grid_.dump() + ")");
-    warmSpectral(box_);
     // A box that is the reference grid shares the aligned images (read only from here on).
     const bool whole = box_.size == G.size && lo == std::array<Index, 3>{0, 0, 0};
     for (int i = 0; i < r.local; ++i)
       cropped_.push_back(whole ? pre_[std::size_t(i)].movingResampled : cropImage(pre_[std::size_t(i)].movingResampled, box_, lo));
     r.secondsPrepare = secondsSince(t0_);
-  }
-
-  // The FFT library's kernels of the spectral solves on the scales of `box`, compiled in the
-  // background (gpu::SpectralWarmup) from here on; grids already started are skipped.
-  void warmSpectral(Geometry const& box) {
-    GreedyParams const& gp = job_.params.greedy;
-    if (r_.backend != Backend::Kokkos || greedySolveKind(gp.solver, true) != GreedySolveKind::Spectral) return;
-    std::vector<std::array<int, 3>> grids;
-    for (int f : gp.scales) {
-      if (!scaleMisfit(box, f).empty()) continue;
-      const GridExtents e = scaledExtents(box, f);
-      const std::array<int, 3> g{e.nz, e.ny, e.nx};
-      if (std::find(warmed_.begin(), warmed_.end(), g) != warmed_.end()) continue;
-      warmed_.push_back(g);
-      grids.push_back(g);
-    }
-    if (!grids.empty()) warmups_.push_back(std::make_unique<gpu::SpectralWarmup>(Kokkos::DefaultExecutionSpace(), grids));
   }
 
   // ---- memory: the subjects that stay on the device (the others streamed from pinned host memory)
@@ -774,8 +752,6 @@ class AtlasJobStages {
   int resident_ = -1;  // all
   HostImage templ_;
   std::vector<VectorField<Kokkos::HostSpace>> fields_;
-  std::vector<std::array<int, 3>> warmed_;
-  std::vector<std::unique_ptr<gpu::SpectralWarmup>> warmups_;  // joined when the job ends
 };
 
 }  // namespace

@@ -7,7 +7,6 @@
 #include <type_traits>
 
 #if defined(KOKKOS_ENABLE_CUDA)
-#include <cuda_runtime_api.h>
 #include <cufft.h>
 #endif
 
@@ -125,22 +124,7 @@ void SpectralPlan<Exec>::inverse(Spectrum spectrum, Field<Mem> out) {
   }
 }
 
-template <class Exec>
-void compileSpectralKernels([[maybe_unused]] Exec const& exec, [[maybe_unused]] int nz, [[maybe_unused]] int ny,
-                            [[maybe_unused]] int nx, [[maybe_unused]] int batch) {
-  if constexpr (kIsCuda<Exec>) {
-#if defined(KOKKOS_ENABLE_CUDA)
-    if (cudaSetDevice(exec.cuda_device()) != cudaSuccess) throw std::runtime_error("CUDA: cannot select the device");
-    CufftHandles plans;
-    for (int k = 0; k < 2; ++k) cufftCheck(cufftSetAutoAllocation(plans.h[k], 0), "work area");
-    cufftCheck(makePlans(plans.h, nz, ny, nx, batch), "plan");
-#endif
-  }
-}
-
-#define KORTEX_INSTANTIATE_SPECTRAL(SPACE) \
-  template struct SpectralPlan<SPACE>;     \
-  template void compileSpectralKernels<SPACE>(SPACE const&, int, int, int, int);
+#define KORTEX_INSTANTIATE_SPECTRAL(SPACE) template struct SpectralPlan<SPACE>;
 #if defined(KOKKOS_ENABLE_SERIAL)
 KORTEX_INSTANTIATE_SPECTRAL(Kokkos::Serial)
 #endif

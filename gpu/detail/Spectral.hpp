@@ -30,11 +30,4 @@ struct SpectralPlan {
   int handles[2] = {0, 0};  // cuFFT handles
 };
 
-// Makes and drops the plans SpectralPlan would make for this grid and batch, without a work area:
-// the library compiles the grid's kernels now if it has not before (cuFFT), so that SpectralPlan's
-// own plans find them compiled. Called on a thread of its own (it selects exec's device first).
-// Host execution spaces: nothing (FFTW_ESTIMATE plans take microseconds). Throws on a library error.
-template <class Exec>
-void compileSpectralKernels(Exec const& exec, int nz, int ny, int nx, int batch);
-
 }  // namespace kortex::gpu::detail

@@ -238,35 +238,12 @@ FluidSolveReport FluidSolver<Exec>::cg(ConstField<memory_space> f, Field<memory_
   return rep;
 }
 
-template <class Exec>
-SpectralWarmup::SpectralWarmup(Exec const& exec, std::vector<std::array<int, 3>> const& grids) {
-  if constexpr (!Kokkos::SpaceAccessibility<Kokkos::HostSpace, typename Exec::memory_space>::accessible) {
-    try {
-      for (auto const& g : grids)
-        threads_.emplace_back([exec, g] {
-          try {
-            detail::compileSpectralKernels(exec, g[0], g[1], g[2], 3);
-          } catch (...) {  // the solver's own plan of this grid reports the failure
-          }
-        });
-    } catch (...) {  // no thread to be had: wait for those started, then fail
-      for (auto& t : threads_) t.join();
-      throw;
-    }
-  }
-}
-
-SpectralWarmup::~SpectralWarmup() {
-  for (auto& t : threads_) t.join();
-}
-
 #define KORTEX_INSTANTIATE_FLUID(SPACE)                                                                    \
   template void fluidApply<SPACE>(SPACE const&, ConstField<SPACE::memory_space>, Field<SPACE::memory_space>, \
                                   FluidParams const&);                                                     \
   template double fluidResidual<SPACE>(SPACE const&, ConstField<SPACE::memory_space>,                     \
                                        ConstField<SPACE::memory_space>, FluidParams const&);              \
-  template class FluidSolver<SPACE>;                                                                 \
-  template SpectralWarmup::SpectralWarmup(SPACE const&, std::vector<std::array<int, 3>> const&);
+  template class FluidSolver<SPACE>;
 
 #ifdef KOKKOS_ENABLE_SERIAL
 KORTEX_INSTANTIATE_FLUID(Kokkos::Serial)

@@ -5,19 +5,14 @@
 //   FluidSolver    - the workspace of one grid (FFT plans and spectrum, CG vectors, SOR ping-pong
 //                    buffer, the assembled CSR matrix on demand), allocated once, with
 //                    spectral (FFTW on host spaces, cuFFT under CUDA), sor (SorVariant) and
-//                    cg (MatvecVariant) solves;
-//   SpectralWarmup - the FFT library's kernels for the spectral solves of grids to come, compiled
-//                    on background threads.
+//                    cg (MatvecVariant) solves.
 // Fields are (3, nz, ny, nx) in exec's memory space. Explicitly instantiated for every enabled
 // execution space.
 #pragma once
 
 #include <Kokkos_Core.hpp>
 
-#include <array>
 #include <memory>
-#include <thread>
-#include <vector>
 
 #include "core/Fluid.hpp"
 #include "gpu/Fields.hpp"
@@ -79,28 +74,6 @@ class FluidSolver {
   Kokkos::View<int*, memory_space> csrRow_;
   Kokkos::View<int*, memory_space> csrCol_;
   Kokkos::View<float*, memory_space> csrVal_;
-};
-
-// The FFT library's kernels for the spectral solves of grids a job will solve on, compiled on
-// background threads. cuFFT compiles (JIT) the kernels of a grid size at the first plan of that size
-// on a machine, 0.1-0.4 s per size on an H200, and keeps them in the CUDA compute cache on disk
-// after (docs/greedy.md, "The FFT library's first plan of a size"). A job that knows its grids
-// before its first solve starts this and overlaps the compilation with its other stages and the
-// grids' compilations with one another: one thread per grid ({nz, ny, nx}) makes and drops that
-// grid's plans (3 components), and the solvers' own plans find the kernels compiled. Host back ends:
-// no thread (FFTW_ESTIMATE plans take microseconds). A failure here is dropped: the solver's own
-// plan of that grid reports it. The destructor waits for the threads.
-class SpectralWarmup {
- public:
-  template <class Exec>
-  SpectralWarmup(Exec const& exec, std::vector<std::array<int, 3>> const& grids);
-  ~SpectralWarmup();
-  SpectralWarmup(SpectralWarmup const&) = delete;
-  SpectralWarmup& operator=(SpectralWarmup const&) = delete;
-  int threads() const { return int(threads_.size()); }
-
- private:
-  std::vector<std::thread> threads_;
 };
 
 }  // namespace kortex::gpu
