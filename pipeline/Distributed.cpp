@@ -59,21 +59,20 @@ bool cudaAwareMpi() {
 
 // Threads that sleep between jobs (on a condition variable), for the node sums. OpenMP's idle
 // threads spin for milliseconds after each parallel region (libgomp's default wait policy); with
-// one rank per GPU on a shared host those spinning threads slowed the sums 1.4-3x
-// (bench/results/atlas_sums_issue29_nvidia-h200-x4.md, docs/atlas.md).
+// one rank per GPU on a shared host those spinning threads slowed the sums 1.4-3x, and these
+// threads took 23-31 % off the OpenMP loop's time under the default wait
+// (bench/results/atlas_sums_issue29_nvidia-h200-x4.md, atlas_sums_workers_issue29_nvidia-h200-x4.md).
 class SleepingWorkers {
  public:
   explicit SleepingWorkers(int threads) {
-    for (int t = 1; t < threads; ++t) pool_.emplace_back([this, t] { serve(t); });
-  }
-  ~SleepingWorkers() {
-    {
-      std::lock_guard<std::mutex> lock(m_);
-      stop_ = true;
+    try {
+      for (int t = 1; t < threads; ++t) pool_.emplace_back([this, t] { serve(t); });
+    } catch (...) {  // no thread to be had: stop those started
+      stop();
+      throw;
     }
-    wake_.notify_all();
-    for (auto& t : pool_) t.join();
   }
+  ~SleepingWorkers() { stop(); }
   SleepingWorkers(SleepingWorkers const&) = delete;
   SleepingWorkers& operator=(SleepingWorkers const&) = delete;
   int size() const { return int(pool_.size()) + 1; }
@@ -94,6 +93,15 @@ class SleepingWorkers {
   }
 
  private:
+  void stop() {
+    {
+      std::lock_guard<std::mutex> lock(m_);
+      stop_ = true;
+    }
+    wake_.notify_all();
+    for (auto& t : pool_) t.join();
+    pool_.clear();
+  }
   void serve(int t) {
     std::uint64_t seen = 0;
     for (;;) {
