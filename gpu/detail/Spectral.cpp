@@ -23,16 +23,6 @@ void cufftCheck(cufftResult r, const char* what) {
   if (r != CUFFT_SUCCESS) throw std::runtime_error(std::string("cuFFT ") + what + " failed (cufftResult " + std::to_string(int(r)) + ")");
 }
 
-// A grid's two plans (R2C and C2R, batched, unnormalised) on created handles: the first failure.
-cufftResult makePlans(cufftHandle const (&h)[2], int nz, int ny, int nx, int batch) {
-  int n[3] = {nz, ny, nx};
-  const int nh = nx / 2 + 1, realDist = nz * ny * nx, complexDist = nz * ny * nh;
-  std::size_t work = 0;
-  cufftResult r = cufftMakePlanMany(h[0], 3, n, nullptr, 1, realDist, nullptr, 1, complexDist, CUFFT_R2C, batch, &work);
-  if (r == CUFFT_SUCCESS) r = cufftMakePlanMany(h[1], 3, n, nullptr, 1, complexDist, nullptr, 1, realDist, CUFFT_C2R, batch, &work);
-  return r;
-}
-
 // Two created handles, destroyed with the object.
 struct CufftHandles {
   cufftHandle h[2] = {0, 0};
@@ -65,8 +55,12 @@ SpectralPlan<Exec>::SpectralPlan(Exec const& e, int nz, int ny, int nx, Field<Me
   const int batch = static_cast<int>(spectrum.extent(0));  // components transformed together
   if constexpr (kIsCuda<Exec>) {
 #if defined(KOKKOS_ENABLE_CUDA)
-    CufftHandles plans;
-    cufftCheck(makePlans(plans.h, nz, ny, nx, batch), "plan");
+    CufftHandles plans;  // destroyed here if a plan fails
+    std::size_t work = 0;
+    cufftCheck(cufftMakePlanMany(plans.h[0], 3, n, nullptr, 1, realDist, nullptr, 1, complexDist, CUFFT_R2C, batch, &work),
+               "R2C plan");
+    cufftCheck(cufftMakePlanMany(plans.h[1], 3, n, nullptr, 1, complexDist, nullptr, 1, realDist, CUFFT_C2R, batch, &work),
+               "C2R plan");
     for (int k = 0; k < 2; ++k) cufftCheck(cufftSetStream(plans.h[k], exec.cuda_stream()), "stream");
     handles[0] = int(plans.h[0]);
     handles[1] = int(plans.h[1]);
