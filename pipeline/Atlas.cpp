@@ -144,6 +144,7 @@ void agreeOnJob(AtlasJob const& job, gpu::Communicator& comm) {
 // ---- clipping ------------------------------------------------------------------------------------------
 
 HostImage cropImage(HostImage const& img, Geometry const& box, std::array<Index, 3> const& low) {
+  if (box.size == img.geometry.size && low == std::array<Index, 3>{0, 0, 0}) return img;  // the whole grid: shared
   HostImage out("kortex::atlas::cropped", box);
   const Geometry& g = img.geometry;
 #pragma omp parallel for collapse(2)
@@ -491,10 +492,7 @@ class AtlasJobStages {
     if (job.resume && resumeGrid_ != grid_)
       throw InvalidArgument("atlas: the checkpoint in " + job.checkpointDir + " was made on another atlas grid (" +
                             resumeGrid_.dump() + ") than this job's (" + grid_.dump() + ")");
-    // A box that is the reference grid shares the aligned images (read only from here on).
-    const bool whole = box_.size == G.size && lo == std::array<Index, 3>{0, 0, 0};
-    for (int i = 0; i < r.local; ++i)
-      cropped_.push_back(whole ? pre_[std::size_t(i)].movingResampled : cropImage(pre_[std::size_t(i)].movingResampled, box_, lo));
+    for (int i = 0; i < r.local; ++i) cropped_.push_back(cropImage(pre_[std::size_t(i)].movingResampled, box_, lo));
     r.secondsPrepare = secondsSince(t0_);
   }
 

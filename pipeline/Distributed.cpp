@@ -1,6 +1,7 @@
 #include "pipeline/Distributed.hpp"
 
 #include <Kokkos_Core.hpp>
+#include <omp.h>
 
 #include <climits>
 #include <condition_variable>
@@ -28,9 +29,6 @@
 #endif
 #ifdef KOKKOS_ENABLE_CUDA
 #include <cuda_runtime_api.h>
-#endif
-#ifdef _OPENMP
-#include <omp.h>
 #endif
 
 namespace kortex::pipeline {
@@ -127,14 +125,6 @@ class SleepingWorkers {
   bool stop_ = false;
 };
 
-int hostThreads() {
-#ifdef _OPENMP
-  return std::max(1, omp_get_max_threads());  // OMP_NUM_THREADS, as the rank's other host work
-#else
-  return std::max(1, int(std::thread::hardware_concurrency()));
-#endif
-}
-
 // Sums of int64 arrays over the ranks through each node's shared memory (an MPI-3 shared window):
 // every rank of a node owns a slot; for a range of the slots, each rank adds its share of the
 // range over the node's slots and writes the sum into every slot (one pass over memory, threads
@@ -226,7 +216,7 @@ class NodeSum {
     if (hi - lo <= kSerialSum) {
       add(lo, hi);
     } else {
-      if (!workers_) workers_ = std::make_unique<SleepingWorkers>(hostThreads());
+      if (!workers_) workers_ = std::make_unique<SleepingWorkers>(std::max(1, omp_get_max_threads()));  // OMP_NUM_THREADS
       const std::size_t parts = std::size_t(workers_->size());
       workers_->run([&](int t) { add(lo + (hi - lo) * std::size_t(t) / parts, lo + (hi - lo) * std::size_t(t + 1) / parts); });
     }
