@@ -282,6 +282,12 @@ fs::path StagedOutputs::stage(fs::path const& target) {
 }
 
 void StagedOutputs::commit() {
+  // The moves, companion files (a pair's ".img", a MetaImage's ".raw") before the named ones.
+  struct Move {
+    fs::path from, to, aside;  // aside: where the user's file waits (empty: there was none)
+    bool setAside = false, placed = false;
+  };
+  std::vector<Move> moves;
   const std::set<fs::path> named(targets_.begin(), targets_.end());
   for (bool namedPass : {false, true}) {
     for (auto const& [dir, stage] : stages_) {
@@ -289,12 +295,42 @@ void StagedOutputs::commit() {
       std::vector<fs::path> files;
       for (fs::directory_iterator it(stage, ec), end; !ec && it != end; it.increment(ec))
         if (it->is_regular_file() && it->path().filename().string().rfind(kTmpPrefix, 0) != 0) files.push_back(it->path());
-      for (auto const& f : files) {
-        if ((named.count(f) != 0) != namedPass) continue;
-        fs::rename(f, fs::path(dir) / f.filename(), ec);
-        if (ec) throw IoError("cannot move the finished file '" + (fs::path(dir) / f.filename()).string() + "' into place: " + ec.message());
-      }
+      for (auto const& f : files)
+        if ((named.count(f) != 0) == namedPass) moves.push_back({f, fs::path(dir) / f.filename(), {}});
     }
+  }
+  // Every target checked before the first move.
+  for (auto& m : moves) {
+    std::error_code ec;
+    const fs::file_status st = fs::symlink_status(m.to, ec);
+    if (fs::is_directory(st))
+      throw IoError("cannot write '" + m.to.string() + "': a folder of that name is in the way (nothing was written)");
+    if (fs::exists(st)) m.aside = m.from.parent_path() / (std::string(kTmpPrefix) + "old-" + m.to.filename().string());
+  }
+  auto undo = [&] {  // in reverse: the new file back into the stage, the user's file back in place
+    for (auto it = moves.rbegin(); it != moves.rend(); ++it) {
+      std::error_code ec;
+      if (it->placed) fs::rename(it->to, it->from, ec);
+      if (it->setAside) fs::rename(it->aside, it->to, ec);
+    }
+  };
+  for (auto& m : moves) {
+    std::error_code ec;
+    if (!m.aside.empty()) {
+      fs::rename(m.to, m.aside, ec);
+      if (ec) {
+        undo();
+        throw IoError("cannot replace '" + m.to.string() + "': " + ec.message() + " (nothing was written)");
+      }
+      m.setAside = true;
+    }
+    fs::rename(m.from, m.to, ec);
+    if (ec) {
+      undo();
+      throw IoError("cannot move the finished file '" + m.to.string() + "' into place: " + ec.message() +
+                    " (nothing was written; the files there before are kept)");
+    }
+    m.placed = true;
   }
   for (auto const& [dir, stage] : stages_) {
     std::error_code ec;
@@ -315,6 +351,25 @@ void StagedOutputs::discard() {
   stages_.clear();
   createdDirs_.clear();
   done_ = true;
+}
+
+void requireInputFile(fs::path const& path, std::string const& role) {
+  if (path.empty()) throw InvalidArgument("the " + role + " is not given");
+  std::error_code ec;
+  if (fs::is_directory(path, ec)) throw IoError("the " + role + " '" + path.string() + "' is a folder, not a file");
+  if (!fs::exists(path, ec)) throw IoError("the " + role + " '" + path.string() + "' does not exist");
+}
+
+std::vector<fs::path> writeAllOrNone(std::vector<PlannedOutput> const& outputs) {
+  StagedOutputs staged;
+  std::vector<fs::path> written;
+  for (auto const& o : outputs) {
+    if (o.path.empty()) continue;
+    o.write(staged.stage(o.path));
+    written.push_back(o.path);
+  }
+  staged.commit();
+  return written;
 }
 
 }  // namespace kortex::pipeline

@@ -17,11 +17,18 @@
 //     mid-write; removed when no process of that pid runs on this host.
 //   * StagedOutputs: outputs written into one hidden folder ".kortex-tmp-<pid>-stage-<random>" per
 //     target folder, moved into place together by commit(); without commit (an exception) the
-//     destructor removes them and any output folder it created that is still empty.
+//     destructor removes them and any output folder it created that is still empty. commit() is
+//     all or none: every target is checked before the first move (a folder in the way refuses the
+//     commit), a file the user had is moved aside into the stage folder, not removed, and put back
+//     if a later move fails; it is deleted only once every output is in place.
+//   * writeAllOrNone: a job's outputs, each written by its own writer into the stage, committed
+//     together: a writer that fails (a full disk) leaves every target as it was.
+//   * requireInputFile: the one rule for an input file (it exists and is not a folder).
 #pragma once
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -32,6 +39,10 @@ struct JobFile {
   std::string role;  // "template", "subject 3", "report", ...: the message names it
   std::filesystem::path path;
 };
+
+// Throws IoError ("the <role> '<path>' does not exist" / "... is a folder, not a file");
+// InvalidArgument when `path` is empty ("the <role> is not given").
+void requireInputFile(std::filesystem::path const& path, std::string const& role);
 
 // Throws InvalidArgument naming both files and their roles.
 void requireDistinctFiles(std::vector<JobFile> const& inputs, std::vector<JobFile> const& outputs);
@@ -91,5 +102,16 @@ class StagedOutputs {
   std::vector<std::filesystem::path> createdDirs_;                 // outermost last
   bool done_ = false;
 };
+
+// One output of a job: `write` writes the file at the path it is given (the staged copy of `path`).
+struct PlannedOutput {
+  std::string role;
+  std::filesystem::path path;
+  std::function<void(std::filesystem::path const&)> write;
+};
+
+// Writes every output (those with an empty path are skipped) into the stage, then commits them all
+// or none (StagedOutputs). Returns the paths written, in order.
+std::vector<std::filesystem::path> writeAllOrNone(std::vector<PlannedOutput> const& outputs);
 
 }  // namespace kortex::pipeline

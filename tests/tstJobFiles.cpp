@@ -171,3 +171,62 @@ BOOST_AUTO_TEST_CASE(staged_outputs_are_committed_all_or_none) {
   BOOST_TEST(slurp(dir / "t.nii") == "template");
   BOOST_TEST((listing(dir.path) == std::set<std::string>{"new", "t.img", "t.nii"}));
 }
+
+// The commit is all or none with the user's files kept: a target taken by a folder refuses the
+// commit before any move; a move that fails half way puts every file back as it was.
+BOOST_AUTO_TEST_CASE(a_failed_commit_keeps_the_files_that_were_there) {
+  test::TempDir dir("kortex-jobfiles");
+  touch(dir / "a.nii", "user a");
+  touch(dir / "b.nii", "user b");
+  {
+    pipeline::StagedOutputs staged;
+    touch(staged.stage(dir / "a.nii"), "new a");
+    touch(staged.stage(dir / "b.nii"), "new b");
+    touch(staged.stage(dir / "c.nii"), "new c");
+    fs::create_directory(dir / "c.nii");  // taken by a folder after the job's checks
+    BOOST_CHECK_THROW(staged.commit(), IoError);
+  }
+  BOOST_TEST(slurp(dir / "a.nii") == "user a");
+  BOOST_TEST(slurp(dir / "b.nii") == "user b");
+  BOOST_TEST(fs::is_directory(dir / "c.nii"));
+  BOOST_TEST((listing(dir.path) == std::set<std::string>{"a.nii", "b.nii", "c.nii"}));
+  // A move that fails after others were made: those are undone. The stages are committed folder by
+  // folder in path order, so dir's a.nii moves before dir/sub's b.nii, whose user file cannot be set
+  // aside because a folder holds its place in the stage (white box: ".kortex-tmp-old-<name>").
+  fs::create_directory(dir / "sub");
+  touch(dir / "sub" / "b.nii", "user sub b");
+  {
+    pipeline::StagedOutputs staged;
+    touch(staged.stage(dir / "a.nii"), "new a");
+    const fs::path b = staged.stage(dir / "sub" / "b.nii");
+    touch(b, "new b");
+    fs::create_directory(b.parent_path() / ".kortex-tmp-old-b.nii");
+    touch(b.parent_path() / ".kortex-tmp-old-b.nii" / "x");
+    BOOST_CHECK_THROW(staged.commit(), IoError);
+  }
+  BOOST_TEST(slurp(dir / "a.nii") == "user a");
+  BOOST_TEST(slurp(dir / "sub" / "b.nii") == "user sub b");
+  BOOST_TEST((listing(dir.path) == std::set<std::string>{"a.nii", "b.nii", "c.nii", "sub"}));
+  BOOST_TEST((listing(dir / "sub") == std::set<std::string>{"b.nii"}));
+}
+
+// writeAllOrNone: a writer that fails (a full disk) leaves every target as it was, new or old.
+BOOST_AUTO_TEST_CASE(a_failed_writer_keeps_the_files_that_were_there) {
+  test::TempDir dir("kortex-jobfiles");
+  touch(dir / "warped.nii", "user warped");
+  auto write = [](std::string text) { return [text](fs::path const& p) { touch(p, text); }; };
+  BOOST_CHECK_THROW(pipeline::writeAllOrNone({{"warped image", dir / "warped.nii", write("new warped")},
+                                              {"field", dir / "field.nii.gz", write("new field")},
+                                              {"Jacobian map", dir / "jac.nii",
+                                               [](fs::path const&) { throw IoError("no space left on device"); }}}),
+                    IoError);
+  BOOST_TEST(slurp(dir / "warped.nii") == "user warped");
+  BOOST_TEST((listing(dir.path) == std::set<std::string>{"warped.nii"}));
+  const auto written = pipeline::writeAllOrNone({{"warped image", dir / "warped.nii", write("new warped")},
+                                                 {"field", {}, write("skipped")},
+                                                 {"Jacobian map", dir / "jac.nii", write("new jac")}});
+  BOOST_TEST(written.size() == 2u);
+  BOOST_TEST(slurp(dir / "warped.nii") == "new warped");
+  BOOST_TEST(slurp(dir / "jac.nii") == "new jac");
+  BOOST_TEST((listing(dir.path) == std::set<std::string>{"jac.nii", "warped.nii"}));
+}
