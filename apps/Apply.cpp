@@ -49,7 +49,9 @@ const char* kApplyDescription =
     "ITK transform files (.txt, .tfm; AffineTransform / MatrixOffsetTransformBase, double or float), ANTs/ITK "
     "affine .mat files and displacement fields (NIfTI vector images, world mm, LPS: a point x maps to x + d(x); "
     "the displacement is zero outside the field's grid, as ITK's DisplacementFieldTransform). Several "
-    "--transform options compose as in antsApplyTransforms: the LAST one listed is applied to the point first. "
+    "--transform options compose as in antsApplyTransforms (ITK's CompositeTransform): the FIRST one listed takes the "
+    "point first, so `--transform field.nii.gz --transform affine.txt` (ANTs' Warp then GenericAffine, or "
+    "`kortex register`'s --out-field then --out-affine) samples the input at affine(x + d(x)). "
     "[FILE,1] applies the inverse of an affine file. Points outside the input's grid get 0.";
 
 }  // namespace
@@ -63,7 +65,7 @@ void addApplyCommand(CLI::App& app, Action& action) {
       ->required();
   cmd->add_option("--transform", o.transforms,
                   "Transform file, repeatable: .txt/.tfm (ITK affine), .mat (ANTs/ITK affine), .nii/.nii.gz "
-                  "(displacement field); [FILE,1]: the inverse of an affine file. The last listed is applied first")
+                  "(displacement field); [FILE,1]: the inverse of an affine file. The first listed takes the point first")
       ->required()
       ->expected(1)
       ->allow_extra_args(false)  // one file per --transform, and "[FILE,1]" kept whole (not a CLI11 list)

@@ -25,34 +25,13 @@
 #include "core/Errors.hpp"
 #include "io/ImageIO.hpp"
 #include "io/Output.hpp"
-#include "pipeline/Inverse.hpp"
-#include "pipeline/JobFiles.hpp"
-#include "pipeline/Register.hpp"
+#include "pipeline/RegisterJob.hpp"
 
 namespace fs = std::filesystem;
 
 namespace kortex::app {
 
 namespace {
-
-void checkInput(std::string const& path, const char* what) {
-  if (path.empty()) throw InvalidArgument(std::string("--") + what + " is required");
-  if (fs::is_directory(path)) throw IoError(std::string(what) + " image '" + path + "' is a directory, not a file");
-  if (!fs::exists(path)) throw IoError(std::string(what) + " image '" + path + "' does not exist");
-  io::requireSupportedExtension(path, io::Access::Read);
-}
-
-void checkOutput(std::string const& path, const char* option, bool niftiOnly) {
-  io::requireWritableFile(path, option);
-  if (niftiOnly) {
-    const std::string s = fs::path(path).filename().string();
-    auto ends = [&](std::string const& e) { return s.size() >= e.size() && s.compare(s.size() - e.size(), e.size(), e) == 0; };
-    if (!ends(".nii") && !ends(".nii.gz"))
-      throw IoError(std::string(option) + " '" + path + "': a displacement field is written as NIfTI (.nii or .nii.gz)");
-  } else {
-    io::requireSupportedExtension(path, io::Access::Write);
-  }
-}
 
 // One line, rewritten in place on a terminal; every 25th iteration as its own line otherwise.
 class ProgressBar {
@@ -111,84 +90,14 @@ class ProgressBar {
   int level_ = -1;
 };
 
-// Writes all outputs or none: each file is written atomically, and files already written are
-// removed when a later one fails.
-class OutputSet {
- public:
-  ~OutputSet() {
-    if (!committed_)
-      for (auto const& p : written_) {
-        std::error_code ec;
-        fs::remove(p, ec);
-      }
-  }
-  template <class Write>
-  void write(std::string const& path, Write&& w) {
-    if (path.empty()) return;
-    w(path);
-    written_.push_back(path);
-  }
-  void commit() { committed_ = true; }
-
- private:
-  std::vector<std::string> written_;
-  bool committed_ = false;
-};
-
 }  // namespace
 
 namespace {
 
-// The inverse of r's map and what it achieved: Newton residuals, and |p - Phi^-1(Phi(p))| inside the head.
-pipeline::InverseMap reportInverse(pipeline::RegistrationPipelineResult const& r) {
-  pipeline::InverseMap inv = pipeline::invertRegistration(r);
-  const HostImage head = pipeline::headMask(r);
-  const pipeline::InverseConsistency ic = pipeline::inverseConsistency(r, inv, &head);
-  std::cout << "inverse: " << inv.stats.points - inv.stats.unconverged << " of " << inv.stats.points
-            << " moving voxels converged (max residual " << std::setprecision(2) << std::scientific
-            << inv.stats.maxResidual << " voxel), " << std::fixed << std::setprecision(3) << inv.seconds << " s\n"
-            << "  inverse consistency |p - inv(phi(p))| inside the head (" << ic.voxels << " voxels): mean "
-            << ic.mean << ", p99 " << ic.p99 << ", max " << ic.max << " voxel\n";
-  return inv;
-}
-
-int runRegistration(RegisterOptions const& o, pipeline::RegistrationPipelineOptions& opt) {
-  const bool greedy = opt.method == pipeline::RegistrationMethod::Greedy;
-  opt.useAffine = !o.noAffine;
-  checkInput(o.fixed, "fixed");
-  checkInput(o.moving, "moving");
-  if (o.outWarped.empty()) throw InvalidArgument("--out-warped is required");
-  checkOutput(o.outWarped, "--out-warped", false);
-  if (!o.outField.empty()) checkOutput(o.outField, "--out-field", true);
-  if (!o.outJacobian.empty()) checkOutput(o.outJacobian, "--out-jacobian", false);
-  if (!o.outInverseField.empty()) checkOutput(o.outInverseField, "--out-inverse-field", true);
-  if (!o.outAffine.empty()) io::requireWritableFile(o.outAffine, "--out-affine");
-  pipeline::requireDistinctFiles({{"fixed image", o.fixed}, {"moving image", o.moving}},
-                                 {{"warped image", o.outWarped}, {"field", o.outField}, {"Jacobian map", o.outJacobian},
-                                  {"affine transform", o.outAffine},
-                                  {"inverse field", o.outInverseField}});
-
-  HostImage fixed, moving;
-  {
-    kx::ScopedRegion region("kortex::register::read");
-    fixed = io::readImage(o.fixed);
-    moving = io::readImage(o.moving);
-  }
-  std::cout << "fixed:  " << o.fixed << " (" << describe(fixed.geometry) << ")\n"
-            << "moving: " << o.moving << " (" << describe(moving.geometry) << ")\n";
-  if (!fixed.geometry.sameGrid(moving.geometry))
-    std::cout << "  the grids differ: the moving image is resampled onto the fixed grid through the headers"
-              << (opt.useAffine ? " and the affine alignment" : "") << "\n";
-
-  ProgressBar bar(o.fluid.iterations, o.quiet);
-  opt.progress = [&](RegistrationIteration const& it) { bar.fluid(it); };
-  opt.greedyProgress = [&](GreedyIteration const& it) { bar.greedy(it, opt.greedy); };
-  opt.affineProgress = [&](AffineIteration const& it) { bar.affine(it); };
-  pipeline::RegistrationPipelineResult r = pipeline::registerPair(moving, fixed, opt);
-  bar.end();
-
+void printPair(pipeline::RegistrationPipelineResult const& r, pipeline::RegisterJob const& job) {
+  const bool greedy = job.method == pipeline::RegistrationMethod::Greedy;
   std::cout << "backend: " << r.executionSpace;
-  if (r.backend == Backend::Kokkos && !greedy) std::cout << ", force kernel " << toString(opt.fluid.variant);
+  if (r.backend == Backend::Kokkos && !greedy) std::cout << ", force kernel " << toString(job.fluid.variant);
   std::cout << "\n";
   if (r.affineRan)
     std::cout << "affine: NCC " << std::fixed << std::setprecision(4) << r.affineResult.nccInitial << " -> "
@@ -199,9 +108,9 @@ int runRegistration(RegisterOptions const& o, pipeline::RegistrationPipelineOpti
     std::cout << "affine: skipped (--no-affine); header alignment, overlap " << std::setprecision(1)
               << 100.0 * r.overlapStart << " %\n";
   if (greedy) {
-    std::cout << "greedy: metric " << toString(opt.greedy.metric);
-    if (opt.greedy.metric == GreedyMetric::Lncc) std::cout << " (window radius " << opt.greedy.lnccRadius << ")";
-    std::cout << ", solver " << toString(opt.greedy.solver) << ", grid padded to " << describe(r.greedyGrid) << "\n";
+    std::cout << "greedy: metric " << toString(job.greedy.metric);
+    if (job.greedy.metric == GreedyMetric::Lncc) std::cout << " (window radius " << job.greedy.lnccRadius << ")";
+    std::cout << ", solver " << toString(job.greedy.solver) << ", grid padded to " << describe(r.greedyGrid) << "\n";
     for (auto const& sc : r.greedy.scales)
       std::cout << "  scale x" << sc.factor << ": " << sc.iterations << " iterations, RMSE " << std::fixed
                 << std::setprecision(4) << sc.rmseStart << " -> " << sc.rmseEnd << ", " << std::setprecision(3)
@@ -219,62 +128,78 @@ int runRegistration(RegisterOptions const& o, pipeline::RegistrationPipelineOpti
   std::cout << "total " << std::setprecision(3) << r.secondsTotal << " s (normalise " << r.secondsNormalise
             << ", affine " << r.secondsAffine << ", resample " << r.secondsResample << ", "
             << (greedy ? "greedy " : "fluid ") << r.secondsFluid << ")\n";
+}
 
-  std::optional<pipeline::InverseMap> inverse;
-  if (!o.outInverseField.empty()) inverse = reportInverse(r);
+void printInverse(pipeline::RegisterJobResult const& r) {
+  if (!r.inverse) return;
+  auto const& s = r.inverse->stats;
+  std::cout << "inverse: " << s.points - s.unconverged << " of " << s.points << " moving voxels converged (max residual "
+            << std::setprecision(2) << std::scientific << s.maxResidual << " voxel), " << std::fixed
+            << std::setprecision(3) << r.inverse->seconds << " s\n"
+            << "  inverse consistency |p - inv(phi(p))| inside the head (" << r.consistency.voxels << " voxels): mean "
+            << r.consistency.mean << ", p99 " << r.consistency.p99 << ", max " << r.consistency.max << " voxel\n";
+}
 
-  kx::ScopedRegion writeRegion("kortex::register::write");
-  OutputSet outputs;
-  outputs.write(o.outWarped, [&](std::string const& p) { io::writeImage(pipeline::warpedMoving(r, moving), p); });
-  outputs.write(o.outField, [&](std::string const& p) { io::writeDisplacementField(pipeline::worldDisplacement(r), p); });
-  outputs.write(o.outJacobian, [&](std::string const& p) { io::writeImage(pipeline::jacobianMap(r), p); });
-  outputs.write(o.outInverseField, [&](std::string const& p) {
-    io::writeDisplacementField(pipeline::inverseWorldDisplacement(r, *inverse), p);
-  });
-  outputs.write(o.outAffine, [&](std::string const& p) {
-    io::writeTextFileAtomic(p, itkTransformText(toWorldMatrix(r.affine, r.fixedGrid, r.movingGrid)));
-  });
-  outputs.commit();
-  std::cout << "wrote " << o.outWarped << " (moving resampled on the fixed grid, original intensities)\n";
-  if (!o.outField.empty())
-    std::cout << "wrote " << o.outField
-              << " (displacement field, ITK/ANTs convention: world mm, LPS; fixed point x -> moving point "
-                 "x + d(x); apply with antsApplyTransforms -i moving -r fixed -t field)\n";
-  if (!o.outInverseField.empty())
-    std::cout << "wrote " << o.outInverseField
-              << " (inverse displacement field on the moving grid, ITK/ANTs convention: moving point y -> fixed point "
-                 "y + e(y))\n";
-  if (!o.outJacobian.empty())
-    std::cout << "wrote " << o.outJacobian << " (det(I - grad u) of the " << (greedy ? "greedy" : "fluid") << " part)\n";
-  if (!o.outAffine.empty()) std::cout << "wrote " << o.outAffine << " (affine part, ITK transform file)\n";
+void printWritten(pipeline::RegisterJobResult const& r) {
+  auto const& o = r.job.outputs;
+  const bool greedy = r.job.method == pipeline::RegistrationMethod::Greedy;
+  auto line = [](std::filesystem::path const& p, std::string const& what) {
+    if (!p.empty()) std::cout << "wrote " << p.string() << " (" << what << ")\n";
+  };
+  line(o.warped, "moving resampled on the fixed grid, original intensities");
+  line(o.field, "the deformable part, ITK/ANTs displacement field, world mm, LPS; the whole map is "
+                "`kortex apply --transform " + o.field.string() + " --transform " +
+                (o.affine.empty() ? std::string("AFFINE") : o.affine.string()) +
+                "` (antsApplyTransforms -t field -t affine)");
+  line(o.inverseField, "the whole map's inverse on the moving grid, ITK/ANTs convention: moving point y -> fixed point "
+                       "y + e(y); apply it alone");
+  line(o.jacobian, std::string("det(I - grad u) of the ") + (greedy ? "greedy" : "fluid") + " part");
+  line(o.affine, "the affine part, ITK transform file, fixed world -> moving world");
+  line(o.report, "the job's JSON report");
+}
+
+int runRegistration(RegisterOptions const& o, pipeline::RegisterJob& job) {
+  job.fixed.path = o.fixed;
+  job.moving.path = o.moving;
+  job.useAffine = !o.noAffine;
+  job.backend = parseBackend(o.backend);
+  job.outputs = {o.outWarped, o.outField, o.outJacobian, o.outAffine, o.outInverseField, o.outReport};
+  ProgressBar bar(o.fluid.iterations, o.quiet);
+  pipeline::RegisterProgress progress;
+  progress.fluid = [&](RegistrationIteration const& it) { bar.fluid(it); };
+  progress.greedy = [&](GreedyIteration const& it) { bar.greedy(it, job.greedy); };
+  progress.affine = [&](AffineIteration const& it) { bar.affine(it); };
+  const pipeline::RegisterJobResult r = pipeline::runRegisterJob(job, progress);
+  bar.end();
+  std::cout << "fixed:  " << o.fixed << " (" << describe(r.pair.fixedGrid) << ")\n"
+            << "moving: " << o.moving << " (" << describe(r.pair.movingGrid) << ")\n";
+  if (!r.pair.fixedGrid.sameGrid(r.pair.movingGrid))
+    std::cout << "  the grids differ: the moving image was resampled onto the fixed grid through the headers"
+              << (job.useAffine ? " and the affine alignment" : "") << "\n";
+  printPair(r.pair, job);
+  printInverse(r);
+  printWritten(r);
   return 0;
 }
 
 }  // namespace
 
 int cmdRegisterUnbiased(RegisterOptions const& o) {
-  // The command's policy (registerPair itself accepts lambda = 0: the validation study uses it).
-  if (!(o.fluid.lambda > 0.0) || !std::isfinite(o.fluid.lambda))
-    throw InvalidArgument("--lambda must be a finite number > 0 (the symmetric-KL prior is what makes the "
-                          "registration unbiased), got " + std::to_string(o.fluid.lambda));
-  pipeline::RegistrationPipelineOptions opt;
-  opt.backend = parseBackend(o.backend);
-  opt.fluid = o.fluid;
+  pipeline::RegisterJob job;
+  job.method = pipeline::RegistrationMethod::Unbiased;
+  job.fluid = o.fluid;
   if (!o.variant.empty()) {
-    if (resolve(opt.backend) == Backend::Cpu)
-      throw InvalidArgument("--variant selects a Kokkos force kernel; it has no meaning with the CPU backend");
-    opt.fluid.variant = parseRegistrationVariant(o.variant);
+    job.fluid.variant = parseRegistrationVariant(o.variant);
+    job.variantGiven = true;
   }
-  return runRegistration(o, opt);
+  return runRegistration(o, job);
 }
 
 int cmdRegisterGreedy(RegisterOptions const& o) {
-  pipeline::RegistrationPipelineOptions opt;
-  opt.backend = parseBackend(o.backend);
-  opt.method = pipeline::RegistrationMethod::Greedy;
-  opt.greedy = o.greedy.toParams();
-  opt.greedy.validate();  // the flags' values, before any file is read
-  return runRegistration(o, opt);
+  pipeline::RegisterJob job;
+  job.method = pipeline::RegistrationMethod::Greedy;
+  job.greedy = o.greedy.toParams();
+  return runRegistration(o, job);
 }
 
 namespace {
@@ -282,16 +207,22 @@ namespace {
 void addRegisterFiles(CLI::App& cmd, RegisterOptions& o, std::string const& part) {
   cmd.add_option("--fixed", o.fixed, "Fixed (reference) 3D image")->required();
   cmd.add_option("--moving", o.moving, "Moving (template) 3D image")->required();
-  cmd.add_option("--out-warped", o.outWarped, "Moving image resampled on the fixed grid (written atomically)")->required();
+  cmd.add_option("--out-warped", o.outWarped, "Moving image resampled on the fixed grid");
   cmd.add_option("--out-field", o.outField,
-                 "Displacement field, NIfTI vector image in the ITK/ANTs convention (world mm, LPS; fixed point x "
-                 "maps to moving point x + d(x))");
+                 "The deformable part as a displacement field, NIfTI, ITK/ANTs convention (world mm, LPS; fixed point "
+                 "x -> x + d(x)). The whole map is the field then the affine: kortex apply --transform FIELD "
+                 "--transform AFFINE (antsApplyTransforms -t FIELD -t AFFINE)");
   cmd.add_option("--out-jacobian", o.outJacobian, "det(I - grad u) of the " + part + " part");
-  cmd.add_option("--out-affine", o.outAffine, "Affine part as an ITK transform file (.txt)");
+  cmd.add_option("--out-affine", o.outAffine,
+                 "The affine part as an ITK transform file (.txt; fixed world -> moving world; with --no-affine the "
+                 "header alignment)");
   cmd.add_option("--out-inverse-field", o.outInverseField,
-                 "Inverse displacement field on the moving grid (ITK/ANTs convention: moving point y maps to fixed "
-                 "point y + e(y)); the map inverted point by point at the end (Newton), its inverse consistency "
-                 "printed");
+                 "The WHOLE map's inverse (affine included) on the moving grid, NIfTI (ITK/ANTs convention: moving "
+                 "point y -> fixed point y + e(y)); apply it alone. Inverted point by point at the end (Newton), its "
+                 "inverse consistency printed");
+  cmd.add_option("--json", o.outReport, "The job's JSON report (the job, the stages, the files written)");
+  cmd.footer("At least one output is needed. Outputs are written all or none: a failure leaves the files that were "
+             "there before.");
 }
 }  // namespace
 

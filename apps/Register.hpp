@@ -10,7 +10,7 @@ namespace kortex::app {
 
 struct RegisterOptions {
   std::string fixed, moving;
-  std::string outWarped, outField, outJacobian, outAffine, outInverseField;
+  std::string outWarped, outField, outJacobian, outAffine, outInverseField, outReport;
   RegistrationParams fluid;  // unbiased: --lambda, --sigma, --iterations bind here (defaults: the struct's)
   GreedyOptions greedy{greedyRegistrationDefaults()};  // greedy: the greedy flags (apps/Options.hpp)
   bool noAffine = false;

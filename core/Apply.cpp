@@ -168,7 +168,7 @@ ApplyChainCoeffs applyChainCoeffs(TransformChain const& chain, Geometry const& r
     if (t.kind == ChainKind::Field) offset += std::int64_t(t.field.data.size());
   }
   for (int k = 0; k < c.count; ++k) {
-    const std::size_t listed = chain.transforms.size() - 1 - std::size_t(k);  // the last listed first
+    const std::size_t listed = std::size_t(k);  // the first listed is applied to the point first
     ChainTransform const& t = chain.transforms[listed];
     ApplyStep& s = c.step[k];
     if (t.kind == ChainKind::Affine) {

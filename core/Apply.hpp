@@ -17,9 +17,14 @@
 //            VectorLinearInterpolateImageFunction: IsInsideBuffer accepts continuous indices in
 //            [-0.5, n - 0.5) and the interpolator repeats the edge samples there; outside it
 //            returns the input point. The field need not lie on the reference grid.
-// Order (antsApplyTransforms): transforms T_1, ..., T_m as listed; the LAST is applied first:
-//   y(x) = T_1(T_2(... T_m(x))),  x = world(p) for each voxel p of the reference grid,
+// Order (antsApplyTransforms, ITK's CompositeTransform): transforms T_1, ..., T_m as listed; the
+// point goes through the FIRST listed first:
+//   y(x) = T_m(... T_2(T_1(x))),  x = world(p) for each voxel p of the reference grid,
 // and the input is sampled at its continuous index q = (D_in diag(s_in))^-1 (y - O_in).
+// (antsApplyTransforms pushes each listed transform to the front of an ITK CompositeTransform,
+// which maps a point through its last-added transform first; "the last listed is applied first"
+// in ANTs' help speaks of the image, not the point. So ANTs' `-t Warp.nii.gz -t Affine.mat`
+// samples the moving image at A(x + d(x)): the warp lives on the fixed grid.)
 //
 // ---- Interpolation of the input at q (index units of the input, x first) -------------------------
 //   Linear   inside the closed box 0 <= q_a <= n_a - 1: trilinear in the cell with lower corner
@@ -67,7 +72,7 @@ struct ChainTransform {
   std::string name;  // the source, for messages ("transform 2 ('a.mat')")
 };
 
-// The transforms in antsApplyTransforms' order: transforms.back() is applied to the point first.
+// The transforms in antsApplyTransforms' order: transforms.front() is applied to the point first.
 struct TransformChain {
   std::vector<ChainTransform> transforms;
 
@@ -109,7 +114,7 @@ struct ApplyStep {
 };
 
 struct ApplyChainCoeffs {
-  int count;  // steps, in APPLICATION order (step[0] = the last listed transform)
+  int count;  // steps, in application order (= listing order: step[0] = the first listed transform)
   ApplyStep step[kMaxApplyTransforms];
   ApplyAffine3 referenceToWorld, worldToInput;
 };

@@ -34,6 +34,7 @@
 #include "pipeline/ParamsJson.hpp"
 #include "pipeline/Inverse.hpp"
 #include "pipeline/Register.hpp"
+#include "pipeline/RegisterJob.hpp"
 #include "pipeline/Surface.hpp"
 
 namespace py = pybind11;
@@ -196,10 +197,38 @@ py::dict readSeries(std::vector<std::string> const& files,
   return d;
 }
 
+// A (3, z, y, x) array: a displacement field (world mm, LPS; the register job's field), written as
+// the NIfTI vector image ITK and ANTs read (io::writeDisplacementField).
+void writeFieldArray(std::string const& path, py::array const& array, GeometryArgs const& ga,
+                     std::optional<std::map<std::string, std::string>> const& metadata) {
+  if (metadata) throw InvalidArgument("a displacement field carries no metadata");
+  Array keep = Array::ensure(array);
+  if (!keep) throw InvalidArgument("the field is not a numeric array");
+  const py::buffer_info b = keep.request();
+  if (b.shape[0] != 3)
+    throw InvalidArgument("a 4D array is written as a displacement field of shape (3, z, y, x); got " +
+                          std::to_string(b.shape[0]) + " components");
+  const py::buffer_info grid(nullptr, sizeof(float), py::format_descriptor<float>::format(), 3,
+                             {b.shape[1], b.shape[2], b.shape[3]}, {b.strides[1], b.strides[2], b.strides[3]});
+  VectorField<Kokkos::HostSpace> f("kortex::python::field", geometryOf(grid, ga), 3);
+  std::copy(static_cast<const float*>(b.ptr), static_cast<const float*>(b.ptr) + f.data.size(), f.data.data());
+  py::gil_scoped_release release;
+  io::writeDisplacementField(f, path);
+}
+
+py::dict readFieldDict(std::string const& path) {
+  session();
+  const VectorField<Kokkos::HostSpace> f = io::readDisplacementField(path);
+  py::dict d = geometryDict(f.geometry);
+  d["array"] = arrayOf(f);
+  return d;
+}
+
 void writeImageArray(std::string const& path, py::array array, std::optional<std::vector<double>> spacing,
            std::optional<std::vector<double>> origin, std::optional<std::vector<double>> direction,
            std::optional<std::map<std::string, std::string>> metadata) {
   session();
+  if (array.ndim() == 4) return writeFieldArray(path, array, geometryArgs(spacing, origin, direction), metadata);
   Array keep;
   HostImage img = imageOf(ImageArg(array), geometryArgs(spacing, origin, direction), keep, false);
   if (metadata) img.metadata = *metadata;
@@ -266,78 +295,66 @@ py::array_t<float> denoiseMultires(ImageArg const& image, int levels, int radius
   return arrayOf(released([&] { return pipeline::denoiseMultires(in, job); }));
 }
 
-py::dict registrationResult(pipeline::RegistrationPipelineResult const& r, HostImage const& moving, bool inverse) {
-  py::dict d;
-  if (inverse) {  // the command's --out-inverse-field and its report
-    const pipeline::InverseMap inv = released([&] { return pipeline::invertRegistration(r); });
-    const HostImage head = pipeline::headMask(r);
-    const pipeline::InverseConsistency ic = pipeline::inverseConsistency(r, inv, &head);
-    d["inverse_displacement"] = arrayOf(pipeline::inverseWorldDisplacement(r, inv));  // moving grid
-    d["inverse_consistency"] = py::dict(py::arg("mean") = ic.mean, py::arg("p99") = ic.p99, py::arg("max") = ic.max,
-                                        py::arg("voxels") = ic.voxels, py::arg("unconverged") = inv.stats.unconverged,
-                                        py::arg("max_residual") = inv.stats.maxResidual);
-  }
-  d["warped"] = arrayOf(pipeline::warpedMoving(r, moving));
-  d["displacement"] = arrayOf(pipeline::worldDisplacement(r));  // (3, z, y, x), world mm, LPS (ITK/ANTs)
-  d["jacobian"] = arrayOf(pipeline::jacobianMap(r));
-  py::dict a;  // fixed index -> moving index (core/Affine.hpp): M (p - c) + c + t
-  a["matrix"] = std::vector<double>(r.affine.matrix.begin(), r.affine.matrix.end());
-  a["translation"] = std::vector<double>(r.affine.translation.begin(), r.affine.translation.end());
-  a["centre"] = std::vector<double>(r.affine.centre.begin(), r.affine.centre.end());
-  d["affine"] = a;
-  d["backend"] = std::string(toString(r.backend));
-  d["execution_space"] = r.executionSpace;
-  d["seconds"] = r.secondsTotal;
-  return d;
-}
-
-py::dict registerUnbiased(ImageArg const& fixed, ImageArg const& moving, double lambda, float sigma, int iterations,
-                          bool affine, std::string const& backend, std::optional<std::string> variant,
-                          std::optional<std::vector<double>> fixedSpacing, std::optional<std::vector<double>> movingSpacing,
-                          bool inverse) {
-  session();
-  Array kf, km;
-  const HostImage f = imageOf(fixed, geometryArgs(fixedSpacing, {}, {}), kf);
-  const HostImage m = imageOf(moving, geometryArgs(movingSpacing, {}, {}), km);
-  pipeline::RegistrationPipelineOptions opt;
-  opt.method = pipeline::RegistrationMethod::Unbiased;
-  // The command's policy (apps/Register.cpp): lambda must be > 0.
-  if (!(lambda > 0.0)) throw InvalidArgument("lambda must be > 0, got " + std::to_string(lambda));
-  opt.fluid.lambda = lambda;
-  opt.fluid.sigma = sigma;
-  opt.fluid.iterations = iterations;
-  opt.useAffine = affine;
-  opt.backend = parseBackend(backend);
-  requireKokkosVariantBackend(variant, opt.backend);
-  if (variant) opt.fluid.variant = parseRegistrationVariant(*variant);
-  opt.fluid.validate();
-  const pipeline::RegistrationPipelineResult r = released([&] { return pipeline::registerPair(m, f, opt); });
-  return registrationResult(r, m, inverse);
-}
-
 // A dict of parameters (python/kortex passes its keyword arguments, named as the JSON keys) as the
 // struct: pipeline/ParamsJson.hpp's fromJson, which names an unknown key or a wrong type.
+nlohmann::json jsonOf(py::object const& d) {
+  return nlohmann::json::parse(py::module_::import("json").attr("dumps")(d).cast<std::string>());
+}
 template <class Params>
 Params paramsOf(py::dict const& d) {
-  const std::string text = py::module_::import("json").attr("dumps")(d).cast<std::string>();
-  return pipeline::paramsFromJson<Params>(nlohmann::json::parse(text));
+  return pipeline::paramsFromJson<Params>(jsonOf(d));
 }
 
-py::dict registerGreedy(ImageArg const& fixed, ImageArg const& moving, py::dict const& greedy, bool affine,
-                        std::string const& backend, std::optional<std::vector<double>> fixedSpacing,
-                        std::optional<std::vector<double>> movingSpacing, bool inverse) {
+// An image input of a job: a path is the job's to read; an array is taken in memory (`keep` holds it).
+pipeline::ImageInput imageInput(ImageArg const& arg, std::optional<std::vector<double>> spacing, Array& keep) {
+  pipeline::ImageInput in;
+  if (auto const* path = std::get_if<std::string>(&arg)) {
+    if (spacing) throw InvalidArgument("spacing goes with arrays; a file brings its own geometry");
+    in.path = *path;
+  } else {
+    in.image = imageOf(arg, geometryArgs(std::move(spacing), {}, {}), keep);
+  }
+  return in;
+}
+
+py::array_t<double> matrixOf(Matrix4 const& m) {
+  py::array_t<double> a({py::ssize_t(4), py::ssize_t(4)});
+  std::copy(m.begin(), m.end(), a.mutable_data());
+  return a;
+}
+
+// kortex.register_greedy / register_unbiased: the register job (pipeline/RegisterJob.hpp) of the
+// description python/kortex builds (the job's JSON, without its images), the images given as paths
+// or arrays. Returns the job's results as arrays, with its report.
+py::dict registerJob(py::dict const& description, ImageArg const& fixed, ImageArg const& moving,
+                     std::optional<std::vector<double>> fixedSpacing, std::optional<std::vector<double>> movingSpacing) {
   session();
+  pipeline::RegisterJob job = pipeline::registerJobFromJson(jsonOf(description));
   Array kf, km;
-  const HostImage f = imageOf(fixed, geometryArgs(fixedSpacing, {}, {}), kf);
-  const HostImage m = imageOf(moving, geometryArgs(movingSpacing, {}, {}), km);
-  pipeline::RegistrationPipelineOptions opt;
-  opt.method = pipeline::RegistrationMethod::Greedy;
-  opt.greedy = paramsOf<GreedyParams>(greedy);
-  opt.greedy.validate();
-  opt.useAffine = affine;
-  opt.backend = parseBackend(backend);
-  const pipeline::RegistrationPipelineResult r = released([&] { return pipeline::registerPair(m, f, opt); });
-  return registrationResult(r, m, inverse);
+  job.fixed = imageInput(fixed, std::move(fixedSpacing), kf);
+  job.moving = imageInput(moving, std::move(movingSpacing), km);
+  job.keepResults = true;
+  const pipeline::RegisterJobResult r = released([&] { return pipeline::runRegisterJob(job); });
+  py::dict d;
+  d["warped"] = arrayOf(r.warped);
+  d["displacement"] = arrayOf(r.field);  // (3, z, y, x), the deformable part, world mm, LPS (ITK/ANTs)
+  d["jacobian"] = arrayOf(r.jacobian);
+  d["affine"] = matrixOf(r.affineWorld);  // 4x4, fixed world -> moving world (the --out-affine file)
+  if (r.inverse) {
+    d["inverse_displacement"] = arrayOf(r.inverseField);  // moving grid, the whole map's inverse
+    d["inverse_consistency"] = py::dict(py::arg("mean") = r.consistency.mean, py::arg("p99") = r.consistency.p99,
+                                        py::arg("max") = r.consistency.max, py::arg("voxels") = r.consistency.voxels,
+                                        py::arg("unconverged") = r.inverse->stats.unconverged,
+                                        py::arg("max_residual") = r.inverse->stats.maxResidual);
+  }
+  d["backend"] = std::string(toString(r.pair.backend));
+  d["execution_space"] = r.pair.executionSpace;
+  d["seconds"] = r.pair.secondsTotal;
+  d["report"] = py::module_::import("json").attr("loads")(pipeline::toJson(r).dump());
+  std::vector<std::string> written;
+  for (auto const& p : r.written) written.push_back(p.string());
+  d["written"] = written;
+  return d;
 }
 
 py::array_t<float> surfacePhiFromMask(ImageArg const& mask, std::optional<double> label, std::optional<double> threshold,
@@ -443,11 +460,12 @@ py::dict atlasBuild(std::vector<py::object> images, std::string const& outTempla
 // The defaults python/kortex takes for its signatures: the params structs' and the jobs' own.
 py::object defaults() {
   const pipeline::AtlasJob job;
-  const pipeline::RegistrationPipelineOptions reg;
+  const pipeline::RegisterJob reg;
   const nlohmann::json j = {
       {"greedy", pipeline::toJson(GreedyParams{})},
       {"backend", toString(Backend::Auto)},
-      {"register", {{"affine", reg.useAffine}, {"greedy", pipeline::toJson(greedyRegistrationDefaults())}}},
+      {"register", {{"affine", reg.useAffine}, {"greedy", pipeline::toJson(reg.greedy)},
+                    {"unbiased", pipeline::toJson(reg.fluid)}}},
       {"atlas", {{"affine", job.useAffine},
                  {"clip", job.clip},
                  {"checkpoint_every", job.checkpointEvery},
@@ -486,6 +504,9 @@ PYBIND11_MODULE(_kortex, m) {
   m.def("write", &writeImageArray, py::arg("path"), py::arg("array"), py::kw_only(), py::arg("spacing") = py::none(),
         py::arg("origin") = py::none(), py::arg("direction") = py::none(), py::arg("metadata") = py::none(),
         "Write an array as an image (atomic; the format from the extension)");
+  m.def("read_field", &readFieldDict, py::arg("path"),
+        "Read a displacement field (ITK/ANTs NIfTI vector image, world mm, LPS): dict(array (3, z, y, x), "
+        "spacing, origin, direction)");
   m.def("denoise_bilateral", &denoiseBilateral, py::arg("image"), py::kw_only(), py::arg("radius") = BilateralParams{}.radius,
         py::arg("sigma_spatial") = BilateralParams{}.sigmaSpatial, py::arg("sigma_range") = BilateralParams{}.sigmaRange,
         py::arg("backend") = "auto", py::arg("variant") = py::none(), py::arg("spacing") = py::none());
@@ -496,16 +517,12 @@ PYBIND11_MODULE(_kortex, m) {
         py::arg("radius") = MultiresParams{}.radius, py::arg("sigma_spatial") = MultiresParams{}.sigmaSpatial,
         py::arg("sigma_range") = double(MultiresParams{}.sigmaRange), py::arg("bits") = 0, py::arg("integer") = "auto",
         py::arg("backend") = "auto", py::arg("variant") = py::none(), py::arg("pyramid") = py::none());
-  m.def("register_unbiased", &registerUnbiased, py::arg("fixed"), py::arg("moving"), py::kw_only(),
-        py::arg("lambda_") = RegistrationParams{}.lambda, py::arg("sigma") = RegistrationParams{}.sigma,
-        py::arg("iterations") = RegistrationParams{}.iterations, py::arg("affine") = true, py::arg("backend") = "auto",
-        py::arg("variant") = py::none(), py::arg("fixed_spacing") = py::none(), py::arg("moving_spacing") = py::none(),
-        py::arg("inverse") = false);
-  // register_greedy and atlas_build: python/kortex gives them their signatures (defaults from defaults()).
+  // register_greedy, register_unbiased and atlas_build: python/kortex gives them their signatures
+  // (defaults from defaults()).
   m.def("defaults", &defaults, "The parameter defaults of the jobs (the C++ structs'), as python/kortex uses them");
-  m.def("register_greedy", &registerGreedy, py::arg("fixed"), py::arg("moving"), py::arg("greedy"), py::kw_only(),
-        py::arg("affine"), py::arg("backend"), py::arg("fixed_spacing") = py::none(), py::arg("moving_spacing") = py::none(),
-        py::arg("inverse") = false);
+  m.def("register", &registerJob, py::arg("job"), py::arg("fixed"), py::arg("moving"), py::kw_only(),
+        py::arg("fixed_spacing"), py::arg("moving_spacing"),
+        "The register job (pipeline/RegisterJob.hpp) of a description (its JSON, without the images)");
   m.def("surface_phi_from_mask", &surfacePhiFromMask, py::arg("mask"), py::kw_only(), py::arg("label") = py::none(),
         py::arg("threshold") = py::none(), py::arg("spacing") = py::none());
   const SurfaceNlmParams sp;

@@ -67,7 +67,7 @@ Vec displaced(Step const& s, Vec const& x) {
 
 std::vector<Step> stepsOf(TransformChain const& chain) {
   std::vector<Step> steps;
-  for (auto it = chain.transforms.rbegin(); it != chain.transforms.rend(); ++it) {
+  for (auto it = chain.transforms.begin(); it != chain.transforms.end(); ++it) {  // the first listed first
     Step s;
     if (it->kind == ChainKind::Field) {
       s.field = true;

@@ -199,6 +199,10 @@ expect_error "greedy constant moving image" w.nii "${G[@]}" --moving vconst.mha 
 expect_error "greedy NaN voxel" w.nii "${G[@]}" --moving vnan.mha --out-warped w.nii
 expect_error "greedy no overlap" w.nii "${G[@]}" --moving vfar.mha --out-warped w.nii --no-affine
 expect_error "greedy field not NIfTI" f.mha "${G[@]}" --moving vb.mha --out-warped w.nii --out-field f.mha
+expect_error "greedy no output named" "" "${G[@]}" --moving vb.mha --scales 2,1 --iterations 3,3
+expect_success "greedy field only (no warped image)" fo.nii.gz "${G[@]}" --moving vb.mha --out-field fo.nii.gz \
+  --json fo.json --backend cpu --no-affine --scales 2,1 --iterations 3,3
+grep -q '"method": "greedy"' fo.json && grep -q 'fo.nii.gz' fo.json && ok || fail "greedy --json: the report lacks the job or its files"
 expect_success "greedy tiny (cpu, no affine)" w.nii "${G[@]}" --moving vb.mha --out-warped w.nii --out-field f.nii.gz \
   --out-jacobian j.nii --backend cpu --no-affine --scales 2,1 --iterations 3,3
 [ -s f.nii.gz ] && [ -s j.nii ] || fail "greedy: field or Jacobian not written"
@@ -260,13 +264,14 @@ itk_affine() {  # itk_affine NAME TYPE "12 PARAMETERS"
   printf '#Insight Transform File V1.0\n#Transform 0\nTransform: %s\nParameters: %s\nFixedParameters: 1 2 3\n' "$2" "$3" > "$1"
 }
 AP=("$KORTEX" apply --input vb.mha --reference va.mha)
-# The field of register greedy applied to its moving image gives its --out-warped image: the field is
-# stored in float32 (2^-24 of |d| <= 8 mm), the interpolant's slope is <= 3 x the range 2 per voxel:
-# 1e-5 bounds that with the float32 result's rounding to spare.
+# The field of register greedy (its deformable part) then its affine, applied to its moving image in
+# ANTs' order (-t field -t affine), give its --out-warped image: the field is stored in float32
+# (2^-24 of |d| <= 8 mm), the interpolant's slope is <= 3 x the range 2 per voxel: 1e-5 bounds that
+# with the float32 result's rounding to spare.
 expect_success "apply: greedy field to register" gw.nii "${G[@]}" --moving vb.mha --out-warped gw.nii --out-field gf.nii \
   --out-affine ga.txt --backend cpu --scales 2,1 --iterations 3,3
 for b in cpu kokkos; do
-  expect_success "apply greedy field ($b)" ap.nii "${AP[@]}" --transform gf.nii --out ap.nii --backend $b
+  expect_success "apply greedy field then affine ($b)" ap.nii "${AP[@]}" --transform gf.nii --transform ga.txt --out ap.nii --backend $b
   d=$(nii_maxdiff ap.nii gw.nii)
   python3 -c "import sys; sys.exit(0 if float('$d') <= 1e-5 else 1)" 2>/dev/null && ok || fail "apply ($b): field -> warped differs by $d"
 done
@@ -336,6 +341,11 @@ expect_success "atlas cpu, grids differ (resampled)" t.nii "${A[@]}" va.mha vb.m
 expect_success "atlas kokkos with outputs" t.nii "${A[@]}" va.mha vb.mha vc.mha --out-template t.nii --backend kokkos \
   --out-fields fd --out-warped wd --labels va.mha vb.mha vc.mha
 [ -s fd/vb_field.nii.gz ] && [ -s fd/vb_inverse_field.nii.gz ] && [ -s wd/vc_warped.nii.gz ] && [ -s wd/va_labels.nii.gz ] || fail "atlas: fields, warped images or labels not written"
+# The commit is all or none (issue 39): a later subject's field name taken by a folder refuses the whole
+# commit; the template that was there stays, and no field lands.
+rm -rf fx; mkdir -p fx/vb_field.nii.gz; cp t.nii t_before.nii
+expect_error "atlas field name taken by a folder" "" "${A[@]}" va.mha vb.mha --out-template t.nii --backend cpu --out-fields fx
+cmp -s t.nii t_before.nii && [ ! -e fx/va_field.nii.gz ] && ok || fail "atlas: a failed commit changed the template or left fields: $(ls fx)"
 expect_success "atlas kokkos lncc" t.nii "${A[@]}" va.mha vb.mha vc.mha --out-template t.nii --backend kokkos --metric lncc
 expect_error "atlas unknown metric" t.nii "${A[@]}" va.mha vb.mha --out-template t.nii --metric foo
 # Checkpoint / resume: a run resumed from its last checkpoint ends with the same template bits.

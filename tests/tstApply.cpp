@@ -28,6 +28,7 @@
 #include "io/Transform.hpp"
 #include "pipeline/Apply.hpp"
 #include "pipeline/Register.hpp"
+#include "pipeline/RegisterJob.hpp"
 #include "reference_cpu/Resample.hpp"
 
 using namespace kortex;
@@ -256,11 +257,13 @@ BOOST_AUTO_TEST_CASE_TEMPLATE(composition_order, Space, test::ExecutionSpaces) {
     const V3 d = fieldClosedForm(fg, linearD, x);
     return V3{x[0] + d[0], x[1] + d[1], x[2] + d[2]};
   };
+  // The first listed transform takes the point first (ITK's CompositeTransform as antsApplyTransforms
+  // builds it; see itk_composite_rules below for the rule itself).
   const std::vector<Case> cases = {
-      {"[a1, a2]: a1(a2(x))", {affineStep(a1), affineStep(a2)}, [&](V3 x) { return applyM(a1, applyM(a2, x)); }},
-      {"[a2, a1]: a2(a1(x))", {affineStep(a2), affineStep(a1)}, [&](V3 x) { return applyM(a2, applyM(a1, x)); }},
-      {"[field, a1]: F(a1(x))", {fieldStep(fg, linearD), affineStep(a1)}, [&](V3 x) { return plusField(applyM(a1, x)); }},
-      {"[a1, field]: a1(F(x))", {affineStep(a1), fieldStep(fg, linearD)}, [&](V3 x) { return applyM(a1, plusField(x)); }},
+      {"[a1, a2]: a2(a1(x))", {affineStep(a1), affineStep(a2)}, [&](V3 x) { return applyM(a2, applyM(a1, x)); }},
+      {"[a2, a1]: a1(a2(x))", {affineStep(a2), affineStep(a1)}, [&](V3 x) { return applyM(a1, applyM(a2, x)); }},
+      {"[field, a1]: a1(F(x))", {fieldStep(fg, linearD), affineStep(a1)}, [&](V3 x) { return applyM(a1, plusField(x)); }},
+      {"[a1, field]: F(a1(x))", {affineStep(a1), fieldStep(fg, linearD)}, [&](V3 x) { return plusField(applyM(a1, x)); }},
   };
   for (auto const& c : cases) {
     TransformChain chain;
@@ -272,6 +275,63 @@ BOOST_AUTO_TEST_CASE_TEMPLATE(composition_order, Space, test::ExecutionSpaces) {
       const Index inside = checkClosedForm(out, s.input, c.map, tol, std::string(c.what) + (cpu ? " cpu" : " kokkos"));
       BOOST_TEST(inside > s.reference.numVoxels() / 4);
     }
+  }
+}
+
+// ITK's CompositeTransform, modelled here on its own terms: AddTransform appends to a queue and
+// TransformPoint runs the queue from its LAST element to its first ("first in, last applied").
+// antsRegistration adds its stages in the order it runs them (the affine stage, then SyN) and
+// tells users to apply the result as `-t <stage 1> -t <stage 0>` (Warp.nii.gz, then
+// GenericAffine.mat); the listed chain must reproduce the composite. The inverse, as ANTs lists
+// it (`-t [<stage 0>,1] -t <stage 1's inverse>`), must bring every point back.
+struct ItkComposite {
+  std::vector<std::function<V3(V3)>> queue;
+  void add(std::function<V3(V3)> t) { queue.push_back(std::move(t)); }
+  V3 transformPoint(V3 x) const {
+    for (auto it = queue.rbegin(); it != queue.rend(); ++it) x = (*it)(x);
+    return x;
+  }
+};
+
+BOOST_AUTO_TEST_CASE_TEMPLATE(itk_composite_rules, Space, test::ExecutionSpaces) {
+  Scene s;
+  // Stage 0: a scale by 0.8 about the world origin; stage 1: a 3 mm shift along x. Their order
+  // matters: scale(shift(x)) and shift(scale(x)) differ by 0.6 mm along x (0.42 in the image).
+  const Matrix4 scale{0.8, 0, 0, 0, 0, 0.8, 0, 0, 0, 0, 0.8, 0, 0, 0, 0, 1};
+  const Matrix4 shift{1, 0, 0, 3.0, 0, 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1};
+  ItkComposite registration;
+  registration.add([&](V3 x) { return applyM(scale, x); });  // stage 0, added first
+  registration.add([&](V3 x) { return applyM(shift, x); });  // stage 1, added last: takes the point first
+  const V3 probe{1.0, 2.0, 3.0};
+  const V3 viaItk = registration.transformPoint(probe);
+  BOOST_TEST(std::fabs(viaItk[0] - 0.8 * (1.0 + 3.0)) < 1e-12);  // the rule itself, on one point
+  const double tol = ulps2(s.maxAbs() * 1.5) + 1e-5;
+  TransformChain listed;  // as ANTs prints it: the last stage first
+  listed.transforms = {affineStep(shift, "stage 1"), affineStep(scale, "stage 0")};
+  listed.validate();
+  // The inverse as ANTs lists it: [stage 0, 1] then [stage 1, 1].
+  TransformChain inverse;
+  inverse.transforms = {affineStep(inverseAffine(scale, "stage 0"), "[stage 0,1]"),
+                        affineStep(inverseAffine(shift, "stage 1"), "[stage 1,1]")};
+  inverse.validate();
+  for (bool cpu : {true, false}) {
+    const HostImage out = cpu ? ref::resample(s.image, s.reference, listed, ApplyInterpolation::Linear)
+                              : runKokkos<Space>(s.image, s.reference, listed, ApplyInterpolation::Linear);
+    const Index inside = checkClosedForm(out, s.input, [&](V3 x) { return registration.transformPoint(x); }, tol,
+                                         cpu ? "ITK composite cpu" : "ITK composite kokkos");
+    BOOST_TEST(inside > s.reference.numVoxels() / 4);
+    const HostImage back = cpu ? ref::resample(s.image, s.reference, inverse, ApplyInterpolation::Linear)
+                               : runKokkos<Space>(s.image, s.reference, inverse, ApplyInterpolation::Linear);
+    const Index insideBack = checkClosedForm(
+        back, s.input,
+        [&](V3 y) {
+          const V3 x = applyM(inverseAffine(shift, "t"), applyM(inverseAffine(scale, "t"), y));
+          const V3 again = registration.transformPoint(x);  // the forward map undoes it
+          for (int a = 0; a < 3; ++a) BOOST_TEST(std::fabs(again[std::size_t(a)] - y[std::size_t(a)]) < 1e-9);
+          return x;
+        },
+        tol, cpu ? "ITK inverse cpu" : "ITK inverse kokkos");
+    BOOST_TEST(insideBack > 0);
   }
 }
 
@@ -660,12 +720,15 @@ BOOST_AUTO_TEST_CASE(register_field_reproduces_warped) {
   opt.greedy.iterations = {5, 5};
   const pipeline::RegistrationPipelineResult r = pipeline::registerPair(moving, fixed, opt);
   const HostImage warped = pipeline::warpedMoving(r, moving);
+  // ANTs' order: the deformable field (register --out-field) takes the point first, then the
+  // affine (--out-affine; here the header alignment of the two grids, not the identity).
   TransformChain chain;
   ChainTransform t;
   t.kind = ChainKind::Field;
   t.name = "register field";
-  t.field = pipeline::worldDisplacement(r);
+  t.field = pipeline::deformableWorldDisplacement(r);
   chain.transforms.push_back(t);
+  chain.transforms.push_back(affineStep(toWorldMatrix(r.affine, r.fixedGrid, r.movingGrid), "register affine"));
   // Tolerance: the field is stored in float32, so the point it gives differs from the registration's
   // by <= 2^-24 |d| mm (+ double rounding); the trilinear interpolant moves by at most its slope,
   // <= 3 x (the moving image's range) per voxel, over that distance in voxels (smallest spacing);

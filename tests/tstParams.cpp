@@ -4,11 +4,13 @@
 #define BOOST_TEST_MODULE Params
 #include <boost/test/unit_test.hpp>
 
+#include <cmath>
 #include <string>
 
 #include "TestUtils.hpp"
 #include "core/Errors.hpp"
 #include "pipeline/ParamsJson.hpp"
+#include "pipeline/RegisterJob.hpp"
 
 using namespace kortex;
 using nlohmann::json;
@@ -255,4 +257,84 @@ BOOST_AUTO_TEST_CASE(wrong_types_are_refused_by_name) {
   GreedyParams g;
   BOOST_CHECK_THROW(fromJson(json{{"alpha", 0.5}, {"beta", "x"}}, g), InvalidArgument);
   BOOST_TEST(g.fluid.alpha == GreedyParams{}.fluid.alpha);
+}
+
+// ---- job descriptions ------------------------------------------------------------------------------
+
+BOOST_AUTO_TEST_CASE(register_job_round_trip) {
+  for (auto method : {pipeline::RegistrationMethod::Greedy, pipeline::RegistrationMethod::Unbiased}) {
+    pipeline::RegisterJob job;
+    job.method = method;
+    job.fixed.path = "f.nii.gz";
+    job.moving.path = "dir/m.nii";
+    job.greedy.fluid.alpha = 0.37;
+    job.greedy.scales = {4, 1};
+    job.greedy.iterations = {3, 9};
+    job.greedy.metric = GreedyMetric::Lncc;
+    job.fluid.lambda = 2.5;
+    job.fluid.variant = RegistrationVariant::Recompute;
+    job.variantGiven = method == pipeline::RegistrationMethod::Unbiased;
+    job.useAffine = false;
+    job.backend = Backend::Cpu;
+    job.inverse = true;
+    job.outputs.warped = "w.nii";
+    job.outputs.field = "out/f.nii.gz";
+    job.outputs.report = "r.json";
+    const nlohmann::json j = pipeline::toJson(job);
+    const pipeline::RegisterJob back = pipeline::registerJobFromJson(j);
+    BOOST_TEST(pipeline::toJson(back) == j);  // every field is in the JSON and read back
+    BOOST_TEST(back.outputs.field == job.outputs.field);
+    BOOST_TEST(back.useAffine == false);
+    if (method == pipeline::RegistrationMethod::Greedy) BOOST_TEST(back.greedy.fluid.alpha == 0.37);
+    else BOOST_TEST(back.fluid.lambda == 2.5);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(register_job_refuses_unknown_keys_and_images_in_memory) {
+  pipeline::RegisterJob job;
+  job.fixed.path = "f.nii";
+  job.moving.image = HostImage("kortex::test::m", Geometry::make3D(4, 4, 4));
+  nlohmann::json j = pipeline::toJson(job);
+  BOOST_TEST(j["moving"].is_object());  // its grid and content hash
+  BOOST_CHECK_EXCEPTION(pipeline::registerJobFromJson(j), InvalidArgument,
+                        [](InvalidArgument const& e) { return std::string(e.what()).find("in memory") != std::string::npos; });
+  j["moving"] = "m.nii";
+  j["outputs"]["warpd"] = "x.nii";
+  BOOST_CHECK_EXCEPTION(pipeline::registerJobFromJson(j), InvalidArgument,
+                        [](InvalidArgument const& e) { return std::string(e.what()).find("'warpd'") != std::string::npos; });
+  j["outputs"].erase("warpd");
+  j["method"] = "syn";
+  BOOST_CHECK_THROW(pipeline::registerJobFromJson(j), InvalidArgument);
+}
+
+BOOST_AUTO_TEST_CASE(register_job_policies_are_checked_once_in_validate) {
+  test::TempDir dir("kortex-params");
+  const HostImage img("kortex::test::img", Geometry::make3D(8, 8, 8));
+  pipeline::RegisterJob job;
+  job.fixed.image = img;
+  job.moving.image = img;
+  BOOST_CHECK_THROW(job.validate(), InvalidArgument);  // no output, results not kept
+  job.keepResults = true;
+  job.validate();
+  job.method = pipeline::RegistrationMethod::Unbiased;
+  for (double lambda : {0.0, -1.0, std::nan("")}) {
+    job.fluid.lambda = lambda;
+    BOOST_CHECK_THROW(job.validate(), InvalidArgument);
+  }
+  job.fluid.lambda = 1.0;
+  job.backend = Backend::Cpu;
+  job.variantGiven = true;
+  BOOST_CHECK_THROW(job.validate(), InvalidArgument);  // a Kokkos kernel with the CPU back end
+  job.variantGiven = false;
+  job.outputs.field = dir / "f.mha";
+  BOOST_CHECK_THROW(job.validate(), IoError);  // a field is NIfTI
+  job.outputs.field = dir / "f.nii";
+  job.outputs.warped = dir / "f.nii";
+  BOOST_CHECK_THROW(job.validate(), InvalidArgument);  // two outputs, one file
+  job.outputs.warped.clear();
+  job.fixed = {};
+  job.fixed.path = dir / "missing.nii";
+  BOOST_CHECK_THROW(job.validate(), IoError);
+  job.fixed.path = dir.path;
+  BOOST_CHECK_THROW(job.validate(), IoError);  // a folder
 }

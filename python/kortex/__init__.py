@@ -47,7 +47,7 @@ _share_libstdcxx()
 from . import _kortex  # noqa: E402
 from ._kortex import dicom_decoder, execution_space, has_gpu_backend  # noqa: F401,E402
 
-__all__ = ["read", "read_series", "write", "geometry_of", "denoise_bilateral", "denoise_nlm", "denoise_multires",
+__all__ = ["read", "read_series", "read_field", "write", "geometry_of", "denoise_bilateral", "denoise_nlm", "denoise_multires",
            "register_unbiased", "register_greedy", "surface_phi_from_mask", "surface_denoise", "atlas_build",
            "from_nibabel", "to_nibabel", "execution_space", "has_gpu_backend", "dicom_decoder"]
 
@@ -76,6 +76,12 @@ def read_series(files, series=None):
     return _kortex.read_series([_os.fsdecode(_os.fspath(f)) for f in files], series=series)
 
 
+def read_field(path):
+    """Read a displacement field (ITK/ANTs NIfTI vector image; register's --out-field): dict(array
+    of shape (3, z, y, x) in world mm, LPS, spacing, origin, direction)."""
+    return _kortex.read_field(_os.fsdecode(_os.fspath(path)))
+
+
 def geometry_of(path_or_image):
     """The spacing, origin and direction of a file (or of a dict returned by `read`)."""
     d = read(path_or_image) if not isinstance(path_or_image, dict) else path_or_image
@@ -83,7 +89,9 @@ def geometry_of(path_or_image):
 
 
 def write(path, array, spacing=None, origin=None, direction=None, metadata=None):
-    """Write an array as an image, atomically; the format follows the extension."""
+    """Write an array as an image, atomically; the format follows the extension. A 4D array of
+    shape (3, z, y, x) is a displacement field (world mm, LPS, as register's "displacement"),
+    written as the NIfTI vector image ITK and ANTs read (.nii or .nii.gz)."""
     _kortex.write(_os.fsdecode(_os.fspath(path)), _image(array), spacing=spacing, origin=origin,
                   direction=direction, metadata=metadata)
 
@@ -102,14 +110,6 @@ def denoise_multires(image, **kw):
     """Multiresolution filter, 2D (kortex denoise multires): levels, radius, sigma_spatial,
     sigma_range (a number or "auto"), bits, integer ("auto"|"yes"|"no"), backend, variant, pyramid."""
     return _kortex.denoise_multires(_image(image), **kw)
-
-
-def register_unbiased(fixed, moving, **kw):
-    """Unbiased (symmetric-KL) fluid registration (kortex register unbiased): lambda_, sigma,
-    iterations, affine, backend, variant, inverse. Returns dict(warped, displacement (3, z, y, x) in world mm,
-    LPS, the ITK/ANTs convention, jacobian, affine, backend, execution_space, seconds); with
-    inverse=True also inverse_displacement and inverse_consistency (as register_greedy)."""
-    return _kortex.register_unbiased(_image(fixed), _image(moving), **kw)
 
 
 # The defaults of register_greedy and atlas_build: the C++ ones (greedyRegistrationDefaults(), and
@@ -149,16 +149,52 @@ _GREEDY_DOC = """
     lncc_radius     LNCC window radius R: (2R+1)^3 voxels at every scale (default {lncc_radius})"""
 
 
+_UNB = _DEFAULTS["register"]["unbiased"]
+
+_REGISTER_OUTPUTS_DOC = """
+    out_warped      write the warped image here, as --out-warped (default None)
+    out_field       write the deformable part here (NIfTI), as --out-field; the whole map is the field
+                    then the affine: apply(moving, fixed, [out_field, out_affine]) (default None)
+    out_jacobian    write det(I - grad u) here, as --out-jacobian (default None)
+    out_affine      write the affine part here (ITK text, fixed world -> moving world), as --out-affine
+                    (default None)
+    out_inverse_field  write the whole map's inverse (moving grid, NIfTI) here, as --out-inverse-field;
+                    implies inverse=True (default None)
+    out_report      write the job's JSON report here, as --json (default None)
+    (the files are written all or none: a failure leaves the files that were there before)
+
+    Returns dict(warped, displacement (3, z, y, x): the deformable part in world mm, LPS, the
+    ITK/ANTs convention, as out_field; jacobian; affine: the 4x4 world matrix, fixed -> moving, as
+    out_affine; backend, execution_space, seconds, report: the job's JSON report, written: the
+    files written); with inverse=True also inverse_displacement (3, z, y, x) on the moving grid
+    (the whole map's inverse: moving point y -> fixed point y + e(y)) and inverse_consistency
+    (mean, p99, max of |p - inv(phi(p))| inside the head in voxels, voxels, unconverged,
+    max_residual). Prints nothing (the command's --quiet)."""
+
+
+def _outputs(out_warped, out_field, out_jacobian, out_affine, out_inverse_field, out_report):
+    """The job's outputs (keys: pipeline/RegisterJob.cpp), the paths as strings."""
+    named = {"warped": out_warped, "field": out_field, "jacobian": out_jacobian, "affine": out_affine,
+             "inverse_field": out_inverse_field, "report": out_report}
+    return {k: _os.fsdecode(_os.fspath(v)) for k, v in named.items() if v is not None}
+
+
+def _register(job, fixed, moving, fixed_spacing, moving_spacing):
+    return _kortex.register(job, _image(fixed), _image(moving),
+                            fixed_spacing=None if fixed_spacing is None else [float(v) for v in fixed_spacing],
+                            moving_spacing=None if moving_spacing is None else [float(v) for v in moving_spacing])
+
+
 def register_greedy(fixed, moving, *, alpha=_GR["alpha"], beta=_GR["beta"], gamma=_GR["gamma"],
                     max_step=_GR["max_step"], scales=tuple(_GR["scales"]), iterations=tuple(_GR["iterations"]),
                     solver=_GR["solver"], metric=_GR["metric"], lncc_radius=_GR["lncc_radius"],
                     affine=_DEFAULTS["register"]["affine"], backend=_BACKEND, fixed_spacing=None, moving_spacing=None,
-                    inverse=False):
-    return _kortex.register_greedy(_image(fixed), _image(moving),
-                                   _greedy(alpha, beta, gamma, max_step, scales, iterations, solver, metric,
-                                           lncc_radius), affine=affine,
-                                   backend=backend, fixed_spacing=fixed_spacing, moving_spacing=moving_spacing,
-                                   inverse=inverse)
+                    inverse=False, out_warped=None, out_field=None, out_jacobian=None, out_affine=None,
+                    out_inverse_field=None, out_report=None):
+    job = {"method": "greedy", "affine": affine, "backend": backend, "inverse": inverse,
+           "greedy": _greedy(alpha, beta, gamma, max_step, scales, iterations, solver, metric, lncc_radius),
+           "outputs": _outputs(out_warped, out_field, out_jacobian, out_affine, out_inverse_field, out_report)}
+    return _register(job, fixed, moving, fixed_spacing, moving_spacing)
 
 
 register_greedy.__doc__ = """Greedy diffeomorphic registration (kortex register greedy) of two 3D images.
@@ -168,15 +204,36 @@ register_greedy.__doc__ = """Greedy diffeomorphic registration (kortex register 
     affine          the affine (NCC) stage first; False: header alignment only, as --no-affine (default {affine})
     backend         auto|cpu|kokkos (default {backend!r})
     fixed_spacing, moving_spacing   voxel sizes (x, y, z) of array inputs (default None: 1 mm)
-    inverse         also invert the map (the command's --out-inverse-field; default False)
+    inverse         also invert the map (as --out-inverse-field does; default False)""".format(
+    affine=_DEFAULTS["register"]["affine"], backend=_BACKEND) + _REGISTER_OUTPUTS_DOC
 
-    Returns dict(warped, displacement (3, z, y, x) in world mm, LPS, the ITK/ANTs convention, jacobian,
-    affine, backend, execution_space, seconds): the command's --out-warped, --out-field,
-    --out-jacobian and --out-affine as arrays; with inverse=True also inverse_displacement (3, z, y, x)
-    on the moving grid (moving point y -> fixed point y + e(y)) and inverse_consistency (mean, p99, max
-    of |p - inv(phi(p))| inside the head in voxels, voxels, unconverged, max_residual). Prints nothing
-    (the command's --quiet).""".format(
-    affine=_DEFAULTS["register"]["affine"], backend=_BACKEND)
+
+def register_unbiased(fixed, moving, *, lambda_=_UNB["lambda"], sigma=_UNB["sigma"], iterations=_UNB["iterations"],
+                      affine=_DEFAULTS["register"]["affine"], backend=_BACKEND, variant=None, fixed_spacing=None,
+                      moving_spacing=None, inverse=False, out_warped=None, out_field=None, out_jacobian=None,
+                      out_affine=None, out_inverse_field=None, out_report=None):
+    fluid = {"lambda": _plain(lambda_), "sigma": _plain(sigma), "iterations": _plain(iterations)}
+    if variant is not None:
+        fluid["variant"] = variant
+    job = {"method": "unbiased", "affine": affine, "backend": backend, "inverse": inverse, "fluid": fluid,
+           "variant_given": variant is not None,
+           "outputs": _outputs(out_warped, out_field, out_jacobian, out_affine, out_inverse_field, out_report)}
+    return _register(job, fixed, moving, fixed_spacing, moving_spacing)
+
+
+register_unbiased.__doc__ = """Unbiased (symmetric-KL) fluid registration (kortex register unbiased) of two 3D images.
+
+    fixed, moving   paths or arrays (z, y, x)
+    lambda_         weight of the symmetric-KL regulariser, > 0 (default {lam})
+    sigma           Gaussian smoothing of the force, voxels (default {sigma})
+    iterations      cap on fluid iterations (default {iterations})
+    affine          the affine (NCC) stage first; False: header alignment only, as --no-affine (default {affine})
+    backend         auto|cpu|kokkos (default {backend!r})
+    variant         Kokkos force kernel: naive|recompute|reuse (default None: the struct's {dv!r})
+    fixed_spacing, moving_spacing   voxel sizes (x, y, z) of array inputs (default None: 1 mm)
+    inverse         also invert the map (as --out-inverse-field does; default False)""".format(
+    lam=_UNB["lambda"], sigma=_UNB["sigma"], iterations=_UNB["iterations"], affine=_DEFAULTS["register"]["affine"],
+    backend=_BACKEND, dv=_UNB["variant"]) + _REGISTER_OUTPUTS_DOC
 
 
 def atlas_build(images, out_template=None, *, scales=tuple(_G["scales"]), iterations=tuple(_G["iterations"]),
@@ -262,11 +319,18 @@ def to_nibabel(array, geometry):
 
 
 def _transform(t):
-    """A transform argument as the native module reads it: a path, "[path,1]" (ANTs' inverse), or
-    a (path, inverse) pair."""
-    if isinstance(t, tuple) and len(t) == 2:
-        path = _os.fsdecode(_os.fspath(t[0]))
-        return "[{},{}]".format(path, 1 if t[1] else 0)
+    """A transform argument as the native module reads it: a path, "[path,0]" / "[path,1]" (ANTs'
+    inverse flag), or a (path, inverse) pair whose flag is a bool or the integer 0 or 1."""
+    if isinstance(t, (tuple, list)):
+        if len(t) != 2:
+            raise ValueError("a transform given as a pair is (path, inverse); got {} items: {!r}".format(len(t), t))
+        path, flag = t
+        # bool is an int: True/False, 0/1 (numpy's too) pass; "0", "yes", paths do not.
+        import numbers
+        if not (isinstance(flag, numbers.Integral) and int(flag) in (0, 1)):
+            raise ValueError("a transform given as a pair is (path, inverse) with inverse a bool (or 0/1); got {!r} "
+                             "as the flag of {!r} (several transforms go in a list of paths)".format(flag, path))
+        return "[{},{}]".format(_os.fsdecode(_os.fspath(path)), int(flag))
     return _os.fsdecode(_os.fspath(t))
 
 
@@ -284,8 +348,10 @@ def _image_args(x, prefix):
 def apply(input, reference, transforms, out=None, *, interpolation="linear", backend=_BACKEND):
     in_image, in_geo = _image_args(input, "input")
     ref_image, ref_geo = _image_args(reference, "reference")
-    if isinstance(transforms, (str, bytes, _os.PathLike)):
-        transforms = [transforms]
+    import numbers
+    one_pair = isinstance(transforms, tuple) and len(transforms) == 2 and isinstance(transforms[1], numbers.Integral)
+    if isinstance(transforms, (str, bytes, _os.PathLike)) or one_pair:
+        transforms = [transforms]  # one transform: a path, or one (path, inverse) pair
     return _kortex.apply(in_image, ref_image, [_transform(t) for t in transforms],
                          out=None if out is None else _os.fsdecode(_os.fspath(out)), interpolation=interpolation,
                          backend=backend, **in_geo, **ref_geo)
@@ -297,10 +363,11 @@ apply.__doc__ = """Resample an image onto a reference grid through transforms (k
     input           the image to resample: a path, a 3D array (z, y, x) or a dict as `read` returns (array +
                     geometry; a bare array has unit spacing, origin 0, identity direction)
     reference       the grid and geometry of the result: a path, an array or a dict, as `input`
-    transforms      a list (or one) of transform files, applied LAST first (antsApplyTransforms' order):
+    transforms      a list (or one) of transform files in antsApplyTransforms' order: the FIRST listed takes
+                    the point first (ANTs' -t Warp.nii.gz -t Affine.mat, i.e. Affine(x + d(x))):
                     ITK affine text (.txt, .tfm), ITK/ANTs affine .mat, displacement fields (.nii, .nii.gz;
                     world mm, LPS, zero outside the field's grid); "[FILE,1]" or (FILE, True): the inverse of
-                    an affine file
+                    an affine file (the flag a bool or 0/1)
     out             the output image, written atomically (default None: none written)
     interpolation   linear (as register's warped image) | nearest | label (summed trilinear weights per label,
                     ties to the smaller label; integer images only) (default {interpolation!r})

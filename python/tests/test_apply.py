@@ -108,4 +108,39 @@ def test_signature_and_doc():
     sig = inspect.signature(kortex.apply)
     assert list(sig.parameters)[:4] == ["input", "reference", "transforms", "out"]
     assert sig.parameters["interpolation"].default == "linear"
-    assert "LAST first" in kortex.apply.__doc__ and "apply" in kortex.__all__
+    assert "FIRST listed takes" in kortex.apply.__doc__ and "apply" in kortex.__all__
+
+
+def test_pair_flags_are_bool_or_0_1(tmp_path):
+    img = ramp()
+    f = itk_affine(tmp_path / "t.txt", np.eye(3) * 1.05, (0.5, 0.0, 0.0))
+    g = itk_affine(tmp_path / "g.txt", np.eye(3), (0.0, 1.0, 0.0))
+    forward = kortex.apply(img, img, [f], backend="cpu")["array"]
+    for flag in (False, 0, np.int64(0)):
+        assert np.array_equal(kortex.apply(img, img, [(f, flag)], backend="cpu")["array"], forward)
+    assert np.array_equal(kortex.apply(img, img, (f, False), backend="cpu")["array"], forward)  # one pair alone
+    inverse = kortex.apply(img, img, [(f, True)], backend="cpu")["array"]
+    assert not np.array_equal(inverse, forward)
+    assert np.array_equal(kortex.apply(img, img, [(f, 1)], backend="cpu")["array"], inverse)
+    # "0" is a string, not a flag (it applied the inverse); (f, g) is two transforms, not a pair (g was dropped)
+    for bad in ([(f, "0")], [(f, g)], [(f, 2)], [(f,)]):
+        with pytest.raises(ValueError, match="pair"):
+            kortex.apply(img, img, bad, backend="cpu")
+    # a tuple of paths as the whole list still means two transforms
+    two = kortex.apply(img, img, (f, g), backend="cpu")["array"]
+    assert np.array_equal(two, kortex.apply(img, img, [f, g], backend="cpu")["array"])
+
+
+def test_ants_order_the_first_listed_takes_the_point_first(tmp_path):
+    # antsApplyTransforms -t A -t B samples the input at B(A(x)) (ITK's CompositeTransform with the
+    # command line pushed to its front). A: scale 1.1 about the world origin, B: shift 2 mm in x.
+    img = ramp((12, 12, 16))
+    a = itk_affine(tmp_path / "a.txt", np.eye(3) * 1.1, (0.0, 0.0, 0.0))
+    b = itk_affine(tmp_path / "b.txt", np.eye(3), (2.0, 0.0, 0.0))
+    r = kortex.apply(img, img, [a, b], backend="cpu")["array"]
+    z, y, x = np.meshgrid(*[np.arange(n, dtype=np.float64) for n in img.shape], indexing="ij")
+    qx, qy, qz = 1.1 * x + 2.0, 1.1 * y, 1.1 * z  # B(A(x))
+    inside = (qx <= img.shape[2] - 1) & (qy <= img.shape[1] - 1) & (qz <= img.shape[0] - 1)
+    want = np.where(inside, 2.0 * qx - 0.5 * qy + 0.25 * qz + 5.0, 0.0)
+    assert inside.sum() > img.size // 3
+    assert np.max(np.abs(r - want)) < 2e-5

@@ -56,6 +56,19 @@ def test_read_write_round_trip_keeps_data_and_geometry(tmp_path):
     assert kortex.geometry_of(tmp_path / "v.nii.gz")["spacing"] == d["spacing"]
 
 
+@pytest.mark.parametrize("origin, direction, message", [
+    ([np.nan, 0.0, 0.0], None, "origin must be finite"),
+    ([0.0, 0.0, -np.inf], None, "origin must be finite"),
+    (None, [1, 0, 0, 0, np.nan, 0, 0, 0, 1], "direction must be finite"),
+])
+def test_write_refuses_a_non_finite_origin_or_direction(tmp_path, origin, direction, message):
+    # Geometry::validate is the one rule: a file with no position is never written.
+    out = tmp_path / "v.nii.gz"
+    with pytest.raises(ValueError, match=message):
+        kortex.write(out, volume(), origin=origin, direction=direction)
+    assert list(tmp_path.iterdir()) == []
+
+
 @pytest.mark.parametrize("backend", ["cpu", "kokkos"])
 def test_bilateral_equals_the_command(tmp_path, backend):
     a = volume()
@@ -118,6 +131,48 @@ def test_greedy_registration_equals_the_command(tmp_path):
     assert r["displacement"].shape == (3, 16, 16, 16)
     assert r["jacobian"].min() > 0.0
     assert r["backend"] == "kokkos"
+    # Python writes what the command writes: the same job, the same files.
+    r2 = kortex.register_greedy(tmp_path / "f.nii", tmp_path / "m.nii", scales=[2, 1], iterations=[3, 4], affine=False,
+                                backend="kokkos", out_warped=tmp_path / "pw.nii", out_field=tmp_path / "pd.nii.gz",
+                                out_report=tmp_path / "pr.json")
+    assert (tmp_path / "pw.nii").read_bytes() == (tmp_path / "w.nii").read_bytes()
+    field = kortex.read_field(tmp_path / "pd.nii.gz")
+    np.testing.assert_array_equal(field["array"], kortex.read_field(tmp_path / "d.nii.gz")["array"])
+    np.testing.assert_array_equal(field["array"], r2["displacement"])
+    # kortex.write saves the returned field as the command does, bit for bit
+    kortex.write(tmp_path / "again.nii.gz", r2["displacement"], **{k: field[k] for k in ("spacing", "origin", "direction")})
+    np.testing.assert_array_equal(kortex.read_field(tmp_path / "again.nii.gz")["array"], field["array"])
+    report = json.loads((tmp_path / "pr.json").read_text())
+    assert report["job"]["method"] == "greedy" and report["job"]["outputs"]["warped"] == str(tmp_path / "pw.nii")
+    assert sorted(r2["written"]) == sorted(str(tmp_path / n) for n in ("pw.nii", "pd.nii.gz", "pr.json"))
+
+
+def test_register_field_then_affine_is_the_whole_map(tmp_path):
+    # ANTs' convention: the field is the deformable part; `-t field -t affine` reproduces the warped
+    # image (to the float32 storage of the field: 1e-4 of a range of ~1). The field alone does not.
+    fixed = volume((16, 16, 16), seed=6)
+    moving = np.roll(fixed, 2, axis=2).copy()
+    kortex.write(tmp_path / "f.nii", fixed, spacing=[1.1, 1.0, 0.9])
+    kortex.write(tmp_path / "m.nii", moving, spacing=[1.1, 1.0, 0.9], origin=[3.0, -2.0, 1.0])
+    r = kortex.register_greedy(tmp_path / "f.nii", tmp_path / "m.nii", scales=[2, 1], iterations=[3, 4],
+                               backend="cpu", out_field=tmp_path / "d.nii.gz", out_affine=tmp_path / "a.txt")
+    assert r["affine"].shape == (4, 4) and abs(r["affine"][0, 3]) > 1.0  # world mm: the 3 mm origin shift
+    whole = kortex.apply(tmp_path / "m.nii", tmp_path / "f.nii", [tmp_path / "d.nii.gz", tmp_path / "a.txt"],
+                         backend="cpu")["array"]
+    assert np.max(np.abs(whole - r["warped"])) < 1e-4
+    alone = kortex.apply(tmp_path / "m.nii", tmp_path / "f.nii", [tmp_path / "d.nii.gz"], backend="cpu")["array"]
+    assert np.max(np.abs(alone - r["warped"])) > 0.05
+
+
+def test_register_keeps_the_users_files_when_it_fails(tmp_path):
+    fixed = volume((16, 16, 16), seed=7)
+    kortex.write(tmp_path / "f.nii", fixed)
+    (tmp_path / "w.nii").write_bytes(b"the user's earlier result")
+    with pytest.raises(ValueError):
+        kortex.register_greedy(tmp_path / "f.nii", np.zeros_like(fixed), scales=[2, 1], iterations=[2, 2],
+                               out_warped=tmp_path / "w.nii")  # a constant moving image is refused
+    assert (tmp_path / "w.nii").read_bytes() == b"the user's earlier result"
+    assert not [p for p in os.listdir(tmp_path) if "kortex-tmp" in p]
 
 
 def test_unbiased_registration_equals_the_command(tmp_path):

@@ -1,0 +1,265 @@
+#include "pipeline/RegisterJob.hpp"
+
+#include <cmath>
+#include <string>
+#include <utility>
+
+#include "core/Compat.hpp"
+#include "core/Errors.hpp"
+#include "io/ImageIO.hpp"
+#include "io/Output.hpp"
+#include "pipeline/JobFiles.hpp"
+#include "pipeline/ParamsJson.hpp"
+#include "pipeline/detail/JsonReader.hpp"
+
+namespace kortex::pipeline {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+bool isNifti(fs::path const& p) {
+  const std::string s = p.filename().string();
+  auto ends = [&](std::string const& e) { return s.size() >= e.size() && s.compare(s.size() - e.size(), e.size(), e) == 0; };
+  return ends(".nii") || ends(".nii.gz");
+}
+
+void requireImageInput(ImageInput const& in, std::string const& role) {
+  if (!in.inMemory()) {
+    requireInputFile(in.path, role);
+    io::requireSupportedExtension(in.path, io::Access::Read);
+  } else if (in.image.data.data() == nullptr || in.image.numVoxels() == 0) {
+    throw InvalidArgument("registration: the " + role + " is not given");
+  }
+}
+
+// The outputs, named once: JSON key, role (messages, the report), member, format.
+enum class OutputFormat { Image, Field, Text };
+struct OutputSlot {
+  const char* key;
+  const char* role;
+  fs::path RegisterOutputs::*member;
+  OutputFormat format;
+};
+const OutputSlot kOutputSlots[] = {
+    {"warped", "warped image", &RegisterOutputs::warped, OutputFormat::Image},
+    {"field", "field", &RegisterOutputs::field, OutputFormat::Field},
+    {"jacobian", "Jacobian map", &RegisterOutputs::jacobian, OutputFormat::Image},
+    {"affine", "affine transform", &RegisterOutputs::affine, OutputFormat::Text},
+    {"inverse_field", "inverse field", &RegisterOutputs::inverseField, OutputFormat::Field},
+    {"report", "report", &RegisterOutputs::report, OutputFormat::Text},
+};
+
+std::vector<JobFile> outputFiles(RegisterOutputs const& o) {
+  std::vector<JobFile> files;
+  for (auto const& s : kOutputSlots) files.push_back({s.role, o.*s.member});
+  return files;
+}
+
+void validateParams(RegisterJob const& job) {
+  if (job.method == RegistrationMethod::Unbiased) {
+    if (!(job.fluid.lambda > 0.0) || !std::isfinite(job.fluid.lambda))
+      throw InvalidArgument("registration: lambda must be a finite number > 0 (the symmetric-KL prior is what makes the "
+                            "registration unbiased), got " + std::to_string(job.fluid.lambda));
+    if (job.variantGiven && resolve(job.backend) == Backend::Cpu)
+      throw InvalidArgument("registration: a force-kernel variant selects a Kokkos kernel; it has no meaning with the CPU back end");
+    job.fluid.validate();
+  } else {
+    job.greedy.validate();
+  }
+}
+
+void validateFiles(RegisterJob const& job) {
+  requireImageInput(job.fixed, "fixed image");
+  requireImageInput(job.moving, "moving image");
+  if (!job.outputs.any() && !job.keepResults)
+    throw InvalidArgument("registration: no output is named (a warped image, a field, a Jacobian map, an affine "
+                          "transform, an inverse field or a report)");
+  for (auto const& s : kOutputSlots) {
+    fs::path const& p = job.outputs.*s.member;
+    if (p.empty()) continue;
+    io::requireWritableFile(p, std::string("the ") + s.role);
+    if (s.format == OutputFormat::Field && !isNifti(p))
+      throw IoError(std::string("the ") + s.role + " '" + p.string() + "': a displacement field is written as NIfTI (.nii or .nii.gz)");
+    if (s.format == OutputFormat::Image) io::requireSupportedExtension(p, io::Access::Write);
+  }
+  std::vector<JobFile> inputs;
+  if (!job.fixed.inMemory()) inputs.push_back({"fixed image", job.fixed.path});
+  if (!job.moving.inMemory()) inputs.push_back({"moving image", job.moving.path});
+  requireDistinctFiles(inputs, outputFiles(job.outputs));
+}
+
+json inputJson(ImageInput const& in) {
+  if (!in.inMemory()) return in.path.string();
+  return {{"in_memory", describe(in.image.geometry)},
+          {"content_hash", hex64(contentHash(in.image.data.data(), std::size_t(in.image.numVoxels()) * sizeof(float)))}};
+}
+
+fs::path inputFromJson(json const* v, const char* key) {
+  if (v == nullptr) return {};
+  if (v->is_string()) return v->get<std::string>();
+  throw InvalidArgument(std::string("register job: '") + key + "' must be a file path" +
+                        (v->is_object() ? " (an image in memory cannot be read back from a description)" : ""));
+}
+
+// ---- the stages ------------------------------------------------------------------------------------
+
+struct Inputs {
+  HostImage fixed, moving;
+};
+
+Inputs readStage(RegisterJob const& job) {
+  kx::ScopedRegion region("kortex::register::read");
+  Inputs in;
+  in.fixed = job.fixed.inMemory() ? job.fixed.image : io::readImage(job.fixed.path);
+  in.moving = job.moving.inMemory() ? job.moving.image : io::readImage(job.moving.path);
+  return in;
+}
+
+RegistrationPipelineResult registerStage(RegisterJob const& job, Inputs const& in, RegisterProgress const& progress) {
+  RegistrationPipelineOptions opt;
+  opt.method = job.method;
+  opt.backend = job.backend;
+  opt.fluid = job.fluid;
+  opt.greedy = job.greedy;
+  opt.useAffine = job.useAffine;
+  opt.progress = progress.fluid;
+  opt.greedyProgress = progress.greedy;
+  opt.affineProgress = progress.affine;
+  return registerPair(in.moving, in.fixed, opt);
+}
+
+RegisterJobResult outputsStage(RegisterJob const& job, RegistrationPipelineResult pair, HostImage const& moving) {
+  kx::ScopedRegion region("kortex::register::outputs");
+  RegisterJobResult r;
+  r.job = job;
+  r.pair = std::move(pair);
+  RegisterOutputs const& o = job.outputs;
+  const bool all = job.keepResults;
+  if (all || !o.warped.empty()) r.warped = warpedMoving(r.pair, moving);
+  if (all || !o.jacobian.empty()) r.jacobian = jacobianMap(r.pair);
+  if (all || !o.field.empty()) r.field = deformableWorldDisplacement(r.pair);
+  r.affineWorld = toWorldMatrix(r.pair.affine, r.pair.fixedGrid, r.pair.movingGrid);
+  if (job.inverse || !o.inverseField.empty()) {
+    r.inverse = invertRegistration(r.pair);
+    const HostImage head = headMask(r.pair);
+    r.consistency = inverseConsistency(r.pair, *r.inverse, &head);
+    r.inverseField = inverseWorldDisplacement(r.pair, *r.inverse);
+  }
+  return r;
+}
+
+std::vector<fs::path> writeStage(RegisterJobResult const& r) {
+  kx::ScopedRegion region("kortex::register::write");
+  RegisterOutputs const& o = r.job.outputs;
+  // The report names every file; it is written with them (its own entry included).
+  std::vector<fs::path> named;
+  for (auto const& f : outputFiles(o))
+    if (!f.path.empty()) named.push_back(f.path);
+  return writeAllOrNone({
+      {"warped image", o.warped, [&](fs::path const& p) { io::writeImage(r.warped, p); }},
+      {"field", o.field, [&](fs::path const& p) { io::writeDisplacementField(r.field, p); }},
+      {"Jacobian map", o.jacobian, [&](fs::path const& p) { io::writeImage(r.jacobian, p); }},
+      {"affine transform", o.affine, [&](fs::path const& p) { io::writeTextFileAtomic(p, itkTransformText(r.affineWorld)); }},
+      {"inverse field", o.inverseField, [&](fs::path const& p) { io::writeDisplacementField(r.inverseField, p); }},
+      {"report", o.report,
+       [&](fs::path const& p) {
+         RegisterJobResult withFiles = r;
+         withFiles.written = named;
+         io::writeTextFileAtomic(p, toJson(withFiles).dump(2) + "\n");
+       }},
+  });
+}
+
+}  // namespace
+
+bool RegisterOutputs::any() const {
+  return !(warped.empty() && field.empty() && jacobian.empty() && affine.empty() && inverseField.empty() && report.empty());
+}
+
+void RegisterJob::validate() const {
+  validateParams(*this);
+  validateFiles(*this);
+}
+
+json toJson(RegisterJob const& job) {
+  json j = {{"job", "register"},
+            {"method", toString(job.method)},
+            {"fixed", inputJson(job.fixed)},
+            {"moving", inputJson(job.moving)},
+            {"affine", job.useAffine},
+            {"backend", toString(job.backend)},
+            {"inverse", job.inverse},
+            {"keep_results", job.keepResults}};
+  if (job.method == RegistrationMethod::Greedy) {
+    j["greedy"] = toJson(job.greedy);
+  } else {
+    j["fluid"] = toJson(job.fluid);
+    j["variant_given"] = job.variantGiven;
+  }
+  json o = json::object();
+  for (auto const& s : kOutputSlots)
+    if (!(job.outputs.*s.member).empty()) o[s.key] = (job.outputs.*s.member).string();
+  j["outputs"] = o;
+  return j;
+}
+
+RegisterJob registerJobFromJson(json const& j) {
+  RegisterJob job;
+  detail::JsonReader r(j, "register job");
+  std::string kind = "register", method = toString(job.method), backend = toString(job.backend);
+  r.text("job", kind).text("method", method).text("backend", backend);
+  if (kind != "register") throw InvalidArgument("register job: 'job' must be \"register\", got \"" + kind + "\"");
+  if (method == "greedy") job.method = RegistrationMethod::Greedy;
+  else if (method == "unbiased") job.method = RegistrationMethod::Unbiased;
+  else throw InvalidArgument("register job: 'method' must be \"greedy\" or \"unbiased\", got \"" + method + "\"");
+  job.backend = parseBackend(backend);
+  job.fixed.path = inputFromJson(r.raw("fixed"), "fixed");
+  job.moving.path = inputFromJson(r.raw("moving"), "moving");
+  r.flag("affine", job.useAffine).flag("inverse", job.inverse).flag("keep_results", job.keepResults);
+  r.object("greedy", job.greedy).object("fluid", job.fluid).flag("variant_given", job.variantGiven);
+  if (json const* o = r.raw("outputs")) {
+    detail::JsonReader outputs(*o, "register job outputs");
+    for (auto const& s : kOutputSlots) outputs.path(s.key, job.outputs.*s.member);
+    outputs.done();
+  }
+  r.done();
+  return job;
+}
+
+RegisterJobResult runRegisterJob(RegisterJob const& job, RegisterProgress const& progress) {
+  {
+    kx::ScopedRegion region("kortex::register::check");
+    job.validate();
+  }
+  const Inputs in = readStage(job);
+  RegisterJobResult r = outputsStage(job, registerStage(job, in, progress), in.moving);
+  r.written = writeStage(r);
+  return r;
+}
+
+json toJson(RegisterJobResult const& r) {
+  json j;
+  j["job"] = toJson(r.job);
+  j["registration"] = toJson(r.pair);
+  j["affine_world"] = r.affineWorld;
+  if (r.inverse) {
+    j["inverse"] = {{"points", r.inverse->stats.points},
+                    {"unconverged", r.inverse->stats.unconverged},
+                    {"max_residual", r.inverse->stats.maxResidual},
+                    {"seconds", r.inverse->seconds},
+                    {"consistency", {{"mean", r.consistency.mean}, {"p99", r.consistency.p99},
+                                     {"max", r.consistency.max}, {"voxels", r.consistency.voxels}}}};
+  }
+  json files = json::array();
+  for (auto const& p : r.written) files.push_back(p.string());
+  j["written"] = files;
+  return j;
+}
+
+VectorField<Kokkos::HostSpace> deformableWorldDisplacement(RegistrationPipelineResult const& r) {
+  return io::indexDisplacementToWorld(r.u, r.fixedGrid);  // world(p - u(p)) - world(p) = -D diag(s) u(p)
+}
+
+}  // namespace kortex::pipeline

@@ -1,0 +1,104 @@
+// The register job (`kortex register unbiased|greedy`, Python kortex.register_unbiased /
+// register_greedy): one description, validated once, run in named stages, its outputs written all
+// or none, its report one JSON object. The CLI and Python bind their arguments to a RegisterJob and
+// call runRegisterJob; neither checks a policy of its own.
+//
+// Stages (each a kx::ScopedRegion "kortex::register::<stage>", a function taking and returning
+// values): check (RegisterJob::validate: parameters and files, before anything is read), read
+// (the two images), register (registerPair, pipeline/Register.hpp), outputs (the images and fields
+// asked for, computed from the map), write (writeAllOrNone: staged, committed together; the user's
+// files are replaced only once every output is ready).
+//
+// Outputs, ITK/ANTs conventions (world mm, LPS; the map Phi(p) = A(p - u(p)), Register.hpp):
+//   warped        the moving image on the fixed grid, one trilinear interpolation through Phi;
+//   field         the DEFORMABLE part: d(x) = world(p - u(p)) - world(p) on the fixed grid, so that
+//                 ANTs' `-t field -t affine` (kortex apply's order: the field takes the point first,
+//                 then the affine) reproduces Phi, as antsRegistration's Warp + GenericAffine do;
+//   affine        the affine part A in world coordinates, an ITK transform file (fixed -> moving);
+//   jacobian      det(I - grad u), the deformable part's Jacobian;
+//   inverseField  the WHOLE map's inverse on the moving grid (apply it alone);
+//   report        the job's JSON report (toJson(RegisterJobResult)).
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/Backend.hpp"
+#include "core/Greedy.hpp"
+#include "core/Image.hpp"
+#include "core/Registration.hpp"
+#include "pipeline/Inverse.hpp"
+#include "pipeline/Register.hpp"
+
+namespace kortex::pipeline {
+
+// One image input of a job: a file, or an image in memory (Python's arrays; `path` empty).
+struct ImageInput {
+  std::filesystem::path path;
+  HostImage image;
+  bool inMemory() const { return path.empty(); }
+};
+
+struct RegisterOutputs {
+  std::filesystem::path warped, field, jacobian, affine, inverseField, report;
+  bool any() const;
+};
+
+struct RegisterJob {
+  RegistrationMethod method = RegistrationMethod::Greedy;
+  ImageInput fixed, moving;
+  RegistrationParams fluid;                            // method Unbiased
+  GreedyParams greedy = greedyRegistrationDefaults();  // method Greedy
+  bool useAffine = true;
+  Backend backend = Backend::Auto;
+  bool variantGiven = false;  // fluid.variant was chosen (it names a Kokkos kernel: refused with the CPU back end)
+  bool inverse = false;       // invert the map (implied by outputs.inverseField)
+  bool keepResults = false;   // the caller takes the results in memory (Python): no output file is needed
+  RegisterOutputs outputs;
+
+  // The parameters (the method's; the unbiased lambda must be finite and > 0: the symmetric-KL
+  // prior is what makes it unbiased), the inputs (files exist and are images; arrays are 3D) and
+  // the outputs (writable, of the right format, distinct from the inputs and from each other; at
+  // least one unless keepResults). InvalidArgument / IoError with one message.
+  void validate() const;
+};
+
+// The description as JSON: inputs by path (an image in memory by its grid and content hash),
+// parameters through pipeline/ParamsJson.hpp, outputs. registerJobFromJson reads it back (unknown
+// keys and wrong types refused by name); an image in memory cannot be read back (InvalidArgument).
+nlohmann::json toJson(RegisterJob const& job);
+RegisterJob registerJobFromJson(nlohmann::json const& j);
+
+struct RegisterProgress {
+  RegistrationProgress fluid;
+  GreedyProgress greedy;
+  AffineProgress affine;
+};
+
+struct RegisterJobResult {
+  RegisterJob job;
+  RegistrationPipelineResult pair;
+  HostImage warped, jacobian;                 // when asked for (an output, or keepResults)
+  VectorField<Kokkos::HostSpace> field;       // the deformable part, world mm (as written)
+  Matrix4 affineWorld{};                      // fixed world -> moving world (as written)
+  std::optional<InverseMap> inverse;          // job.inverse or outputs.inverseField
+  VectorField<Kokkos::HostSpace> inverseField;  // the whole map's inverse, world mm, moving grid
+  InverseConsistency consistency;             // inside the head (headMask)
+  std::vector<std::filesystem::path> written;
+};
+
+// check, read, register, outputs, write (above).
+RegisterJobResult runRegisterJob(RegisterJob const& job, RegisterProgress const& progress = {});
+
+// The report: the job, the pair's stages (toJson(RegistrationPipelineResult)), the inverse, the files.
+nlohmann::json toJson(RegisterJobResult const& r);
+
+// The deformable part of r's map as an ITK/ANTs field on the fixed grid (world mm, LPS):
+// d(x) = world(p - u(p)) - world(p).
+VectorField<Kokkos::HostSpace> deformableWorldDisplacement(RegistrationPipelineResult const& r);
+
+}  // namespace kortex::pipeline
