@@ -113,6 +113,7 @@ void agreeOnJob(AtlasJob const& job, gpu::Communicator& comm) {
       {"template output", job.outTemplate},
       {"fields folder", job.outFieldsDir},
       {"warped folder", job.outWarpedDir},
+      {"subject labels folder", job.outSubjectLabelsDir},
       {"report", job.outReport},
       {"checkpoint folder", job.checkpointDir},
       {"checkpoint interval", std::to_string(job.checkpointEvery)},
@@ -337,8 +338,8 @@ class AtlasJobStages {
       const std::uint64_t h = inMemory_ ? imageHash(job.imageData[std::size_t(i)]) : fileHash(job.images[std::size_t(i)], "image");
       std::memcpy(&slots[std::size_t(i)], &h, sizeof h);
     }
-    {
-      const std::uint64_t h = job.reference.empty() ? 0 : fileHash(job.reference, "reference");
+    {  // every rank reads the reference itself (the first image when none is named): its contents must agree
+      const std::uint64_t h = refPath_.empty() ? 0 : fileHash(refPath_, "reference");
       std::memcpy(&slots[std::size_t(n) + std::size_t(r.rank)], &h, sizeof h);
     }
     if (comm_) comm_->sum(slots.data(), slots.size());
@@ -346,8 +347,9 @@ class AtlasJobStages {
     std::memcpy(&referenceHash, &slots[std::size_t(n)], sizeof referenceHash);
     for (std::size_t k = 1; k < K; ++k)
       if (slots[std::size_t(n) + k] != slots[std::size_t(n)])
-        throw InvalidArgument("atlas: rank " + std::to_string(k) + " reads other contents for the reference '" + job.reference +
-                              "' than rank 0 (the file differs between the ranks' machines)");
+        throw InvalidArgument("atlas: rank " + std::to_string(k) + " reads other contents for the reference '" + refPath_ +
+                              "'" + (job.reference.empty() ? " (the first image)" : "") +
+                              " than rank 0 (the file differs between the ranks' machines)");
     if (job.reference.empty()) referenceHash = subjectHashes.front();
     key_ = cohortKey(job, subjectHashes, referenceHash);
   }

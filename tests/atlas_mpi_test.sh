@@ -107,6 +107,21 @@ mismatch "ranks given other iterations" "iterations" atlas build s0.mha s1.mha s
 mismatch "ranks given other subject counts" "number of images" atlas build s0.mha s1.mha s2.mha --backend kokkos --iterations 3,3 --quiet
 mismatch "ranks given another alpha" "alpha" atlas build s0.mha s1.mha s2.mha s3.mha --backend kokkos --iterations 3,3 --alpha 0.2 --quiet
 mismatch "ranks given other files" "images" atlas build s0.mha s1.mha s3.mha s2.mha --backend kokkos --iterations 3,3 --quiet
+# Issue 39: the subject-label folder is part of the job; and with no --reference, every rank checks
+# the contents of the first image (the reference) it reads: two machines seeing different files
+# behind one path are refused instead of building a mixed template.
+mismatch "ranks given other subject-label folders" "subject labels folder" atlas build s0.mha s1.mha s2.mha s3.mha \
+  --backend kokkos --iterations 3,3 --quiet --labels s0.mha s1.mha s2.mha s3.mha --out-subject-labels other-labels
+rm -rf rank1 && mkdir rank1 && cp s1.mha s2.mha s3.mha rank1/ && cp s3.mha rank1/s0.mha
+rm -f tm.nii rank1/tm.nii
+timeout 120 "${MPI[@]}" -np 1 "$KORTEX" "${A[@]}" --out-template tm.nii : -np 1 bash -c "cd rank1 && exec \"$KORTEX\" ${A[*]} --out-template tm.nii" \
+  > stdout.txt 2> stderr.txt
+rc=$?
+if [ $rc -ne 0 ] && [ $rc -ne 124 ] && [ ! -e tm.nii ] && [ ! -e rank1/tm.nii ] && grep -q "rank 1 reads other contents for the reference 's0.mha' (the first image)" stderr.txt; then
+  echo "ok: ranks reading different first images -> $(grep -m 1 "other contents" stderr.txt)"; ok
+else
+  fail "ranks reading different first images (rc $rc)"; cat stderr.txt
+fi
 # The scaling benchmark (kortex bench atlas --only Scaling) under 1 and 2 ranks: the two cohorts'
 # templates have the same hashes whatever the rank count; under 2 ranks the other sections refuse.
 for np in 1 2; do

@@ -48,10 +48,10 @@ if [ -d "$more/t1" ]; then
   rm -rf peer && mkdir peer
   expect_success "mock peer: register greedy" peer/${stem}_field.nii.gz "$KORTEX" register greedy \
     --fixed "$more/t1/$fx-T1_ds.nii.gz" --moving "$more/t1/$mv-T1_ds.nii.gz" --out-warped peer_w.nii.gz \
-    --out-field peer/${stem}_field.nii.gz --scales 2,1 --iterations 5,5 --backend kokkos --quiet
+    --out-field peer/${stem}_field.nii.gz --out-affine peer_a.txt --scales 2,1 --iterations 5,5 --backend kokkos --quiet
   expect_success "mock peer: apply labels" peer/${stem}_labels.nii.gz "$KORTEX" apply \
     --input "$more/labels/$mv-T1_ds_DLMUSE.nii.gz" --reference "$more/t1/$fx-T1_ds.nii.gz" \
-    --transform peer/${stem}_field.nii.gz --interpolation nearest --out peer/${stem}_labels.nii.gz
+    --transform peer/${stem}_field.nii.gz --transform peer_a.txt --interpolation nearest --out peer/${stem}_labels.nii.gz
   echo '{"seconds": 1000.0, "tool": "mock peer"}' > peer/${stem}.json
   expect_success "greedy study quick (1 pair, SSD + LNCC, mock FireANTs folder)" gv.json "$KORTEX" validate --only greedy \
     --quick --data "$DATA" --greedy-pairs 1 --skip-unbiased --fireants peer --json gv.json --markdown gv.md
