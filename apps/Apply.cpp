@@ -25,8 +25,8 @@ struct ApplyOptions {
 
 int cmdApply(ApplyOptions const& o) {
   pipeline::ApplyJob job;
-  job.input = o.input;
-  job.reference = o.reference;
+  job.input.path = o.input;
+  job.reference.path = o.reference;
   job.output = o.out;
   try {
     job.interpolation = parseApplyInterpolation(o.interpolation);

@@ -100,6 +100,8 @@ int cmdAtlasBuild(AtlasOptions const& o) {
   };
   const pipeline::AtlasJobResult r = pipeline::runAtlasJob(job, group.atlasComm());
   if (dirty) std::cerr << "\n";
+  if (group.rank() == 0)
+    for (auto const& n : r.notes) std::cerr << "kortex: note: " << n << "\n";
   if (group.rank() == 0) {
     if (!o.quiet) {
       std::cout << "atlas: " << r.subjects << " subjects, " << r.group << ", " << toString(r.backend) << " ("

@@ -13,6 +13,7 @@
 #include "io/Output.hpp"
 #include "io/Transform.hpp"
 #include "pipeline/JobFiles.hpp"
+#include "pipeline/detail/JsonReader.hpp"
 #include "reference_cpu/Resample.hpp"
 
 namespace kortex::pipeline {
@@ -52,13 +53,6 @@ HostImage resampleKokkos(Exec const& exec, HostImage const& input, Geometry cons
   HostImage out("kortex::apply::out", reference);
   Kokkos::deep_copy(out.data, dOut);
   return out;
-}
-
-void requireExisting(fs::path const& p, std::string const& what) {
-  std::error_code ec;
-  if (p.empty()) throw InvalidArgument("apply: the " + what + " is not given");
-  if (fs::is_directory(p, ec)) throw IoError(what + " '" + p.string() + "' is a directory, not a file");
-  if (!fs::exists(p, ec)) throw IoError(what + " '" + p.string() + "' does not exist");
 }
 
 }  // namespace
@@ -131,18 +125,58 @@ ApplyResult applyTransforms(HostImage const& input, Geometry const& reference, T
   return r;
 }
 
+namespace {
+
+std::string specText(TransformSpec const& t) { return t.inverse ? "[" + t.path.string() + ",1]" : t.path.string(); }
+
+}  // namespace
+
+nlohmann::json toJson(ApplyJob const& job) {
+  nlohmann::json transforms = nlohmann::json::array();
+  for (auto const& t : job.transforms) transforms.push_back(specText(t));
+  return {{"job", "apply"},
+          {"input", toJson(job.input)},
+          {"reference", toJson(job.reference)},
+          {"output", job.output.string()},
+          {"transforms", transforms},
+          {"interpolation", toString(job.interpolation)},
+          {"backend", toString(job.backend)}};
+}
+
+ApplyJob applyJobFromJson(nlohmann::json const& j) {
+  ApplyJob job;
+  detail::JsonReader r(j, "apply job");
+  std::string kind = "apply";
+  r.text("job", kind);
+  if (kind != "apply") throw InvalidArgument("apply job: 'job' must be \"apply\", got \"" + kind + "\"");
+  job.input.path = inputPathFromJson(r.raw("input"), "apply job", "input");
+  job.reference.path = inputPathFromJson(r.raw("reference"), "apply job", "reference");
+  r.path("output", job.output)
+      .choice("interpolation", job.interpolation, parseApplyInterpolation)
+      .choice("backend", job.backend, parseBackend);
+  if (nlohmann::json const* t = r.raw("transforms")) {
+    if (!t->is_array()) r.wrongType("transforms", "a list of transform files", *t);
+    for (auto const& e : *t) {
+      if (!e.is_string()) r.wrongType("transforms", "a list of transform files", *t);
+      job.transforms.push_back(parseTransformSpec(e.get<std::string>()));
+    }
+  }
+  r.done();
+  return job;
+}
+
 ApplyResult runApplyJob(ApplyJob const& job) {
   {
     kx::ScopedRegion region("kortex::apply::check");
     if (job.transforms.empty()) throw InvalidArgument("apply: no transform given (at least one is needed)");
-    requireExisting(job.input, "input image");
-    requireExisting(job.reference, "reference image");
-    io::requireSupportedExtension(job.input, io::Access::Read);
-    io::requireSupportedExtension(job.reference, io::Access::Read);
-    std::vector<JobFile> inputs{{"image", job.input}, {"reference image", job.reference}};
+    requireImageInput(job.input, "input image", "apply");
+    requireImageInput(job.reference, "reference image", "apply");
+    std::vector<JobFile> inputs;
+    if (!job.input.inMemory()) inputs.push_back({"image", job.input.path});
+    if (!job.reference.inMemory()) inputs.push_back({"reference image", job.reference.path});
     for (std::size_t k = 0; k < job.transforms.size(); ++k) {
       const fs::path& p = job.transforms[k].path;
-      requireExisting(p, "transform " + std::to_string(k + 1));
+      requireInputFile(p, "transform " + std::to_string(k + 1));
       if (!io::isTransformExtension(p))
         throw IoError(transformName(k, p) + ": unknown transform file extension; Kortex reads ITK transforms (.txt, "
                       ".tfm), ITK/ANTs .mat files and displacement fields (.nii, .nii.gz)");
@@ -159,14 +193,14 @@ ApplyResult runApplyJob(ApplyJob const& job) {
   TransformChain chain;
   {
     kx::ScopedRegion region("kortex::apply::read");
-    input = io::readImage(job.input);
-    reference = io::readImage(job.reference).geometry;
+    input = readImageInput(job.input);
+    reference = readImageInput(job.reference).geometry;
     chain = readTransformChain(job.transforms);
   }
   ApplyResult r = applyTransforms(input, reference, chain, job.interpolation, job.backend);
   if (!job.output.empty()) {
     kx::ScopedRegion region("kortex::apply::write");
-    io::writeImage(r.image, job.output);
+    writeAllOrNone({{"output", job.output, [&](fs::path const& p) { io::writeImage(r.image, p); }}});
   }
   return r;
 }

@@ -7,6 +7,8 @@
 // back end), resample (CPU reference or Kokkos), write (atomic; nothing is left on failure).
 #pragma once
 
+#include <nlohmann/json.hpp>
+
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -14,6 +16,7 @@
 #include "core/Apply.hpp"
 #include "core/Backend.hpp"
 #include "core/Image.hpp"
+#include "pipeline/JobFiles.hpp"
 
 namespace kortex::pipeline {
 
@@ -43,15 +46,22 @@ ApplyResult applyTransforms(HostImage const& input, Geometry const& reference, T
                             ApplyInterpolation interpolation, Backend backend);
 
 struct ApplyJob {
-  std::filesystem::path input, reference, output;  // output may be empty: nothing written
-  std::vector<TransformSpec> transforms;           // as listed
+  ImageInput input, reference;          // files or images in memory (the reference: its grid)
+  std::filesystem::path output;         // may be empty: nothing written (the result is returned)
+  std::vector<TransformSpec> transforms;  // as listed
   ApplyInterpolation interpolation = ApplyInterpolation::Linear;
   Backend backend = Backend::Auto;
 };
 
-// The file job: files checked (readable inputs, supported extensions, a writable output distinct
-// from every input: requireDistinctFiles) before anything is read; then read, validate, resample,
-// write atomically.
+// The description as JSON ({"job": "apply", "input", "reference", "output", "transforms" as
+// "FILE" / "[FILE,1]", "interpolation", "backend"}) and back (unknown keys, wrong types and
+// images in memory refused by name).
+nlohmann::json toJson(ApplyJob const& job);
+ApplyJob applyJobFromJson(nlohmann::json const& j);
+
+// The job: files checked (readable inputs, supported extensions, a writable output distinct from
+// every input file: requireDistinctFiles) before anything is read; then read, validate, resample,
+// write (writeAllOrNone).
 ApplyResult runApplyJob(ApplyJob const& job);
 
 }  // namespace kortex::pipeline

@@ -306,7 +306,7 @@ class AtlasJobStages {
       std::vector<fs::path> folders;
       if (!job.outTemplate.empty()) folders.push_back(folderOf(job.outTemplate));
       if (!job.outReport.empty()) folders.push_back(folderOf(job.outReport));
-      for (auto const& d : {job.outFieldsDir, job.outWarpedDir, job.checkpointDir})
+      for (auto const& d : {job.outFieldsDir, job.outWarpedDir, job.outSubjectLabelsDir, job.checkpointDir})
         if (!d.empty()) folders.push_back(d);
       for (auto const& d : folders) removeStaleTemporaries(d);
     }
@@ -359,7 +359,8 @@ class AtlasJobStages {
     kx::ScopedRegion region("kortex::atlas::resume");
     if (job_.resume && r_.backend != Backend::Cpu)
       resumeState_ = readCheckpoint(job_.checkpointDir, key_, r_.first, r_.local, atlasKeepsVelocity(job_.params.greedy.solver),
-                                    inMemory_ ? names_ : job_.images, refPath_.empty() ? names_.front() : refPath_, resumeGrid_);
+                                    inMemory_ ? names_ : job_.images, refPath_.empty() ? names_.front() : refPath_, resumeGrid_,
+                                    r_.notes);
   }
 
   // ---- read (the label maps too: readable and on their images' grids before any work)
@@ -632,43 +633,12 @@ class AtlasJobStages {
   }
 
   // The template-space majority labels (AtlasJob::outSubjectLabelsDir): every subject's label map
-  // warped onto the reference grid (nearest, as --out-warped's) votes; the counts are summed over the
-  // ranks in chunks of voxels (at most kVoteChunkCounts counts at a time); ties go to the smaller label.
+  // warped onto the reference grid (nearest, as --out-warped's) votes (voteMajority).
   HostImage majorityLabels() {
     kx::ScopedRegion region("kortex::atlas::vote");
-    const std::size_t voxels = std::size_t(G_.numVoxels());
     std::vector<HostImage> warped;
-    std::vector<std::int64_t> present(std::size_t(kMaxVotedLabel) + 1, 0);
-    for (int i = 0; i < r_.local; ++i) {
-      warped.push_back(warpedLabels(pre_[std::size_t(i)], labelMaps_[std::size_t(i)]));
-      const float* w = warped.back().data.data();
-      for (std::size_t k = 0; k < voxels; ++k) present[std::size_t(w[k])] = 1;
-    }
-    if (comm_) comm_->sum(present.data(), present.size());
-    std::vector<int> index(present.size(), -1), value;
-    for (std::size_t l = 0; l < present.size(); ++l)
-      if (present[l] > 0) {
-        index[l] = int(value.size());
-        value.push_back(int(l));
-      }
-    const std::size_t L = value.size();
-    const std::size_t chunk = std::max<std::size_t>(1, kVoteChunkCounts / L);
-    HostImage out("kortex::atlas::majority_labels", G_);
-    std::vector<std::int64_t> votes;
-    for (std::size_t v0 = 0; v0 < voxels; v0 += chunk) {
-      const std::size_t c = std::min(chunk, voxels - v0);
-      votes.assign(c * L, 0);
-      for (auto const& w : warped)
-        for (std::size_t k = 0; k < c; ++k) ++votes[k * L + std::size_t(index[std::size_t(w.data.data()[v0 + k])])];
-      if (comm_) comm_->sum(votes.data(), votes.size());
-      for (std::size_t k = 0; k < c; ++k) {
-        std::size_t best = 0;
-        for (std::size_t l = 1; l < L; ++l)
-          if (votes[k * L + l] > votes[k * L + best]) best = l;
-        out.data.data()[v0 + k] = float(value[best]);
-      }
-    }
-    return out;
+    for (int i = 0; i < r_.local; ++i) warped.push_back(warpedLabels(pre_[std::size_t(i)], labelMaps_[std::size_t(i)]));
+    return voteMajority(warped, G_, r_.first, r_.subjects, comm_);
   }
 
   // The majority labels on subject p's own grid: through its inverse field, label interpolation.
@@ -774,6 +744,71 @@ std::vector<std::string> readImageList(std::string const& path) {
   return out;
 }
 
+HostImage voteMajority(std::vector<HostImage> const& maps, Geometry const& grid, int first, int subjects,
+                       gpu::Communicator* comm) {
+  const std::size_t voxels = std::size_t(grid.numVoxels());
+  for (auto const& m : maps)
+    if (!m.geometry.sameGrid(grid)) throw InvalidArgument("voteMajority: a label map is not on the voting grid");
+  std::vector<std::int64_t> present(std::size_t(kMaxVotedLabel) + 1, 0);
+  for (auto const& m : maps) {
+    const float* w = m.data.data();
+    for (std::size_t k = 0; k < voxels; ++k) present[std::size_t(w[k])] = 1;
+  }
+  if (comm) comm->sum(present.data(), present.size());
+  std::vector<int> index(present.size(), -1), value;
+  for (std::size_t l = 0; l < present.size(); ++l)
+    if (present[l] > 0) {
+      index[l] = int(value.size());
+      value.push_back(int(l));
+    }
+  const std::size_t L = value.size(), N = std::size_t(subjects);
+  HostImage out("kortex::atlas::majority_labels", grid);
+  if (L <= N) {
+    // Counts per (voxel, label), summed over the ranks: voxels x L.
+    const std::size_t chunk = std::max<std::size_t>(1, kVoteChunkCounts / L);
+    std::vector<std::int64_t> votes;
+    for (std::size_t v0 = 0; v0 < voxels; v0 += chunk) {
+      const std::size_t c = std::min(chunk, voxels - v0);
+      votes.assign(c * L, 0);
+      for (auto const& w : maps)
+        for (std::size_t k = 0; k < c; ++k) ++votes[k * L + std::size_t(index[std::size_t(w.data.data()[v0 + k])])];
+      if (comm) comm->sum(votes.data(), votes.size());
+      for (std::size_t k = 0; k < c; ++k) {
+        std::size_t best = 0;
+        for (std::size_t l = 1; l < L; ++l)
+          if (votes[k * L + l] > votes[k * L + best]) best = l;
+        out.data.data()[v0 + k] = float(value[best]);
+      }
+    }
+    return out;
+  }
+  // More labels than subjects: each subject's label per voxel (one slot per subject, filled by its
+  // rank), the mode of the N values: voxels x N, whatever the number of labels.
+  const std::size_t chunk = std::max<std::size_t>(1, kVoteChunkCounts / N);
+  std::vector<std::int64_t> slots, column(N);
+  for (std::size_t v0 = 0; v0 < voxels; v0 += chunk) {
+    const std::size_t c = std::min(chunk, voxels - v0);
+    slots.assign(c * N, 0);
+    for (std::size_t i = 0; i < maps.size(); ++i)
+      for (std::size_t k = 0; k < c; ++k) slots[k * N + std::size_t(first) + i] = std::int64_t(maps[i].data.data()[v0 + k]);
+    if (comm) comm->sum(slots.data(), slots.size());
+    for (std::size_t k = 0; k < c; ++k) {
+      std::copy(slots.begin() + std::ptrdiff_t(k * N), slots.begin() + std::ptrdiff_t((k + 1) * N), column.begin());
+      std::sort(column.begin(), column.end());  // ascending: the first of the longest runs is the smaller label
+      std::int64_t best = column[0];
+      std::size_t bestRun = 0;
+      for (std::size_t a = 0; a < N;) {
+        std::size_t b = a;
+        while (b < N && column[b] == column[a]) ++b;
+        if (b - a > bestRun) bestRun = b - a, best = column[a];
+        a = b;
+      }
+      out.data.data()[v0 + k] = float(best);
+    }
+  }
+  return out;
+}
+
 nlohmann::json toJson(AtlasJobResult const& r) {
   nlohmann::json j;
   j["backend"] = toString(r.backend);
@@ -782,6 +817,7 @@ nlohmann::json toJson(AtlasJobResult const& r) {
   j["params"] = toJson(r.params);  // the greedy step's (metric, solver, schedule) and the atlas's
   j["subjects"] = r.subjects;
   j["ranks"] = r.ranks;
+  if (!r.notes.empty()) j["notes"] = r.notes;
   j["reference_grid"] = describe(r.referenceGrid);
   j["atlas_grid"] = describe(r.atlasGrid);
   j["box_low"] = r.boxLow;

@@ -101,6 +101,7 @@ struct AtlasJobResult {
   double secondsRead = 0, secondsPrepare = 0, secondsAtlas = 0, secondsWrite = 0, secondsTotal = 0;
   long inverseUnconverged = 0;        // outFieldsDir: moving voxels whose inverse did not converge (core/Inverse.hpp)
   std::vector<std::string> written;   // files this rank wrote
+  std::vector<std::string> notes;     // what the user should know (a damaged checkpoint passed over for an older one)
   HostImage templateImage;            // rank 0: the template, as written to outTemplate
 };
 
@@ -117,5 +118,13 @@ std::array<int, 2> atlasBlock(int subjects, int ranks, int rank);
 AtlasJobResult runAtlasJob(AtlasJob const& job, gpu::Communicator* comm);
 
 nlohmann::json toJson(AtlasJobResult const& r);
+
+// The voxel-wise majority of integer label maps (values 0..65535) on `grid`, ties to the smaller
+// label; this process holds the maps of subjects [first, first + maps.size()) of `subjects`, the
+// other ranks of `comm` (null: one process) the rest. The votes are summed in chunks, as counts
+// per label where there are no more distinct labels than subjects, else as each subject's label
+// per voxel: the work is bounded by voxels x min(distinct labels, subjects).
+HostImage voteMajority(std::vector<HostImage> const& maps, Geometry const& grid, int first, int subjects,
+                       gpu::Communicator* comm);
 
 }  // namespace kortex::pipeline

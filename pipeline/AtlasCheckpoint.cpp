@@ -233,50 +233,23 @@ std::string keyDifference(nlohmann::json const& saved, nlohmann::json const& key
 // state.json. `grid`: the grid key it was made on (checked once the box is known).
 }  // namespace
 
-gpu::AtlasState readCheckpoint(fs::path const& dir, nlohmann::json const& key, int first, int local, bool wantV,
-                          std::vector<std::string> const& images, std::string const& reference, nlohmann::json& grid) {
-  fs::path best;
-  std::size_t bestIters = 0;
-  nlohmann::json bestJson;
-  for (const char* tag : {"current", "next", "previous"}) {
-    const fs::path s = dir / tag / "state.json";
-    if (!fs::exists(s)) continue;
-    std::ifstream in(s);
-    nlohmann::json j;
-    try {
-      in >> j;
-    } catch (std::exception const&) {
-      throw IoError(damaged(s, "not valid JSON"));
-    }
-    if (!j.is_object() || j.value("format", "") != kCheckpointFormat)
-      throw InvalidArgument("atlas: the checkpoint " + s.string() + " is not in the format of this Kortex (" + kCheckpointFormat +
-                            "): resume it with the version that wrote it, or start afresh in another folder");
-    if (!j.contains("checksum") || j.at("checksum") != stateChecksum(j)) throw IoError(damaged(s, "its checksum does not match its contents"));
-    const std::size_t iters = j.value("history", nlohmann::json::array()).size();
-    if (best.empty() || iters > bestIters) {
-      best = dir / tag;
-      bestIters = iters;
-      bestJson = j;
-    }
-  }
-  if (best.empty())
-    throw InvalidArgument("atlas: no complete checkpoint in " + dir.string() + " to resume from");
-  if (bestJson.at("cohort") != key)
-    throw InvalidArgument("atlas: the checkpoint in " + best.string() + " was made for another cohort or other parameters: " +
-                          keyDifference(bestJson.at("cohort"), key, images, reference));
-  grid = bestJson.at("grid");
-  auto const& files = bestJson.at("files");
+namespace {
+
+// The state saved in one checkpoint folder (its state.json read and checked already); IoError when a
+// data file is damaged.
+gpu::AtlasState loadState(fs::path const& folder, nlohmann::json const& saved, int first, int local, bool wantV) {
+  auto const& files = saved.at("files");
   gpu::AtlasState st;
-  st.scale = bestJson.at("scale");
-  st.iteration = bestJson.at("iteration");
-  st.refused = bestJson.at("refused");
-  st.seconds = bestJson.at("seconds");
-  st.history = historyFrom(bestJson.at("history"));
-  auto ext = bestJson.at("template_extents");
+  st.scale = saved.at("scale");
+  st.iteration = saved.at("iteration");
+  st.refused = saved.at("refused");
+  st.seconds = saved.at("seconds");
+  st.history = historyFrom(saved.at("history"));
+  auto ext = saved.at("template_extents");
   st.templ = Kokkos::View<float***, Kokkos::LayoutRight, Kokkos::HostSpace>("kortex::atlas::resume_template", ext[0].get<std::size_t>(),
                                                                             ext[1].get<std::size_t>(), ext[2].get<std::size_t>());
   {
-    const fs::path t = best / "template.bin";
+    const fs::path t = folder / "template.bin";
     std::ifstream in(t, std::ios::binary);
     if (!in) throw IoError("atlas checkpoint: cannot read " + t.string());
     ContentHasher h;
@@ -286,7 +259,60 @@ gpu::AtlasState readCheckpoint(fs::path const& dir, nlohmann::json const& key, i
     if (hex64(h.digest()) != files.value("template.bin", std::string())) throw IoError(damaged(t, "its checksum does not match state.json"));
   }
   for (int i = 0; i < local; ++i)
-    readSubjectFile(best / subjectFileName(first + i), wantV, files.value(subjectFileName(first + i), std::string()), st);
+    readSubjectFile(folder / subjectFileName(first + i), wantV, files.value(subjectFileName(first + i), std::string()), st);
+  return st;
+}
+
+}  // namespace
+
+gpu::AtlasState readCheckpoint(fs::path const& dir, nlohmann::json const& key, int first, int local, bool wantV,
+                          std::vector<std::string> const& images, std::string const& reference, nlohmann::json& grid,
+                          std::vector<std::string>& notes) {
+  // The folders whose state.json is whole, newest (most iterations) first; one whose state.json is
+  // damaged is passed over with a note. (Every rank reads every state.json, so all ranks choose the
+  // same folder; a damaged data file, which only its subject's rank reads, stays an error.)
+  struct Candidate {
+    fs::path folder;
+    std::size_t iterations;
+    nlohmann::json saved;
+  };
+  std::vector<Candidate> candidates;
+  std::vector<std::string> damage;
+  for (const char* tag : {"current", "next", "previous"}) {
+    const fs::path s = dir / tag / "state.json";
+    if (!fs::exists(s)) continue;
+    std::ifstream in(s);
+    nlohmann::json j;
+    try {
+      in >> j;
+    } catch (std::exception const&) {
+      damage.push_back(damaged(s, "not valid JSON"));
+      continue;
+    }
+    if (!j.is_object() || j.value("format", "") != kCheckpointFormat)
+      throw InvalidArgument("atlas: the checkpoint " + s.string() + " is not in the format of this Kortex (" + kCheckpointFormat +
+                            "): resume it with the version that wrote it, or start afresh in another folder");
+    if (!j.contains("checksum") || j.at("checksum") != stateChecksum(j)) {
+      damage.push_back(damaged(s, "its checksum does not match its contents"));
+      continue;
+    }
+    candidates.push_back({dir / tag, j.value("history", nlohmann::json::array()).size(), j});
+  }
+  std::stable_sort(candidates.begin(), candidates.end(),
+                   [](Candidate const& a, Candidate const& b) { return a.iterations > b.iterations; });
+  if (candidates.empty()) {
+    if (!damage.empty()) throw IoError(damage.front());
+    throw InvalidArgument("atlas: no complete checkpoint in " + dir.string() + " to resume from");
+  }
+  Candidate const& c = candidates.front();
+  if (c.saved.at("cohort") != key)
+    throw InvalidArgument("atlas: the checkpoint in " + c.folder.string() + " was made for another cohort or other parameters: " +
+                          keyDifference(c.saved.at("cohort"), key, images, reference));
+  gpu::AtlasState st = loadState(c.folder, c.saved, first, local, wantV);
+  grid = c.saved.at("grid");
+  for (auto const& d : damage)
+    notes.push_back(d.substr(0, d.find("; delete")) + "; resumed from " + c.folder.string() + " (after iteration " +
+                    std::to_string(c.iterations) + ") instead");
   return st;
 }
 

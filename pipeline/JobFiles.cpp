@@ -15,6 +15,7 @@
 #include <utility>
 
 #include "core/Errors.hpp"
+#include "io/ImageIO.hpp"
 
 namespace kortex::pipeline {
 namespace fs = std::filesystem;
@@ -361,6 +362,12 @@ void requireInputFile(fs::path const& path, std::string const& role) {
 }
 
 std::vector<fs::path> writeAllOrNone(std::vector<PlannedOutput> const& outputs) {
+  std::set<std::string> swept;  // the temporaries killed runs left in the target folders
+  for (auto const& o : outputs) {
+    if (o.path.empty()) continue;
+    const fs::path dir = o.path.has_parent_path() ? o.path.parent_path() : fs::path(".");
+    if (swept.insert(keyOf(dir)).second) removeStaleTemporaries(dir);
+  }
   StagedOutputs staged;
   std::vector<fs::path> written;
   for (auto const& o : outputs) {
@@ -370,6 +377,30 @@ std::vector<fs::path> writeAllOrNone(std::vector<PlannedOutput> const& outputs) 
   }
   staged.commit();
   return written;
+}
+
+void requireImageInput(ImageInput const& in, std::string const& role, std::string const& job) {
+  if (!in.inMemory()) {
+    requireInputFile(in.path, role);
+    io::requireSupportedExtension(in.path, io::Access::Read);
+  } else if (in.image.data.data() == nullptr || in.image.numVoxels() == 0) {
+    throw InvalidArgument(job + ": the " + role + " is not given");
+  }
+}
+
+HostImage readImageInput(ImageInput const& in) { return in.inMemory() ? in.image : io::readImage(in.path); }
+
+nlohmann::json toJson(ImageInput const& in) {
+  if (!in.inMemory()) return in.path.string();
+  return {{"in_memory", describe(in.image.geometry)},
+          {"content_hash", hex64(contentHash(in.image.data.data(), std::size_t(in.image.numVoxels()) * sizeof(float)))}};
+}
+
+fs::path inputPathFromJson(nlohmann::json const* v, std::string const& what, const char* key) {
+  if (v == nullptr) return {};
+  if (v->is_string()) return v->get<std::string>();
+  throw InvalidArgument(what + ": '" + key + "' must be a file path" +
+                        (v->is_object() ? " (an image in memory cannot be read back from a description)" : ""));
 }
 
 }  // namespace kortex::pipeline

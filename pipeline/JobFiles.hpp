@@ -22,9 +22,12 @@
 //     commit), a file the user had is moved aside into the stage folder, not removed, and put back
 //     if a later move fails; it is deleted only once every output is in place.
 //   * writeAllOrNone: a job's outputs, each written by its own writer into the stage, committed
-//     together: a writer that fails (a full disk) leaves every target as it was.
+//     together: a writer that fails (a full disk) leaves every target as it was. It first removes
+//     the stale temporaries in the target folders (one process's job: the pid test is this host's).
 //   * requireInputFile: the one rule for an input file (it exists and is not a folder).
 #pragma once
+
+#include <nlohmann/json.hpp>
 
 #include <cstdint>
 #include <filesystem>
@@ -33,7 +36,26 @@
 #include <string>
 #include <vector>
 
+#include "core/Image.hpp"
+
 namespace kortex::pipeline {
+
+// One image input of a job: a file, or an image in memory (Python's arrays; `path` empty).
+struct ImageInput {
+  std::filesystem::path path;
+  HostImage image;
+  bool inMemory() const { return path.empty(); }
+};
+
+// A path input: requireInputFile and a readable image extension; in memory: not empty.
+// `role` names it ("fixed image"); `job` prefixes the message of an empty image ("registration").
+void requireImageInput(ImageInput const& in, std::string const& role, std::string const& job);
+// The image (read from its file, or the one in memory).
+HostImage readImageInput(ImageInput const& in);
+// Its JSON: the path, or {"in_memory": its grid, "content_hash"} (which no reader takes back).
+nlohmann::json toJson(ImageInput const& in);
+// A path from JSON (absent: empty); InvalidArgument for anything else, naming `key`.
+std::filesystem::path inputPathFromJson(nlohmann::json const* v, std::string const& what, const char* key);
 
 struct JobFile {
   std::string role;  // "template", "subject 3", "report", ...: the message names it

@@ -25,15 +25,6 @@ bool isNifti(fs::path const& p) {
   return ends(".nii") || ends(".nii.gz");
 }
 
-void requireImageInput(ImageInput const& in, std::string const& role) {
-  if (!in.inMemory()) {
-    requireInputFile(in.path, role);
-    io::requireSupportedExtension(in.path, io::Access::Read);
-  } else if (in.image.data.data() == nullptr || in.image.numVoxels() == 0) {
-    throw InvalidArgument("registration: the " + role + " is not given");
-  }
-}
-
 // The outputs, named once: JSON key, role (messages, the report), member, format.
 enum class OutputFormat { Image, Field, Text };
 struct OutputSlot {
@@ -71,8 +62,8 @@ void validateParams(RegisterJob const& job) {
 }
 
 void validateFiles(RegisterJob const& job) {
-  requireImageInput(job.fixed, "fixed image");
-  requireImageInput(job.moving, "moving image");
+  requireImageInput(job.fixed, "fixed image", "registration");
+  requireImageInput(job.moving, "moving image", "registration");
   if (!job.outputs.any() && !job.keepResults)
     throw InvalidArgument("registration: no output is named (a warped image, a field, a Jacobian map, an affine "
                           "transform, an inverse field or a report)");
@@ -90,19 +81,6 @@ void validateFiles(RegisterJob const& job) {
   requireDistinctFiles(inputs, outputFiles(job.outputs));
 }
 
-json inputJson(ImageInput const& in) {
-  if (!in.inMemory()) return in.path.string();
-  return {{"in_memory", describe(in.image.geometry)},
-          {"content_hash", hex64(contentHash(in.image.data.data(), std::size_t(in.image.numVoxels()) * sizeof(float)))}};
-}
-
-fs::path inputFromJson(json const* v, const char* key) {
-  if (v == nullptr) return {};
-  if (v->is_string()) return v->get<std::string>();
-  throw InvalidArgument(std::string("register job: '") + key + "' must be a file path" +
-                        (v->is_object() ? " (an image in memory cannot be read back from a description)" : ""));
-}
-
 // ---- the stages ------------------------------------------------------------------------------------
 
 struct Inputs {
@@ -112,8 +90,8 @@ struct Inputs {
 Inputs readStage(RegisterJob const& job) {
   kx::ScopedRegion region("kortex::register::read");
   Inputs in;
-  in.fixed = job.fixed.inMemory() ? job.fixed.image : io::readImage(job.fixed.path);
-  in.moving = job.moving.inMemory() ? job.moving.image : io::readImage(job.moving.path);
+  in.fixed = readImageInput(job.fixed);
+  in.moving = readImageInput(job.moving);
   return in;
 }
 
@@ -186,8 +164,8 @@ void RegisterJob::validate() const {
 json toJson(RegisterJob const& job) {
   json j = {{"job", "register"},
             {"method", toString(job.method)},
-            {"fixed", inputJson(job.fixed)},
-            {"moving", inputJson(job.moving)},
+            {"fixed", toJson(job.fixed)},
+            {"moving", toJson(job.moving)},
             {"affine", job.useAffine},
             {"backend", toString(job.backend)},
             {"inverse", job.inverse},
@@ -215,8 +193,8 @@ RegisterJob registerJobFromJson(json const& j) {
   else if (method == "unbiased") job.method = RegistrationMethod::Unbiased;
   else throw InvalidArgument("register job: 'method' must be \"greedy\" or \"unbiased\", got \"" + method + "\"");
   job.backend = parseBackend(backend);
-  job.fixed.path = inputFromJson(r.raw("fixed"), "fixed");
-  job.moving.path = inputFromJson(r.raw("moving"), "moving");
+  job.fixed.path = inputPathFromJson(r.raw("fixed"), "register job", "fixed");
+  job.moving.path = inputPathFromJson(r.raw("moving"), "register job", "moving");
   r.flag("affine", job.useAffine).flag("inverse", job.inverse).flag("keep_results", job.keepResults);
   r.object("greedy", job.greedy).object("fluid", job.fluid).flag("variant_given", job.variantGiven);
   if (json const* o = r.raw("outputs")) {

@@ -32,16 +32,10 @@
 #include "core/Image.hpp"
 #include "core/Registration.hpp"
 #include "pipeline/Inverse.hpp"
+#include "pipeline/JobFiles.hpp"
 #include "pipeline/Register.hpp"
 
 namespace kortex::pipeline {
-
-// One image input of a job: a file, or an image in memory (Python's arrays; `path` empty).
-struct ImageInput {
-  std::filesystem::path path;
-  HostImage image;
-  bool inMemory() const { return path.empty(); }
-};
 
 struct RegisterOutputs {
   std::filesystem::path warped, field, jacobian, affine, inverseField, report;

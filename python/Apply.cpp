@@ -61,15 +61,9 @@ Geometry geometryOf(py::buffer_info const& b, Numbers const& spacing, Numbers co
   return g;
 }
 
-// A path is read; an array is used in place when float32 C-contiguous (kept alive by `keep`).
-HostImage imageOf(ImageArg const& arg, Numbers const& spacing, Numbers const& origin, Numbers const& direction, Array& keep,
+// An array, used in place when float32 C-contiguous (kept alive by `keep`).
+HostImage imageOf(py::array const& given, Numbers const& spacing, Numbers const& origin, Numbers const& direction, Array& keep,
                   const char* what) {
-  if (auto const* path = std::get_if<std::string>(&arg)) {
-    if (spacing || origin || direction)
-      throw InvalidArgument(std::string(what) + ": spacing, origin and direction go with arrays; a file brings its own geometry");
-    return io::readImage(*path);
-  }
-  py::array const& given = std::get<py::array>(arg);
   const char kind = given.dtype().kind();
   if (kind != 'f' && kind != 'i' && kind != 'u' && kind != 'b')
     throw InvalidArgument(std::string(what) + ": the array has dtype " + std::string(py::str(given.dtype())) +
@@ -99,34 +93,39 @@ py::dict resultDict(pipeline::ApplyResult const& r) {
   return d;
 }
 
+// An image argument as a job input: a path is the job's to read (spacing, origin and direction go
+// with arrays only); an array is taken in memory (`keep` holds it).
+pipeline::ImageInput imageInput(ImageArg const& arg, Numbers const& spacing, Numbers const& origin, Numbers const& direction,
+                                Array& keep, const char* what) {
+  pipeline::ImageInput in;
+  if (auto const* path = std::get_if<std::string>(&arg)) {
+    if (spacing || origin || direction)
+      throw InvalidArgument(std::string(what) + ": spacing, origin and direction go with arrays; a file brings its own geometry");
+    in.path = *path;
+  } else {
+    in.image = imageOf(std::get<py::array>(arg), spacing, origin, direction, keep, what);
+  }
+  return in;
+}
+
+// kortex.apply: the apply job (pipeline/Apply.hpp) of these arguments.
 py::dict applyPy(ImageArg const& input, ImageArg const& reference, std::vector<std::string> const& transforms,
                  std::optional<std::string> const& out, std::string const& interpolation, std::string const& backend,
                  Numbers inputSpacing, Numbers inputOrigin, Numbers inputDirection, Numbers referenceSpacing,
                  Numbers referenceOrigin, Numbers referenceDirection) {
   session();
-  const ApplyInterpolation interp = parseApplyInterpolation(interpolation);
-  const Backend b = parseBackend(backend);
-  if (transforms.empty()) throw InvalidArgument("no transform given: apply needs at least one transform");
-  std::vector<pipeline::TransformSpec> specs;
-  for (auto const& t : transforms) specs.push_back(pipeline::parseTransformSpec(t));
-  if (out) {  // every file check before any work, as the command
-    io::requireWritableFile(*out, "output");
-    io::requireSupportedExtension(*out, io::Access::Write);
-    std::vector<pipeline::JobFile> inputs;
-    if (auto const* p = std::get_if<std::string>(&input)) inputs.push_back({"image", *p});
-    if (auto const* p = std::get_if<std::string>(&reference)) inputs.push_back({"reference image", *p});
-    for (std::size_t k = 0; k < specs.size(); ++k) inputs.push_back({"transform " + std::to_string(k + 1), specs[k].path});
-    pipeline::requireDistinctFiles(inputs, {{"output", *out}});
-  }
+  pipeline::ApplyJob job;
+  job.interpolation = parseApplyInterpolation(interpolation);
+  job.backend = parseBackend(backend);
+  for (auto const& t : transforms) job.transforms.push_back(pipeline::parseTransformSpec(t));
+  if (out) job.output = *out;
   Array keepIn, keepRef;
-  const HostImage in = imageOf(input, inputSpacing, inputOrigin, inputDirection, keepIn, "input");
-  const Geometry ref = imageOf(reference, referenceSpacing, referenceOrigin, referenceDirection, keepRef, "reference").geometry;
-  const TransformChain chain = pipeline::readTransformChain(specs);
+  job.input = imageInput(input, inputSpacing, inputOrigin, inputDirection, keepIn, "input");
+  job.reference = imageInput(reference, referenceSpacing, referenceOrigin, referenceDirection, keepRef, "reference");
   pipeline::ApplyResult r;
   {
     py::gil_scoped_release release;
-    r = pipeline::applyTransforms(in, ref, chain, interp, b);
-    if (out) io::writeImage(r.image, *out);
+    r = pipeline::runApplyJob(job);
   }
   return resultDict(r);
 }

@@ -203,6 +203,15 @@ expect_error "greedy no output named" "" "${G[@]}" --moving vb.mha --scales 2,1 
 expect_success "greedy field only (no warped image)" fo.nii.gz "${G[@]}" --moving vb.mha --out-field fo.nii.gz \
   --json fo.json --backend cpu --no-affine --scales 2,1 --iterations 3,3
 grep -q '"method": "greedy"' fo.json && grep -q 'fo.nii.gz' fo.json && ok || fail "greedy --json: the report lacks the job or its files"
+# Temporaries a killed run left in an output folder (no such pid) are swept by the next job writing there.
+mkdir -p od/.kortex-tmp-2147480000-stage-x && touch od/.kortex-tmp-2147480002-w.nii
+expect_success "greedy sweeps a killed run's temporaries" od/w.nii "${G[@]}" --moving vb.mha --out-warped od/w.nii \
+  --backend cpu --no-affine --scales 2,1 --iterations 3,3
+[ -z "$(ls -A od | grep kortex-tmp)" ] && ok || fail "register: stale temporaries left in the output folder: $(ls -A od)"
+mkdir -p od/.kortex-tmp-2147480003-stage-y
+expect_success "apply sweeps a killed run's temporaries" od/a.nii "$KORTEX" apply --input vb.mha --reference va.mha \
+  --transform fo.nii.gz --out od/a.nii --quiet
+[ -z "$(ls -A od | grep kortex-tmp)" ] && ok || fail "apply: stale temporaries left in the output folder: $(ls -A od)"
 expect_success "greedy tiny (cpu, no affine)" w.nii "${G[@]}" --moving vb.mha --out-warped w.nii --out-field f.nii.gz \
   --out-jacobian j.nii --backend cpu --no-affine --scales 2,1 --iterations 3,3
 [ -s f.nii.gz ] && [ -s j.nii ] || fail "greedy: field or Jacobian not written"
@@ -357,6 +366,13 @@ expect_success "atlas with checkpoints" t_full.nii "${A[@]}" --list cohort.txt -
 expect_success "atlas resumed" t_resumed.nii "${A[@]}" --list cohort.txt --out-template t_resumed.nii --backend kokkos \
   --checkpoint ck --resume
 cmp -s t_full.nii t_resumed.nii || fail "atlas: the resumed template differs from the uninterrupted one"
+# A damaged current/state.json (issue 39): the run resumes from previous/ (the same bits), and says so.
+[ -f ck/previous/state.json ] || fail "atlas: no previous checkpoint to fall back to"
+printf '{"format": "trunc' > ck/current/state.json
+expect_success "atlas resumed past a damaged state.json" t_fallback.nii "${A[@]}" --list cohort.txt --out-template t_fallback.nii \
+  --backend kokkos --checkpoint ck --resume
+cmp -s t_full.nii t_fallback.nii && ok || fail "atlas: resumed from previous/, the template differs from the uninterrupted one"
+grep -q "is damaged (not valid JSON); resumed from .*previous" stderr.txt && ok || { fail "atlas: the fallback is not reported"; cat stderr.txt; }
 expect_error "atlas resume another cohort" t.nii "${A[@]}" va.mha vb.mha --out-template t.nii --backend kokkos \
   --checkpoint ck --resume
 grep -q "another cohort" stderr.txt || fail "atlas resume another cohort: wrong message"
@@ -442,8 +458,18 @@ for f in subject-1.bin template.bin state.json; do
   cp "rck/current/$f" ck.keep
   if [ "$f" = state.json ]; then sed -i '0,/"iteration": \([0-9]\)/s//"iteration": 1\1/' "rck/current/$f"; else flip "rck/current/$f" 300; fi
   cmp -s "rck/current/$f" ck.keep && fail "atlas resume: $f was not changed by the test"
-  expect_error "atlas resume, $f damaged" rt2.nii "${R[@]}" --out-template rt2.nii --checkpoint rck --resume
-  said "$f is damaged" "atlas resume, $f damaged"
+  if [ "$f" = state.json ]; then  # every rank reads it: the run falls back to previous/ and says so
+    expect_success "atlas resume, $f damaged: previous/" rt2.nii "${R[@]}" --out-template rt2.nii --checkpoint rck --resume
+    said "$f is damaged (its checksum does not match its contents); resumed from" "atlas resume, $f damaged"
+    cmp -s rfull.nii rt2.nii && ok || fail "atlas: resumed from previous/, the template differs"
+    mv rck/previous rck/previous.keep  # with no whole checkpoint left, the damage is the error
+    expect_error "atlas resume, $f damaged, no previous/" rt2.nii "${R[@]}" --out-template rt2.nii --checkpoint rck --resume
+    said "$f is damaged" "atlas resume, $f damaged, no previous/"
+    mv rck/previous.keep rck/previous
+  else
+    expect_error "atlas resume, $f damaged" rt2.nii "${R[@]}" --out-template rt2.nii --checkpoint rck --resume
+    said "$f is damaged" "atlas resume, $f damaged"
+  fi
   cp ck.keep "rck/current/$f"
 done
 # One run per checkpoint folder: a folder locked by another process is refused (flock(1) holds it here).

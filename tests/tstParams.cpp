@@ -10,6 +10,7 @@
 #include "TestUtils.hpp"
 #include "core/Errors.hpp"
 #include "pipeline/ParamsJson.hpp"
+#include "pipeline/Apply.hpp"
 #include "pipeline/RegisterJob.hpp"
 
 using namespace kortex;
@@ -337,4 +338,23 @@ BOOST_AUTO_TEST_CASE(register_job_policies_are_checked_once_in_validate) {
   BOOST_CHECK_THROW(job.validate(), IoError);
   job.fixed.path = dir.path;
   BOOST_CHECK_THROW(job.validate(), IoError);  // a folder
+}
+
+BOOST_AUTO_TEST_CASE(apply_job_round_trip) {
+  pipeline::ApplyJob job;
+  job.input.path = "m.nii.gz";
+  job.reference.path = "f.nii";
+  job.output = "out/w.nii";
+  job.transforms = {pipeline::parseTransformSpec("warp.nii.gz"), pipeline::parseTransformSpec("[a.mat,1]")};
+  job.interpolation = ApplyInterpolation::Label;
+  job.backend = Backend::Kokkos;
+  const nlohmann::json j = pipeline::toJson(job);
+  BOOST_TEST(pipeline::toJson(pipeline::applyJobFromJson(j)) == j);
+  BOOST_TEST(j["transforms"][1] == "[a.mat,1]");
+  nlohmann::json bad = j;
+  bad["transform"] = "x.txt";
+  BOOST_CHECK_THROW(pipeline::applyJobFromJson(bad), InvalidArgument);
+  bad = j;
+  bad["transforms"] = "x.txt";
+  BOOST_CHECK_THROW(pipeline::applyJobFromJson(bad), InvalidArgument);
 }

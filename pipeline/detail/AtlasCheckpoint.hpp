@@ -40,8 +40,11 @@ void writeCheckpoint(std::filesystem::path const& dir, gpu::AtlasState const& st
                      nlohmann::json const& grid, int first, int total, gpu::Communicator* comm);
 // The newest complete checkpoint's state of subjects [first, first + local): refused (IoError /
 // InvalidArgument naming the file and the reason) unless it belongs to `key`; `grid` receives its
-// grid key (checked by the caller once the grid is known).
+// grid key (checked by the caller once the grid is known). A damaged folder (state.json or a data
+// file) is passed over for the next newest whole one (previous/), with a note for the user in
+// `notes`; IoError (the first damage) when none is whole.
 gpu::AtlasState readCheckpoint(std::filesystem::path const& dir, nlohmann::json const& key, int first, int local, bool wantV,
-                          std::vector<std::string> const& images, std::string const& reference, nlohmann::json& grid);
+                          std::vector<std::string> const& images, std::string const& reference, nlohmann::json& grid,
+                          std::vector<std::string>& notes);
 
 }  // namespace kortex::pipeline::detail

@@ -1,0 +1,71 @@
+// The atlas job's pure pieces (pipeline/Atlas.hpp), tested alone: the subjects' majority vote.
+#define BOOST_TEST_MODULE AtlasJob
+#include <boost/test/unit_test.hpp>
+
+#include <algorithm>
+#include <map>
+#include <random>
+#include <vector>
+
+#include "TestUtils.hpp"
+#include "pipeline/Atlas.hpp"
+
+using namespace kortex;
+
+namespace {
+
+// The mode of each voxel's values by counting (ties to the smaller label): what voteMajority must give.
+HostImage bruteForceMajority(std::vector<HostImage> const& maps, Geometry const& g) {
+  HostImage out("kortex::test::majority", g);
+  for (Index k = 0; k < g.numVoxels(); ++k) {
+    std::map<float, int> count;
+    for (auto const& m : maps) ++count[m.data.data()[k]];
+    float best = -1.0f;
+    int bestCount = 0;
+    for (auto const& [label, n] : count)  // ascending labels: a tie keeps the smaller
+      if (n > bestCount) best = label, bestCount = n;
+    out.data.data()[k] = best;
+  }
+  return out;
+}
+
+std::vector<HostImage> randomMaps(Geometry const& g, int subjects, std::vector<float> const& labels, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<std::size_t> pick(0, labels.size() - 1);
+  std::vector<HostImage> maps;
+  for (int s = 0; s < subjects; ++s) {
+    HostImage m("kortex::test::labels", g);
+    for (Index k = 0; k < g.numVoxels(); ++k) m.data.data()[k] = labels[pick(rng)];
+    maps.push_back(m);
+  }
+  return maps;
+}
+
+}  // namespace
+
+// Few labels (counts per label) and more labels than subjects (each subject's label per voxel, the
+// bound that keeps 65,536 labels from costing voxels x 65,536): both are the brute-force mode.
+BOOST_AUTO_TEST_CASE(majority_vote_is_the_mode_with_ties_to_the_smaller_label) {
+  const Geometry g = Geometry::make3D(9, 7, 5);
+  const std::vector<float> few{0, 3, 17};
+  std::vector<float> many;
+  for (int l = 0; l < 60; ++l) many.push_back(float(l * 1000 + 7));  // up to 59007: beyond 16 bits' half
+  for (std::vector<float> const* labels : std::vector<std::vector<float> const*>{&few, &many}) {
+    for (int subjects : {1, 2, 4, 5}) {
+      const auto maps = randomMaps(g, subjects, *labels, unsigned(subjects * 31 + labels->size()));
+      const HostImage want = bruteForceMajority(maps, g);
+      const HostImage got = pipeline::voteMajority(maps, g, 0, subjects, nullptr);
+      Index differ = 0;
+      for (Index k = 0; k < g.numVoxels(); ++k) differ += got.data.data()[k] != want.data.data()[k];
+      BOOST_TEST_INFO(labels->size() << " labels, " << subjects << " subjects");
+      BOOST_TEST(differ == 0);
+    }
+  }
+  // A two-way tie: the smaller label, in both paths.
+  HostImage a("kortex::test::a", g), b("kortex::test::b", g);
+  for (Index k = 0; k < g.numVoxels(); ++k) a.data.data()[k] = 40000.0f, b.data.data()[k] = 12.0f;
+  for (auto const& out : {pipeline::voteMajority({a, b}, g, 0, 2, nullptr), pipeline::voteMajority({b, a}, g, 0, 2, nullptr)})
+    BOOST_TEST(out.data.data()[0] == 12.0f);
+  BOOST_CHECK_THROW(pipeline::voteMajority({a, HostImage("kortex::test::c", Geometry::make3D(3, 3, 3))}, g, 0, 2, nullptr),
+                    InvalidArgument);
+}
