@@ -59,7 +59,9 @@ const char* kApplyDescription =
 void addApplyCommand(CLI::App& app, Action& action) {
   auto op = std::make_shared<ApplyOptions>();
   ApplyOptions& o = *op;
-  auto* cmd = app.add_subcommand("apply", kApplyDescription);
+  auto* cmd = app.add_subcommand("apply", "Resample an image through transforms: fields and affines of kortex, ANTs "
+                                          "and ITK, in antsApplyTransforms' order (the first listed takes the point first)");
+  cmd->footer(kApplyDescription);
   cmd->add_option("--input", o.input, "Image to resample (the moving image)")->required();
   cmd->add_option("--reference", o.reference, "Image whose grid and geometry the output takes (the fixed image)")
       ->required();

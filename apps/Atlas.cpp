@@ -135,7 +135,11 @@ void addAtlasCommands(CLI::App& app, Action& action) {
   auto op = std::make_shared<AtlasOptions>();
   AtlasOptions& o = *op;
   auto* b = atlas->add_subcommand(
-      "build", "Greedy unbiased template of a cohort of 3D images (one process, or under mpirun: one rank per GPU)");
+      "build",
+      "Greedy unbiased template of a cohort of 3D images (one process, or under mpirun: one rank per GPU). The "
+      "defaults are the atlas paper's (Ha et al.: SSD metric, the schedule below), not `register greedy`'s pairwise "
+      "ones (LNCC radius 2, scales 4,2,1, iterations 50,50,100); give --metric lncc --scales 4,2,1 --iterations "
+      "50,50,100 for those. The template's folder is made if missing.");
   b->add_option("images", o.images, "The cohort's 3D images (the first is the reference unless --reference)");
   b->add_option("--list", o.list, "A text file with more images, one path per line");
   b->add_option("--reference", o.reference, "Image whose grid and orientation the template takes (default: the first)");

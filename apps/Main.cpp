@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "apps/Commands.hpp"
+#include "core/Backend.hpp"
 #include "io/ImageIO.hpp"
 #include "pipeline/Distributed.hpp"
 
@@ -29,8 +30,12 @@ struct KokkosSession {
 
 int main(int argc, char** argv) {
   using namespace kortex::app;
-  CLI::App app{"kortex: GPU neuroimaging filters (Kokkos) with an Eigen/OpenMP CPU reference"};
+  CLI::App app{"kortex: registration, templates and denoising of medical images, on GPUs (Kokkos) and CPUs, "
+               "each algorithm checked against an independent Eigen/OpenMP CPU reference.\n"
+               "Start with: kortex register greedy --fixed F.nii.gz --moving M.nii.gz --out-warped W.nii.gz "
+               "--out-field U.nii.gz --out-affine A.txt"};
   app.require_subcommand(1);
+  app.set_version_flag("--version", kortex::versionText());
   int threads = 0;
   app.add_option("--threads", threads, "OpenMP threads for the CPU reference (default: all cores)")
       ->check(CLI::PositiveNumber);
@@ -41,22 +46,33 @@ int main(int argc, char** argv) {
   // Options of this level (--threads, --series) may also be given after the subcommand.
   app.fallthrough();
   Action action;
-  addInfoCommand(app, action);
+  // `kortex --help` lists the commands by task, the users' first (in the order they are added).
+  addRegisterCommands(app, action);
+  addApplyCommand(app, action);
+  addAtlasCommands(app, action);
   addDenoiseCommands(app, action);
+  addSurfaceCommands(app, action);
   addValidateCommand(app, action);
   addBenchCommands(app, action);
-  addSurfaceCommands(app, action);
-  addRegisterCommands(app, action);
   addReproduceCommand(app, action);
   addTuneCommand(app, action);
-  addAtlasCommands(app, action);
-  addApplyCommand(app, action);
+  addInfoCommand(app, action);
+  const std::vector<std::pair<const char*, std::vector<const char*>>> groups = {
+      {"Register images and build templates", {"register", "apply", "atlas"}},
+      {"Denoise images and surfaces", {"denoise", "surface"}},
+      {"Check and measure (developers: CPU reference vs Kokkos, the papers' tables, tuning)",
+       {"validate", "bench", "reproduce", "tune"}},
+      {"This build", {"info"}}};
+  for (auto const& [group, names] : groups)
+    for (const char* name : names) app.get_subcommand(name)->group(group);
 
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
   } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
     // One line, same shape as every other error.

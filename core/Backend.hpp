@@ -8,7 +8,8 @@
 
 namespace kortex {
 
-// auto = Kokkos when Kokkos has a GPU backend, otherwise the OpenMP CPU reference.
+// auto = Kokkos when Kokkos has a GPU backend, or a parallel host space running at least the
+// reference's OpenMP threads (the faster CPU path); otherwise (Serial Kokkos) the OpenMP CPU reference.
 enum class Backend { Auto, Cpu, Kokkos };
 
 Backend parseBackend(std::string const& s);  // "auto" | "cpu" | "kokkos", throws InvalidArgument
@@ -33,6 +34,9 @@ struct BuildInfo {
 
 // Needs Kokkos initialised.
 BuildInfo buildInfo();
+// "kortex 0.1.0 (git <hash>, Release; Kokkos 4.6.99, default execution space Cuda)": what the
+// build is, without starting Kokkos (`kortex --version`).
+std::string versionText();
 std::string kokkosConfiguration();  // Kokkos::print_configuration, verbose
 std::string cpuModel();
 // BuildInfo::device without the rest (no Kokkos initialisation needed): the name of the current

@@ -294,8 +294,8 @@ class AtlasJobStages {
     // Every output location, before the work (the files themselves are written at the end, all or none).
     const int rank = r_.rank;
     if (rank == 0 && !job.outTemplate.empty()) {
-      requireWritableFile(job.outTemplate, "template", false);
-      if (!job.outReport.empty()) requireWritableFile(job.outReport, "report", false);
+      requireWritableFile(job.outTemplate, "template", true);  // a missing folder is made (and removed if the job fails)
+      if (!job.outReport.empty()) requireWritableFile(job.outReport, "report", true);
     }
     if (!job.outFieldsDir.empty()) requireWritableFile(fieldPath(r_.first), "field", true);
     if (!job.outWarpedDir.empty()) requireWritableFile(warpedPath(r_.first), "warped image", true);

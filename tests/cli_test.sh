@@ -15,6 +15,11 @@ for sub in "" "info" "denoise" "denoise bilateral" "denoise nlm" "denoise multir
 done
 
 expect_success "info" "" "$KORTEX" info
+expect_success "--version" "" "$KORTEX" --version
+grep -q "^kortex [0-9]*\.[0-9]*\.[0-9]* (git " stdout.txt && ok || fail "--version: $(cat stdout.txt)"
+"$KORTEX" --help > help.txt 2>&1
+grep -q "^Register images and build templates:" help.txt && [ "$(grep -n "^Register images" help.txt | cut -d: -f1)" -lt "$(grep -n "^Check and measure" help.txt | cut -d: -f1)" ] \
+  && ok || fail "kortex --help: the commands are not grouped by task, the users' first"
 
 # --- inputs ----------------------------------------------------------------------------
 mha good.mha 2 "16 12" "$(rep "$one" 192)"
@@ -343,7 +348,10 @@ grep -q "per subject" stderr.txt || fail "atlas memory budget: the message does 
 expect_error "atlas labels count" t.nii "${A[@]}" va.mha vb.mha --out-template t.nii --labels va.mha --out-warped wd
 expect_error "atlas resume without checkpoint" t.nii "${A[@]}" va.mha vb.mha --out-template t.nii --resume
 expect_error "atlas cpu with checkpoint" t.nii "${A[@]}" va.mha vb.mha --out-template t.nii --backend cpu --checkpoint ck
-expect_error "atlas template into a missing folder" nodir/t.nii "${A[@]}" va.mha vb.mha --out-template nodir/t.nii
+expect_success "atlas template into a missing folder (made)" newdir/deeper/t.nii "${A[@]}" va.mha vb.mha --out-template newdir/deeper/t.nii
+rm -rf newdir
+touch afile
+expect_error "atlas template under a file" afile/t.nii "${A[@]}" va.mha vb.mha --out-template afile/t.nii
 expect_error "atlas scales not ending with 1" t.nii "${A[@]}" va.mha vb.mha --out-template t.nii --scales 1,2
 expect_error "atlas empty list" t.nii "${A[@]}" va.mha --list /dev/null --out-template t.nii
 expect_success "atlas cpu, grids differ (resampled)" t.nii "${A[@]}" va.mha vb.mha v10.mha --out-template t.nii --backend cpu
@@ -419,10 +427,10 @@ expect_error "surface denoise output over its input" "" "$KORTEX" surface denois
 kept va.mha va.keep "surface denoise output over its input"; said "would overwrite" "surface denoise output over its input"
 # Every output location and every label map is checked before the first image is aligned; with
 # labels or a report nothing at all is written when one of them fails.
-expect_error "atlas report into a missing folder" t.nii "${P[@]}" va.mha vb.mha --out-template t.nii --json nodir/r.json
-before_work "atlas report into a missing folder"
-expect_error "atlas template into a missing folder, before the work" nodir/t.nii "${P[@]}" va.mha vb.mha --out-template nodir/t.nii
-before_work "atlas template into a missing folder"
+expect_error "atlas report under a file" t.nii "${P[@]}" va.mha vb.mha --out-template t.nii --json afile/r.json
+before_work "atlas report under a file"
+expect_error "atlas template under a file, before the work" afile/t.nii "${P[@]}" va.mha vb.mha --out-template afile/t.nii
+before_work "atlas template under a file"
 rm -rf wl
 expect_error "atlas missing label map" t.nii "${P[@]}" va.mha vb.mha vc.mha --labels la.mha lb.mha nosuch.mha --out-warped wl \
   --out-template t.nii

@@ -13,7 +13,8 @@ dtype is accepted and read as float32; a float32 C-contiguous array is used in p
 Results are new float32 arrays. Spacing and origin are (x, y, z) in mm, direction a row-major 3x3
 whose columns are the axes, in LPS (ITK's convention), as `read` returns them.
 
-backend: "auto" (Kokkos when it has a GPU back end, else the CPU reference), "cpu" or "kokkos";
+backend: "auto" (Kokkos when it has a GPU back end or a parallel host back end with at least the
+reference's threads, else the CPU reference), "cpu" or "kokkos";
 variant: the Kokkos variant by strategy name, as the command's --variant. Errors raise ValueError
 (bad parameters or input), OSError (files), NotImplementedError (a format this build lacks) or
 RuntimeError, with the command's messages. `execution_space` names Kokkos' default space.
