@@ -13,12 +13,38 @@ bool Geometry::sameGrid(Geometry const& o, double tol) const {
   if (dimension != o.dimension || size != o.size) return false;
   for (int i = 0; i < 3; ++i) {
     const double s = std::max(std::abs(spacing[i]), 1e-12);
-    if (std::abs(spacing[i] - o.spacing[i]) > tol * s) return false;
-    if (std::abs(origin[i] - o.origin[i]) > tol * s) return false;
+    // Written as !(<=) so that a NaN anywhere makes the grids differ.
+    if (!(std::abs(spacing[i] - o.spacing[i]) <= tol * s)) return false;
+    if (!(std::abs(origin[i] - o.origin[i]) <= tol * s)) return false;
   }
   for (int i = 0; i < 9; ++i)
-    if (std::abs(direction[i] - o.direction[i]) > tol) return false;
+    if (!(std::abs(direction[i] - o.direction[i]) <= tol)) return false;
   return true;
+}
+
+namespace {
+template <std::size_t N>
+std::string listed(std::array<double, N> const& v) {
+  std::ostringstream os;
+  os.precision(9);
+  os << "(";
+  for (std::size_t i = 0; i < N; ++i) {
+    os << (i ? ", " : "");
+    if (std::isnan(v[i]))
+      os << "nan";  // never "-nan"
+    else
+      os << v[i] + 0.0;  // + 0.0: no "-0"
+  }
+  os << ")";
+  return os.str();
+}
+}  // namespace
+
+void Geometry::requireFinitePlacement(std::array<double, 3> const& origin, std::array<double, 9> const& direction) {
+  for (double v : origin)
+    if (!std::isfinite(v)) throw InvalidArgument("image origin must be finite, got " + listed(origin));
+  for (double v : direction)
+    if (!std::isfinite(v)) throw InvalidArgument("image direction must be finite, got " + listed(direction));
 }
 
 void Geometry::validate() const {
@@ -33,6 +59,7 @@ void Geometry::validate() const {
   for (int i = 0; i < 3; ++i)
     if (!(spacing[i] > 0.0) || !std::isfinite(spacing[i]))
       throw InvalidArgument("image spacing must be positive and finite");
+  requireFinitePlacement(origin, direction);
   const auto& d = direction;
   const double det = d[0] * (d[4] * d[8] - d[5] * d[7]) - d[1] * (d[3] * d[8] - d[5] * d[6]) +
                      d[2] * (d[3] * d[7] - d[4] * d[6]);

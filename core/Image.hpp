@@ -38,8 +38,13 @@ struct Geometry {
   // Same grid: sizes equal, spacing/origin/direction equal within `tol` (relative to spacing).
   bool sameGrid(Geometry const& other, double tol = 1e-6) const;
   // Throws InvalidArgument if sizes are non-positive, dimension is not 2/3, a 2D geometry
-  // has nz != 1, spacing is not positive and finite, or direction is singular.
+  // has nz != 1, spacing is not positive and finite, origin or direction has a non-finite
+  // entry (requireFinitePlacement), or direction is singular.
   void validate() const;
+  // The finiteness part of validate(), for a placement read before a Geometry is made (e.g. each
+  // transform a NIfTI header declares): "image origin must be finite, got (nan, 0, 0)" /
+  // "image direction must be finite, got (...)".
+  static void requireFinitePlacement(std::array<double, 3> const& origin, std::array<double, 9> const& direction);
 
   static Geometry make2D(Index nx, Index ny);
   static Geometry make3D(Index nx, Index ny, Index nz);

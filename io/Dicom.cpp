@@ -283,7 +283,7 @@ void setDicomMetadata(std::map<std::string, std::string>& md, std::string const&
       {"dicom.image_position_patient", {0x0020, 0x0032}},   {"dicom.image_orientation_patient", {0x0020, 0x0037}},
       {"dicom.window_center", {0x0028, 0x1050}},            {"dicom.window_width", {0x0028, 0x1051}},
       {"dicom.series_instance_uid", {0x0020, 0x000E}},      {"dicom.series_description", {0x0008, 0x103E}},
-      {"dicom.series_number", {0x0020, 0x0011}}};
+      {"dicom.series_number", {0x0020, 0x0011}},            {"dicom.frame_of_reference_uid", {0x0020, 0x0052}}};
   for (auto const& [key, tag] : optional) {
     const std::string v = str(tag[0], tag[1]);
     if (!v.empty()) md[key] = v;
@@ -536,6 +536,19 @@ std::string listSeries(std::vector<SeriesGroup> const& groups, std::vector<HostI
   return out;
 }
 
+// "UID: n slices of WxH; ..." for groups of one series split by FrameOfReferenceUID.
+std::string listFrames(std::vector<SeriesGroup> const& groups, std::vector<HostImage> const& slices) {
+  std::string out;
+  for (auto const& g : groups) {
+    HostImage const& s = slices[g.members.front()];
+    const std::string frame = metaOf(s, "dicom.frame_of_reference_uid");
+    out += (out.empty() ? "" : "; ") + (frame.empty() ? std::string("(no FrameOfReferenceUID)") : frame);
+    out += ": " + std::to_string(g.members.size()) + " slice" + (g.members.size() == 1 ? "" : "s") + " of " +
+           std::to_string(s.geometry.nx()) + "x" + std::to_string(s.geometry.ny());
+  }
+  return out;
+}
+
 // Decimal places of the least precise number in a DICOM DS value list ("12.25\\-3.5" -> 1).
 int decimalsOf(std::string const& ds) {
   int least = 16;
@@ -582,6 +595,17 @@ HostImage readDicomSeries(std::vector<fs::path> const& allFiles, fs::path const&
   if (!chosen)
     readError(what, "holds " + std::to_string(series.size()) +
                         " DICOM series; choose one by its SeriesInstanceUID: " + listSeries(series, allSlices));
+  // Within the series, one frame of reference: slices of two acquisitions (two patient coordinate
+  // systems, e.g. interleaved under one SeriesInstanceUID) are never stacked together.
+  const std::vector<SeriesGroup> frames = groupBy(
+      allSlices, chosen->members, [](HostImage const& s) { return metaOf(s, "dicom.frame_of_reference_uid"); });
+  if (frames.size() > 1)
+    readError(what, "is not one series: its SeriesInstanceUID " +
+                        (chosen->uid.empty() ? std::string("(none)") : chosen->uid) + " holds " +
+                        std::to_string(frames.size()) +
+                        " frames of reference (FrameOfReferenceUID (0020,0052): separate acquisitions, "
+                        "positions in different patient coordinates); Kortex stacks one: " +
+                        listFrames(frames, allSlices));
   const std::vector<SeriesGroup> stacks = groupBy(allSlices, chosen->members, stackKey);
   if (stacks.size() > 1)
     readError(what, "is not one series: it holds " + std::to_string(stacks.size()) +

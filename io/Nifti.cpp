@@ -236,7 +236,30 @@ struct RawHeader {
   int datatype = 0, intentCode = 0;
   double voxOffset = 0;
   std::uint64_t voxels = 0;  // dim[1] * ... * dim[dim[0]], overflow-checked (checkHeader)
+  // The transforms as stored (nifti_clib turns a non-finite quatern or qoffset into 0; these keep
+  // it, for requireFiniteTransforms). Not used for Analyze, which has neither.
+  int qformCode = 0, sformCode = 0;
+  double quatern[3] = {0, 0, 0}, qoffset[3] = {0, 0, 0}, srow[3][4] = {};
+  double qfac = 1;  // the sign of pixdim[0], as nifti_clib reads it
 };
+
+template <class Header>
+void copyTransforms(Header const& h, RawHeader& r) {
+  r.qformCode = h.qform_code;
+  r.sformCode = h.sform_code;
+  const double q[3] = {h.quatern_b, h.quatern_c, h.quatern_d};
+  const double o[3] = {h.qoffset_x, h.qoffset_y, h.qoffset_z};
+  for (int i = 0; i < 3; ++i) {
+    r.quatern[i] = q[i];
+    r.qoffset[i] = o[i];
+  }
+  for (int c = 0; c < 4; ++c) {
+    r.srow[0][c] = h.srow_x[c];
+    r.srow[1][c] = h.srow_y[c];
+    r.srow[2][c] = h.srow_z[c];
+  }
+  r.qfac = h.pixdim[0] < 0 ? -1.0 : 1.0;
+}
 
 RawHeader readRawHeader(fs::path const& file) {
   LibraryCall call;
@@ -255,6 +278,7 @@ RawHeader readRawHeader(fs::path const& file) {
     r.datatype = n2->datatype;
     r.intentCode = n2->intent_code;
     r.voxOffset = static_cast<double>(n2->vox_offset);
+    copyTransforms(*n2, r);
   } else if (nver == 0 || nver == 1) {
     auto* n1 = static_cast<nifti_1_header*>(h);
     if (n1->sizeof_hdr != 348) swap_nifti_header(n1, nver);
@@ -266,6 +290,7 @@ RawHeader readRawHeader(fs::path const& file) {
     r.datatype = n1->datatype;
     r.intentCode = r.analyze ? 0 : n1->intent_code;
     r.voxOffset = n1->vox_offset;
+    if (!r.analyze) copyTransforms(*n1, r);
   } else {
     std::free(h);
     unreadableHeader(file, said);
@@ -539,6 +564,42 @@ Geometry orientedGeometry(Transforms const& t, int dim0, int xyzUnits, Index nx,
   return g;
 }
 
+// Every transform the header declares (code > 0) must place the image: a non-finite origin or
+// direction entry is refused by Geometry's one rule, whichever transform ITK's rule then picks
+// (the other is kept in the metadata and would be written back). The raw fields are checked:
+// nifti_clib turns a non-finite quatern or qoffset into 0, an image 84 mm off read without a word.
+void requireFiniteTransforms(RawHeader const& raw, int xyzUnits, fs::path const& file) {
+  if (raw.analyze) return;
+  const double scale = spacingScale(xyzUnits);
+  auto check = [&](const char* name, int code, nifti_dmat44 const& M) {
+    std::array<double, 3> origin{};
+    std::array<double, 9> direction{};
+    for (int r = 0; r < 3; ++r) origin[r] = (r < 2 ? -1.0 : 1.0) * M.m[r][3] * scale + 0.0;  // RAS -> LPS
+    for (int c = 0; c < 3; ++c) {
+      const double n = colNorm(M, c);
+      for (int r = 0; r < 3; ++r)
+        direction[r * 3 + c] = (r < 2 ? -1.0 : 1.0) * M.m[r][c] / (n > 0 && std::isfinite(n) ? n : 1.0) + 0.0;
+    }
+    try {
+      Geometry::requireFinitePlacement(origin, direction);
+    } catch (InvalidArgument const& e) {
+      readError(file, std::string("invalid image geometry in the ") + name + " (" + name + "_code " +
+                          std::to_string(code) + "): " + e.what());
+    }
+  };
+  if (raw.qformCode > 0)  // unit spacings: pixdim has its own rule (itkGeometry)
+    check("qform", raw.qformCode,
+          nifti_quatern_to_dmat44(raw.quatern[0], raw.quatern[1], raw.quatern[2], raw.qoffset[0],
+                                  raw.qoffset[1], raw.qoffset[2], 1.0, 1.0, 1.0, raw.qfac));
+  if (raw.sformCode > 0) {
+    nifti_dmat44 S{};
+    for (int r = 0; r < 3; ++r)
+      for (int c = 0; c < 4; ++c) S.m[r][c] = raw.srow[r][c];
+    S.m[3][3] = 1.0;
+    check("sform", raw.sformCode, S);
+  }
+}
+
 // --- metadata <-> header fields -----------------------------------------------------------------
 
 std::string matrixString(nifti_dmat44 const& M, bool asFloat32) {
@@ -563,6 +624,16 @@ struct OrientationFields {
   double srow[3][4] = {{0, 0, 0, 0}, {0, 0, 0, 0}, {0, 0, 0, 0}};
   int xyztUnits = NIFTI_UNITS_MM;
 };
+
+// Every number a header would be written with is finite (else it is rebuilt from the geometry).
+bool finiteFields(OrientationFields const& o) {
+  for (int i = 0; i < 3; ++i)
+    if (!std::isfinite(o.quatern[i]) || !std::isfinite(o.qoffset[i]) || !std::isfinite(o.pixdim[i])) return false;
+  for (auto const& row : o.srow)
+    for (double v : row)
+      if (!std::isfinite(v)) return false;
+  return true;
+}
 
 bool orientationFromMetadata(std::map<std::string, std::string> const& md, OrientationFields& o) {
   auto get = [&](const char* key, std::size_t n, std::vector<double>& v) {
@@ -1022,6 +1093,7 @@ HostImage readNifti(fs::path const& file) {
   const nifti_image& nim = *header;
 
   // --- geometry (ITK's rule) ---
+  requireFiniteTransforms(hd, nim.xyz_units, file);
   std::string source;
   const Transforms t = transformsOf(nim, hd);
   const int xyzt = nim.xyz_units | nim.time_units;
@@ -1079,8 +1151,9 @@ std::vector<std::string> writeNifti(HostImage const& image, AtomicOutput const& 
   const bool haveFields = orientationFromMetadata(md, o);
   // dim[0] > 3 can only have had singleton trailing dims (else it was rejected): write 3.
   if (haveFields) o.dim0 = std::min(o.dim0, 3);
-  // (A header whose pixdim was not a spacing is rebuilt, never written back.)
-  bool spacings = true;
+  // (A header whose pixdim was not a spacing, or with a non-finite field, is rebuilt, never
+  // written back.)
+  bool spacings = haveFields && finiteFields(o);
   for (int i = 0; haveFields && i < std::min(o.dim0, 3); ++i) spacings = spacings && usablePixdim(o.pixdim[i]);
   if (haveFields && spacings && (o.dim0 >= 3 || g.nz() == 1) && (o.dim0 >= 2 || g.ny() == 1)) {
     try {
@@ -1164,6 +1237,7 @@ VectorField<Kokkos::HostSpace> readNiftiField(fs::path const& file) {
   const nifti_image& nim = *header;
   // Geometry: ITK's rule, on the 3 spatial axes (ITK takes the image dimension from dim[1..3]
   // for vector intents; dim[0] = 5 here would not change min(dim[0], 3) = 3 anyway).
+  requireFiniteTransforms(hd, nim.xyz_units, file);
   std::string source;
   const Geometry g = itkGeometry(transformsOf(nim, hd), 3, nim.xyz_units, nx, ny, nz, source, file);
   const DataSource src = locateData(nim, hd, file, hd.voxels, esize);

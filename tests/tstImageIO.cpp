@@ -10,6 +10,7 @@
 #include <cstring>
 #include <fstream>
 #include <iterator>
+#include <limits>
 #include <map>
 #include <random>
 #include <set>
@@ -1083,4 +1084,203 @@ BOOST_AUTO_TEST_CASE(index_world_displacement) {
   // Sizes must agree.
   BOOST_CHECK_THROW(io::indexDisplacementToWorld(u, Geometry::make3D(7, 5, 3)), InvalidArgument);
   BOOST_CHECK_THROW(io::worldDisplacementToIndex(u, Geometry::make2D(7, 5)), InvalidArgument);
+}
+
+// --------------------------------------------------------------------------------------------
+// A non-finite origin (or direction) is refused wherever a geometry is made: the NIfTI readers
+// (qform and sform, raw header fields: nifti_clib turns a NaN qoffset into 0), the field reader,
+// and every writer. Before: a NaN qoffset read as origin 0, a NaN srow translation reached the
+// geometry and the written files.
+namespace {
+constexpr std::size_t kQuatern = 256, kQoffset = 268;
+constexpr std::size_t kSrowX3 = kSrow + 12;  // srow_x[3]: the sform's x translation
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(nonfinite_origin_is_refused) {
+  TempDir dir;
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float inf = std::numeric_limits<float>::infinity();
+  io::writeImage(synthetic3D(), dir / "base.nii");
+  const std::vector<char> base = readBytes(dir / "base.nii");
+
+  // qform only (sform_code 0): qoffset_x NaN, qoffset_z +Inf.
+  auto b = base;
+  patch<std::int16_t>(b, kScode, 0);
+  patch<float>(b, kQoffset, nan);
+  writeBytes(dir / "qnan.nii", b);
+  expectIoError([&] { io::readImage(dir / "qnan.nii"); }, {"qnan.nii", "qform", "origin must be finite", "nan"});
+  b = base;
+  patch<std::int16_t>(b, kScode, 0);
+  patch<float>(b, kQoffset + 8, inf);
+  writeBytes(dir / "qinf.nii", b);
+  expectIoError([&] { io::readImage(dir / "qinf.nii"); }, {"qinf.nii", "qform", "origin must be finite", "inf"});
+  // A non-finite quaternion (nifti_clib makes it 0: the identity rotation) is refused too.
+  b = base;
+  patch<std::int16_t>(b, kScode, 0);
+  patch<float>(b, kQuatern, nan);
+  writeBytes(dir / "quat.nii", b);
+  expectIoError([&] { io::readImage(dir / "quat.nii"); }, {"quat.nii", "qform", "direction must be finite"});
+  // The same NaN qoffset beside a valid scanner sform (which ITK's rule picks): still refused,
+  // the header states a transform with no position.
+  b = base;
+  patch<float>(b, kQoffset + 4, nan);
+  writeBytes(dir / "qnans.nii", b);
+  expectIoError([&] { io::readImage(dir / "qnans.nii"); }, {"qnans.nii", "qform", "origin must be finite"});
+
+  // sform_code 1 with a NaN translation, with and without a qform.
+  b = base;
+  patch<float>(b, kSrowX3, nan);
+  writeBytes(dir / "snan.nii", b);
+  expectIoError([&] { io::readImage(dir / "snan.nii"); }, {"snan.nii", "sform", "origin must be finite", "nan"});
+  patch<std::int16_t>(b, kQcode, 0);
+  writeBytes(dir / "snanonly.nii", b);
+  expectIoError([&] { io::readImage(dir / "snanonly.nii"); }, {"snanonly.nii", "sform", "origin must be finite"});
+  // sform_code 2 (aligned, disagreeing with the qform, so ITK's rule keeps the qform) with an
+  // infinite translation: refused, never carried into the metadata and written back.
+  b = base;
+  putSrow(b, {0.7f, 0, 0, 1, 0, 1.3f, 0, 2, 0, 0, 2.1f, inf});
+  patch<std::int16_t>(b, kScode, 2);
+  writeBytes(dir / "s2inf.nii", b);
+  expectIoError([&] { io::readImage(dir / "s2inf.nii"); }, {"s2inf.nii", "sform", "origin must be finite", "inf"});
+  // A finite header next to them still reads (the patches above are what is refused).
+  BOOST_TEST(io::readImage(dir / "base.nii").geometry.sameGrid(synthetic3D().geometry, kFloatHeaderTol));
+
+  // Displacement field: a NaN origin is refused, not applied as if it were 0.
+  const auto field = randomField(false, 4);
+  io::writeDisplacementField(field, dir / "field.nii");
+  const auto fieldBytes = readBytes(dir / "field.nii");
+  b = fieldBytes;
+  patch<float>(b, kSrowX3, nan);
+  writeBytes(dir / "fsnan.nii", b);
+  expectIoError([&] { io::readDisplacementField(dir / "fsnan.nii"); }, {"fsnan.nii", "sform", "origin must be finite"});
+  b = fieldBytes;
+  patch<std::int16_t>(b, kScode, 0);
+  patch<float>(b, kQoffset, nan);
+  writeBytes(dir / "fqnan.nii", b);
+  expectIoError([&] { io::readDisplacementField(dir / "fqnan.nii"); }, {"fqnan.nii", "qform", "origin must be finite"});
+
+  // Writers: refused before anything is written, in every format.
+  const auto before = listing(dir.path);
+  HostImage img = synthetic3D();
+  img.geometry.origin[0] = std::numeric_limits<double>::quiet_NaN();
+  std::vector<std::string> outs = {"o.nii", "o.nii.gz", "o.hdr"};
+  if (kHaveVtk) outs.insert(outs.end(), {"o.mha", "o.vti"});
+  for (auto const& name : outs)
+    expectIoError([&] { io::writeImage(img, dir / name); }, {name, "origin must be finite", "nan"});
+  img.geometry.origin[0] = 0.0;
+  img.geometry.direction[4] = std::numeric_limits<double>::infinity();
+  expectIoError([&] { io::writeImage(img, dir / "d.nii"); }, {"d.nii", "direction must be finite"});
+  VectorField<Kokkos::HostSpace> badField = field;
+  badField.geometry.origin[2] = -std::numeric_limits<double>::infinity();
+  expectIoError([&] { io::writeDisplacementField(badField, dir / "of.nii"); }, {"of.nii", "origin must be finite"});
+  BOOST_TEST(listing(dir.path) == before, "no file written");
+
+  // A header field in the metadata that is not finite is never written back verbatim: the header
+  // is rebuilt from the (valid) geometry, and reads back as it.
+  HostImage fromFile = io::readImage(dir / "base.nii");
+  fromFile.metadata["nifti.qoffset"] = "nan 0 0";
+  io::writeImage(fromFile, dir / "rebuilt.nii");
+  const auto rebuilt = readBytes(dir / "rebuilt.nii");
+  for (int i = 0; i < 3; ++i) BOOST_TEST(std::isfinite(at<float>(rebuilt, kQoffset + 4 * i)), "qoffset " << i);
+  for (int i = 0; i < 12; ++i) BOOST_TEST(std::isfinite(at<float>(rebuilt, kSrow + 4 * i)), "srow " << i);
+  checkGeometry(io::readImage(dir / "rebuilt.nii").geometry, synthetic3D().geometry, kFloatHeaderTol);
+
+  // The rule itself: a NaN anywhere makes two grids differ.
+  Geometry g = synthetic3D().geometry, h = g;
+  h.origin[1] = std::numeric_limits<double>::quiet_NaN();
+  BOOST_TEST(!g.sameGrid(h));
+  BOOST_TEST(!h.sameGrid(h));
+}
+
+// --------------------------------------------------------------------------------------------
+// DICOM slices written here, element by element: a Part 10 file, explicit VR little endian,
+// uncompressed 16-bit MR, 4x3 pixels, axial (IOP 1 0 0 0 1 0), 1 mm pixels, position (0, 0, z).
+namespace {
+void dicomElement(std::vector<char>& b, std::uint16_t group, std::uint16_t element, const char* vr,
+                  std::string value) {
+  if (value.size() % 2) value.push_back(std::strcmp(vr, "UI") == 0 ? '\0' : ' ');
+  auto put16 = [&](std::uint16_t v) { b.push_back(char(v & 0xFF)), b.push_back(char(v >> 8)); };
+  put16(group);
+  put16(element);
+  b.push_back(vr[0]);
+  b.push_back(vr[1]);
+  if (std::strcmp(vr, "OW") == 0) {
+    put16(0);
+    const std::uint32_t n = std::uint32_t(value.size());
+    for (int k = 0; k < 4; ++k) b.push_back(char((n >> (8 * k)) & 0xFF));
+  } else {
+    put16(std::uint16_t(value.size()));
+  }
+  b.insert(b.end(), value.begin(), value.end());
+}
+
+std::string us(std::uint16_t v) { return std::string{char(v & 0xFF), char(v >> 8)}; }
+
+std::vector<char> dicomSlice(std::string const& seriesUid, std::string const& frameUid, std::string const& z,
+                             std::uint16_t fill) {
+  std::vector<char> b(128, 0);
+  b.insert(b.end(), {'D', 'I', 'C', 'M'});
+  dicomElement(b, 0x0002, 0x0010, "UI", "1.2.840.10008.1.2.1");  // explicit VR little endian
+  dicomElement(b, 0x0008, 0x0060, "CS", "MR");
+  dicomElement(b, 0x0020, 0x000E, "UI", seriesUid);
+  dicomElement(b, 0x0020, 0x0032, "DS", "0\\0\\" + z);
+  dicomElement(b, 0x0020, 0x0037, "DS", "1\\0\\0\\0\\1\\0");
+  if (!frameUid.empty()) dicomElement(b, 0x0020, 0x0052, "UI", frameUid);
+  dicomElement(b, 0x0028, 0x0002, "US", us(1));
+  dicomElement(b, 0x0028, 0x0004, "CS", "MONOCHROME2");
+  dicomElement(b, 0x0028, 0x0010, "US", us(3));  // rows
+  dicomElement(b, 0x0028, 0x0011, "US", us(4));  // columns
+  dicomElement(b, 0x0028, 0x0030, "DS", "1\\1");
+  dicomElement(b, 0x0028, 0x0100, "US", us(16));
+  dicomElement(b, 0x0028, 0x0101, "US", us(16));
+  dicomElement(b, 0x0028, 0x0102, "US", us(15));
+  dicomElement(b, 0x0028, 0x0103, "US", us(0));
+  std::string pixels;
+  for (int i = 0; i < 12; ++i) pixels += us(std::uint16_t(fill + i));
+  dicomElement(b, 0x7FE0, 0x0010, "OW", pixels);
+  return b;
+}
+}  // namespace
+
+// One SeriesInstanceUID holding two acquisitions (two FrameOfReferenceUIDs, slices interleaved):
+// refused with both frames listed, never stacked into one volume. Before: read as one 6-slice
+// volume at 1 mm.
+BOOST_AUTO_TEST_CASE(dicom_two_frames_of_reference_are_refused) {
+  TempDir dir;
+  const std::string series = "1.2.826.0.1.3680043.2.1125.7";
+  const std::string frameA = "1.2.826.0.1.3680043.2.1125.100", frameB = "1.2.826.0.1.3680043.2.1125.200";
+  // Control: the same six slices in one frame of reference are one 4x3x6 volume, in z order.
+  fs::create_directory(dir / "one");
+  for (int k = 0; k < 6; ++k)
+    writeBytes(dir / "one" / ("s" + std::to_string(k) + ".dcm"), dicomSlice(series, frameA, std::to_string(k), std::uint16_t(100 * k)));
+  const HostImage vol = io::readImage(dir / "one");
+  BOOST_TEST(vol.geometry.nz() == 6);
+  BOOST_TEST(vol.data(5, 0, 0) == 500.0f);
+  BOOST_TEST(md(vol, "dicom.frame_of_reference_uid") == frameA);
+
+  // Interleaved: even positions in frame A, odd ones in frame B, one series UID.
+  fs::create_directory(dir / "two");
+  std::vector<fs::path> files;
+  for (int k = 0; k < 6; ++k) {
+    files.push_back(dir / "two" / ("s" + std::to_string(k) + ".dcm"));
+    writeBytes(files.back(), dicomSlice(series, k % 2 ? frameB : frameA, std::to_string(k), std::uint16_t(100 * k)));
+  }
+  const std::vector<std::string> expected = {"two", "2 frames of reference", "FrameOfReferenceUID",
+                                             frameA + ": 3 slices", frameB + ": 3 slices"};
+  expectIoError([&] { io::readImage(dir / "two"); }, expected);
+  expectIoError([&] { io::readImageSeries(files); }, {"2 frames of reference", frameA + ": 3 slices", frameB + ": 3 slices"});
+  // Choosing the series by its UID does not choose a frame: still refused.
+  io::ReadOptions chosen;
+  chosen.series = {series};
+  expectIoError([&] { io::readImage(dir / "two", chosen); }, expected);
+  // One slice without the attribute among slices with it: two groups as well.
+  fs::create_directory(dir / "missing");
+  for (int k = 0; k < 4; ++k)
+    writeBytes(dir / "missing" / ("s" + std::to_string(k) + ".dcm"), dicomSlice(series, k == 2 ? "" : frameA, std::to_string(k), 0));
+  expectIoError([&] { io::readImage(dir / "missing"); },
+                {"missing", "2 frames of reference", frameA + ": 3 slices", "(no FrameOfReferenceUID): 1 slice"});
+
+  // A slice position that is not a number is refused as a non-finite origin.
+  writeBytes(dir / "nanpos.dcm", dicomSlice(series, frameA, "nan", 0));
+  expectIoError([&] { io::readImage(dir / "nanpos.dcm"); }, {"nanpos.dcm", "origin must be finite"});
 }
