@@ -29,76 +29,60 @@ struct DenoiseOptions {
   std::string sigmaRange = "auto", pyramid, integer = "auto";
 };
 
-// Fail before reading or computing: the input exists (a file, or a folder of DICOM slices), the output can be written
-// with a supported extension (or one that needs VTK in a build without it).
-void checkPaths(std::string const& in, std::string const& out) {
-  // A folder is read as one DICOM series (io::readImage says why it is not one).
-  if (!fs::exists(in)) throw IoError("input '" + in + "' does not exist");
-  io::requireWritableFile(out);
-  io::requireSupportedExtension(out, io::Access::Write);
-  pipeline::requireDistinctFiles({{"image", in}}, {{"output image", out}});
-}
-
 void printRun(const char* what, HostImage const& in, pipeline::RunReport const& r, std::string const& out) {
   std::cout << what << ": " << describe(in.geometry) << " on " << r.executionSpace << ": " << r.computeMs << " ms";
   if (r.backend == Backend::Kokkos) std::cout << " (+ " << r.transferMs << " ms transfers)";
   std::cout << " -> " << out << "\n";
 }
 
-int runMultires(DenoiseOptions& o) {
-  MultiresParams& mp = o.multires;
-
-  pipeline::MultiresJob job;
+// The flags as a job description (the job checks every policy).
+pipeline::DenoiseJob jobOf(DenoiseOptions const& o, pipeline::DenoiseMethod method) {
+  pipeline::DenoiseJob job;
+  job.method = method;
+  job.input.path = o.in;
+  job.output = o.out;
   job.backend = parseBackend(o.backend);
-  job.integer = pipeline::parseIntegerMode(o.integer);
-  job.bilateralGiven = !o.variant.empty();
-  if (!o.variant.empty()) mp.bilateral = parseMultiresBilateralVariant(o.variant);
-  if (!o.pyramid.empty()) mp.pyramid = parsePyramidVariant(o.pyramid);
-  if ((!o.variant.empty() || !o.pyramid.empty()) && resolve(job.backend) == Backend::Cpu)
-    throw InvalidArgument("--variant and --pyramid select Kokkos variants; they have no meaning with the CPU backend");
-  job.autoSigmaRange = o.sigmaRange == "auto";
-  if (!job.autoSigmaRange) {
-    std::size_t used = 0;
-    float v = 0.0f;
-    try {
-      v = std::stof(o.sigmaRange, &used);
-    } catch (std::exception const&) {
-      used = 0;
+  job.bilateral = o.bilateral;
+  job.nlm = o.nlm;
+  job.variantGiven = !o.variant.empty() || !o.pyramid.empty();
+  if (method == pipeline::DenoiseMethod::Bilateral && !o.variant.empty()) job.bilateral.variant = parseBilateralVariant(o.variant);
+  if (method == pipeline::DenoiseMethod::Nlm && !o.variant.empty()) job.nlm.variant = parseNlmVariant(o.variant);
+  if (method == pipeline::DenoiseMethod::Multires) {
+    pipeline::MultiresJob& m = job.multires;
+    m.params = o.multires;
+    m.integer = pipeline::parseIntegerMode(o.integer);
+    m.bilateralGiven = !o.variant.empty();
+    if (!o.variant.empty()) m.params.bilateral = parseMultiresBilateralVariant(o.variant);
+    if (!o.pyramid.empty()) m.params.pyramid = parsePyramidVariant(o.pyramid);
+    m.autoSigmaRange = o.sigmaRange == "auto";
+    if (!m.autoSigmaRange) {
+      std::size_t used = 0;
+      float v = 0.0f;
+      try {
+        v = std::stof(o.sigmaRange, &used);
+      } catch (std::exception const&) {
+        used = 0;
+      }
+      if (used != o.sigmaRange.size())
+        throw InvalidArgument("--sigma-range must be a number, inf or auto; got '" + o.sigmaRange + "'");
+      m.params.sigmaRange = v;
     }
-    if (used != o.sigmaRange.size())
-      throw InvalidArgument("--sigma-range must be a number, inf or auto; got '" + o.sigmaRange + "'");
-    mp.sigmaRange = v;
   }
-  checkPaths(o.in, o.out);
-  const HostImage img = io::readImage(o.in);
-  job.params = mp;
-  pipeline::MultiresRun run;
-  const HostImage result = pipeline::denoiseMultires(img, job, &run);
-  io::writeImage(result, o.out);
-  printRun("multires", img, run.report, o.out);
-  std::cout << "  " << (run.integer ? "integer (16-bit, exact) pipeline" : "float pipeline") << ", levels "
-            << run.params.levels << ", r " << run.params.radius << ", sigma_d " << run.params.sigmaSpatial
-            << ", sigma_r " << run.params.sigmaRange << (job.autoSigmaRange ? " (auto)" : "");
-  if (run.report.backend == Backend::Kokkos)
-    std::cout << ", " << toString(run.params.pyramid) << " + " << toString(run.params.bilateral);
-  std::cout << "\n";
-  return 0;
+  return job;
 }
 
-int runBilateralOrNlm(DenoiseOptions& o, bool isBil) {
-
-  const Backend backend = parseBackend(o.backend);
-  if (isBil && !o.variant.empty()) o.bilateral.variant = parseBilateralVariant(o.variant);
-  if (!isBil && !o.variant.empty()) o.nlm.variant = parseNlmVariant(o.variant);
-  if (!o.variant.empty() && resolve(backend) == Backend::Cpu)
-    throw InvalidArgument("--variant selects a Kokkos variant; it has no meaning with the CPU backend");
-  checkPaths(o.in, o.out);
-  const HostImage img = io::readImage(o.in);
-  pipeline::RunReport report;
-  const HostImage result = isBil ? pipeline::denoiseBilateral(img, o.bilateral, backend, &report)
-                                : pipeline::denoiseNlm(img, o.nlm, backend, &report);
-  io::writeImage(result, o.out);
-  printRun(isBil ? "bilateral" : "nlm", img, report, o.out);
+int runDenoise(DenoiseOptions const& o, pipeline::DenoiseMethod method) {
+  const pipeline::DenoiseJobResult r = pipeline::runDenoiseJob(jobOf(o, method));
+  printRun(pipeline::toString(method), r.input, r.report, o.out);
+  if (method == pipeline::DenoiseMethod::Multires) {
+    auto const& run = r.multires;
+    std::cout << "  " << (run.integer ? "integer (16-bit, exact) pipeline" : "float pipeline") << ", levels "
+              << run.params.levels << ", r " << run.params.radius << ", sigma_d " << run.params.sigmaSpatial
+              << ", sigma_r " << run.params.sigmaRange << (o.sigmaRange == "auto" ? " (auto)" : "");
+    if (run.report.backend == Backend::Kokkos)
+      std::cout << ", " << toString(run.params.pyramid) << " + " << toString(run.params.bilateral);
+    std::cout << "\n";
+  }
   return 0;
 }
 
@@ -157,9 +141,9 @@ void addDenoiseCommands(CLI::App& app, Action& action) {
                    "Kokkos layer bilateral: naive|closeness-lut|fastmath (float) or lut (integer); default per pipeline");
   mres->add_option("--pyramid", pyramidName, "Kokkos pyramid kernels: unfused|fused|fused-expand|packed16 (default: " + std::string(toString(MultiresParams{}.pyramid)) + ")");
 
-  bil->callback([o, &action] { action = [o] { return runBilateralOrNlm(*o, true); }; });
-  nlm->callback([o, &action] { action = [o] { return runBilateralOrNlm(*o, false); }; });
-  mres->callback([o, &action] { action = [o] { return runMultires(*o); }; });
+  bil->callback([o, &action] { action = [o] { return runDenoise(*o, pipeline::DenoiseMethod::Bilateral); }; });
+  nlm->callback([o, &action] { action = [o] { return runDenoise(*o, pipeline::DenoiseMethod::Nlm); }; });
+  mres->callback([o, &action] { action = [o] { return runDenoise(*o, pipeline::DenoiseMethod::Multires); }; });
 }
 
 }  // namespace kortex::app

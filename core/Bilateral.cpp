@@ -6,7 +6,7 @@ namespace kortex {
 
 BilateralVariant parseBilateralVariant(std::string const& s) {
   if (s == "naive") return BilateralVariant::Naive;
-  if (s == "scratch" || s == "scratchtiled") return BilateralVariant::ScratchTiled;
+  if (s == "scratch" || s == "scratchtiled" || s == "scratch-tiled") return BilateralVariant::ScratchTiled;
   throw InvalidArgument("unknown bilateral variant '" + s + "' (expected naive|scratch)");
 }
 

@@ -29,7 +29,7 @@ MultiresBilateralVariant parseMultiresBilateralVariant(std::string const& s) {
   if (s == "naive") return MultiresBilateralVariant::Naive;
   if (s == "closeness-lut") return MultiresBilateralVariant::ClosenessLut;
   if (s == "lut" || s == "closeness-similarity-lut") return MultiresBilateralVariant::ClosenessSimilarityLut;
-  if (s == "fastmath") return MultiresBilateralVariant::FastMath;
+  if (s == "fastmath" || s == "fast-math") return MultiresBilateralVariant::FastMath;
   throw InvalidArgument("unknown multires bilateral variant '" + s +
                         "' (expected naive|closeness-lut|lut|fastmath)");
 }

@@ -6,8 +6,8 @@ namespace kortex {
 
 NlmVariant parseNlmVariant(std::string const& s) {
   if (s == "naive") return NlmVariant::Naive;
-  if (s == "scratch" || s == "scratchtiled") return NlmVariant::ScratchTiled;
-  if (s == "boxsum") return NlmVariant::BoxSum;
+  if (s == "scratch" || s == "scratchtiled" || s == "scratch-tiled") return NlmVariant::ScratchTiled;
+  if (s == "boxsum" || s == "box-sum") return NlmVariant::BoxSum;
   throw InvalidArgument("unknown NLM variant '" + s + "' (expected naive|scratch|boxsum)");
 }
 

@@ -8,7 +8,12 @@
 #include <cstdint>
 #include <string>
 
+#include "core/Compat.hpp"
 #include "core/Errors.hpp"
+#include "io/ImageIO.hpp"
+#include "io/Output.hpp"
+#include "pipeline/ParamsJson.hpp"
+#include "pipeline/detail/JsonReader.hpp"
 #include "gpu/bilateral/Bilateral.hpp"
 #include "gpu/multires/Multires.hpp"
 #include "gpu/nlm/Nlm.hpp"
@@ -182,6 +187,117 @@ double estimateNoiseSigma(HostImage const& img) {
   }
   const double kPi = 3.14159265358979323846;
   return std::sqrt(kPi / 2.0) * sum / (6.0 * static_cast<double>(nx - 2) * static_cast<double>(ny - 2) * nz);
+}
+
+const char* toString(DenoiseMethod m) {
+  switch (m) {
+    case DenoiseMethod::Bilateral: return "bilateral";
+    case DenoiseMethod::Nlm: return "nlm";
+    case DenoiseMethod::Multires: return "multires";
+  }
+  return "?";
+}
+
+DenoiseMethod parseDenoiseMethod(std::string const& s) {
+  if (s == "bilateral") return DenoiseMethod::Bilateral;
+  if (s == "nlm") return DenoiseMethod::Nlm;
+  if (s == "multires") return DenoiseMethod::Multires;
+  throw InvalidArgument("unknown denoise method '" + s + "' (expected bilateral|nlm|multires)");
+}
+
+namespace {
+const char* toString(IntegerMode m) { return m == IntegerMode::Yes ? "yes" : m == IntegerMode::No ? "no" : "auto"; }
+}  // namespace
+
+void DenoiseJob::validate() const {
+  if (variantGiven && resolve(backend) == Backend::Cpu)
+    throw InvalidArgument("denoise: a variant selects a Kokkos implementation; it has no meaning with the CPU backend");
+  // The input: a file, or a folder of DICOM slices (io::readImage says why a folder is not one series).
+  if (!input.inMemory()) {
+    std::error_code ec;
+    if (input.path.empty()) throw InvalidArgument("denoise: the input image is not given");
+    if (!std::filesystem::exists(input.path, ec)) throw IoError("the input image '" + input.path.string() + "' does not exist");
+  } else {
+    requireImageInput(input, "input image", "denoise");
+  }
+  if (output.empty()) {
+    if (!keepResult) throw InvalidArgument("denoise: no output is named");
+    return;
+  }
+  io::requireWritableFile(output, "the output image");
+  io::requireSupportedExtension(output, io::Access::Write);
+  std::vector<JobFile> inputs;
+  if (!input.inMemory()) inputs.push_back({"image", input.path});
+  requireDistinctFiles(inputs, {{"output image", output}});
+}
+
+nlohmann::json toJson(DenoiseJob const& job) {
+  nlohmann::json j = {{"job", "denoise"},
+                      {"method", toString(job.method)},
+                      {"input", toJson(job.input)},
+                      {"output", job.output.string()},
+                      {"backend", toString(job.backend)},
+                      {"variant_given", job.variantGiven},
+                      {"keep_result", job.keepResult}};
+  switch (job.method) {
+    case DenoiseMethod::Bilateral: j["bilateral"] = toJson(job.bilateral); break;
+    case DenoiseMethod::Nlm: j["nlm"] = toJson(job.nlm); break;
+    case DenoiseMethod::Multires:
+      j["multires"] = toJson(job.multires.params);
+      j["integer"] = toString(job.multires.integer);
+      j["auto_sigma_range"] = job.multires.autoSigmaRange;
+      j["bilateral_given"] = job.multires.bilateralGiven;
+      break;
+  }
+  return j;
+}
+
+DenoiseJob denoiseJobFromJson(nlohmann::json const& j) {
+  DenoiseJob job;
+  detail::JsonReader r(j, "denoise job");
+  std::string kind = "denoise";
+  r.text("job", kind);
+  if (kind != "denoise") throw InvalidArgument("denoise job: 'job' must be \"denoise\", got \"" + kind + "\"");
+  r.choice("method", job.method, parseDenoiseMethod).choice("backend", job.backend, parseBackend);
+  job.input.path = inputPathFromJson(r.raw("input"), "denoise job", "input");
+  r.path("output", job.output).flag("variant_given", job.variantGiven).flag("keep_result", job.keepResult);
+  r.object("bilateral", job.bilateral).object("nlm", job.nlm).object("multires", job.multires.params);
+  r.choice("integer", job.multires.integer, parseIntegerMode)
+      .flag("auto_sigma_range", job.multires.autoSigmaRange)
+      .flag("bilateral_given", job.multires.bilateralGiven);
+  r.done();
+  return job;
+}
+
+DenoiseJobResult runDenoiseJob(DenoiseJob const& job) {
+  {
+    kx::ScopedRegion region("kortex::denoise::check");
+    job.validate();
+  }
+  DenoiseJobResult r;
+  {
+    kx::ScopedRegion region("kortex::denoise::read");
+    r.input = readImageInput(job.input);
+  }
+  {
+    kx::ScopedRegion region("kortex::denoise::filter");
+    switch (job.method) {
+      case DenoiseMethod::Bilateral: r.image = denoiseBilateral(r.input, job.bilateral, job.backend, &r.report); break;
+      case DenoiseMethod::Nlm: r.image = denoiseNlm(r.input, job.nlm, job.backend, &r.report); break;
+      case DenoiseMethod::Multires: {
+        MultiresJob m = job.multires;
+        m.backend = job.backend;
+        r.image = denoiseMultires(r.input, m, &r.multires);
+        r.report = r.multires.report;
+        break;
+      }
+    }
+  }
+  if (!job.output.empty()) {
+    kx::ScopedRegion region("kortex::denoise::write");
+    r.written = writeAllOrNone({{"output image", job.output, [&](std::filesystem::path const& p) { io::writeImage(r.image, p); }}});
+  }
+  return r;
 }
 
 }  // namespace kortex::pipeline

@@ -4,13 +4,18 @@
 // (default execution space: upload, filter, download), which only check extents.
 #pragma once
 
+#include <nlohmann/json.hpp>
+
+#include <filesystem>
 #include <string>
+#include <vector>
 
 #include "core/Backend.hpp"
 #include "core/Bilateral.hpp"
 #include "core/Image.hpp"
 #include "core/Multires.hpp"
 #include "core/Nlm.hpp"
+#include "pipeline/JobFiles.hpp"
 
 namespace kortex::pipeline {
 
@@ -47,6 +52,39 @@ struct MultiresRun {
   RunReport report;
 };
 HostImage denoiseMultires(HostImage const& in, MultiresJob const& job, MultiresRun* run = nullptr);
+
+// ---- the denoise job (`kortex denoise bilateral|nlm|multires`, Python denoise_*) -----------------
+// One description: the method, the input (a file, a DICOM folder, or an image in memory), the
+// output file (optional where the caller keeps the result), the method's parameters and back end.
+// validate() once (files, and the policy that a Kokkos variant needs the Kokkos back end; the
+// parameters against the image when it is read), then read, denoise, write (writeAllOrNone).
+enum class DenoiseMethod { Bilateral, Nlm, Multires };
+const char* toString(DenoiseMethod m);          // "bilateral" | "nlm" | "multires"
+DenoiseMethod parseDenoiseMethod(std::string const& s);
+
+struct DenoiseJob {
+  DenoiseMethod method = DenoiseMethod::Nlm;
+  ImageInput input;
+  std::filesystem::path output;  // empty: nothing written (keepResult)
+  BilateralParams bilateral;     // method Bilateral
+  NlmParams nlm;                 // method Nlm
+  MultiresJob multires;          // method Multires (its backend is the job's)
+  Backend backend = Backend::Auto;
+  bool variantGiven = false;     // a Kokkos variant (or pyramid) was chosen: refused with the CPU back end
+  bool keepResult = false;       // the caller takes the image (Python): no output file is needed
+
+  void validate() const;
+};
+nlohmann::json toJson(DenoiseJob const& job);
+DenoiseJob denoiseJobFromJson(nlohmann::json const& j);
+
+struct DenoiseJobResult {
+  HostImage input, image;  // the image read, the result
+  RunReport report;
+  MultiresRun multires;    // method Multires
+  std::vector<std::filesystem::path> written;
+};
+DenoiseJobResult runDenoiseJob(DenoiseJob const& job);
 
 // Standard deviation of additive white Gaussian noise estimated from the image alone
 // (Immerkaer, "Fast noise variance estimation", CVIU 1996): sigma = sqrt(pi/2) / (6 (W-2)(H-2))

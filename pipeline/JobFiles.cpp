@@ -392,12 +392,13 @@ HostImage readImageInput(ImageInput const& in) { return in.inMemory() ? in.image
 
 nlohmann::json toJson(ImageInput const& in) {
   if (!in.inMemory()) return in.path.string();
+  if (in.image.data.data() == nullptr) return nullptr;  // not given yet
   return {{"in_memory", describe(in.image.geometry)},
           {"content_hash", hex64(contentHash(in.image.data.data(), std::size_t(in.image.numVoxels()) * sizeof(float)))}};
 }
 
 fs::path inputPathFromJson(nlohmann::json const* v, std::string const& what, const char* key) {
-  if (v == nullptr) return {};
+  if (v == nullptr || v->is_null()) return {};
   if (v->is_string()) return v->get<std::string>();
   throw InvalidArgument(what + ": '" + key + "' must be a file path" +
                         (v->is_object() ? " (an image in memory cannot be read back from a description)" : ""));

@@ -52,9 +52,10 @@ struct ImageInput {
 void requireImageInput(ImageInput const& in, std::string const& role, std::string const& job);
 // The image (read from its file, or the one in memory).
 HostImage readImageInput(ImageInput const& in);
-// Its JSON: the path, or {"in_memory": its grid, "content_hash"} (which no reader takes back).
+// Its JSON: the path, or {"in_memory": its grid, "content_hash"} (which no reader takes back), or
+// null when not given.
 nlohmann::json toJson(ImageInput const& in);
-// A path from JSON (absent: empty); InvalidArgument for anything else, naming `key`.
+// A path from JSON (absent or null: empty); InvalidArgument for anything else, naming `key`.
 std::filesystem::path inputPathFromJson(nlohmann::json const* v, std::string const& what, const char* key);
 
 struct JobFile {

@@ -1,6 +1,7 @@
 #include "pipeline/ParamsJson.hpp"
 
 #include <cctype>
+#include <cmath>
 #include <cstdint>
 #include <limits>
 #include <set>
@@ -140,6 +141,70 @@ void fromJson(json const& j, RegistrationParams& result) {
       .number("tolerance", out.tolerance)
       .integer("patience", out.patience)
       .choice("variant", out.variant, parseRegistrationVariant)
+      .done();
+  result = out;
+}
+
+namespace {
+json numberOrInf(double v) { return std::isinf(v) && v > 0 ? json("inf") : json(v); }
+}  // namespace
+
+json toJson(BilateralParams const& p) {
+  return {{"radius", p.radius}, {"sigma_spatial", p.sigmaSpatial}, {"sigma_range", numberOrInf(p.sigmaRange)},
+          {"variant", spelling(toString(p.variant))}};
+}
+
+void fromJson(json const& j, BilateralParams& result) {
+  BilateralParams out = result;
+  JsonReader(j, "bilateral parameters")
+      .integer("radius", out.radius)
+      .number("sigma_spatial", out.sigmaSpatial)
+      .numberOrInf("sigma_range", out.sigmaRange)
+      .choice("variant", out.variant, parseBilateralVariant)
+      .done();
+  result = out;
+}
+
+json toJson(NlmParams const& p) {
+  return {{"patch_radius", p.patchRadius}, {"search_radius", p.searchRadius}, {"h", p.h},
+          {"variant", spelling(toString(p.variant))}};
+}
+
+void fromJson(json const& j, NlmParams& result) {
+  NlmParams out = result;
+  JsonReader(j, "NLM parameters")
+      .integer("patch_radius", out.patchRadius)
+      .integer("search_radius", out.searchRadius)
+      .number("h", out.h)
+      .choice("variant", out.variant, parseNlmVariant)
+      .done();
+  result = out;
+}
+
+json toJson(MultiresParams const& p) {
+  return {{"levels", p.levels},
+          {"radius", p.radius},
+          {"sigma_spatial", p.sigmaSpatial},
+          {"sigma_range", numberOrInf(p.sigmaRange)},
+          {"bits", p.bits},
+          {"filter", p.filter},
+          {"concurrent_levels", p.concurrentLevels},
+          {"pyramid", spelling(toString(p.pyramid))},
+          {"bilateral", spelling(toString(p.bilateral))}};
+}
+
+void fromJson(json const& j, MultiresParams& result) {
+  MultiresParams out = result;
+  JsonReader(j, "multiresolution parameters")
+      .integer("levels", out.levels)
+      .integer("radius", out.radius)
+      .number("sigma_spatial", out.sigmaSpatial)
+      .numberOrInf("sigma_range", out.sigmaRange)
+      .integer("bits", out.bits)
+      .flag("filter", out.filter)
+      .flag("concurrent_levels", out.concurrentLevels)
+      .choice("pyramid", out.pyramid, parsePyramidVariant)
+      .choice("bilateral", out.bilateral, parseMultiresBilateralVariant)
       .done();
   result = out;
 }

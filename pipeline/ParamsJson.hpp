@@ -10,7 +10,8 @@
 // fromJson reads what toJson writes into `out`: a key that is absent keeps out's value (start from
 // the defaults), an unknown key or a value of the wrong type (a string for a number, 2.5 for an
 // integer, a number for a flag, a misspelt enum) throws InvalidArgument with one message naming
-// the key ("greedy parameters: unknown key 'alpah' (known: alpha, beta, ...)"). Values are not
+// the key ("greedy parameters: unknown key 'alpah' (known: alpha, beta, ...)"). An infinite
+// sigma_range (bilateral, multires) is written as the string "inf". Values are not
 // validated here: the job's validate() does that where it starts.
 #pragma once
 
@@ -18,6 +19,9 @@
 
 #include "core/Affine.hpp"
 #include "core/Atlas.hpp"
+#include "core/Bilateral.hpp"
+#include "core/Multires.hpp"
+#include "core/Nlm.hpp"
 #include "core/Fluid.hpp"
 #include "core/Greedy.hpp"
 #include "core/Intensity.hpp"
@@ -31,6 +35,9 @@ nlohmann::json toJson(AtlasParams const& p);
 nlohmann::json toJson(IntensityParams const& p);
 nlohmann::json toJson(AffineParams const& p);
 nlohmann::json toJson(RegistrationParams const& p);
+nlohmann::json toJson(BilateralParams const& p);
+nlohmann::json toJson(NlmParams const& p);
+nlohmann::json toJson(MultiresParams const& p);  // the user's parameters (tiles come from the tuning database)
 
 void fromJson(nlohmann::json const& j, FluidParams& out);
 void fromJson(nlohmann::json const& j, GreedyParams& out);
@@ -38,6 +45,9 @@ void fromJson(nlohmann::json const& j, AtlasParams& out);
 void fromJson(nlohmann::json const& j, IntensityParams& out);
 void fromJson(nlohmann::json const& j, AffineParams& out);
 void fromJson(nlohmann::json const& j, RegistrationParams& out);
+void fromJson(nlohmann::json const& j, BilateralParams& out);
+void fromJson(nlohmann::json const& j, NlmParams& out);
+void fromJson(nlohmann::json const& j, MultiresParams& out);
 
 // The struct's defaults overridden by j.
 template <class Params>

@@ -54,7 +54,7 @@ void validateParams(RegisterJob const& job) {
       throw InvalidArgument("registration: lambda must be a finite number > 0 (the symmetric-KL prior is what makes the "
                             "registration unbiased), got " + std::to_string(job.fluid.lambda));
     if (job.variantGiven && resolve(job.backend) == Backend::Cpu)
-      throw InvalidArgument("registration: a force-kernel variant selects a Kokkos kernel; it has no meaning with the CPU back end");
+      throw InvalidArgument("registration: a force-kernel variant selects a Kokkos kernel; it has no meaning with the CPU backend");
     job.fluid.validate();
   } else {
     job.greedy.validate();

@@ -236,65 +236,6 @@ void writeImageArray(std::string const& path, py::array array, std::optional<std
   io::writeImage(img, path);
 }
 
-py::array_t<float> denoiseBilateral(ImageArg const& image, int radius, float sigmaSpatial, float sigmaRange,
-                                    std::string const& backend, std::optional<std::string> variant,
-                                    std::optional<std::vector<double>> spacing) {
-  session();
-  Array keep;
-  const HostImage in = imageOf(image, geometryArgs(spacing, {}, {}), keep);
-  BilateralParams p;
-  p.radius = radius;
-  p.sigmaSpatial = sigmaSpatial;
-  p.sigmaRange = sigmaRange;
-  const Backend b = parseBackend(backend);
-  requireKokkosVariantBackend(variant, b);
-  if (variant) p.variant = parseBilateralVariant(*variant);
-  return arrayOf(released([&] { return pipeline::denoiseBilateral(in, p, b); }));
-}
-
-py::array_t<float> denoiseNlm(ImageArg const& image, int patchRadius, int searchRadius, float h, std::string const& backend,
-                              std::optional<std::string> variant, std::optional<std::vector<double>> spacing) {
-  session();
-  Array keep;
-  const HostImage in = imageOf(image, geometryArgs(spacing, {}, {}), keep);
-  NlmParams p;
-  p.patchRadius = patchRadius;
-  p.searchRadius = searchRadius;
-  p.h = h;
-  const Backend b = parseBackend(backend);
-  requireKokkosVariantBackend(variant, b);
-  if (variant) p.variant = parseNlmVariant(*variant);
-  return arrayOf(released([&] { return pipeline::denoiseNlm(in, p, b); }));
-}
-
-py::array_t<float> denoiseMultires(ImageArg const& image, int levels, int radius, float sigmaSpatial,
-                                   std::variant<double, std::string> const& sigmaRange, int bits, std::string const& integer,
-                                   std::string const& backend, std::optional<std::string> variant,
-                                   std::optional<std::string> pyramid) {
-  session();
-  Array keep;
-  const HostImage in = imageOf(image, {}, keep);
-  pipeline::MultiresJob job;
-  job.backend = parseBackend(backend);
-  job.integer = pipeline::parseIntegerMode(integer);
-  MultiresParams& mp = job.params;
-  mp.levels = levels;
-  mp.radius = radius;
-  mp.sigmaSpatial = sigmaSpatial;
-  mp.bits = bits;
-  if (variant || pyramid) requireKokkosVariantBackend(variant ? variant : pyramid, job.backend);
-  job.bilateralGiven = bool(variant);
-  if (variant) mp.bilateral = parseMultiresBilateralVariant(*variant);
-  if (pyramid) mp.pyramid = parsePyramidVariant(*pyramid);
-  if (auto const* s = std::get_if<std::string>(&sigmaRange)) {
-    if (*s != "auto") throw InvalidArgument("sigma_range must be a number or 'auto'; got '" + *s + "'");
-    job.autoSigmaRange = true;
-  } else {
-    mp.sigmaRange = float(std::get<double>(sigmaRange));
-  }
-  return arrayOf(released([&] { return pipeline::denoiseMultires(in, job); }));
-}
-
 // A dict of parameters (python/kortex passes its keyword arguments, named as the JSON keys) as the
 // struct: pipeline/ParamsJson.hpp's fromJson, which names an unknown key or a wrong type.
 nlohmann::json jsonOf(py::object const& d) {
@@ -315,6 +256,18 @@ pipeline::ImageInput imageInput(ImageArg const& arg, std::optional<std::vector<d
     in.image = imageOf(arg, geometryArgs(std::move(spacing), {}, {}), keep);
   }
   return in;
+}
+
+// kortex.denoise_bilateral / denoise_nlm / denoise_multires: the denoise job (pipeline/Denoise.hpp)
+// of the description python/kortex builds (its JSON, without the image), the image a path or an
+// array; returns the result (and writes the job's output when named).
+py::array_t<float> denoiseJob(py::dict const& description, ImageArg const& image, std::optional<std::vector<double>> spacing) {
+  session();
+  pipeline::DenoiseJob job = pipeline::denoiseJobFromJson(jsonOf(description));
+  Array keep;
+  job.input = imageInput(image, std::move(spacing), keep);
+  job.keepResult = true;
+  return arrayOf(released([&] { return pipeline::runDenoiseJob(job); }).image);
 }
 
 py::array_t<double> matrixOf(Matrix4 const& m) {
@@ -464,6 +417,13 @@ py::object defaults() {
   const nlohmann::json j = {
       {"greedy", pipeline::toJson(GreedyParams{})},
       {"backend", toString(Backend::Auto)},
+      {"surface", {{"band", SurfaceNlmParams{}.band}, {"patch", SurfaceNlmParams{}.patch},
+                   {"neighbors", SurfaceNlmParams{}.neighbors}, {"c1", SurfaceNlmParams{}.c1},
+                   {"c2", SurfaceNlmParams{}.c2}, {"iterations", SurfaceNlmParams{}.iterations},
+                   {"variant", toString(SurfaceNlmParams{}.variant)}}},
+      {"bilateral", pipeline::toJson(BilateralParams{})},
+      {"nlm", pipeline::toJson(NlmParams{})},
+      {"multires", pipeline::toJson(MultiresParams{})},
       {"register", {{"affine", reg.useAffine}, {"greedy", pipeline::toJson(reg.greedy)},
                     {"unbiased", pipeline::toJson(reg.fluid)}}},
       {"atlas", {{"affine", job.useAffine},
@@ -507,16 +467,8 @@ PYBIND11_MODULE(_kortex, m) {
   m.def("read_field", &readFieldDict, py::arg("path"),
         "Read a displacement field (ITK/ANTs NIfTI vector image, world mm, LPS): dict(array (3, z, y, x), "
         "spacing, origin, direction)");
-  m.def("denoise_bilateral", &denoiseBilateral, py::arg("image"), py::kw_only(), py::arg("radius") = BilateralParams{}.radius,
-        py::arg("sigma_spatial") = BilateralParams{}.sigmaSpatial, py::arg("sigma_range") = BilateralParams{}.sigmaRange,
-        py::arg("backend") = "auto", py::arg("variant") = py::none(), py::arg("spacing") = py::none());
-  m.def("denoise_nlm", &denoiseNlm, py::arg("image"), py::kw_only(), py::arg("patch_radius") = NlmParams{}.patchRadius,
-        py::arg("search_radius") = NlmParams{}.searchRadius, py::arg("h") = NlmParams{}.h, py::arg("backend") = "auto",
-        py::arg("variant") = py::none(), py::arg("spacing") = py::none());
-  m.def("denoise_multires", &denoiseMultires, py::arg("image"), py::kw_only(), py::arg("levels") = MultiresParams{}.levels,
-        py::arg("radius") = MultiresParams{}.radius, py::arg("sigma_spatial") = MultiresParams{}.sigmaSpatial,
-        py::arg("sigma_range") = double(MultiresParams{}.sigmaRange), py::arg("bits") = 0, py::arg("integer") = "auto",
-        py::arg("backend") = "auto", py::arg("variant") = py::none(), py::arg("pyramid") = py::none());
+  m.def("denoise", &denoiseJob, py::arg("job"), py::arg("image"), py::kw_only(), py::arg("spacing"),
+        "The denoise job (pipeline/Denoise.hpp) of a description (its JSON, without the image)");
   // register_greedy, register_unbiased and atlas_build: python/kortex gives them their signatures
   // (defaults from defaults()).
   m.def("defaults", &defaults, "The parameter defaults of the jobs (the C++ structs'), as python/kortex uses them");

@@ -5,12 +5,14 @@
 #include <boost/test/unit_test.hpp>
 
 #include <cmath>
+#include <limits>
 #include <string>
 
 #include "TestUtils.hpp"
 #include "core/Errors.hpp"
 #include "pipeline/ParamsJson.hpp"
 #include "pipeline/Apply.hpp"
+#include "pipeline/Denoise.hpp"
 #include "pipeline/RegisterJob.hpp"
 
 using namespace kortex;
@@ -357,4 +359,51 @@ BOOST_AUTO_TEST_CASE(apply_job_round_trip) {
   bad = j;
   bad["transforms"] = "x.txt";
   BOOST_CHECK_THROW(pipeline::applyJobFromJson(bad), InvalidArgument);
+}
+
+BOOST_AUTO_TEST_CASE(denoise_params_and_job_round_trip) {
+  BilateralParams b;
+  b.radius = 5;
+  b.sigmaSpatial = 1.25f;
+  b.sigmaRange = std::numeric_limits<float>::infinity();  // allowed; JSON holds it as "inf"
+  b.variant = BilateralVariant::Naive;
+  const BilateralParams b2 = paramsFromJson<BilateralParams>(json::parse(toJson(b).dump()));
+  BOOST_TEST(b2.radius == 5);
+  BOOST_TEST(std::isinf(b2.sigmaRange));
+  BOOST_TEST((b2.variant == BilateralVariant::Naive));
+  NlmParams n;
+  n.patchRadius = 1;
+  n.searchRadius = 7;
+  n.h = 0.3f;
+  n.variant = NlmVariant::ScratchTiled;
+  const NlmParams n2 = paramsFromJson<NlmParams>(toJson(n));
+  BOOST_TEST((n2.variant == NlmVariant::ScratchTiled));
+  BOOST_TEST(n2.searchRadius == 7);
+  MultiresParams m;
+  m.levels = 3;
+  m.sigmaRange = 7.5f;
+  m.bits = 12;
+  m.pyramid = PyramidVariant::Packed16;
+  m.bilateral = MultiresBilateralVariant::FastMath;
+  const MultiresParams m2 = paramsFromJson<MultiresParams>(toJson(m));
+  BOOST_TEST((m2.pyramid == PyramidVariant::Packed16));
+  BOOST_TEST((m2.bilateral == MultiresBilateralVariant::FastMath));
+  BOOST_TEST(m2.sigmaRange == 7.5f);
+  for (auto method : {pipeline::DenoiseMethod::Bilateral, pipeline::DenoiseMethod::Nlm, pipeline::DenoiseMethod::Multires}) {
+    pipeline::DenoiseJob job;
+    job.method = method;
+    job.input.path = "ct/";
+    job.output = "o.nii.gz";
+    job.bilateral = b;
+    job.nlm = n;
+    job.multires.params = m;
+    job.multires.integer = pipeline::IntegerMode::Yes;
+    job.multires.autoSigmaRange = true;
+    job.variantGiven = true;
+    const json j = toJson(job);
+    BOOST_TEST(toJson(pipeline::denoiseJobFromJson(json::parse(j.dump()))) == j);
+  }
+  json bad = toJson(pipeline::DenoiseJob{});
+  bad["nlm"] = {{"patch_radius", 1.5}};
+  BOOST_CHECK_THROW(pipeline::denoiseJobFromJson(bad), InvalidArgument);
 }

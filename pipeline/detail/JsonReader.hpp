@@ -40,6 +40,16 @@ class JsonReader {
     }
     return *this;
   }
+  // A number, or the string "inf" (JSON has no infinity) for +infinity.
+  template <class T>
+  JsonReader& numberOrInf(const char* key, T& out) {
+    if (json const* v = find(key)) {
+      if (v->is_string() && v->get<std::string>() == "inf") out = std::numeric_limits<T>::infinity();
+      else if (v->is_number()) out = static_cast<T>(v->get<double>());
+      else wrongType(key, "a number or \"inf\"", *v);
+    }
+    return *this;
+  }
   JsonReader& integer(const char* key, int& out) {
     if (json const* v = find(key)) out = toInt(key, *v, "an integer");
     return *this;

@@ -97,22 +97,6 @@ def write(path, array, spacing=None, origin=None, direction=None, metadata=None)
                   direction=direction, metadata=metadata)
 
 
-def denoise_bilateral(image, **kw):
-    """Bilateral filter (kortex denoise bilateral): radius, sigma_spatial, sigma_range, backend, variant."""
-    return _kortex.denoise_bilateral(_image(image), **kw)
-
-
-def denoise_nlm(image, **kw):
-    """Non-local means (kortex denoise nlm): patch_radius, search_radius, h, backend, variant."""
-    return _kortex.denoise_nlm(_image(image), **kw)
-
-
-def denoise_multires(image, **kw):
-    """Multiresolution filter, 2D (kortex denoise multires): levels, radius, sigma_spatial,
-    sigma_range (a number or "auto"), bits, integer ("auto"|"yes"|"no"), backend, variant, pyramid."""
-    return _kortex.denoise_multires(_image(image), **kw)
-
-
 # The defaults of register_greedy and atlas_build: the C++ ones (greedyRegistrationDefaults(), and
 # GreedyParams / AtlasJob for the atlas), through the native module, never typed here.
 _DEFAULTS = _kortex.defaults()
@@ -148,6 +132,105 @@ _GREEDY_DOC = """
     solver          fluid solve: fft|sor|cg|hybrid-sor|hybrid-cg (default {solver!r})
     metric          image mismatch: ssd|lncc (local normalised cross-correlation) (default {metric!r})
     lncc_radius     LNCC window radius R: (2R+1)^3 voxels at every scale (default {lncc_radius})"""
+
+
+_BIL = _DEFAULTS["bilateral"]
+_NLM = _DEFAULTS["nlm"]
+_MRES = _DEFAULTS["multires"]
+
+
+def _denoise(method, params, image, out, backend, variant, spacing, **extra):
+    """The denoise job (pipeline/Denoise.hpp) of these arguments; keys: pipeline/ParamsJson.hpp."""
+    job = {"method": method, "backend": backend, "variant_given": variant is not None,
+           method: {k: _plain(v) for k, v in params.items()}}
+    if variant is not None:
+        job[method]["bilateral" if method == "multires" else "variant"] = variant
+    if out is not None:
+        job["output"] = _os.fsdecode(_os.fspath(out))
+    job.update(extra)
+    return _kortex.denoise(job, _image(image),
+                           spacing=None if spacing is None else [float(v) for v in spacing])
+
+
+def _range(v):
+    """sigma_range as JSON holds it: a number, or "inf"."""
+    v = _plain(v)
+    return "inf" if isinstance(v, float) and v == float("inf") else v
+
+
+def denoise_bilateral(image, *, radius=_BIL["radius"], sigma_spatial=_BIL["sigma_spatial"],
+                      sigma_range=_BIL["sigma_range"], backend=_BACKEND, variant=None, spacing=None, out=None):
+    return _denoise("bilateral", {"radius": radius, "sigma_spatial": sigma_spatial, "sigma_range": _range(sigma_range)},
+                    image, out, backend, variant, spacing)
+
+
+denoise_bilateral.__doc__ = """Bilateral filter (kortex denoise bilateral): exp(-|d|^2/2 ss^2) exp(-dI^2/2 sr^2) over a
+    (2r+1)^d window.
+
+    image           a path (a file, or a folder of DICOM slices) or an array (y, x) / (z, y, x)
+    radius          window radius r (default {radius})
+    sigma_spatial   spatial sigma, voxels (default {sigma_spatial})
+    sigma_range     range sigma, intensity units; float("inf") allowed (default {sigma_range})
+    backend         auto|cpu|kokkos (default {backend!r})
+    variant         Kokkos variant: naive|scratch (default None: {variant!r})
+    spacing         voxel sizes of an array input (default None: 1)
+    out             also write the result here, atomically (default None)
+
+    Returns the filtered image as a float32 array.""".format(backend=_BACKEND, **_BIL)
+
+
+def denoise_nlm(image, *, patch_radius=_NLM["patch_radius"], search_radius=_NLM["search_radius"], h=_NLM["h"],
+                backend=_BACKEND, variant=None, spacing=None, out=None):
+    return _denoise("nlm", {"patch_radius": patch_radius, "search_radius": search_radius, "h": h},
+                    image, out, backend, variant, spacing)
+
+
+denoise_nlm.__doc__ = """Non-local means (kortex denoise nlm): exp(-||P(x)-P(y)||^2/(|P| h^2)) over the search window.
+
+    image           a path (a file, or a folder of DICOM slices) or an array (y, x) / (z, y, x)
+    patch_radius    patch radius r, patch (2r+1)^d (default {patch_radius})
+    search_radius   search radius R, window (2R+1)^d (default {search_radius})
+    h               filtering parameter, intensity units (default {h})
+    backend         auto|cpu|kokkos (default {backend!r})
+    variant         Kokkos variant: naive|scratch|boxsum (default None: {variant!r})
+    spacing         voxel sizes of an array input (default None: 1)
+    out             also write the result here, atomically (default None)
+
+    Returns the filtered image as a float32 array.""".format(backend=_BACKEND, **_NLM)
+
+
+def denoise_multires(image, *, levels=_MRES["levels"], radius=_MRES["radius"], sigma_spatial=_MRES["sigma_spatial"],
+                     sigma_range="auto", bits=_MRES["bits"], integer="auto", backend=_BACKEND, variant=None,
+                     pyramid=None, out=None):
+    params = {"levels": levels, "radius": radius, "sigma_spatial": sigma_spatial, "bits": bits}
+    auto = isinstance(sigma_range, str) and sigma_range == "auto"
+    if isinstance(sigma_range, str) and not auto:
+        raise ValueError("sigma_range must be a number or 'auto'; got '{}'".format(sigma_range))
+    if not auto:
+        params["sigma_range"] = _range(float(sigma_range))
+    if pyramid is not None:
+        params["pyramid"] = pyramid
+    return _denoise("multires", params, image, out, backend, variant, None, integer=integer, auto_sigma_range=auto,
+                    bilateral_given=variant is not None, variant_given=variant is not None or pyramid is not None)
+
+
+denoise_multires.__doc__ = """Multiresolution filter, 2D (kortex denoise multires): Laplacian pyramid, bilateral on
+    every layer, reconstruction.
+
+    image           a path or a 2D array (y, x)
+    levels          pyramid levels L (default {levels})
+    radius          bilateral window radius on every layer (default {radius})
+    sigma_spatial   closeness sigma, pixels (default {sigma_spatial})
+    sigma_range     similarity sigma, intensity units, float("inf"), or "auto": 2 x the noise sigma
+                    estimated from the image (default "auto")
+    bits            integer pipeline: data bit depth 1-15, 0 = smallest that holds the maximum (default {bits})
+    integer         auto|yes|no: the exact 16-bit integer pipeline (default "auto")
+    backend         auto|cpu|kokkos (default {backend!r})
+    variant         Kokkos layer bilateral: naive|closeness-lut|fastmath (float) or lut (integer) (default None)
+    pyramid         Kokkos pyramid kernels: unfused|fused|fused-expand|packed16 (default None: {pyramid!r})
+    out             also write the result here, atomically (default None)
+
+    Returns the filtered image as a float32 array.""".format(backend=_BACKEND, **_MRES)
 
 
 _UNB = _DEFAULTS["register"]["unbiased"]
@@ -283,15 +366,40 @@ atlas_build.__doc__ = """Unbiased atlas (kortex atlas build) of a cohort of 3D i
 
     Returns dict(template=read(template), report=the job's JSON report). Prints nothing (--quiet).""".format(
     backend=_BACKEND, **_ATLAS)
-def surface_phi_from_mask(mask, **kw):
-    """Signed distance of a binary mask (label= or threshold=), the input of surface_denoise."""
-    return _kortex.surface_phi_from_mask(_image(mask), **kw)
+_SURF = _DEFAULTS["surface"]
 
 
-def surface_denoise(phi, **kw):
-    """Level-set NLM surface denoising (kortex surface denoise) of a signed distance volume:
-    band, patch, neighbors, c1, c2, iterations, variant, backend."""
-    return _kortex.surface_denoise(_image(phi), **kw)
+def surface_phi_from_mask(mask, *, label=None, threshold=None, spacing=None):
+    """Signed distance (voxels; negative inside) of a mask, the input of surface_denoise (as `kortex
+    surface denoise --input mask`).
+
+    mask            a path or a 3D array (z, y, x): a binary mask, a label map (with label) or a probability
+                    map (with threshold)
+    label           the label whose region is the inside (default None: every non-zero voxel)
+    threshold       the inside is mask > threshold (default None)
+    spacing         voxel sizes of an array input (default None: 1)"""
+    return _kortex.surface_phi_from_mask(_image(mask), label=label, threshold=threshold, spacing=spacing)
+
+
+def surface_denoise(phi, *, band=_SURF["band"], patch=_SURF["patch"], neighbors=_SURF["neighbors"], c1=_SURF["c1"],
+                    c2=_SURF["c2"], iterations=_SURF["iterations"], variant=None, backend=_BACKEND, spacing=None):
+    return _kortex.surface_denoise(_image(phi), band=band, patch=patch, neighbors=neighbors, c1=c1, c2=c2,
+                                   iterations=iterations, variant=variant, backend=backend, spacing=spacing)
+
+
+surface_denoise.__doc__ = """Level-set NLM surface denoising (kortex surface denoise) of a signed distance volume.
+
+    phi             a path or a 3D array (z, y, x): a signed distance (surface_phi_from_mask makes one)
+    band            narrow band half-width, voxels (default {band})
+    patch           patch size n (n^3, odd) (default {patch})
+    neighbors       neighbours m per band point (default {neighbors})
+    c1, c2          spatial and patch scales, voxels^2 (default {c1}, {c2})
+    iterations      K (default {iterations})
+    variant         Kokkos storage variant: pruned|scratch|global|randomaccess (default None: {variant!r})
+    backend         auto|cpu|kokkos (default {backend!r})
+    spacing         voxel sizes of an array input (default None: 1)
+
+    Returns the denoised signed distance as a float32 array.""".format(backend=_BACKEND, **_SURF)
 
 
 # nibabel: RAS world, (i, j, k) arrays. Kortex: LPS world, (k, j, i) arrays.

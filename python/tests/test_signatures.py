@@ -171,3 +171,14 @@ def test_atlas_options_give_the_commands_results(tmp_path):
         kortex.atlas_build(paths, resume=True)
     with pytest.raises(ValueError, match="max_memory"):
         kortex.atlas_build(paths, max_memory=-1)
+
+
+def test_every_job_function_has_an_explicit_signature():
+    # No **kw: every parameter is named, with its default, in help() (issue 39).
+    for name in kortex.__all__:
+        f = getattr(kortex, name)
+        if not callable(f) or not inspect.isfunction(f):
+            continue
+        kinds = [p.kind for p in inspect.signature(f).parameters.values()]
+        assert inspect.Parameter.VAR_KEYWORD not in kinds, name + " takes **kw"
+        assert inspect.getdoc(f), name + " has no docstring"
