@@ -40,25 +40,10 @@ int cmdAtlasBuild(AtlasOptions const& o) {
   auto& group = pipeline::ProcessGroup::world();
   pipeline::AtlasJob job;
   job.images = o.images;
-  if (!o.list.empty()) {
-    std::vector<std::string> more;
-    try {
-      more = pipeline::readImageList(o.list);
-    } catch (IoError const& e) {
-      throw IoError(std::string("--list: ") + e.what());
-    } catch (InvalidArgument const& e) {
-      throw InvalidArgument(std::string("--list: ") + e.what());
-    }
-    job.images.insert(job.images.end(), more.begin(), more.end());
-    job.otherInputs.push_back(o.list);
-  }
-  for (auto const& p : job.images) {
-    if (fs::is_directory(p)) throw IoError("image '" + p + "' is a directory, not a file");
-    if (!fs::exists(p)) throw IoError("image '" + p + "' does not exist");
-  }
+  job.imageList = o.list;
   job.labels = o.labels;
   job.reference = o.reference;
-  job.params.greedy = o.greedy.toParams();  // validated once, by the job
+  job.params.greedy = o.greedy.toParams();
   job.useAffine = !o.noAffine;
   job.clip = !o.noClip;
   job.backend = parseBackend(o.backend);
@@ -66,13 +51,11 @@ int cmdAtlasBuild(AtlasOptions const& o) {
   job.outFieldsDir = o.outFields;
   job.outSubjectLabelsDir = o.outSubjectLabels;
   job.outWarpedDir = o.outWarped;
+  job.outReport = o.json;
   job.checkpointDir = o.checkpoint;
   job.checkpointEvery = o.checkpointEvery;
   job.resume = o.resume;
-  if (o.maxMemoryMiB < 0.0) throw InvalidArgument("--max-memory must be >= 0 MiB");
-  job.maxDeviceBytes = std::int64_t(o.maxMemoryMiB * 1048576.0);
-  if (o.resume && o.checkpoint.empty()) throw InvalidArgument("--resume needs --checkpoint DIR");
-  job.outReport = o.json;  // written by the job with the other outputs (all or none)
+  job.maxMemoryMiB = o.maxMemoryMiB;  // the job checks every policy (finite, >= 0; resume needs a checkpoint; ...)
 
   const bool show = !o.quiet && group.rank() == 0;
   const bool tty = isatty(fileno(stderr)) != 0;

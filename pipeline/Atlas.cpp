@@ -25,6 +25,7 @@
 #include "io/Output.hpp"
 #include "pipeline/JobFiles.hpp"
 #include "pipeline/detail/AtlasCheckpoint.hpp"
+#include "pipeline/detail/JsonReader.hpp"
 #include "pipeline/ParamsJson.hpp"
 #include "reference_cpu/Atlas.hpp"
 
@@ -86,40 +87,21 @@ std::uint64_t imageHash(HostImage const& img) {
 // int64 slots (one rank writes each slot, the others add 0) are an exact all-gather.
 
 void agreeOnJob(AtlasJob const& job, gpu::Communicator& comm) {
-  auto list = [](auto const& v) {
-    nlohmann::json a = nlohmann::json::array();
-    for (auto const& x : v) a.push_back(x);
-    return a.dump();
-  };
-  std::vector<std::pair<std::string, std::string>> parts = {
-      {"number of images", std::to_string(job.images.size())},
-      {"images", list(job.images)},
-      {"reference", job.reference},
-      {"label maps", list(job.labels)},
-  };
-  // Every greedy parameter by its name ("max step"), then the rest of the job.
-  const nlohmann::json greedy = toJson(job.params.greedy);
-  for (auto const& [k, v] : greedy.items()) {
-    std::string name = k;
+  // The job's JSON, key by key ("out_subject_labels" -> "out subject labels"), every greedy
+  // parameter by its own name ("max step"); the count first, so that it is named when it differs.
+  std::vector<std::pair<std::string, std::string>> parts = {{"number of images", std::to_string(job.images.size())}};
+  auto add = [&](std::string name, nlohmann::json const& v) {
     std::replace(name.begin(), name.end(), '_', ' ');
     parts.emplace_back(name, v.dump());
-  }
-  const std::vector<std::pair<std::string, std::string>> rest = {
-      {"affine alignment", job.useAffine ? "on" : "off"},
-      {"affine parameters", toJson(job.affine).dump()},
-      {"clipping", job.clip ? "on" : "off"},
-      {"intensity window", toJson(job.intensity).dump()},
-      {"back end", toString(job.backend)},
-      {"template output", job.outTemplate},
-      {"fields folder", job.outFieldsDir},
-      {"warped folder", job.outWarpedDir},
-      {"subject labels folder", job.outSubjectLabelsDir},
-      {"report", job.outReport},
-      {"checkpoint folder", job.checkpointDir},
-      {"checkpoint interval", std::to_string(job.checkpointEvery)},
-      {"resume", job.resume ? "yes" : "no"},
   };
-  parts.insert(parts.end(), rest.begin(), rest.end());
+  const nlohmann::json described = toJson(job);
+  for (auto const& [k, v] : described.items()) {
+    if (k == "greedy") {
+      for (auto const& [gk, gv] : v.items()) add(gk, gv);
+    } else {
+      add(k == "labels" ? "label maps" : k, v);
+    }
+  }
   const std::size_t P = parts.size(), K = std::size_t(comm.size()), me = std::size_t(comm.rank());
   std::vector<std::int64_t> slots(K * P, 0);
   for (std::size_t p = 0; p < P; ++p) {
@@ -232,7 +214,9 @@ class AtlasJobStages {
     if (inMemory_ && comm_) throw InvalidArgument("atlas: a cohort in memory belongs to one process (give files to a process group)");
     if (job.checkpointEvery < 1) throw InvalidArgument("atlas: the checkpoint interval must be >= 1 iteration");
     if (job.resume && job.checkpointDir.empty()) throw InvalidArgument("atlas: resuming needs the checkpoint folder");
-    if (job.maxDeviceBytes < 0) throw InvalidArgument("atlas: the memory cap must be >= 0 bytes");
+    if (!(job.maxMemoryMiB >= 0.0) || !std::isfinite(job.maxMemoryMiB))
+      throw InvalidArgument("atlas: the memory cap must be a finite number of MiB >= 0, got " + std::to_string(job.maxMemoryMiB));
+    for (auto const& p : job.images) requireInputFile(p, "image");
     job.params.validate();
     job.intensity.validate();
     if (job.useAffine) job.affine.validate();
@@ -507,7 +491,7 @@ class AtlasJobStages {
     r.memory = atlasMemory(box_, job_.params);
     const bool onDevice = r.backend == Backend::Kokkos && !Kokkos::SpaceAccessibility<Kokkos::HostSpace, Mem>::accessible;
     const std::int64_t need = r.memory.total(r.local);
-    const std::int64_t avail = job_.maxDeviceBytes > 0 ? job_.maxDeviceBytes
+    const std::int64_t avail = job_.maxMemoryMiB > 0 ? std::int64_t(job_.maxMemoryMiB * 1048576.0)
                                : onDevice              ? gpu::availableMemoryBytes<Mem>()
                                                        : hostAvailableMemoryBytes();
     const std::string what = "atlas: " + std::to_string(r.local) + " subjects on a " + describe(box_) + " box need " + gib(need) +
@@ -726,7 +710,72 @@ class AtlasJobStages {
 
 }  // namespace
 
-AtlasJobResult runAtlasJob(AtlasJob const& job, gpu::Communicator* comm) { return AtlasJobStages(job, comm).run(); }
+AtlasJobResult runAtlasJob(AtlasJob const& given, gpu::Communicator* comm) {
+  AtlasJob job = given;
+  if (!job.imageList.empty()) {
+    kx::ScopedRegion region("kortex::atlas::list");
+    const auto more = readImageList(job.imageList);
+    job.images.insert(job.images.end(), more.begin(), more.end());
+    job.otherInputs.push_back(job.imageList);
+  }
+  return AtlasJobStages(job, comm).run();
+}
+
+nlohmann::json toJson(AtlasJob const& job) {
+  nlohmann::json cohort = nlohmann::json::array();
+  for (auto const& p : job.images) cohort.push_back(p);
+  for (auto const& im : job.imageData) cohort.push_back(toJson(ImageInput{{}, im}));
+  return {{"job", "atlas"},
+          {"images", cohort},
+          {"image_list", job.imageList},
+          {"labels", job.labels},
+          {"reference", job.reference},
+          {"greedy", toJson(job.params.greedy)},
+          {"affine", job.useAffine},
+          {"affine_params", toJson(job.affine)},
+          {"clip", job.clip},
+          {"intensity", toJson(job.intensity)},
+          {"backend", toString(job.backend)},
+          {"out_template", job.outTemplate},
+          {"out_fields", job.outFieldsDir},
+          {"out_warped", job.outWarpedDir},
+          {"out_subject_labels", job.outSubjectLabelsDir},
+          {"out_report", job.outReport},
+          {"other_inputs", job.otherInputs},
+          {"checkpoint", job.checkpointDir},
+          {"checkpoint_every", job.checkpointEvery},
+          {"resume", job.resume},
+          {"max_memory", job.maxMemoryMiB}};
+}
+
+AtlasJob atlasJobFromJson(nlohmann::json const& j) {
+  AtlasJob job;
+  detail::JsonReader r(j, "atlas job");
+  std::string kind = "atlas";
+  r.text("job", kind);
+  if (kind != "atlas") throw InvalidArgument("atlas job: 'job' must be \"atlas\", got \"" + kind + "\"");
+  auto paths = [&](const char* key, std::vector<std::string>& out) {
+    if (nlohmann::json const* v = r.raw(key)) {
+      if (!v->is_array()) r.wrongType(key, "a list of file paths", *v);
+      for (auto const& e : *v) out.push_back(inputPathFromJson(&e, "atlas job", key).string());
+    }
+  };
+  paths("images", job.images);
+  paths("labels", job.labels);
+  paths("other_inputs", job.otherInputs);
+  r.text("image_list", job.imageList).text("reference", job.reference);
+  r.object("greedy", job.params.greedy).flag("affine", job.useAffine).object("affine_params", job.affine);
+  r.flag("clip", job.clip).object("intensity", job.intensity).choice("backend", job.backend, parseBackend);
+  r.text("out_template", job.outTemplate)
+      .text("out_fields", job.outFieldsDir)
+      .text("out_warped", job.outWarpedDir)
+      .text("out_subject_labels", job.outSubjectLabelsDir)
+      .text("out_report", job.outReport);
+  r.text("checkpoint", job.checkpointDir).integer("checkpoint_every", job.checkpointEvery).flag("resume", job.resume);
+  r.number("max_memory", job.maxMemoryMiB);
+  r.done();
+  return job;
+}
 
 std::vector<std::string> readImageList(std::string const& path) {
   std::ifstream in(path);

@@ -58,6 +58,7 @@ constexpr float kAtlasClipThreshold = 0.05f;  // normalised intensity (backgroun
 
 struct AtlasJob {
   std::vector<std::string> images;   // the cohort, in order (subject i = images[i])
+  std::string imageList;             // optional: a cohort list file (readImageList) whose images follow `images`
   // Or the cohort in memory (one process; then `images` stays empty): subject i = imageData[i],
   // named subject-<i> in the outputs, keyed for checkpoints on its voxels and geometry.
   std::vector<HostImage> imageData;
@@ -80,7 +81,7 @@ struct AtlasJob {
   std::string checkpointDir;         // empty: no checkpoints
   int checkpointEvery = 10;          // iterations
   bool resume = false;
-  std::int64_t maxDeviceBytes = 0;   // 0: the device's (or host's) available memory
+  double maxMemoryMiB = 0.0;         // the subjects' memory cap, MiB (finite, >= 0); 0: the device's (or host's) available memory
   AtlasProgress progress;            // every rank; the app prints on rank 0
   std::function<void(int subject, std::string const& what)> subjectDone;  // pre-processing steps
 };
@@ -113,9 +114,16 @@ std::vector<std::string> readImageList(std::string const& path);
 // The subjects rank r holds: [first, first + count).
 std::array<int, 2> atlasBlock(int subjects, int ranks, int rank);
 
-// Runs the job on this process (comm: null or the job's group). Throws InvalidArgument / IoError
-// with one message; the caller ends the other ranks.
+// Runs the job on this process (comm: null or the job's group): the image list read (its images
+// appended, the list itself an input no output may overwrite), then the stages above. Throws
+// InvalidArgument / IoError with one message; the caller ends the other ranks.
 AtlasJobResult runAtlasJob(AtlasJob const& job, gpu::Communicator* comm);
+
+// The description as JSON (every field but the callbacks; images in memory by their grid and
+// content hash) and back (unknown keys and wrong types refused by name; images in memory cannot be
+// read back). What the ranks of a group compare (agreeOnJob), the report's "job", Python's form.
+nlohmann::json toJson(AtlasJob const& job);
+AtlasJob atlasJobFromJson(nlohmann::json const& j);
 
 nlohmann::json toJson(AtlasJobResult const& r);
 

@@ -238,8 +238,27 @@ void writeImageArray(std::string const& path, py::array array, std::optional<std
 
 // A dict of parameters (python/kortex passes its keyword arguments, named as the JSON keys) as the
 // struct: pipeline/ParamsJson.hpp's fromJson, which names an unknown key or a wrong type.
-nlohmann::json jsonOf(py::object const& d) {
-  return nlohmann::json::parse(py::module_::import("json").attr("dumps")(d).cast<std::string>());
+// Python values as JSON, directly (a NaN or infinity stays a number, for the job's own check to
+// name; text JSON has neither): dicts, lists, tuples, bools, ints, floats, strings, None.
+nlohmann::json jsonOf(py::handle v) {
+  if (v.is_none()) return nullptr;
+  if (py::isinstance<py::bool_>(v)) return v.cast<bool>();
+  if (py::isinstance<py::int_>(v)) return v.cast<std::int64_t>();
+  if (py::isinstance<py::float_>(v)) return v.cast<double>();
+  if (py::isinstance<py::str>(v)) return v.cast<std::string>();
+  if (py::isinstance<py::dict>(v)) {
+    nlohmann::json o = nlohmann::json::object();
+    for (auto const& [k, x] : v.cast<py::dict>()) o[py::str(k).cast<std::string>()] = jsonOf(x);
+    return o;
+  }
+  if (py::isinstance<py::list>(v) || py::isinstance<py::tuple>(v)) {
+    nlohmann::json a = nlohmann::json::array();
+    for (auto const& x : v) a.push_back(jsonOf(x));
+    return a;
+  }
+  if (py::hasattr(v, "item")) return jsonOf(v.attr("item")());  // a numpy scalar
+  throw InvalidArgument("a parameter has the Python type " + std::string(py::str(v.get_type().attr("__name__"))) +
+                        "; numbers, strings, bools and lists are taken");
 }
 template <class Params>
 Params paramsOf(py::dict const& d) {
@@ -366,40 +385,13 @@ void setCohort(pipeline::AtlasJob& job, std::vector<py::object> const& images, s
   }
 }
 
-py::dict atlasBuild(std::vector<py::object> images, std::string const& outTemplate, py::dict const& greedy,
-                    std::optional<std::string> imageList, std::optional<std::string> reference, std::vector<std::string> labels,
-                    std::optional<std::string> outFields, std::optional<std::string> outWarped,
-                    std::optional<std::string> outSubjectLabels,
-                    std::optional<std::string> outReport, bool affine, bool clip, std::optional<std::string> checkpoint,
-                    int checkpointEvery, bool resume, double maxMemoryMiB, std::string const& backend) {
+// kortex.atlas_build: the atlas job (pipeline/Atlas.hpp) of the description python/kortex builds (its
+// JSON, without the cohort) and the cohort (paths, arrays or read's dicts: setCohort).
+py::dict atlasBuild(py::dict const& description, std::vector<py::object> images) {
   session();
-  pipeline::AtlasJob job;
+  pipeline::AtlasJob job = pipeline::atlasJobFromJson(jsonOf(description));
   std::vector<Array> keep;  // arrays the in-memory images point into, alive until the job ends
   setCohort(job, images, keep);
-  if (imageList) {
-    if (!job.imageData.empty()) throw InvalidArgument("image_list names files: give the whole cohort as files, or as images");
-    const auto more = pipeline::readImageList(*imageList);
-    job.images.insert(job.images.end(), more.begin(), more.end());
-    job.otherInputs.push_back(*imageList);
-  }
-  job.labels = std::move(labels);
-  if (reference) job.reference = *reference;
-  job.outTemplate = outTemplate;
-  if (outFields) job.outFieldsDir = *outFields;
-  if (outSubjectLabels) job.outSubjectLabelsDir = *outSubjectLabels;
-  if (outWarped) job.outWarpedDir = *outWarped;
-  if (outReport) job.outReport = *outReport;
-  job.params.greedy = paramsOf<GreedyParams>(greedy);  // validated once, by the job
-  job.useAffine = affine;
-  job.clip = clip;
-  if (checkpoint) job.checkpointDir = *checkpoint;
-  job.checkpointEvery = checkpointEvery;
-  job.resume = resume;
-  if (resume && !checkpoint) throw InvalidArgument("resume needs a checkpoint folder");
-  if (!(maxMemoryMiB >= 0.0) || !std::isfinite(maxMemoryMiB))
-    throw InvalidArgument("max_memory must be a finite number of MiB >= 0, got " + std::to_string(maxMemoryMiB));
-  job.maxDeviceBytes = std::int64_t(maxMemoryMiB * 1048576.0);
-  job.backend = parseBackend(backend);
   const pipeline::AtlasJobResult r = released([&] { return pipeline::runAtlasJob(job, nullptr); });
   py::dict t = geometryDict(r.templateImage.geometry);
   t["array"] = arrayOf(r.templateImage);
@@ -430,7 +422,7 @@ py::object defaults() {
                  {"clip", job.clip},
                  {"checkpoint_every", job.checkpointEvery},
                  {"resume", job.resume},
-                 {"max_memory", double(job.maxDeviceBytes) / 1048576.0}}}};
+                 {"max_memory", job.maxMemoryMiB}}}};
   return py::module_::import("json").attr("loads")(j.dump());
 }
 
@@ -481,9 +473,7 @@ PYBIND11_MODULE(_kortex, m) {
   m.def("surface_denoise", &surfaceDenoise, py::arg("phi"), py::kw_only(), py::arg("band") = sp.band, py::arg("patch") = sp.patch,
         py::arg("neighbors") = sp.neighbors, py::arg("c1") = sp.c1, py::arg("c2") = sp.c2, py::arg("iterations") = sp.iterations,
         py::arg("variant") = py::none(), py::arg("backend") = "auto", py::arg("spacing") = py::none());
-  m.def("atlas_build", &atlasBuild, py::arg("images"), py::arg("out_template"), py::arg("greedy"), py::kw_only(),
-        py::arg("image_list"), py::arg("reference"), py::arg("labels"), py::arg("out_fields"), py::arg("out_warped"), py::arg("out_subject_labels"),
-        py::arg("out_report"), py::arg("affine"), py::arg("clip"), py::arg("checkpoint"), py::arg("checkpoint_every"),
-        py::arg("resume"), py::arg("max_memory"), py::arg("backend"));
+  m.def("atlas_build", &atlasBuild, py::arg("job"), py::arg("images"),
+        "The atlas job (pipeline/Atlas.hpp) of a description (its JSON, without the cohort) and a cohort");
   bindApply(m);
 }

@@ -110,7 +110,7 @@ mismatch "ranks given other files" "images" atlas build s0.mha s1.mha s3.mha s2.
 # Issue 39: the subject-label folder is part of the job; and with no --reference, every rank checks
 # the contents of the first image (the reference) it reads: two machines seeing different files
 # behind one path are refused instead of building a mixed template.
-mismatch "ranks given other subject-label folders" "subject labels folder" atlas build s0.mha s1.mha s2.mha s3.mha \
+mismatch "ranks given other subject-label folders" "out subject labels" atlas build s0.mha s1.mha s2.mha s3.mha \
   --backend kokkos --iterations 3,3 --quiet --labels s0.mha s1.mha s2.mha s3.mha --out-subject-labels other-labels
 rm -rf rank1 && mkdir rank1 && cp s1.mha s2.mha s3.mha rank1/ && cp s3.mha rank1/s0.mha
 rm -f tm.nii rank1/tm.nii

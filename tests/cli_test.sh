@@ -343,6 +343,8 @@ expect_error "atlas missing subject" t.nii "${A[@]}" va.mha vb.mha nosuch.mha --
 expect_error "atlas 2D subject" t.nii "${A[@]}" va.mha good.mha --out-template t.nii
 expect_error "atlas constant subject" t.nii "${A[@]}" va.mha vconst.mha --out-template t.nii
 expect_error "atlas subject twice" t.nii "${A[@]}" va.mha vb.mha va.mha --out-template t.nii
+expect_error "atlas NaN memory cap" t.nii "${A[@]}" va.mha vb.mha --out-template t.nii --max-memory nan
+grep -q "memory cap must be a finite number" stderr.txt && ok || fail "atlas NaN memory cap: $(cat stderr.txt)"
 expect_error "atlas memory budget" t.nii "${A[@]}" va.mha vb.mha --out-template t.nii --backend kokkos --max-memory 0.01
 grep -q "per subject" stderr.txt || fail "atlas memory budget: the message does not state the bytes per subject"
 expect_error "atlas labels count" t.nii "${A[@]}" va.mha vb.mha --out-template t.nii --labels va.mha --out-warped wd

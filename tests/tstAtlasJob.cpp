@@ -3,6 +3,7 @@
 #include <boost/test/unit_test.hpp>
 
 #include <algorithm>
+#include <string>
 #include <map>
 #include <random>
 #include <vector>
@@ -68,4 +69,38 @@ BOOST_AUTO_TEST_CASE(majority_vote_is_the_mode_with_ties_to_the_smaller_label) {
     BOOST_TEST(out.data.data()[0] == 12.0f);
   BOOST_CHECK_THROW(pipeline::voteMajority({a, HostImage("kortex::test::c", Geometry::make3D(3, 3, 3))}, g, 0, 2, nullptr),
                     InvalidArgument);
+}
+
+// The job's JSON: every field read back, unknown keys and images in memory refused by name.
+BOOST_AUTO_TEST_CASE(atlas_job_round_trip) {
+  pipeline::AtlasJob job;
+  job.images = {"a.nii.gz", "b.nii.gz", "c.nii"};
+  job.imageList = "more.txt";
+  job.labels = {"la.nii", "lb.nii", "lc.nii"};
+  job.reference = "ref.nii";
+  job.params.greedy.scales = {4, 2, 1};
+  job.params.greedy.iterations = {3, 4, 5};
+  job.params.greedy.metric = GreedyMetric::Lncc;
+  job.useAffine = false;
+  job.clip = false;
+  job.backend = Backend::Kokkos;
+  job.outTemplate = "t/template.nii.gz";
+  job.outFieldsDir = "f";
+  job.outWarpedDir = "w";
+  job.outSubjectLabelsDir = "s";
+  job.outReport = "r.json";
+  job.otherInputs = {"list.txt"};
+  job.checkpointDir = "ck";
+  job.checkpointEvery = 7;
+  job.resume = true;
+  job.maxMemoryMiB = 512.5;
+  const nlohmann::json j = pipeline::toJson(job);
+  BOOST_TEST(pipeline::toJson(pipeline::atlasJobFromJson(nlohmann::json::parse(j.dump()))) == j);
+  nlohmann::json bad = j;
+  bad["max_memmory"] = 1;
+  BOOST_CHECK_EXCEPTION(pipeline::atlasJobFromJson(bad), InvalidArgument,
+                        [](InvalidArgument const& e) { return std::string(e.what()).find("'max_memmory'") != std::string::npos; });
+  pipeline::AtlasJob inMemory;
+  inMemory.imageData = {HostImage("kortex::test::s", Geometry::make3D(4, 4, 4))};
+  BOOST_CHECK_THROW(pipeline::atlasJobFromJson(pipeline::toJson(inMemory)), InvalidArgument);
 }

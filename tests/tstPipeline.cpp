@@ -510,9 +510,13 @@ BOOST_AUTO_TEST_CASE(atlas_job_resident_and_resumed) {
   }
   if (Kokkos::SpaceAccessibility<Kokkos::HostSpace, Kokkos::DefaultExecutionSpace::memory_space>::accessible) {
     pipeline::AtlasJob capped = atlasJob(images, dir.path / "capped.nii");
-    capped.maxDeviceBytes = 1 << 20;
+    capped.maxMemoryMiB = 1.0;
     expectRefused([&] { pipeline::runAtlasJob(capped, nullptr); }, "spread the subjects over more processes");
     BOOST_TEST(!std::filesystem::exists(dir.path / "capped.nii"));
+    for (double bad : {-1.0, std::nan(""), std::numeric_limits<double>::infinity()}) {  // one rule, in the job
+      capped.maxMemoryMiB = bad;
+      expectRefused([&] { pipeline::runAtlasJob(capped, nullptr); }, "memory cap must be a finite number of MiB");
+    }
   }
 }
 

@@ -327,15 +327,15 @@ def atlas_build(images, out_template=None, *, scales=tuple(_G["scales"]), iterat
                 checkpoint_every=_ATLAS["checkpoint_every"], resume=_ATLAS["resume"], max_memory=_ATLAS["max_memory"],
                 backend=_BACKEND):
     def name(p):
-        return None if p is None else _os.fsdecode(_os.fspath(p))
+        return "" if p is None else _os.fsdecode(_os.fspath(p))
     cohort = [name(im) if isinstance(im, (str, bytes, _os.PathLike)) else im for im in images]
-    return _kortex.atlas_build(
-            cohort, name(out_template) or "",
-            _greedy(alpha, beta, gamma, max_step, scales, iterations, solver, metric, lncc_radius), image_list=name(image_list),
-            reference=name(reference), labels=[name(l) for l in labels], out_fields=name(out_fields),
-            out_warped=name(out_warped), out_subject_labels=name(out_subject_labels), out_report=name(out_report), affine=affine, clip=clip,
-            checkpoint=name(checkpoint), checkpoint_every=_plain(checkpoint_every), resume=resume,
-            max_memory=_plain(max_memory), backend=backend)
+    job = {"greedy": _greedy(alpha, beta, gamma, max_step, scales, iterations, solver, metric, lncc_radius),
+           "out_template": name(out_template), "image_list": name(image_list), "reference": name(reference),
+           "labels": [name(l) for l in labels], "out_fields": name(out_fields), "out_warped": name(out_warped),
+           "out_subject_labels": name(out_subject_labels), "out_report": name(out_report), "affine": affine,
+           "clip": clip, "checkpoint": name(checkpoint), "checkpoint_every": _plain(checkpoint_every),
+           "resume": resume, "max_memory": _plain(max_memory), "backend": backend}
+    return _kortex.atlas_build(job, cohort)
 
 
 atlas_build.__doc__ = """Unbiased atlas (kortex atlas build) of a cohort of 3D images.
