@@ -31,33 +31,6 @@ namespace kortex::app {
 
 namespace {
 
-// phi from the input, as SurfaceOptions documents.
-HostImage inputPhi(SurfaceOptions const& o, SurfaceNlmParams const& params) {
-  if (io::isMeshPath(o.input)) {
-    if (o.inputKind != "mask" || o.labelGiven || o.thresholdGiven)
-      throw InvalidArgument("--input, --label and --threshold apply to image inputs, not to a mesh");
-    const io::TriangleMesh mesh = io::readMesh(o.input);
-    io::requireClosed(mesh, o.input);
-    return pipeline::surfacePhiFromMesh(mesh, o.spacing, params);
-  }
-  HostImage img = io::readImage(o.input);
-  if (img.geometry.dimension != 3) throw InvalidArgument("surface: '" + o.input + "' is 2D; a surface needs a 3D volume");
-  if (o.inputKind == "phi") {
-    if (o.labelGiven || o.thresholdGiven)
-      throw InvalidArgument("--label and --threshold select a mask; they do not apply to --input phi");
-    return img;
-  }
-  try {
-    return pipeline::surfacePhiFromMask(img, o.labelGiven ? std::optional<double>(o.label) : std::nullopt,
-                                        o.thresholdGiven ? std::optional<double>(o.threshold) : std::nullopt);
-  } catch (InvalidArgument const& e) {
-    std::string msg = std::string(e.what()) + " in '" + o.input + "'";
-    if (!o.labelGiven && !o.thresholdGiven && std::string(e.what()).find("not binary") != std::string::npos)
-      msg += "; use --label L or --threshold T to select the inside, or --input phi for a signed distance";
-    throw InvalidArgument(msg);
-  }
-}
-
 class Progress {
  public:
   explicit Progress(bool quiet) : quiet_(quiet), tty_(isatty(fileno(stderr)) != 0) {}
@@ -87,57 +60,37 @@ class Progress {
 }  // namespace
 
 int cmdSurfaceDenoise(SurfaceOptions const& o) {
-  using Clock = std::chrono::steady_clock;
-  SurfaceNlmParams params = o.params;
-  if (!o.variant.empty()) params.variant = parseSurfaceNlmVariant(o.variant);
-  const Backend backend = resolve(parseBackend(o.backend));
-  if (!o.variant.empty() && backend == Backend::Cpu)
-    throw InvalidArgument("--variant selects a Kokkos variant; it has no meaning with the CPU backend");
-  if (o.inputKind != "mask" && o.inputKind != "phi")
-    throw InvalidArgument("--input must be mask or phi, got '" + o.inputKind + "'");
-  if (o.maxMemoryMiB < 0.0) throw InvalidArgument("--max-memory must be >= 0 MiB");
-  if (fs::is_directory(o.input)) throw IoError("input '" + o.input + "' is a directory, not a file");
-  if (!fs::exists(o.input)) throw IoError("input '" + o.input + "' does not exist");
-  if (!io::isMeshPath(o.input)) io::requireSupportedExtension(o.input, io::Access::Read);
-  io::requireWritableFile(o.output, "output");
-  if (io::isMeshPath(o.output))
-    throw InvalidArgument("OUT '" + o.output + "' is a mesh; OUT is the denoised phi image (use --out-mesh for the mesh)");
-  io::requireSupportedExtension(o.output, io::Access::Write);
-  if (!o.outMesh.empty()) {
-    io::requireWritableFile(o.outMesh, "--out-mesh");
-    if (!io::isMeshPath(o.outMesh))
-      throw InvalidArgument("--out-mesh '" + o.outMesh + "' must end in .vtp, .stl or .obj");
-  }
-  pipeline::requireDistinctFiles({{"image", o.input}}, {{"denoised phi", o.output}, {"mesh", o.outMesh}});
-
-  const auto t0 = Clock::now();
-  const HostImage phi = inputPhi(o, params);
-  const double prepS = std::chrono::duration<double>(Clock::now() - t0).count();
-  if (!o.quiet)
-    std::cout << "surface: " << phi.geometry.nx() << "x" << phi.geometry.ny() << "x" << phi.geometry.nz() << " grid, band "
-              << pipeline::surfaceBandSize(phi, params.band) << " elements (|phi| <= " << params.band << "), patch "
-              << params.patch << "^3, m " << params.neighbors << ", " << params.iterations << " iterations, "
-              << toString(backend)
-              << (backend == Backend::Kokkos ? std::string(" (") + toString(params.variant) + ")" : std::string())
-              << std::endl;
-
-  pipeline::SurfaceJob job;
-  job.params = params;
-  job.backend = backend;
-  job.maxBytes = static_cast<std::int64_t>(o.maxMemoryMiB * 1024.0 * 1024.0);
+  pipeline::SurfaceJob job;  // the flags bound; the job checks every policy
+  job.input.path = o.input;
+  job.inputKind = pipeline::parseSurfaceInputKind(o.inputKind);
+  if (o.labelGiven) job.label = o.label;
+  if (o.thresholdGiven) job.threshold = o.threshold;
+  job.meshSpacing = o.spacing;
+  job.output = o.output;
+  job.outMesh = o.outMesh;
+  job.params = o.params;
+  job.variantGiven = !o.variant.empty();
+  if (job.variantGiven) job.params.variant = parseSurfaceNlmVariant(o.variant);
+  job.backend = parseBackend(o.backend);
+  job.maxMemoryMiB = o.maxMemoryMiB;
+  const Backend backend = resolve(job.backend);
   Progress bar(o.quiet || backend == Backend::Cpu);
   job.progress = [&](SurfaceNlmProgressInfo const& p) { bar(p); };
   pipeline::SurfaceRun run;
-  HostImage out;
+  pipeline::SurfaceJobResult r;
   try {
-    out = pipeline::surfaceDenoise(phi, job, &run);
+    r = pipeline::runSurfaceJob(job, &run);
   } catch (...) {
     bar.end();
     throw;
   }
   bar.end();
-  const std::int64_t n = run.bandSize;
-  const double runS = run.seconds;
+  auto const& params = job.params;
+  if (!o.quiet)
+    std::cout << "surface: " << r.phi.geometry.nx() << "x" << r.phi.geometry.ny() << "x" << r.phi.geometry.nz()
+              << " grid, band " << run.bandSize << " elements (|phi| <= " << params.band << "), patch " << params.patch
+              << "^3, m " << params.neighbors << ", " << params.iterations << " iterations, " << toString(backend)
+              << (backend == Backend::Kokkos ? std::string(" (") + toString(params.variant) + ")" : std::string()) << "\n";
   std::ostringstream summary;
   if (backend == Backend::Cpu) {
     summary << "dt " << run.dt;
@@ -148,23 +101,10 @@ int cmdSurfaceDenoise(SurfaceOptions const& o) {
             << info.weightSeconds << " s, iterations " << info.iterateSeconds << " s, dt " << std::scientific
             << std::setprecision(4) << info.dt;
   }
-
-  io::TriangleMesh mesh;
-  if (!o.outMesh.empty()) mesh = io::zeroLevelSet(out);
-  io::writeImage(out, o.output);
-  if (!o.outMesh.empty()) {
-    try {
-      io::writeMesh(mesh, o.outMesh);
-    } catch (...) {
-      std::error_code ec;
-      fs::remove(o.output, ec);  // no partial output
-      throw;
-    }
-  }
-  std::cout << "surface denoise: band " << n << " elements, " << std::fixed << std::setprecision(3) << runS
-            << " s on " << (backend == Backend::Cpu ? "the CPU reference" : Kokkos::DefaultExecutionSpace::name())
-            << " (input to phi " << prepS << " s); " << summary.str() << "\n  wrote " << o.output;
-  if (!o.outMesh.empty()) std::cout << " and " << o.outMesh << " (" << mesh.triangles.size() << " triangles)";
+  std::cout << "surface denoise: band " << run.bandSize << " elements, " << std::fixed << std::setprecision(3)
+            << run.seconds << " s on " << (backend == Backend::Cpu ? "the CPU reference" : Kokkos::DefaultExecutionSpace::name())
+            << " (input to phi " << r.secondsPhi << " s); " << summary.str() << "\n  wrote " << o.output;
+  if (!o.outMesh.empty()) std::cout << " and " << o.outMesh << " (" << r.mesh.triangles.size() << " triangles)";
   std::cout << std::endl;
   return 0;
 }

@@ -12,8 +12,8 @@
 //   reference_cpu/SurfaceNlm.hpp signedDistanceFromMask).
 // Outputs: OUT, the denoised phi on the same grid (any image format Kortex writes), and with
 // --out-mesh FILE its zero level set (.vtp .stl .obj, VTK flying edges, world coordinates). Both
-// paths are checked before any work; both files are written atomically, and when the second
-// write fails the first is removed (no partial output).
+// paths are checked before any work; both are written all or none (pipeline/Surface.hpp
+// SurfaceJob: a failure leaves the files that were there before).
 // Refused with one message: a non-binary mask, a mask with no inside or no outside, an open or
 // non-manifold mesh, an empty band, m >= N, and a band whose search does not fit in the memory
 // available (device memory for Kokkos, MemAvailable for the CPU; --max-memory overrides), with

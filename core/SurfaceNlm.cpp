@@ -9,8 +9,8 @@ namespace kortex {
 
 SurfaceNlmVariant parseSurfaceNlmVariant(std::string const& s) {
   if (s == "global") return SurfaceNlmVariant::Global;
-  if (s == "randomaccess") return SurfaceNlmVariant::RandomAccess;
-  if (s == "scratch" || s == "scratchbroadcast") return SurfaceNlmVariant::ScratchBroadcast;
+  if (s == "randomaccess" || s == "random-access") return SurfaceNlmVariant::RandomAccess;
+  if (s == "scratch" || s == "scratchbroadcast" || s == "scratch-broadcast") return SurfaceNlmVariant::ScratchBroadcast;
   if (s == "pruned") return SurfaceNlmVariant::Pruned;
   throw InvalidArgument("unknown surface NLM variant '" + s + "' (expected global|randomaccess|scratch|pruned)");
 }

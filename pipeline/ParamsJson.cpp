@@ -209,4 +209,25 @@ void fromJson(json const& j, MultiresParams& result) {
   result = out;
 }
 
+json toJson(SurfaceNlmParams const& p) {
+  return {{"band", p.band},     {"patch", p.patch},           {"neighbors", p.neighbors},
+          {"c1", p.c1},         {"c2", p.c2},                 {"iterations", p.iterations},
+          {"variant", spelling(toString(p.variant))}, {"pass_candidates", p.passCandidates}};
+}
+
+void fromJson(json const& j, SurfaceNlmParams& result) {
+  SurfaceNlmParams out = result;
+  JsonReader(j, "surface NLM parameters")
+      .number("band", out.band)
+      .integer("patch", out.patch)
+      .integer("neighbors", out.neighbors)
+      .number("c1", out.c1)
+      .number("c2", out.c2)
+      .integer("iterations", out.iterations)
+      .choice("variant", out.variant, parseSurfaceNlmVariant)
+      .integer("pass_candidates", out.passCandidates)
+      .done();
+  result = out;
+}
+
 }  // namespace kortex::pipeline

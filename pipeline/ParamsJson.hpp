@@ -26,6 +26,7 @@
 #include "core/Greedy.hpp"
 #include "core/Intensity.hpp"
 #include "core/Registration.hpp"
+#include "core/SurfaceNlm.hpp"
 
 namespace kortex::pipeline {
 
@@ -37,7 +38,8 @@ nlohmann::json toJson(AffineParams const& p);
 nlohmann::json toJson(RegistrationParams const& p);
 nlohmann::json toJson(BilateralParams const& p);
 nlohmann::json toJson(NlmParams const& p);
-nlohmann::json toJson(MultiresParams const& p);  // the user's parameters (tiles come from the tuning database)
+nlohmann::json toJson(MultiresParams const& p);
+nlohmann::json toJson(SurfaceNlmParams const& p);  // the user's parameters (tiles come from the tuning database)
 
 void fromJson(nlohmann::json const& j, FluidParams& out);
 void fromJson(nlohmann::json const& j, GreedyParams& out);
@@ -48,6 +50,7 @@ void fromJson(nlohmann::json const& j, RegistrationParams& out);
 void fromJson(nlohmann::json const& j, BilateralParams& out);
 void fromJson(nlohmann::json const& j, NlmParams& out);
 void fromJson(nlohmann::json const& j, MultiresParams& out);
+void fromJson(nlohmann::json const& j, SurfaceNlmParams& out);
 
 // The struct's defaults overridden by j.
 template <class Params>

@@ -1,4 +1,9 @@
 #include "pipeline/Surface.hpp"
+#include "pipeline/detail/JsonReader.hpp"
+#include "pipeline/ParamsJson.hpp"
+#include "io/Output.hpp"
+#include "io/ImageIO.hpp"
+#include "core/Compat.hpp"
 #include "core/Timing.hpp"
 
 #include <Kokkos_Core.hpp>
@@ -64,7 +69,8 @@ HostImage surfaceDenoise(HostImage const& phi, SurfaceJob const& job, SurfaceRun
   SurfaceNlmParams const& params = job.params;
   params.validate();
   if (phi.geometry.dimension != 3) throw InvalidArgument("surface: phi must be a 3D image");
-  if (job.maxBytes < 0) throw InvalidArgument("surface: the memory cap must be >= 0 bytes");
+  if (!(job.maxMemoryMiB >= 0.0) || !std::isfinite(job.maxMemoryMiB))
+    throw InvalidArgument("surface: the memory cap must be a finite number of MiB >= 0, got " + std::to_string(job.maxMemoryMiB));
   requireFinite(phi, "surface: phi");
   const std::int64_t n = surfaceBandSize(phi, params.band);
   if (n == 0)
@@ -82,7 +88,7 @@ HostImage surfaceDenoise(HostImage const& phi, SurfaceJob const& job, SurfaceRun
   const bool onDevice = backend == Backend::Kokkos && !Kokkos::SpaceAccessibility<Kokkos::HostSpace, Mem>::accessible;
   const std::int64_t need =
       backend == Backend::Cpu ? ref::surfaceDenoiseBytes(n, params) : gpu::surfaceNlmBytes(n, params);
-  const std::int64_t avail = job.maxBytes > 0                ? job.maxBytes
+  const std::int64_t avail = job.maxMemoryMiB > 0          ? std::int64_t(job.maxMemoryMiB * 1048576.0)
                              : backend == Backend::Cpu ? hostAvailableMemoryBytes()
                                                        : gpu::availableMemoryBytes<Mem>();
   if (avail > 0 && need > avail)
@@ -115,6 +121,134 @@ HostImage surfaceDenoise(HostImage const& phi, SurfaceJob const& job, SurfaceRun
   r.seconds = secondsSince(t0);
   if (run) *run = r;
   return out;
+}
+
+SurfaceInputKind parseSurfaceInputKind(std::string const& s) {
+  if (s == "mask") return SurfaceInputKind::Mask;
+  if (s == "phi") return SurfaceInputKind::Phi;
+  throw InvalidArgument("surface: the input kind must be mask or phi, got '" + s + "'");
+}
+
+const char* toString(SurfaceInputKind k) { return k == SurfaceInputKind::Phi ? "phi" : "mask"; }
+
+namespace {
+
+bool meshInput(SurfaceJob const& job) { return !job.input.inMemory() && io::isMeshPath(job.input.path); }
+
+// phi of the input (a mesh voxelised, a mask's signed distance, or phi as it is).
+HostImage phiOf(SurfaceJob const& job) {
+  const std::string name = job.input.inMemory() ? std::string("the image") : "'" + job.input.path.string() + "'";
+  if (meshInput(job)) {
+    const io::TriangleMesh mesh = io::readMesh(job.input.path);
+    io::requireClosed(mesh, job.input.path.string());
+    return surfacePhiFromMesh(mesh, job.meshSpacing, job.params);
+  }
+  HostImage img = readImageInput(job.input);
+  if (img.geometry.dimension != 3) throw InvalidArgument("surface: " + name + " is 2D; a surface needs a 3D volume");
+  if (job.inputKind == SurfaceInputKind::Phi) return img;
+  try {
+    return surfacePhiFromMask(img, job.label, job.threshold);
+  } catch (InvalidArgument const& e) {
+    std::string msg = std::string(e.what()) + " in " + name;
+    if (!job.label && !job.threshold && std::string(e.what()).find("not binary") != std::string::npos)
+      msg += "; select the inside with a label or a threshold, or give the input as a signed distance (phi)";
+    throw InvalidArgument(msg);
+  }
+}
+
+}  // namespace
+
+void SurfaceJob::validate() const {
+  params.validate();
+  if (variantGiven && resolve(backend) == Backend::Cpu)
+    throw InvalidArgument("surface: a variant selects a Kokkos implementation; it has no meaning with the CPU backend");
+  if (!(maxMemoryMiB >= 0.0) || !std::isfinite(maxMemoryMiB))
+    throw InvalidArgument("surface: the memory cap must be a finite number of MiB >= 0, got " + std::to_string(maxMemoryMiB));
+  if (label && threshold) throw InvalidArgument("surface: a mask is selected by a label or by a threshold, not both");
+  if (inputKind == SurfaceInputKind::Phi && (label || threshold))
+    throw InvalidArgument("surface: a label or a threshold selects a mask; they do not apply to a signed distance (phi) input");
+  const bool mesh = !input.inMemory() && io::isMeshPath(input.path);
+  if (mesh && (inputKind != SurfaceInputKind::Mask || label || threshold))
+    throw InvalidArgument("surface: the input kind, label and threshold apply to image inputs, not to a mesh");
+  if (!(meshSpacing > 0.0) || !std::isfinite(meshSpacing))
+    throw InvalidArgument("surface: the mesh grid spacing must be a finite number > 0, got " + std::to_string(meshSpacing));
+  if (mesh) requireInputFile(input.path, "input mesh");
+  else requireImageInput(input, "input image", "surface");
+  if (output.empty() && !keepResult) throw InvalidArgument("surface: no output is named");
+  if (!output.empty()) {
+    io::requireWritableFile(output, "the denoised phi");
+    if (io::isMeshPath(output))
+      throw InvalidArgument("surface: the output '" + output.string() + "' is a mesh; the output is the denoised phi image "
+                            "(its zero level set goes to the mesh output)");
+    io::requireSupportedExtension(output, io::Access::Write);
+  }
+  if (!outMesh.empty()) {
+    io::requireWritableFile(outMesh, "the mesh");
+    if (!io::isMeshPath(outMesh)) throw InvalidArgument("surface: the mesh output '" + outMesh.string() + "' must end in .vtp, .stl or .obj");
+  }
+  std::vector<JobFile> inputs;
+  if (!input.inMemory()) inputs.push_back({"image", input.path});
+  requireDistinctFiles(inputs, {{"denoised phi", output}, {"mesh", outMesh}});
+}
+
+nlohmann::json toJson(SurfaceJob const& job) {
+  nlohmann::json j = {{"job", "surface"},
+                      {"input", toJson(job.input)},
+                      {"input_kind", toString(job.inputKind)},
+                      {"mesh_spacing", job.meshSpacing},
+                      {"output", job.output.string()},
+                      {"out_mesh", job.outMesh.string()},
+                      {"params", toJson(job.params)},
+                      {"backend", toString(job.backend)},
+                      {"variant_given", job.variantGiven},
+                      {"max_memory", job.maxMemoryMiB},
+                      {"keep_result", job.keepResult}};
+  j["label"] = job.label ? nlohmann::json(*job.label) : nlohmann::json();
+  j["threshold"] = job.threshold ? nlohmann::json(*job.threshold) : nlohmann::json();
+  return j;
+}
+
+SurfaceJob surfaceJobFromJson(nlohmann::json const& j) {
+  SurfaceJob job;
+  detail::JsonReader r(j, "surface job");
+  std::string kind = "surface";
+  r.text("job", kind);
+  if (kind != "surface") throw InvalidArgument("surface job: 'job' must be \"surface\", got \"" + kind + "\"");
+  job.input.path = inputPathFromJson(r.raw("input"), "surface job", "input");
+  r.choice("input_kind", job.inputKind, parseSurfaceInputKind).number("mesh_spacing", job.meshSpacing);
+  r.path("output", job.output).path("out_mesh", job.outMesh).object("params", job.params);
+  r.choice("backend", job.backend, parseBackend).flag("variant_given", job.variantGiven);
+  r.number("max_memory", job.maxMemoryMiB).flag("keep_result", job.keepResult);
+  for (auto [key, target] : {std::pair<const char*, std::optional<double>*>{"label", &job.label}, {"threshold", &job.threshold}})
+    if (nlohmann::json const* v = r.raw(key); v && !v->is_null()) {
+      if (!v->is_number()) r.wrongType(key, "a number or null", *v);
+      *target = v->get<double>();
+    }
+  r.done();
+  return job;
+}
+
+SurfaceJobResult runSurfaceJob(SurfaceJob const& job, SurfaceRun* run) {
+  {
+    kx::ScopedRegion region("kortex::surface::check");
+    job.validate();
+  }
+  SurfaceJobResult r;
+  {
+    kx::ScopedRegion region("kortex::surface::phi");
+    const auto t0 = std::chrono::steady_clock::now();
+    r.phi = phiOf(job);
+    r.secondsPhi = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  }
+  r.image = surfaceDenoise(r.phi, job, run);
+  if (!job.outMesh.empty()) {
+    kx::ScopedRegion region("kortex::surface::mesh");
+    r.mesh = io::zeroLevelSet(r.image);
+  }
+  kx::ScopedRegion region("kortex::surface::write");
+  r.written = writeAllOrNone({{"denoised phi", job.output, [&](std::filesystem::path const& p) { io::writeImage(r.image, p); }},
+                              {"mesh", job.outMesh, [&](std::filesystem::path const& p) { io::writeMesh(r.mesh, p); }}});
+  return r;
 }
 
 }  // namespace kortex::pipeline

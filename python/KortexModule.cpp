@@ -337,23 +337,15 @@ py::array_t<float> surfacePhiFromMask(ImageArg const& mask, std::optional<double
   return arrayOf(released([&] { return pipeline::surfacePhiFromMask(in, label, threshold); }));
 }
 
-py::array_t<float> surfaceDenoise(ImageArg const& phi, float band, int patch, int neighbors, double c1, double c2,
-                                  int iterations, std::optional<std::string> variant, std::string const& backend,
-                                  std::optional<std::vector<double>> spacing) {
+// kortex.surface_denoise: the surface job (pipeline/Surface.hpp) of the description python/kortex
+// builds (its JSON, without the input), the input a path or an array; returns the denoised phi.
+py::array_t<float> surfaceJob(py::dict const& description, ImageArg const& input, std::optional<std::vector<double>> spacing) {
   session();
+  pipeline::SurfaceJob job = pipeline::surfaceJobFromJson(jsonOf(description));
   Array keep;
-  const HostImage in = imageOf(phi, geometryArgs(spacing, {}, {}), keep);
-  pipeline::SurfaceJob job;
-  job.params.band = band;
-  job.params.patch = patch;
-  job.params.neighbors = neighbors;
-  job.params.c1 = c1;
-  job.params.c2 = c2;
-  job.params.iterations = iterations;
-  job.backend = parseBackend(backend);
-  requireKokkosVariantBackend(variant, job.backend);
-  if (variant) job.params.variant = parseSurfaceNlmVariant(*variant);
-  return arrayOf(released([&] { return pipeline::surfaceDenoise(in, job); }));
+  job.input = imageInput(input, std::move(spacing), keep);
+  job.keepResult = true;
+  return arrayOf(released([&] { return pipeline::runSurfaceJob(job); }).image);
 }
 
 // The cohort of atlas_build: all paths -> a job over files (each read by the job); otherwise every
@@ -409,10 +401,7 @@ py::object defaults() {
   const nlohmann::json j = {
       {"greedy", pipeline::toJson(GreedyParams{})},
       {"backend", toString(Backend::Auto)},
-      {"surface", {{"band", SurfaceNlmParams{}.band}, {"patch", SurfaceNlmParams{}.patch},
-                   {"neighbors", SurfaceNlmParams{}.neighbors}, {"c1", SurfaceNlmParams{}.c1},
-                   {"c2", SurfaceNlmParams{}.c2}, {"iterations", SurfaceNlmParams{}.iterations},
-                   {"variant", toString(SurfaceNlmParams{}.variant)}}},
+      {"surface", pipeline::toJson(SurfaceNlmParams{})},
       {"bilateral", pipeline::toJson(BilateralParams{})},
       {"nlm", pipeline::toJson(NlmParams{})},
       {"multires", pipeline::toJson(MultiresParams{})},
@@ -469,10 +458,8 @@ PYBIND11_MODULE(_kortex, m) {
         "The register job (pipeline/RegisterJob.hpp) of a description (its JSON, without the images)");
   m.def("surface_phi_from_mask", &surfacePhiFromMask, py::arg("mask"), py::kw_only(), py::arg("label") = py::none(),
         py::arg("threshold") = py::none(), py::arg("spacing") = py::none());
-  const SurfaceNlmParams sp;
-  m.def("surface_denoise", &surfaceDenoise, py::arg("phi"), py::kw_only(), py::arg("band") = sp.band, py::arg("patch") = sp.patch,
-        py::arg("neighbors") = sp.neighbors, py::arg("c1") = sp.c1, py::arg("c2") = sp.c2, py::arg("iterations") = sp.iterations,
-        py::arg("variant") = py::none(), py::arg("backend") = "auto", py::arg("spacing") = py::none());
+  m.def("surface", &surfaceJob, py::arg("job"), py::arg("input"), py::kw_only(), py::arg("spacing"),
+        "The surface job (pipeline/Surface.hpp) of a description (its JSON, without the input)");
   m.def("atlas_build", &atlasBuild, py::arg("job"), py::arg("images"),
         "The atlas job (pipeline/Atlas.hpp) of a description (its JSON, without the cohort) and a cohort");
   bindApply(m);

@@ -546,6 +546,8 @@ expect_error "surface unknown variant" sd.nii "${SD[@]}" cube.mha sd.nii --varia
 expect_error "surface label and threshold" sd.nii "${SD[@]}" cube.mha sd.nii --label 1 --threshold 0.5
 expect_error "surface mesh as OUT" sd.stl "${SD[@]}" cube.mha sd.stl
 expect_error "surface missing input" sd.nii "${SD[@]}" nothere.mha sd.nii
+expect_error "surface NaN memory cap" sd.nii "${SD[@]}" cube.mha sd.nii --max-memory nan
+grep -q "memory cap must be a finite number" stderr.txt && ok || fail "surface NaN memory cap: $(cat stderr.txt)"
 
 if "${SD[@]}" cube.stl probe.nii --neighbors 32 --iterations 1 --quiet > /dev/null 2> probe.txt; then
   expect_success "surface closed mesh in, mesh out" sdm.nii "${SD[@]}" cube.stl sdm.nii --out-mesh sdm.vtp --neighbors 32 --iterations 2 --quiet

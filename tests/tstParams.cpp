@@ -14,6 +14,7 @@
 #include "pipeline/Apply.hpp"
 #include "pipeline/Denoise.hpp"
 #include "pipeline/RegisterJob.hpp"
+#include "pipeline/Surface.hpp"
 
 using namespace kortex;
 using nlohmann::json;
@@ -406,4 +407,24 @@ BOOST_AUTO_TEST_CASE(denoise_params_and_job_round_trip) {
   json bad = toJson(pipeline::DenoiseJob{});
   bad["nlm"] = {{"patch_radius", 1.5}};
   BOOST_CHECK_THROW(pipeline::denoiseJobFromJson(bad), InvalidArgument);
+}
+
+BOOST_AUTO_TEST_CASE(surface_job_round_trip) {
+  pipeline::SurfaceJob job;
+  job.input.path = "wm.nii.gz";
+  job.threshold = 0.5;
+  job.output = "phi.nii.gz";
+  job.outMesh = "wm.vtp";
+  job.params.band = 2.5f;
+  job.params.neighbors = 32;
+  job.params.variant = SurfaceNlmVariant::RandomAccess;
+  job.variantGiven = true;
+  job.backend = Backend::Kokkos;
+  job.maxMemoryMiB = 256.0;
+  const json j = toJson(job);
+  const pipeline::SurfaceJob back = pipeline::surfaceJobFromJson(json::parse(j.dump()));
+  BOOST_TEST(toJson(back) == j);
+  BOOST_TEST(!back.label.has_value());
+  BOOST_TEST(*back.threshold == 0.5);
+  BOOST_TEST((back.params.variant == SurfaceNlmVariant::RandomAccess));
 }

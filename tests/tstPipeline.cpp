@@ -253,9 +253,9 @@ BOOST_AUTO_TEST_CASE(surface_job_checks_once_before_running) {
       HostImage phi = tinyBandPhi();
       expectRefused([&] { pipeline::surfaceDenoise(phi, job); }, "smaller than the band size 8");  // m = 96
       job.params.neighbors = 4;
-      job.maxBytes = 1000;
+      job.maxMemoryMiB = 1000.0 / 1048576.0;  // 1000 bytes
       expectRefused([&] { pipeline::surfaceDenoise(phi, job); }, "is available");
-      job.maxBytes = 0;
+      job.maxMemoryMiB = 0.0;
       pipeline::SurfaceRun run;
       BOOST_CHECK_NO_THROW(pipeline::surfaceDenoise(phi, job, &run));
       BOOST_TEST(run.bandSize == 8);

@@ -383,8 +383,12 @@ def surface_phi_from_mask(mask, *, label=None, threshold=None, spacing=None):
 
 def surface_denoise(phi, *, band=_SURF["band"], patch=_SURF["patch"], neighbors=_SURF["neighbors"], c1=_SURF["c1"],
                     c2=_SURF["c2"], iterations=_SURF["iterations"], variant=None, backend=_BACKEND, spacing=None):
-    return _kortex.surface_denoise(_image(phi), band=band, patch=patch, neighbors=neighbors, c1=c1, c2=c2,
-                                   iterations=iterations, variant=variant, backend=backend, spacing=spacing)
+    params = {"band": _plain(band), "patch": _plain(patch), "neighbors": _plain(neighbors), "c1": _plain(c1),
+              "c2": _plain(c2), "iterations": _plain(iterations)}
+    if variant is not None:
+        params["variant"] = variant
+    job = {"input_kind": "phi", "params": params, "backend": backend, "variant_given": variant is not None}
+    return _kortex.surface(job, _image(phi), spacing=None if spacing is None else [float(v) for v in spacing])
 
 
 surface_denoise.__doc__ = """Level-set NLM surface denoising (kortex surface denoise) of a signed distance volume.
