@@ -1,5 +1,6 @@
 // Format dispatch, atomic output, windowing to 8 bits and the PNG montage.
 #include "io/ImageIO.hpp"
+#include "io/Output.hpp"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -183,15 +184,6 @@ void checkWritable(HostImage const& image, fs::path const& file) {
 }
 
 namespace {
-std::string randomTag() {
-  static std::mt19937_64 rng{std::random_device{}() ^
-                             (static_cast<std::uint64_t>(::getpid()) << 32)};
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%012llx",
-                static_cast<unsigned long long>(rng() & 0xffffffffffffULL));
-  return buf;
-}
-
 void syncPath(fs::path const& p, bool directory) {
   const int fd = ::open(p.c_str(), directory ? (O_RDONLY | O_DIRECTORY) : O_RDONLY);
   if (fd < 0) return;
@@ -216,7 +208,7 @@ AtomicOutput::AtomicOutput(fs::path const& target) : target_(target) {
   if (fs::exists(target, ec) && !fs::is_regular_file(target, ec))
     writeError(target, "the target exists and is not a regular file");
   for (int attempt = 0;; ++attempt) {
-    tmp_ = dir_ / (".kortex-tmp-" + std::to_string(::getpid()) + "-" + randomTag());
+    tmp_ = temporaryName(dir_);
     if (fs::create_directory(tmp_, ec)) break;
     if (attempt >= 8 || ec != std::errc::file_exists)
       writeError(target, "cannot create a temporary directory in '" + dir_.string() + "' (" +

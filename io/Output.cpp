@@ -1,17 +1,19 @@
 #include "io/Output.hpp"
 
-#include "io/ImageIO.hpp"
-
-#include <chrono>
-#include <ctime>
-#include <sstream>
+#include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <ctime>
 #include <fstream>
+#include <mutex>
 #include <random>
-#include <unistd.h>
+#include <sstream>
+
+#include "io/ImageIO.hpp"
 
 #include "core/Backend.hpp"
 #include "core/Boundary.hpp"
@@ -22,6 +24,19 @@ namespace kortex::io {
 
 namespace fs = std::filesystem;
 
+
+fs::path temporaryName(fs::path const& dir, std::string const& tag) {
+  static std::mt19937_64 rng{std::random_device{}() ^ (static_cast<std::uint64_t>(::getpid()) << 32)};
+  static std::mutex m;
+  std::uint64_t bits = 0;
+  {
+    std::lock_guard<std::mutex> lock(m);
+    bits = rng() & 0xffffffffffffULL;
+  }
+  char hex[16];
+  std::snprintf(hex, sizeof hex, "%012llx", static_cast<unsigned long long>(bits));
+  return dir / (std::string(kTemporaryPrefix) + std::to_string(::getpid()) + "-" + (tag.empty() ? "" : tag + "-") + hex);
+}
 
 void requireWritableFile(fs::path const& path, std::string const& what, bool createParent) {
   const std::string name = path.string();
@@ -50,9 +65,7 @@ void writeTextFileAtomic(std::filesystem::path const& path, std::string const& c
   if (!fs::is_directory(dir))
     throw IoError("cannot write '" + path.string() + "': directory '" + dir.string() +
                   "' does not exist");
-  std::random_device rd;
-  const fs::path tmp = dir / (".kortex-tmp-" + std::to_string(getpid()) + "-" +
-                              std::to_string(rd()) + "-" + path.filename().string());
+  const fs::path tmp = temporaryName(dir, path.filename().string());
   {
     std::ofstream os(tmp, std::ios::binary | std::ios::trunc);
     if (!os)

@@ -21,6 +21,13 @@ namespace kortex::io {
 void requireWritableFile(std::filesystem::path const& path, std::string const& what = "output",
                          bool createParent = false);
 
+// Temporaries: every temporary file or folder Kortex makes is named
+//   <dir>/.kortex-tmp-<pid>-[<tag>-]<48 random bits in hex>
+// beside its target, so that pipeline::removeStaleTemporaries finds what a killed run left (by its
+// pid). This is the one place the name is spelled.
+inline constexpr const char* kTemporaryPrefix = ".kortex-tmp-";
+std::filesystem::path temporaryName(std::filesystem::path const& dir, std::string const& tag = "");
+
 // Writes a temporary file in the target's folder, then renames it over the target: a failure
 // never leaves a partial file. Throws IoError (missing folder, no permission, a directory,
 // write failure).

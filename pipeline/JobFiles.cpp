@@ -16,6 +16,7 @@
 
 #include "core/Errors.hpp"
 #include "io/ImageIO.hpp"
+#include "io/Output.hpp"
 
 namespace kortex::pipeline {
 namespace fs = std::filesystem;
@@ -72,14 +73,7 @@ std::uint64_t fmix64(std::uint64_t k) {
 }
 
 constexpr std::uint64_t kFnvPrime = 0x100000001b3ULL;
-constexpr const char* kTmpPrefix = ".kortex-tmp-";
-
-std::string randomTag() {
-  static std::mt19937_64 rng{std::random_device{}() ^ (std::uint64_t(::getpid()) << 32)};
-  char buf[24];
-  std::snprintf(buf, sizeof buf, "%012llx", static_cast<unsigned long long>(rng() & 0xffffffffffffULL));
-  return buf;
-}
+constexpr const char* kTmpPrefix = io::kTemporaryPrefix;
 
 std::string hostName() {
   char buf[256] = {0};
@@ -271,7 +265,7 @@ fs::path StagedOutputs::stage(fs::path const& target) {
     createdDirs_.insert(createdDirs_.begin(), missing.begin(), missing.end());
     fs::path s;
     for (int attempt = 0;; ++attempt) {
-      s = dir / (std::string(kTmpPrefix) + std::to_string(::getpid()) + "-stage-" + randomTag());
+      s = io::temporaryName(dir, "stage");
       if (fs::create_directory(s, ec)) break;
       if (attempt >= 8 || ec != std::errc::file_exists)
         throw IoError("cannot create a temporary folder in '" + dir.string() + "'" + (ec ? ": " + ec.message() : ""));
