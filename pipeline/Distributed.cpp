@@ -59,7 +59,7 @@ bool cudaAwareMpi() {
 // threads spin for milliseconds after each parallel region (libgomp's default wait policy); with
 // one rank per GPU on a shared host those spinning threads slowed the sums 1.4-3x, and these
 // threads took 23-31 % off the OpenMP loop's time under the default wait
-// (bench/results/atlas_sums_issue29_nvidia-h200-x4.md, atlas_sums_workers_issue29_nvidia-h200-x4.md).
+// (bench/results/atlas_sums_nvidia-h200-x4.md; the OpenMP loop's runs at commit 221ac41).
 class SleepingWorkers {
  public:
   explicit SleepingWorkers(int threads) {

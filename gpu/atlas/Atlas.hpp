@@ -71,7 +71,7 @@ void atlasMean(Exec const& exec, FixedSum<typename Exec::memory_space> sum, int 
 
 // Values per chunk of the host-staged sums by default: the whole array (one chunk, no overlap).
 // The chunk sweep of `kortex bench atlas --only Sums` on 2 H200 (bench/results/
-// atlas_sums_issue29_nvidia-h200-x2.md): one rank per GPU, 1 Mi values 11.1 / 14.6 ms against
+// atlas_sums_nvidia-h200-x2.md): one rank per GPU, 1 Mi values 11.1 / 14.6 ms against
 // whole 14.8 / 17.9 ms; two ranks per GPU, 1 Mi values 17.7-70.2 ms against whole 17.8-31.0 ms
 // (the GPU switches between the ranks' contexts at every chunk). Whole: the smaller worst case.
 inline constexpr std::size_t kAtlasStagedChunk = ~std::size_t(0);

@@ -305,7 +305,7 @@ struct StepTiledLaunch {
 // leave SMs idle (small grids) and more than fit run in two waves (large ones). Resident: about
 // 1024 threads per SM in 128-thread teams (56-64 registers per thread: 8-9 teams per H100/H200
 // SM). Measured on an H200 at 160x192x144 (120 tiles): 16 slices (1080 teams, two waves at 64
-// registers) 0.29 ms, 24 slices (720 teams) 0.24 ms (bench/results/greedy_iteration_issue29_*.md).
+// registers) 0.29 ms, 24 slices (720 teams) 0.24 ms (bench/results/greedy_iteration_nvidia-h200.md).
 // Host back ends (concurrency = threads): one chunk per tile, the fewest recomputed apron slices.
 inline int stepTiledChunk(int concurrency, int tiles, int nz) {
   const int resident = concurrency / 256;
