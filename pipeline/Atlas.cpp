@@ -433,43 +433,24 @@ class AtlasJobStages {
     const int n = n_;
     G_ = reference_.geometry;
     Geometry const& G = G_;
-    std::array<Index, 3> lo{0, 0, 0}, hi{G.nx() - 1, G.ny() - 1, G.nz() - 1};
+    std::vector<std::array<Index, 6>> boxes;
     if (job.clip) {
+      // Each subject's box by its rank, in slots summed over the ranks (one rank writes each slot).
       std::vector<double> slots(6 * std::size_t(n), 0.0);
-      // Each subject's box: its slices scanned in parallel (min / max: the order does not matter).
       for (int i = 0; i < r.local; ++i) {
-        auto const& img = pre_[std::size_t(i)].movingResampled;
-        Index b0 = G.nx(), b1 = G.ny(), b2 = G.nz(), b3 = -1, b4 = -1, b5 = -1;
-#pragma omp parallel for reduction(min : b0, b1, b2) reduction(max : b3, b4, b5)
-        for (Index z = 0; z < G.nz(); ++z)
-          for (Index y = 0; y < G.ny(); ++y)
-            for (Index x = 0; x < G.nx(); ++x)
-              if (img.data(z, y, x) > kAtlasClipThreshold) {
-                b0 = std::min(b0, x), b1 = std::min(b1, y), b2 = std::min(b2, z);
-                b3 = std::max(b3, x), b4 = std::max(b4, y), b5 = std::max(b5, z);
-              }
-        const Index b[6] = {b0, b1, b2, b3, b4, b5};
-        for (int k = 0; k < 6; ++k) slots[6 * std::size_t(r.first + i) + std::size_t(k)] = double(b[k]);
+        const auto b = voxelBox(pre_[std::size_t(i)].movingResampled, kAtlasClipThreshold);
+        for (int k = 0; k < 6; ++k) slots[6 * std::size_t(r.first + i) + std::size_t(k)] = double(b[std::size_t(k)]);
       }
       if (comm_) comm_->sum(slots.data(), slots.size());
-      lo = {G.nx(), G.ny(), G.nz()};
-      hi = {-1, -1, -1};
-      for (int i = 0; i < n; ++i)
-        for (int a = 0; a < 3; ++a) {
-          lo[std::size_t(a)] = std::min(lo[std::size_t(a)], Index(slots[6 * std::size_t(i) + std::size_t(a)]));
-          hi[std::size_t(a)] = std::max(hi[std::size_t(a)], Index(slots[6 * std::size_t(i) + 3 + std::size_t(a)]));
-        }
+      for (int i = 0; i < n; ++i) {
+        std::array<Index, 6> b{};
+        for (int k = 0; k < 6; ++k) b[std::size_t(k)] = Index(slots[6 * std::size_t(i) + std::size_t(k)]);
+        boxes.push_back(b);
+      }
     }
-    box_ = G;
-    for (std::size_t a = 0; a < 3; ++a) {
-      const Index extent = G.size[a];
-      Index l = std::max<Index>(0, lo[a] - kAtlasGuardVoxels), h = std::min<Index>(extent - 1, hi[a] + kAtlasGuardVoxels);
-      const Index size = greedyExtentFor(h - l + 1, job.params.greedy);
-      l = std::max<Index>(0, std::min(l, extent - size));  // keep the box inside the grid when it fits
-      lo[a] = l;
-      box_.size[a] = size;
-    }
-    box_.origin = indexToWorld(G, {double(lo[0]), double(lo[1]), double(lo[2])});
+    const AtlasBox box = atlasBox(G, boxes, job.clip, job.params.greedy);
+    box_ = box.grid;
+    const std::array<Index, 3> lo = box.low;
     lo_ = lo;
     r.atlasGrid = box_;
     r.boxLow = lo;
@@ -790,6 +771,46 @@ std::vector<std::string> readImageList(std::string const& path) {
     out.push_back(p.string());
   }
   if (out.empty()) throw InvalidArgument("the image list '" + path + "' names no image");
+  return out;
+}
+
+std::array<Index, 6> voxelBox(HostImage const& img, float threshold) {
+  Geometry const& G = img.geometry;
+  Index b0 = G.nx(), b1 = G.ny(), b2 = G.nz(), b3 = -1, b4 = -1, b5 = -1;
+  // Slices scanned in parallel (min / max: the order does not matter).
+#pragma omp parallel for reduction(min : b0, b1, b2) reduction(max : b3, b4, b5)
+  for (Index z = 0; z < G.nz(); ++z)
+    for (Index y = 0; y < G.ny(); ++y)
+      for (Index x = 0; x < G.nx(); ++x)
+        if (img.data(z, y, x) > threshold) {
+          b0 = std::min(b0, x), b1 = std::min(b1, y), b2 = std::min(b2, z);
+          b3 = std::max(b3, x), b4 = std::max(b4, y), b5 = std::max(b5, z);
+        }
+  return {b0, b1, b2, b3, b4, b5};
+}
+
+AtlasBox atlasBox(Geometry const& grid, std::vector<std::array<Index, 6>> const& boxes, bool clip, GreedyParams const& greedy) {
+  std::array<Index, 3> lo{0, 0, 0}, hi{grid.nx() - 1, grid.ny() - 1, grid.nz() - 1};
+  if (clip) {
+    lo = {grid.nx(), grid.ny(), grid.nz()};
+    hi = {-1, -1, -1};
+    for (auto const& b : boxes)
+      for (std::size_t a = 0; a < 3; ++a) {
+        lo[a] = std::min(lo[a], b[a]);
+        hi[a] = std::max(hi[a], b[3 + a]);
+      }
+  }
+  AtlasBox out{grid, {0, 0, 0}};
+  for (std::size_t a = 0; a < 3; ++a) {
+    const Index extent = grid.size[a];
+    Index l = std::max<Index>(0, lo[a] - kAtlasGuardVoxels), h = std::min<Index>(extent - 1, hi[a] + kAtlasGuardVoxels);
+    if (h < l) l = 0, h = extent - 1;  // nothing above the threshold anywhere: the whole grid
+    const Index size = greedyExtentFor(h - l + 1, greedy);
+    l = std::max<Index>(0, std::min(l, extent - size));  // keep the box inside the grid when it fits
+    out.low[a] = l;
+    out.grid.size[a] = size;
+  }
+  out.grid.origin = indexToWorld(grid, {double(out.low[0]), double(out.low[1]), double(out.low[2])});
   return out;
 }
 

@@ -127,6 +127,21 @@ AtlasJob atlasJobFromJson(nlohmann::json const& j);
 
 nlohmann::json toJson(AtlasJobResult const& r);
 
+// A subject's box of voxels above `threshold`: {lo x, lo y, lo z, hi x, hi y, hi z} (hi = -1 and
+// lo = the extent where there is none).
+std::array<Index, 6> voxelBox(HostImage const& img, float threshold);
+
+// The atlas box (step 3 above): the union of the subjects' boxes, grown by kAtlasGuardVoxels on
+// every side, each extent rounded up to what the greedy schedule needs (greedyExtentFor) and the
+// box moved inside the grid where it fits (past the end the clamp rule repeats the edge voxel);
+// without clipping, or with nothing above the threshold, the whole grid (rounded up likewise).
+struct AtlasBox {
+  Geometry grid;                 // the box's grid: the reference's spacing and direction
+  std::array<Index, 3> low{};    // its first voxel on the reference grid
+};
+AtlasBox atlasBox(Geometry const& reference, std::vector<std::array<Index, 6>> const& boxes, bool clip,
+                  GreedyParams const& greedy);
+
 // The voxel-wise majority of integer label maps (values 0..65535) on `grid`, ties to the smaller
 // label; this process holds the maps of subjects [first, first + maps.size()) of `subjects`, the
 // other ranks of `comm` (null: one process) the rest. The votes are summed in chunks, as counts

@@ -104,3 +104,44 @@ BOOST_AUTO_TEST_CASE(atlas_job_round_trip) {
   inMemory.imageData = {HostImage("kortex::test::s", Geometry::make3D(4, 4, 4))};
   BOOST_CHECK_THROW(pipeline::atlasJobFromJson(pipeline::toJson(inMemory)), InvalidArgument);
 }
+
+// The clip box alone: a subject's box of voxels above the threshold; the union, the guard band,
+// the greedy quantum and the box kept inside the grid.
+BOOST_AUTO_TEST_CASE(atlas_clip_box) {
+  const Geometry g = Geometry::make3D(40, 36, 30);
+  HostImage img("kortex::test::img", g);
+  img.data(12, 10, 8) = 0.5f;   // (x, y, z) = (8, 10, 12)
+  img.data(20, 25, 30) = 0.9f;  // (30, 25, 20)
+  img.data(5, 5, 5) = 0.04f;    // below the threshold
+  const auto b = pipeline::voxelBox(img, pipeline::kAtlasClipThreshold);
+  BOOST_TEST((b == std::array<Index, 6>{8, 10, 12, 30, 25, 20}));
+  HostImage empty("kortex::test::empty", g);
+  const auto none = pipeline::voxelBox(empty, pipeline::kAtlasClipThreshold);
+  BOOST_TEST(none[3] == -1);
+
+  GreedyParams greedy;
+  greedy.scales = {2, 1};  // extents even at the coarse scale
+  const std::array<Index, 6> other{14, 3, 13, 20, 12, 15};
+  const pipeline::AtlasBox box = pipeline::atlasBox(g, {b, other}, true, greedy);
+  const int guard = pipeline::kAtlasGuardVoxels;
+  // x: [8 - 4, 30 + 4] = [4, 34]: 31 voxels -> 32 (even); y: [3 - 4 -> 0, 25 + 4 = 29]: 30; z: [12 - 4, 20 + 4] = [8, 24]: 17 -> 18
+  BOOST_TEST(box.low[0] == 8 - guard);
+  BOOST_TEST(box.grid.size[0] == 32);
+  BOOST_TEST(box.low[1] == 0);
+  BOOST_TEST(box.grid.size[1] == 30);
+  BOOST_TEST(box.low[2] == 12 - guard);
+  BOOST_TEST(box.grid.size[2] == 18);
+  for (int a = 0; a < 3; ++a) {
+    BOOST_TEST(box.grid.size[a] % 2 == 0);
+    BOOST_TEST(box.low[a] + box.grid.size[a] <= g.size[a]);  // inside the grid where it fits
+  }
+  const auto origin = indexToWorld(g, {double(box.low[0]), double(box.low[1]), double(box.low[2])});
+  for (int a = 0; a < 3; ++a) BOOST_TEST(box.grid.origin[a] == origin[a]);
+  // A box at the grid's end: moved back inside rather than past the edge.
+  const pipeline::AtlasBox edge = pipeline::atlasBox(g, {{35, 30, 25, 39, 35, 29}}, true, greedy);
+  BOOST_TEST(edge.low[0] + edge.grid.size[0] == 40);
+  // No clipping: the whole grid (its extents rounded up for the schedule).
+  const pipeline::AtlasBox whole = pipeline::atlasBox(g, {}, false, greedy);
+  BOOST_TEST((whole.low == std::array<Index, 3>{0, 0, 0}));
+  BOOST_TEST((whole.grid.size == g.size));
+}
