@@ -22,23 +22,6 @@ void AtlasParams::validateFor(Geometry const& g, int subjects) const {
 
 bool atlasKeepsVelocity(GreedySolver s) { return s != GreedySolver::Fft; }
 
-AtlasMemory atlasMemory(Geometry const& g, AtlasParams const& params) {
-  const std::int64_t voxels = std::int64_t(g.nx()) * g.ny() * g.nz();
-  AtlasMemory m;
-  // I_i and W_i (float), u_i (3 floats) and v_i (3 floats) for the warm-started solvers.
-  m.perSubject = voxels * (4 + 4 + 12 + (atlasKeepsVelocity(params.greedy.solver) ? 12 : 0));
-  // Template, previous template, their int64 sum, force, candidate, mean displacement and its int64
-  // sum, the blur buffer: 4 + 4 + 8 + 12 + 12 + 12 + 24 + 4 bytes per voxel; the fluid solver's
-  // spectra and work space (3 complex half-spectra and as much again): 24 bytes. (Each image is
-  // uploaded once into its full-grid I_i, counted per subject.)
-  // LNCC: the stepper's window coefficients (4 doubles per voxel, gpu/greedy/GreedyStepper.hpp).
-  m.shared = voxels * (80 + 24 + (params.greedy.metric == GreedyMetric::Lncc ? 32 : 0));
-  const std::int64_t v = atlasKeepsVelocity(params.greedy.solver) ? 12 : 0;
-  m.streamBuffers = voxels * (2 * (4 + 4 + 12 + v) + 4);
-  m.perStreamedHost = voxels * (4 + 12 + v);
-  return m;
-}
-
 int AtlasMemory::resident(int subjects, std::int64_t deviceBytes) const {
   if (total(subjects) <= deviceBytes) return subjects;
   const std::int64_t room = deviceBytes - shared - streamBuffers;

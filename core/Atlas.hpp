@@ -128,8 +128,8 @@ using AtlasProgress = std::function<void(AtlasIteration const&)>;
 // Whether the solver carries v_i from one iteration to the next (SOR, CG, hybrids).
 bool atlasKeepsVelocity(GreedySolver s);
 
-// Device bytes of one atlas process: per subject (I_i, W_i, u_i and, for the warm-started solvers,
-// v_i on the full grid) and shared (template sums, buffers, the fluid solver's work space estimate).
+// Device bytes of one atlas process: per subject and shared (gpu::atlasMemory, gpu/atlas/Atlas.hpp,
+// counts them next to the allocations it predicts).
 struct AtlasMemory {
   std::int64_t perSubject = 0;
   std::int64_t shared = 0;
@@ -142,7 +142,6 @@ struct AtlasMemory {
   // fit beside the stream buffers (the rest streamed); -1 when not even the buffers fit.
   int resident(int subjects, std::int64_t deviceBytes) const;
 };
-AtlasMemory atlasMemory(Geometry const& g, AtlasParams const& params);
 
 // ---- Load balancing: the run-time model of Ha et al. 2010 (section 4) ------------------------------
 // T = T_GPU + T_CPU + T_network for a cohort split over K ranks. Per scale s (iterations it_s):

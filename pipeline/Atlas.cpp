@@ -469,7 +469,7 @@ class AtlasJobStages {
     kx::ScopedRegion region("kortex::atlas::plan");
     using Mem = Kokkos::DefaultExecutionSpace::memory_space;
     AtlasJobResult& r = r_;
-    r.memory = atlasMemory(box_, job_.params);
+    r.memory = gpu::atlasMemory(box_, job_.params);
     const bool onDevice = r.backend == Backend::Kokkos && !Kokkos::SpaceAccessibility<Kokkos::HostSpace, Mem>::accessible;
     const std::int64_t need = r.memory.total(r.local);
     const std::int64_t avail = job_.maxMemoryMiB > 0 ? std::int64_t(job_.maxMemoryMiB * 1048576.0)

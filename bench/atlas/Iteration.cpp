@@ -1,5 +1,6 @@
 // Atlas benchmark, Iteration: one atlas iteration over the large cohort per solver, its time per
 // subject and memory traffic, then the streaming runs (Streaming.cpp) and the batched PyTorch peer.
+#include "gpu/atlas/Atlas.hpp"
 #include "bench/atlas/AtlasBench.hpp"
 
 #include <cmath>
@@ -36,7 +37,7 @@ void runIteration(Context& ctx) {
     p.greedy.solver = s;
     p.greedy.scales = {1};
     p.greedy.iterations = {opt.tiny ? 3 : 6};
-    const AtlasMemory m = atlasMemory(g, p);
+    const AtlasMemory m = gpu::atlasMemory(g, p);
     const std::int64_t need = m.total(large), avail = gpu::availableMemoryBytes<Mem>();
     if (avail > 0 && need > avail) {
       md << "| " << toString(s) << " | skipped: needs " << need / (1 << 20) << " MiB, " << avail / (1 << 20)

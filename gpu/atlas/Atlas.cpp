@@ -18,6 +18,21 @@
 #include "gpu/imageops/ImageOps.hpp"
 
 namespace kortex::gpu {
+
+AtlasMemory atlasMemory(Geometry const& g, AtlasParams const& params) {
+  const std::int64_t voxels = std::int64_t(g.nx()) * g.ny() * g.nz();
+  const bool keepV = atlasKeepsVelocity(params.greedy.solver);
+  const std::int64_t v = keepV ? 12 : 0;
+  AtlasMemory m;
+  m.perSubject = voxels * (4 + 4 + 12 + v) + std::int64_t(sizeof(double));  // image, W, u, v; mismatch slot
+  const std::int64_t blurred = params.greedy.scales.front() > 1 ? 4 : 0;
+  const std::int64_t vShared = keepV ? 0 : 12;
+  m.shared = voxels * (4 + 4 + 8 + 12 + 24 + blurred + vShared) +  // template, previous, sum, mean u, its sum
+             greedyStepperBytes(GridExtents{int(g.nz()), int(g.ny()), int(g.nx())}, params.greedy, false);
+  m.streamBuffers = voxels * (2 * (4 + 4 + 12 + v) + 4);
+  m.perStreamedHost = voxels * (4 + 12 + v);
+  return m;
+}
 namespace {
 
 constexpr int kMaxGroup = 8;  // terms per accumulation pass

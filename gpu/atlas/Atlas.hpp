@@ -2,7 +2,7 @@
 // process's subjects stay on its device, the template and centring sums are reduced over the
 // process group (AtlasRun::comm) as int64 fixed-point sums. Per subject on the device: the scale
 // image I_i, warped image W_i, displacement u_i and, for the warm-started solvers, velocity v_i
-// (atlasMemory in core/Atlas.hpp states the bytes); shared by all subjects: the template, its
+// (atlasMemory below states the bytes); shared by all subjects: the template, its
 // int64 sum, the previous template, a force, a velocity, a candidate field and the mean
 // displacement with its sum. The per-subject step uses the greedy registration's entry points
 // (force, fluid solve, max |v|, composition, min det, warp); the sums run over up to eight subjects
@@ -107,6 +107,15 @@ double atlasSumSeconds(Exec const& exec, Communicator* comm, std::size_t count, 
 // `templ` receives the template (the same on every rank), `fields[i]` the full-grid displacement
 // of local subject i (none when run.returnFields is false: they stay on the device and go). Extents, grids and the partition only are checked; parameters and NaN/Inf
 // are the caller's (the job validates once).
+// The Views buildAtlas allocates on an atlas grid `g` (the finest scale, where the peak is), in
+// bytes: per subject its full-grid image I_i ("image"), W_i, u_i, v_i for the warm-started solvers
+// and its mismatch slot; shared: the template, the previous template, the int64 template sum, the
+// mean displacement and its int64 sum, the blur buffer (a coarse first scale), one velocity for
+// the spectral solver, and the greedy stepper (gpu/greedy/GreedyStepper.hpp greedyStepperBytes).
+// Streaming: the two device slots (I, W, u, v) with the upload buffer, and a streamed subject's
+// host state (I_i, u_i, v_i). tstAtlas checks the model against the allocations Kokkos reports.
+AtlasMemory atlasMemory(Geometry const& g, AtlasParams const& params);
+
 template <class Exec>
 AtlasResult buildAtlas(Exec const& exec, std::vector<HostImage> const& images, AtlasParams const& params,
                        HostImage& templ, std::vector<VectorField<Kokkos::HostSpace>>& fields,

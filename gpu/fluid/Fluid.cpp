@@ -9,6 +9,29 @@
 #include "gpu/detail/Spectral.hpp"
 
 namespace kortex::gpu {
+
+std::int64_t fluidSolverBytes(int nz, int ny, int nx, GreedySolver solver, SorVariant sor, MatvecVariant matvec,
+                              double beta) {
+  const std::int64_t field = 3 * std::int64_t(nz) * ny * nx * std::int64_t(sizeof(float));
+  std::int64_t bytes = field;  // r
+  bool spectral = false, usesSor = false, usesCg = false;
+  for (bool first : {true, false}) {
+    const GreedySolveKind k = greedySolveKind(solver, first);
+    spectral = spectral || k == GreedySolveKind::Spectral;
+    usesSor = usesSor || k == GreedySolveKind::SorCold || k == GreedySolveKind::SorWarm;
+    usesCg = usesCg || k == GreedySolveKind::Cg;
+  }
+  if (spectral) bytes += 3 * std::int64_t(nz) * ny * (nx / 2 + 1) * 2 * std::int64_t(sizeof(float));  // spectrum
+  if (usesSor && sor == SorVariant::ScratchTiled) bytes += field;                                      // sor_pong
+  if (usesCg) {
+    bytes += 2 * field;  // cg_d, cg_q
+    if (matvec == MatvecVariant::Explicit) {
+      const std::int64_t rows = 3 * std::int64_t(nz) * ny * nx, nnz = rows * fluidCsrRowNonZeros(beta);
+      bytes += (rows + 1) * std::int64_t(sizeof(int)) + nnz * std::int64_t(sizeof(int) + sizeof(float));  // csr row, col, val
+    }
+  }
+  return bytes;
+}
 namespace {
 
 using namespace fluid_detail;

@@ -12,9 +12,12 @@
 
 #include <Kokkos_Core.hpp>
 
+#include <cstdint>
+
 #include <memory>
 
 #include "core/Fluid.hpp"
+#include "core/Greedy.hpp"
 #include "gpu/Fields.hpp"
 
 namespace kortex::gpu {
@@ -31,6 +34,13 @@ namespace detail {
 template <class Exec>
 struct SpectralPlan;  // FFT plans of one grid (gpu/detail/Spectral.cpp)
 }
+
+// Bytes a FluidSolver allocates on its grid (Kokkos Views) when it runs the solves of `solver`
+// (greedySolveKind): r always; the spectrum (3 complex half-spectra, nx/2 + 1 wide) for spectral
+// solves; the SOR ping-pong field for ScratchTiled SOR; CG's d and q and, for the explicit matvec,
+// the CSR matrix. The FFT library's own work area is not a View and is not counted.
+std::int64_t fluidSolverBytes(int nz, int ny, int nx, GreedySolver solver, SorVariant sor, MatvecVariant matvec,
+                              double beta);
 
 template <class Exec>
 class FluidSolver {

@@ -169,6 +169,18 @@ GreedyStepSums greedyStep(Exec const& exec, ConstImageView<typename Exec::memory
 
 // ---- the stepper (gpu/greedy/GreedyStepper.hpp) -------------------------------------------------------
 
+std::int64_t greedyStepperBytes(GridExtents e, GreedyParams const& params, bool imageUse) {
+  const std::int64_t voxels = e.voxels(), field = 3 * voxels * std::int64_t(sizeof(float));
+  std::int64_t bytes = 2 * field + std::int64_t(sizeof(float));  // f, candidate, vmax2
+  if (params.metric == GreedyMetric::Lncc) bytes += 4 * voxels * std::int64_t(sizeof(double));  // lncc_terms
+  if (imageUse) {
+    const bool fused = params.stepVariant == GreedyStepVariant::ScratchTiled && params.metric == GreedyMetric::Ssd;
+    bytes += fused ? field : voxels * std::int64_t(sizeof(float));  // f_candidate or W_candidate
+  }
+  return bytes + fluidSolverBytes(e.nz, e.ny, e.nx, params.solver, params.sorVariant, params.matvecVariant, params.fluid.beta);
+}
+
+
 template <class Exec>
 GreedyStepper<Exec>::GreedyStepper(Exec const& exec, GridExtents e, GreedyParams const& params, Use use)
     : exec_(exec), params_(params),

@@ -16,6 +16,7 @@
 
 #include <Kokkos_Core.hpp>
 
+#include <cstdint>
 #include <utility>
 
 #include "core/Greedy.hpp"
@@ -25,6 +26,12 @@
 #include "gpu/greedy/Lncc.hpp"
 
 namespace kortex::gpu {
+
+// Bytes a GreedyStepper allocates (Kokkos Views), its fluid solver's included
+// (fluidSolverBytes): the force and the candidate field, LNCC's window terms (4 doubles per voxel),
+// the step-size scalar, and for image steps (`imageUse`) the candidate's warped image (Naive step
+// or LNCC) or its force (the fused ScratchTiled SSD step).
+std::int64_t greedyStepperBytes(GridExtents e, GreedyParams const& params, bool imageUse);
 
 template <class Exec>
 class GreedyStepper {
