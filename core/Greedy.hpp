@@ -89,6 +89,7 @@
 #include "core/Fluid.hpp"
 #include "core/Image.hpp"
 #include "core/ImageOps.hpp"
+#include "core/Registration.hpp"
 
 namespace kortex {
 
@@ -213,6 +214,22 @@ struct GreedyStepOutcome {
 
 // Step 3's eps = delta / m from m^2 = max |v|^2 (0 when v = 0): the quotient in double, rounded
 // once to float, as the CPU reference forms it, so that every back end steps by the same eps.
+// det(I - grad u) at voxel (z, y, x) of a field u (3, z, y, x), clamped central differences
+// (core/Registration.hpp's G): the Jacobian the fold refusal and the atlas's min det check read.
+template <class Field>
+KOKKOS_INLINE_FUNCTION float deformationDeterminant(Field const& u, int z, int y, int x, int nz, int ny, int nx) {
+  const int xm = clampIndex(x - 1, nx), xp = clampIndex(x + 1, nx);
+  const int ym = clampIndex(y - 1, ny), yp = clampIndex(y + 1, ny);
+  const int zm = clampIndex(z - 1, nz), zp = clampIndex(z + 1, nz);
+  float g[9];
+  for (int c = 0; c < 3; ++c) {
+    g[3 * c + 0] = regCentral(u(c, z, y, xm), u(c, z, y, xp));
+    g[3 * c + 1] = regCentral(u(c, z, ym, x), u(c, z, yp, x));
+    g[3 * c + 2] = regCentral(u(c, zm, y, x), u(c, zp, y, x));
+  }
+  return regDeterminant(g);
+}
+
 KOKKOS_INLINE_FUNCTION float greedyEps(float delta, float maxNorm2) {
   return maxNorm2 > 0.0f ? static_cast<float>(static_cast<double>(delta) / kx::sqrt(static_cast<double>(maxNorm2))) : 0.0f;
 }

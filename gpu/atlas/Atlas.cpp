@@ -100,7 +100,7 @@ struct WarpSnapCheckFunctor {
     const double d = double(warp.at(i)) - double(warp.T.data()[i]);
     s.sse += d * d;
     const int row = i / warp.nx, x = i - row * warp.nx, y = row % warp.ny, z = row / warp.ny;
-    const float J = greedy_detail::deformationDeterminant(warp.u, z, y, x, nz, warp.ny, warp.nx);
+    const float J = deformationDeterminant(warp.u, z, y, x, nz, warp.ny, warp.nx);
     if (J < s.minJ) s.minJ = J;
   }
   KOKKOS_INLINE_FUNCTION void init(value_type& s) const {

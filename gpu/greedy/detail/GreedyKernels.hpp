@@ -14,20 +14,7 @@
 
 namespace kortex::gpu::greedy_detail {
 
-// det(I - grad u) at (z, y, x), clamped central differences (core/Registration.hpp's G).
-template <class Field>
-KOKKOS_INLINE_FUNCTION float deformationDeterminant(Field const& u, int z, int y, int x, int nz, int ny, int nx) {
-  const int xm = clampIndex(x - 1, nx), xp = clampIndex(x + 1, nx);
-  const int ym = clampIndex(y - 1, ny), yp = clampIndex(y + 1, ny);
-  const int zm = clampIndex(z - 1, nz), zp = clampIndex(z + 1, nz);
-  float g[9];
-  for (int c = 0; c < 3; ++c) {
-    g[3 * c + 0] = regCentral(u(c, z, y, xm), u(c, z, y, xp));
-    g[3 * c + 1] = regCentral(u(c, z, ym, x), u(c, z, yp, x));
-    g[3 * c + 2] = regCentral(u(c, zm, y, x), u(c, zp, y, x));
-  }
-  return regDeterminant(g);
-}
+using ::kortex::deformationDeterminant;
 
 // F = -(W - I1) grad W.
 template <class Mem>
