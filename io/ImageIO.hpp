@@ -90,7 +90,10 @@
 //   only with qform_code > 0 and the srow only with sform_code > 0). Otherwise (a new image, or the
 //   geometry changed) both qform and sform are built from the geometry as ITK's writer does
 //   (codes: the stored ones when > 0, else 1 = scanner), and a non-orthonormal direction is
-//   orthogonalised (ITK coerces it too). Output is always float32, scl_slope 1, scl_inter 0.
+//   orthogonalised (ITK coerces it too). Output is float32, scl_slope 1, scl_inter 0; except a
+//   label image (metadata "kortex.label_datatype": uint8, int8, int16, uint16, int32 or uint32,
+//   set by the apply job's label and nearest interpolations), written in that integer type when
+//   every voxel is an integer it holds (else float32).
 //
 // Errors: every failure throws kortex::IoError (Unsupported for a VTK-only format in a build
 // without VTK) with one message that names the file: missing

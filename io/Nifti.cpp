@@ -954,11 +954,61 @@ struct HeaderSpec {
   OrientationFields o;
   int intentCode = 0;
   std::string descrip, auxFile, intentName;
+  int datatype = NIFTI_TYPE_FLOAT32;  // or an integer type (labels: every value integral and in range)
 };
+
+// The integer type a label image is written in (metadata "kortex.label_datatype", e.g. "int16"),
+// when every voxel is an integer its range holds; else float32. Only the integer types below.
+int labelDatatype(HostImage const& image) {
+  auto it = image.metadata.find("kortex.label_datatype");
+  if (it == image.metadata.end()) return NIFTI_TYPE_FLOAT32;
+  static const std::pair<const char*, int> types[] = {{"uint8", NIFTI_TYPE_UINT8},   {"int8", NIFTI_TYPE_INT8},
+                                                      {"int16", NIFTI_TYPE_INT16},   {"uint16", NIFTI_TYPE_UINT16},
+                                                      {"int32", NIFTI_TYPE_INT32},   {"uint32", NIFTI_TYPE_UINT32}};
+  int dt = NIFTI_TYPE_FLOAT32;
+  for (auto const& [name, code] : types)
+    if (it->second == name) dt = code;
+  if (dt == NIFTI_TYPE_FLOAT32) return dt;
+  double lo = 0, hi = 0;
+  switch (dt) {
+    case NIFTI_TYPE_UINT8: lo = 0, hi = 255; break;
+    case NIFTI_TYPE_INT8: lo = -128, hi = 127; break;
+    case NIFTI_TYPE_INT16: lo = -32768, hi = 32767; break;
+    case NIFTI_TYPE_UINT16: lo = 0, hi = 65535; break;
+    case NIFTI_TYPE_INT32: lo = -2147483648.0, hi = 2147483647.0; break;
+    default: lo = 0, hi = 4294967295.0; break;
+  }
+  const float* v = image.data.data();
+  for (std::size_t k = 0; k < image.data.size(); ++k)
+    if (!(v[k] >= lo && v[k] <= hi && double(v[k]) == std::floor(double(v[k])))) return NIFTI_TYPE_FLOAT32;
+  return dt;
+}
+
+// The voxels in `datatype` (float32 as they are; an integer type converted, values checked by
+// labelDatatype), native byte order.
+std::vector<unsigned char> voxelBytes(float const* data, std::size_t count, int datatype) {
+  std::vector<unsigned char> out;
+  auto put = [&](auto tag) {
+    using T = decltype(tag);
+    out.resize(count * sizeof(T));
+    T* o = reinterpret_cast<T*>(out.data());
+    for (std::size_t k = 0; k < count; ++k) o[k] = static_cast<T>(data[k]);
+  };
+  switch (datatype) {
+    case NIFTI_TYPE_UINT8: put(std::uint8_t{}); break;
+    case NIFTI_TYPE_INT8: put(std::int8_t{}); break;
+    case NIFTI_TYPE_INT16: put(std::int16_t{}); break;
+    case NIFTI_TYPE_UINT16: put(std::uint16_t{}); break;
+    case NIFTI_TYPE_INT32: put(std::int32_t{}); break;
+    case NIFTI_TYPE_UINT32: put(std::uint32_t{}); break;
+    default: out.assign(reinterpret_cast<unsigned char const*>(data), reinterpret_cast<unsigned char const*>(data) + count * sizeof(float));
+  }
+  return out;
+}
 
 // Writes header and data into out's temporary directory; returns the names to commit, the data
 // file of a pair first (so that a header never names a data file that is not there yet).
-std::vector<std::string> writeFloatNifti(HeaderSpec const& spec, float const* data,
+std::vector<std::string> writeVoxelsNifti(HeaderSpec const& spec, float const* data,
                                          std::size_t count, AtomicOutput const& out) {
   const fs::path& target = out.target();
   const OutputNames names = outputNames(target);
@@ -967,7 +1017,7 @@ std::vector<std::string> writeFloatNifti(HeaderSpec const& spec, float const* da
   Nim nim;
   {
     LibraryCall call;
-    nim.reset(nifti_make_new_nim(dims, NIFTI_TYPE_FLOAT32, 0));
+    nim.reset(nifti_make_new_nim(dims, spec.datatype, 0));
     if (!nim) writeError(target, "cannot build the NIfTI header" + call.quoted());
   }
   nifti_image& n = *nim;
@@ -1033,8 +1083,9 @@ std::vector<std::string> writeFloatNifti(HeaderSpec const& spec, float const* da
     if (bad) writeError(target, "cannot build the NIfTI header" + call.quoted());
   }
   header.resize(header.size() + 4, 0);  // extension flag: no extensions
-  const std::size_t nbytes = count * sizeof(float);
-  const auto* bytes = reinterpret_cast<unsigned char const*>(data);
+  const std::vector<unsigned char> voxels = voxelBytes(data, count, spec.datatype);
+  const std::size_t nbytes = voxels.size();
+  const auto* bytes = voxels.data();
   if (names.pair) {
     writeBuffers(out.temporary(names.data), {{bytes, nbytes}}, target);
     writeBuffers(out.temporary(names.header), {{header.data(), header.size()}}, target);
@@ -1195,7 +1246,8 @@ std::vector<std::string> writeNifti(HostImage const& image, AtomicOutput const& 
   spec.descrip = textIn("nifti.descrip", "Kortex");
   spec.auxFile = textIn("nifti.aux_file", "");
   spec.intentName = textIn("nifti.intent_name", "");
-  return writeFloatNifti(spec, image.data.data(), static_cast<std::size_t>(g.numVoxels()), out);
+  spec.datatype = labelDatatype(image);
+  return writeVoxelsNifti(spec, image.data.data(), static_cast<std::size_t>(g.numVoxels()), out);
 }
 
 // ---- displacement fields (see io/ImageIO.hpp for the convention and its ITK sources) ----
@@ -1277,7 +1329,7 @@ std::vector<std::string> writeNiftiField(VectorField<Kokkos::HostSpace> const& f
   spec.pixdimRest = 0.0;
   spec.intentCode = kIntentVector;
   spec.descrip = "Kortex displacement field";
-  return writeFloatNifti(spec, field.data.data(), static_cast<std::size_t>(3 * g.numVoxels()), out);
+  return writeVoxelsNifti(spec, field.data.data(), static_cast<std::size_t>(3 * g.numVoxels()), out);
 }
 
 }  // namespace kortex::io::detail

@@ -2,6 +2,7 @@
 
 #include <Kokkos_Core.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <utility>
 
@@ -26,6 +27,22 @@ void requireVolume(Geometry const& g, const char* what, bool cells) {
   if (g.dimension != 3) throw InvalidArgument(std::string("apply: the ") + what + " must be a 3D image, got " + describe(g));
   if (cells && (g.nx() < 2 || g.ny() < 2 || g.nz() < 2))
     throw InvalidArgument(std::string("apply: the ") + what + " needs at least 2 voxels along every axis, got " + describe(g));
+}
+
+// The integer type a label or nearest result is written in: the input file's own integer type, else
+// the smallest of uint8, int16, int32 that holds every value (io::writeImage falls back to float32
+// where a value is not an integer of that type).
+std::string labelDatatypeOf(HostImage const& input) {
+  auto it = input.metadata.find("nifti.datatype");
+  if (it != input.metadata.end())
+    for (const char* t : {"uint8", "int8", "int16", "uint16", "int32", "uint32"})
+      if (it->second == t) return t;
+  float lo = 0.0f, hi = 0.0f;
+  const float* v = input.data.data();
+  for (std::size_t k = 0; k < input.data.size(); ++k) lo = std::min(lo, v[k]), hi = std::max(hi, v[k]);
+  if (lo >= 0.0f && hi <= 255.0f) return "uint8";
+  if (lo >= -32768.0f && hi <= 32767.0f) return "int16";
+  return "int32";
 }
 
 std::string transformName(std::size_t k, fs::path const& p) {
@@ -122,6 +139,7 @@ ApplyResult applyTransforms(HostImage const& input, Geometry const& reference, T
   }
   r.seconds = secondsSince(t0);
   r.image.metadata = input.metadata;
+  if (interpolation != ApplyInterpolation::Linear) r.image.metadata["kortex.label_datatype"] = labelDatatypeOf(input);
   return r;
 }
 

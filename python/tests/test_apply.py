@@ -144,3 +144,21 @@ def test_ants_order_the_first_listed_takes_the_point_first(tmp_path):
     want = np.where(inside, 2.0 * qx - 0.5 * qy + 0.25 * qz + 5.0, 0.0)
     assert inside.sum() > img.size // 3
     assert np.max(np.abs(r - want)) < 2e-5
+
+
+def test_label_maps_come_out_as_integers(tmp_path):
+    nib = pytest.importorskip("nibabel")
+    labels = np.zeros((10, 10, 10), dtype=np.int16)
+    labels[2:6, 3:8, 1:5] = 3
+    labels[5:9, 1:4, 4:9] = 1200
+    nib.save(nib.Nifti1Image(labels.T, np.eye(4)), str(tmp_path / "labels.nii.gz"))
+    f = itk_affine(tmp_path / "t.txt", np.eye(3), (0.4, 0.0, 0.0))
+    for interpolation in ("label", "nearest"):
+        out = tmp_path / (interpolation + ".nii.gz")
+        kortex.apply(tmp_path / "labels.nii.gz", tmp_path / "labels.nii.gz", [f], out=out, interpolation=interpolation)
+        img = nib.load(str(out))
+        assert img.get_data_dtype() == np.int16, interpolation  # the input's own integer type
+        assert set(np.unique(np.asarray(img.dataobj))) <= {0, 3, 1200}
+    # linear interpolation stays float32
+    kortex.apply(tmp_path / "labels.nii.gz", tmp_path / "labels.nii.gz", [f], out=tmp_path / "lin.nii.gz")
+    assert nib.load(str(tmp_path / "lin.nii.gz")).get_data_dtype() == np.float32
