@@ -164,9 +164,7 @@ nlohmann::json toJson(ApplyJob const& job) {
 ApplyJob applyJobFromJson(nlohmann::json const& j) {
   ApplyJob job;
   detail::JsonReader r(j, "apply job");
-  std::string kind = "apply";
-  r.text("job", kind);
-  if (kind != "apply") throw InvalidArgument("apply job: 'job' must be \"apply\", got \"" + kind + "\"");
+  r.jobKind("apply");
   job.input.path = inputPathFromJson(r.raw("input"), "apply job", "input");
   job.reference.path = inputPathFromJson(r.raw("reference"), "apply job", "reference");
   r.path("output", job.output)

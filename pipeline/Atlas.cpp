@@ -732,9 +732,7 @@ nlohmann::json toJson(AtlasJob const& job) {
 AtlasJob atlasJobFromJson(nlohmann::json const& j) {
   AtlasJob job;
   detail::JsonReader r(j, "atlas job");
-  std::string kind = "atlas";
-  r.text("job", kind);
-  if (kind != "atlas") throw InvalidArgument("atlas job: 'job' must be \"atlas\", got \"" + kind + "\"");
+  r.jobKind("atlas");
   auto paths = [&](const char* key, std::vector<std::string>& out) {
     if (nlohmann::json const* v = r.raw(key)) {
       if (!v->is_array()) r.wrongType(key, "a list of file paths", *v);

@@ -255,9 +255,7 @@ nlohmann::json toJson(DenoiseJob const& job) {
 DenoiseJob denoiseJobFromJson(nlohmann::json const& j) {
   DenoiseJob job;
   detail::JsonReader r(j, "denoise job");
-  std::string kind = "denoise";
-  r.text("job", kind);
-  if (kind != "denoise") throw InvalidArgument("denoise job: 'job' must be \"denoise\", got \"" + kind + "\"");
+  r.jobKind("denoise");
   r.choice("method", job.method, parseDenoiseMethod).choice("backend", job.backend, parseBackend);
   job.input.path = inputPathFromJson(r.raw("input"), "denoise job", "input");
   r.path("output", job.output).flag("variant_given", job.variantGiven).flag("keep_result", job.keepResult);

@@ -186,9 +186,8 @@ json toJson(RegisterJob const& job) {
 RegisterJob registerJobFromJson(json const& j) {
   RegisterJob job;
   detail::JsonReader r(j, "register job");
-  std::string kind = "register", method = toString(job.method), backend = toString(job.backend);
-  r.text("job", kind).text("method", method).text("backend", backend);
-  if (kind != "register") throw InvalidArgument("register job: 'job' must be \"register\", got \"" + kind + "\"");
+  std::string method = toString(job.method), backend = toString(job.backend);
+  r.jobKind("register").text("method", method).text("backend", backend);
   if (method == "greedy") job.method = RegistrationMethod::Greedy;
   else if (method == "unbiased") job.method = RegistrationMethod::Unbiased;
   else throw InvalidArgument("register job: 'method' must be \"greedy\" or \"unbiased\", got \"" + method + "\"");

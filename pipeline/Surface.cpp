@@ -211,9 +211,7 @@ nlohmann::json toJson(SurfaceJob const& job) {
 SurfaceJob surfaceJobFromJson(nlohmann::json const& j) {
   SurfaceJob job;
   detail::JsonReader r(j, "surface job");
-  std::string kind = "surface";
-  r.text("job", kind);
-  if (kind != "surface") throw InvalidArgument("surface job: 'job' must be \"surface\", got \"" + kind + "\"");
+  r.jobKind("surface");
   job.input.path = inputPathFromJson(r.raw("input"), "surface job", "input");
   r.choice("input_kind", job.inputKind, parseSurfaceInputKind).number("mesh_spacing", job.meshSpacing);
   r.path("output", job.output).path("out_mesh", job.outMesh).object("params", job.params);

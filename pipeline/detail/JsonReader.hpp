@@ -103,6 +103,13 @@ class JsonReader {
     out = s;
     return *this;
   }
+  // A job description's "job" key: absent, or `kind` ("register", "apply", ...).
+  JsonReader& jobKind(const char* kind) {
+    std::string given = kind;
+    text("job", given);
+    if (given != kind) throw InvalidArgument(what_ + ": 'job' must be \"" + kind + "\", got \"" + given + "\"");
+    return *this;
+  }
   // The value itself (null when absent), for a key the caller reads in its own way.
   json const* raw(const char* key) { return find(key); }
   [[noreturn]] void wrongType(const char* key, const char* want, json const& v) const {
