@@ -224,10 +224,24 @@ py::dict readFieldDict(std::string const& path) {
   return d;
 }
 
+void writeArray(std::string const& path, py::array array, std::optional<std::vector<double>> spacing,
+                std::optional<std::vector<double>> origin, std::optional<std::vector<double>> direction,
+                std::optional<std::map<std::string, std::string>> metadata);
+
 void writeImageArray(std::string const& path, py::array array, std::optional<std::vector<double>> spacing,
            std::optional<std::vector<double>> origin, std::optional<std::vector<double>> direction,
            std::optional<std::map<std::string, std::string>> metadata) {
   session();
+  try {
+    writeArray(path, array, std::move(spacing), std::move(origin), std::move(direction), std::move(metadata));
+  } catch (InvalidArgument const& e) {  // the geometry or the array: the message names the file
+    throw InvalidArgument("cannot write '" + path + "': " + e.what());
+  }
+}
+
+void writeArray(std::string const& path, py::array array, std::optional<std::vector<double>> spacing,
+                std::optional<std::vector<double>> origin, std::optional<std::vector<double>> direction,
+                std::optional<std::map<std::string, std::string>> metadata) {
   if (array.ndim() == 4) return writeFieldArray(path, array, geometryArgs(spacing, origin, direction), metadata);
   Array keep;
   HostImage img = imageOf(ImageArg(array), geometryArgs(spacing, origin, direction), keep, false);

@@ -266,3 +266,9 @@ def test_real_ixi_volume_nlm_equals_the_command(tmp_path):
     cli("denoise", "nlm", f, tmp_path / "o.nii.gz", "--patch-radius", 1, "--search-radius", 2, "--h", 40, "--backend", "kokkos")
     ours = kortex.denoise_nlm(f, patch_radius=1, search_radius=2, h=40, backend="kokkos")
     np.testing.assert_array_equal(ours, kortex.read(tmp_path / "o.nii.gz")["array"])
+
+
+def test_a_refused_write_names_the_file(tmp_path):
+    with pytest.raises(ValueError, match="cannot write '.*bad.nii'.*origin must be finite"):
+        kortex.write(tmp_path / "bad.nii", np.zeros((4, 4, 4), np.float32), origin=[float("nan"), 0, 0])
+    assert not list(tmp_path.iterdir())
