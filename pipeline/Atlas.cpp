@@ -471,30 +471,12 @@ class AtlasJobStages {
     AtlasJobResult& r = r_;
     r.memory = gpu::atlasMemory(box_, job_.params);
     const bool onDevice = r.backend == Backend::Kokkos && !Kokkos::SpaceAccessibility<Kokkos::HostSpace, Mem>::accessible;
-    const std::int64_t need = r.memory.total(r.local);
     const std::int64_t avail = job_.maxMemoryMiB > 0 ? std::int64_t(job_.maxMemoryMiB * 1048576.0)
                                : onDevice              ? gpu::availableMemoryBytes<Mem>()
                                                        : hostAvailableMemoryBytes();
-    const std::string what = "atlas: " + std::to_string(r.local) + " subjects on a " + describe(box_) + " box need " + gib(need) +
-                             " of " + (onDevice ? "device" : "host") + " memory (" + gib(r.memory.perSubject) + " per subject + " +
-                             gib(r.memory.shared) + " shared) but " + gib(avail) + " is available";
-    if (avail > 0 && need > avail) {
-      // On a device the subjects that do not fit are streamed from pinned host memory; a host back
-      // end has nowhere else to put them.
-      const int fit = onDevice ? r.memory.resident(r.local, avail) : -1;
-      if (fit < 0)
-        throw InvalidArgument(what + (onDevice ? " (streaming needs " + gib(r.memory.shared + r.memory.streamBuffers) +
-                                                     " of it for the shared and stream buffers)"
-                                               : std::string()) +
-                              ": spread the subjects over more processes, or clip the volumes");
-      const int streamed = r.local - fit;
-      const std::int64_t hostNeed = std::int64_t(streamed) * r.memory.perStreamedHost, hostAvail = hostAvailableMemoryBytes();
-      if (hostAvail > 0 && hostNeed > hostAvail)
-        throw InvalidArgument(what + "; streaming the " + std::to_string(streamed) + " that do not fit needs " + gib(hostNeed) +
-                              " of host memory (" + gib(r.memory.perStreamedHost) + " per subject) but " + gib(hostAvail) +
-                              " is available: spread the subjects over more processes, or clip the volumes");
-      resident_ = fit;
-    }
+    const AtlasResidency plan = atlasResidency(r.memory, r.local, avail, onDevice, hostAvailableMemoryBytes(),
+                                               std::to_string(r.local) + " subjects on a " + describe(box_) + " box");
+    resident_ = plan.resident == r.local ? -1 : plan.resident;  // -1: every subject resident
     r.streamed = resident_ < 0 ? 0 : r.local - resident_;
   }
 
@@ -770,6 +752,28 @@ std::vector<std::string> readImageList(std::string const& path) {
   }
   if (out.empty()) throw InvalidArgument("the image list '" + path + "' names no image");
   return out;
+}
+
+AtlasResidency atlasResidency(AtlasMemory const& m, int subjects, std::int64_t avail, bool onDevice,
+                              std::int64_t hostAvail, std::string const& what) {
+  const std::int64_t need = m.total(subjects);
+  if (avail <= 0 || need <= avail) return {subjects, 0};  // unknown memory (0): as before, all resident
+  const std::string told = "atlas: " + what + " need " + gib(need) + " of " + (onDevice ? "device" : "host") + " memory (" +
+                           gib(m.perSubject) + " per subject + " + gib(m.shared) + " shared) but " + gib(avail) + " is available";
+  // On a device the subjects that do not fit are streamed from pinned host memory; a host back end
+  // has nowhere else to put them.
+  const int fit = onDevice ? m.resident(subjects, avail) : -1;
+  if (fit < 0)
+    throw InvalidArgument(told + (onDevice ? " (streaming needs " + gib(m.shared + m.streamBuffers) + " of it for the shared and stream buffers)"
+                                           : std::string()) +
+                          ": spread the subjects over more processes, or clip the volumes");
+  const int streamed = subjects - fit;
+  const std::int64_t hostNeed = std::int64_t(streamed) * m.perStreamedHost;
+  if (hostAvail > 0 && hostNeed > hostAvail)
+    throw InvalidArgument(told + "; streaming the " + std::to_string(streamed) + " that do not fit needs " + gib(hostNeed) +
+                          " of host memory (" + gib(m.perStreamedHost) + " per subject) but " + gib(hostAvail) +
+                          " is available: spread the subjects over more processes, or clip the volumes");
+  return {fit, streamed};
 }
 
 std::array<Index, 6> voxelBox(HostImage const& img, float threshold) {

@@ -127,6 +127,18 @@ AtlasJob atlasJobFromJson(nlohmann::json const& j);
 
 nlohmann::json toJson(AtlasJobResult const& r);
 
+// The residency plan: of `subjects` needing m (AtlasMemory) in `avail` bytes of the back end's memory
+// (0: unknown, all resident), all stay when they fit; else, on a device, as many as fit beside the
+// shared and stream buffers stay and the rest are streamed from pinned host memory (`hostAvail`
+// bytes: 0 unknown). InvalidArgument, naming `what` ("4 subjects on a ... box") and the bytes,
+// where a host back end does not fit, the buffers alone do not fit, or the host cannot hold the
+// streamed subjects.
+struct AtlasResidency {
+  int resident = 0, streamed = 0;
+};
+AtlasResidency atlasResidency(AtlasMemory const& m, int subjects, std::int64_t avail, bool onDevice,
+                              std::int64_t hostAvail, std::string const& what);
+
 // A subject's box of voxels above `threshold`: {lo x, lo y, lo z, hi x, hi y, hi z} (hi = -1 and
 // lo = the extent where there is none).
 std::array<Index, 6> voxelBox(HostImage const& img, float threshold);

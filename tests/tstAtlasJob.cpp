@@ -145,3 +145,30 @@ BOOST_AUTO_TEST_CASE(atlas_clip_box) {
   BOOST_TEST((whole.low == std::array<Index, 3>{0, 0, 0}));
   BOOST_TEST((whole.grid.size == g.size));
 }
+
+// The residency plan alone: all resident when they fit; on a device the rest streamed; refusals.
+BOOST_AUTO_TEST_CASE(atlas_residency_plan) {
+  AtlasMemory m;
+  m.perSubject = 100;
+  m.shared = 300;
+  m.streamBuffers = 250;
+  m.perStreamedHost = 60;
+  const auto all = pipeline::atlasResidency(m, 8, 1100, true, 0, "8 subjects");  // 300 + 800 fits
+  BOOST_TEST(all.resident == 8);
+  BOOST_TEST(all.streamed == 0);
+  BOOST_TEST(pipeline::atlasResidency(m, 8, 0, true, 0, "8 subjects").resident == 8);  // memory unknown
+  const auto some = pipeline::atlasResidency(m, 8, 1000, true, 0, "8 subjects");  // (1000 - 300 - 250) / 100 = 4
+  BOOST_TEST(some.resident == 4);
+  BOOST_TEST(some.streamed == 4);
+  auto refused = [&](auto&& call, std::string const& words) {
+    try {
+      call();
+    } catch (InvalidArgument const& e) {
+      return std::string(e.what()).find(words) != std::string::npos;
+    }
+    return false;
+  };
+  BOOST_TEST(refused([&] { pipeline::atlasResidency(m, 8, 1000, false, 0, "8 subjects"); }, "8 subjects need"));  // a host back end
+  BOOST_TEST(refused([&] { pipeline::atlasResidency(m, 8, 500, true, 0, "8 subjects"); }, "streaming needs"));  // buffers alone
+  BOOST_TEST(refused([&] { pipeline::atlasResidency(m, 8, 1000, true, 200, "8 subjects"); }, "of host memory"));  // 4 x 60 > 200
+}
