@@ -1,6 +1,7 @@
 // Affine pre-alignment: transforms, world matrices, pyramid, and the optimiser shared by every back
 // end (specification: core/Affine.hpp).
 #include "core/Affine.hpp"
+#include "core/Boundary.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -232,7 +233,8 @@ HostImage binomial(HostImage const& img, Index stride, const char* label) {
   const Index nx = g.nx(), ny = g.ny(), nz = g.nz();
   auto outExtent = [stride](Index n) { return (n + stride - 1) / stride; };
   const Index cx = outExtent(nx), cy = outExtent(ny), cz = outExtent(nz);
-  auto clampI = [](Index i, Index n) { return i < 0 ? Index(0) : (i >= n ? n - 1 : i); };
+  // the clamp rule (core/Boundary.hpp) on one axis; axes hold fewer than 2^31 voxels
+  auto clampI = [](Index i, Index n) { return Index(clampIndex(int(i), int(n))); };
   const float* in = img.data.data();
   // x pass (nz, ny, cx), y pass (nz, cy, cx), z pass (cz, cy, cx).
   std::vector<double> tx(static_cast<std::size_t>(nz * ny * cx)), ty(static_cast<std::size_t>(nz * cy * cx));

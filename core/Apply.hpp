@@ -53,6 +53,7 @@
 #include <vector>
 
 #include "core/Affine.hpp"
+#include "core/Boundary.hpp"
 #include "core/Image.hpp"
 
 namespace kortex {
@@ -137,8 +138,6 @@ KOKKOS_INLINE_FUNCTION int applyFloor(double v) {
   return i;
 }
 
-KOKKOS_INLINE_FUNCTION int applyClamp(int i, int n) { return i < 0 ? 0 : (i > n - 1 ? n - 1 : i); }
-
 // Inside the nearest-voxel box -0.5 <= q_a < n_a - 0.5 (false for NaN).
 KOKKOS_INLINE_FUNCTION bool applyInsideHalf(const double* q, int nx, int ny, int nz) {
   return q[0] >= -0.5 && q[0] < nx - 0.5 && q[1] >= -0.5 && q[1] < ny - 0.5 && q[2] >= -0.5 && q[2] < nz - 0.5;
@@ -155,8 +154,8 @@ KOKKOS_INLINE_FUNCTION void applyFieldDisplacement(const float* fields, ApplySte
   for (int a = 0; a < 3; ++a) {
     const int f = applyFloor(c[a]);
     t[a] = c[a] - static_cast<double>(f);
-    lo[a] = applyClamp(f, s.n[a]);
-    hi[a] = applyClamp(f + 1, s.n[a]);
+    lo[a] = clampIndex(f, s.n[a]);
+    hi[a] = clampIndex(f + 1, s.n[a]);
   }
   const std::int64_t nx = s.n[0], ny = s.n[1], plane = nx * ny, comp = plane * s.n[2];
   for (int cz = 0; cz < 2; ++cz)
@@ -201,8 +200,8 @@ template <class View>
 KOKKOS_INLINE_FUNCTION float applySampleNearest(View const& img, const double* q) {
   const int nz = static_cast<int>(img.extent(0)), ny = static_cast<int>(img.extent(1)), nx = static_cast<int>(img.extent(2));
   if (!applyInsideHalf(q, nx, ny, nz)) return 0.0f;
-  return img(applyClamp(applyFloor(q[2] + 0.5), nz), applyClamp(applyFloor(q[1] + 0.5), ny),
-             applyClamp(applyFloor(q[0] + 0.5), nx));
+  return img(clampIndex(applyFloor(q[2] + 0.5), nz), clampIndex(applyFloor(q[1] + 0.5), ny),
+             clampIndex(applyFloor(q[0] + 0.5), nx));
 }
 
 template <class View>
@@ -214,8 +213,8 @@ KOKKOS_INLINE_FUNCTION float applySampleLabel(View const& img, const double* q) 
   for (int a = 0; a < 3; ++a) {
     const int f = applyFloor(q[a]);
     t[a] = q[a] - static_cast<double>(f);
-    lo[a] = applyClamp(f, n[a]);
-    hi[a] = applyClamp(f + 1, n[a]);
+    lo[a] = clampIndex(f, n[a]);
+    hi[a] = clampIndex(f + 1, n[a]);
   }
   float label[8];
   double weight[8];

@@ -74,6 +74,7 @@
 #include <string>
 #include <vector>
 
+#include "core/Boundary.hpp"
 #include "core/Compat.hpp"
 #include "core/Image.hpp"
 
@@ -154,19 +155,18 @@ struct ExpandTaps {
   float w[3];
   int iw[3];  // integer weights (sum 8)
 };
-KOKKOS_INLINE_FUNCTION int clampCoarse(int i, int m) { return i < 0 ? 0 : (i >= m ? m - 1 : i); }
 KOKKOS_INLINE_FUNCTION ExpandTaps expandTaps(int p, int m) {
   ExpandTaps t;
   const int i = p >> 1;
   if ((p & 1) == 0) {
-    t.idx[0] = clampCoarse(i - 1, m);
-    t.idx[1] = clampCoarse(i, m);
-    t.idx[2] = clampCoarse(i + 1, m);
+    t.idx[0] = clampIndex(i - 1, m);
+    t.idx[1] = clampIndex(i, m);
+    t.idx[2] = clampIndex(i + 1, m);
     t.w[0] = 0.125f; t.w[1] = 0.75f; t.w[2] = 0.125f;
     t.iw[0] = 1; t.iw[1] = 6; t.iw[2] = 1;
   } else {
-    t.idx[0] = clampCoarse(i, m);
-    t.idx[1] = clampCoarse(i + 1, m);
+    t.idx[0] = clampIndex(i, m);
+    t.idx[1] = clampIndex(i + 1, m);
     t.idx[2] = t.idx[1];
     t.w[0] = 0.5f; t.w[1] = 0.5f; t.w[2] = 0.0f;
     t.iw[0] = 4; t.iw[1] = 4; t.iw[2] = 0;
@@ -200,10 +200,10 @@ KOKKOS_INLINE_FUNCTION float multiresReduceAt(Fine const& g, int i, int j, int n
   const float c = static_cast<float>(g(2 * i, 2 * j));  // 2i <= ny - 1, 2j <= nx - 1
   float acc = 0.0f;
   for (int m = -2; m <= 2; ++m) {
-    const int y = clampCoarse(2 * i + m, ny);
+    const int y = clampIndex(2 * i + m, ny);
     float row = 0.0f;
     for (int n = -2; n <= 2; ++n)
-      row += binomial5(n) * (static_cast<float>(g(y, clampCoarse(2 * j + n, nx))) - c);
+      row += binomial5(n) * (static_cast<float>(g(y, clampIndex(2 * j + n, nx))) - c);
     acc += binomial5(m) * row;
   }
   return c + acc;
@@ -212,10 +212,10 @@ template <class Fine>
 KOKKOS_INLINE_FUNCTION int multiresReduceAtQ(Fine const& g, int i, int j, int ny, int nx) {
   int s = 0;
   for (int m = -2; m <= 2; ++m) {
-    const int y = clampCoarse(2 * i + m, ny);
+    const int y = clampIndex(2 * i + m, ny);
     int row = 0;
     for (int n = -2; n <= 2; ++n)
-      row += binomial5Q(n) * static_cast<int>(g(y, clampCoarse(2 * j + n, nx)));
+      row += binomial5Q(n) * static_cast<int>(g(y, clampIndex(2 * j + n, nx)));
     s += binomial5Q(m) * row;
   }
   return multiresReduceRound(s);
@@ -284,7 +284,7 @@ KOKKOS_INLINE_FUNCTION auto multiresUpsampleAt(Coarse const& g, int Y, int X, in
   using V = typename Coarse::non_const_value_type;
   const int p = Y - 2, q = X - 2;
   if ((p & 1) != 0 || (q & 1) != 0) return V(0);
-  return static_cast<V>(g(clampCoarse(p / 2, my), clampCoarse(q / 2, mx)));
+  return static_cast<V>(g(clampIndex(p / 2, my), clampIndex(q / 2, mx)));
 }
 template <class Up>
 KOKKOS_INLINE_FUNCTION float multiresLowpassAt(Up const& u, int y, int x) {

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/Errors.hpp"
+#include "reference_cpu/Checks.hpp"
 #include "reference_cpu/Gaussian.hpp"
 #include "reference_cpu/Registration.hpp"
 
@@ -17,7 +18,6 @@ namespace {
 // Views are passed by reference inside the OpenMP loops below: copying one there would update
 // its reference count from several threads (not atomic in a Kokkos build without host threads).
 
-inline Index clampI(Index i, Index n) { return i < 0 ? 0 : (i >= n ? n - 1 : i); }
 
 struct Cell {
   Index i0, i1;
@@ -27,7 +27,7 @@ struct Cell {
 Cell cell(double p, Index n) {
   const double q = std::min(std::max(p, -1.0), double(n));
   const double f = std::floor(q);
-  return Cell{clampI(Index(f), n), clampI(Index(f) + 1, n), q - f};
+  return Cell{detail::clampIndex(Index(f), n), detail::clampIndex(Index(f) + 1, n), q - f};
 }
 
 double trilinear(ConstHostField const& u, int c, double px, double py, double pz) {
@@ -84,7 +84,7 @@ void boxAlong(std::vector<double> const& in, std::vector<double>& out, Grid3 con
     for (Index i = 0; i < len; ++i) out[base + i * step] = 0.0;
     for (Index i = 0; i < len; ++i)
       for (int o = -R; o <= R; ++o) {
-        const Index j = clampI(i + o, len);
+        const Index j = detail::clampIndex(i + o, len);
         if (transposed)
           out[base + j * step] += in[base + i * step];
         else
@@ -173,9 +173,9 @@ double lnccForce(ConstHostImageView w, ConstHostImageView fixed, int radius, Hos
         const std::size_t i = std::size_t((z * ny + y) * nx + x);
         // dE/dW(y) = sum over the windows x that read y of a(x) [(F(y) - mF(x)) - b(x) (W(y) - mW(x))].
         const double dEdW = double(fixed(z, y, x)) * coef[0][i] - coef[1][i] - double(w(z, y, x)) * coef[2][i] + coef[3][i];
-        const double grad[3] = {0.5 * (double(w(z, y, clampI(x + 1, nx))) - w(z, y, clampI(x - 1, nx))),
-                                0.5 * (double(w(z, clampI(y + 1, ny), x)) - w(z, clampI(y - 1, ny), x)),
-                                0.5 * (double(w(clampI(z + 1, nz), y, x)) - w(clampI(z - 1, nz), y, x))};
+        const double grad[3] = {0.5 * (double(w(z, y, detail::clampIndex(x + 1, nx))) - w(z, y, detail::clampIndex(x - 1, nx))),
+                                0.5 * (double(w(z, detail::clampIndex(y + 1, ny), x)) - w(z, detail::clampIndex(y - 1, ny), x)),
+                                0.5 * (double(w(detail::clampIndex(z + 1, nz), y, x)) - w(detail::clampIndex(z - 1, nz), y, x))};
         for (int k = 0; k < 3; ++k) f(k, z, y, x) = float(dEdW * grad[k]);
       }
   return energy;
@@ -194,9 +194,9 @@ void greedyForce(ConstHostImageView w, ConstHostImageView fixed, HostField f) {
     for (Index y = 0; y < ny; ++y)
       for (Index x = 0; x < nx; ++x) {
         const double r = double(fixed(z, y, x)) - double(w(z, y, x));
-        const double g[3] = {0.5 * (double(w(z, y, clampI(x + 1, nx))) - w(z, y, clampI(x - 1, nx))),
-                             0.5 * (double(w(z, clampI(y + 1, ny), x)) - w(z, clampI(y - 1, ny), x)),
-                             0.5 * (double(w(clampI(z + 1, nz), y, x)) - w(clampI(z - 1, nz), y, x))};
+        const double g[3] = {0.5 * (double(w(z, y, detail::clampIndex(x + 1, nx))) - w(z, y, detail::clampIndex(x - 1, nx))),
+                             0.5 * (double(w(z, detail::clampIndex(y + 1, ny), x)) - w(z, detail::clampIndex(y - 1, ny), x)),
+                             0.5 * (double(w(detail::clampIndex(z + 1, nz), y, x)) - w(detail::clampIndex(z - 1, nz), y, x))};
         for (int k = 0; k < 3; ++k) f(k, z, y, x) = float(r * g[k]);
       }
 }

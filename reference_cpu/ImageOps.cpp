@@ -15,7 +15,6 @@ void requireSame(ConstHostView const& a, std::size_t e0, std::size_t e1, std::si
     throw InvalidArgument(std::string(who) + ": images of different extents");
 }
 
-inline long clampL(long i, long n) { return i < 0 ? 0 : (i >= n ? n - 1 : i); }
 
 }  // namespace
 
@@ -57,9 +56,9 @@ void gradient(ConstHostView a, Kokkos::View<float****, Kokkos::LayoutRight, Kokk
   for (long z = 0; z < nz; ++z)
     for (long y = 0; y < ny; ++y)
       for (long x = 0; x < nx; ++x) {
-        out(0, z, y, x) = float(0.5 * (double(a(z, y, clampL(x + 1, nx))) - a(z, y, clampL(x - 1, nx))));
-        out(1, z, y, x) = float(0.5 * (double(a(z, clampL(y + 1, ny), x)) - a(z, clampL(y - 1, ny), x)));
-        out(2, z, y, x) = float(0.5 * (double(a(clampL(z + 1, nz), y, x)) - a(clampL(z - 1, nz), y, x)));
+        out(0, z, y, x) = float(0.5 * (double(a(z, y, detail::clampIndex(x + 1, nx))) - a(z, y, detail::clampIndex(x - 1, nx))));
+        out(1, z, y, x) = float(0.5 * (double(a(z, detail::clampIndex(y + 1, ny), x)) - a(z, detail::clampIndex(y - 1, ny), x)));
+        out(2, z, y, x) = float(0.5 * (double(a(detail::clampIndex(z + 1, nz), y, x)) - a(detail::clampIndex(z - 1, nz), y, x)));
       }
 }
 

@@ -145,9 +145,9 @@ void checkSigma(float sigma, const char* who) {
 
 // G at voxel (z, y, x): G(i, j) = D_j u_i, clamped central differences.
 inline Mat3 displacementGradient(ConstHostField const& u, Grid const& g, Index z, Index y, Index x) {
-  const Index xm = clampTo(x - 1, g.nx), xp = clampTo(x + 1, g.nx);
-  const Index ym = clampTo(y - 1, g.ny), yp = clampTo(y + 1, g.ny);
-  const Index zm = clampTo(z - 1, g.nz), zp = clampTo(z + 1, g.nz);
+  const Index xm = detail::clampIndex(x - 1, g.nx), xp = detail::clampIndex(x + 1, g.nx);
+  const Index ym = detail::clampIndex(y - 1, g.ny), yp = detail::clampIndex(y + 1, g.ny);
+  const Index zm = detail::clampIndex(z - 1, g.nz), zp = detail::clampIndex(z + 1, g.nz);
   Mat3 G;
   for (int i = 0; i < 3; ++i) {
     G(i, 0) = 0.5 * (double(u(i, z, y, xp)) - double(u(i, z, y, xm)));
@@ -342,9 +342,9 @@ double ratePass(ConstHostField const& u, ConstHostField const& v, HostField cons
     for (Index x = 0; x < g.nx; ++x) {
       const Vec3 vel(v(0, z, y, x), v(1, z, y, x), v(2, z, y, x));
       // Upwind gradient: along axis j the neighbour on the side the flow comes from.
-      const Index nb[3][2] = {{clampTo(x - 1, g.nx), clampTo(x + 1, g.nx)},
-                              {clampTo(y - 1, g.ny), clampTo(y + 1, g.ny)},
-                              {clampTo(z - 1, g.nz), clampTo(z + 1, g.nz)}};
+      const Index nb[3][2] = {{detail::clampIndex(x - 1, g.nx), detail::clampIndex(x + 1, g.nx)},
+                              {detail::clampIndex(y - 1, g.ny), detail::clampIndex(y + 1, g.ny)},
+                              {detail::clampIndex(z - 1, g.nz), detail::clampIndex(z + 1, g.nz)}};
       Mat3 H = Mat3::Zero();
       for (int i = 0; i < 3; ++i) {
         const double c = u(i, z, y, x);

@@ -1,3 +1,4 @@
+#include "reference_cpu/Checks.hpp"
 #include "reference_cpu/SurfaceNlm.hpp"
 
 #include <omp.h>
@@ -133,7 +134,6 @@ std::vector<float> bandPatches(HostImage const& phi, std::vector<std::int64_t> c
   const Index nx = g.nx(), ny = g.ny(), nz = g.nz();
   const int h = (patch - 1) / 2, pv = patch * patch * patch;
   std::vector<float> rec(ids.size() * static_cast<std::size_t>(pv));
-  auto clampTo = [](Index i, Index n) { return i < 0 ? Index(0) : (i >= n ? n - 1 : i); };
 #pragma omp parallel for schedule(static)
   for (std::int64_t j = 0; j < static_cast<std::int64_t>(ids.size()); ++j) {
     const Index id = ids[static_cast<std::size_t>(j)];
@@ -142,7 +142,7 @@ std::vector<float> bandPatches(HostImage const& phi, std::vector<std::int64_t> c
     for (int oz = -h; oz <= h; ++oz)
       for (int oy = -h; oy <= h; ++oy)
         for (int ox = -h; ox <= h; ++ox)
-          rec[k++] = phi.data(clampTo(z + oz, nz), clampTo(y + oy, ny), clampTo(x + ox, nx));
+          rec[k++] = phi.data(detail::clampIndex(z + oz, nz), detail::clampIndex(y + oy, ny), detail::clampIndex(x + ox, nx));
   }
   return rec;
 }

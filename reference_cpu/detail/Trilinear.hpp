@@ -9,10 +9,10 @@
 #include <cmath>
 
 #include "core/Image.hpp"
+#include "reference_cpu/Checks.hpp"
 
 namespace kortex::ref::detail {
 
-inline Index clampTo(Index i, Index n) { return i < 0 ? 0 : (i >= n ? n - 1 : i); }
 
 struct TrilinearSample {
   double value = 0.0;
@@ -29,8 +29,8 @@ inline TrilinearSample sampleTrilinear(ConstImageView<Kokkos::HostSpace> const& 
     const double t = p[a] - f;
     // Beyond one voxel outside, every corner clamps to the edge: bound f before the conversion.
     const Index i = static_cast<Index>(std::min(std::max(f, -1.0), static_cast<double>(n[a])));
-    lo[a] = clampTo(i, n[a]);
-    hi[a] = clampTo(i + 1, n[a]);
+    lo[a] = clampIndex(i, n[a]);
+    hi[a] = clampIndex(i + 1, n[a]);
     w[a][0] = 1.0 - t;
     w[a][1] = t;
   }
@@ -44,8 +44,8 @@ inline TrilinearSample sampleTrilinear(ConstImageView<Kokkos::HostSpace> const& 
         if (!withGradient) continue;
         for (int a = 0; a < 3; ++a) {  // clamped central difference along axis a at corner k
           Index m[3] = {k[0], k[1], k[2]}, p1[3] = {k[0], k[1], k[2]};
-          m[a] = clampTo(k[a] - 1, n[a]);
-          p1[a] = clampTo(k[a] + 1, n[a]);
+          m[a] = clampIndex(k[a] - 1, n[a]);
+          p1[a] = clampIndex(k[a] + 1, n[a]);
           s.gradient[a] += weight * 0.5 * (double(img(p1[2], p1[1], p1[0])) - double(img(m[2], m[1], m[0])));
         }
       }

@@ -199,8 +199,8 @@ struct FusedDirectFunctor {
     const int j = static_cast<int>(n - static_cast<std::int64_t>(i) * mx);
     Acc nb[3][3], q[2][2];
     for (int r = 0; r < 3; ++r) {
-      const int yy = clampCoarse(i - 1 + r, my);
-      for (int c = 0; c < 3; ++c) nb[r][c] = static_cast<Acc>(coarse(yy, clampCoarse(j - 1 + c, mx)));
+      const int yy = clampIndex(i - 1 + r, my);
+      for (int c = 0; c < 3; ++c) nb[r][c] = static_cast<Acc>(coarse(yy, clampIndex(j - 1 + c, mx)));
     }
     if constexpr (std::is_same_v<Acc, float>)
       multiresExpandQuad(nb, q);
@@ -251,7 +251,7 @@ struct FusedExpandFunctor {
     Kokkos::parallel_for(Kokkos::TeamThreadRange(team, hw * (ty + 2)), [&](const int n) {
       const int hy = n / hw;
       const int hx = n - hy * hw;
-      halo[n] = static_cast<Acc>(coarse(clampCoarse(cj0 - 1 + hy, my), clampCoarse(ci0 - 1 + hx, mx)));
+      halo[n] = static_cast<Acc>(coarse(clampIndex(cj0 - 1 + hy, my), clampIndex(ci0 - 1 + hx, mx)));
     });
     team.team_barrier();
 
