@@ -81,7 +81,7 @@ int cmdAtlasBuild(AtlasOptions const& o) {
     if (show) std::cerr << (tty ? "\r" : "") << "  subject " << subject + 1 << " " << what << (tty ? "\033[K" : "\n") << std::flush;
     dirty = tty;
   };
-  const pipeline::AtlasJobResult r = pipeline::runAtlasJob(job, group.atlasComm());
+  const pipeline::AtlasJobResult r = pipeline::runAtlasJob(job, group.communicator());
   if (dirty) std::cerr << "\n";
   if (group.rank() == 0)
     for (auto const& n : r.notes) std::cerr << "kortex: note: " << n << "\n";

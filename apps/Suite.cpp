@@ -131,7 +131,7 @@ int cmdBenchGreedy(bench::BenchOptions o) {
 int cmdBenchAtlas(bench::BenchOptions o) {
   // Under mpirun every rank runs the Scaling (or Sums over ranks) section; rank 0 reports and writes the files.
   auto& group = pipeline::ProcessGroup::world();
-  o.comm = group.atlasComm();
+  o.comm = group.communicator();
   if (group.rank() != 0) {
     o.jsonPath.clear();
     o.markdownPath.clear();

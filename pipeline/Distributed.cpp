@@ -291,9 +291,9 @@ gpu::ReductionPath requestedReduction() {
   return gpu::parseReductionPath(r);  // InvalidArgument on a bad value
 }
 
-class MpiAtlasComm final : public gpu::Communicator {
+class MpiCommunicator final : public gpu::Communicator {
  public:
-  MpiAtlasComm(int rank, int size) : rank_(rank), size_(size) {}
+  MpiCommunicator(int rank, int size) : rank_(rank), size_(size) {}
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   // Host arrays: through the nodes' shared memory in chunks when some node has several ranks.
@@ -458,7 +458,7 @@ ProcessGroup::ProcessGroup() {
   mpi_ = true;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
   MPI_Comm_size(MPI_COMM_WORLD, &size_);
-  if (size_ > 1) comm_ = std::make_unique<MpiAtlasComm>(rank_, size_);
+  if (size_ > 1) comm_ = std::make_unique<MpiCommunicator>(rank_, size_);
 #endif
 }
 

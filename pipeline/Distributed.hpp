@@ -1,6 +1,6 @@
 // The process group of a distributed job: MPI (OpenMPI; one rank per GPU) when Kortex is built
 // with MPI and the process was started by an MPI launcher (mpirun / mpiexec / srun), otherwise one
-// process. The atlas's sums go through gpu::Communicator (core/Atlas.hpp). Device buffers are summed by
+// process. The back ends sum over it through gpu::Communicator (gpu/Communicator.hpp): the atlas. Device buffers are summed by
 // NCCL (loaded at run time, one rank per GPU), else by MPI_Allreduce on the device buffer when the
 // MPI library reads CUDA memory (CUDA-aware OpenMPI), else staged through host memory; the
 // environment can name the path: KORTEX_REDUCTION=auto|staged|mpi|nccl (a named path that cannot
@@ -13,7 +13,6 @@
 #include <memory>
 #include <string>
 
-#include "core/Atlas.hpp"
 #include "gpu/Communicator.hpp"
 
 namespace kortex::pipeline {
@@ -29,8 +28,8 @@ class ProcessGroup {
   int rank() const { return rank_; }
   int size() const { return size_; }
   bool mpi() const { return mpi_; }
-  // The atlas's communicator: null for one process.
-  gpu::Communicator* atlasComm() const { return comm_.get(); }
+  // The group as the back ends sum over it (gpu/Communicator.hpp): null for one process.
+  gpu::Communicator* communicator() const { return comm_.get(); }
   // Prints `message` once (this rank) and ends every rank of the job (MPI_Abort; exit otherwise).
   [[noreturn]] void abort(std::string const& message, int code = 1) const;
   void barrier() const;

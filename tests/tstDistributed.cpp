@@ -32,7 +32,7 @@ BOOST_TEST_GLOBAL_FIXTURE(MpiThenKokkos);
 
 kortex::gpu::Communicator& comm() {
   BOOST_REQUIRE_MESSAGE(ProcessGroup::launchedByMpi(), "run this test under mpiexec with at least 2 ranks");
-  kortex::gpu::Communicator* c = ProcessGroup::world().atlasComm();
+  kortex::gpu::Communicator* c = ProcessGroup::world().communicator();
   BOOST_REQUIRE(c != nullptr);
   BOOST_REQUIRE_GE(c->size(), 2);
   return *c;
