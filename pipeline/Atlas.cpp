@@ -162,13 +162,19 @@ class AtlasJobStages {
   AtlasJobResult run() {
     checkParameters();
     checkFiles();
+    const auto tRead = Clock::now();
     hashInputs();
     loadCheckpoint();
     readInputs();
+    r_.secondsRead = secondsSince(tRead);
+    const auto tPrepare = Clock::now();
     align();
     clipBox();
+    r_.secondsPrepare = secondsSince(tPrepare);
     planResidency();
+    const auto tAtlas = Clock::now();
     buildTemplate();
+    r_.secondsAtlas = secondsSince(tAtlas);
     writeOutputs();
     return r_;
   }
@@ -311,7 +317,6 @@ class AtlasJobStages {
     AtlasJob const& job = job_;
     AtlasJobResult const& r = r_;
     const int n = n_;
-    t0_ = Clock::now();
     refPath_ = !job.reference.empty() ? job.reference : inMemory_ ? std::string() : job.images.front();
     std::vector<std::uint64_t> subjectHashes(std::size_t(n), 0);
     std::uint64_t referenceHash = 0;
@@ -391,7 +396,6 @@ class AtlasJobStages {
         if (!job.outSubjectLabelsDir.empty()) requireVotableLabels(labelMaps_[k], lp);
       }
     }
-    r.secondsRead = secondsSince(t0_);
   }
 
   // ---- normalise + affine to the reference, resampled onto its grid
@@ -399,7 +403,7 @@ class AtlasJobStages {
     kx::ScopedRegion region("kortex::atlas::align");
     AtlasJob const& job = job_;
     AtlasJobResult& r = r_;
-    t0_ = Clock::now();
+    const auto t0 = Clock::now();
     // The alignment stage alone: the parameters were validated once, in checkParameters.
     RegistrationPipelineOptions ro;
     ro.backend = r.backend;
@@ -421,7 +425,7 @@ class AtlasJobStages {
       r.alignSeconds.push_back({p.secondsNormalise, p.secondsAffine, p.secondsResample, p.secondsTotal});
       r.executionSpace = p.executionSpace;
     }
-    r.secondsAlign = secondsSince(t0_);
+    r.secondsAlign = secondsSince(t0);
   }
 
   // ---- clipping box: the union of the subjects' boxes of voxels above the threshold (slots summed
@@ -461,7 +465,6 @@ class AtlasJobStages {
       throw InvalidArgument("atlas: the checkpoint in " + job.checkpointDir + " was made on another atlas grid (" +
                             resumeGrid_.dump() + ") than this job's (" + grid_.dump() + ")");
     for (int i = 0; i < r.local; ++i) cropped_.push_back(cropImage(pre_[std::size_t(i)].movingResampled, box_, lo));
-    r.secondsPrepare = secondsSince(t0_);
   }
 
   // ---- memory: the subjects that stay on the device (the others streamed from pinned host memory)
@@ -486,7 +489,6 @@ class AtlasJobStages {
     using Exec = Kokkos::DefaultExecutionSpace;
     AtlasJob const& job = job_;
     AtlasJobResult& r = r_;
-    t0_ = Clock::now();
     if (r.backend == Backend::Cpu) {
       r.executionSpace = "OpenMP reference (" + std::to_string(omp_get_max_threads()) + " threads)";
       r.atlas = ref::buildAtlas(cropped_, job.params, templ_, fields_, job.progress);
@@ -510,7 +512,6 @@ class AtlasJobStages {
       r.atlas = gpu::buildAtlas(exec, cropped_, job.params, templ_, fields_, run);
       if (comm_) r.group = comm_->describe();  // now with the reduction path the first sum chose
     }
-    r.secondsAtlas = secondsSince(t0_);
   }
 
   // The atlas-box field u on the reference grid (0 outside the box).
@@ -528,7 +529,7 @@ class AtlasJobStages {
   // Writes this rank's files into `staged` (the template and report on rank 0); `outside` is the
   // fixed-point sum of every aligned image (the template outside the box).
   void stageOutputs(StagedOutputs& staged, std::vector<std::int64_t> const& outside, HostImage const& majority,
-                    std::vector<std::string>& written) {
+                    std::vector<std::string>& written, Clock::time_point writeStart) {
     AtlasJob const& job = job_;
     AtlasJobResult& r = r_;
     for (int i = 0; i < r.local; ++i) {
@@ -572,7 +573,7 @@ class AtlasJobStages {
     }
     r.templateImage = out;
     if (!job.outReport.empty()) {
-      r.secondsWrite = secondsSince(t0_);
+      r.secondsWrite = secondsSince(writeStart);  // so far: the report is written with the outputs
       r.secondsTotal = secondsSince(tStart_);
       writeTextFileAtomic(staged.stage(job.outReport), toJson(r).dump(2) + "\n");
       written.push_back(job.outReport);
@@ -607,7 +608,7 @@ class AtlasJobStages {
   void writeOutputs() {
     kx::ScopedRegion region("kortex::atlas::write");
     AtlasJobResult& r = r_;
-    t0_ = Clock::now();
+    const auto t0 = Clock::now();
     // Outside the box: the fixed-point mean of the aligned images (the fields are 0 there). A
     // collective: before any write, so that a rank failing to write never leaves the others waiting here.
     std::vector<std::int64_t> outside(std::size_t(G_.numVoxels()), 0);
@@ -623,7 +624,7 @@ class AtlasJobStages {
     std::vector<std::string> written;
     std::exception_ptr failure;
     try {
-      stageOutputs(staged, outside, majority, written);
+      stageOutputs(staged, outside, majority, written, t0);
     } catch (...) {
       failure = std::current_exception();
     }
@@ -644,7 +645,7 @@ class AtlasJobStages {
       throw IoError("atlas: rank " + std::to_string(failedRank) + " could not write its outputs; none were written");
     }
     staged.commit();
-    r.secondsWrite = secondsSince(t0_);
+    r.secondsWrite = secondsSince(t0);
     r.secondsTotal = secondsSince(tStart_);
     r.written = written;
   }
@@ -654,7 +655,6 @@ class AtlasJobStages {
   const bool inMemory_;
   const int n_;
   const Clock::time_point tStart_ = Clock::now();
-  Clock::time_point t0_ = tStart_;
   AtlasJobResult r_;
   std::vector<std::string> names_;
   std::unique_ptr<FolderLock> lock_;
