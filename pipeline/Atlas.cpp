@@ -220,8 +220,7 @@ class AtlasJobStages {
     if (inMemory_ && comm_) throw InvalidArgument("atlas: a cohort in memory belongs to one process (give files to a process group)");
     if (job.checkpointEvery < 1) throw InvalidArgument("atlas: the checkpoint interval must be >= 1 iteration");
     if (job.resume && job.checkpointDir.empty()) throw InvalidArgument("atlas: resuming needs the checkpoint folder");
-    if (!(job.maxMemoryMiB >= 0.0) || !std::isfinite(job.maxMemoryMiB))
-      throw InvalidArgument("atlas: the memory cap must be a finite number of MiB >= 0, got " + std::to_string(job.maxMemoryMiB));
+    requireMemoryCap(job.maxMemoryMiB, "atlas");
     for (auto const& p : job.images) requireInputFile(p, "image");
     job.params.validate();
     job.intensity.validate();

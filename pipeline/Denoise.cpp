@@ -210,8 +210,7 @@ const char* toString(IntegerMode m) { return m == IntegerMode::Yes ? "yes" : m =
 }  // namespace
 
 void DenoiseJob::validate() const {
-  if (variantGiven && resolve(backend) == Backend::Cpu)
-    throw InvalidArgument("denoise: a variant selects a Kokkos implementation; it has no meaning with the CPU backend");
+  requireKokkosForVariant(variantGiven, backend, "denoise", "a variant selects a Kokkos implementation");
   // The input: a file, or a folder of DICOM slices (io::readImage says why a folder is not one series).
   if (!input.inMemory()) {
     std::error_code ec;

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cmath>
 #include <csignal>
 #include <cstring>
 #include <ctime>
@@ -346,6 +347,16 @@ void StagedOutputs::discard() {
   stages_.clear();
   createdDirs_.clear();
   done_ = true;
+}
+
+void requireMemoryCap(double mib, std::string const& job) {
+  if (!(mib >= 0.0) || !std::isfinite(mib))
+    throw InvalidArgument(job + ": the memory cap must be a finite number of MiB >= 0, got " + std::to_string(mib));
+}
+
+void requireKokkosForVariant(bool variantGiven, Backend backend, std::string const& job, std::string const& what) {
+  if (variantGiven && resolve(backend) == Backend::Cpu)
+    throw InvalidArgument(job + ": " + what + "; it has no meaning with the CPU backend");
 }
 
 void requireInputFile(fs::path const& path, std::string const& role) {

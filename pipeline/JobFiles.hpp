@@ -36,6 +36,7 @@
 #include <string>
 #include <vector>
 
+#include "core/Backend.hpp"
 #include "core/Image.hpp"
 
 namespace kortex::pipeline {
@@ -62,6 +63,13 @@ struct JobFile {
   std::string role;  // "template", "subject 3", "report", ...: the message names it
   std::filesystem::path path;
 };
+
+// The policies several jobs share, each written once (`job` prefixes the message: "surface").
+// A memory cap in MiB must be finite and >= 0 (0: what the device or host reports free).
+void requireMemoryCap(double mib, std::string const& job);
+// A Kokkos variant chosen with the CPU back end means nothing: refused. `what` names the choice
+// ("a variant selects a Kokkos implementation").
+void requireKokkosForVariant(bool variantGiven, Backend backend, std::string const& job, std::string const& what);
 
 // Throws IoError ("the <role> '<path>' does not exist" / "... is a folder, not a file");
 // InvalidArgument when `path` is empty ("the <role> is not given").

@@ -53,8 +53,7 @@ void validateParams(RegisterJob const& job) {
     if (!(job.fluid.lambda > 0.0) || !std::isfinite(job.fluid.lambda))
       throw InvalidArgument("registration: lambda must be a finite number > 0 (the symmetric-KL prior is what makes the "
                             "registration unbiased), got " + std::to_string(job.fluid.lambda));
-    if (job.variantGiven && resolve(job.backend) == Backend::Cpu)
-      throw InvalidArgument("registration: a force-kernel variant selects a Kokkos kernel; it has no meaning with the CPU backend");
+    requireKokkosForVariant(job.variantGiven, job.backend, "registration", "a force-kernel variant selects a Kokkos kernel");
     job.fluid.validate();
   } else {
     job.greedy.validate();

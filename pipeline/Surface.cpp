@@ -69,8 +69,7 @@ HostImage surfaceDenoise(HostImage const& phi, SurfaceJob const& job, SurfaceRun
   SurfaceNlmParams const& params = job.params;
   params.validate();
   if (phi.geometry.dimension != 3) throw InvalidArgument("surface: phi must be a 3D image");
-  if (!(job.maxMemoryMiB >= 0.0) || !std::isfinite(job.maxMemoryMiB))
-    throw InvalidArgument("surface: the memory cap must be a finite number of MiB >= 0, got " + std::to_string(job.maxMemoryMiB));
+  requireMemoryCap(job.maxMemoryMiB, "surface");
   requireFinite(phi, "surface: phi");
   const std::int64_t n = surfaceBandSize(phi, params.band);
   if (n == 0)
@@ -160,10 +159,8 @@ HostImage phiOf(SurfaceJob const& job) {
 
 void SurfaceJob::validate() const {
   params.validate();
-  if (variantGiven && resolve(backend) == Backend::Cpu)
-    throw InvalidArgument("surface: a variant selects a Kokkos implementation; it has no meaning with the CPU backend");
-  if (!(maxMemoryMiB >= 0.0) || !std::isfinite(maxMemoryMiB))
-    throw InvalidArgument("surface: the memory cap must be a finite number of MiB >= 0, got " + std::to_string(maxMemoryMiB));
+  requireKokkosForVariant(variantGiven, backend, "surface", "a variant selects a Kokkos implementation");
+  requireMemoryCap(maxMemoryMiB, "surface");
   if (label && threshold) throw InvalidArgument("surface: a mask is selected by a label or by a threshold, not both");
   if (inputKind == SurfaceInputKind::Phi && (label || threshold))
     throw InvalidArgument("surface: a label or a threshold selects a mask; they do not apply to a signed distance (phi) input");

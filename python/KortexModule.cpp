@@ -141,11 +141,6 @@ GeometryArgs geometryArgs(std::optional<std::vector<double>> spacing, std::optio
   return GeometryArgs{std::move(spacing), std::move(origin), std::move(direction)};
 }
 
-void requireKokkosVariantBackend(std::optional<std::string> const& variant, Backend b) {
-  if (variant && resolve(b) == Backend::Cpu)
-    throw InvalidArgument("a variant selects a Kokkos implementation; it has no meaning with the CPU backend");
-}
-
 // Kokkos starts at the first job (not at import: no device context for a process that only
 // imports the package) and stops at interpreter exit.
 void finalizeKokkos() {
@@ -250,8 +245,6 @@ void writeArray(std::string const& path, py::array array, std::optional<std::vec
   io::writeImage(img, path);
 }
 
-// A dict of parameters (python/kortex passes its keyword arguments, named as the JSON keys) as the
-// struct: pipeline/ParamsJson.hpp's fromJson, which names an unknown key or a wrong type.
 // Python values as JSON, directly (a NaN or infinity stays a number, for the job's own check to
 // name; text JSON has neither): dicts, lists, tuples, bools, ints, floats, strings, None.
 nlohmann::json jsonOf(py::handle v) {
@@ -274,11 +267,6 @@ nlohmann::json jsonOf(py::handle v) {
   throw InvalidArgument("a parameter has the Python type " + std::string(py::str(v.get_type().attr("__name__"))) +
                         "; numbers, strings, bools and lists are taken");
 }
-template <class Params>
-Params paramsOf(py::dict const& d) {
-  return pipeline::paramsFromJson<Params>(jsonOf(d));
-}
-
 // An image input of a job: a path is the job's to read; an array is taken in memory (`keep` holds it).
 pipeline::ImageInput imageInput(ImageArg const& arg, std::optional<std::vector<double>> spacing, Array& keep) {
   pipeline::ImageInput in;
