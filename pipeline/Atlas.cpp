@@ -149,526 +149,583 @@ std::array<int, 2> atlasBlock(int subjects, int ranks, int rank) {
 
 namespace {
 
-// The atlas job in named stages (pipeline/Atlas.hpp's steps), each a region of the job's timeline
-// (kokkos-tools, Nsight Systems): check / files / hash / resume / read / align / clip / plan /
-// atlas / write. The stages share the job's state through this object; runAtlasJob runs them in
-// order.
-class AtlasJobStages {
- public:
-  AtlasJobStages(AtlasJob const& job, gpu::Communicator* comm)
-      : job_(job), comm_(comm), inMemory_(!job.imageData.empty()),
-        n_(int(inMemory_ ? job.imageData.size() : job.images.size())) {}
+// ---- the atlas job in named stages (pipeline/Atlas.hpp's steps), each a region of the job's
+// timeline (kokkos-tools, Nsight Systems): check / files / hash / resume / read / align / clip /
+// plan / atlas / write. Each stage takes what it reads and returns what it makes; runAtlasJob runs
+// them in order and records the report.
 
-  AtlasJobResult run() {
-    checkParameters();
-    checkFiles();
-    const auto tRead = Clock::now();
-    hashInputs();
-    loadCheckpoint();
-    readInputs();
-    r_.secondsRead = secondsSince(tRead);
-    const auto tPrepare = Clock::now();
-    align();
-    clipBox();
-    r_.secondsPrepare = secondsSince(tPrepare);
-    planResidency();
-    const auto tAtlas = Clock::now();
-    buildTemplate();
-    r_.secondsAtlas = secondsSince(tAtlas);
-    writeOutputs();
-    return r_;
-  }
+// What this process runs: the job, its group and its block of subjects (checkParameters).
+struct AtlasPlace {
+  AtlasJob const& job;
+  gpu::Communicator* comm;
+  bool inMemory;
+  int n;                                  // subjects in the cohort
+  int ranks = 1, rank = 0;
+  int first = 0, local = 0;               // this process's subjects [first, first + local)
+  Backend backend = Backend::Cpu;
+  std::size_t at(int i) const { return std::size_t(first + i); }  // local subject i in the cohort
+};
 
- private:
-  fs::path fieldPath(int i) const { return fs::path(job_.outFieldsDir) / (names_[std::size_t(i)] + "_field.nii.gz"); }
-  fs::path subjectLabelsPath(int i) const {
-    return fs::path(job_.outSubjectLabelsDir) / (names_[std::size_t(i)] + "_atlas_labels.nii.gz");
-  }
-  fs::path inverseFieldPath(int i) const {
-    return fs::path(job_.outFieldsDir) / (names_[std::size_t(i)] + "_inverse_field.nii.gz");
-  }
-  fs::path warpedPath(int i) const { return fs::path(job_.outWarpedDir) / (names_[std::size_t(i)] + "_warped.nii.gz"); }
-  fs::path labelsPath(int i) const { return fs::path(job_.outWarpedDir) / (names_[std::size_t(i)] + "_labels.nii.gz"); }
+// Every output's file name (the subjects' names: their files' stems, numbered when two share one).
+struct AtlasNames {
+  std::vector<std::string> subject;
+  fs::path fieldsDir, warpedDir, subjectLabelsDir;
+  fs::path field(int i) const { return fieldsDir / (subject[std::size_t(i)] + "_field.nii.gz"); }
+  fs::path inverseField(int i) const { return fieldsDir / (subject[std::size_t(i)] + "_inverse_field.nii.gz"); }
+  fs::path warped(int i) const { return warpedDir / (subject[std::size_t(i)] + "_warped.nii.gz"); }
+  fs::path labels(int i) const { return warpedDir / (subject[std::size_t(i)] + "_labels.nii.gz"); }
+  fs::path subjectLabels(int i) const { return subjectLabelsDir / (subject[std::size_t(i)] + "_atlas_labels.nii.gz"); }
+};
 
-  // ---- parameters, once, before any file is read; every rank runs the same job
-  void checkParameters() {
-    kx::ScopedRegion region("kortex::atlas::check");
-    AtlasJobResult& r = r_;
-    AtlasJob const& job = job_;
-    const int n = n_;
-    r.ranks = comm_ ? comm_->size() : 1;
-    r.rank = comm_ ? comm_->rank() : 0;
-    r.group = comm_ ? comm_->describe() : "1 process";
-    r.subjects = n;
-    if (n < AtlasParams::kMinSubjects)
-      throw InvalidArgument("atlas: at least " + std::to_string(AtlasParams::kMinSubjects) + " images are needed, got " +
-                            std::to_string(n));
-    if (n > AtlasParams::kMaxSubjects)
-      throw InvalidArgument("atlas: at most " + std::to_string(AtlasParams::kMaxSubjects) + " images, got " + std::to_string(n));
-    if (r.ranks > n)
-      throw InvalidArgument("atlas: " + std::to_string(r.ranks) + " processes for " + std::to_string(n) +
-                            " subjects: every process needs at least one subject");
-    if (!job.labels.empty() && job.labels.size() != std::size_t(n))
-      throw InvalidArgument("atlas: " + std::to_string(job.labels.size()) + " label maps for " + std::to_string(n) +
-                            " images (one per image, in the same order)");
-    if (!job.outSubjectLabelsDir.empty() && job.labels.empty())
-      throw InvalidArgument("atlas: the subjects' atlas labels are voted from label maps: give one per image");
-    if (!job.labels.empty() && job.outWarpedDir.empty() && job.outSubjectLabelsDir.empty())
-      throw InvalidArgument("atlas: the warped label maps are written beside the warped images: name their folder");
-    if (inMemory_ && !job.images.empty())
-      throw InvalidArgument("atlas: the cohort is either files or images in memory, not both");
-    if (inMemory_ && comm_) throw InvalidArgument("atlas: a cohort in memory belongs to one process (give files to a process group)");
-    if (job.checkpointEvery < 1) throw InvalidArgument("atlas: the checkpoint interval must be >= 1 iteration");
-    if (job.resume && job.checkpointDir.empty()) throw InvalidArgument("atlas: resuming needs the checkpoint folder");
-    requireMemoryCap(job.maxMemoryMiB, "atlas");
-    for (auto const& p : job.images) requireInputFile(p, "image");
-    job.params.validate();
-    job.intensity.validate();
-    if (job.useAffine) job.affine.validate();
-    r.backend = resolve(job.backend);
-    r.params = job.params;
-    if (r.backend == Backend::Cpu && (comm_ || !job.checkpointDir.empty()))
-      throw InvalidArgument("atlas: the CPU reference runs the whole cohort in one process, without checkpoints "
-                            "(use the Kokkos back end for process groups and checkpoints)");
-    // Every rank runs the same job (before any collective whose size depends on it).
-    if (comm_) agreeOnJob(job, *comm_);
-    std::set<std::string> seen;
-    for (auto const& p : job.images)
-      if (!seen.insert(fs::weakly_canonical(p).string()).second) throw InvalidArgument("atlas: " + p + " is in the cohort twice");
-    if (!job.outTemplate.empty()) requireSupportedExtension(job.outTemplate, Access::Write);
-    for (auto const& p : job.images) requireSupportedExtension(p, Access::Read);
-    if (!job.reference.empty()) requireSupportedExtension(job.reference, Access::Read);
-    for (auto const& p : job.labels) requireSupportedExtension(p, Access::Read);
-    const auto block = atlasBlock(n, r.ranks, r.rank);
-    r.first = block[0];
-    r.local = block[1];
-  }
+struct AtlasIdentity {
+  std::string referencePath;  // empty: the first image in memory
+  std::string referenceName;  // how messages name it
+  nlohmann::json key;         // the cohort's key (parameters and contents): checkpoints
+};
 
-  // ---- output names; no output on an input or another output; every output location; the
-  // checkpoint folder locked; temporaries of killed runs removed
-  void checkFiles() {
-    kx::ScopedRegion region("kortex::atlas::files");
-    AtlasJob const& job = job_;
-    const int n = n_;
-    // Output names: the files' stems, numbered when two subjects share one.
-    std::map<std::string, int> count;
-    for (auto const& p : job.images) ++count[io::imageStem(p)];
-    bool clash = false;
-    for (auto const& [k, c] : count) clash = clash || c > 1;
-    for (int i = 0; i < n; ++i) {
-      char prefix[16];
-      std::snprintf(prefix, sizeof prefix, inMemory_ ? "subject-%03d" : "%03d_", i);
-      names_.push_back(inMemory_ ? std::string(prefix)
-                                 : (clash ? std::string(prefix) : std::string()) + io::imageStem(job.images[std::size_t(i)]));
-    }
-    std::vector<JobFile> inputs, outputs;
-    for (auto const& p : job.images) inputs.push_back({"image", p});
-    if (!job.reference.empty()) inputs.push_back({"reference", job.reference});
-    for (auto const& p : job.labels) inputs.push_back({"label map", p});
-    for (auto const& p : job.otherInputs) inputs.push_back({"input", p});
-    if (!job.outTemplate.empty()) outputs.push_back({"template", job.outTemplate});
-    if (!job.outReport.empty()) outputs.push_back({"report", job.outReport});
-    for (int i = 0; i < n; ++i) {
-      if (!job.outFieldsDir.empty()) outputs.push_back({"field", fieldPath(i)});
-      if (!job.outFieldsDir.empty()) outputs.push_back({"inverse field", inverseFieldPath(i)});
-      if (!job.outWarpedDir.empty()) outputs.push_back({"warped image", warpedPath(i)});
-      if (!job.labels.empty() && !job.outWarpedDir.empty()) outputs.push_back({"warped label map", labelsPath(i)});
-      if (!job.outSubjectLabelsDir.empty()) outputs.push_back({"subject atlas labels", subjectLabelsPath(i)});
+struct AtlasResume {
+  gpu::AtlasState state;
+  nlohmann::json grid;
+  std::vector<std::string> notes;
+};
+
+struct AtlasInputs {
+  HostImage reference;
+  std::vector<HostImage> originals, labelMaps;  // this process's subjects
+};
+
+struct AtlasClip {
+  Geometry reference, box;                 // the reference grid and the atlas box on it
+  std::array<Index, 3> low{0, 0, 0};       // the box's first voxel
+  nlohmann::json gridKey;
+  std::vector<HostImage> cropped;          // this process's aligned subjects on the box
+};
+
+struct AtlasBuilt {
+  HostImage templ;                                     // on the box
+  std::vector<VectorField<Kokkos::HostSpace>> fields;  // this process's u_i on the box (when asked for)
+  AtlasResult atlas;
+  std::string executionSpace;
+};
+
+// ---- parameters, once, before any file is read; every rank runs the same job
+AtlasPlace checkParameters(AtlasJob const& job, gpu::Communicator* comm) {
+  kx::ScopedRegion region("kortex::atlas::check");
+  AtlasPlace p{job, comm, !job.imageData.empty(), 0};
+  const int n = p.n = int(p.inMemory ? job.imageData.size() : job.images.size());
+  p.ranks = comm ? comm->size() : 1;
+  p.rank = comm ? comm->rank() : 0;
+  if (n < AtlasParams::kMinSubjects)
+    throw InvalidArgument("atlas: at least " + std::to_string(AtlasParams::kMinSubjects) + " images are needed, got " +
+                          std::to_string(n));
+  if (n > AtlasParams::kMaxSubjects)
+    throw InvalidArgument("atlas: at most " + std::to_string(AtlasParams::kMaxSubjects) + " images, got " + std::to_string(n));
+  if (p.ranks > n)
+    throw InvalidArgument("atlas: " + std::to_string(p.ranks) + " processes for " + std::to_string(n) +
+                          " subjects: every process needs at least one subject");
+  if (!job.labels.empty() && job.labels.size() != std::size_t(n))
+    throw InvalidArgument("atlas: " + std::to_string(job.labels.size()) + " label maps for " + std::to_string(n) +
+                          " images (one per image, in the same order)");
+  if (!job.outSubjectLabelsDir.empty() && job.labels.empty())
+    throw InvalidArgument("atlas: the subjects' atlas labels are voted from label maps: give one per image");
+  if (!job.labels.empty() && job.outWarpedDir.empty() && job.outSubjectLabelsDir.empty())
+    throw InvalidArgument("atlas: the warped label maps are written beside the warped images: name their folder");
+  if (p.inMemory && !job.images.empty())
+    throw InvalidArgument("atlas: the cohort is either files or images in memory, not both");
+  if (p.inMemory && comm) throw InvalidArgument("atlas: a cohort in memory belongs to one process (give files to a process group)");
+  if (job.checkpointEvery < 1) throw InvalidArgument("atlas: the checkpoint interval must be >= 1 iteration");
+  if (job.resume && job.checkpointDir.empty()) throw InvalidArgument("atlas: resuming needs the checkpoint folder");
+  requireMemoryCap(job.maxMemoryMiB, "atlas");
+  for (auto const& f : job.images) requireInputFile(f, "image");
+  job.params.validate();
+  job.intensity.validate();
+  if (job.useAffine) job.affine.validate();
+  p.backend = resolve(job.backend);
+  if (p.backend == Backend::Cpu && (comm || !job.checkpointDir.empty()))
+    throw InvalidArgument("atlas: the CPU reference runs the whole cohort in one process, without checkpoints "
+                          "(use the Kokkos back end for process groups and checkpoints)");
+  // Every rank runs the same job (before any collective whose size depends on it).
+  if (comm) agreeOnJob(job, *comm);
+  std::set<std::string> seen;
+  for (auto const& f : job.images)
+    if (!seen.insert(fs::weakly_canonical(f).string()).second) throw InvalidArgument("atlas: " + f + " is in the cohort twice");
+  if (!job.outTemplate.empty()) requireSupportedExtension(job.outTemplate, Access::Write);
+  for (auto const& f : job.images) requireSupportedExtension(f, Access::Read);
+  if (!job.reference.empty()) requireSupportedExtension(job.reference, Access::Read);
+  for (auto const& f : job.labels) requireSupportedExtension(f, Access::Read);
+  const auto block = atlasBlock(n, p.ranks, p.rank);
+  p.first = block[0];
+  p.local = block[1];
+  return p;
+}
+
+// The report as far as the place decides it.
+AtlasJobResult startReport(AtlasPlace const& p) {
+  AtlasJobResult r;
+  r.ranks = p.ranks;
+  r.rank = p.rank;
+  r.group = p.comm ? p.comm->describe() : "1 process";
+  r.subjects = p.n;
+  r.backend = p.backend;
+  r.params = p.job.params;
+  r.first = p.first;
+  r.local = p.local;
+  return r;
+}
+
+AtlasNames outputNames(AtlasPlace const& p) {
+  AtlasJob const& job = p.job;
+  AtlasNames names{{}, job.outFieldsDir, job.outWarpedDir, job.outSubjectLabelsDir};
+  std::map<std::string, int> count;
+  for (auto const& f : job.images) ++count[io::imageStem(f)];
+  bool clash = false;
+  for (auto const& [k, c] : count) clash = clash || c > 1;
+  for (int i = 0; i < p.n; ++i) {
+    char prefix[16];
+    std::snprintf(prefix, sizeof prefix, p.inMemory ? "subject-%03d" : "%03d_", i);
+    names.subject.push_back(p.inMemory ? std::string(prefix)
+                                       : (clash ? std::string(prefix) : std::string()) + io::imageStem(job.images[std::size_t(i)]));
+  }
+  return names;
+}
+
+// ---- no output on an input or another output; every output location; temporaries of killed runs
+// removed; the checkpoint folder locked for the run (the lock returned)
+std::unique_ptr<FolderLock> checkFiles(AtlasPlace const& p, AtlasNames const& names) {
+  kx::ScopedRegion region("kortex::atlas::files");
+  AtlasJob const& job = p.job;
+  std::vector<JobFile> inputs, outputs;
+  for (auto const& f : job.images) inputs.push_back({"image", f});
+  if (!job.reference.empty()) inputs.push_back({"reference", job.reference});
+  for (auto const& f : job.labels) inputs.push_back({"label map", f});
+  for (auto const& f : job.otherInputs) inputs.push_back({"input", f});
+  if (!job.outTemplate.empty()) outputs.push_back({"template", job.outTemplate});
+  if (!job.outReport.empty()) outputs.push_back({"report", job.outReport});
+  for (int i = 0; i < p.n; ++i) {
+    if (!job.outFieldsDir.empty()) outputs.push_back({"field", names.field(i)});
+    if (!job.outFieldsDir.empty()) outputs.push_back({"inverse field", names.inverseField(i)});
+    if (!job.outWarpedDir.empty()) outputs.push_back({"warped image", names.warped(i)});
+    if (!job.labels.empty() && !job.outWarpedDir.empty()) outputs.push_back({"warped label map", names.labels(i)});
+    if (!job.outSubjectLabelsDir.empty()) outputs.push_back({"subject atlas labels", names.subjectLabels(i)});
+  }
+  try {
+    requireDistinctFiles(inputs, outputs);
+  } catch (InvalidArgument const& e) {
+    throw InvalidArgument(std::string("atlas: ") + e.what());
+  }
+  // Every output location, before the work (the files themselves are written at the end, all or none).
+  if (p.rank == 0 && !job.outTemplate.empty()) {
+    requireWritableFile(job.outTemplate, "template", true);  // a missing folder is made (and removed if the job fails)
+    if (!job.outReport.empty()) requireWritableFile(job.outReport, "report", true);
+  }
+  if (!job.outFieldsDir.empty()) requireWritableFile(names.field(p.first), "field", true);
+  if (!job.outWarpedDir.empty()) requireWritableFile(names.warped(p.first), "warped image", true);
+  if (!job.outSubjectLabelsDir.empty()) requireWritableFile(names.subjectLabels(p.first), "subject atlas labels", true);
+  if (p.rank != 0) return nullptr;
+  // Temporaries left by killed runs in this job's folders (rank 0: its pid test is of this host).
+  auto folderOf = [](std::string const& file) { return fs::path(file).has_parent_path() ? fs::path(file).parent_path() : fs::path("."); };
+  std::vector<fs::path> folders;
+  if (!job.outTemplate.empty()) folders.push_back(folderOf(job.outTemplate));
+  if (!job.outReport.empty()) folders.push_back(folderOf(job.outReport));
+  for (auto const& d : {job.outFieldsDir, job.outWarpedDir, job.outSubjectLabelsDir, job.checkpointDir})
+    if (!d.empty()) folders.push_back(d);
+  for (auto const& d : folders) removeStaleTemporaries(d);
+  if (job.checkpointDir.empty()) return nullptr;
+  // The checkpoint folder: one run at a time (rank 0 holds the lock for the group).
+  std::unique_ptr<FolderLock> lock;
+  try {
+    lock = std::make_unique<FolderLock>(job.checkpointDir, "checkpoint folder");
+  } catch (InvalidArgument const& e) {
+    throw InvalidArgument(std::string("atlas: ") + e.what());
+  }
+  removeStaleTemporaries(fs::path(job.checkpointDir));
+  return lock;
+}
+
+// ---- the inputs' contents: every image's bytes hashed once (its owner rank; the reference by every rank)
+AtlasIdentity hashInputs(AtlasPlace const& p, AtlasNames const& names) {
+  kx::ScopedRegion region("kortex::atlas::hash");
+  AtlasJob const& job = p.job;
+  const int n = p.n;
+  AtlasIdentity id;
+  id.referencePath = !job.reference.empty() ? job.reference : p.inMemory ? std::string() : job.images.front();
+  id.referenceName = id.referencePath.empty() ? names.subject.front() : id.referencePath;
+  std::vector<std::uint64_t> subjectHashes(std::size_t(n), 0);
+  std::uint64_t referenceHash = 0;
+  const std::size_t K = std::size_t(p.ranks);
+  std::vector<std::int64_t> slots(std::size_t(n) + K, 0);
+  for (int i = 0; i < n; ++i) {
+    if (p.comm && (i < p.first || i >= p.first + p.local)) continue;
+    const std::uint64_t h = p.inMemory ? imageHash(job.imageData[std::size_t(i)]) : fileHash(job.images[std::size_t(i)], "image");
+    std::memcpy(&slots[std::size_t(i)], &h, sizeof h);
+  }
+  {  // every rank reads the reference itself (the first image when none is named): its contents must agree
+    const std::uint64_t h = id.referencePath.empty() ? 0 : fileHash(id.referencePath, "reference");
+    std::memcpy(&slots[std::size_t(n) + std::size_t(p.rank)], &h, sizeof h);
+  }
+  if (p.comm) p.comm->sum(slots.data(), slots.size());
+  for (int i = 0; i < n; ++i) std::memcpy(&subjectHashes[std::size_t(i)], &slots[std::size_t(i)], sizeof(std::uint64_t));
+  std::memcpy(&referenceHash, &slots[std::size_t(n)], sizeof referenceHash);
+  for (std::size_t k = 1; k < K; ++k)
+    if (slots[std::size_t(n) + k] != slots[std::size_t(n)])
+      throw InvalidArgument("atlas: rank " + std::to_string(k) + " reads other contents for the reference '" +
+                            id.referencePath + "'" + (job.reference.empty() ? " (the first image)" : "") +
+                            " than rank 0 (the file differs between the ranks' machines)");
+  if (job.reference.empty()) referenceHash = subjectHashes.front();
+  id.key = cohortKey(job, subjectHashes, referenceHash);
+  return id;
+}
+
+// ---- resume: the checkpoint is checked (key, checksums) and loaded before any image is aligned
+AtlasResume loadCheckpoint(AtlasPlace const& p, AtlasNames const& names, AtlasIdentity const& id) {
+  kx::ScopedRegion region("kortex::atlas::resume");
+  AtlasResume resume;
+  if (p.job.resume && p.backend != Backend::Cpu)
+    resume.state = readCheckpoint(p.job.checkpointDir, id.key, p.first, p.local, atlasKeepsVelocity(p.job.params.greedy.solver),
+                                  p.inMemory ? names.subject : p.job.images, id.referenceName, resume.grid, resume.notes);
+  return resume;
+}
+
+// ---- read (the label maps too: readable and on their images' grids before any work)
+AtlasInputs readInputs(AtlasPlace const& p, AtlasNames const& names, AtlasIdentity const& id) {
+  kx::ScopedRegion region("kortex::atlas::read");
+  AtlasJob const& job = p.job;
+  AtlasInputs in;
+  in.reference = id.referencePath.empty() ? job.imageData.front() : readImage(id.referencePath);
+  if (in.reference.geometry.dimension != 3) throw InvalidArgument("atlas: the reference " + id.referenceName + " is not a 3D image");
+  // The files read in parallel (NIfTI decompresses without the I/O lock); the checks then run in
+  // subject order, so the first bad subject is the one named, as when read one by one.
+  const bool withLabels = !job.labels.empty();
+  in.originals.resize(std::size_t(p.local));
+  if (withLabels) in.labelMaps.resize(std::size_t(p.local));
+  std::vector<std::exception_ptr> imageFailed(std::size_t(p.local)), labelFailed(std::size_t(p.local));
+#pragma omp parallel for schedule(dynamic, 1)
+  for (int i = 0; i < p.local; ++i) {
+    const std::size_t g = p.at(i), k = std::size_t(i);
+    try {
+      in.originals[k] = p.inMemory ? job.imageData[g] : readImage(job.images[g]);
+    } catch (...) {
+      imageFailed[k] = std::current_exception();
+      continue;
     }
     try {
-      requireDistinctFiles(inputs, outputs);
-    } catch (InvalidArgument const& e) {
-      throw InvalidArgument(std::string("atlas: ") + e.what());
-    }
-    // Every output location, before the work (the files themselves are written at the end, all or none).
-    const int rank = r_.rank;
-    if (rank == 0 && !job.outTemplate.empty()) {
-      requireWritableFile(job.outTemplate, "template", true);  // a missing folder is made (and removed if the job fails)
-      if (!job.outReport.empty()) requireWritableFile(job.outReport, "report", true);
-    }
-    if (!job.outFieldsDir.empty()) requireWritableFile(fieldPath(r_.first), "field", true);
-    if (!job.outWarpedDir.empty()) requireWritableFile(warpedPath(r_.first), "warped image", true);
-    if (!job.outSubjectLabelsDir.empty()) requireWritableFile(subjectLabelsPath(r_.first), "subject atlas labels", true);
-    // Temporaries left by killed runs in this job's folders (rank 0: its pid test is of this host).
-    if (rank == 0) {
-      auto folderOf = [](std::string const& file) { return fs::path(file).has_parent_path() ? fs::path(file).parent_path() : fs::path("."); };
-      std::vector<fs::path> folders;
-      if (!job.outTemplate.empty()) folders.push_back(folderOf(job.outTemplate));
-      if (!job.outReport.empty()) folders.push_back(folderOf(job.outReport));
-      for (auto const& d : {job.outFieldsDir, job.outWarpedDir, job.outSubjectLabelsDir, job.checkpointDir})
-        if (!d.empty()) folders.push_back(d);
-      for (auto const& d : folders) removeStaleTemporaries(d);
-    }
-    // The checkpoint folder: one run at a time (rank 0 holds the lock for the group).
-    if (rank == 0 && !job.checkpointDir.empty()) {
-      try {
-        lock_ = std::make_unique<FolderLock>(job.checkpointDir, "checkpoint folder");
-      } catch (InvalidArgument const& e) {
-        throw InvalidArgument(std::string("atlas: ") + e.what());
-      }
-      removeStaleTemporaries(fs::path(job.checkpointDir));
+      if (withLabels) in.labelMaps[k] = readImage(job.labels[g]);
+    } catch (...) {
+      labelFailed[k] = std::current_exception();
     }
   }
-
-  // ---- the inputs' contents: every image's bytes hashed once (its owner rank; the reference by every rank)
-  void hashInputs() {
-    kx::ScopedRegion region("kortex::atlas::hash");
-    AtlasJob const& job = job_;
-    AtlasJobResult const& r = r_;
-    const int n = n_;
-    refPath_ = !job.reference.empty() ? job.reference : inMemory_ ? std::string() : job.images.front();
-    std::vector<std::uint64_t> subjectHashes(std::size_t(n), 0);
-    std::uint64_t referenceHash = 0;
-    const std::size_t K = std::size_t(r.ranks);
-    std::vector<std::int64_t> slots(std::size_t(n) + K, 0);
-    for (int i = 0; i < n; ++i) {
-      if (comm_ && (i < r.first || i >= r.first + r.local)) continue;
-      const std::uint64_t h = inMemory_ ? imageHash(job.imageData[std::size_t(i)]) : fileHash(job.images[std::size_t(i)], "image");
-      std::memcpy(&slots[std::size_t(i)], &h, sizeof h);
-    }
-    {  // every rank reads the reference itself (the first image when none is named): its contents must agree
-      const std::uint64_t h = refPath_.empty() ? 0 : fileHash(refPath_, "reference");
-      std::memcpy(&slots[std::size_t(n) + std::size_t(r.rank)], &h, sizeof h);
-    }
-    if (comm_) comm_->sum(slots.data(), slots.size());
-    for (int i = 0; i < n; ++i) std::memcpy(&subjectHashes[std::size_t(i)], &slots[std::size_t(i)], sizeof(std::uint64_t));
-    std::memcpy(&referenceHash, &slots[std::size_t(n)], sizeof referenceHash);
-    for (std::size_t k = 1; k < K; ++k)
-      if (slots[std::size_t(n) + k] != slots[std::size_t(n)])
-        throw InvalidArgument("atlas: rank " + std::to_string(k) + " reads other contents for the reference '" + refPath_ +
-                              "'" + (job.reference.empty() ? " (the first image)" : "") +
-                              " than rank 0 (the file differs between the ranks' machines)");
-    if (job.reference.empty()) referenceHash = subjectHashes.front();
-    key_ = cohortKey(job, subjectHashes, referenceHash);
+  for (int i = 0; i < p.local; ++i) {
+    const std::size_t k = std::size_t(i);
+    if (imageFailed[k]) std::rethrow_exception(imageFailed[k]);
+    const std::string& name = p.inMemory ? names.subject[p.at(i)] : job.images[p.at(i)];
+    if (in.originals[k].geometry.dimension != 3) throw InvalidArgument("atlas: " + name + " is not a 3D image");
+    if (!withLabels) continue;
+    if (labelFailed[k]) std::rethrow_exception(labelFailed[k]);
+    const std::string& lp = job.labels[p.at(i)];
+    if (!in.labelMaps[k].geometry.sameGrid(in.originals[k].geometry))
+      throw InvalidArgument("atlas: the label map " + lp + " (" + describe(in.labelMaps[k].geometry) +
+                            ") is not on the grid of its image " + name + " (" + describe(in.originals[k].geometry) + ")");
+    if (!job.outSubjectLabelsDir.empty()) requireVotableLabels(in.labelMaps[k], lp);
   }
+  return in;
+}
 
-  // ---- resume: the checkpoint is checked (key, checksums) and loaded before any image is aligned
-  void loadCheckpoint() {
-    kx::ScopedRegion region("kortex::atlas::resume");
-    if (job_.resume && r_.backend != Backend::Cpu)
-      resumeState_ = readCheckpoint(job_.checkpointDir, key_, r_.first, r_.local, atlasKeepsVelocity(job_.params.greedy.solver),
-                                    inMemory_ ? names_ : job_.images, refPath_.empty() ? names_.front() : refPath_, resumeGrid_,
-                                    r_.notes);
+// ---- normalise + affine to the reference, resampled onto its grid (the parameters were validated
+// once, in checkParameters)
+std::vector<RegistrationPipelineResult> align(AtlasPlace const& p, AtlasNames const& names, AtlasInputs const& in) {
+  kx::ScopedRegion region("kortex::atlas::align");
+  AtlasJob const& job = p.job;
+  RegistrationPipelineOptions ro;
+  ro.backend = p.backend;
+  ro.useAffine = job.useAffine;
+  ro.affine = job.affine;
+  ro.intensity = job.intensity;
+  std::vector<HostImage const*> moving;
+  std::vector<std::string> labels;
+  for (int i = 0; i < p.local; ++i) {
+    moving.push_back(&in.originals[std::size_t(i)]);
+    labels.push_back(p.inMemory ? names.subject[p.at(i)] : job.images[p.at(i)]);
   }
+  auto pre = alignPairs(moving, in.reference, ro, labels, [&](int i) {
+    if (job.subjectDone) job.subjectDone(p.first + i, "aligned");
+  });
+  for (auto& r : pre) r.fixedNormalised = HostImage();
+  return pre;
+}
 
-  // ---- read (the label maps too: readable and on their images' grids before any work)
-  void readInputs() {
-    kx::ScopedRegion region("kortex::atlas::read");
-    AtlasJob const& job = job_;
-    AtlasJobResult& r = r_;
-    const std::string refName = refPath_.empty() ? names_.front() : refPath_;
-    reference_ = refPath_.empty() ? job.imageData.front() : readImage(refPath_);
-    if (reference_.geometry.dimension != 3) throw InvalidArgument("atlas: the reference " + refName + " is not a 3D image");
-    r.referenceGrid = reference_.geometry;
-    // The files read in parallel (NIfTI decompresses without the I/O lock); the checks then run in
-    // subject order, so the first bad subject is the one named, as when read one by one.
-    const bool withLabels = !job.labels.empty();
-    originals_.resize(std::size_t(r.local));
-    if (withLabels) labelMaps_.resize(std::size_t(r.local));
-    std::vector<std::exception_ptr> imageFailed(std::size_t(r.local)), labelFailed(std::size_t(r.local));
-#pragma omp parallel for schedule(dynamic, 1)
-    for (int i = 0; i < r.local; ++i) {
-      const std::size_t g = std::size_t(r.first + i), k = std::size_t(i);
-      try {
-        originals_[k] = inMemory_ ? job.imageData[g] : readImage(job.images[g]);
-      } catch (...) {
-        imageFailed[k] = std::current_exception();
-        continue;
-      }
-      try {
-        if (withLabels) labelMaps_[k] = readImage(job.labels[g]);
-      } catch (...) {
-        labelFailed[k] = std::current_exception();
-      }
+void recordAlignment(std::vector<RegistrationPipelineResult> const& pre, AtlasJobResult& r) {
+  for (auto const& p : pre) {
+    r.affineNcc.push_back(p.affineRan ? p.affineResult.nccFinal : 0.0);
+    r.alignSeconds.push_back({p.secondsNormalise, p.secondsAffine, p.secondsResample, p.secondsTotal});
+    r.executionSpace = p.executionSpace;
+  }
+}
+
+// ---- clipping box: the union of the subjects' boxes of voxels above the threshold (slots summed
+// over ranks), grown by the guard band and to the greedy grid quantum; the subjects cropped to it
+AtlasClip clipBox(AtlasPlace const& p, Geometry const& reference, std::vector<RegistrationPipelineResult> const& pre,
+                  AtlasResume const& resume) {
+  kx::ScopedRegion region("kortex::atlas::clip");
+  AtlasJob const& job = p.job;
+  std::vector<std::array<Index, 6>> boxes;
+  if (job.clip) {
+    // Each subject's box by its rank, in slots summed over the ranks (one rank writes each slot).
+    std::vector<double> slots(6 * std::size_t(p.n), 0.0);
+    for (int i = 0; i < p.local; ++i) {
+      const auto b = voxelBox(pre[std::size_t(i)].movingResampled, kAtlasClipThreshold);
+      for (int k = 0; k < 6; ++k) slots[6 * p.at(i) + std::size_t(k)] = double(b[std::size_t(k)]);
     }
-    for (int i = 0; i < r.local; ++i) {
-      const std::size_t k = std::size_t(i);
-      if (imageFailed[k]) std::rethrow_exception(imageFailed[k]);
-      const std::string& p = inMemory_ ? names_[std::size_t(r.first + i)] : job.images[std::size_t(r.first + i)];
-      if (originals_[k].geometry.dimension != 3) throw InvalidArgument("atlas: " + p + " is not a 3D image");
-      if (withLabels) {
-        if (labelFailed[k]) std::rethrow_exception(labelFailed[k]);
-        const std::string& lp = job.labels[std::size_t(r.first + i)];
-        if (!labelMaps_[k].geometry.sameGrid(originals_[k].geometry))
-          throw InvalidArgument("atlas: the label map " + lp + " (" + describe(labelMaps_[k].geometry) +
-                                ") is not on the grid of its image " + p + " (" + describe(originals_[k].geometry) + ")");
-        if (!job.outSubjectLabelsDir.empty()) requireVotableLabels(labelMaps_[k], lp);
-      }
+    if (p.comm) p.comm->sum(slots.data(), slots.size());
+    for (int i = 0; i < p.n; ++i) {
+      std::array<Index, 6> b{};
+      for (int k = 0; k < 6; ++k) b[std::size_t(k)] = Index(slots[6 * std::size_t(i) + std::size_t(k)]);
+      boxes.push_back(b);
     }
   }
+  const AtlasBox box = atlasBox(reference, boxes, job.clip, job.params.greedy);
+  AtlasClip c{reference, box.grid, box.low, gridKey(box.grid, box.low), {}};
+  job.params.validateFor(c.box, p.n);
+  if (job.resume && resume.grid != c.gridKey)
+    throw InvalidArgument("atlas: the checkpoint in " + job.checkpointDir + " was made on another atlas grid (" +
+                          resume.grid.dump() + ") than this job's (" + c.gridKey.dump() + ")");
+  for (int i = 0; i < p.local; ++i) c.cropped.push_back(cropImage(pre[std::size_t(i)].movingResampled, c.box, c.low));
+  return c;
+}
 
-  // ---- normalise + affine to the reference, resampled onto its grid
-  void align() {
-    kx::ScopedRegion region("kortex::atlas::align");
-    AtlasJob const& job = job_;
-    AtlasJobResult& r = r_;
-    const auto t0 = Clock::now();
-    // The alignment stage alone: the parameters were validated once, in checkParameters.
-    RegistrationPipelineOptions ro;
-    ro.backend = r.backend;
-    ro.useAffine = job.useAffine;
-    ro.affine = job.affine;
-    ro.intensity = job.intensity;
-    std::vector<HostImage const*> moving;
-    std::vector<std::string> labels;
-    for (int i = 0; i < r.local; ++i) {
-      moving.push_back(&originals_[std::size_t(i)]);
-      labels.push_back(inMemory_ ? names_[std::size_t(r.first + i)] : job.images[std::size_t(r.first + i)]);
-    }
-    pre_ = alignPairs(moving, reference_, ro, labels, [&](int i) {
-      if (job.subjectDone) job.subjectDone(r.first + i, "aligned");
-    });
-    for (auto& p : pre_) {
-      p.fixedNormalised = HostImage();
-      r.affineNcc.push_back(p.affineRan ? p.affineResult.nccFinal : 0.0);
-      r.alignSeconds.push_back({p.secondsNormalise, p.secondsAffine, p.secondsResample, p.secondsTotal});
-      r.executionSpace = p.executionSpace;
-    }
-    r.secondsAlign = secondsSince(t0);
+// ---- memory: the subjects that stay on the device (the others streamed from pinned host memory)
+AtlasResidency planResidency(AtlasPlace const& p, Geometry const& box, AtlasMemory const& memory) {
+  kx::ScopedRegion region("kortex::atlas::plan");
+  using Mem = Kokkos::DefaultExecutionSpace::memory_space;
+  const bool onDevice = p.backend == Backend::Kokkos && !Kokkos::SpaceAccessibility<Kokkos::HostSpace, Mem>::accessible;
+  const std::int64_t avail = p.job.maxMemoryMiB > 0 ? std::int64_t(p.job.maxMemoryMiB * 1048576.0)
+                             : onDevice              ? gpu::availableMemoryBytes<Mem>()
+                                                     : hostAvailableMemoryBytes();
+  return atlasResidency(memory, p.local, avail, onDevice, hostAvailableMemoryBytes(),
+                        std::to_string(p.local) + " subjects on a " + describe(box) + " box");
+}
+
+// ---- the atlas (reference_cpu or gpu back end), the sums over ranks in int64 fixed point
+AtlasBuilt buildTemplate(AtlasPlace const& p, AtlasIdentity const& id, AtlasClip const& clip, AtlasResidency const& plan,
+                         AtlasResume const& resume) {
+  kx::ScopedRegion region("kortex::atlas::atlas");
+  using Exec = Kokkos::DefaultExecutionSpace;
+  AtlasJob const& job = p.job;
+  AtlasBuilt b;
+  if (p.backend == Backend::Cpu) {
+    b.executionSpace = "OpenMP reference (" + std::to_string(omp_get_max_threads()) + " threads)";
+    b.atlas = ref::buildAtlas(clip.cropped, job.params, b.templ, b.fields, job.progress);
+    return b;
   }
-
-  // ---- clipping box: the union of the subjects' boxes of voxels above the threshold (slots summed
-  // over ranks), grown by the guard band and to the greedy grid quantum; the subjects cropped to it
-  void clipBox() {
-    kx::ScopedRegion region("kortex::atlas::clip");
-    AtlasJob const& job = job_;
-    AtlasJobResult& r = r_;
-    const int n = n_;
-    G_ = reference_.geometry;
-    Geometry const& G = G_;
-    std::vector<std::array<Index, 6>> boxes;
-    if (job.clip) {
-      // Each subject's box by its rank, in slots summed over the ranks (one rank writes each slot).
-      std::vector<double> slots(6 * std::size_t(n), 0.0);
-      for (int i = 0; i < r.local; ++i) {
-        const auto b = voxelBox(pre_[std::size_t(i)].movingResampled, kAtlasClipThreshold);
-        for (int k = 0; k < 6; ++k) slots[6 * std::size_t(r.first + i) + std::size_t(k)] = double(b[std::size_t(k)]);
-      }
-      if (comm_) comm_->sum(slots.data(), slots.size());
-      for (int i = 0; i < n; ++i) {
-        std::array<Index, 6> b{};
-        for (int k = 0; k < 6; ++k) b[std::size_t(k)] = Index(slots[6 * std::size_t(i) + std::size_t(k)]);
-        boxes.push_back(b);
-      }
-    }
-    const AtlasBox box = atlasBox(G, boxes, job.clip, job.params.greedy);
-    box_ = box.grid;
-    const std::array<Index, 3> lo = box.low;
-    lo_ = lo;
-    r.atlasGrid = box_;
-    r.boxLow = lo;
-    r.boxSize = box_.size;
-    job.params.validateFor(box_, n);
-    grid_ = gridKey(box_, lo);
-    if (job.resume && resumeGrid_ != grid_)
-      throw InvalidArgument("atlas: the checkpoint in " + job.checkpointDir + " was made on another atlas grid (" +
-                            resumeGrid_.dump() + ") than this job's (" + grid_.dump() + ")");
-    for (int i = 0; i < r.local; ++i) cropped_.push_back(cropImage(pre_[std::size_t(i)].movingResampled, box_, lo));
+  gpu::AtlasRun run;
+  run.comm = p.comm;
+  run.first = p.first;
+  run.returnFields = !job.outFieldsDir.empty() || !job.outWarpedDir.empty() || !job.outSubjectLabelsDir.empty();  // 12 B per voxel and subject back
+  run.residentSubjects = plan.resident == p.local ? -1 : plan.resident;  // -1: every subject resident
+  run.total = p.n;
+  run.progress = job.progress;
+  if (!job.checkpointDir.empty()) {
+    run.checkpointEvery = job.checkpointEvery;
+    run.checkpoint = [&](gpu::AtlasState const& st) { writeCheckpoint(job.checkpointDir, st, id.key, clip.gridKey, p.first, p.n, p.comm); };
+    if (job.resume) run.resume = &resume.state;
   }
+  Exec exec;
+  b.executionSpace = Exec::name();
+  b.atlas = gpu::buildAtlas(exec, clip.cropped, job.params, b.templ, b.fields, run);
+  return b;
+}
 
-  // ---- memory: the subjects that stay on the device (the others streamed from pinned host memory)
-  void planResidency() {
-    kx::ScopedRegion region("kortex::atlas::plan");
-    using Mem = Kokkos::DefaultExecutionSpace::memory_space;
-    AtlasJobResult& r = r_;
-    r.memory = gpu::atlasMemory(box_, job_.params);
-    const bool onDevice = r.backend == Backend::Kokkos && !Kokkos::SpaceAccessibility<Kokkos::HostSpace, Mem>::accessible;
-    const std::int64_t avail = job_.maxMemoryMiB > 0 ? std::int64_t(job_.maxMemoryMiB * 1048576.0)
-                               : onDevice              ? gpu::availableMemoryBytes<Mem>()
-                                                       : hostAvailableMemoryBytes();
-    const AtlasResidency plan = atlasResidency(r.memory, r.local, avail, onDevice, hostAvailableMemoryBytes(),
-                                               std::to_string(r.local) + " subjects on a " + describe(box_) + " box");
-    resident_ = plan.resident == r.local ? -1 : plan.resident;  // -1: every subject resident
-    r.streamed = resident_ < 0 ? 0 : r.local - resident_;
-  }
-
-  // ---- the atlas (reference_cpu or gpu back end), the sums over ranks in int64 fixed point
-  void buildTemplate() {
-    kx::ScopedRegion region("kortex::atlas::atlas");
-    using Exec = Kokkos::DefaultExecutionSpace;
-    AtlasJob const& job = job_;
-    AtlasJobResult& r = r_;
-    if (r.backend == Backend::Cpu) {
-      r.executionSpace = "OpenMP reference (" + std::to_string(omp_get_max_threads()) + " threads)";
-      r.atlas = ref::buildAtlas(cropped_, job.params, templ_, fields_, job.progress);
-    } else {
-      gpu::AtlasRun run;
-      run.comm = comm_;
-      run.first = r.first;
-      run.returnFields = !job.outFieldsDir.empty() || !job.outWarpedDir.empty() || !job.outSubjectLabelsDir.empty();  // 12 B per voxel and subject back
-      run.residentSubjects = resident_;
-      run.total = n_;
-      run.progress = job.progress;
-      if (!job.checkpointDir.empty()) {
-        run.checkpointEvery = job.checkpointEvery;
-        run.checkpoint = [this](gpu::AtlasState const& st) {
-          writeCheckpoint(job_.checkpointDir, st, key_, grid_, r_.first, n_, comm_);
-        };
-        if (job.resume) run.resume = &resumeState_;
-      }
-      Exec exec;
-      r.executionSpace = Exec::name();
-      r.atlas = gpu::buildAtlas(exec, cropped_, job.params, templ_, fields_, run);
-      if (comm_) r.group = comm_->describe();  // now with the reduction path the first sum chose
-    }
-  }
-
-  // The atlas-box field u on the reference grid (0 outside the box).
-  VectorField<Kokkos::HostSpace> embedField(VectorField<Kokkos::HostSpace> const& u) const {
-    VectorField<Kokkos::HostSpace> full("kortex::atlas::u", G_, 3);
-    const Index ez = std::min(box_.nz(), G_.nz() - lo_[2]), ey = std::min(box_.ny(), G_.ny() - lo_[1]),
-                ex = std::min(box_.nx(), G_.nx() - lo_[0]);
-    for (int c = 0; c < 3; ++c)
-      for (Index z = 0; z < ez; ++z)
-        for (Index y = 0; y < ey; ++y)
-          for (Index x = 0; x < ex; ++x) full.data(c, lo_[2] + z, lo_[1] + y, lo_[0] + x) = u.data(c, z, y, x);
-    return full;
-  }
-
-  // Writes this rank's files into `staged` (the template and report on rank 0); `outside` is the
-  // fixed-point sum of every aligned image (the template outside the box).
-  void stageOutputs(StagedOutputs& staged, std::vector<std::int64_t> const& outside, HostImage const& majority,
-                    std::vector<std::string>& written, Clock::time_point writeStart) {
-    AtlasJob const& job = job_;
-    AtlasJobResult& r = r_;
-    for (int i = 0; i < r.local; ++i) {
-      RegistrationPipelineResult& p = pre_[std::size_t(i)];
-      if (fields_.empty()) continue;  // no field, warped image or subject labels asked for
-      auto stage = [&](fs::path const& path, auto&& write) {
-        write(staged.stage(path));
-        written.push_back(path.string());
-      };
-      if (!job.outFieldsDir.empty()) stage(fieldPath(r.first + i), [&](fs::path const& t) { writeDisplacementField(worldDisplacement(p), t); });
-      std::optional<VectorField<Kokkos::HostSpace>> inverse;  // both directions (core/Inverse.hpp)
-      if (!job.outFieldsDir.empty() || !job.outSubjectLabelsDir.empty()) {
-        const InverseMap inv = invertRegistration(p);
-        r.inverseUnconverged += inv.stats.unconverged;
-        inverse = inverseWorldDisplacement(p, inv);
-      }
-      if (!job.outFieldsDir.empty())
-        stage(inverseFieldPath(r.first + i), [&](fs::path const& t) { writeDisplacementField(*inverse, t); });
-      if (!job.outWarpedDir.empty()) {
-        stage(warpedPath(r.first + i), [&](fs::path const& t) { writeImage(warpedMoving(p, originals_[std::size_t(i)]), t); });
-        if (!job.labels.empty())
-          stage(labelsPath(r.first + i), [&](fs::path const& t) { writeImage(warpedLabels(p, labelMaps_[std::size_t(i)]), t); });
-      }
-      if (!job.outSubjectLabelsDir.empty())
-        stage(subjectLabelsPath(r.first + i), [&](fs::path const& t) {
-          writeImage(subjectAtlasLabels(p, majority, *inverse, labelMaps_[std::size_t(i)]), t);
-        });
-    }
-    if (r.rank != 0) return;
-    HostImage out("kortex::atlas::template", G_);
-    out.metadata = reference_.metadata;
-    for (std::size_t k = 0; k < outside.size(); ++k) out.data.data()[k] = atlasMean(outside[k], n_);
-    const Index ez = std::min(box_.nz(), G_.nz() - lo_[2]), ey = std::min(box_.ny(), G_.ny() - lo_[1]),
-                ex = std::min(box_.nx(), G_.nx() - lo_[0]);
+// The atlas-box field u on the reference grid (0 outside the box).
+VectorField<Kokkos::HostSpace> embedField(VectorField<Kokkos::HostSpace> const& u, AtlasClip const& c) {
+  Geometry const& G = c.reference;
+  VectorField<Kokkos::HostSpace> full("kortex::atlas::u", G, 3);
+  const Index ez = std::min(c.box.nz(), G.nz() - c.low[2]), ey = std::min(c.box.ny(), G.ny() - c.low[1]),
+              ex = std::min(c.box.nx(), G.nx() - c.low[0]);
+  for (int k = 0; k < 3; ++k)
     for (Index z = 0; z < ez; ++z)
       for (Index y = 0; y < ey; ++y)
-        for (Index x = 0; x < ex; ++x) out.data(lo_[2] + z, lo_[1] + y, lo_[0] + x) = templ_.data(z, y, x);
-    if (!job.outTemplate.empty()) {
-      writeImage(out, staged.stage(job.outTemplate));
-      written.push_back(job.outTemplate);
-    }
-    r.templateImage = out;
-    if (!job.outReport.empty()) {
-      r.secondsWrite = secondsSince(writeStart);  // so far: the report is written with the outputs
-      r.secondsTotal = secondsSince(tStart_);
-      writeTextFileAtomic(staged.stage(job.outReport), toJson(r).dump(2) + "\n");
-      written.push_back(job.outReport);
-    }
-  }
+        for (Index x = 0; x < ex; ++x) full.data(k, c.low[2] + z, c.low[1] + y, c.low[0] + x) = u.data(k, z, y, x);
+  return full;
+}
 
-  // The template-space majority labels (AtlasJob::outSubjectLabelsDir): every subject's label map
-  // warped onto the reference grid (nearest, as --out-warped's) votes (voteMajority).
-  HostImage majorityLabels() {
-    kx::ScopedRegion region("kortex::atlas::vote");
-    std::vector<HostImage> warped;
-    for (int i = 0; i < r_.local; ++i) warped.push_back(warpedLabels(pre_[std::size_t(i)], labelMaps_[std::size_t(i)]));
-    return voteMajority(warped, G_, r_.first, r_.subjects, comm_);
-  }
+// The template on the reference grid: the atlas on the box, outside it `outside` (the fixed-point sum
+// of every aligned image: the mean, the fields being 0 there).
+HostImage templateOnReference(AtlasClip const& c, HostImage const& templ, std::vector<std::int64_t> const& outside, int n,
+                              HostImage const& reference) {
+  Geometry const& G = c.reference;
+  HostImage out("kortex::atlas::template", G);
+  out.metadata = reference.metadata;
+  for (std::size_t k = 0; k < outside.size(); ++k) out.data.data()[k] = atlasMean(outside[k], n);
+  const Index ez = std::min(c.box.nz(), G.nz() - c.low[2]), ey = std::min(c.box.ny(), G.ny() - c.low[1]),
+              ex = std::min(c.box.nx(), G.nx() - c.low[0]);
+  for (Index z = 0; z < ez; ++z)
+    for (Index y = 0; y < ey; ++y)
+      for (Index x = 0; x < ex; ++x) out.data(c.low[2] + z, c.low[1] + y, c.low[0] + x) = templ.data(z, y, x);
+  return out;
+}
 
-  // The majority labels on subject p's own grid: through its inverse field, label interpolation.
-  HostImage subjectAtlasLabels(RegistrationPipelineResult const& p, HostImage const& majority,
-                               VectorField<Kokkos::HostSpace> const& inverse, HostImage const& subjectLabels) const {
-    TransformChain chain;
-    ChainTransform t;
-    t.kind = ChainKind::Field;
-    t.field = inverse;
-    t.name = "the subject's inverse field";
-    chain.transforms.push_back(t);
-    HostImage out = applyTransforms(majority, p.movingGrid, chain, ApplyInterpolation::Label, r_.backend).image;
-    out.metadata = subjectLabels.metadata;
-    return out;
+// The fixed-point sum over every rank's aligned images (a collective: before any write, so that a rank
+// failing to write never leaves the others waiting here).
+std::vector<std::int64_t> sumAligned(AtlasPlace const& p, Geometry const& reference, std::vector<RegistrationPipelineResult> const& pre) {
+  std::vector<std::int64_t> outside(std::size_t(reference.numVoxels()), 0);
+  for (auto const& r : pre) {
+    const float* a = r.movingResampled.data.data();
+    for (std::size_t k = 0; k < outside.size(); ++k) outside[k] += atlasFixed(a[k]);
   }
+  if (p.comm) p.comm->sum(outside.data(), outside.size());
+  return outside;
+}
 
-  // ---- outputs: every file is staged beside its target; they are moved into place only when every
-  // rank has written all of its files (a failure anywhere leaves none of them).
-  void writeOutputs() {
-    kx::ScopedRegion region("kortex::atlas::write");
-    AtlasJobResult& r = r_;
-    const auto t0 = Clock::now();
-    // Outside the box: the fixed-point mean of the aligned images (the fields are 0 there). A
-    // collective: before any write, so that a rank failing to write never leaves the others waiting here.
-    std::vector<std::int64_t> outside(std::size_t(G_.numVoxels()), 0);
-    for (int i = 0; i < r.local; ++i) {
-      const float* a = pre_[std::size_t(i)].movingResampled.data.data();
-      for (std::size_t k = 0; k < outside.size(); ++k) outside[k] += atlasFixed(a[k]);
+// The template-space majority labels (AtlasJob::outSubjectLabelsDir): every subject's label map
+// warped onto the reference grid (nearest, as --out-warped's) votes (voteMajority). A collective.
+HostImage majorityLabels(AtlasPlace const& p, Geometry const& reference, std::vector<RegistrationPipelineResult> const& pre,
+                         AtlasInputs const& in) {
+  kx::ScopedRegion region("kortex::atlas::vote");
+  std::vector<HostImage> warped;
+  for (int i = 0; i < p.local; ++i) warped.push_back(warpedLabels(pre[std::size_t(i)], in.labelMaps[std::size_t(i)]));
+  return voteMajority(warped, reference, p.first, p.n, p.comm);
+}
+
+// The majority labels on subject r's own grid: through its inverse field, label interpolation.
+HostImage subjectAtlasLabels(RegistrationPipelineResult const& r, HostImage const& majority,
+                             VectorField<Kokkos::HostSpace> const& inverse, HostImage const& subjectLabels, Backend backend) {
+  TransformChain chain;
+  ChainTransform t;
+  t.kind = ChainKind::Field;
+  t.field = inverse;
+  t.name = "the subject's inverse field";
+  chain.transforms.push_back(t);
+  HostImage out = applyTransforms(majority, r.movingGrid, chain, ApplyInterpolation::Label, backend).image;
+  out.metadata = subjectLabels.metadata;
+  return out;
+}
+
+// Writes this process's subject files into `staged`; returns the files and the inverse fields' count
+// of unconverged voxels.
+long stageSubjectOutputs(AtlasPlace const& p, AtlasNames const& names, AtlasInputs const& in,
+                         std::vector<RegistrationPipelineResult> const& pre, HostImage const& majority,
+                         StagedOutputs& staged, std::vector<std::string>& written) {
+  AtlasJob const& job = p.job;
+  long unconverged = 0;
+  auto stage = [&](fs::path const& path, auto&& write) {
+    write(staged.stage(path));
+    written.push_back(path.string());
+  };
+  for (int i = 0; i < p.local; ++i) {
+    RegistrationPipelineResult const& r = pre[std::size_t(i)];
+    const int g = p.first + i;
+    if (!job.outFieldsDir.empty()) stage(names.field(g), [&](fs::path const& t) { writeDisplacementField(worldDisplacement(r), t); });
+    std::optional<VectorField<Kokkos::HostSpace>> inverse;  // both directions (core/Inverse.hpp)
+    if (!job.outFieldsDir.empty() || !job.outSubjectLabelsDir.empty()) {
+      const InverseMap inv = invertRegistration(r);
+      unconverged += inv.stats.unconverged;
+      inverse = inverseWorldDisplacement(r, inv);
     }
-    if (comm_) comm_->sum(outside.data(), outside.size());
-    if (!fields_.empty())
-      for (int i = 0; i < r.local; ++i) pre_[std::size_t(i)].u = embedField(fields_[std::size_t(i)]);
-    const HostImage majority = job_.outSubjectLabelsDir.empty() ? HostImage() : majorityLabels();  // a collective too
-    StagedOutputs staged;
-    std::vector<std::string> written;
-    std::exception_ptr failure;
-    try {
-      stageOutputs(staged, outside, majority, written, t0);
-    } catch (...) {
-      failure = std::current_exception();
+    if (!job.outFieldsDir.empty()) stage(names.inverseField(g), [&](fs::path const& t) { writeDisplacementField(*inverse, t); });
+    if (!job.outWarpedDir.empty()) {
+      stage(names.warped(g), [&](fs::path const& t) { writeImage(warpedMoving(r, in.originals[std::size_t(i)]), t); });
+      if (!job.labels.empty())
+        stage(names.labels(g), [&](fs::path const& t) { writeImage(warpedLabels(r, in.labelMaps[std::size_t(i)]), t); });
     }
-    // Every rank's outcome: a failing rank reports its own error (and, under MPI, ends the job); the
-    // others drop their staged files and wait for that end.
-    int failedRank = failure ? r.rank : -1;
-    if (comm_) {
-      std::vector<std::int64_t> failed(std::size_t(r.ranks), 0);
-      failed[std::size_t(r.rank)] = failure ? 1 : 0;
-      comm_->sum(failed.data(), failed.size());
-      for (int k = r.ranks - 1; k >= 0; --k)
-        if (failed[std::size_t(k)]) failedRank = k;
-    }
-    if (failure) std::rethrow_exception(failure);
-    if (failedRank >= 0) {
-      staged.discard();
-      comm_->barrier();  // the failing rank never arrives: its abort ends this rank
-      throw IoError("atlas: rank " + std::to_string(failedRank) + " could not write its outputs; none were written");
-    }
-    staged.commit();
-    r.secondsWrite = secondsSince(t0);
-    r.secondsTotal = secondsSince(tStart_);
-    r.written = written;
+    if (!job.outSubjectLabelsDir.empty())
+      stage(names.subjectLabels(g), [&](fs::path const& t) {
+        writeImage(subjectAtlasLabels(r, majority, *inverse, in.labelMaps[std::size_t(i)], p.backend), t);
+      });
   }
+  return unconverged;
+}
 
-  AtlasJob const& job_;
-  gpu::Communicator* comm_;
-  const bool inMemory_;
-  const int n_;
-  const Clock::time_point tStart_ = Clock::now();
-  AtlasJobResult r_;
-  std::vector<std::string> names_;
-  std::unique_ptr<FolderLock> lock_;
-  std::string refPath_;
-  nlohmann::json key_, grid_, resumeGrid_;
-  gpu::AtlasState resumeState_;
-  HostImage reference_;
-  std::vector<HostImage> originals_, labelMaps_, cropped_;
-  std::vector<RegistrationPipelineResult> pre_;
-  Geometry G_, box_;
-  std::array<Index, 3> lo_{0, 0, 0};
-  int resident_ = -1;  // all
-  HostImage templ_;
-  std::vector<VectorField<Kokkos::HostSpace>> fields_;
-};
+// Every rank's outcome of staging: a failing rank reports its own error (and, under MPI, ends the
+// job); the others drop their staged files and wait for that end.
+void agreeOnStaging(AtlasPlace const& p, std::exception_ptr failure, StagedOutputs& staged) {
+  int failedRank = failure ? p.rank : -1;
+  if (p.comm) {
+    std::vector<std::int64_t> failed(std::size_t(p.ranks), 0);
+    failed[std::size_t(p.rank)] = failure ? 1 : 0;
+    p.comm->sum(failed.data(), failed.size());
+    for (int k = p.ranks - 1; k >= 0; --k)
+      if (failed[std::size_t(k)]) failedRank = k;
+  }
+  if (failure) std::rethrow_exception(failure);
+  if (failedRank < 0) return;
+  staged.discard();
+  p.comm->barrier();  // the failing rank never arrives: its abort ends this rank
+  throw IoError("atlas: rank " + std::to_string(failedRank) + " could not write its outputs; none were written");
+}
+
+// ---- outputs: every file is staged beside its target; they are moved into place only when every
+// rank has written all of its files (a failure anywhere leaves none of them). The report (`r`, its
+// write and total times so far) is the last file rank 0 stages.
+void writeOutputs(AtlasPlace const& p, AtlasNames const& names, AtlasInputs const& in, std::vector<RegistrationPipelineResult>& pre,
+                  AtlasClip const& clip, AtlasBuilt const& built, AtlasJobResult& r, Clock::time_point jobStart) {
+  kx::ScopedRegion region("kortex::atlas::write");
+  AtlasJob const& job = p.job;
+  const auto t0 = Clock::now();
+  const std::vector<std::int64_t> outside = sumAligned(p, clip.reference, pre);
+  for (std::size_t i = 0; i < built.fields.size(); ++i) pre[i].u = embedField(built.fields[i], clip);
+  const HostImage majority = job.outSubjectLabelsDir.empty() ? HostImage() : majorityLabels(p, clip.reference, pre, in);  // a collective too
+  StagedOutputs staged;
+  std::vector<std::string> written;
+  std::exception_ptr failure;
+  try {
+    if (!built.fields.empty()) r.inverseUnconverged += stageSubjectOutputs(p, names, in, pre, majority, staged, written);
+    if (p.rank == 0) {
+      r.templateImage = templateOnReference(clip, built.templ, outside, p.n, in.reference);
+      if (!job.outTemplate.empty()) {
+        writeImage(r.templateImage, staged.stage(job.outTemplate));
+        written.push_back(job.outTemplate);
+      }
+      if (!job.outReport.empty()) {
+        r.secondsWrite = secondsSince(t0);  // so far: the report is written with the outputs
+        r.secondsTotal = secondsSince(jobStart);
+        writeTextFileAtomic(staged.stage(job.outReport), toJson(r).dump(2) + "\n");
+        written.push_back(job.outReport);
+      }
+    }
+  } catch (...) {
+    failure = std::current_exception();
+  }
+  agreeOnStaging(p, failure, staged);
+  staged.commit();
+  r.secondsWrite = secondsSince(t0);
+  r.secondsTotal = secondsSince(jobStart);
+  r.written = written;
+}
+
+// The stages in order; the report recorded between them.
+AtlasJobResult runStages(AtlasJob const& job, gpu::Communicator* comm) {
+  const auto tStart = Clock::now();
+  const AtlasPlace place = checkParameters(job, comm);
+  AtlasJobResult r = startReport(place);
+  const AtlasNames names = outputNames(place);
+  const std::unique_ptr<FolderLock> lock = checkFiles(place, names);
+  const auto tRead = Clock::now();
+  const AtlasIdentity id = hashInputs(place, names);
+  const AtlasResume resume = loadCheckpoint(place, names, id);
+  r.notes.insert(r.notes.end(), resume.notes.begin(), resume.notes.end());
+  const AtlasInputs in = readInputs(place, names, id);
+  r.referenceGrid = in.reference.geometry;
+  r.secondsRead = secondsSince(tRead);
+  const auto tPrepare = Clock::now();
+  std::vector<RegistrationPipelineResult> pre = align(place, names, in);
+  recordAlignment(pre, r);
+  r.secondsAlign = secondsSince(tPrepare);
+  const AtlasClip clip = clipBox(place, in.reference.geometry, pre, resume);
+  r.atlasGrid = clip.box;
+  r.boxLow = clip.low;
+  r.boxSize = clip.box.size;
+  r.secondsPrepare = secondsSince(tPrepare);
+  r.memory = gpu::atlasMemory(clip.box, job.params);
+  const AtlasResidency plan = planResidency(place, clip.box, r.memory);
+  r.streamed = plan.resident == place.local ? 0 : place.local - plan.resident;
+  const auto tAtlas = Clock::now();
+  const AtlasBuilt built = buildTemplate(place, id, clip, plan, resume);
+  r.executionSpace = built.executionSpace;
+  r.atlas = built.atlas;
+  if (comm) r.group = comm->describe();  // now with the reduction path the first sum chose
+  r.secondsAtlas = secondsSince(tAtlas);
+  writeOutputs(place, names, in, pre, clip, built, r, tStart);
+  return r;
+}
 
 }  // namespace
 
@@ -680,7 +737,7 @@ AtlasJobResult runAtlasJob(AtlasJob const& given, gpu::Communicator* comm) {
     job.images.insert(job.images.end(), more.begin(), more.end());
     job.otherInputs.push_back(job.imageList);
   }
-  return AtlasJobStages(job, comm).run();
+  return runStages(job, comm);
 }
 
 nlohmann::json toJson(AtlasJob const& job) {
