@@ -19,7 +19,7 @@
 #include "io/ImageIO.hpp"
 #include "io/Output.hpp"
 #include "pipeline/Atlas.hpp"
-#include "pipeline/Distributed.hpp"
+#include "distributed/ProcessGroup.hpp"
 
 namespace fs = std::filesystem;
 
@@ -37,7 +37,7 @@ struct AtlasOptions {
 };
 
 int cmdAtlasBuild(AtlasOptions const& o) {
-  auto& group = pipeline::ProcessGroup::world();
+  auto& group = distributed::ProcessGroup::world();
   pipeline::AtlasJob job;
   job.images = o.images;
   job.imageList = o.list;

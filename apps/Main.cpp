@@ -13,7 +13,7 @@
 #include "apps/Commands.hpp"
 #include "core/Backend.hpp"
 #include "io/ImageIO.hpp"
-#include "pipeline/Distributed.hpp"
+#include "distributed/ProcessGroup.hpp"
 
 namespace {
 
@@ -85,7 +85,7 @@ int main(int argc, char** argv) {
 
   // Under mpirun: MPI before Kokkos. A rank that fails ends the whole job (MPI_Abort), so the
   // other ranks never wait for it.
-  auto& group = kortex::pipeline::ProcessGroup::world();
+  auto& group = kortex::distributed::ProcessGroup::world();
   try {
     KokkosSession session;
     return action ? action() : 0;

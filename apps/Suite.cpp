@@ -20,7 +20,7 @@
 #include "bench/BenchSurfaceNlm.hpp"
 #include "core/Errors.hpp"
 #include "io/Output.hpp"
-#include "pipeline/Distributed.hpp"
+#include "distributed/ProcessGroup.hpp"
 #include "validation/Suite.hpp"
 
 namespace fs = std::filesystem;
@@ -130,7 +130,7 @@ int cmdBenchGreedy(bench::BenchOptions o) {
 
 int cmdBenchAtlas(bench::BenchOptions o) {
   // Under mpirun every rank runs the Scaling (or Sums over ranks) section; rank 0 reports and writes the files.
-  auto& group = pipeline::ProcessGroup::world();
+  auto& group = distributed::ProcessGroup::world();
   o.comm = group.communicator();
   if (group.rank() != 0) {
     o.jsonPath.clear();

@@ -1,5 +1,5 @@
 // Atlas job (atlas build): a cohort of 3D images -> the unbiased greedy template (core/Atlas.hpp),
-// on one process or over the ranks of an MPI job (pipeline/Distributed.hpp).
+// on one process or over the ranks of an MPI job (distributed/ProcessGroup.hpp).
 //
 // Pipeline, per rank for its block of subjects (contiguous, as even as the count allows):
 //   1. every rank reads the reference (the first image unless one is named) and its own subjects;

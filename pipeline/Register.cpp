@@ -1,5 +1,6 @@
 #include "pipeline/Register.hpp"
 #include "core/Timing.hpp"
+#include "core/WorkerPool.hpp"
 
 #include <omp.h>
 
@@ -9,8 +10,6 @@
 #include <condition_variable>
 #include <exception>
 #include <mutex>
-#include <system_error>
-#include <thread>
 #include <cmath>
 #include <map>
 #include <set>
@@ -304,45 +303,41 @@ std::vector<RegistrationPipelineResult> alignPairs(std::vector<HostImage const*>
   const int ompShare = std::max(1, omp_get_max_threads() / workers);
   Exec().fence();
   const std::vector<Exec> instances = kx::partitionSpace(Exec(), workers);
+  WorkerPool pool(workers + 1);  // thread 0 (the caller) reports; the others align
+  if (pool.size() == 1) return inOrder(instances.front());
   std::atomic<int> next{0};
   std::mutex m;
   std::condition_variable cv;
   std::vector<char> ready(std::size_t(n), 0);
-  std::vector<std::thread> pool;
-  for (int w = 0; w < workers; ++w) {
-    try {
-      pool.emplace_back([&, w] {
-        omp_set_num_threads(ompShare);
-        for (int i = next++; i < n; i = next++) {
-          one(i, instances[std::size_t(w)]);
-          {
-            std::lock_guard<std::mutex> lock(m);
-            ready[std::size_t(i)] = 1;
-          }
-          cv.notify_all();
-        }
-      });
-    } catch (std::system_error const&) {
-      break;  // the system gives no more threads: those started take every pair
+  auto work = [&](int w) {
+    omp_set_num_threads(ompShare);
+    for (int i = next++; i < n; i = next++) {
+      one(i, instances[std::size_t(w)]);
+      {
+        std::lock_guard<std::mutex> lock(m);
+        ready[std::size_t(i)] = 1;
+      }
+      cv.notify_all();
     }
-  }
-  if (pool.empty()) return inOrder(instances.front());
+  };
   // Pairs are reported, and the first failure raised, in index order as they become ready.
   std::exception_ptr first;
-  for (int i = 0; i < n && !first; ++i) {
-    {
-      std::unique_lock<std::mutex> lock(m);
-      cv.wait(lock, [&] { return ready[std::size_t(i)] != 0; });
+  auto report = [&] {
+    for (int i = 0; i < n && !first; ++i) {
+      {
+        std::unique_lock<std::mutex> lock(m);
+        cv.wait(lock, [&] { return ready[std::size_t(i)] != 0; });
+      }
+      try {
+        rethrow(i);
+        if (done) done(i);
+      } catch (...) {
+        first = std::current_exception();
+        next = n;  // no new pair starts
+      }
     }
-    try {
-      rethrow(i);
-      if (done) done(i);
-    } catch (...) {
-      first = std::current_exception();
-      next = n;  // no new pair starts
-    }
-  }
-  for (auto& t : pool) t.join();
+  };
+  pool.run([&](int t) { t == 0 ? report() : work(t - 1); });
   if (first) std::rethrow_exception(first);
   return out;
 }

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The one-way dependency rule of docs/architecture.md, checked on the includes:
 #   apps -> {validation, bench} -> pipeline -> {gpu, reference_cpu, io} -> core
+#   apps -> distributed -> gpu -> core (the process group; the jobs see only gpu::Communicator)
 # (apps may also include pipeline and the back ends directly). A module may include itself and
 # the modules to its right; gpu/ internals (*/detail/) only from gpu/ and from the tests that test
 # that kernel on purpose (listed below); Eigen, OpenMP pragmas and VTK never in gpu/ headers, VTK
@@ -30,10 +31,11 @@ check_module core "core"
 check_module io "io core"
 check_module reference_cpu "reference_cpu core"
 check_module gpu "gpu core"
+check_module distributed "distributed gpu core"
 check_module pipeline "pipeline gpu reference_cpu io core"
 check_module validation "validation pipeline gpu reference_cpu io core"
 check_module bench "bench validation pipeline gpu reference_cpu io core"
-check_module apps "apps bench validation pipeline gpu reference_cpu io core"
+check_module apps "apps bench validation pipeline distributed gpu reference_cpu io core"
 check_module python "pipeline gpu reference_cpu io core"
 
 # gpu/ internals: from gpu/ itself, the tuners that launch a kernel with an explicit tile

@@ -6,6 +6,10 @@
 #include "core/Boundary.hpp"
 #include "core/Nlm.hpp"
 #include "core/Phantom.hpp"
+#include "core/WorkerPool.hpp"
+
+#include <atomic>
+#include <thread>
 
 #include <limits>
 
@@ -114,4 +118,25 @@ BOOST_AUTO_TEST_CASE_TEMPLATE(execution_spaces_run, Space, test::ExecutionSpaces
                        KOKKOS_LAMBDA(int i) { v(i) = i; });
   auto h = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), v);
   for (int i = 0; i < 100; ++i) BOOST_TEST(h(i) == i);
+}
+
+// The pool runs the job once per thread index, the caller as index 0, on distinct threads, and
+// again for every later run (threads sleep between runs); a pool of one is the caller alone.
+BOOST_AUTO_TEST_CASE(worker_pool_runs_each_index_once_per_run) {
+  for (int threads : {1, 4}) {
+    WorkerPool pool(threads);
+    BOOST_TEST(pool.size() >= 1);
+    BOOST_TEST(pool.size() <= threads);
+    for (int run = 0; run < 3; ++run) {
+      std::vector<std::atomic<int>> calls(std::size_t(pool.size()));
+      std::vector<std::thread::id> who(std::size_t(pool.size()));
+      pool.run([&](int t) {
+        calls[std::size_t(t)]++;
+        who[std::size_t(t)] = std::this_thread::get_id();
+      });
+      for (int t = 0; t < pool.size(); ++t) BOOST_TEST(calls[std::size_t(t)].load() == 1);
+      BOOST_TEST((who[0] == std::this_thread::get_id()));
+      for (int t = 1; t < pool.size(); ++t) BOOST_TEST((who[std::size_t(t)] != std::this_thread::get_id()));
+    }
+  }
 }

@@ -1,4 +1,4 @@
-// The process group's sums (pipeline/Distributed.hpp), run under mpiexec with several ranks: host
+// The process group's sums (distributed/ProcessGroup.hpp), run under mpiexec with several ranks: host
 // int64 arrays larger than one pass of the node's shared memory (several passes, the node sums split
 // over the rank's threads), the host staging buffer's sums of a sub-range, and the double slots.
 // Every sum is checked value by value against the sum the test computes itself. ctest runs it twice:
@@ -11,11 +11,11 @@
 #include <cstdint>
 #include <vector>
 
-#include "pipeline/Distributed.hpp"
+#include "distributed/ProcessGroup.hpp"
 
 namespace {
 
-using kortex::pipeline::ProcessGroup;
+using kortex::distributed::ProcessGroup;
 
 // MPI before Kokkos, as the CLI does; Kokkos ends first (the staging buffer's pinning is undone by a
 // Kokkos finalize hook), MPI when the process group is destroyed at exit.

@@ -9,7 +9,7 @@
 #include <cstdint>
 #include <string>
 
-namespace kortex::pipeline::detail {
+namespace kortex::distributed::detail {
 
 class Nccl {
  public:
@@ -37,4 +37,4 @@ class Nccl {
   void* comm_ = nullptr;
 };
 
-}  // namespace kortex::pipeline::detail
+}  // namespace kortex::distributed::detail

@@ -1,25 +1,23 @@
-#include "pipeline/Distributed.hpp"
+#include "distributed/ProcessGroup.hpp"
 
 #include <Kokkos_Core.hpp>
 #include <omp.h>
 
 #include <climits>
-#include <condition_variable>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <stdexcept>
-#include <thread>
 
 #include <algorithm>
 #include <vector>
 
 #include "core/Errors.hpp"
-#include "pipeline/detail/Nccl.hpp"
+#include "core/WorkerPool.hpp"
+#include "distributed/detail/Nccl.hpp"
 
 #ifdef KORTEX_HAVE_MPI
 #include <mpi.h>
@@ -31,7 +29,7 @@
 #include <cuda_runtime_api.h>
 #endif
 
-namespace kortex::pipeline {
+namespace kortex::distributed {
 namespace {
 
 #ifdef KORTEX_HAVE_MPI
@@ -54,76 +52,6 @@ bool cudaAwareMpi() {
   return false;
 #endif
 }
-
-// Threads that sleep between jobs (on a condition variable), for the node sums. OpenMP's idle
-// threads spin for milliseconds after each parallel region (libgomp's default wait policy); with
-// one rank per GPU on a shared host those spinning threads slowed the sums 1.4-3x, and these
-// threads took 23-31 % off the OpenMP loop's time under the default wait
-// (bench/results/atlas_sums_nvidia-h200-x4.md; the OpenMP loop's runs at commit 221ac41).
-class SleepingWorkers {
- public:
-  explicit SleepingWorkers(int threads) {
-    try {
-      for (int t = 1; t < threads; ++t) pool_.emplace_back([this, t] { serve(t); });
-    } catch (...) {  // no thread to be had: stop those started
-      stop();
-      throw;
-    }
-  }
-  ~SleepingWorkers() { stop(); }
-  SleepingWorkers(SleepingWorkers const&) = delete;
-  SleepingWorkers& operator=(SleepingWorkers const&) = delete;
-  int size() const { return int(pool_.size()) + 1; }
-  // job(t) for every t in [0, size()), t = 0 on the calling thread; returns when all have returned.
-  // The job must not throw.
-  void run(std::function<void(int)> const& job) {
-    {
-      std::lock_guard<std::mutex> lock(m_);
-      job_ = &job;
-      pending_ = int(pool_.size());
-      ++generation_;
-    }
-    wake_.notify_all();
-    job(0);
-    std::unique_lock<std::mutex> lock(m_);
-    done_.wait(lock, [this] { return pending_ == 0; });
-    job_ = nullptr;
-  }
-
- private:
-  void stop() {
-    {
-      std::lock_guard<std::mutex> lock(m_);
-      stop_ = true;
-    }
-    wake_.notify_all();
-    for (auto& t : pool_) t.join();
-    pool_.clear();
-  }
-  void serve(int t) {
-    std::uint64_t seen = 0;
-    for (;;) {
-      std::function<void(int)> const* job = nullptr;
-      {
-        std::unique_lock<std::mutex> lock(m_);
-        wake_.wait(lock, [&] { return stop_ || generation_ != seen; });
-        if (stop_) return;
-        seen = generation_;
-        job = job_;
-      }
-      (*job)(t);
-      std::lock_guard<std::mutex> lock(m_);
-      if (--pending_ == 0) done_.notify_one();
-    }
-  }
-  std::mutex m_;
-  std::condition_variable wake_, done_;
-  std::vector<std::thread> pool_;
-  std::function<void(int)> const* job_ = nullptr;
-  std::uint64_t generation_ = 0;
-  int pending_ = 0;
-  bool stop_ = false;
-};
 
 // Sums of int64 arrays over the ranks through each node's shared memory (an MPI-3 shared window):
 // every rank of a node owns a slot; for a range of the slots, each rank adds its share of the
@@ -216,7 +144,7 @@ class NodeSum {
     if (hi - lo <= kSerialSum) {
       add(lo, hi);
     } else {
-      if (!workers_) workers_ = std::make_unique<SleepingWorkers>(std::max(1, omp_get_max_threads()));  // OMP_NUM_THREADS
+      if (!workers_) workers_ = std::make_unique<WorkerPool>(std::max(1, omp_get_max_threads()));  // OMP_NUM_THREADS
       const std::size_t parts = std::size_t(workers_->size());
       workers_->run([&](int t) { add(lo + (hi - lo) * std::size_t(t) / parts, lo + (hi - lo) * std::size_t(t + 1) / parts); });
     }
@@ -271,7 +199,7 @@ class NodeSum {
     capacity_ = 0;
   }
   static constexpr std::size_t kSerialSum = 65536;  // values summed on the calling thread alone
-  std::unique_ptr<SleepingWorkers> workers_;
+  std::unique_ptr<WorkerPool> workers_;  // sleeping between sums (core/WorkerPool.hpp)
   MPI_Comm node_ = MPI_COMM_NULL, leaders_ = MPI_COMM_NULL;
   int nodeRank_ = 0, nodeSize_ = 1, nodes_ = 1, largestNode_ = 1;
   MPI_Win win_ = MPI_WIN_NULL;
@@ -492,4 +420,4 @@ std::string ProcessGroup::describe() const {
   return mpi_ ? "MPI, 1 rank" : "1 process";
 }
 
-}  // namespace kortex::pipeline
+}  // namespace kortex::distributed

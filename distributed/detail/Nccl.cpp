@@ -1,4 +1,4 @@
-#include "pipeline/detail/Nccl.hpp"
+#include "distributed/detail/Nccl.hpp"
 
 #include <dlfcn.h>
 
@@ -6,7 +6,7 @@
 #include <mutex>
 #include <stdexcept>
 
-namespace kortex::pipeline::detail {
+namespace kortex::distributed::detail {
 namespace {
 
 // nccl.h's C ABI (NCCL 2.x).
@@ -103,4 +103,4 @@ void Nccl::sumInt64(std::int64_t* data, std::size_t n, void* stream) {
   check(api().allReduce(data, data, n, kInt64, kSum, comm_, stream), "ncclAllReduce");
 }
 
-}  // namespace kortex::pipeline::detail
+}  // namespace kortex::distributed::detail

@@ -15,7 +15,7 @@
 
 #include "gpu/Communicator.hpp"
 
-namespace kortex::pipeline {
+namespace kortex::distributed {
 
 class ProcessGroup {
  public:
@@ -47,4 +47,4 @@ class ProcessGroup {
   std::unique_ptr<gpu::Communicator> comm_;
 };
 
-}  // namespace kortex::pipeline
+}  // namespace kortex::distributed
