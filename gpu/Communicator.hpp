@@ -1,5 +1,5 @@
 // The process group the Kokkos back ends reduce over (a multi-process atlas): the interface, and
-// the paths a device buffer's sum can take. pipeline/Distributed.hpp implements it with MPI (and
+// the paths a device buffer's sum can take. distributed/ProcessGroup.hpp implements it with MPI (and
 // NCCL); a null communicator is one process.
 #pragma once
 
@@ -17,7 +17,7 @@ ReductionPath parseReductionPath(std::string const& s);  // auto|staged|mpi|nccl
 const char* toString(ReductionPath r);                    // the same spelling
 
 // A process group as the back ends' reductions see it (the MPI implementation:
-// pipeline/Distributed.hpp): the atlas splits its subjects over size() ranks in contiguous blocks,
+// distributed/ProcessGroup.hpp): the atlas splits its subjects over size() ranks in contiguous blocks,
 // and every rank computes the same template from the sums.
 class Communicator {
  public:
