@@ -29,57 +29,31 @@ namespace kortex::app {
 
 
 int cmdValidate(ValidateOptions const& o) {
-  if (!o.jsonPath.empty()) io::requireWritableFile(o.jsonPath, "JSON report");
-  if (!o.markdownPath.empty()) io::requireWritableFile(o.markdownPath, "Markdown report");
-  validation::SuiteOptions so;
+  validation::ValidateJob job;
+  validation::SuiteOptions& so = job.suite;
+  job.outJson = o.jsonPath;
+  job.outMarkdown = o.markdownPath;
   so.quick = o.quick;
   so.dataDir = o.dataDir;
   so.progress = &std::cout;
   for (auto const* names : {&o.only, &o.onlyAliases})
-    for (auto const& name : *names) {
-      auto const* study = validation::findStudy(name);
-      if (!study) {
-        std::string known;
-        for (auto const& s : validation::validationStudies()) known += std::string(known.empty() ? "" : ", ") + s.name;
-        throw InvalidArgument("--only: unknown study '" + name + "' (the studies: " + known + ")");
-      }
-      if (study->dataNeeded && o.dataDir.empty())
-        throw InvalidArgument("--only " + name + " needs --data (" + study->dataNeeded + ")");
+    for (auto const& name : *names)
       if (std::find(so.only.begin(), so.only.end(), name) == so.only.end()) so.only.push_back(name);
-    }
   so.greedy = o.greedy.toParams();
-  so.greedy.validate();
   so.greedyPairs = o.greedyPairs;
   so.greedyFirstPair = o.greedyFirstPair;
   so.greedyCpuPairs = o.greedyCpuPairs;
-  if (!o.elastixDir.empty() && !std::filesystem::is_directory(o.elastixDir))
-    throw InvalidArgument("--elastix '" + o.elastixDir + "' is not a folder");
   so.elastixDir = o.elastixDir;
-  if (!o.fireantsDir.empty() && !std::filesystem::is_directory(o.fireantsDir))
-    throw InvalidArgument("--fireants '" + o.fireantsDir + "' is not a folder");
   so.fireantsDir = o.fireantsDir;
   so.greedyUnbiased = !o.skipUnbiased;
   so.atlas.sizes = parseIntList(o.atlasSizes, "--atlas-sizes");
-  for (int l : so.atlas.sizes)
-    if (l < AtlasParams::kMinSubjects || l > 32)
-      throw InvalidArgument("--atlas-sizes: cohort sizes run from " + std::to_string(AtlasParams::kMinSubjects) +
-                            " to 32 (the subjects of mri/ixi_2mm_more but one), got " + std::to_string(l));
   so.atlas.repeats = o.atlasRepeats;
-  if (!o.montageDir.empty()) {
-    std::error_code ec;
-    fs::create_directories(o.montageDir, ec);
-    if (ec || !fs::is_directory(o.montageDir))
-      throw InvalidArgument("--montages: cannot create folder '" + o.montageDir + "'");
-    so.montageDir = o.montageDir;
-  }
+  so.montageDir = o.montageDir;
   so.registration = o.registration;
   so.registrationPairs = o.pairs;
-  so.registration.validate();
-  const auto report = validation::runValidationSuite(so);
-  const std::string md = validation::toMarkdown(report);
-  std::cout << "\n" << md;
-  if (!o.jsonPath.empty()) io::writeTextFileAtomic(o.jsonPath, validation::toJson(report).dump(2) + "\n");
-  if (!o.markdownPath.empty()) io::writeTextFileAtomic(o.markdownPath, md);
+  const validation::ValidateResult result = validation::runValidateJob(job);
+  validation::SuiteReport const& report = result.report;
+  std::cout << "\n" << result.markdown;
   if (!report.pass) {
     std::cerr << "kortex: error: validation failed (" << report.casesFailed << " case(s) outside their bounds";
     for (auto const& s : report.studies)

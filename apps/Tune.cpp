@@ -2,10 +2,7 @@
 // on the default execution space and stores the fastest per (kernel, device, size class) in the
 // tuning database (core/Tuning.hpp); `kortex tune --show` prints the database.
 //
-// Files: the database (--db, default tuning::userDatabasePath()) is read first and must be valid
-// (a corrupt one is refused and left untouched: fix or remove it); it is rewritten atomically,
-// merged with the new entries, only after every requested tuner has run. --json (every timed
-// candidate) is written atomically at the end as well. Every path is checked before timing.
+// The job (its files, checks and writes) is pipeline::tune::TuneJob; this file binds the flags and prints.
 #include <unistd.h>
 
 #include <nlohmann/json.hpp>
@@ -36,21 +33,6 @@ namespace kortex::app {
 
 namespace {
 
-// Warm-up runs and timed repetitions per candidate. 21: the median the code's tile comments were
-// measured with; --quick trades precision for a smoke run.
-constexpr int kWarmup = 3, kRepetitions = 21;
-constexpr int kQuickWarmup = 1, kQuickRepetitions = 3;
-
-
-// The database at `path` (empty if absent); a corrupt or unreadable one is refused.
-tuning::Database loadDatabase(std::string const& path) {
-  try {
-    return tuning::Database::load(path).value_or(tuning::Database{});
-  } catch (IoError const& e) {
-    throw IoError(std::string(e.what()) + "; fix or remove it (kortex tune leaves it untouched)");
-  }
-}
-
 std::string percentOver(double ms, double bestMs) {
   std::ostringstream os;
   os << std::showpos << std::fixed << std::setprecision(1) << 100.0 * (ms / bestMs - 1.0) << "%";
@@ -69,7 +51,7 @@ int sizeOfClass(std::string const& sc) { return std::atoi(sc.c_str() + 3); }
 
 int showDatabase(TuneOptions const& o, std::string const& dbPath) {
   const bool exists = fs::exists(dbPath);
-  const tuning::Database user = loadDatabase(dbPath);
+  const tuning::Database user = pipeline::tune::loadTuningDatabase(dbPath);
   const tuning::Database& shipped = tuning::shippedDefaults();
   struct Row {
     tuning::Entry const* e;
@@ -139,46 +121,6 @@ int showDatabase(TuneOptions const& o, std::string const& dbPath) {
 
 // ---- tuning run --------------------------------------------------------------------------------------
 
-nlohmann::ordered_json configJson(tuning::Config const& c) {
-  nlohmann::ordered_json j = nlohmann::ordered_json::object();
-  for (auto const& [k, v] : c) j[k] = v;
-  return j;
-}
-
-nlohmann::ordered_json resultJson(pipeline::tune::TuneResult const& r) {
-  nlohmann::ordered_json j;
-  j["kernel"] = r.kernel;
-  j["device"] = r.device;
-  j["size_class"] = r.sizeClass;
-  j["size"] = r.size;
-  j["problem"] = r.problem;
-  j["warmup"] = r.warmup;
-  j["repetitions"] = r.repetitions;
-  j["enumerated"] = r.set.enumerated;
-  nlohmann::ordered_json pruned = nlohmann::ordered_json::object();
-  for (auto const& [rule, n] : r.set.pruned) pruned[rule] = n;
-  j["pruned"] = pruned;
-  j["default"] = configJson(r.set.defaultConfig);
-  j["reference"] = r.set.reference ? configJson(*r.set.reference) : nlohmann::ordered_json();
-  j["best"] = configJson(r.measured[r.best].config);
-  j["worst"] = configJson(r.measured[r.worst].config);
-  j["chosen"] = configJson(r.measured[r.best].config);
-  nlohmann::ordered_json list = nlohmann::ordered_json::array();
-  for (auto const& m : r.measured) {
-    nlohmann::ordered_json c;
-    c["config"] = configJson(m.config);
-    c["median_ms"] = m.stats.medianMs;
-    c["min_ms"] = m.stats.minMs;
-    c["max_ms"] = m.stats.maxMs;
-    c["samples_ms"] = m.stats.samplesMs;
-    c["max_abs_diff_vs_default"] = m.maxAbsDiff;
-    c["accepted"] = m.accepted;
-    list.push_back(std::move(c));
-  }
-  j["candidates"] = std::move(list);
-  return j;
-}
-
 void printSummary(pipeline::tune::TuneResult const& r, std::string const& dbPath) {
   auto const& best = r.measured[r.best];
   const double bestMs = best.stats.medianMs;
@@ -208,100 +150,37 @@ void printSummary(pipeline::tune::TuneResult const& r, std::string const& dbPath
 }  // namespace
 
 int cmdTune(TuneOptions const& o) {
-  std::string dbPath = o.dbPath.empty() ? tuning::userDatabasePath() : o.dbPath;
-  if (dbPath.empty())
-    throw InvalidArgument("no tuning database path: pass --db FILE or set KORTEX_TUNING_DB, "
-                          "XDG_CACHE_HOME or HOME");
+  pipeline::tune::TuneJob job;
+  job.kernels = o.kernels;
+  job.database = o.dbPath;
+  job.size = o.size;
+  job.quick = o.quick;
+  job.outJson = o.jsonPath;
+  const std::string dbPath = pipeline::tune::tuneDatabasePath(job);
   if (o.show) return showDatabase(o, dbPath);
-
-  // Everything that can fail cheaply fails before any timing.
-  std::vector<pipeline::tune::Tuner const*> selected;
-  if (o.kernels.empty()) {
-    for (auto const& t : pipeline::tune::tuners()) selected.push_back(&t);
-  } else {
-    for (auto const& name : o.kernels) {
-      auto const* t = &pipeline::tune::findTuner(name);
-      if (std::find(selected.begin(), selected.end(), t) == selected.end()) selected.push_back(t);
-    }
-  }
-  if (selected.empty()) throw Unsupported("no tuners are registered in this build");
-  io::requireWritableFile(dbPath, "tuning database", true);
-  if (!o.jsonPath.empty()) io::requireWritableFile(o.jsonPath, "JSON report");
-  tuning::Database db = loadDatabase(dbPath);
-
-  struct Job {
-    pipeline::tune::Tuner const* tuner;
-    int size;
-    pipeline::tune::CandidateSet set;
-    pipeline::tune::Workload work;
-  };
-  std::vector<Job> jobs;
-  for (auto const* t : selected) {
-    const int size = o.size > 0 ? o.size : t->defaultSize;
-    Job j{t, size, t->enumerate(size), t->prepare(size)};
-    if (j.set.candidates.empty())
-      throw Unsupported("tuning " + t->name + ": every candidate was pruned at size " +
-                        std::to_string(size));
-    jobs.push_back(std::move(j));
-  }
-
+  const auto plans = pipeline::tune::planTuneJob(job);  // everything that can fail cheaply, before any timing
   const BuildInfo info = buildInfo();
-  const int warmup = o.quick ? kQuickWarmup : kWarmup;
-  const int reps = o.quick ? kQuickRepetitions : kRepetitions;
   std::cout << "Tuning on " << tuning::currentDevice() << " (Kokkos " << info.kokkosVersion << ", "
-            << info.defaultExecutionSpace << "); each candidate: " << warmup
-            << " warm-up run(s), median of " << reps << "\n";
-
-  std::vector<pipeline::tune::TuneResult> results;
-  const std::string kokkos = info.kokkosVersion + " " + info.defaultExecutionSpace;
-  const std::string date = io::utcTimestamp().substr(0, 10);
-  for (auto const& j : jobs) {
-    auto const& t = *j.tuner;
+            << info.defaultExecutionSpace << "); each candidate: " << job.warmup()
+            << " warm-up run(s), median of " << job.repetitions() << "\n";
+  auto started = [](pipeline::tune::TunePlan const& p) {
+    auto const& t = *p.tuner;
     std::cout << "\n" << t.name << ": " << t.description << "\n"
-              << "  problem: " << j.work.problem << " (size class "
-              << pipeline::tune::sizeClassFor(t, j.size) << ")\n"
-              << "  " << j.set.enumerated << " shapes enumerated";
+              << "  problem: " << p.work.problem << " (size class " << pipeline::tune::sizeClassFor(t, p.size) << ")\n"
+              << "  " << p.set.enumerated << " shapes enumerated";
     int prunedTotal = 0;
-    for (auto const& p : j.set.pruned) prunedTotal += p.second;
+    for (auto const& q : p.set.pruned) prunedTotal += q.second;
     std::cout << ", " << prunedTotal << " pruned";
-    for (std::size_t i = 0; i < j.set.pruned.size(); ++i)
-      std::cout << (i ? "; " : " (") << j.set.pruned[i].second << " " << j.set.pruned[i].first
-                << (i + 1 == j.set.pruned.size() ? ")" : "");
-    std::cout << ", " << j.set.candidates.size() << " to time\n" << std::flush;
-    pipeline::tune::TuneResult r =
-        pipeline::tune::runTuner(t, j.work, j.set, j.size, warmup, reps, &std::cout);
-    printSummary(r, dbPath);
-    int accepted = 0;
-    for (auto const& m : r.measured) accepted += m.accepted ? 1 : 0;
-    tuning::Entry e;
-    e.kernel = r.kernel;
-    e.device = r.device;
-    e.sizeClass = r.sizeClass;
-    e.config = r.measured[r.best].config;
-    e.medianMs = r.measured[r.best].stats.medianMs;
-    e.worstMs = r.measured[r.worst].stats.medianMs;
-    e.candidates = accepted;
-    e.kokkos = kokkos;
-    e.git = info.gitHash;
-    e.date = date;
-    db.put(e);
-    results.push_back(std::move(r));
-  }
-
-  io::saveTuningDatabase(db, dbPath);
-  std::cout << "\nWrote " << results.size() << " entr" << (results.size() == 1 ? "y" : "ies")
-            << " to " << dbPath << " (" << db.entries().size() << " in the file)\n";
-  if (!o.jsonPath.empty()) {
-    nlohmann::ordered_json j;
-    j["schema"] = "kortex-tune-run";
-    j["environment"] = io::environmentJson(false);
-    j["database"] = dbPath;
-    nlohmann::ordered_json list = nlohmann::ordered_json::array();
-    for (auto const& r : results) list.push_back(resultJson(r));
-    j["kernels"] = std::move(list);
-    io::writeTextFileAtomic(o.jsonPath, j.dump(2) + "\n");
-    std::cout << "Wrote every timed candidate to " << o.jsonPath << "\n";
-  }
+    for (std::size_t i = 0; i < p.set.pruned.size(); ++i)
+      std::cout << (i ? "; " : " (") << p.set.pruned[i].second << " " << p.set.pruned[i].first
+                << (i + 1 == p.set.pruned.size() ? ")" : "");
+    std::cout << ", " << p.set.candidates.size() << " to time\n" << std::flush;
+  };
+  const auto result = pipeline::tune::runTuneJob(job, plans, &std::cout, started,
+                                                 [&](pipeline::tune::TuneResult const& r) { printSummary(r, dbPath); });
+  std::cout << "\nWrote " << result.results.size() << " entr" << (result.results.size() == 1 ? "y" : "ies") << " to "
+            << dbPath << " (" << result.entriesInFile << " in the file)\n";
+  if (!o.jsonPath.empty()) std::cout << "Wrote every timed candidate to " << o.jsonPath << "\n";
   return 0;
 }
 

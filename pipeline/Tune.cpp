@@ -1,12 +1,17 @@
 // Tuner registry and the runner shared by every tuner (pipeline/Tune.hpp).
 #include "pipeline/Tune.hpp"
 
+#include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <iomanip>
 #include <mutex>
 #include <sstream>
 
+#include "core/Backend.hpp"
 #include "core/Errors.hpp"
+#include "io/Output.hpp"
+#include "pipeline/JobFiles.hpp"
 
 namespace kortex::pipeline::tune {
 
@@ -154,6 +159,133 @@ TuneResult runTuner(Tuner const& t, Workload const& w, CandidateSet const& set, 
     throw Unsupported("tuning " + t.name + ": no candidate reproduced the default configuration's "
                       "output; nothing recorded");
   return r;
+}
+
+namespace {
+nlohmann::ordered_json configJson(Config const& c) {
+  nlohmann::ordered_json j = nlohmann::ordered_json::object();
+  for (auto const& [k, v] : c) j[k] = v;
+  return j;
+}
+}  // namespace
+
+nlohmann::ordered_json toJson(TuneResult const& r) {
+  nlohmann::ordered_json j;
+  j["kernel"] = r.kernel;
+  j["device"] = r.device;
+  j["size_class"] = r.sizeClass;
+  j["size"] = r.size;
+  j["problem"] = r.problem;
+  j["warmup"] = r.warmup;
+  j["repetitions"] = r.repetitions;
+  j["enumerated"] = r.set.enumerated;
+  nlohmann::ordered_json pruned = nlohmann::ordered_json::object();
+  for (auto const& [rule, n] : r.set.pruned) pruned[rule] = n;
+  j["pruned"] = pruned;
+  j["default"] = configJson(r.set.defaultConfig);
+  j["reference"] = r.set.reference ? configJson(*r.set.reference) : nlohmann::ordered_json();
+  j["best"] = configJson(r.measured[r.best].config);
+  j["worst"] = configJson(r.measured[r.worst].config);
+  j["chosen"] = configJson(r.measured[r.best].config);
+  nlohmann::ordered_json list = nlohmann::ordered_json::array();
+  for (auto const& m : r.measured) {
+    nlohmann::ordered_json c;
+    c["config"] = configJson(m.config);
+    c["median_ms"] = m.stats.medianMs;
+    c["min_ms"] = m.stats.minMs;
+    c["max_ms"] = m.stats.maxMs;
+    c["samples_ms"] = m.stats.samplesMs;
+    c["max_abs_diff_vs_default"] = m.maxAbsDiff;
+    c["accepted"] = m.accepted;
+    list.push_back(std::move(c));
+  }
+  j["candidates"] = std::move(list);
+  return j;
+}
+
+std::string tuneDatabasePath(TuneJob const& job) {
+  const std::string path = job.database.empty() ? tuning::userDatabasePath() : job.database;
+  if (path.empty())
+    throw InvalidArgument("tune: no tuning database path: name one, or set KORTEX_TUNING_DB, XDG_CACHE_HOME or HOME");
+  return path;
+}
+
+tuning::Database loadTuningDatabase(std::string const& path) {
+  try {
+    return tuning::Database::load(path).value_or(tuning::Database{});
+  } catch (IoError const& e) {
+    throw IoError(std::string(e.what()) + "; fix or remove it (kortex tune leaves it untouched)");
+  }
+}
+
+std::vector<TunePlan> planTuneJob(TuneJob const& job) {
+  std::vector<Tuner const*> selected;
+  if (job.kernels.empty()) {
+    for (auto const& t : tuners()) selected.push_back(&t);
+  } else {
+    for (auto const& name : job.kernels) {
+      auto const* t = &findTuner(name);
+      if (std::find(selected.begin(), selected.end(), t) == selected.end()) selected.push_back(t);
+    }
+  }
+  if (selected.empty()) throw Unsupported("no tuners are registered in this build");
+  const std::string db = tuneDatabasePath(job);
+  io::requireWritableFile(db, "tuning database", true);
+  if (!job.outJson.empty()) io::requireWritableFile(job.outJson, "JSON report");
+  (void)loadTuningDatabase(db);
+  std::vector<TunePlan> plans;
+  for (auto const* t : selected) {
+    const int size = job.size > 0 ? job.size : t->defaultSize;
+    TunePlan p{t, size, t->enumerate(size), t->prepare(size)};
+    if (p.set.candidates.empty())
+      throw Unsupported("tuning " + t->name + ": every candidate was pruned at size " + std::to_string(size));
+    plans.push_back(std::move(p));
+  }
+  return plans;
+}
+
+TuneJobResult runTuneJob(TuneJob const& job, std::vector<TunePlan> const& plans, std::ostream* progress,
+                         std::function<void(TunePlan const&)> const& started,
+                         std::function<void(TuneResult const&)> const& finished) {
+  const std::string dbPath = tuneDatabasePath(job);
+  tuning::Database db = loadTuningDatabase(dbPath);
+  const BuildInfo info = buildInfo();
+  const std::string kokkos = info.kokkosVersion + " " + info.defaultExecutionSpace;
+  const std::string date = io::utcTimestamp().substr(0, 10);
+  TuneJobResult out;
+  for (auto const& p : plans) {
+    if (started) started(p);
+    TuneResult r = runTuner(*p.tuner, p.work, p.set, p.size, job.warmup(), job.repetitions(), progress);
+    if (finished) finished(r);
+    int accepted = 0;
+    for (auto const& m : r.measured) accepted += m.accepted ? 1 : 0;
+    tuning::Entry e;
+    e.kernel = r.kernel;
+    e.device = r.device;
+    e.sizeClass = r.sizeClass;
+    e.config = r.measured[std::size_t(r.best)].config;
+    e.medianMs = r.measured[std::size_t(r.best)].stats.medianMs;
+    e.worstMs = r.measured[std::size_t(r.worst)].stats.medianMs;
+    e.candidates = accepted;
+    e.kokkos = kokkos;
+    e.git = info.gitHash;
+    e.date = date;
+    db.put(e);
+    out.results.push_back(std::move(r));
+  }
+  out.entriesInFile = db.entries().size();
+  nlohmann::ordered_json report;
+  if (!job.outJson.empty()) {
+    report["schema"] = "kortex-tune-run";
+    report["environment"] = io::environmentJson(false);
+    report["database"] = dbPath;
+    nlohmann::ordered_json list = nlohmann::ordered_json::array();
+    for (auto const& r : out.results) list.push_back(toJson(r));
+    report["kernels"] = std::move(list);
+  }
+  writeAllOrNone({{"tuning database", dbPath, [&](std::filesystem::path const& t) { io::saveTuningDatabase(db, t); }},
+                  {"JSON report", job.outJson, [&](std::filesystem::path const& t) { io::writeTextFileAtomic(t, report.dump(2) + "\n"); }}});
+  return out;
 }
 
 }  // namespace kortex::pipeline::tune

@@ -29,6 +29,8 @@
 // shows every registered tuner.
 #pragma once
 
+#include <nlohmann/json.hpp>
+
 #include <functional>
 #include <optional>
 #include <ostream>
@@ -118,5 +120,54 @@ std::string sizeClassFor(Tuner const& t, int size);
 // Throws Unsupported when no candidate is accepted.
 TuneResult runTuner(Tuner const& t, Workload const& w, CandidateSet const& set, int size,
                     int warmup, int repetitions, std::ostream* progress);
+
+// Every timed candidate of a run, as the tune job's JSON report lists it.
+nlohmann::ordered_json toJson(TuneResult const& r);
+
+// ---- the tune job (`kortex tune`, the pipeline's job shape) ------------------------------------------
+// The database is read first and must be valid (a corrupt one is refused and left untouched); it is
+// rewritten, merged with the new entries, only after every requested tuner has run, together with
+// the JSON report (all or none). Every path is checked before timing.
+
+// Warm-up runs and timed repetitions per candidate. 21: the median the code's tile comments were
+// measured with; quick trades precision for a smoke run.
+constexpr int kTuneWarmup = 3, kTuneRepetitions = 21;
+constexpr int kTuneQuickWarmup = 1, kTuneQuickRepetitions = 3;
+
+struct TuneJob {
+  std::vector<std::string> kernels;  // empty: every registered tuner
+  std::string database;              // empty: tuning::userDatabasePath()
+  int size = 0;                      // image edge; 0: each tuner's default
+  bool quick = false;
+  std::string outJson;               // every timed candidate; empty: none
+  int warmup() const { return quick ? kTuneQuickWarmup : kTuneWarmup; }
+  int repetitions() const { return quick ? kTuneQuickRepetitions : kTuneRepetitions; }
+};
+
+// One kernel of the job: its tuner, problem size, candidates and prepared workload.
+struct TunePlan {
+  Tuner const* tuner = nullptr;
+  int size = 0;
+  CandidateSet set;
+  Workload work;
+};
+
+struct TuneJobResult {
+  std::vector<TuneResult> results;  // in plan order
+  std::size_t entriesInFile = 0;    // the database's entries after the merge
+};
+
+// The job's database path (its own, else tuning::userDatabasePath()); InvalidArgument without one.
+std::string tuneDatabasePath(TuneJob const& job);
+// The database at `path` (empty if absent); IoError for a corrupt or unreadable one.
+tuning::Database loadTuningDatabase(std::string const& path);
+// The cheap checks, before any timing: the tuners named exist, each keeps a candidate at its size,
+// the database and the report can be written. Returns one plan per kernel.
+std::vector<TunePlan> planTuneJob(TuneJob const& job);
+// Times every plan (`started` before and `finished` after each one: the caller's printing; `progress`:
+// one line per candidate), then writes the merged database and the JSON report.
+TuneJobResult runTuneJob(TuneJob const& job, std::vector<TunePlan> const& plans, std::ostream* progress,
+                         std::function<void(TunePlan const&)> const& started,
+                         std::function<void(TuneResult const&)> const& finished);
 
 }  // namespace kortex::pipeline::tune

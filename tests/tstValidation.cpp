@@ -497,3 +497,34 @@ BOOST_AUTO_TEST_CASE(suite_quality_study_alone) {
   BOOST_TEST(r.pass == all);
   BOOST_TEST(r.pass);
 }
+
+// The validate job is checked once, before any study runs, each bad part with its own message, and
+// nothing is written for a job refused.
+BOOST_AUTO_TEST_CASE(validate_job_refuses_bad_parts_before_running) {
+  namespace v = kortex::validation;
+  auto message = [](v::ValidateJob const& job) {
+    try {
+      job.validate();
+    } catch (std::exception const& e) {  // InvalidArgument; IoError for a report location
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  v::ValidateJob job;
+  BOOST_TEST(message(job) == "accepted");
+  job.suite.only = {"nosuch"};
+  BOOST_TEST(message(job).find("unknown study 'nosuch' (the studies: harness") != std::string::npos);
+  job.suite.only = {"atlas"};
+  BOOST_TEST(message(job).find("the atlas study needs the data folder") != std::string::npos);
+  job.suite.only = {"harness"};
+  job.suite.atlas.sizes = {1, 4};
+  BOOST_TEST(message(job).find("cohort sizes run from 2 to 32") != std::string::npos);
+  job.suite.atlas.sizes = {4};
+  job.suite.elastixDir = "no-such-folder";
+  BOOST_TEST(message(job).find("elastix's results folder 'no-such-folder' is not a folder") != std::string::npos);
+  job.suite.elastixDir.clear();
+  job.outJson = "no-such-folder/v.json";
+  BOOST_TEST(message(job) != "accepted");
+  BOOST_CHECK_THROW(v::runValidateJob(job), std::exception);
+  BOOST_TEST(!std::filesystem::exists("no-such-folder"));
+}

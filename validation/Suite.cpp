@@ -1,5 +1,7 @@
 #include "validation/Suite.hpp"
 
+#include "pipeline/JobFiles.hpp"
+
 #include <omp.h>
 
 #include <algorithm>
@@ -374,12 +376,60 @@ Study const* findStudy(std::string const& name) {
   return nullptr;
 }
 
+namespace {
+Study const& requireStudy(std::string const& name) {
+  if (Study const* s = findStudy(name)) return *s;
+  std::string known;
+  for (auto const& s : validationStudies()) known += std::string(known.empty() ? "" : ", ") + s.name;
+  throw InvalidArgument("validate: unknown study '" + name + "' (the studies: " + known + ")");
+}
+
+void requireFolder(std::string const& dir, const char* what) {
+  if (!dir.empty() && !fs::is_directory(dir)) throw InvalidArgument("validate: " + std::string(what) + " '" + dir + "' is not a folder");
+}
+}  // namespace
+
+void ValidateJob::validate() const {
+  SuiteOptions const& o = suite;
+  for (auto const& name : o.only) {
+    Study const& study = requireStudy(name);
+    if (study.dataNeeded && o.dataDir.empty())
+      throw InvalidArgument("validate: the " + name + " study needs the data folder (" + study.dataNeeded + ")");
+  }
+  o.greedy.validate();
+  o.registration.validate();
+  requireFolder(o.elastixDir, "elastix's results folder");
+  requireFolder(o.fireantsDir, "FireANTs' results folder");
+  for (int l : o.atlas.sizes)
+    if (l < AtlasParams::kMinSubjects || l > 32)
+      throw InvalidArgument("validate: the atlas study's cohort sizes run from " + std::to_string(AtlasParams::kMinSubjects) +
+                            " to 32 (the subjects of mri/ixi_2mm_more but one), got " + std::to_string(l));
+  if (!outJson.empty()) io::requireWritableFile(outJson, "JSON report");
+  if (!outMarkdown.empty()) io::requireWritableFile(outMarkdown, "Markdown report");
+}
+
+ValidateResult runValidateJob(ValidateJob const& job) {
+  job.validate();
+  if (!job.suite.montageDir.empty()) {
+    std::error_code ec;
+    fs::create_directories(job.suite.montageDir, ec);
+    if (ec || !fs::is_directory(job.suite.montageDir))
+      throw InvalidArgument("validate: cannot create the montage folder '" + job.suite.montageDir + "'");
+  }
+  ValidateResult r;
+  r.report = runValidationSuite(job.suite);
+  r.markdown = toMarkdown(r.report);
+  const std::string json = toJson(r.report).dump(2) + "\n";
+  pipeline::writeAllOrNone({{"JSON report", job.outJson, [&](fs::path const& t) { io::writeTextFileAtomic(t, json); }},
+                            {"Markdown report", job.outMarkdown, [&](fs::path const& t) { io::writeTextFileAtomic(t, r.markdown); }}});
+  return r;
+}
+
 SuiteReport runValidationSuite(SuiteOptions const& opt) {
   const auto t0 = std::chrono::steady_clock::now();
   if (!opt.dataDir.empty() && !fs::is_directory(opt.dataDir))
     throw IoError("data folder '" + opt.dataDir + "' does not exist or is not a folder");
-  for (auto const& name : opt.only)
-    if (!findStudy(name)) throw InvalidArgument("unknown validation study '" + name + "'");
+  for (auto const& name : opt.only) requireStudy(name);
   SuiteReport rep;
   rep.quick = opt.quick;
   rep.environment = io::environmentJson(true);

@@ -109,4 +109,21 @@ nlohmann::json toJson(SuiteReport const& r);
 // Readable report: environment, tolerance, the harness table, the quality table, verdict.
 std::string toMarkdown(SuiteReport const& r);
 
+// `kortex validate` as a job (the pipeline's job shape): the suite's options and its report files,
+// checked once, before any study runs; the reports written all or none.
+struct ValidateJob {
+  SuiteOptions suite;
+  std::string outJson, outMarkdown;  // empty: none
+  // InvalidArgument for the first bad part: an unknown study (the known ones listed), a study named
+  // without the data folder it needs, unusable study parameters, a peer's results folder that is not
+  // a folder, an atlas cohort size outside [AtlasParams::kMinSubjects, 32], a report that cannot be
+  // written, a montage folder that cannot be made.
+  void validate() const;
+};
+struct ValidateResult {
+  SuiteReport report;
+  std::string markdown;  // toMarkdown(report)
+};
+ValidateResult runValidateJob(ValidateJob const& job);
+
 }  // namespace kortex::validation
