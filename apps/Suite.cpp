@@ -18,6 +18,7 @@
 #include "bench/BenchMultires.hpp"
 #include "bench/BenchRegistration.hpp"
 #include "bench/BenchSurfaceNlm.hpp"
+#include "bench/Reproduce.hpp"
 #include "core/Errors.hpp"
 #include "io/Output.hpp"
 #include "distributed/ProcessGroup.hpp"
@@ -122,52 +123,15 @@ int cmdBenchSurface(bench::BenchOptions o) {
 }
 
 int cmdReproduce(ReproduceOptions const& o) {
-  const fs::path out(o.outDir);
-  std::error_code ec;
-  fs::create_directories(out, ec);
-  if (ec || !fs::is_directory(out))
-    throw IoError("cannot create output folder '" + o.outDir + "': " + ec.message());
-
-  std::cout << "# Kortex reproduce" << (o.quick ? " (quick)" : "") << "\n\n"
-            << "## 1. Validation: CPU reference vs every Kokkos variant, quality study\n\n";
-  validation::SuiteOptions so;
-  so.quick = o.quick;
-  so.dataDir = o.dataDir;
-  so.montageDir = (out / "montages").string();
-  fs::create_directories(so.montageDir, ec);
-  so.progress = &std::cout;
-  const auto suite = validation::runValidationSuite(so);
-  const std::string suiteMd = validation::toMarkdown(suite);
-  std::cout << "\n" << suiteMd << "\n## 2. Paper tables (CT filters)\n\n";
-
-  bench::BenchOptions bo;
-  bo.quick = o.quick;
-  bo.progress = &std::cerr;
-  const auto benchReport = bench::runCtBench(bo);
-  std::cout << benchReport.markdown << "\n## 3. Registration (Lee et al.: Table 1, Figs 1, 2a, 2b)\n\n";
-
-  bench::BenchOptions rbo;
-  rbo.quick = o.quick;
-  rbo.dataDir = o.dataDir;
-  rbo.progress = &std::cerr;
-  const auto regReport = bench::runRegistrationBench(rbo);
-  std::cout << regReport.markdown;
-
-  nlohmann::json j;
-  j["quick"] = o.quick;
-  j["validation"] = validation::toJson(suite);
-  j["bench_ct"] = benchReport.json;
-  j["bench_register"] = regReport.json;
-  j["pass"] = suite.pass && benchReport.ok && regReport.ok;
-  io::writeTextFileAtomic(out / "reproduce.json", j.dump(2) + "\n");
-  io::writeTextFileAtomic(out / "report.md", "# Kortex reproduce\n\n" + suiteMd + "\n" +
-                                             benchReport.markdown + "\n" + regReport.markdown);
-  std::cout << "\nReport: " << (out / "report.md").string() << ", JSON: "
-            << (out / "reproduce.json").string() << "\n";
-  if (!suite.pass || !benchReport.ok || !regReport.ok) {
+  bench::ReproduceJob job;
+  job.quick = o.quick;
+  job.dataDir = o.dataDir;
+  job.outDir = o.outDir;
+  const bench::ReproduceResult r = bench::runReproduceJob(job, std::cout, &std::cerr);
+  std::cout << "\nReport: " << r.reportPath << ", JSON: " << r.jsonPath << "\n";
+  if (!r.pass()) {
     std::cerr << "kortex: error: reproduce failed: "
-              << (!suite.pass ? "validation bounds violated" : "benchmark sanity check failed")
-              << std::endl;
+              << (!r.validationPass ? "validation bounds violated" : "benchmark sanity check failed") << std::endl;
     return 1;
   }
   return 0;
