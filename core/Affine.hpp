@@ -127,10 +127,16 @@ namespace kortex {
 
 // ---- transform -----------------------------------------------------------------------------------
 
+// The affine map of every back end: y = M (x - c) + c + t, evaluated in that order (the device
+// form AffineCoeffs below and AffineTransform::apply). As a registration transform x = p_f, y = p_m
+// and c is the fixed grid centre; a plain map y = M x + t (grid index <-> world, the inverse of the
+// affine stage, the affines of `kortex apply`) has c = 0. Matrix4 is the 4x4 form of world
+// transforms as files hold them (ITK, the registration job's output, `kortex apply`'s chain).
 struct AffineTransform {
   std::array<double, 9> matrix{1, 0, 0, 0, 1, 0, 0, 0, 1};  // M, row-major
-  std::array<double, 3> translation{0, 0, 0};               // t, moving voxels
-  std::array<double, 3> centre{0, 0, 0};                    // c, fixed grid centre (voxels)
+  std::array<double, 3> translation{0, 0, 0};               // t (moving voxels for a registration)
+  std::array<double, 3> centre{0, 0, 0};                    // c (the fixed grid centre for a registration)
+
 
   // M = I, t = 0, c = the centre of `fixed` (same index in both grids).
   static AffineTransform identity(Geometry const& fixed);
@@ -153,6 +159,10 @@ Matrix4 toWorldMatrix(AffineTransform const& t, Geometry const& fixed, Geometry 
 AffineTransform fromWorldMatrix(Matrix4 const& world, Geometry const& fixed, Geometry const& moving);
 // The header alignment: world identity in index coordinates.
 AffineTransform initialTransform(Geometry const& fixed, Geometry const& moving);
+// Plain maps (centre 0): index -> world (world = O + D diag(s) p), its inverse, and a world matrix.
+AffineTransform indexToWorldTransform(Geometry const& g);
+AffineTransform worldToIndexTransform(Geometry const& g);
+AffineTransform affineOfMatrix(Matrix4 const& m);
 
 // ITK transform file text ("#Insight Transform File V1.0", AffineTransform_double_3_3, centre
 // of rotation 0): what ITK / ANTs read as the fixed -> moving physical transform.
@@ -272,7 +282,7 @@ inline constexpr int kAffineSumN = 0, kAffineSumF = 1, kAffineSumM = 2, kAffineS
 inline constexpr int kAffineSumInside = kAffineSumParam + 3 * 12;
 inline constexpr int kAffineSumCount = kAffineSumInside + 1;
 
-// The transform as kernel arguments (trivially copyable, 120 bytes).
+// An AffineTransform as kernel arguments (trivially copyable, 120 bytes).
 struct AffineCoeffs {
   double m[9];
   double t[3];
@@ -280,14 +290,15 @@ struct AffineCoeffs {
 };
 AffineCoeffs affineCoeffs(AffineTransform const& t);
 
-// p_m from the fixed voxel (x, y, z); q = p_f - c is returned too (gradient factor).
-KOKKOS_INLINE_FUNCTION void affineMap(AffineCoeffs const& a, int x, int y, int z, double* q,
-                                      double* p) {
-  q[0] = static_cast<double>(x) - a.c[0];
-  q[1] = static_cast<double>(y) - a.c[1];
-  q[2] = static_cast<double>(z) - a.c[2];
+// y = M (x - c) + c + t; q = x - c is returned too (the optimiser's gradient factor).
+KOKKOS_INLINE_FUNCTION void affineMap(AffineCoeffs const& a, const double* x, double* q, double* y) {
+  for (int j = 0; j < 3; ++j) q[j] = x[j] - a.c[j];
   for (int i = 0; i < 3; ++i)
-    p[i] = a.m[3 * i + 0] * q[0] + a.m[3 * i + 1] * q[1] + a.m[3 * i + 2] * q[2] + a.c[i] + a.t[i];
+    y[i] = a.m[3 * i + 0] * q[0] + a.m[3 * i + 1] * q[1] + a.m[3 * i + 2] * q[2] + a.c[i] + a.t[i];
+}
+KOKKOS_INLINE_FUNCTION void affineMap(AffineCoeffs const& a, const double* x, double* y) {
+  double q[3];
+  affineMap(a, x, q, y);
 }
 
 // Inside the closed box [0, n-1] of the moving grid on every axis (n = nx, ny, nz).

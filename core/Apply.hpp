@@ -92,6 +92,9 @@ inline constexpr double kApplySingularDet = 1e-12;
 
 // Inverse of an affine (y = A x + a -> x = A^-1 (y - a)); InvalidArgument when singular.
 Matrix4 inverseAffine(Matrix4 const& m, std::string const& what);
+// The same for an AffineTransform (y = M (x - c) + c + t = M x + (c + t - M c)): the map with
+// centre 0 of inverseAffine's result.
+AffineTransform inverseAffine(AffineTransform const& t, std::string const& what);
 
 // Throws InvalidArgument unless every voxel of `img` holds an integer value ("label interpolation
 // needs a label map of integer values; <what> holds 0.5 at (x, y, z)").
@@ -99,17 +102,9 @@ void requireIntegerLabels(HostImage const& img, std::string const& what);
 
 // ---- device coefficients -----------------------------------------------------------------------
 
-// y = M x + m: m[4 i + j] = M_ij (j < 3), m[4 i + 3] = offset.
-struct ApplyAffine3 {
-  double m[12];
-};
-ApplyAffine3 applyIndexToWorld(Geometry const& g);  // world = O + D diag(s) p
-ApplyAffine3 applyWorldToIndex(Geometry const& g);  // its inverse
-ApplyAffine3 applyAffine3(Matrix4 const& m);
-
 struct ApplyStep {
   int kind;           // 0: affine `map`; 1: field, `map` = world -> its continuous index
-  ApplyAffine3 map;
+  AffineCoeffs map;   // centre 0
   int n[3];           // field: (nx, ny, nz)
   std::int64_t offset;  // field: first float of its component 0 in the packed buffer
 };
@@ -117,7 +112,7 @@ struct ApplyStep {
 struct ApplyChainCoeffs {
   int count;  // steps, in application order (= listing order: step[0] = the first listed transform)
   ApplyStep step[kMaxApplyTransforms];
-  ApplyAffine3 referenceToWorld, worldToInput;
+  AffineCoeffs referenceToWorld, worldToInput;
 };
 
 // The coefficients of a validated chain for a reference grid and an input grid; fields packed in
@@ -125,11 +120,6 @@ struct ApplyChainCoeffs {
 ApplyChainCoeffs applyChainCoeffs(TransformChain const& chain, Geometry const& reference, Geometry const& input);
 
 // ---- per-point maths (shared by every Kokkos variant) ---------------------------------------------
-
-KOKKOS_INLINE_FUNCTION void applyMap(ApplyAffine3 const& a, const double* in, double* out) {
-  for (int i = 0; i < 3; ++i)
-    out[i] = a.m[4 * i + 0] * in[0] + a.m[4 * i + 1] * in[1] + a.m[4 * i + 2] * in[2] + a.m[4 * i + 3];
-}
 
 // floor for |v| well inside int range (callers check the box first).
 KOKKOS_INLINE_FUNCTION int applyFloor(double v) {
@@ -146,7 +136,7 @@ KOKKOS_INLINE_FUNCTION bool applyInsideHalf(const double* q, int nx, int ny, int
 // The displacement d(x) of a field step at the world point x (spec above); `fields` is the packed buffer.
 KOKKOS_INLINE_FUNCTION void applyFieldDisplacement(const float* fields, ApplyStep const& s, const double* x, double* d) {
   double c[3];
-  applyMap(s.map, x, c);
+  affineMap(s.map, x, c);
   d[0] = d[1] = d[2] = 0.0;
   if (!applyInsideHalf(c, s.n[0], s.n[1], s.n[2])) return;
   int lo[3], hi[3];
@@ -174,18 +164,18 @@ KOKKOS_INLINE_FUNCTION void applyChainPoint(ApplyChainCoeffs const& c, const flo
                                             double* q) {
   const double p[3] = {static_cast<double>(x), static_cast<double>(y), static_cast<double>(z)};
   double w[3], v[3];
-  applyMap(c.referenceToWorld, p, w);
+  affineMap(c.referenceToWorld, p, w);
   for (int k = 0; k < c.count; ++k) {
     ApplyStep const& s = c.step[k];
     if (s.kind == 0) {
-      applyMap(s.map, w, v);
+      affineMap(s.map, w, v);
       w[0] = v[0], w[1] = v[1], w[2] = v[2];
     } else {
       applyFieldDisplacement(fields, s, w, v);
       w[0] += v[0], w[1] += v[1], w[2] += v[2];
     }
   }
-  applyMap(c.worldToInput, w, q);
+  affineMap(c.worldToInput, w, q);
 }
 
 // Linear: register's sampling (core/Affine.hpp), 0 outside the closed box.

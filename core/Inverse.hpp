@@ -52,11 +52,6 @@ struct InverseStats {
   long points = 0;
 };
 
-// s = M q for a row-major 3x4 matrix M (x, y, z order).
-KOKKOS_INLINE_FUNCTION void inverseApplyAffine(const double* m, const double q[3], double s[3]) {
-  for (int r = 0; r < 3; ++r) s[r] = m[4 * r] * q[0] + m[4 * r + 1] * q[1] + m[4 * r + 2] * q[2] + m[4 * r + 3];
-}
-
 // u (3, nz, ny, nx) at p (x, y, z; index units): trilinear with p clamped into the grid, and its
 // exact derivative (jac[c][a] = d u_c / d p_a; 0 along an axis where p was clamped).
 template <class U>
