@@ -28,7 +28,8 @@
 //
 // ---- Interpolation of the input at q (index units of the input, x first) -------------------------
 //   Linear   inside the closed box 0 <= q_a <= n_a - 1: trilinear in the cell with lower corner
-//            min(floor(q_a), n_a - 2) (core/Affine.hpp affineInside / affineSample, double): exactly
+//            min(floor(q_a), n_a - 2) (core/Affine.hpp affineInside / affineSample, double; the
+//            closed-box rule of core/Trilinear.hpp): exactly
 //            the sampling of `register --out-warped`, so applying the field it writes reproduces
 //            the warped image (docs/apply.md: to float32 rounding of the stored field). Outside: 0.
 //   Nearest  inside -0.5 <= q_a < n_a - 0.5: the value of voxel k_a = floor(q_a + 0.5) (the rule of
@@ -55,6 +56,7 @@
 #include "core/Affine.hpp"
 #include "core/Boundary.hpp"
 #include "core/Image.hpp"
+#include "core/Trilinear.hpp"
 
 namespace kortex {
 
@@ -139,20 +141,14 @@ KOKKOS_INLINE_FUNCTION void applyFieldDisplacement(const float* fields, ApplySte
   affineMap(s.map, x, c);
   d[0] = d[1] = d[2] = 0.0;
   if (!applyInsideHalf(c, s.n[0], s.n[1], s.n[2])) return;
-  int lo[3], hi[3];
-  double t[3];
-  for (int a = 0; a < 3; ++a) {
-    const int f = applyFloor(c[a]);
-    t[a] = c[a] - static_cast<double>(f);
-    lo[a] = clampIndex(f, s.n[a]);
-    hi[a] = clampIndex(f + 1, s.n[a]);
-  }
+  const TrilinearCell<double> k = trilinearCell(c[0], c[1], c[2], s.n[0], s.n[1], s.n[2]);
   const std::int64_t nx = s.n[0], ny = s.n[1], plane = nx * ny, comp = plane * s.n[2];
   for (int cz = 0; cz < 2; ++cz)
     for (int cy = 0; cy < 2; ++cy)
       for (int cx = 0; cx < 2; ++cx) {
-        const double w = (cx ? t[0] : 1.0 - t[0]) * (cy ? t[1] : 1.0 - t[1]) * (cz ? t[2] : 1.0 - t[2]);
-        const std::int64_t at = s.offset + (cz ? hi[2] : lo[2]) * plane + (cy ? hi[1] : lo[1]) * nx + (cx ? hi[0] : lo[0]);
+        const double w = trilinearWeight(k.t, cx, cy, cz);
+        const std::int64_t at =
+            s.offset + (cz ? k.hi[2] : k.lo[2]) * plane + (cy ? k.hi[1] : k.lo[1]) * nx + (cx ? k.hi[0] : k.lo[0]);
         d[0] += w * fields[at];
         d[1] += w * fields[at + comp];
         d[2] += w * fields[at + 2 * comp];
@@ -198,21 +194,11 @@ template <class View>
 KOKKOS_INLINE_FUNCTION float applySampleLabel(View const& img, const double* q) {
   const int n[3] = {static_cast<int>(img.extent(2)), static_cast<int>(img.extent(1)), static_cast<int>(img.extent(0))};
   if (!applyInsideHalf(q, n[0], n[1], n[2])) return 0.0f;
-  int lo[3], hi[3];
-  double t[3];
-  for (int a = 0; a < 3; ++a) {
-    const int f = applyFloor(q[a]);
-    t[a] = q[a] - static_cast<double>(f);
-    lo[a] = clampIndex(f, n[a]);
-    hi[a] = clampIndex(f + 1, n[a]);
-  }
+  const TrilinearCell<double> c = trilinearCell(q[0], q[1], q[2], n[0], n[1], n[2]);
   float label[8];
   double weight[8];
-  for (int k = 0; k < 8; ++k) {
-    const int cx = k & 1, cy = (k >> 1) & 1, cz = (k >> 2) & 1;
-    label[k] = img(cz ? hi[2] : lo[2], cy ? hi[1] : lo[1], cx ? hi[0] : lo[0]);
-    weight[k] = (cx ? t[0] : 1.0 - t[0]) * (cy ? t[1] : 1.0 - t[1]) * (cz ? t[2] : 1.0 - t[2]);
-  }
+  trilinearCorners(img, c.lo, c.hi, label);
+  for (int k = 0; k < 8; ++k) weight[k] = trilinearWeight(c.t, k & 1, (k >> 1) & 1, (k >> 2) & 1);
   float best = label[0];
   double bestSum = -1.0;
   for (int i = 0; i < 8; ++i) {
