@@ -140,6 +140,38 @@ AffineTransform initialTransform(Geometry const& fixed, Geometry const& moving) 
   return fromWorldMatrix(id, fixed, moving);
 }
 
+AffineTransform indexToWorldTransform(Geometry const& g) {
+  AffineTransform a;
+  for (int i = 0; i < 3; ++i) {
+    for (int j = 0; j < 3; ++j) a.matrix[3 * i + j] = g.direction[3 * i + j] * g.spacing[j];
+    a.translation[i] = g.origin[i];
+  }
+  return a;
+}
+
+AffineTransform worldToIndexTransform(Geometry const& g) {
+  const Mat3 inv = inverse3(indexToWorldMatrix(g));
+  AffineTransform r;
+  for (int i = 0; i < 3; ++i) {
+    double off = 0.0;
+    for (int j = 0; j < 3; ++j) {
+      r.matrix[3 * i + j] = inv[3 * i + j];
+      off -= inv[3 * i + j] * g.origin[j];
+    }
+    r.translation[i] = off;
+  }
+  return r;
+}
+
+AffineTransform affineOfMatrix(Matrix4 const& m) {
+  AffineTransform a;
+  for (int i = 0; i < 3; ++i) {
+    for (int j = 0; j < 3; ++j) a.matrix[3 * i + j] = m[4 * i + j];
+    a.translation[i] = m[4 * i + 3];
+  }
+  return a;
+}
+
 std::string itkTransformText(Matrix4 const& w) {
   std::ostringstream os;
   os.precision(17);

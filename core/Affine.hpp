@@ -122,15 +122,21 @@
 #include "core/Compat.hpp"
 #include "core/Image.hpp"
 #include "core/Intensity.hpp"
+#include "core/Trilinear.hpp"
 
 namespace kortex {
 
 // ---- transform -----------------------------------------------------------------------------------
 
+// The affine map of every back end: y = M (x - c) + c + t, evaluated in that order (the device
+// form AffineCoeffs below and AffineTransform::apply). As a registration transform x = p_f, y = p_m
+// and c is the fixed grid centre; a plain map y = M x + t (grid index <-> world, the inverse of the
+// affine stage, the affines of `kortex apply`) has c = 0. Matrix4 is the 4x4 form of world
+// transforms as files hold them (ITK, the registration job's output, `kortex apply`'s chain).
 struct AffineTransform {
   std::array<double, 9> matrix{1, 0, 0, 0, 1, 0, 0, 0, 1};  // M, row-major
-  std::array<double, 3> translation{0, 0, 0};               // t, moving voxels
-  std::array<double, 3> centre{0, 0, 0};                    // c, fixed grid centre (voxels)
+  std::array<double, 3> translation{0, 0, 0};               // t (moving voxels for a registration)
+  std::array<double, 3> centre{0, 0, 0};                    // c (the fixed grid centre for a registration)
 
   // M = I, t = 0, c = the centre of `fixed` (same index in both grids).
   static AffineTransform identity(Geometry const& fixed);
@@ -153,6 +159,10 @@ Matrix4 toWorldMatrix(AffineTransform const& t, Geometry const& fixed, Geometry 
 AffineTransform fromWorldMatrix(Matrix4 const& world, Geometry const& fixed, Geometry const& moving);
 // The header alignment: world identity in index coordinates.
 AffineTransform initialTransform(Geometry const& fixed, Geometry const& moving);
+// Plain maps (centre 0): index -> world (world = O + D diag(s) p), its inverse, and a world matrix.
+AffineTransform indexToWorldTransform(Geometry const& g);
+AffineTransform worldToIndexTransform(Geometry const& g);
+AffineTransform affineOfMatrix(Matrix4 const& m);
 
 // ITK transform file text ("#Insight Transform File V1.0", AffineTransform_double_3_3, centre
 // of rotation 0): what ITK / ANTs read as the fixed -> moving physical transform.
@@ -272,7 +282,7 @@ inline constexpr int kAffineSumN = 0, kAffineSumF = 1, kAffineSumM = 2, kAffineS
 inline constexpr int kAffineSumInside = kAffineSumParam + 3 * 12;
 inline constexpr int kAffineSumCount = kAffineSumInside + 1;
 
-// The transform as kernel arguments (trivially copyable, 120 bytes).
+// An AffineTransform as kernel arguments (trivially copyable, 120 bytes).
 struct AffineCoeffs {
   double m[9];
   double t[3];
@@ -280,14 +290,15 @@ struct AffineCoeffs {
 };
 AffineCoeffs affineCoeffs(AffineTransform const& t);
 
-// p_m from the fixed voxel (x, y, z); q = p_f - c is returned too (gradient factor).
-KOKKOS_INLINE_FUNCTION void affineMap(AffineCoeffs const& a, int x, int y, int z, double* q,
-                                      double* p) {
-  q[0] = static_cast<double>(x) - a.c[0];
-  q[1] = static_cast<double>(y) - a.c[1];
-  q[2] = static_cast<double>(z) - a.c[2];
+// y = M (x - c) + c + t; q = x - c is returned too (the optimiser's gradient factor).
+KOKKOS_INLINE_FUNCTION void affineMap(AffineCoeffs const& a, const double* x, double* q, double* y) {
+  for (int j = 0; j < 3; ++j) q[j] = x[j] - a.c[j];
   for (int i = 0; i < 3; ++i)
-    p[i] = a.m[3 * i + 0] * q[0] + a.m[3 * i + 1] * q[1] + a.m[3 * i + 2] * q[2] + a.c[i] + a.t[i];
+    y[i] = a.m[3 * i + 0] * q[0] + a.m[3 * i + 1] * q[1] + a.m[3 * i + 2] * q[2] + a.c[i] + a.t[i];
+}
+KOKKOS_INLINE_FUNCTION void affineMap(AffineCoeffs const& a, const double* x, double* y) {
+  double q[3];
+  affineMap(a, x, q, y);
 }
 
 // Inside the closed box [0, n-1] of the moving grid on every axis (n = nx, ny, nz).
@@ -296,38 +307,20 @@ KOKKOS_INLINE_FUNCTION bool affineInside(const double* p, int nx, int ny, int nz
          p[1] <= static_cast<double>(ny - 1) && p[2] >= 0.0 && p[2] <= static_cast<double>(nz - 1);
 }
 
-// Cell of an inside coordinate on an axis of n >= 2 samples: lower corner and fraction.
-KOKKOS_INLINE_FUNCTION int affineCell(double p, int n, double* frac) {
-  int i = static_cast<int>(p);  // p >= 0: truncation is floor
-  if (i > n - 2) i = n - 2;
-  *frac = p - static_cast<double>(i);
-  return i;
-}
-
-// Trilinear value at an inside point p (extents (nz, ny, nx) of `img`, each >= 2), in double;
-// with grad != nullptr also the exact gradient (d/dx, d/dy, d/dz) of the cell's polynomial.
+// Trilinear value at an inside point p (extents (nz, ny, nx) of `img`, each >= 2), in double, by the
+// closed-box rule (core/Trilinear.hpp); with grad != nullptr also the exact gradient
+// (d/dx, d/dy, d/dz) of the cell's polynomial.
 template <class View>
 KOKKOS_INLINE_FUNCTION double affineSample(View const& img, const double* p, double* grad) {
-  const int nz = static_cast<int>(img.extent(0)), ny = static_cast<int>(img.extent(1)),
-            nx = static_cast<int>(img.extent(2));
-  double tx, ty, tz;
-  const int x0 = affineCell(p[0], nx, &tx), y0 = affineCell(p[1], ny, &ty),
-            z0 = affineCell(p[2], nz, &tz);
-  const double c000 = img(z0, y0, x0), c001 = img(z0, y0, x0 + 1);
-  const double c010 = img(z0, y0 + 1, x0), c011 = img(z0, y0 + 1, x0 + 1);
-  const double c100 = img(z0 + 1, y0, x0), c101 = img(z0 + 1, y0, x0 + 1);
-  const double c110 = img(z0 + 1, y0 + 1, x0), c111 = img(z0 + 1, y0 + 1, x0 + 1);
-  const double e00 = c000 + tx * (c001 - c000), e01 = c010 + tx * (c011 - c010);
-  const double e10 = c100 + tx * (c101 - c100), e11 = c110 + tx * (c111 - c110);
-  const double f0 = e00 + ty * (e01 - e00), f1 = e10 + ty * (e11 - e10);
-  if (grad) {
-    const double dx0 = (c001 - c000) + ty * ((c011 - c010) - (c001 - c000));
-    const double dx1 = (c101 - c100) + ty * ((c111 - c110) - (c101 - c100));
-    grad[0] = dx0 + tz * (dx1 - dx0);
-    grad[1] = (e01 - e00) + tz * ((e11 - e10) - (e01 - e00));
-    grad[2] = f1 - f0;
+  const int n[3] = {static_cast<int>(img.extent(2)), static_cast<int>(img.extent(1)), static_cast<int>(img.extent(0))};
+  int lo[3], hi[3];
+  double t[3], c[8];
+  for (int a = 0; a < 3; ++a) {
+    lo[a] = trilinearBoxAxis(p[a], n[a], &t[a]);
+    hi[a] = lo[a] + 1;
   }
-  return f0 + tz * (f1 - f0);
+  trilinearCorners(img, lo, hi, c);
+  return trilinearLerp(c, t[0], t[1], t[2], grad);
 }
 
 // Field-of-view weight of an inside point: prod_a ramp(min(p_a, n_a - 1 - p_a) / kAffineEdgeRamp),

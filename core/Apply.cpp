@@ -112,6 +112,20 @@ Matrix4 inverseAffine(Matrix4 const& m, std::string const& what) {
   return r;
 }
 
+AffineTransform inverseAffine(AffineTransform const& t, std::string const& what) {
+  Matrix4 m{};
+  for (int r = 0; r < 3; ++r) {
+    double off = t.centre[std::size_t(r)] + t.translation[std::size_t(r)];
+    for (int c = 0; c < 3; ++c) {
+      m[std::size_t(4 * r + c)] = t.matrix[std::size_t(3 * r + c)];
+      off -= t.matrix[std::size_t(3 * r + c)] * t.centre[std::size_t(c)];
+    }
+    m[std::size_t(4 * r + 3)] = off;
+  }
+  m[15] = 1.0;
+  return affineOfMatrix(inverseAffine(m, what));
+}
+
 void requireIntegerLabels(HostImage const& img, std::string const& what) {
   const float* p = img.data.data();
   const std::size_t n = img.data.size();
@@ -125,42 +139,13 @@ void requireIntegerLabels(HostImage const& img, std::string const& what) {
     }
 }
 
-ApplyAffine3 applyIndexToWorld(Geometry const& g) {
-  ApplyAffine3 a{};
-  for (int i = 0; i < 3; ++i) {
-    for (int j = 0; j < 3; ++j) a.m[4 * i + j] = g.direction[3 * i + j] * g.spacing[j];
-    a.m[4 * i + 3] = g.origin[i];
-  }
-  return a;
-}
-
-ApplyAffine3 applyWorldToIndex(Geometry const& g) {
-  const Matrix3 inv = inverse3(indexToWorldMatrix(g));
-  ApplyAffine3 r{};
-  for (int i = 0; i < 3; ++i) {
-    double off = 0.0;
-    for (int j = 0; j < 3; ++j) {
-      r.m[4 * i + j] = inv[3 * i + j];
-      off -= inv[3 * i + j] * g.origin[j];
-    }
-    r.m[4 * i + 3] = off;
-  }
-  return r;
-}
-
-ApplyAffine3 applyAffine3(Matrix4 const& m) {
-  ApplyAffine3 a{};
-  for (int k = 0; k < 12; ++k) a.m[k] = m[k];
-  return a;
-}
-
 ApplyChainCoeffs applyChainCoeffs(TransformChain const& chain, Geometry const& reference, Geometry const& input) {
   if (chain.transforms.size() > std::size_t(kMaxApplyTransforms))
     throw InvalidArgument("applyChainCoeffs: more than " + std::to_string(kMaxApplyTransforms) + " transforms");
   ApplyChainCoeffs c{};
   c.count = int(chain.transforms.size());
-  c.referenceToWorld = applyIndexToWorld(reference);
-  c.worldToInput = applyWorldToIndex(input);
+  c.referenceToWorld = affineCoeffs(indexToWorldTransform(reference));
+  c.worldToInput = affineCoeffs(worldToIndexTransform(input));
   std::vector<std::int64_t> offsets;
   std::int64_t offset = 0;
   for (auto const& t : chain.transforms) {
@@ -173,10 +158,10 @@ ApplyChainCoeffs applyChainCoeffs(TransformChain const& chain, Geometry const& r
     ApplyStep& s = c.step[k];
     if (t.kind == ChainKind::Affine) {
       s.kind = 0;
-      s.map = applyAffine3(t.matrix);
+      s.map = affineCoeffs(affineOfMatrix(t.matrix));
     } else {
       s.kind = 1;
-      s.map = applyWorldToIndex(t.field.geometry);
+      s.map = affineCoeffs(worldToIndexTransform(t.field.geometry));
       for (int a = 0; a < 3; ++a) s.n[a] = int(t.field.geometry.size[a]);
       s.offset = offsets[listed];
     }

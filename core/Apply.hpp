@@ -28,7 +28,8 @@
 //
 // ---- Interpolation of the input at q (index units of the input, x first) -------------------------
 //   Linear   inside the closed box 0 <= q_a <= n_a - 1: trilinear in the cell with lower corner
-//            min(floor(q_a), n_a - 2) (core/Affine.hpp affineInside / affineSample, double): exactly
+//            min(floor(q_a), n_a - 2) (core/Affine.hpp affineInside / affineSample, double; the
+//            closed-box rule of core/Trilinear.hpp): exactly
 //            the sampling of `register --out-warped`, so applying the field it writes reproduces
 //            the warped image (docs/apply.md: to float32 rounding of the stored field). Outside: 0.
 //   Nearest  inside -0.5 <= q_a < n_a - 0.5: the value of voxel k_a = floor(q_a + 0.5) (the rule of
@@ -55,6 +56,7 @@
 #include "core/Affine.hpp"
 #include "core/Boundary.hpp"
 #include "core/Image.hpp"
+#include "core/Trilinear.hpp"
 
 namespace kortex {
 
@@ -92,6 +94,9 @@ inline constexpr double kApplySingularDet = 1e-12;
 
 // Inverse of an affine (y = A x + a -> x = A^-1 (y - a)); InvalidArgument when singular.
 Matrix4 inverseAffine(Matrix4 const& m, std::string const& what);
+// The same for an AffineTransform (y = M (x - c) + c + t = M x + (c + t - M c)): the map with
+// centre 0 of inverseAffine's result.
+AffineTransform inverseAffine(AffineTransform const& t, std::string const& what);
 
 // Throws InvalidArgument unless every voxel of `img` holds an integer value ("label interpolation
 // needs a label map of integer values; <what> holds 0.5 at (x, y, z)").
@@ -99,17 +104,9 @@ void requireIntegerLabels(HostImage const& img, std::string const& what);
 
 // ---- device coefficients -----------------------------------------------------------------------
 
-// y = M x + m: m[4 i + j] = M_ij (j < 3), m[4 i + 3] = offset.
-struct ApplyAffine3 {
-  double m[12];
-};
-ApplyAffine3 applyIndexToWorld(Geometry const& g);  // world = O + D diag(s) p
-ApplyAffine3 applyWorldToIndex(Geometry const& g);  // its inverse
-ApplyAffine3 applyAffine3(Matrix4 const& m);
-
 struct ApplyStep {
   int kind;           // 0: affine `map`; 1: field, `map` = world -> its continuous index
-  ApplyAffine3 map;
+  AffineCoeffs map;   // centre 0
   int n[3];           // field: (nx, ny, nz)
   std::int64_t offset;  // field: first float of its component 0 in the packed buffer
 };
@@ -117,7 +114,7 @@ struct ApplyStep {
 struct ApplyChainCoeffs {
   int count;  // steps, in application order (= listing order: step[0] = the first listed transform)
   ApplyStep step[kMaxApplyTransforms];
-  ApplyAffine3 referenceToWorld, worldToInput;
+  AffineCoeffs referenceToWorld, worldToInput;
 };
 
 // The coefficients of a validated chain for a reference grid and an input grid; fields packed in
@@ -125,11 +122,6 @@ struct ApplyChainCoeffs {
 ApplyChainCoeffs applyChainCoeffs(TransformChain const& chain, Geometry const& reference, Geometry const& input);
 
 // ---- per-point maths (shared by every Kokkos variant) ---------------------------------------------
-
-KOKKOS_INLINE_FUNCTION void applyMap(ApplyAffine3 const& a, const double* in, double* out) {
-  for (int i = 0; i < 3; ++i)
-    out[i] = a.m[4 * i + 0] * in[0] + a.m[4 * i + 1] * in[1] + a.m[4 * i + 2] * in[2] + a.m[4 * i + 3];
-}
 
 // floor for |v| well inside int range (callers check the box first).
 KOKKOS_INLINE_FUNCTION int applyFloor(double v) {
@@ -146,23 +138,17 @@ KOKKOS_INLINE_FUNCTION bool applyInsideHalf(const double* q, int nx, int ny, int
 // The displacement d(x) of a field step at the world point x (spec above); `fields` is the packed buffer.
 KOKKOS_INLINE_FUNCTION void applyFieldDisplacement(const float* fields, ApplyStep const& s, const double* x, double* d) {
   double c[3];
-  applyMap(s.map, x, c);
+  affineMap(s.map, x, c);
   d[0] = d[1] = d[2] = 0.0;
   if (!applyInsideHalf(c, s.n[0], s.n[1], s.n[2])) return;
-  int lo[3], hi[3];
-  double t[3];
-  for (int a = 0; a < 3; ++a) {
-    const int f = applyFloor(c[a]);
-    t[a] = c[a] - static_cast<double>(f);
-    lo[a] = clampIndex(f, s.n[a]);
-    hi[a] = clampIndex(f + 1, s.n[a]);
-  }
+  const TrilinearCell<double> k = trilinearCell(c[0], c[1], c[2], s.n[0], s.n[1], s.n[2]);
   const std::int64_t nx = s.n[0], ny = s.n[1], plane = nx * ny, comp = plane * s.n[2];
   for (int cz = 0; cz < 2; ++cz)
     for (int cy = 0; cy < 2; ++cy)
       for (int cx = 0; cx < 2; ++cx) {
-        const double w = (cx ? t[0] : 1.0 - t[0]) * (cy ? t[1] : 1.0 - t[1]) * (cz ? t[2] : 1.0 - t[2]);
-        const std::int64_t at = s.offset + (cz ? hi[2] : lo[2]) * plane + (cy ? hi[1] : lo[1]) * nx + (cx ? hi[0] : lo[0]);
+        const double w = trilinearWeight(k.t, cx, cy, cz);
+        const std::int64_t at =
+            s.offset + (cz ? k.hi[2] : k.lo[2]) * plane + (cy ? k.hi[1] : k.lo[1]) * nx + (cx ? k.hi[0] : k.lo[0]);
         d[0] += w * fields[at];
         d[1] += w * fields[at + comp];
         d[2] += w * fields[at + 2 * comp];
@@ -174,18 +160,18 @@ KOKKOS_INLINE_FUNCTION void applyChainPoint(ApplyChainCoeffs const& c, const flo
                                             double* q) {
   const double p[3] = {static_cast<double>(x), static_cast<double>(y), static_cast<double>(z)};
   double w[3], v[3];
-  applyMap(c.referenceToWorld, p, w);
+  affineMap(c.referenceToWorld, p, w);
   for (int k = 0; k < c.count; ++k) {
     ApplyStep const& s = c.step[k];
     if (s.kind == 0) {
-      applyMap(s.map, w, v);
+      affineMap(s.map, w, v);
       w[0] = v[0], w[1] = v[1], w[2] = v[2];
     } else {
       applyFieldDisplacement(fields, s, w, v);
       w[0] += v[0], w[1] += v[1], w[2] += v[2];
     }
   }
-  applyMap(c.worldToInput, w, q);
+  affineMap(c.worldToInput, w, q);
 }
 
 // Linear: register's sampling (core/Affine.hpp), 0 outside the closed box.
@@ -208,21 +194,11 @@ template <class View>
 KOKKOS_INLINE_FUNCTION float applySampleLabel(View const& img, const double* q) {
   const int n[3] = {static_cast<int>(img.extent(2)), static_cast<int>(img.extent(1)), static_cast<int>(img.extent(0))};
   if (!applyInsideHalf(q, n[0], n[1], n[2])) return 0.0f;
-  int lo[3], hi[3];
-  double t[3];
-  for (int a = 0; a < 3; ++a) {
-    const int f = applyFloor(q[a]);
-    t[a] = q[a] - static_cast<double>(f);
-    lo[a] = clampIndex(f, n[a]);
-    hi[a] = clampIndex(f + 1, n[a]);
-  }
+  const TrilinearCell<double> c = trilinearCell(q[0], q[1], q[2], n[0], n[1], n[2]);
   float label[8];
   double weight[8];
-  for (int k = 0; k < 8; ++k) {
-    const int cx = k & 1, cy = (k >> 1) & 1, cz = (k >> 2) & 1;
-    label[k] = img(cz ? hi[2] : lo[2], cy ? hi[1] : lo[1], cx ? hi[0] : lo[0]);
-    weight[k] = (cx ? t[0] : 1.0 - t[0]) * (cy ? t[1] : 1.0 - t[1]) * (cz ? t[2] : 1.0 - t[2]);
-  }
+  trilinearCorners(img, c.lo, c.hi, label);
+  for (int k = 0; k < 8; ++k) weight[k] = trilinearWeight(c.t, k & 1, (k >> 1) & 1, (k >> 2) & 1);
   float best = label[0];
   double bestSum = -1.0;
   for (int i = 0; i < 8; ++i) {

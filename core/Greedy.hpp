@@ -90,6 +90,7 @@
 #include "core/Image.hpp"
 #include "core/ImageOps.hpp"
 #include "core/Registration.hpp"
+#include "core/Trilinear.hpp"
 
 namespace kortex {
 
@@ -349,24 +350,12 @@ KOKKOS_INLINE_FUNCTION void lnccForceAt(float w, float fixedValue, double const*
   out[2] = g * (0.5f * (wzp - wzm));
 }
 
-// Trilinear sample of the 3 components of the clamp-extended field u (3, nz, ny, nx) at (px, py, pz).
+// Trilinear sample of the 3 components of the clamp-extended field u (3, nz, ny, nx) at (px, py, pz)
+// (core/Trilinear.hpp).
 template <class Field>
 KOKKOS_INLINE_FUNCTION void greedySampleField(Field const& u, float px, float py, float pz, float* out) {
-  const int nz = static_cast<int>(u.extent(1)), ny = static_cast<int>(u.extent(2)),
-            nx = static_cast<int>(u.extent(3));
-  auto corner = [](float p, int n, int& i0, int& i1, float& t) {
-    const float lo = p < -1.0f ? -1.0f : (p > static_cast<float>(n) ? static_cast<float>(n) : p);
-    const float f = kx::math::floor(lo);
-    t = lo - f;
-    const int i = static_cast<int>(f);
-    i0 = clampIndex(i, n);
-    i1 = clampIndex(i + 1, n);
-  };
-  int x0, x1, y0, y1, z0, z1;
-  float tx, ty, tz;
-  corner(px, nx, x0, x1, tx);
-  corner(py, ny, y0, y1, ty);
-  corner(pz, nz, z0, z1, tz);
+  const TrilinearCell<float> c = trilinearCell(px, py, pz, static_cast<int>(u.extent(3)),
+                                               static_cast<int>(u.extent(2)), static_cast<int>(u.extent(1)));
   // The corners' offsets within a component, formed once from the view's strides, the
   // components a plane apart: u(c, z, y, x) without the 4-D index arithmetic per read (the same
   // values, so the same bits).
@@ -374,16 +363,15 @@ KOKKOS_INLINE_FUNCTION void greedySampleField(Field const& u, float px, float py
   const auto* base = u.data();
   const Offset plane = static_cast<Offset>(u.stride_0()), sz = static_cast<Offset>(u.stride_1()),
                sy = static_cast<Offset>(u.stride_2()), sx = static_cast<Offset>(u.stride_3());
-  const Offset r00 = z0 * sz + y0 * sy, r01 = z0 * sz + y1 * sy, r10 = z1 * sz + y0 * sy, r11 = z1 * sz + y1 * sy;
-  const Offset a0 = x0 * sx, a1 = x1 * sx;
-  for (int c = 0; c < 3; ++c) {
-    const auto* q = base + c * plane;
-    const float e00 = q[r00 + a0] + tx * (q[r00 + a1] - q[r00 + a0]);
-    const float e01 = q[r01 + a0] + tx * (q[r01 + a1] - q[r01 + a0]);
-    const float e10 = q[r10 + a0] + tx * (q[r10 + a1] - q[r10 + a0]);
-    const float e11 = q[r11 + a0] + tx * (q[r11 + a1] - q[r11 + a0]);
-    const float f0 = e00 + ty * (e01 - e00), f1 = e10 + ty * (e11 - e10);
-    out[c] = f0 + tz * (f1 - f0);
+  const Offset r00 = c.lo[2] * sz + c.lo[1] * sy, r01 = c.lo[2] * sz + c.hi[1] * sy,
+               r10 = c.hi[2] * sz + c.lo[1] * sy, r11 = c.hi[2] * sz + c.hi[1] * sy;
+  const Offset a0 = c.lo[0] * sx, a1 = c.hi[0] * sx;
+  float* none = nullptr;
+  for (int k = 0; k < 3; ++k) {
+    const auto* q = base + k * plane;
+    const float v[8] = {q[r00 + a0], q[r00 + a1], q[r01 + a0], q[r01 + a1],
+                        q[r10 + a0], q[r10 + a1], q[r11 + a0], q[r11 + a1]};
+    out[k] = trilinearLerp(v, c.t[0], c.t[1], c.t[2], none);
   }
 }
 

@@ -27,6 +27,7 @@
 
 #include "core/Compat.hpp"
 #include "core/Errors.hpp"
+#include "core/Trilinear.hpp"
 
 namespace kortex {
 
@@ -52,49 +53,27 @@ struct InverseStats {
   long points = 0;
 };
 
-// s = M q for a row-major 3x4 matrix M (x, y, z order).
-KOKKOS_INLINE_FUNCTION void inverseApplyAffine(const double* m, const double q[3], double s[3]) {
-  for (int r = 0; r < 3; ++r) s[r] = m[4 * r] * q[0] + m[4 * r + 1] * q[1] + m[4 * r + 2] * q[2] + m[4 * r + 3];
-}
-
-// u (3, nz, ny, nx) at p (x, y, z; index units): trilinear with p clamped into the grid, and its
-// exact derivative (jac[c][a] = d u_c / d p_a; 0 along an axis where p was clamped).
+// u (3, nz, ny, nx) at p (x, y, z; index units): trilinear with p clamped into the grid (the closed-box
+// rule of core/Trilinear.hpp), and its exact derivative (jac[c][a] = d u_c / d p_a; 0 along an axis
+// where p was clamped).
 template <class U>
 KOKKOS_INLINE_FUNCTION void inverseSampleField(U const& u, const double p[3], double val[3], double jac[3][3]) {
   const int n[3] = {static_cast<int>(u.extent(3)), static_cast<int>(u.extent(2)), static_cast<int>(u.extent(1))};
-  int i0[3], i1[3];
+  int lo[3], hi[3];
   double t[3];
   bool inside[3];
   for (int a = 0; a < 3; ++a) {
-    const double hi = static_cast<double>(n[a] - 1);
-    const double c = p[a] < 0.0 ? 0.0 : (p[a] > hi ? hi : p[a]);
-    inside[a] = p[a] >= 0.0 && p[a] <= hi && n[a] > 1;
-    int i = static_cast<int>(kx::math::floor(c));
-    if (i > n[a] - 2) i = n[a] - 2 < 0 ? 0 : n[a] - 2;
-    i0[a] = i;
-    i1[a] = n[a] > 1 ? i + 1 : i;
-    t[a] = c - static_cast<double>(i);
+    const double top = static_cast<double>(n[a] - 1);
+    const double c = p[a] < 0.0 ? 0.0 : (p[a] > top ? top : p[a]);
+    inside[a] = p[a] >= 0.0 && p[a] <= top && n[a] > 1;
+    lo[a] = trilinearBoxAxis(c, n[a], &t[a]);
+    hi[a] = n[a] > 1 ? lo[a] + 1 : lo[a];
   }
   for (int c = 0; c < 3; ++c) {
-    double v[2][2][2];
-    for (int dz = 0; dz < 2; ++dz)
-      for (int dy = 0; dy < 2; ++dy)
-        for (int dx = 0; dx < 2; ++dx)
-          v[dz][dy][dx] = static_cast<double>(u(c, dz ? i1[2] : i0[2], dy ? i1[1] : i0[1], dx ? i1[0] : i0[0]));
-    const double tx = t[0], ty = t[1], tz = t[2];
-    double e[2][2];  // along x
-    for (int dz = 0; dz < 2; ++dz)
-      for (int dy = 0; dy < 2; ++dy) e[dz][dy] = v[dz][dy][0] + tx * (v[dz][dy][1] - v[dz][dy][0]);
-    const double f0 = e[0][0] + ty * (e[0][1] - e[0][0]), f1 = e[1][0] + ty * (e[1][1] - e[1][0]);
-    val[c] = f0 + tz * (f1 - f0);
-    // d/dx: the x differences weighted in y and z; likewise d/dy, d/dz.
-    double dxs[2][2];
-    for (int dz = 0; dz < 2; ++dz)
-      for (int dy = 0; dy < 2; ++dy) dxs[dz][dy] = v[dz][dy][1] - v[dz][dy][0];
-    const double gx0 = dxs[0][0] + ty * (dxs[0][1] - dxs[0][0]), gx1 = dxs[1][0] + ty * (dxs[1][1] - dxs[1][0]);
-    jac[c][0] = inside[0] ? gx0 + tz * (gx1 - gx0) : 0.0;
-    jac[c][1] = inside[1] ? (e[0][1] - e[0][0]) + tz * ((e[1][1] - e[1][0]) - (e[0][1] - e[0][0])) : 0.0;
-    jac[c][2] = inside[2] ? f1 - f0 : 0.0;
+    double v[8], g[3];
+    trilinearCorners([&](int z, int y, int x) { return u(c, z, y, x); }, lo, hi, v);
+    val[c] = trilinearLerp(v, t[0], t[1], t[2], g);
+    for (int a = 0; a < 3; ++a) jac[c][a] = inside[a] ? g[a] : 0.0;
   }
 }
 

@@ -107,6 +107,7 @@
 #include "core/Boundary.hpp"
 #include "core/Compat.hpp"
 #include "core/Image.hpp"
+#include "core/Trilinear.hpp"
 
 namespace kortex {
 
@@ -238,64 +239,26 @@ KOKKOS_INLINE_FUNCTION float adjointCentral(float wMinus, float w0, float wPlus,
   return 0.5f * s;
 }
 
-// The cell of a point p = (px, py, pz) (index units) in a clamp-extended grid of extents
-// (nz, ny, nx): clamped corner indices floor(p), floor(p) + 1 per axis and the fractions.
-struct RegCell {
-  int x0, x1, y0, y1, z0, z1;
-  float tx, ty, tz;
-};
-
-KOKKOS_INLINE_FUNCTION RegCell regCell(float px, float py, float pz, int nx, int ny, int nz) {
-  const float fx = kx::math::floor(px), fy = kx::math::floor(py), fz = kx::math::floor(pz);
-  // Clamp the float corner first: far-outside points must not overflow the int conversion.
-  auto corner = [](float f, int n) {
-    const float lo = f < -1.0f ? -1.0f : f;
-    return static_cast<int>(lo > static_cast<float>(n) ? static_cast<float>(n) : lo);
-  };
-  const int ix = corner(fx, nx), iy = corner(fy, ny), iz = corner(fz, nz);
-  return RegCell{clampIndex(ix, nx), clampIndex(ix + 1, nx), clampIndex(iy, ny), clampIndex(iy + 1, ny),
-                 clampIndex(iz, nz), clampIndex(iz + 1, nz), px - fx, py - fy, pz - fz};
-}
-
-// Trilinear interpolation of the eight corner values c<z><y><x> of a cell: along x on the four
-// (y, z) edges, then y, then z.
-KOKKOS_INLINE_FUNCTION float regLerp3(RegCell const& c, float c000, float c001, float c010, float c011,
-                                      float c100, float c101, float c110, float c111) {
-  const float e00 = c000 + c.tx * (c001 - c000), e01 = c010 + c.tx * (c011 - c010);
-  const float e10 = c100 + c.tx * (c101 - c100), e11 = c110 + c.tx * (c111 - c110);
-  const float f0 = e00 + c.ty * (e01 - e00), f1 = e10 + c.ty * (e11 - e10);
-  return f0 + c.tz * (f1 - f0);
-}
-
 // Trilinear sample of the clamp-extended image `img` (extents nz, ny, nx) at (px, py, pz) in
-// index units, with the exact gradient of the interpolant in grad[0..2] = (d/dx, d/dy, d/dz).
+// index units (core/Trilinear.hpp), with the exact gradient of the interpolant in
+// grad[0..2] = (d/dx, d/dy, d/dz).
 template <class View>
 KOKKOS_INLINE_FUNCTION float regSampleTrilinear(View const& img, float px, float py, float pz,
                                                 float* grad) {
-  const RegCell c = regCell(px, py, pz, static_cast<int>(img.extent(2)), static_cast<int>(img.extent(1)),
-                            static_cast<int>(img.extent(0)));
+  const TrilinearCell<float> c = trilinearCell(px, py, pz, static_cast<int>(img.extent(2)),
+                                               static_cast<int>(img.extent(1)), static_cast<int>(img.extent(0)));
   // The corners' offsets from the view's strides, each row formed once (img(z, y, x) without the
   // 3-D index arithmetic per read: the same values, so the same bits).
   using Offset = std::ptrdiff_t;
   const auto* p = img.data();
   const Offset s0 = static_cast<Offset>(img.stride_0()), s1 = static_cast<Offset>(img.stride_1()),
                s2 = static_cast<Offset>(img.stride_2());
-  const Offset r00 = c.z0 * s0 + c.y0 * s1, r01 = c.z0 * s0 + c.y1 * s1, r10 = c.z1 * s0 + c.y0 * s1,
-               r11 = c.z1 * s0 + c.y1 * s1, a0 = c.x0 * s2, a1 = c.x1 * s2;
-  const float c000 = p[r00 + a0], c001 = p[r00 + a1];
-  const float c010 = p[r01 + a0], c011 = p[r01 + a1];
-  const float c100 = p[r10 + a0], c101 = p[r10 + a1];
-  const float c110 = p[r11 + a0], c111 = p[r11 + a1];
-  // Along x on the four (y, z) edges.
-  const float e00 = c000 + c.tx * (c001 - c000), e01 = c010 + c.tx * (c011 - c010);
-  const float e10 = c100 + c.tx * (c101 - c100), e11 = c110 + c.tx * (c111 - c110);
-  const float f0 = e00 + c.ty * (e01 - e00), f1 = e10 + c.ty * (e11 - e10);
-  const float dx0 = (c001 - c000) + c.ty * ((c011 - c010) - (c001 - c000));
-  const float dx1 = (c101 - c100) + c.ty * ((c111 - c110) - (c101 - c100));
-  grad[0] = dx0 + c.tz * (dx1 - dx0);
-  grad[1] = (e01 - e00) + c.tz * ((e11 - e10) - (e01 - e00));
-  grad[2] = f1 - f0;
-  return f0 + c.tz * (f1 - f0);
+  const Offset r00 = c.lo[2] * s0 + c.lo[1] * s1, r01 = c.lo[2] * s0 + c.hi[1] * s1,
+               r10 = c.hi[2] * s0 + c.lo[1] * s1, r11 = c.hi[2] * s0 + c.hi[1] * s1, a0 = c.lo[0] * s2,
+               a1 = c.hi[0] * s2;
+  const float v[8] = {p[r00 + a0], p[r00 + a1], p[r01 + a0], p[r01 + a1],
+                      p[r10 + a0], p[r10 + a1], p[r11 + a0], p[r11 + a1]};
+  return trilinearLerp(v, c.t[0], c.t[1], c.t[2], grad);
 }
 
 // The template and its clamped central-difference gradient at one grid voxel, interleaved so
@@ -324,17 +287,19 @@ KOKKOS_INLINE_FUNCTION RegSample4 regSampleAt(View const& img, int x, int y, int
 template <class View4>
 KOKKOS_INLINE_FUNCTION float regSampleSmoothGradient(View4 const& s4, float px, float py, float pz,
                                                      float* grad) {
-  const RegCell c = regCell(px, py, pz, static_cast<int>(s4.extent(2)), static_cast<int>(s4.extent(1)),
-                            static_cast<int>(s4.extent(0)));
-  const RegSample4 c000 = s4(c.z0, c.y0, c.x0), c001 = s4(c.z0, c.y0, c.x1), c010 = s4(c.z0, c.y1, c.x0),
-                   c011 = s4(c.z0, c.y1, c.x1);
-  const RegSample4 c100 = s4(c.z1, c.y0, c.x0), c101 = s4(c.z1, c.y0, c.x1), c110 = s4(c.z1, c.y1, c.x0),
-                   c111 = s4(c.z1, c.y1, c.x1);
-  grad[0] = regLerp3(c, c000.gx, c001.gx, c010.gx, c011.gx, c100.gx, c101.gx, c110.gx, c111.gx);
-  grad[1] = regLerp3(c, c000.gy, c001.gy, c010.gy, c011.gy, c100.gy, c101.gy, c110.gy, c111.gy);
-  grad[2] = regLerp3(c, c000.gz, c001.gz, c010.gz, c011.gz, c100.gz, c101.gz, c110.gz, c111.gz);
-  return regLerp3(c, c000.value, c001.value, c010.value, c011.value, c100.value, c101.value, c110.value,
-                  c111.value);
+  const TrilinearCell<float> c = trilinearCell(px, py, pz, static_cast<int>(s4.extent(2)),
+                                               static_cast<int>(s4.extent(1)), static_cast<int>(s4.extent(0)));
+  RegSample4 k[8];
+  trilinearCorners(s4, c.lo, c.hi, k);
+  const float v[8] = {k[0].value, k[1].value, k[2].value, k[3].value, k[4].value, k[5].value, k[6].value, k[7].value};
+  const float gx[8] = {k[0].gx, k[1].gx, k[2].gx, k[3].gx, k[4].gx, k[5].gx, k[6].gx, k[7].gx};
+  const float gy[8] = {k[0].gy, k[1].gy, k[2].gy, k[3].gy, k[4].gy, k[5].gy, k[6].gy, k[7].gy};
+  const float gz[8] = {k[0].gz, k[1].gz, k[2].gz, k[3].gz, k[4].gz, k[5].gz, k[6].gz, k[7].gz};
+  float* none = nullptr;
+  grad[0] = trilinearLerp(gx, c.t[0], c.t[1], c.t[2], none);
+  grad[1] = trilinearLerp(gy, c.t[0], c.t[1], c.t[2], none);
+  grad[2] = trilinearLerp(gz, c.t[0], c.t[1], c.t[2], none);
+  return trilinearLerp(v, c.t[0], c.t[1], c.t[2], none);
 }
 
 // Upwind difference of one component along one axis for the advection term (see "Iteration"):

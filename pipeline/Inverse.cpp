@@ -16,26 +16,7 @@
 namespace kortex::pipeline {
 namespace {
 
-// Moving index q -> s = A^-1 q: the affine stage q = M (p - c) + c + t as the 4x4 [M | c + t - M c],
-// inverted by core/Apply.hpp's inverseAffine (refused when singular); its first three rows.
-std::array<double, 12> movingToS(AffineTransform const& a) {
-  Matrix4 m{};
-  for (int r = 0; r < 3; ++r) {
-    double off = a.centre[std::size_t(r)] + a.translation[std::size_t(r)];
-    for (int c = 0; c < 3; ++c) {
-      m[std::size_t(4 * r + c)] = a.matrix[std::size_t(3 * r + c)];
-      off -= a.matrix[std::size_t(3 * r + c)] * a.centre[std::size_t(c)];
-    }
-    m[std::size_t(4 * r + 3)] = off;
-  }
-  m[15] = 1.0;
-  const Matrix4 inv = inverseAffine(m, "inverse: the affine stage");
-  std::array<double, 12> out{};
-  for (std::size_t k = 0; k < 12; ++k) out[k] = inv[k];
-  return out;
-}
-
-InverseStats invertKokkos(RegistrationPipelineResult const& r, std::array<double, 12> const& m,
+InverseStats invertKokkos(RegistrationPipelineResult const& r, AffineTransform const& m,
                           VectorField<Kokkos::HostSpace>& preimage, InverseParams const& params) {
   using Exec = Kokkos::DefaultExecutionSpace;
   using Mem = Exec::memory_space;
@@ -55,7 +36,7 @@ InverseMap invertRegistration(RegistrationPipelineResult const& r, InverseParams
   params.validate();
   if (r.u.data.extent(0) != 3 || !r.u.geometry.sameGrid(r.fixedGrid))
     throw InvalidArgument("inverse: the displacement is not a 3-component field on the fixed grid");
-  const auto m = movingToS(r.affine);
+  const AffineTransform m = inverseAffine(r.affine, "inverse: the affine stage");  // moving index -> s
   InverseMap inv;
   inv.preimage = VectorField<Kokkos::HostSpace>("kortex::register::preimage", r.movingGrid, 3);
   inv.stats = r.backend == Backend::Cpu ? ref::invertMap(r.u.data, m, inv.preimage.data, params)

@@ -1,6 +1,7 @@
 // CPU reference of the affine metric and resampling (specification: core/Affine.hpp), written on
-// its own: Eigen matrices for the transform, the trilinear weights as products of per-axis
-// weights (the gradient by differentiating one factor), per-slice accumulators in double
+// its own: Eigen matrices for the transform, the reference's trilinear interpolant
+// (reference_cpu/detail/Trilinear.hpp: products of per-axis weights, the gradient by
+// differentiating one factor), per-slice accumulators in double
 // (sum over voxels of v w g (q, 1)^T as 3x4 matrices for v = 1, f, m, w the field-of-view weight)
 // summed in slice order, so the result does not depend on the number of threads.
 #include "reference_cpu/Affine.hpp"
@@ -14,6 +15,7 @@
 #include <vector>
 
 #include "core/Errors.hpp"
+#include "reference_cpu/detail/Trilinear.hpp"
 
 namespace kortex::ref {
 
@@ -47,30 +49,14 @@ void checkVolumeView(HostConstView const& v, const char* who) {
       throw InvalidArgument(std::string(who) + ": affine metric needs 3D images with every extent >= 2");
 }
 
-// Trilinear sample of `img` at an inside point p (double arithmetic); grad optional.
+// Trilinear sample of `img` at an inside point p (the box rule of detail/Trilinear.hpp); with grad,
+// the exact gradient of the cell's polynomial.
 double sample(HostConstView const& img, Grid const& g, Eigen::Vector3d const& p, Eigen::Vector3d* grad) {
-  Index lo[3];
-  double w1[3];
-  for (int a = 0; a < 3; ++a) {
-    lo[a] = std::min(static_cast<Index>(std::floor(p(a))), g.n[a] - 2);
-    w1[a] = p(a) - static_cast<double>(lo[a]);
-  }
-  double v = 0.0;
-  Eigen::Vector3d d = Eigen::Vector3d::Zero();
-  for (int cz = 0; cz < 2; ++cz)
-    for (int cy = 0; cy < 2; ++cy)
-      for (int cx = 0; cx < 2; ++cx) {
-        const double val = img(lo[2] + cz, lo[1] + cy, lo[0] + cx);
-        const double wx = cx ? w1[0] : 1.0 - w1[0], wy = cy ? w1[1] : 1.0 - w1[1],
-                     wz = cz ? w1[2] : 1.0 - w1[2];
-        const double sx = cx ? 1.0 : -1.0, sy = cy ? 1.0 : -1.0, sz = cz ? 1.0 : -1.0;
-        v += wx * wy * wz * val;
-        d(0) += sx * wy * wz * val;
-        d(1) += wx * sy * wz * val;
-        d(2) += wx * wy * sz * val;
-      }
-  if (grad) *grad = d;
-  return v;
+  const double q[3] = {p(0), p(1), p(2)};
+  const detail::TrilinearSample s = detail::sampleCell(img, g.n, detail::boxCell(g.n, q),
+                                                       grad ? detail::TrilinearGradient::Exact : detail::TrilinearGradient::None);
+  if (grad) *grad = Eigen::Vector3d(s.gradient[0], s.gradient[1], s.gradient[2]);
+  return s.value;
 }
 
 bool inside(Eigen::Vector3d const& p, Grid const& g) {

@@ -30,28 +30,25 @@ Cell cell(double p, Index n) {
   return Cell{detail::clampIndex(Index(f), n), detail::clampIndex(Index(f) + 1, n), q - f};
 }
 
-double trilinear(ConstHostField const& u, int c, double px, double py, double pz) {
-  const Cell X = cell(px, Index(u.extent(3))), Y = cell(py, Index(u.extent(2))), Z = cell(pz, Index(u.extent(1)));
+// The clamp-extended trilinear interpolant at (px, py, pz); at(z, y, x) reads a voxel of the
+// nx x ny x nz grid. Not detail/Trilinear.hpp's: the weights multiply z first and the point is
+// clamped to [-1, n] before the floor, which the greedy reference's outputs are pinned to.
+template <class At>
+double trilinear(At const& at, Index nx, Index ny, Index nz, double px, double py, double pz) {
+  const Cell X = cell(px, nx), Y = cell(py, ny), Z = cell(pz, nz);
   double s = 0.0;
   for (int dz = 0; dz < 2; ++dz)
     for (int dy = 0; dy < 2; ++dy)
       for (int dx = 0; dx < 2; ++dx) {
         const double w = (dz ? Z.t : 1 - Z.t) * (dy ? Y.t : 1 - Y.t) * (dx ? X.t : 1 - X.t);
-        s += w * u(c, dz ? Z.i1 : Z.i0, dy ? Y.i1 : Y.i0, dx ? X.i1 : X.i0);
+        s += w * at(dz ? Z.i1 : Z.i0, dy ? Y.i1 : Y.i0, dx ? X.i1 : X.i0);
       }
   return s;
 }
 
-double trilinearImage(ConstHostImageView const& img, double px, double py, double pz) {
-  const Cell X = cell(px, Index(img.extent(2))), Y = cell(py, Index(img.extent(1))), Z = cell(pz, Index(img.extent(0)));
-  double s = 0.0;
-  for (int dz = 0; dz < 2; ++dz)
-    for (int dy = 0; dy < 2; ++dy)
-      for (int dx = 0; dx < 2; ++dx) {
-        const double w = (dz ? Z.t : 1 - Z.t) * (dy ? Y.t : 1 - Y.t) * (dx ? X.t : 1 - X.t);
-        s += w * img(dz ? Z.i1 : Z.i0, dy ? Y.i1 : Y.i0, dx ? X.i1 : X.i0);
-      }
-  return s;
+double trilinear(ConstHostField const& u, int c, double px, double py, double pz) {
+  auto at = [&](Index z, Index y, Index x) { return u(c, z, y, x); };
+  return trilinear(at, Index(u.extent(3)), Index(u.extent(2)), Index(u.extent(1)), px, py, pz);
 }
 
 void requireSameGrid3(std::size_t const* a, std::size_t const* b, const char* who) {
@@ -254,13 +251,14 @@ HostImage downsampleImage(HostImage const& in, int factor) {
   HostImage blurred("greedy blurred", g);
   gaussianBlur(in.data, blurred.data, GaussianParams{double(scaleSigma(factor)), GaussianVariant::Recursive});
   ConstHostImageView b = blurred.data;
+  const Index nbx = Index(b.extent(2)), nby = Index(b.extent(1)), nbz = Index(b.extent(0));
   const double shift = 0.5 * (factor - 1);
   const Index nz = out.geometry.nz(), ny = out.geometry.ny(), nx = out.geometry.nx();
 #pragma omp parallel for
   for (Index z = 0; z < nz; ++z)
     for (Index y = 0; y < ny; ++y)
       for (Index x = 0; x < nx; ++x)
-        out.data(z, y, x) = float(trilinearImage(b, factor * x + shift, factor * y + shift, factor * z + shift));
+        out.data(z, y, x) = float(trilinear(b, nbx, nby, nbz, factor * x + shift, factor * y + shift, factor * z + shift));
   return out;
 }
 

@@ -80,15 +80,21 @@ double solvePoint(Components const& u, Eigen::Vector3d const& s, InverseParams c
 
 }  // namespace
 
-InverseStats invertMap(ConstHostField u, std::array<double, 12> const& movingToS,
+InverseStats invertMap(ConstHostField u, AffineTransform const& movingToS,
                        Kokkos::View<float****, Kokkos::LayoutRight, Kokkos::HostSpace> preimage, InverseParams const& params) {
   if (u.data() == nullptr || u.extent(0) != 3 || u.size() == 0)
     throw InvalidArgument("invertMap: the displacement must be a non-empty 3-component field");
   if (preimage.data() == nullptr || preimage.extent(0) != 3 || preimage.size() == 0)
     throw InvalidArgument("invertMap: the preimage must be a non-empty 3-component field");
-  Eigen::Matrix<double, 3, 4> M;
-  for (int r = 0; r < 3; ++r)
-    for (int c = 0; c < 4; ++c) M(r, c) = movingToS[std::size_t(4 * r + c)];
+  Eigen::Matrix<double, 3, 4> M;  // [M | c + t - M c]
+  for (int r = 0; r < 3; ++r) {
+    double off = movingToS.centre[std::size_t(r)] + movingToS.translation[std::size_t(r)];
+    for (int c = 0; c < 3; ++c) {
+      M(r, c) = movingToS.matrix[std::size_t(3 * r + c)];
+      off -= M(r, c) * movingToS.centre[std::size_t(c)];
+    }
+    M(r, 3) = off;
+  }
   const long mz = long(preimage.extent(1)), my = long(preimage.extent(2)), mx = long(preimage.extent(3));
   const Components comps(u);
   double maxResidual = 0.0;

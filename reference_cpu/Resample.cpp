@@ -7,6 +7,7 @@
 #include <string>
 
 #include "core/Errors.hpp"
+#include "reference_cpu/detail/Trilinear.hpp"
 
 namespace kortex::ref {
 
@@ -41,27 +42,19 @@ struct Step {
   Grid grid{Geometry::make3D(2, 2, 2)};
 };
 
-Index clampIndex(Index i, Index n) { return std::max<Index>(0, std::min<Index>(n - 1, i)); }
-
-// ITK's displacement-field transform: the half-voxel box, edge samples repeated, identity outside.
+// ITK's displacement-field transform: the half-voxel box, edge samples repeated (the clamped cell
+// of detail/Trilinear.hpp), identity outside.
 Vec displaced(Step const& s, Vec const& x) {
   const Vec c = s.grid.index(x);
   for (int a = 0; a < 3; ++a)
     if (!(c[a] >= -0.5 && c[a] < double(s.grid.n[a]) - 0.5)) return x;
-  Vec d = Vec::Zero();
-  const Index f[3] = {Index(std::floor(c[0])), Index(std::floor(c[1])), Index(std::floor(c[2]))};
-  for (Index dz = 0; dz <= 1; ++dz)
-    for (Index dy = 0; dy <= 1; ++dy)
-      for (Index dx = 0; dx <= 1; ++dx) {
-        const Index k[3] = {f[0] + dx, f[1] + dy, f[2] + dz};
-        double w = 1.0;
-        for (int a = 0; a < 3; ++a) {
-          const double frac = c[a] - double(f[a]);
-          w *= (k[a] == f[a]) ? 1.0 - frac : frac;
-        }
-        const Index x0 = clampIndex(k[0], s.grid.n[0]), y0 = clampIndex(k[1], s.grid.n[1]), z0 = clampIndex(k[2], s.grid.n[2]);
-        for (int comp = 0; comp < 3; ++comp) d[comp] += w * double(s.f->data(comp, z0, y0, x0));
-      }
+  const double q[3] = {c[0], c[1], c[2]};
+  const detail::TrilinearCell cell = detail::clampedCell(s.grid.n, q);
+  Vec d;
+  for (int comp = 0; comp < 3; ++comp) {
+    auto at = [&](Index z, Index y, Index xi) { return s.f->data(comp, z, y, xi); };
+    d[comp] = detail::sampleCell(at, s.grid.n, cell, detail::TrilinearGradient::None).value;
+  }
   return x + d;
 }
 
@@ -84,25 +77,13 @@ std::vector<Step> stepsOf(TransformChain const& chain) {
   return steps;
 }
 
-double voxel(HostImage const& img, Index x, Index y, Index z) { return img.data(z, y, x); }
-
-// Trilinear in the closed box [0, n-1]; the cell's lower corner at most n - 2.
+// Trilinear in the closed box [0, n-1] (the box cell of detail/Trilinear.hpp); 0 outside.
 float linearAt(HostImage const& img, Vec const& q) {
   const Index n[3] = {img.geometry.nx(), img.geometry.ny(), img.geometry.nz()};
-  Index i0[3];
-  double t[3];
-  for (int a = 0; a < 3; ++a) {
+  for (int a = 0; a < 3; ++a)
     if (!(q[a] >= 0.0 && q[a] <= double(n[a] - 1))) return 0.0f;
-    i0[a] = std::min<Index>(Index(std::floor(q[a])), n[a] - 2);
-    t[a] = q[a] - double(i0[a]);
-  }
-  double v = 0.0;
-  for (int k = 0; k < 8; ++k) {
-    const int b[3] = {k & 1, (k >> 1) & 1, (k >> 2) & 1};
-    const double w = (b[0] ? t[0] : 1 - t[0]) * (b[1] ? t[1] : 1 - t[1]) * (b[2] ? t[2] : 1 - t[2]);
-    v += w * voxel(img, i0[0] + b[0], i0[1] + b[1], i0[2] + b[2]);
-  }
-  return float(v);
+  const double p[3] = {q[0], q[1], q[2]};
+  return float(detail::sampleCell(img.data, n, detail::boxCell(n, p), detail::TrilinearGradient::None).value);
 }
 
 bool insideHalf(HostImage const& img, Vec const& q) {
@@ -121,18 +102,13 @@ float nearestAt(HostImage const& img, Vec const& q) {
 float labelAt(HostImage const& img, Vec const& q) {
   if (!insideHalf(img, q)) return 0.0f;
   const Index n[3] = {img.geometry.nx(), img.geometry.ny(), img.geometry.nz()};
-  Index f[3];
-  double t[3];
-  for (int a = 0; a < 3; ++a) {
-    f[a] = Index(std::floor(q[a]));
-    t[a] = q[a] - double(f[a]);
-  }
+  const double p[3] = {q[0], q[1], q[2]};
+  const detail::TrilinearCell c = detail::clampedCell(n, p);
   std::map<float, double> sums;  // ordered by label: the first maximum is the smallest label
   for (int k = 0; k < 8; ++k) {  // corner order: x fastest, then y, then z
     const int b[3] = {k & 1, (k >> 1) & 1, (k >> 2) & 1};
-    const double w = (b[0] ? t[0] : 1 - t[0]) * (b[1] ? t[1] : 1 - t[1]) * (b[2] ? t[2] : 1 - t[2]);
-    const float l = img.data(clampIndex(f[2] + b[2], n[2]), clampIndex(f[1] + b[1], n[1]), clampIndex(f[0] + b[0], n[0]));
-    sums[l] += w;
+    const float l = img.data(b[2] ? c.hi[2] : c.lo[2], b[1] ? c.hi[1] : c.lo[1], b[0] ? c.hi[0] : c.lo[0]);
+    sums[l] += detail::cornerWeight(c, b[0], b[1], b[2]);
   }
   float best = sums.begin()->first;
   double bestSum = sums.begin()->second;

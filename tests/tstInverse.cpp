@@ -9,6 +9,7 @@
 #include <cmath>
 
 #include "TestUtils.hpp"
+#include "core/Affine.hpp"
 #include "core/Inverse.hpp"
 #include "gpu/imageops/Inverse.hpp"
 #include "reference_cpu/Inverse.hpp"
@@ -31,8 +32,12 @@ constexpr double kKnownMapTol = 0.1;
 // root; the preimage is stored as float (ulp 3.8e-6 at 40 voxels).
 constexpr double kBackendTol = 1e-4;
 
-using Mat = std::array<double, 12>;
+using Mat = std::array<double, 12>;  // row-major 3x4 [M | t]
 const Mat kIdentity{1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0};
+
+AffineTransform asTransform(Mat const& m) {
+  return affineOfMatrix({m[0], m[1], m[2], m[3], m[4], m[5], m[6], m[7], m[8], m[9], m[10], m[11], 0, 0, 0, 1});
+}
 
 // u_x = c sin(2 pi z / L), u_y = u_z = 0: p - u(p) = s has p = (s_x + c sin(2 pi s_z / L), s_y, s_z).
 HostField shearField(int n, double c, double L) {
@@ -63,7 +68,7 @@ std::pair<HostField, InverseStats> runKokkos(HostField const& u, Mat const& m, i
   using Mem = typename Space::memory_space;
   auto du = Kokkos::create_mirror_view_and_copy(Mem(), u);
   Field<Mem> pre("pre", 3, mz, my, mx);
-  const InverseStats st = gpu::invertMap(Space(), ConstField<Mem>(du), m, pre, p);
+  const InverseStats st = gpu::invertMap(Space(), ConstField<Mem>(du), asTransform(m), pre, p);
   HostField h("pre_host", 3, mz, my, mx);
   Kokkos::deep_copy(h, pre);
   return {h, st};
@@ -132,7 +137,7 @@ BOOST_AUTO_TEST_CASE_TEMPLATE(kokkos_matches_the_reference, Space, test::Executi
   p.tolerance = 1e-6;
   auto [pk, sk] = runKokkos<Space>(u, m, nz, ny, nx, p);
   HostField pr("ref", 3, nz, ny, nx);
-  const InverseStats sr = ref::invertMap(u, m, pr, p);
+  const InverseStats sr = ref::invertMap(u, asTransform(m), pr, p);
   BOOST_TEST(sk.points == sr.points);
   BOOST_TEST(sk.unconverged == sr.unconverged);
   double worst = 0;
@@ -152,7 +157,7 @@ BOOST_AUTO_TEST_CASE_TEMPLATE(a_folded_map_is_reported_unconverged, Space, test:
   p.maxIterations = 1;
   auto [pre, st] = runKokkos<Space>(u, kIdentity, n, n, n, p);
   HostField pr("ref", 3, n, n, n);
-  const InverseStats sr = ref::invertMap(u, kIdentity, pr, p);
+  const InverseStats sr = ref::invertMap(u, asTransform(kIdentity), pr, p);
   BOOST_TEST(st.unconverged > 0);
   BOOST_TEST(sr.unconverged > 0);
   BOOST_TEST(st.maxResidual > p.tolerance);
@@ -167,8 +172,8 @@ BOOST_AUTO_TEST_CASE(parameters_and_shapes_are_checked) {
   BOOST_CHECK_THROW(p.validate(), InvalidArgument);
   BOOST_CHECK_NO_THROW(InverseParams{}.validate());
   HostField two("two", 2, 4, 4, 4), pre("pre", 3, 4, 4, 4);
-  BOOST_CHECK_THROW(ref::invertMap(two, kIdentity, pre, InverseParams{}), InvalidArgument);
-  BOOST_CHECK_THROW(gpu::invertMap(Kokkos::DefaultHostExecutionSpace(), ConstField<Kokkos::HostSpace>(two), kIdentity,
+  BOOST_CHECK_THROW(ref::invertMap(two, asTransform(kIdentity), pre, InverseParams{}), InvalidArgument);
+  BOOST_CHECK_THROW(gpu::invertMap(Kokkos::DefaultHostExecutionSpace(), ConstField<Kokkos::HostSpace>(two), asTransform(kIdentity),
                                    Field<Kokkos::HostSpace>(pre), InverseParams{}),
                     InvalidArgument);
 }

@@ -19,7 +19,7 @@ struct InvertFunctor {
   using value_type = InverseReduction;
   ConstField<Mem> u;
   Field<Mem> preimage;
-  Kokkos::Array<double, 12> m;
+  AffineCoeffs m;
   int mx, my, maxIterations;
   double tolerance;
 
@@ -27,7 +27,7 @@ struct InvertFunctor {
     const int x = int(i % mx), y = int((i / mx) % my), z = int(i / (std::int64_t(mx) * my));
     const double q[3] = {double(x), double(y), double(z)};
     double s[3], p[3];
-    inverseApplyAffine(m.data(), q, s);
+    affineMap(m, q, s);
     const double r = inversePoint(u, s, maxIterations, tolerance, p);
     for (int a = 0; a < 3; ++a) preimage(a, z, y, x) = static_cast<float>(p[a]);
     if (r > acc.maxResidual) acc.maxResidual = r;
@@ -46,7 +46,7 @@ struct InvertFunctor {
 }  // namespace
 
 template <class Exec>
-InverseStats invertMap(Exec const& exec, ConstField<typename Exec::memory_space> u, std::array<double, 12> const& movingToS,
+InverseStats invertMap(Exec const& exec, ConstField<typename Exec::memory_space> u, AffineTransform const& movingToS,
                        Field<typename Exec::memory_space> preimage, InverseParams const& params) {
   using Mem = typename Exec::memory_space;
   if (u.data() == nullptr || u.extent(0) != 3 || u.size() == 0)
@@ -56,9 +56,8 @@ InverseStats invertMap(Exec const& exec, ConstField<typename Exec::memory_space>
   for (int k = 1; k < 4; ++k)
     if (u.extent(k) > std::size_t(1) << 30 || preimage.extent(k) > std::size_t(1) << 30)
       throw InvalidArgument("invertMap: extents too large");
-  InvertFunctor<Mem> f{u, preimage, {}, int(preimage.extent(3)), int(preimage.extent(2)), params.maxIterations,
-                       params.tolerance};
-  for (int k = 0; k < 12; ++k) f.m[k] = movingToS[std::size_t(k)];
+  const InvertFunctor<Mem> f{u, preimage, affineCoeffs(movingToS), int(preimage.extent(3)), int(preimage.extent(2)),
+                             params.maxIterations, params.tolerance};
   const std::int64_t n = std::int64_t(preimage.extent(1)) * std::int64_t(preimage.extent(2)) * std::int64_t(preimage.extent(3));
   InverseReduction r{0.0, 0};
   Kokkos::parallel_reduce("kortex::imageops::invert_map", Kokkos::RangePolicy<Exec, Kokkos::IndexType<std::int64_t>>(exec, 0, n),
@@ -72,7 +71,7 @@ InverseStats invertMap(Exec const& exec, ConstField<typename Exec::memory_space>
 }
 
 #define KORTEX_INSTANTIATE_INVERSE(SPACE)                                                                          \
-  template InverseStats invertMap<SPACE>(SPACE const&, ConstField<SPACE::memory_space>, std::array<double, 12> const&, \
+  template InverseStats invertMap<SPACE>(SPACE const&, ConstField<SPACE::memory_space>, AffineTransform const&, \
                                          Field<SPACE::memory_space>, InverseParams const&);
 
 #ifdef KOKKOS_ENABLE_SERIAL

@@ -40,8 +40,9 @@ struct MetricFunctor {
     const Index r = i / nx;
     const int y = static_cast<int>(r % ny);
     const int z = static_cast<int>(r / ny);
+    const double pf[3] = {static_cast<double>(x), static_cast<double>(y), static_cast<double>(z)};
     double q[3], p[3];
-    affineMap(a, x, y, z, q, p);
+    affineMap(a, pf, q, p);
     if (!affineInside(p, mx, my, mz)) return;
     const double w = affineEdgeWeight(p, mx, my, mz);
     double g[3];
@@ -69,8 +70,9 @@ struct ResampleFunctor {
     const Index r = i / nx;
     const int y = static_cast<int>(r % ny);
     const int z = static_cast<int>(r / ny);
-    double q[3], p[3];
-    affineMap(a, x, y, z, q, p);
+    const double pf[3] = {static_cast<double>(x), static_cast<double>(y), static_cast<double>(z)};
+    double p[3];
+    affineMap(a, pf, p);
     out(z, y, x) = affineInside(p, mx, my, mz)
                       ? static_cast<float>(affineSample(moving, p, static_cast<double*>(nullptr)))
                       : 0.0f;
