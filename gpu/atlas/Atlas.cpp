@@ -528,51 +528,59 @@ AtlasShared<Exec> allocateShared(Exec const& exec, AtlasPlan const& p, AtlasScal
   return sh;
 }
 
-// The streamed subjects at scale sc: I_i and u_i (v_i) to their host state, W_i into `sum`
-// (zeroed first).
+// Streamed subject i (local index) at scale sc in device slot `st`: I_i, u_i and v_i (resumed,
+// up-sampled through `prev` from its host state, or zero), then its host state replaced by
+// them and W_i added to `sum`.
+template <class Exec>
+void enterStreamedSubject(Exec const& exec, AtlasPlan const& p, AtlasScale const& sc, std::size_t i, ImageView<MemOf<Exec>> blurred,
+                          ImageView<MemOf<Exec>> fullStage, SubjectScale<MemOf<Exec>> const& prev,
+                          SubjectScale<MemOf<Exec>> const& st, StreamedSubject<Exec>& h, Kokkos::View<std::int64_t*, MemOf<Exec>> sum) {
+  using Mem = MemOf<Exec>;
+  const int nz = sc.e.nz, ny = sc.e.ny, nx = sc.e.nx;
+  Kokkos::deep_copy(exec, fullStage, p.images[i].data);
+  if (sc.f == 1)
+    Kokkos::deep_copy(exec, st.I, fullStage);
+  else
+    downsampleImage(exec, ConstImageView<Mem>(fullStage), sc.f, blurred, st.I);
+  if (sc.resumeHere) {
+    h.frozen = resumeSubject(exec, *p.run.resume, sc, i, st);
+  } else if (sc.from != 0) {
+    exec.fence();  // the previous subject's copies to its host buffers are done
+    Kokkos::deep_copy(exec, prev.u, h.u);
+    if (p.keepV) Kokkos::deep_copy(exec, prev.v, h.v);
+    carryFields(exec, prev, sc.from, sc.f, st);
+  } else {
+    zeroFields(exec, st);
+  }
+  exec.fence();  // nothing in flight reads the buffers replaced here
+  h.I = decltype(h.I)(Kokkos::view_alloc(std::string("kortex::atlas::host_I"), Kokkos::WithoutInitializing), nz, ny, nx);
+  h.u = decltype(h.u)(Kokkos::view_alloc(std::string("kortex::atlas::host_u"), Kokkos::WithoutInitializing), 3, nz, ny, nx);
+  if (p.keepV) h.v = decltype(h.v)(Kokkos::view_alloc(std::string("kortex::atlas::host_v"), Kokkos::WithoutInitializing), 3, nz, ny, nx);
+  warpSnapped(exec, st.I, st.u, st.W);
+  accumulateFlat(exec, {st.W.data()}, sum.data(), sc.voxels, "kortex::atlas::template_sum", true);
+  Kokkos::deep_copy(exec, h.I, st.I);
+  Kokkos::deep_copy(exec, h.u, st.u);
+  if (p.keepV) Kokkos::deep_copy(exec, h.v, st.v);
+}
+
+// The streamed subjects at scale sc: the device slots, then each subject through slot 0 (its
+// W_i into `sum`, zeroed first).
 template <class Exec>
 void enterStreamed(Exec const& exec, AtlasPlan const& p, AtlasScale const& sc, ImageView<MemOf<Exec>> blurred,
                    Kokkos::View<std::int64_t*, MemOf<Exec>> sum, AtlasStreaming<Exec>& str) {
   using Mem = MemOf<Exec>;
   if (p.streamed == 0) return;
-  const int nz = sc.e.nz, ny = sc.e.ny, nx = sc.e.nx;
   const SubjectScaleViews slotViews{"kortex::atlas::stream_I", "kortex::atlas::stream_W", "kortex::atlas::stream_u",
                                     p.keepV ? "kortex::atlas::stream_v" : "", false, false};
   for (auto& slot : str.slot) slot = allocateSubjectScale<Mem>(sc.e, slotViews);
-  SubjectScale<Mem> const& st = str.slot[0];
   SubjectScale<Mem> prev;  // the previous scale's u (v), from the host
   if (sc.from != 0 && !sc.resumeHere)
     prev = allocateSubjectScale<Mem>(scaledExtents(p.g, sc.from),
                                      {"", "", "kortex::atlas::stream_previous_u", p.keepV ? "kortex::atlas::stream_previous_v" : ""});
   Kokkos::deep_copy(exec, sum, std::int64_t(0));
-  for (int j = 0; j < p.streamed; ++j) {
-    const std::size_t i = std::size_t(p.resident + j);
-    StreamedSubject<Exec>& h = str.host[std::size_t(j)];
-    Kokkos::deep_copy(exec, str.fullStage, p.images[i].data);
-    if (sc.f == 1)
-      Kokkos::deep_copy(exec, st.I, str.fullStage);
-    else
-      downsampleImage(exec, ConstImageView<Mem>(str.fullStage), sc.f, blurred, st.I);
-    if (sc.resumeHere) {
-      h.frozen = resumeSubject(exec, *p.run.resume, sc, i, st);
-    } else if (sc.from != 0) {
-      exec.fence();  // the previous subject's copies to its host buffers are done
-      Kokkos::deep_copy(exec, prev.u, h.u);
-      if (p.keepV) Kokkos::deep_copy(exec, prev.v, h.v);
-      carryFields(exec, prev, sc.from, sc.f, st);
-    } else {
-      zeroFields(exec, st);
-    }
-    exec.fence();  // nothing in flight reads the buffers replaced here
-    h.I = decltype(h.I)(Kokkos::view_alloc(std::string("kortex::atlas::host_I"), Kokkos::WithoutInitializing), nz, ny, nx);
-    h.u = decltype(h.u)(Kokkos::view_alloc(std::string("kortex::atlas::host_u"), Kokkos::WithoutInitializing), 3, nz, ny, nx);
-    if (p.keepV) h.v = decltype(h.v)(Kokkos::view_alloc(std::string("kortex::atlas::host_v"), Kokkos::WithoutInitializing), 3, nz, ny, nx);
-    warpSnapped(exec, st.I, st.u, st.W);
-    accumulateFlat(exec, {st.W.data()}, sum.data(), sc.voxels, "kortex::atlas::template_sum", true);
-    Kokkos::deep_copy(exec, h.I, st.I);
-    Kokkos::deep_copy(exec, h.u, st.u);
-    if (p.keepV) Kokkos::deep_copy(exec, h.v, st.v);
-  }
+  for (int j = 0; j < p.streamed; ++j)
+    enterStreamedSubject(exec, p, sc, std::size_t(p.resident + j), blurred, str.fullStage, prev, str.slot[0],
+                         str.host[std::size_t(j)], sum);
   exec.fence();
 }
 
@@ -808,22 +816,16 @@ void iterate(Exec const& exec, AtlasPlan const& p, AtlasScale const& sc, int it,
     checkpoint(exec, p.run, sc, it, resident, str, sh.T, tally);
 }
 
-// The outputs (the template T, every local subject's field) and the final statistics.
+// Every local subject's final field: into `fields` (run.returnFields), its min det into its slot
+// of `minJ` (per subject of the cohort), and into the returned fixed-point sum of the fields.
 template <class Exec>
-AtlasResult finishAtlas(Exec const& exec, AtlasPlan const& p, ImageView<MemOf<Exec>> T,
-                        std::vector<ResidentSubject<MemOf<Exec>>> const& resident, AtlasStreaming<Exec>& str,
-                        AtlasWorkspace<Exec>& ws, AtlasTally& tally, HostImage& templ,
-                        std::vector<VectorField<Kokkos::HostSpace>>& fields) {
+Kokkos::View<std::int64_t*, MemOf<Exec>> finalFields(Exec const& exec, AtlasPlan const& p,
+                                                     std::vector<ResidentSubject<MemOf<Exec>>> const& resident,
+                                                     AtlasStreaming<Exec>& str, std::vector<VectorField<Kokkos::HostSpace>>& fields,
+                                                     std::vector<double>& minJ) {
   using Mem = MemOf<Exec>;
-  exec.fence();
-  const auto tOut = Clock::now();
-  templ = HostImage("atlas template", p.g);
-  Kokkos::deep_copy(templ.data, T);
-  fields.clear();
-  ws.full.clear();
   const int voxels = int(p.g.nz() * p.g.ny() * p.g.nx());
   const bool streaming = p.streamed > 0;
-  std::vector<double> slots(std::size_t(p.n), 0.0);
   std::vector<const float*> terms;
   Kokkos::View<std::int64_t*, Mem> uSum("kortex::atlas::final_displacement_sum", 3 * std::size_t(voxels));
   for (int i = 0; i < p.resident; ++i) {
@@ -832,7 +834,7 @@ AtlasResult finishAtlas(Exec const& exec, AtlasPlan const& p, ImageView<MemOf<Ex
       fields.emplace_back("atlas displacement", p.g);
       Kokkos::deep_copy(fields.back().data, u);
     }
-    slots[std::size_t(p.run.first + i)] = double(minJacobian(exec, ConstField<Mem>(u)));
+    minJ[std::size_t(p.run.first + i)] = double(minJacobian(exec, ConstField<Mem>(u)));
     terms.push_back(u.data());
   }
   if (streaming) Kokkos::deep_copy(exec, uSum, std::int64_t(0));
@@ -844,15 +846,33 @@ AtlasResult finishAtlas(Exec const& exec, AtlasPlan const& p, ImageView<MemOf<Ex
       fields.emplace_back("atlas displacement", p.g);
       Kokkos::deep_copy(fields.back().data, h.u);
     }
-    slots[std::size_t(p.run.first + p.resident + j)] = double(minJacobian(exec, ConstField<Mem>(u)));
+    minJ[std::size_t(p.run.first + p.resident + j)] = double(minJacobian(exec, ConstField<Mem>(u)));
     accumulateFlat(exec, {u.data()}, uSum.data(), 3 * voxels, "kortex::atlas::final_displacement_sum", true);
   }
   accumulateFlat(exec, terms, uSum.data(), 3 * voxels, "kortex::atlas::final_displacement_sum", streaming);
+  return uSum;
+}
+
+// The outputs (the template T, every local subject's field) and the final statistics.
+template <class Exec>
+AtlasResult finishAtlas(Exec const& exec, AtlasPlan const& p, ImageView<MemOf<Exec>> T,
+                        std::vector<ResidentSubject<MemOf<Exec>>> const& resident, AtlasStreaming<Exec>& str,
+                        AtlasWorkspace<Exec>& ws, AtlasTally& tally, HostImage& templ,
+                        std::vector<VectorField<Kokkos::HostSpace>>& fields) {
+  exec.fence();
+  const auto tOut = Clock::now();
+  templ = HostImage("atlas template", p.g);
+  Kokkos::deep_copy(templ.data, T);
+  fields.clear();
+  ws.full.clear();
+  const int voxels = int(p.g.nz() * p.g.ny() * p.g.nx());
+  std::vector<double> minJ(std::size_t(p.n), 0.0);
+  const auto uSum = finalFields(exec, p, resident, str, fields, minJ);
   tally.reduce += reduceRanks(exec, p.comm, uSum, ws.staged);
-  tally.reduce += reduceSlots(p.comm, slots);
+  tally.reduce += reduceSlots(p.comm, minJ);
   AtlasResult& result = tally.result;
   result.minJacobian = 3.4e38f;
-  for (double j : slots) result.minJacobian = std::min(result.minJacobian, float(j));
+  for (double j : minJ) result.minJacobian = std::min(result.minJacobian, float(j));
   double ss = 0.0;
   Kokkos::parallel_reduce("kortex::atlas::mean_displacement_norm", Kokkos::RangePolicy<Exec, Kokkos::IndexType<int>>(exec, 0, voxels),
                           MeanNormFunctor{uSum.data(), voxels, p.n}, ss);
