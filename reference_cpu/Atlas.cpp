@@ -41,10 +41,11 @@ void warpSnapped(HostImageView const& I, HostField const& u, HostImageView const
   for (std::size_t k = 0; k < n; ++k) W.data()[k] = float(std::ldexp(double(quantise(W.data()[k])), -kAtlasFixedBits));
 }
 
-void averageInOrder(std::vector<HostImageView> const& w, HostImageView const& out) {
+// out = the fixed-point mean of every subject's W (`warped`) or u.
+void averageInOrder(std::vector<SubjectScale> const& subjects, bool warped, float* out, std::size_t length) {
   std::vector<const float*> terms;
-  for (auto const& wi : w) terms.push_back(wi.data());
-  fixedMean(terms, out.data(), out.size());
+  for (auto const& s : subjects) terms.push_back(warped ? s.W.data() : s.u.data());
+  fixedMean(terms, out, length);
 }
 
 double rmsDifference(HostImageView const& a, HostImageView const& b) {
@@ -84,26 +85,16 @@ AtlasResult buildAtlas(std::vector<HostImage> const& images, AtlasParams const& 
 
   const std::size_t n = images.size();
   AtlasResult result;
-  std::vector<HostField> u(n), v(n);
+  std::vector<SubjectScale> sub(n);
   int prevFactor = 0;
   for (std::size_t s = 0; s < gp.scales.size(); ++s) {
     const int f = gp.scales[s];
-    std::vector<HostImage> I;
-    for (auto const& img : images) I.push_back(downsampleImage(img, f));
-    const Index nz = I[0].geometry.nz(), ny = I[0].geometry.ny(), nx = I[0].geometry.nx();
-    std::vector<HostImageView> W;
-    std::vector<bool> frozen(n, false);
     for (std::size_t i = 0; i < n; ++i) {
-      HostField us("atlas u", 3, nz, ny, nx), vs("atlas v", 3, nz, ny, nx);
-      if (prevFactor != 0) {
-        upsampleField(u[i], prevFactor, f, us);
-        upsampleField(v[i], prevFactor, f, vs);
-      }
-      u[i] = us;
-      v[i] = vs;
-      W.emplace_back("atlas W", nz, ny, nx);
-      warpSnapped(I[i].data, u[i], W[i]);
+      sub[i] = enterScale(images[i], f, sub[i], prevFactor, {"atlas u", "atlas v", "atlas W"});
+      warpSnapped(sub[i].I.data, sub[i].u, sub[i].W);
     }
+    const Index nz = sub[0].I.geometry.nz(), ny = sub[0].I.geometry.ny(), nx = sub[0].I.geometry.nx();
+    std::vector<bool> frozen(n, false);
     HostImageView T("atlas template", nz, ny, nx), Tprev("atlas previous template", nz, ny, nx);
     GreedyStepper stepper(gp, nz, ny, nx);  // force, candidate, Jacobian
     HostField ubar("atlas mean displacement", 3, nz, ny, nx);
@@ -113,16 +104,16 @@ AtlasResult buildAtlas(std::vector<HostImage> const& images, AtlasParams const& 
       rec.scale = int(s);
       rec.factor = f;
       rec.iteration = it;
-      averageInOrder(W, T);
+      averageInOrder(sub, true, T.data(), T.size());
       rec.templateChange = it == 1 ? 0.0 : rmsDifference(T, Tprev);
       Kokkos::deep_copy(Tprev, T);
       // The greedy step of each subject against the template (a subject whose step folds at every
       // size is frozen; one whose velocity is zero stays).
       for (std::size_t i = 0; i < n; ++i) {
         if (frozen[i]) continue;
-        stepper.computeForce(W[i], T);
-        stepper.solve(v[i], it == 1, it == 1 && prevFactor == 0);
-        const GreedyStepOutcome o = stepper.step(u[i], v[i]);
+        stepper.computeForce(sub[i].W, T);
+        stepper.solve(sub[i].v, it == 1, it == 1 && prevFactor == 0);
+        const GreedyStepOutcome o = stepper.step(sub[i].u, sub[i].v);
         rec.refused += o.refused;
         if (!o.zeroVelocity && !o.accepted) {
           frozen[i] = true;
@@ -130,20 +121,16 @@ AtlasResult buildAtlas(std::vector<HostImage> const& images, AtlasParams const& 
         }
       }
       // Centring: u_i <- u_i(x + ubar) - ubar, ubar the subjects' mean displacement.
-      {
-        std::vector<const float*> terms;
-        for (auto const& ui : u) terms.push_back(ui.data());
-        fixedMean(terms, ubar.data(), ubar.size());
-        for (std::size_t i = 0; i < n; ++i) {
-          if (!stepper.composeUnfolded(u[i], ubar)) ++rec.refused;
-          warpSnapped(I[i].data, u[i], W[i]);
-        }
+      averageInOrder(sub, false, ubar.data(), ubar.size());
+      for (std::size_t i = 0; i < n; ++i) {
+        if (!stepper.composeUnfolded(sub[i].u, ubar)) ++rec.refused;
+        warpSnapped(sub[i].I.data, sub[i].u, sub[i].W);
       }
       float minJ = 3.4e38f;
       double sse = 0.0;
       for (std::size_t i = 0; i < n; ++i) {
-        minJ = std::min(minJ, stepper.minJacobian(u[i]));
-        const double r = rmsDifference(W[i], T);
+        minJ = std::min(minJ, stepper.minJacobian(sub[i].u));
+        const double r = rmsDifference(sub[i].W, T);
         sse += r * r;
       }
       rec.mismatch = std::sqrt(sse / double(n));
@@ -158,7 +145,7 @@ AtlasResult buildAtlas(std::vector<HostImage> const& images, AtlasParams const& 
     prevFactor = f;
     if (s + 1 == gp.scales.size()) {  // the last scale is the full grid (factor 1)
       templ = HostImage("atlas template", g);
-      averageInOrder(W, templ.data);
+      averageInOrder(sub, true, templ.data.data(), templ.data.size());
     }
   }
   fields.clear();
@@ -166,18 +153,14 @@ AtlasResult buildAtlas(std::vector<HostImage> const& images, AtlasParams const& 
   HostImageView jac("atlas jacobian", g.nz(), g.ny(), g.nx());
   for (std::size_t i = 0; i < n; ++i) {
     fields.emplace_back("atlas displacement", g);
-    Kokkos::deep_copy(fields.back().data, u[i]);
-    jacobianDeterminant(u[i], jac);
+    Kokkos::deep_copy(fields.back().data, sub[i].u);
+    jacobianDeterminant(sub[i].u, jac);
     result.minJacobian = std::min(result.minJacobian, minOf(jac));
   }
   // sqrt(mean_x |mean_i u_i(x)|^2), the mean by the fixed-point rule.
   const std::size_t voxels = std::size_t(g.nz()) * g.ny() * g.nx();
   HostField mean("atlas mean displacement", 3, g.nz(), g.ny(), g.nx());
-  {
-    std::vector<const float*> terms;
-    for (auto const& ui : u) terms.push_back(ui.data());
-    fixedMean(terms, mean.data(), mean.size());
-  }
+  averageInOrder(sub, false, mean.data(), mean.size());
   double ss = 0.0;
 #pragma omp parallel for schedule(static) reduction(+ : ss)
   for (std::size_t k = 0; k < 3 * voxels; ++k) ss += double(mean.data()[k]) * double(mean.data()[k]);

@@ -275,6 +275,20 @@ void upsampleField(ConstHostField in, int from, int to, HostField out) {
           out(c, z, y, x) = float(scale * trilinear(in, c, a * x + b, a * y + b, a * z + b));
 }
 
+SubjectScale enterScale(HostImage const& image, int factor, SubjectScale const& prev, int from, SubjectScaleLabels const& labels) {
+  SubjectScale s;
+  s.I = downsampleImage(image, factor);
+  const Index nz = s.I.geometry.nz(), ny = s.I.geometry.ny(), nx = s.I.geometry.nx();
+  s.u = makeField(labels.u, nz, ny, nx);
+  s.v = makeField(labels.v, nz, ny, nx);
+  if (from != 0) {
+    upsampleField(prev.u, from, factor, s.u);
+    upsampleField(prev.v, from, factor, s.v);
+  }
+  s.W = ImageView<Kokkos::HostSpace>(std::string(labels.W), nz, ny, nx);
+  return s;
+}
+
 GreedyStepper::GreedyStepper(GreedyParams const& params, Index nz, Index ny, Index nx)
     : params_(params), force_(makeField("greedy force", nz, ny, nx)), cand_(makeField("greedy candidate", nz, ny, nx)),
       jac_("greedy jacobian", nz, ny, nx) {}
@@ -346,41 +360,36 @@ GreedyResult greedyRegister(HostImage const& moving, HostImage const& fixed, Vec
       throw InvalidArgument("greedyRegister: " + why + " of " + describe(fixed.geometry));
 
   GreedyResult result;
-  HostField uCur, vCur;
+  SubjectScale m;  // the moving image's
   int prevFactor = 0;
   for (std::size_t s = 0; s < params.scales.size(); ++s) {
     const int f = params.scales[s];
     const auto scaleStart = elapsed();
-    const HostImage I0 = downsampleImage(moving, f), I1 = downsampleImage(fixed, f);
+    m = enterScale(moving, f, m, prevFactor, {"greedy u", "greedy v", "greedy warped"});
+    const HostImage I1 = downsampleImage(fixed, f);
     const Index nz = I1.geometry.nz(), ny = I1.geometry.ny(), nx = I1.geometry.nx();
-    HostField uS = makeField("greedy u", nz, ny, nx), vS = makeField("greedy v", nz, ny, nx);
-    if (prevFactor != 0) {
-      upsampleField(uCur, prevFactor, f, uS);
-      upsampleField(vCur, prevFactor, f, vS);
-    }
     GreedyStepper stepper(params, nz, ny, nx);
-    ImageView<Kokkos::HostSpace> W("greedy warped", nz, ny, nx);
-    warp(I0.data, uS, W);
+    warp(m.I.data, m.u, m.W);
     GreedyScaleResult sr;
     sr.factor = f;
-    sr.rmseStart = imageRmse(W, I1.data);
+    sr.rmseStart = imageRmse(m.W, I1.data);
     sr.rmseEnd = sr.rmseStart;
     for (int it = 1; it <= params.iterations[s]; ++it) {
       GreedyIteration rec;
       rec.scale = int(s);
       rec.factor = f;
       rec.iteration = it;
-      stepper.computeForce(W, I1.data);
-      rec.solve = stepper.solve(vS, it == 1, it == 1 && prevFactor == 0);
-      const GreedyStepOutcome step = stepper.step(uS, vS);
+      stepper.computeForce(m.W, I1.data);
+      rec.solve = stepper.solve(m.v, it == 1, it == 1 && prevFactor == 0);
+      const GreedyStepOutcome step = stepper.step(m.u, m.v);
       sr.iterations = it;
       rec.refused = step.refused;
       result.refused += step.refused;
       if (step.accepted) {
-        warp(I0.data, uS, W);
+        warp(m.I.data, m.u, m.W);
         rec.minJacobian = step.minJacobian;
         rec.step = step.step;
-        sr.rmseEnd = imageRmse(W, I1.data);
+        sr.rmseEnd = imageRmse(m.W, I1.data);
       }
       if (step.zeroVelocity) sr.stop = GreedyStop::ZeroVelocity;
       if (!step.zeroVelocity && !step.accepted) sr.stop = GreedyStop::Folded;
@@ -393,12 +402,10 @@ GreedyResult greedyRegister(HostImage const& moving, HostImage const& fixed, Vec
     }
     sr.seconds = elapsed() - scaleStart;
     result.scales.push_back(sr);
-    uCur = uS;
-    vCur = vS;
     prevFactor = f;
   }
   u = VectorField<Kokkos::HostSpace>("greedy displacement", fixed.geometry);
-  Kokkos::deep_copy(u.data, uCur);
+  Kokkos::deep_copy(u.data, m.u);
   ImageView<Kokkos::HostSpace> jac("greedy jacobian", u.data.extent(1), u.data.extent(2), u.data.extent(3));
   jacobianDeterminant(u.data, jac);
   result.minJacobian = jac(0, 0, 0);

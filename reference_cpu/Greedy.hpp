@@ -33,6 +33,22 @@ HostImage downsampleImage(HostImage const& in, int factor);
 // u (or v) of the scale-`from` grid up-sampled to the scale-`to` grid (extents of `out`), rescaled.
 void upsampleField(ConstHostField in, int from, int to, HostField out);
 
+// A subject's state on one scale grid of the multi-scale rule: its scale image I, I warped by its
+// displacement (W), the displacement u and the velocity v. greedyRegister holds the moving
+// image's per scale, the reference atlas (reference_cpu/Atlas.hpp) one per subject; each warps W
+// by its own rule.
+struct SubjectScale {
+  HostImage I;
+  HostField u, v;
+  ImageView<Kokkos::HostSpace> W;
+};
+struct SubjectScaleLabels {
+  const char *u, *v, *W;
+};
+// The state at scale `factor` of the full-grid `image`: I down-sampled, u and v up-sampled from
+// `prev`'s on the scale-`from` grid (from 0: zero), W allocated (not warped).
+SubjectScale enterScale(HostImage const& image, int factor, SubjectScale const& prev, int from, SubjectScaleLabels const& labels);
+
 // The CPU reference's greedy step (core/Greedy.hpp, "One iteration"): the force, candidate and
 // Jacobian workspaces of one scale grid, and force -> solve (the solver rule) -> step size ->
 // composition with fold refusal. greedyRegister and the reference atlas (reference_cpu/Atlas.hpp)

@@ -15,6 +15,7 @@
 #include "gpu/greedy/Greedy.hpp"
 #include "gpu/greedy/GreedyStepper.hpp"
 #include "gpu/greedy/detail/GreedyKernels.hpp"
+#include "gpu/greedy/detail/SubjectScale.hpp"
 #include "gpu/imageops/ImageOps.hpp"
 
 namespace kortex::gpu {
@@ -34,6 +35,12 @@ AtlasMemory atlasMemory(Geometry const& g, AtlasParams const& params) {
   return m;
 }
 namespace {
+
+using greedy_detail::allocateSubjectScale;
+using greedy_detail::carryFields;
+using greedy_detail::SubjectScale;
+using greedy_detail::SubjectScaleViews;
+using greedy_detail::zeroFields;
 
 constexpr int kMaxGroup = 8;  // terms per accumulation pass
 
@@ -175,13 +182,6 @@ void meanFlat(Exec const& exec, std::int64_t const* sum, int n, float* out, int 
   Kokkos::parallel_for(label, Kokkos::RangePolicy<Exec, Kokkos::IndexType<int>>(exec, 0, length), MeanFunctor{sum, out, n});
 }
 
-template <class Mem>
-struct SubjectState {
-  ImageView<Mem> I, W;
-  Field<Mem> u, v;  // v: warm-started solvers only
-  bool frozen = false;
-};
-
 // A streamed subject's state between its visits to the device.
 template <class Exec>
 struct StreamedSubject {
@@ -298,490 +298,626 @@ double atlasSumSeconds(Exec const& exec, Communicator* comm, std::size_t count, 
 
 namespace {
 
-// One process's atlas (gpu/atlas/Atlas.hpp buildAtlas) in stages: the checks and the shared
-// buffers (constructor), per scale the resident subjects' state, the streamed subjects' set-up and
-// the iterations (template average, each subject's greedy step through the GreedyStepper, the
-// centring, the sums over ranks, a checkpoint), then the outputs and the final statistics.
+// One process's atlas (buildAtlas) in stages, each a function of what it reads and writes:
+// planAtlas (the checks and the partition), per scale enterResident / allocateShared /
+// enterStreamed (the subjects' state and the shared buffers), iterate (template average, each
+// subject's greedy step through the GreedyStepper, the centring, the sums over ranks, a
+// checkpoint), then finishAtlas (the outputs and the final statistics).
+
 template <class Exec>
-class AtlasBuilder {
- public:
-  using Mem = typename Exec::memory_space;
-  using Flat = Kokkos::View<std::int64_t*, Mem>;
-  using Streamed = StreamedSubject<Exec>;
+using MemOf = typename Exec::memory_space;
 
-  AtlasBuilder(Exec const& exec, std::vector<HostImage> const& images, AtlasParams const& params, AtlasRun const& run)
-      : exec_(exec), images_(images), gp_(params.greedy), run_(run) {
-    comm_ = run.comm != nullptr && run.comm->size() > 1 ? run.comm : nullptr;
-    local_ = int(images.size());
-    n_ = run.total > 0 ? run.total : local_;
-    if (n_ < AtlasParams::kMinSubjects) throw InvalidArgument("atlas: at least two images are needed");
-    if (local_ < 1) throw InvalidArgument("atlas: this process holds no subject (more ranks than subjects)");
-    if (run.first < 0 || run.first + local_ > n_)
-      throw InvalidArgument("atlas: subjects " + std::to_string(run.first) + ".." + std::to_string(run.first + local_ - 1) +
-                            " lie outside the cohort of " + std::to_string(n_));
-    if (!comm_ && local_ != n_) throw InvalidArgument("atlas: a partial cohort needs a process group");
-    g_ = images.front().geometry;
-    for (auto const& img : images)
-      if (!img.geometry.sameGrid(g_)) throw InvalidArgument("atlas: the images are on different grids");
-    for (int f : gp_.scales)
-      if (const std::string why = scaleMisfit(g_, f); !why.empty()) throw InvalidArgument("atlas: " + why + " of " + describe(g_));
-    if (gp_.scales.back() != 1) throw InvalidArgument("atlas: the last scale factor must be 1");
-    if (std::int64_t(g_.nx()) * g_.ny() * g_.nz() * 3 > 2147483647) throw InvalidArgument("atlas: more than (2^31 - 1) / 3 voxels");
-    keepV_ = atlasKeepsVelocity(gp_.solver);
-    resume_ = run.resume;
-    s0_ = resume_ ? resume_->scale : 0;
-    if (resume_) {
-      if (s0_ < 0 || s0_ >= int(gp_.scales.size()) || resume_->iteration < 0 ||
-          resume_->iteration > gp_.iterations[std::size_t(s0_)] || int(resume_->u.size()) != local_ ||
-          int(resume_->frozen.size()) != local_ || (keepV_ && int(resume_->v.size()) != local_))
-        throw InvalidArgument("atlas: the state to resume from does not match this cohort and these parameters");
-    }
-    // Local subjects 0 .. resident-1 stay on the device; the others are streamed.
-    resident_ = run.residentSubjects < 0 ? local_ : std::min(run.residentSubjects, local_);
-    streamedCount_ = local_ - resident_;
-    streaming_ = streamedCount_ > 0;
-    // Each resident image goes to the device once, on the full grid; it is the last scale's I_i, and
-    // the coarser scales' I_i are blurred and down-sampled from it (the blur workspace is shared).
-    full_.resize(std::size_t(resident_));
-    if (gp_.scales.front() > 1) blurred_ = ImageView<Mem>("kortex::atlas::blurred", g_.nz(), g_.ny(), g_.nx());
-    if (resume_) {
-      result_.history = resume_->history;
-      result_.refused = resume_->refused;
-      result_.iterations = int(resume_->history.size());
-      result_.resumedAt = result_.iterations;
-    }
-    secondsBefore_ = resume_ ? resume_->seconds : 0.0;
-    // Streaming: the subjects' state in (pinned) host memory, two device slots (the next subject's
-    // state is uploaded on the copy queue while the current one computes) and a full-grid image buffer.
-    hostSub_.resize(std::size_t(streamedCount_));
-    if (streaming_) {
-      copy_ = std::make_unique<Exec>(kx::partitionSpace(exec, 1).front());
-      fullStage_ = ImageView<Mem>(Kokkos::view_alloc(std::string("kortex::atlas::stream_image"), Kokkos::WithoutInitializing),
-                                  g_.nz(), g_.ny(), g_.nx());
-    }
-    sub_.resize(std::size_t(resident_));
-    sse_ = Kokkos::View<double*, Mem>("kortex::atlas::mismatch", std::size_t(local_));
-    prevFactor_ = s0_ > 0 ? gp_.scales[std::size_t(s0_) - 1] : 0;
-  }
-
-  AtlasResult build(HostImage& templ, std::vector<VectorField<Kokkos::HostSpace>>& fields) {
-    for (std::size_t s = std::size_t(s0_); s < gp_.scales.size(); ++s) {
-      kx::ScopedRegion region("kortex::atlas::scale");
-      exec_.fence();
-      const auto tScale = Clock::now();
-      Scale S(g_, gp_, int(s), resume_ && int(s) == s0_);
-      enterResident(S);
-      S.allocate(exec_, gp_, keepV_);
-      enterStreamed(S);
-      exec_.fence();
-      tSetup_ += since(tScale);
-      const int startIt = S.resumeHere ? resume_->iteration + 1 : 1;
-      for (int it = startIt; it <= gp_.iterations[s]; ++it) iterate(S, it);
-      if (s + 1 == gp_.scales.size()) average(S);
-      prev_ = sub_;
-      prevFactor_ = S.f;
-    }
-    return finish(templ, fields);
-  }
-
- private:
-  // A scale's grid and its shared buffers: the template and the previous one, the int64 sums, the
-  // mean displacement, the shared velocity (solvers that keep none per subject) and the stepper.
-  struct Scale {
-    int s, f;
-    GridExtents e;
-    int nz, ny, nx, voxels;
-    bool resumeHere;
-    ImageView<Mem> Tprev;
-    Flat sum, ubarSum;
-    Field<Mem> ubar, vShared;
-    std::unique_ptr<GreedyStepper<Exec>> stepper;
-    Scale(Geometry const& g, GreedyParams const& gp, int scale, bool resume)
-        : s(scale), f(gp.scales[std::size_t(scale)]), e(scaledExtents(g, f)), nz(e.nz), ny(e.ny), nx(e.nx),
-          voxels(int(e.voxels())), resumeHere(resume) {}
-    // After the resident subjects' state (the previous scale's is freed by then: the peak the
-    // memory model plans for).
-    void allocate(Exec const& exec, GreedyParams const& gp, bool keepV) {
-      sum = Flat("kortex::atlas::template_sum", std::size_t(voxels));
-      ubarSum = Flat("kortex::atlas::mean_displacement_sum", 3 * std::size_t(voxels));
-      ubar = Field<Mem>("kortex::atlas::mean_displacement", 3, nz, ny, nx);
-      if (!keepV) vShared = Field<Mem>("kortex::atlas::v", 3, nz, ny, nx);
-      stepper = std::make_unique<GreedyStepper<Exec>>(exec, e, gp, GreedyStepper<Exec>::Use::Field);  // force, candidate, fluid solver
-    }
-  };
-
-  void checkResumeField(Scale const& S, std::size_t i) const {
-    auto const& hu = resume_->u[i];
-    if (hu.extent(0) != 3 || int(hu.extent(1)) != S.nz || int(hu.extent(2)) != S.ny || int(hu.extent(3)) != S.nx)
-      throw InvalidArgument("atlas: the state to resume from is not on the grid of scale " + std::to_string(S.s + 1));
-  }
-
-  // The resident subjects at this scale: I_i (from the full-grid image on the device), u_i and v_i
-  // (resumed, up-sampled or zero), W_i; then the template buffers.
-  void enterResident(Scale& S) {
-    const int f = S.f, nz = S.nz, ny = S.ny, nx = S.nx;
-    for (int i = 0; i < resident_; ++i) {
-      SubjectState<Mem> st;
-      ImageView<Mem>& image = full_[std::size_t(i)];
-      if (image.size() == 0) {
-        image = ImageView<Mem>(Kokkos::view_alloc(std::string("kortex::atlas::image"), Kokkos::WithoutInitializing), g_.nz(),
-                               g_.ny(), g_.nx());
-        Kokkos::deep_copy(exec_, image, images_[std::size_t(i)].data);
-      }
-      if (f == 1) {
-        st.I = image;  // downsampleImage at factor 1 is a copy: the same values
-      } else {
-        st.I = ImageView<Mem>(Kokkos::view_alloc(std::string("kortex::atlas::I"), Kokkos::WithoutInitializing), nz, ny, nx);
-        downsampleImage(exec_, ConstImageView<Mem>(image), f, blurred_, st.I);
-      }
-      st.W = ImageView<Mem>(Kokkos::view_alloc(std::string("kortex::atlas::W"), Kokkos::WithoutInitializing), nz, ny, nx);
-      st.u = Field<Mem>("kortex::atlas::u", 3, nz, ny, nx);
-      if (keepV_) st.v = Field<Mem>("kortex::atlas::v", 3, nz, ny, nx);
-      if (S.resumeHere) {
-        checkResumeField(S, std::size_t(i));
-        Kokkos::deep_copy(exec_, st.u, resume_->u[std::size_t(i)]);
-        if (keepV_) Kokkos::deep_copy(exec_, st.v, resume_->v[std::size_t(i)]);
-        st.frozen = resume_->frozen[std::size_t(i)] != 0;
-      } else if (prevFactor_ != 0) {
-        upsampleField(exec_, ConstField<Mem>(prev_[std::size_t(i)].u), prevFactor_, f, st.u);
-        if (keepV_) upsampleField(exec_, ConstField<Mem>(prev_[std::size_t(i)].v), prevFactor_, f, st.v);
-      }
-      warpSnapped(exec_, st.I, st.u, st.W);
-      sub_[std::size_t(i)] = st;
-    }
-    prev_.clear();
-    T_ = ImageView<Mem>("kortex::atlas::template", nz, ny, nx);
-    S.Tprev = ImageView<Mem>("kortex::atlas::template_previous", nz, ny, nx);
-    if (S.resumeHere) {
-      if (int(resume_->templ.extent(0)) != nz || int(resume_->templ.extent(1)) != ny || int(resume_->templ.extent(2)) != nx)
-        throw InvalidArgument("atlas: the state's template is not on the grid of scale " + std::to_string(S.s + 1));
-      Kokkos::deep_copy(exec_, S.Tprev, resume_->templ);
-    }
-  }
-
-  // The streamed subjects at this scale: I_i and u_i (v_i) to the host, W_i into the sum.
-  void enterStreamed(Scale& S) {
-    if (!streaming_) return;
-    const int f = S.f, nz = S.nz, ny = S.ny, nx = S.nx;
-    for (int k = 0; k < 2; ++k) {
-      slot_[k].I = ImageView<Mem>(Kokkos::view_alloc(std::string("kortex::atlas::stream_I"), Kokkos::WithoutInitializing), nz, ny, nx);
-      slot_[k].W = ImageView<Mem>(Kokkos::view_alloc(std::string("kortex::atlas::stream_W"), Kokkos::WithoutInitializing), nz, ny, nx);
-      slot_[k].u = Field<Mem>(Kokkos::view_alloc(std::string("kortex::atlas::stream_u"), Kokkos::WithoutInitializing), 3, nz, ny, nx);
-      if (keepV_)
-        slot_[k].v = Field<Mem>(Kokkos::view_alloc(std::string("kortex::atlas::stream_v"), Kokkos::WithoutInitializing), 3, nz, ny, nx);
-    }
-    SubjectState<Mem>& st = slot_[0];
-    Field<Mem> prevU, prevV;
-    if (prevFactor_ != 0 && !S.resumeHere) {
-      const GridExtents pe = scaledExtents(g_, prevFactor_);
-      prevU = Field<Mem>("kortex::atlas::stream_previous_u", 3, pe.nz, pe.ny, pe.nx);
-      if (keepV_) prevV = Field<Mem>("kortex::atlas::stream_previous_v", 3, pe.nz, pe.ny, pe.nx);
-    }
-    Kokkos::deep_copy(exec_, S.sum, std::int64_t(0));
-    for (int j = 0; j < streamedCount_; ++j) {
-      const std::size_t i = std::size_t(resident_ + j);
-      Streamed& h = hostSub_[std::size_t(j)];
-      Kokkos::deep_copy(exec_, fullStage_, images_[i].data);
-      if (f == 1)
-        Kokkos::deep_copy(exec_, st.I, fullStage_);
-      else
-        downsampleImage(exec_, ConstImageView<Mem>(fullStage_), f, blurred_, st.I);
-      if (S.resumeHere) {
-        checkResumeField(S, i);
-        Kokkos::deep_copy(exec_, st.u, resume_->u[i]);
-        if (keepV_) Kokkos::deep_copy(exec_, st.v, resume_->v[i]);
-        h.frozen = resume_->frozen[i] != 0;
-      } else if (prevFactor_ != 0) {
-        exec_.fence();  // the previous subject's copies to its host buffers are done
-        Kokkos::deep_copy(exec_, prevU, h.u);
-        upsampleField(exec_, ConstField<Mem>(prevU), prevFactor_, f, st.u);
-        if (keepV_) {
-          Kokkos::deep_copy(exec_, prevV, h.v);
-          upsampleField(exec_, ConstField<Mem>(prevV), prevFactor_, f, st.v);
-        }
-      } else {
-        Kokkos::deep_copy(exec_, st.u, 0.0f);
-        if (keepV_) Kokkos::deep_copy(exec_, st.v, 0.0f);
-      }
-      exec_.fence();  // nothing in flight reads the buffers replaced here
-      h.I = decltype(h.I)(Kokkos::view_alloc(std::string("kortex::atlas::host_I"), Kokkos::WithoutInitializing), nz, ny, nx);
-      h.u = decltype(h.u)(Kokkos::view_alloc(std::string("kortex::atlas::host_u"), Kokkos::WithoutInitializing), 3, nz, ny, nx);
-      if (keepV_) h.v = decltype(h.v)(Kokkos::view_alloc(std::string("kortex::atlas::host_v"), Kokkos::WithoutInitializing), 3, nz, ny, nx);
-      warpSnapped(exec_, st.I, st.u, st.W);
-      accumulateFlat(exec_, {st.W.data()}, S.sum.data(), S.voxels, "kortex::atlas::template_sum", true);
-      Kokkos::deep_copy(exec_, h.I, st.I);
-      Kokkos::deep_copy(exec_, h.u, st.u);
-      if (keepV_) Kokkos::deep_copy(exec_, h.v, st.v);
-    }
-    exec_.fence();
-  }
-
-  // T = the fixed-point mean of every W_i (over ranks).
-  void average(Scale& S) {
-    kx::ScopedRegion region("kortex::atlas::average");
-    std::vector<const float*> w;
-    for (auto const& st : sub_) w.push_back(st.W.data());
-    // Streaming: `sum` already holds the streamed subjects' terms (set-up or the last centring).
-    accumulateFlat(exec_, w, S.sum.data(), S.voxels, "kortex::atlas::template_sum", streaming_);
-    tReduce_ += reduceRanks(exec_, comm_, S.sum, staged_);
-    meanFlat(exec_, S.sum.data(), n_, T_.data(), S.voxels, "kortex::atlas::template_mean");
-    if (streaming_) Kokkos::deep_copy(exec_, S.sum, std::int64_t(0));
-  }
-
-  // Streams the streamed subjects through the device slots: body(state, j) runs on the device copy
-  // of subject resident + j (uploaded by then; warpFirst: W_i recomputed from I_i and u_i), then u_i (v_i)
-  // go back. The next subject's upload runs on the copy queue meanwhile.
-  template <class Body>
-  void forStreamed(bool warpFirst, Body&& body) {
-    if (!streaming_) return;
-    auto upload = [&](int j, SubjectState<Mem>& st) {
-      Streamed const& h = hostSub_[std::size_t(j)];
-      Kokkos::deep_copy(*copy_, st.I, h.I);
-      Kokkos::deep_copy(*copy_, st.u, h.u);
-      if (keepV_) Kokkos::deep_copy(*copy_, st.v, h.v);
-    };
-    exec_.fence();
-    upload(0, slot_[0]);
-    for (int j = 0; j < streamedCount_; ++j) {
-      SubjectState<Mem>& st = slot_[j % 2];
-      copy_->fence();  // this subject's upload (and the last download) done
-      if (j + 1 < streamedCount_) upload(j + 1, slot_[(j + 1) % 2]);
-      Streamed& h = hostSub_[std::size_t(j)];
-      st.frozen = h.frozen;
-      if (warpFirst) warpSnapped(exec_, st.I, st.u, st.W);
-      body(st, j);
-      h.frozen = st.frozen;
-      exec_.fence();
-      Kokkos::deep_copy(*copy_, h.u, st.u);
-      if (keepV_) Kokkos::deep_copy(*copy_, h.v, st.v);
-    }
-    copy_->fence();
-  }
-
-  // Spec step 2 for one subject (its W_i current): the greedy step against the template; a subject
-  // whose step folds at every size is frozen, one whose velocity is zero stays.
-  // slots: [sse_i | refused_i | minJ_i | frozen_i], global subject index.
-  void step(Scale& S, SubjectState<Mem>& st, std::size_t gi, bool first, std::vector<double>& slots) {
-    if (st.frozen) return;
-    kx::ScopedRegion region("kortex::atlas::step");
-    Field<Mem> v = keepV_ ? st.v : S.vShared;
-    S.stepper->computeForce(ConstImageView<Mem>(st.W), ConstImageView<Mem>(T_));
-    S.stepper->solve(v, first, first && prevFactor_ == 0);
-    const GreedyStepOutcome o = S.stepper->stepField(st.u, ConstField<Mem>(v));
-    slots[std::size_t(n_) + gi] += double(o.refused);
-    if (!o.zeroVelocity && !o.accepted) st.frozen = true;
-  }
-
-  // Spec step 3 for one subject (ubar current), then W_i and its mismatch (summed into the device
-  // slot of local subject `li`, read back once per iteration by collectMismatch).
-  void centre(Scale& S, SubjectState<Mem>& st, int li, std::vector<double>& slots) {
-    kx::ScopedRegion region("kortex::atlas::centre");
-    const std::size_t n = std::size_t(n_), gi = std::size_t(run_.first + li);
-    // The candidate is warped and checked in one pass; a folded one (rare) is dropped and W warped
-    // again from the u kept.
-    Field<Mem> cand = S.stepper->composeCandidate(ConstField<Mem>(st.u), ConstField<Mem>(S.ubar));
-    const CentreSums c = warpSnapChecked(exec_, st.I, cand, st.W, ConstImageView<Mem>(T_));
-    float jKept = c.minJ;
-    if (c.minJ > 0.0f) {
-      S.stepper->keepCandidate(st.u);
-      Kokkos::deep_copy(exec_, Kokkos::subview(sse_, li), c.sse);
-    } else {
-      slots[n + gi] += 1.0;
-      warpSnapped(exec_, st.I, st.u, st.W, ConstImageView<Mem>(T_), Kokkos::subview(sse_, li));
-      jKept = minJacobian(exec_, ConstField<Mem>(st.u));
-    }
-    slots[2 * n + gi] = double(jKept);
-    slots[3 * n + gi] = st.frozen ? 1.0 : 0.0;
-  }
-
-  // Every local subject's mean (W_i - T)^2 into its slot.
-  void collectMismatch(Scale const& S, std::vector<double>& slots) {
-    auto h = Kokkos::create_mirror_view(sse_);
-    Kokkos::deep_copy(exec_, h, sse_);
-    exec_.fence();
-    for (int li = 0; li < local_; ++li) slots[std::size_t(run_.first + li)] = h(li) / double(S.voxels);
-  }
-
-  void reduceSlots(std::vector<double>& slots) {
-    if (!comm_) return;
-    kx::ScopedRegion region("kortex::atlas::reduce");
-    const auto t0 = Clock::now();
-    comm_->sum(slots.data(), slots.size());
-    tReduce_ += since(t0);
-  }
-
-  // One iteration of the spec over every subject (resident, then streamed), its record and checkpoint.
-  void iterate(Scale& S, int it) {
-    const int first = run_.first, voxels = S.voxels;
-    AtlasIteration rec;
-    rec.scale = S.s;
-    rec.factor = S.f;
-    rec.iteration = it;
-    std::vector<double> slots(4 * std::size_t(n_), 0.0);
-    average(S);
-    rec.templateChange = it == 1 ? 0.0 : imageRmse(exec_, ConstImageView<Mem>(T_), ConstImageView<Mem>(S.Tprev));
-    Kokkos::deep_copy(exec_, S.Tprev, T_);
-    for (int i = 0; i < resident_; ++i) step(S, sub_[std::size_t(i)], std::size_t(first + i), it == 1, slots);
-    // Centring (spec step 3): u_i <- u_i(x + ubar) - ubar. The streamed subjects add their u_i
-    // to the sum as they pass; the sums are integers, so the order does not matter.
-    if (streaming_) Kokkos::deep_copy(exec_, S.ubarSum, std::int64_t(0));
-    forStreamed(true, [&](SubjectState<Mem>& st, int j) {
-      step(S, st, std::size_t(first + resident_ + j), it == 1, slots);
-      accumulateFlat(exec_, {st.u.data()}, S.ubarSum.data(), 3 * voxels, "kortex::atlas::mean_displacement_sum", true);
-    });
-    {
-      std::vector<const float*> terms;
-      for (auto const& st : sub_) terms.push_back(st.u.data());
-      accumulateFlat(exec_, terms, S.ubarSum.data(), 3 * voxels, "kortex::atlas::mean_displacement_sum", streaming_);
-      tReduce_ += reduceRanks(exec_, comm_, S.ubarSum, staged_);
-      meanFlat(exec_, S.ubarSum.data(), n_, S.ubar.data(), 3 * voxels, "kortex::atlas::mean_displacement");
-    }
-    for (int i = 0; i < resident_; ++i) centre(S, sub_[std::size_t(i)], i, slots);
-    // The streamed subjects' new W_i go into the next template's sum at once (`average` adds the
-    // resident ones).
-    forStreamed(false, [&](SubjectState<Mem>& st, int j) {
-      centre(S, st, resident_ + j, slots);
-      accumulateFlat(exec_, {st.W.data()}, S.sum.data(), voxels, "kortex::atlas::template_sum", true);
-    });
-    collectMismatch(S, slots);
-    reduceSlots(slots);
-    record(rec, slots);
-    if (run_.checkpoint && run_.checkpointEvery > 0 && result_.iterations % run_.checkpointEvery == 0) checkpoint(S, it);
-  }
-
-  // The iteration's figures over every subject of every rank.
-  void record(AtlasIteration& rec, std::vector<double> const& slots) {
-    const std::size_t n = std::size_t(n_);
-    double sse = 0.0, refused = 0.0, frozen = 0.0;
-    float minJ = 3.4e38f;
-    for (std::size_t i = 0; i < n; ++i) {
-      sse += slots[i];
-      refused += slots[n + i];
-      minJ = std::min(minJ, float(slots[2 * n + i]));
-      frozen += slots[3 * n + i];
-    }
-    rec.mismatch = std::sqrt(sse / double(n_));
-    rec.refused = int(refused);
-    rec.minJacobian = minJ;
-    rec.frozen = int(frozen);
-    rec.seconds = secondsBefore_ + since(start_);
-    result_.refused += rec.refused;
-    ++result_.iterations;
-    result_.history.push_back(rec);
-    if (run_.progress) run_.progress(rec);
-  }
-
-  void checkpoint(Scale const& S, int it) {
-    kx::ScopedRegion region("kortex::atlas::checkpoint");
-    exec_.fence();
-    const auto t0 = Clock::now();
-    AtlasState state;
-    state.scale = S.s;
-    state.iteration = it;
-    for (auto const& st : sub_) {
-      state.frozen.push_back(st.frozen ? 1 : 0);
-      state.u.push_back(hostCopy(st.u));
-      if (keepV_) state.v.push_back(hostCopy(st.v));
-    }
-    for (auto const& h : hostSub_) {
-      state.frozen.push_back(h.frozen ? 1 : 0);
-      state.u.push_back(hostCopy(h.u));  // a copy: on host back ends h.u is itself host memory
-      if (keepV_) state.v.push_back(hostCopy(h.v));
-    }
-    state.templ = Kokkos::View<float***, Kokkos::LayoutRight, Kokkos::HostSpace>("kortex::atlas::state_template", S.nz, S.ny, S.nx);
-    Kokkos::deep_copy(state.templ, T_);
-    state.history = result_.history;
-    state.refused = result_.refused;
-    state.seconds = secondsBefore_ + since(start_);
-    run_.checkpoint(state);
-    tSetup_ += since(t0);
-  }
-
-  // Outputs and the final statistics.
-  AtlasResult finish(HostImage& templ, std::vector<VectorField<Kokkos::HostSpace>>& fields) {
-    exec_.fence();
-    const auto tOut = Clock::now();
-    templ = HostImage("atlas template", g_);
-    Kokkos::deep_copy(templ.data, T_);
-    fields.clear();
-    full_.clear();
-    const int voxels = int(g_.nz() * g_.ny() * g_.nx());
-    std::vector<double> slots(std::size_t(n_), 0.0);
-    std::vector<const float*> terms;
-    Flat uSum("kortex::atlas::final_displacement_sum", 3 * std::size_t(voxels));
-    for (int i = 0; i < resident_; ++i) {
-      auto const& st = sub_[std::size_t(i)];
-      if (run_.returnFields) {
-        fields.emplace_back("atlas displacement", g_);
-        Kokkos::deep_copy(fields.back().data, st.u);
-      }
-      slots[std::size_t(run_.first + i)] = double(minJacobian(exec_, ConstField<Mem>(st.u)));
-      terms.push_back(st.u.data());
-    }
-    if (streaming_) Kokkos::deep_copy(exec_, uSum, std::int64_t(0));
-    for (int j = 0; j < streamedCount_; ++j) {
-      Streamed const& h = hostSub_[std::size_t(j)];
-      Kokkos::deep_copy(exec_, slot_[0].u, h.u);
-      if (run_.returnFields) {
-        fields.emplace_back("atlas displacement", g_);
-        Kokkos::deep_copy(fields.back().data, h.u);
-      }
-      slots[std::size_t(run_.first + resident_ + j)] = double(minJacobian(exec_, ConstField<Mem>(slot_[0].u)));
-      accumulateFlat(exec_, {slot_[0].u.data()}, uSum.data(), 3 * voxels, "kortex::atlas::final_displacement_sum", true);
-    }
-    accumulateFlat(exec_, terms, uSum.data(), 3 * voxels, "kortex::atlas::final_displacement_sum", streaming_);
-    tReduce_ += reduceRanks(exec_, comm_, uSum, staged_);
-    reduceSlots(slots);
-    result_.minJacobian = 3.4e38f;
-    for (double j : slots) result_.minJacobian = std::min(result_.minJacobian, float(j));
-    double ss = 0.0;
-    Kokkos::parallel_reduce("kortex::atlas::mean_displacement_norm",
-                            Kokkos::RangePolicy<Exec, Kokkos::IndexType<int>>(exec_, 0, voxels),
-                            MeanNormFunctor{uSum.data(), voxels, n_}, ss);
-    result_.meanDisplacementRms = std::sqrt(ss / double(voxels));
-    exec_.fence();
-    tSetup_ += since(tOut);
-    result_.seconds = secondsBefore_ + since(start_);
-    result_.secondsSetup = tSetup_;
-    result_.secondsReduce = tReduce_;
-    result_.secondsCompute = std::max(0.0, since(start_) - tSetup_ - tReduce_);
-    result_.streamed = streamedCount_;
-    return result_;
-  }
-
-  Exec exec_;
-  std::vector<HostImage> const& images_;
-  GreedyParams const& gp_;
-  AtlasRun const& run_;
-  const Clock::time_point start_ = Clock::now();
-  Communicator* comm_ = nullptr;
-  int local_ = 0, n_ = 0;
-  Geometry g_;
-  bool keepV_ = false;
-  AtlasState const* resume_ = nullptr;
-  int s0_ = 0, resident_ = 0, streamedCount_ = 0;
-  bool streaming_ = false;
-  AtlasResult result_;
-  StagedRankSum<Exec> staged_;
-  std::vector<ImageView<Mem>> full_;
-  ImageView<Mem> blurred_;
-  double tReduce_ = 0.0, tSetup_ = 0.0, secondsBefore_ = 0.0;
-  std::vector<Streamed> hostSub_;
-  std::unique_ptr<Exec> copy_;  // the streamed subjects' copies: its own stream on a device
-  ImageView<Mem> fullStage_;
-  SubjectState<Mem> slot_[2];
-  std::vector<SubjectState<Mem>> sub_, prev_;
-  int prevFactor_ = 0;
-  ImageView<Mem> T_;
-  Kokkos::View<double*, Mem> sse_;  // per local subject: sum (W_i - T)^2 of the last centring
+// What the checks fix before anything is allocated: the inputs, the cohort over the process group
+// and its partition on the device (local subjects 0 .. resident - 1 stay there, the others are
+// streamed through host memory).
+struct AtlasPlan {
+  std::vector<HostImage> const& images;
+  GreedyParams const& gp;
+  AtlasRun const& run;
+  Communicator* comm = nullptr;  // null: one process
+  int local = 0, n = 0;          // subjects of this process, of the cohort
+  int resident = 0, streamed = 0;
+  Geometry g;
+  bool keepV = false;  // a velocity per subject (the warm-started solvers)
+  int s0 = 0;          // the first scale run (a resumed run's)
 };
+
+void checkResume(AtlasPlan const& p, AtlasState const& r) {
+  if (p.s0 < 0 || p.s0 >= int(p.gp.scales.size()) || r.iteration < 0 || r.iteration > p.gp.iterations[std::size_t(p.s0)] ||
+      int(r.u.size()) != p.local || int(r.frozen.size()) != p.local || (p.keepV && int(r.v.size()) != p.local))
+    throw InvalidArgument("atlas: the state to resume from does not match this cohort and these parameters");
+}
+
+AtlasPlan planAtlas(std::vector<HostImage> const& images, GreedyParams const& gp, AtlasRun const& run) {
+  AtlasPlan p{images, gp, run};
+  p.comm = run.comm != nullptr && run.comm->size() > 1 ? run.comm : nullptr;
+  p.local = int(images.size());
+  p.n = run.total > 0 ? run.total : p.local;
+  if (p.n < AtlasParams::kMinSubjects) throw InvalidArgument("atlas: at least two images are needed");
+  if (p.local < 1) throw InvalidArgument("atlas: this process holds no subject (more ranks than subjects)");
+  if (run.first < 0 || run.first + p.local > p.n)
+    throw InvalidArgument("atlas: subjects " + std::to_string(run.first) + ".." + std::to_string(run.first + p.local - 1) +
+                          " lie outside the cohort of " + std::to_string(p.n));
+  if (!p.comm && p.local != p.n) throw InvalidArgument("atlas: a partial cohort needs a process group");
+  p.g = images.front().geometry;
+  for (auto const& img : images)
+    if (!img.geometry.sameGrid(p.g)) throw InvalidArgument("atlas: the images are on different grids");
+  for (int f : gp.scales)
+    if (const std::string why = scaleMisfit(p.g, f); !why.empty()) throw InvalidArgument("atlas: " + why + " of " + describe(p.g));
+  if (gp.scales.back() != 1) throw InvalidArgument("atlas: the last scale factor must be 1");
+  if (std::int64_t(p.g.nx()) * p.g.ny() * p.g.nz() * 3 > 2147483647) throw InvalidArgument("atlas: more than (2^31 - 1) / 3 voxels");
+  p.keepV = atlasKeepsVelocity(gp.solver);
+  p.s0 = run.resume ? run.resume->scale : 0;
+  if (run.resume) checkResume(p, *run.resume);
+  p.resident = run.residentSubjects < 0 ? p.local : std::min(run.residentSubjects, p.local);
+  p.streamed = p.local - p.resident;
+  return p;
+}
+
+// The run's figures so far (a resumed run's start with the state's) and where its seconds went.
+struct AtlasTally {
+  AtlasResult result;
+  Clock::time_point start;
+  double before = 0.0;  // seconds of the runs before a resume
+  double setup = 0.0, reduce = 0.0;
+  double seconds() const { return before + since(start); }
+};
+
+AtlasTally startTally(Clock::time_point start, AtlasState const* resume) {
+  AtlasTally t;
+  t.start = start;
+  if (resume) {
+    t.result.history = resume->history;
+    t.result.refused = resume->refused;
+    t.result.iterations = int(resume->history.size());
+    t.result.resumedAt = t.result.iterations;
+    t.before = resume->seconds;
+  }
+  return t;
+}
+
+// The device buffers kept through every scale: the resident subjects' full-grid images (uploaded
+// at their first scale: the last scale's I_i, blurred and down-sampled for the coarser ones), the
+// shared blur workspace (a coarse first scale), the mismatch sums and the staged sums' buffer.
+template <class Exec>
+struct AtlasWorkspace {
+  std::vector<ImageView<MemOf<Exec>>> full;
+  ImageView<MemOf<Exec>> blurred;
+  Kokkos::View<double*, MemOf<Exec>> sse;  // per local subject: sum (W_i - T)^2 of the last centring
+  StagedRankSum<Exec> staged;
+};
+
+template <class Exec>
+AtlasWorkspace<Exec> allocateWorkspace(AtlasPlan const& p) {
+  AtlasWorkspace<Exec> ws;
+  ws.full.resize(std::size_t(p.resident));
+  if (p.gp.scales.front() > 1) ws.blurred = ImageView<MemOf<Exec>>("kortex::atlas::blurred", p.g.nz(), p.g.ny(), p.g.nx());
+  ws.sse = Kokkos::View<double*, MemOf<Exec>>("kortex::atlas::mismatch", std::size_t(p.local));
+  return ws;
+}
+
+// The streamed subjects: their state in (pinned) host memory between visits, the copy queue, two
+// device slots (the next subject's state is uploaded while the current one computes) and a
+// full-grid image buffer.
+template <class Exec>
+struct AtlasStreaming {
+  std::vector<StreamedSubject<Exec>> host;
+  std::unique_ptr<Exec> copy;  // its own stream on a device
+  ImageView<MemOf<Exec>> fullStage;
+  SubjectScale<MemOf<Exec>> slot[2];
+};
+
+template <class Exec>
+AtlasStreaming<Exec> allocateStreaming(Exec const& exec, AtlasPlan const& p) {
+  AtlasStreaming<Exec> st;
+  st.host.resize(std::size_t(p.streamed));
+  if (p.streamed > 0) {
+    st.copy = std::make_unique<Exec>(kx::partitionSpace(exec, 1).front());
+    st.fullStage = ImageView<MemOf<Exec>>(Kokkos::view_alloc(std::string("kortex::atlas::stream_image"), Kokkos::WithoutInitializing),
+                                          p.g.nz(), p.g.ny(), p.g.nx());
+  }
+  return st;
+}
+
+// One scale of the run: its index and factor, the previous scale's factor (0: none), its grid and
+// whether the run resumes here.
+struct AtlasScale {
+  int s, f, from;
+  GridExtents e;
+  int voxels;
+  bool resumeHere;
+};
+
+AtlasScale atlasScale(AtlasPlan const& p, int s) {
+  const int f = p.gp.scales[std::size_t(s)];
+  const GridExtents e = scaledExtents(p.g, f);
+  return AtlasScale{s, f, s > 0 ? p.gp.scales[std::size_t(s) - 1] : 0, e, int(e.voxels()), p.run.resume && s == p.s0};
+}
+
+// A resident subject at one scale.
+template <class Mem>
+struct ResidentSubject {
+  SubjectScale<Mem> s;
+  bool frozen = false;
+};
+
+// st.u (st.v) from the state of local subject i at a resumed scale; returns whether it is frozen.
+template <class Exec>
+bool resumeSubject(Exec const& exec, AtlasState const& r, AtlasScale const& sc, std::size_t i, SubjectScale<MemOf<Exec>> const& st) {
+  auto const& hu = r.u[i];
+  if (hu.extent(0) != 3 || int(hu.extent(1)) != sc.e.nz || int(hu.extent(2)) != sc.e.ny || int(hu.extent(3)) != sc.e.nx)
+    throw InvalidArgument("atlas: the state to resume from is not on the grid of scale " + std::to_string(sc.s + 1));
+  Kokkos::deep_copy(exec, st.u, hu);
+  if (st.v.data() != nullptr) Kokkos::deep_copy(exec, st.v, r.v[i]);
+  return r.frozen[i] != 0;
+}
+
+// The full-grid image of resident subject i on the device (uploaded on first use).
+template <class Exec>
+ImageView<MemOf<Exec>> residentImage(Exec const& exec, AtlasPlan const& p, int i, AtlasWorkspace<Exec>& ws) {
+  ImageView<MemOf<Exec>>& image = ws.full[std::size_t(i)];
+  if (image.size() == 0) {
+    image = ImageView<MemOf<Exec>>(Kokkos::view_alloc(std::string("kortex::atlas::image"), Kokkos::WithoutInitializing), p.g.nz(),
+                                   p.g.ny(), p.g.nx());
+    Kokkos::deep_copy(exec, image, p.images[std::size_t(i)].data);
+  }
+  return image;
+}
+
+// The resident subjects at scale sc: I_i (from the full-grid image), u_i and v_i (resumed,
+// up-sampled from `prev`, the previous scale's, or zero), W_i.
+template <class Exec>
+std::vector<ResidentSubject<MemOf<Exec>>> enterResident(Exec const& exec, AtlasPlan const& p, AtlasScale const& sc,
+                                                        std::vector<ResidentSubject<MemOf<Exec>>> const& prev,
+                                                        AtlasWorkspace<Exec>& ws) {
+  using Mem = MemOf<Exec>;
+  const SubjectScaleViews views{"", "kortex::atlas::W", "kortex::atlas::u", p.keepV ? "kortex::atlas::v" : "", false, true};
+  std::vector<ResidentSubject<Mem>> next(std::size_t(p.resident));
+  for (int i = 0; i < p.resident; ++i) {
+    const ImageView<Mem> image = residentImage(exec, p, i, ws);
+    ImageView<Mem> I = image;  // downsampleImage at factor 1 is a copy: the same values
+    if (sc.f != 1) {
+      I = ImageView<Mem>(Kokkos::view_alloc(std::string("kortex::atlas::I"), Kokkos::WithoutInitializing), sc.e.nz, sc.e.ny, sc.e.nx);
+      downsampleImage(exec, ConstImageView<Mem>(image), sc.f, ws.blurred, I);
+    }
+    ResidentSubject<Mem>& r = next[std::size_t(i)];
+    r.s = allocateSubjectScale<Mem>(sc.e, views);  // u, v zero
+    r.s.I = I;
+    if (sc.resumeHere)
+      r.frozen = resumeSubject(exec, *p.run.resume, sc, std::size_t(i), r.s);
+    else if (sc.from != 0)
+      carryFields(exec, prev[std::size_t(i)].s, sc.from, sc.f, r.s);
+    warpSnapped(exec, r.s.I, r.s.u, r.s.W);
+  }
+  return next;
+}
+
+// A scale's buffers shared by its subjects: the template and the previous one, the int64 sums of
+// the template and of the mean displacement, the mean displacement ubar, the velocity of solvers
+// that keep none per subject, and the greedy stepper (force, candidate, fluid solver).
+template <class Exec>
+struct AtlasShared {
+  using Flat = Kokkos::View<std::int64_t*, MemOf<Exec>>;
+  ImageView<MemOf<Exec>> T, Tprev;
+  Flat sum, ubarSum;
+  Field<MemOf<Exec>> ubar, vShared;
+  std::unique_ptr<GreedyStepper<Exec>> stepper;
+  Field<MemOf<Exec>> velocity(SubjectScale<MemOf<Exec>> const& st) const { return vShared.data() != nullptr ? vShared : st.v; }
+};
+
+// Allocated after the resident subjects' state (the previous scale's is freed by then: the peak
+// the memory model plans for); Tprev is the resumed state's template at a resumed scale.
+template <class Exec>
+AtlasShared<Exec> allocateShared(Exec const& exec, AtlasPlan const& p, AtlasScale const& sc) {
+  using Mem = MemOf<Exec>;
+  const int nz = sc.e.nz, ny = sc.e.ny, nx = sc.e.nx;
+  AtlasShared<Exec> sh;
+  sh.T = ImageView<Mem>("kortex::atlas::template", nz, ny, nx);
+  sh.Tprev = ImageView<Mem>("kortex::atlas::template_previous", nz, ny, nx);
+  if (sc.resumeHere) {
+    auto const& t = p.run.resume->templ;
+    if (int(t.extent(0)) != nz || int(t.extent(1)) != ny || int(t.extent(2)) != nx)
+      throw InvalidArgument("atlas: the state's template is not on the grid of scale " + std::to_string(sc.s + 1));
+    Kokkos::deep_copy(exec, sh.Tprev, t);
+  }
+  sh.sum = typename AtlasShared<Exec>::Flat("kortex::atlas::template_sum", std::size_t(sc.voxels));
+  sh.ubarSum = typename AtlasShared<Exec>::Flat("kortex::atlas::mean_displacement_sum", 3 * std::size_t(sc.voxels));
+  sh.ubar = Field<Mem>("kortex::atlas::mean_displacement", 3, nz, ny, nx);
+  if (!p.keepV) sh.vShared = Field<Mem>("kortex::atlas::v", 3, nz, ny, nx);
+  sh.stepper = std::make_unique<GreedyStepper<Exec>>(exec, sc.e, p.gp, GreedyStepper<Exec>::Use::Field);
+  return sh;
+}
+
+// Streamed subject i (local index) at scale sc in device slot `st`: I_i, u_i and v_i (resumed,
+// up-sampled through `prev` from its host state, or zero), then its host state replaced by
+// them and W_i added to `sum`.
+template <class Exec>
+void enterStreamedSubject(Exec const& exec, AtlasPlan const& p, AtlasScale const& sc, std::size_t i, ImageView<MemOf<Exec>> blurred,
+                          ImageView<MemOf<Exec>> fullStage, SubjectScale<MemOf<Exec>> const& prev,
+                          SubjectScale<MemOf<Exec>> const& st, StreamedSubject<Exec>& h, Kokkos::View<std::int64_t*, MemOf<Exec>> sum) {
+  using Mem = MemOf<Exec>;
+  const int nz = sc.e.nz, ny = sc.e.ny, nx = sc.e.nx;
+  Kokkos::deep_copy(exec, fullStage, p.images[i].data);
+  if (sc.f == 1)
+    Kokkos::deep_copy(exec, st.I, fullStage);
+  else
+    downsampleImage(exec, ConstImageView<Mem>(fullStage), sc.f, blurred, st.I);
+  if (sc.resumeHere) {
+    h.frozen = resumeSubject(exec, *p.run.resume, sc, i, st);
+  } else if (sc.from != 0) {
+    exec.fence();  // the previous subject's copies to its host buffers are done
+    Kokkos::deep_copy(exec, prev.u, h.u);
+    if (p.keepV) Kokkos::deep_copy(exec, prev.v, h.v);
+    carryFields(exec, prev, sc.from, sc.f, st);
+  } else {
+    zeroFields(exec, st);
+  }
+  exec.fence();  // nothing in flight reads the buffers replaced here
+  h.I = decltype(h.I)(Kokkos::view_alloc(std::string("kortex::atlas::host_I"), Kokkos::WithoutInitializing), nz, ny, nx);
+  h.u = decltype(h.u)(Kokkos::view_alloc(std::string("kortex::atlas::host_u"), Kokkos::WithoutInitializing), 3, nz, ny, nx);
+  if (p.keepV) h.v = decltype(h.v)(Kokkos::view_alloc(std::string("kortex::atlas::host_v"), Kokkos::WithoutInitializing), 3, nz, ny, nx);
+  warpSnapped(exec, st.I, st.u, st.W);
+  accumulateFlat(exec, {st.W.data()}, sum.data(), sc.voxels, "kortex::atlas::template_sum", true);
+  Kokkos::deep_copy(exec, h.I, st.I);
+  Kokkos::deep_copy(exec, h.u, st.u);
+  if (p.keepV) Kokkos::deep_copy(exec, h.v, st.v);
+}
+
+// The streamed subjects at scale sc: the device slots, then each subject through slot 0 (its
+// W_i into `sum`, zeroed first).
+template <class Exec>
+void enterStreamed(Exec const& exec, AtlasPlan const& p, AtlasScale const& sc, ImageView<MemOf<Exec>> blurred,
+                   Kokkos::View<std::int64_t*, MemOf<Exec>> sum, AtlasStreaming<Exec>& str) {
+  using Mem = MemOf<Exec>;
+  if (p.streamed == 0) return;
+  const SubjectScaleViews slotViews{"kortex::atlas::stream_I", "kortex::atlas::stream_W", "kortex::atlas::stream_u",
+                                    p.keepV ? "kortex::atlas::stream_v" : "", false, false};
+  for (auto& slot : str.slot) slot = allocateSubjectScale<Mem>(sc.e, slotViews);
+  SubjectScale<Mem> prev;  // the previous scale's u (v), from the host
+  if (sc.from != 0 && !sc.resumeHere)
+    prev = allocateSubjectScale<Mem>(scaledExtents(p.g, sc.from),
+                                     {"", "", "kortex::atlas::stream_previous_u", p.keepV ? "kortex::atlas::stream_previous_v" : ""});
+  Kokkos::deep_copy(exec, sum, std::int64_t(0));
+  for (int j = 0; j < p.streamed; ++j)
+    enterStreamedSubject(exec, p, sc, std::size_t(p.resident + j), blurred, str.fullStage, prev, str.slot[0],
+                         str.host[std::size_t(j)], sum);
+  exec.fence();
+}
+
+// Streams the streamed subjects through the device slots: body(state, frozen, j) runs on the
+// device copy of subject resident + j (uploaded by then; warpFirst: W_i recomputed from I_i and
+// u_i), then u_i (v_i) go back. The next subject's upload runs on the copy queue meanwhile.
+template <class Exec, class Body>
+void forStreamed(Exec const& exec, AtlasStreaming<Exec>& str, bool warpFirst, Body&& body) {
+  using Mem = MemOf<Exec>;
+  const int count = int(str.host.size());
+  if (count == 0) return;
+  Exec const& copy = *str.copy;
+  auto upload = [&](int j, SubjectScale<Mem> const& st) {
+    StreamedSubject<Exec> const& h = str.host[std::size_t(j)];
+    Kokkos::deep_copy(copy, st.I, h.I);
+    Kokkos::deep_copy(copy, st.u, h.u);
+    if (st.v.data() != nullptr) Kokkos::deep_copy(copy, st.v, h.v);
+  };
+  exec.fence();
+  upload(0, str.slot[0]);
+  for (int j = 0; j < count; ++j) {
+    SubjectScale<Mem>& st = str.slot[j % 2];
+    copy.fence();  // this subject's upload (and the last download) done
+    if (j + 1 < count) upload(j + 1, str.slot[(j + 1) % 2]);
+    StreamedSubject<Exec>& h = str.host[std::size_t(j)];
+    if (warpFirst) warpSnapped(exec, st.I, st.u, st.W);
+    body(st, h.frozen, j);
+    exec.fence();
+    Kokkos::deep_copy(copy, h.u, st.u);
+    if (st.v.data() != nullptr) Kokkos::deep_copy(copy, h.v, st.v);
+  }
+  copy.fence();
+}
+
+// T = the fixed-point mean of every W_i over the ranks. Streaming: `sum` holds the streamed
+// subjects' terms already (set-up or the last centring). Returns the seconds of the sums over ranks.
+template <class Exec>
+double averageTemplate(Exec const& exec, AtlasPlan const& p, AtlasScale const& sc,
+                       std::vector<ResidentSubject<MemOf<Exec>>> const& resident, AtlasShared<Exec>& sh,
+                       StagedRankSum<Exec>& staged) {
+  kx::ScopedRegion region("kortex::atlas::average");
+  const bool streaming = p.streamed > 0;
+  std::vector<const float*> w;
+  for (auto const& r : resident) w.push_back(r.s.W.data());
+  accumulateFlat(exec, w, sh.sum.data(), sc.voxels, "kortex::atlas::template_sum", streaming);
+  const double seconds = reduceRanks(exec, p.comm, sh.sum, staged);
+  meanFlat(exec, sh.sum.data(), p.n, sh.T.data(), sc.voxels, "kortex::atlas::template_mean");
+  if (streaming) Kokkos::deep_copy(exec, sh.sum, std::int64_t(0));
+  return seconds;
+}
+
+// ubar = the fixed-point mean of every u_i over the ranks. Streaming: `ubarSum` holds the
+// streamed subjects' terms already. Returns the seconds of the sums over ranks.
+template <class Exec>
+double meanDisplacement(Exec const& exec, AtlasPlan const& p, AtlasScale const& sc,
+                        std::vector<ResidentSubject<MemOf<Exec>>> const& resident, AtlasShared<Exec>& sh,
+                        StagedRankSum<Exec>& staged) {
+  std::vector<const float*> terms;
+  for (auto const& r : resident) terms.push_back(r.s.u.data());
+  accumulateFlat(exec, terms, sh.ubarSum.data(), 3 * sc.voxels, "kortex::atlas::mean_displacement_sum", p.streamed > 0);
+  const double seconds = reduceRanks(exec, p.comm, sh.ubarSum, staged);
+  meanFlat(exec, sh.ubarSum.data(), p.n, sh.ubar.data(), 3 * sc.voxels, "kortex::atlas::mean_displacement");
+  return seconds;
+}
+
+// One iteration's figures per subject of the cohort, summed over the ranks in one call:
+// [sse_i | refused_i | minJ_i | frozen_i].
+struct IterationSlots {
+  explicit IterationSlots(int subjects) : n(std::size_t(subjects)), v(4 * n, 0.0) {}
+  std::size_t n;
+  std::vector<double> v;
+  double& sse(std::size_t i) { return v[i]; }
+  double& refused(std::size_t i) { return v[n + i]; }
+  double& minJ(std::size_t i) { return v[2 * n + i]; }
+  double& frozen(std::size_t i) { return v[3 * n + i]; }
+};
+
+// Spec step 2 for one subject (its W_i current): the greedy step against the template, its
+// refused candidates added to `refused`; a subject whose step folds at every size is frozen, one
+// whose velocity is zero stays.
+template <class Exec>
+void stepSubject(SubjectScale<MemOf<Exec>>& st, bool& frozen, AtlasShared<Exec>& sh, bool first, bool coldStart, double& refused) {
+  using Mem = MemOf<Exec>;
+  if (frozen) return;
+  kx::ScopedRegion region("kortex::atlas::step");
+  Field<Mem> v = sh.velocity(st);
+  sh.stepper->computeForce(ConstImageView<Mem>(st.W), ConstImageView<Mem>(sh.T));
+  sh.stepper->solve(v, first, coldStart);
+  const GreedyStepOutcome o = sh.stepper->stepField(st.u, ConstField<Mem>(v));
+  refused += double(o.refused);
+  if (!o.zeroVelocity && !o.accepted) frozen = true;
+}
+
+// Spec step 3 for one subject (ubar current), then W_i and its sum (W_i - T)^2 into the device
+// scalar `sse` (read back once per iteration by collectMismatch); its figures into the slots of
+// global subject gi.
+template <class Exec>
+void centreSubject(Exec const& exec, SubjectScale<MemOf<Exec>>& st, bool frozen, AtlasShared<Exec>& sh,
+                   Kokkos::View<double, MemOf<Exec>> sse, std::size_t gi, IterationSlots& slots) {
+  using Mem = MemOf<Exec>;
+  kx::ScopedRegion region("kortex::atlas::centre");
+  // The candidate is warped and checked in one pass; a folded one (rare) is dropped and W warped
+  // again from the u kept.
+  Field<Mem> cand = sh.stepper->composeCandidate(ConstField<Mem>(st.u), ConstField<Mem>(sh.ubar));
+  const CentreSums c = warpSnapChecked(exec, st.I, cand, st.W, ConstImageView<Mem>(sh.T));
+  float jKept = c.minJ;
+  if (c.minJ > 0.0f) {
+    sh.stepper->keepCandidate(st.u);
+    Kokkos::deep_copy(exec, sse, c.sse);
+  } else {
+    slots.refused(gi) += 1.0;
+    warpSnapped(exec, st.I, st.u, st.W, ConstImageView<Mem>(sh.T), sse);
+    jKept = minJacobian(exec, ConstField<Mem>(st.u));
+  }
+  slots.minJ(gi) = double(jKept);
+  slots.frozen(gi) = frozen ? 1.0 : 0.0;
+}
+
+// Every local subject's mean (W_i - T)^2 into its slot.
+template <class Exec>
+void collectMismatch(Exec const& exec, Kokkos::View<double*, MemOf<Exec>> sse, int first, int voxels, IterationSlots& slots) {
+  auto h = Kokkos::create_mirror_view(sse);
+  Kokkos::deep_copy(exec, h, sse);
+  exec.fence();
+  for (std::size_t li = 0; li < sse.size(); ++li) slots.sse(std::size_t(first) + li) = h(li) / double(voxels);
+}
+
+// The slots summed over the ranks; returns the seconds spent.
+double reduceSlots(Communicator* comm, std::vector<double>& slots) {
+  if (!comm) return 0.0;
+  kx::ScopedRegion region("kortex::atlas::reduce");
+  const auto t0 = Clock::now();
+  comm->sum(slots.data(), slots.size());
+  return since(t0);
+}
+
+// The iteration's figures over every subject of every rank, into the tally and to the progress.
+void recordIteration(AtlasIteration rec, IterationSlots& slots, AtlasRun const& run, AtlasTally& tally) {
+  double sse = 0.0, refused = 0.0, frozen = 0.0;
+  float minJ = 3.4e38f;
+  for (std::size_t i = 0; i < slots.n; ++i) {
+    sse += slots.sse(i);
+    refused += slots.refused(i);
+    minJ = std::min(minJ, float(slots.minJ(i)));
+    frozen += slots.frozen(i);
+  }
+  rec.mismatch = std::sqrt(sse / double(slots.n));
+  rec.refused = int(refused);
+  rec.minJacobian = minJ;
+  rec.frozen = int(frozen);
+  rec.seconds = tally.seconds();
+  tally.result.refused += rec.refused;
+  ++tally.result.iterations;
+  tally.result.history.push_back(rec);
+  if (run.progress) run.progress(rec);
+}
+
+// The state a run resumes from after iteration `it` of scale sc, on the host.
+template <class Exec>
+AtlasState atlasState(AtlasScale const& sc, int it, std::vector<ResidentSubject<MemOf<Exec>>> const& resident,
+                      AtlasStreaming<Exec> const& str, ImageView<MemOf<Exec>> T, AtlasTally const& tally) {
+  AtlasState state;
+  state.scale = sc.s;
+  state.iteration = it;
+  for (auto const& r : resident) {
+    state.frozen.push_back(r.frozen ? 1 : 0);
+    state.u.push_back(hostCopy(r.s.u));
+    if (r.s.v.data() != nullptr) state.v.push_back(hostCopy(r.s.v));
+  }
+  for (auto const& h : str.host) {
+    state.frozen.push_back(h.frozen ? 1 : 0);
+    state.u.push_back(hostCopy(h.u));  // a copy: on host back ends h.u is itself host memory
+    if (h.v.data() != nullptr) state.v.push_back(hostCopy(h.v));
+  }
+  state.templ = Kokkos::View<float***, Kokkos::LayoutRight, Kokkos::HostSpace>("kortex::atlas::state_template", sc.e.nz, sc.e.ny,
+                                                                                sc.e.nx);
+  Kokkos::deep_copy(state.templ, T);
+  state.history = tally.result.history;
+  state.refused = tally.result.refused;
+  state.seconds = tally.seconds();
+  return state;
+}
+
+template <class Exec>
+void checkpoint(Exec const& exec, AtlasRun const& run, AtlasScale const& sc, int it,
+                std::vector<ResidentSubject<MemOf<Exec>>> const& resident, AtlasStreaming<Exec> const& str,
+                ImageView<MemOf<Exec>> T, AtlasTally& tally) {
+  kx::ScopedRegion region("kortex::atlas::checkpoint");
+  exec.fence();
+  const auto t0 = Clock::now();
+  run.checkpoint(atlasState(sc, it, resident, str, T, tally));
+  tally.setup += since(t0);
+}
+
+// One iteration of the spec over every subject (resident, then streamed), its record and checkpoint.
+template <class Exec>
+void iterate(Exec const& exec, AtlasPlan const& p, AtlasScale const& sc, int it,
+             std::vector<ResidentSubject<MemOf<Exec>>>& resident, AtlasStreaming<Exec>& str, AtlasShared<Exec>& sh,
+             AtlasWorkspace<Exec>& ws, AtlasTally& tally) {
+  using Mem = MemOf<Exec>;
+  const std::size_t first = std::size_t(p.run.first), nRes = std::size_t(p.resident);
+  const bool firstIt = it == 1, coldStart = firstIt && sc.from == 0;
+  AtlasIteration rec;
+  rec.scale = sc.s;
+  rec.factor = sc.f;
+  rec.iteration = it;
+  IterationSlots slots(p.n);
+  tally.reduce += averageTemplate(exec, p, sc, resident, sh, ws.staged);
+  rec.templateChange = firstIt ? 0.0 : imageRmse(exec, ConstImageView<Mem>(sh.T), ConstImageView<Mem>(sh.Tprev));
+  Kokkos::deep_copy(exec, sh.Tprev, sh.T);
+  for (std::size_t i = 0; i < nRes; ++i) stepSubject(resident[i].s, resident[i].frozen, sh, firstIt, coldStart, slots.refused(first + i));
+  // Centring (spec step 3): u_i <- u_i(x + ubar) - ubar. The streamed subjects add their u_i
+  // to the sum as they pass; the sums are integers, so the order does not matter.
+  if (p.streamed > 0) Kokkos::deep_copy(exec, sh.ubarSum, std::int64_t(0));
+  forStreamed(exec, str, true, [&](SubjectScale<Mem>& st, bool& frozen, int j) {
+    stepSubject(st, frozen, sh, firstIt, coldStart, slots.refused(first + nRes + std::size_t(j)));
+    accumulateFlat(exec, {st.u.data()}, sh.ubarSum.data(), 3 * sc.voxels, "kortex::atlas::mean_displacement_sum", true);
+  });
+  tally.reduce += meanDisplacement(exec, p, sc, resident, sh, ws.staged);
+  for (std::size_t i = 0; i < nRes; ++i)
+    centreSubject(exec, resident[i].s, resident[i].frozen, sh, Kokkos::subview(ws.sse, i), first + i, slots);
+  // The streamed subjects' new W_i go into the next template's sum at once (averageTemplate adds
+  // the resident ones).
+  forStreamed(exec, str, false, [&](SubjectScale<Mem>& st, bool& frozen, int j) {
+    const std::size_t li = nRes + std::size_t(j);
+    centreSubject(exec, st, frozen, sh, Kokkos::subview(ws.sse, li), first + li, slots);
+    accumulateFlat(exec, {st.W.data()}, sh.sum.data(), sc.voxels, "kortex::atlas::template_sum", true);
+  });
+  collectMismatch(exec, ws.sse, p.run.first, sc.voxels, slots);
+  tally.reduce += reduceSlots(p.comm, slots.v);
+  recordIteration(rec, slots, p.run, tally);
+  if (p.run.checkpoint && p.run.checkpointEvery > 0 && tally.result.iterations % p.run.checkpointEvery == 0)
+    checkpoint(exec, p.run, sc, it, resident, str, sh.T, tally);
+}
+
+// Every local subject's final field: into `fields` (run.returnFields), its min det into its slot
+// of `minJ` (per subject of the cohort), and into the returned fixed-point sum of the fields.
+template <class Exec>
+Kokkos::View<std::int64_t*, MemOf<Exec>> finalFields(Exec const& exec, AtlasPlan const& p,
+                                                     std::vector<ResidentSubject<MemOf<Exec>>> const& resident,
+                                                     AtlasStreaming<Exec>& str, std::vector<VectorField<Kokkos::HostSpace>>& fields,
+                                                     std::vector<double>& minJ) {
+  using Mem = MemOf<Exec>;
+  const int voxels = int(p.g.nz() * p.g.ny() * p.g.nx());
+  const bool streaming = p.streamed > 0;
+  std::vector<const float*> terms;
+  Kokkos::View<std::int64_t*, Mem> uSum("kortex::atlas::final_displacement_sum", 3 * std::size_t(voxels));
+  for (int i = 0; i < p.resident; ++i) {
+    Field<Mem> const& u = resident[std::size_t(i)].s.u;
+    if (p.run.returnFields) {
+      fields.emplace_back("atlas displacement", p.g);
+      Kokkos::deep_copy(fields.back().data, u);
+    }
+    minJ[std::size_t(p.run.first + i)] = double(minJacobian(exec, ConstField<Mem>(u)));
+    terms.push_back(u.data());
+  }
+  if (streaming) Kokkos::deep_copy(exec, uSum, std::int64_t(0));
+  for (int j = 0; j < p.streamed; ++j) {
+    StreamedSubject<Exec> const& h = str.host[std::size_t(j)];
+    Field<Mem> const& u = str.slot[0].u;
+    Kokkos::deep_copy(exec, u, h.u);
+    if (p.run.returnFields) {
+      fields.emplace_back("atlas displacement", p.g);
+      Kokkos::deep_copy(fields.back().data, h.u);
+    }
+    minJ[std::size_t(p.run.first + p.resident + j)] = double(minJacobian(exec, ConstField<Mem>(u)));
+    accumulateFlat(exec, {u.data()}, uSum.data(), 3 * voxels, "kortex::atlas::final_displacement_sum", true);
+  }
+  accumulateFlat(exec, terms, uSum.data(), 3 * voxels, "kortex::atlas::final_displacement_sum", streaming);
+  return uSum;
+}
+
+// The outputs (the template T, every local subject's field) and the final statistics.
+template <class Exec>
+AtlasResult finishAtlas(Exec const& exec, AtlasPlan const& p, ImageView<MemOf<Exec>> T,
+                        std::vector<ResidentSubject<MemOf<Exec>>> const& resident, AtlasStreaming<Exec>& str,
+                        AtlasWorkspace<Exec>& ws, AtlasTally& tally, HostImage& templ,
+                        std::vector<VectorField<Kokkos::HostSpace>>& fields) {
+  exec.fence();
+  const auto tOut = Clock::now();
+  templ = HostImage("atlas template", p.g);
+  Kokkos::deep_copy(templ.data, T);
+  fields.clear();
+  ws.full.clear();
+  const int voxels = int(p.g.nz() * p.g.ny() * p.g.nx());
+  std::vector<double> minJ(std::size_t(p.n), 0.0);
+  const auto uSum = finalFields(exec, p, resident, str, fields, minJ);
+  tally.reduce += reduceRanks(exec, p.comm, uSum, ws.staged);
+  tally.reduce += reduceSlots(p.comm, minJ);
+  AtlasResult& result = tally.result;
+  result.minJacobian = 3.4e38f;
+  for (double j : minJ) result.minJacobian = std::min(result.minJacobian, float(j));
+  double ss = 0.0;
+  Kokkos::parallel_reduce("kortex::atlas::mean_displacement_norm", Kokkos::RangePolicy<Exec, Kokkos::IndexType<int>>(exec, 0, voxels),
+                          MeanNormFunctor{uSum.data(), voxels, p.n}, ss);
+  result.meanDisplacementRms = std::sqrt(ss / double(voxels));
+  exec.fence();
+  tally.setup += since(tOut);
+  result.seconds = tally.seconds();
+  result.secondsSetup = tally.setup;
+  result.secondsReduce = tally.reduce;
+  result.secondsCompute = std::max(0.0, since(tally.start) - tally.setup - tally.reduce);
+  result.streamed = p.streamed;
+  return result;
+}
 
 }  // namespace
 
 template <class Exec>
 AtlasResult buildAtlas(Exec const& exec, std::vector<HostImage> const& images, AtlasParams const& params,
                        HostImage& templ, std::vector<VectorField<Kokkos::HostSpace>>& fields, AtlasRun const& run) {
-  return AtlasBuilder<Exec>(exec, images, params, run).build(templ, fields);
+  using Mem = MemOf<Exec>;
+  const auto start = Clock::now();
+  const AtlasPlan p = planAtlas(images, params.greedy, run);
+  AtlasTally tally = startTally(start, run.resume);
+  AtlasWorkspace<Exec> ws = allocateWorkspace<Exec>(p);
+  AtlasStreaming<Exec> str = allocateStreaming(exec, p);
+  std::vector<ResidentSubject<Mem>> resident;
+  ImageView<Mem> T;  // the last scale's template
+  for (int s = p.s0; s < int(p.gp.scales.size()); ++s) {
+    kx::ScopedRegion region("kortex::atlas::scale");
+    exec.fence();
+    const auto tScale = Clock::now();
+    const AtlasScale sc = atlasScale(p, s);
+    resident = enterResident(exec, p, sc, resident, ws);  // the previous scale's state is freed here
+    AtlasShared<Exec> sh = allocateShared(exec, p, sc);
+    enterStreamed(exec, p, sc, ws.blurred, sh.sum, str);
+    exec.fence();
+    tally.setup += since(tScale);
+    const int startIt = sc.resumeHere ? run.resume->iteration + 1 : 1;
+    for (int it = startIt; it <= p.gp.iterations[std::size_t(s)]; ++it) iterate(exec, p, sc, it, resident, str, sh, ws, tally);
+    if (s + 1 == int(p.gp.scales.size())) {
+      tally.reduce += averageTemplate(exec, p, sc, resident, sh, ws.staged);
+      T = sh.T;
+    }
+  }
+  return finishAtlas(exec, p, T, resident, str, ws, tally, templ, fields);
 }
 
 #define KORTEX_INSTANTIATE_ATLAS(SPACE)                                                                       \

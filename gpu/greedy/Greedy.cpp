@@ -8,6 +8,7 @@
 #include "gpu/gaussian/Gaussian.hpp"
 #include "gpu/greedy/GreedyStepper.hpp"
 #include "gpu/greedy/detail/GreedyKernels.hpp"
+#include "gpu/greedy/detail/SubjectScale.hpp"
 #include "gpu/imageops/ImageOps.hpp"
 
 namespace kortex::gpu {
@@ -293,16 +294,18 @@ Field<typename Exec::memory_space> GreedyStepper<Exec>::composeCandidate(ConstFi
 
 // ---- the registration -----------------------------------------------------------------------------
 
+// A scale grid's moving-image state (I0 = the subject's I), fixed image and GreedyStepper.
 template <class Exec>
 struct GreedyRegistration<Exec>::Scale {
   int factor;
-  ImageView<memory_space> I0, I1, W;
-  Field<memory_space> u, v;
+  SubjectScale<memory_space> m;
+  ImageView<memory_space> I1;
   GreedyStepper<Exec> stepper;
   Scale(Exec const& exec, int fct, GridExtents e, GreedyParams const& p)
-      : factor(fct), I0("kortex::greedy::I0", e.nz, e.ny, e.nx), I1("kortex::greedy::I1", e.nz, e.ny, e.nx),
-        W("kortex::greedy::W", e.nz, e.ny, e.nx), u("kortex::greedy::u", 3, e.nz, e.ny, e.nx),
-        v("kortex::greedy::v", 3, e.nz, e.ny, e.nx), stepper(exec, e, p, GreedyStepper<Exec>::Use::Image) {}
+      : factor(fct),
+        m(allocateSubjectScale<memory_space>(
+            e, {"kortex::greedy::I0", "kortex::greedy::W", "kortex::greedy::u", "kortex::greedy::v"})),
+        I1("kortex::greedy::I1", e.nz, e.ny, e.nx), stepper(exec, e, p, GreedyStepper<Exec>::Use::Image) {}
 };
 
 template <class Exec>
@@ -327,16 +330,13 @@ GreedyRegistration<Exec>::~GreedyRegistration() = default;
 template <class Exec>
 void GreedyRegistration<Exec>::enterScale(Scale& S, Scale const* prev, ConstImageView<memory_space> moving,
                                           ConstImageView<memory_space> fixed) {
-  downsampleImage(exec_, moving, S.factor, blurred_, S.I0);
+  downsampleImage(exec_, moving, S.factor, blurred_, S.m.I);
   downsampleImage(exec_, fixed, S.factor, blurred_, S.I1);
-  if (prev) {
-    upsampleField(exec_, prev->u, prev->factor, S.factor, S.u);
-    upsampleField(exec_, prev->v, prev->factor, S.factor, S.v);
-  } else {
-    Kokkos::deep_copy(exec_, S.u, 0.0f);
-    Kokkos::deep_copy(exec_, S.v, 0.0f);
-  }
-  warp(exec_, S.I0, S.u, S.W);
+  if (prev)
+    carryFields(exec_, prev->m, prev->factor, S.factor, S.m);
+  else
+    zeroFields(exec_, S.m);
+  warp(exec_, S.m.I, S.m.u, S.m.W);
 }
 
 template <class Exec>
@@ -363,7 +363,7 @@ GreedyResult GreedyRegistration<Exec>::run(ConstImageView<memory_space> moving, 
     enterScale(S, prev, moving, fixed);
     GreedyScaleResult sr;
     sr.factor = S.factor;
-    sr.rmseStart = imageRmse(exec_, S.W, S.I1);
+    sr.rmseStart = imageRmse(exec_, S.m.W, S.I1);
     sr.rmseEnd = sr.rmseStart;
     const double voxels = double(S.I1.size());
     for (int it = 1; it <= params_.iterations[s]; ++it) {
@@ -372,9 +372,9 @@ GreedyResult GreedyRegistration<Exec>::run(ConstImageView<memory_space> moving, 
       rec.factor = S.factor;
       rec.iteration = it;
       kx::ScopedRegion stepRegion("kortex::greedy::step");
-      if (!S.stepper.forceFromStep() || it == 1) S.stepper.computeForce(S.W, S.I1);
-      rec.solve = S.stepper.solve(S.v, it == 1, false);  // v is zero on the first scale already
-      const GreedyStepOutcome step = S.stepper.stepImage(S.I0, S.I1, S.u, S.v, S.W);
+      if (!S.stepper.forceFromStep() || it == 1) S.stepper.computeForce(S.m.W, S.I1);
+      rec.solve = S.stepper.solve(S.m.v, it == 1, false);  // v is zero on the first scale already
+      const GreedyStepOutcome step = S.stepper.stepImage(S.m.I, S.I1, S.m.u, S.m.v, S.m.W);
       sr.iterations = it;
       rec.refused = step.refused;
       if (step.accepted) {
@@ -396,7 +396,7 @@ GreedyResult GreedyRegistration<Exec>::run(ConstImageView<memory_space> moving, 
     result.scales.push_back(sr);
     prev = &S;
   }
-  Kokkos::deep_copy(exec_, uOut, prev->u);
+  Kokkos::deep_copy(exec_, uOut, prev->m.u);
   result.minJacobian = minJacobian(exec_, uOut);
   result.seconds = elapsed();
   return result;
