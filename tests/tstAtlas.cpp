@@ -513,6 +513,41 @@ BOOST_AUTO_TEST_CASE_TEMPLATE(kokkos_streamed_subjects_give_the_same_bits, Space
   }
 }
 
+BOOST_AUTO_TEST_CASE_TEMPLATE(kokkos_frozen_subjects_thaw_at_the_next_scale_streamed_or_not, Space, test::ExecutionSpaces) {
+  // A subject frozen at a coarse scale (its step folded at every size) steps again at the next
+  // scale, as in the reference, whether it is resident or streamed: the same bits either way. The
+  // freeze is set through a checkpoint taken at the coarse scale.
+  Space exec;
+  const auto imgs = cohort(16);
+  AtlasParams p = smallParams();
+  p.greedy.iterations = {3, 4};
+  std::vector<gpu::AtlasState> states;
+  gpu::AtlasRun run;
+  run.checkpointEvery = 2;
+  run.checkpoint = [&](gpu::AtlasState const& st) { states.push_back(st); };
+  HostImage t;
+  std::vector<VectorField<Kokkos::HostSpace>> f;
+  gpu::buildAtlas(exec, imgs, p, t, f, run);
+  BOOST_TEST_REQUIRE(states.size() >= 1u);
+  gpu::AtlasState frozen = states[0];  // after iteration 2, at the coarse scale
+  BOOST_TEST_REQUIRE(frozen.frozen.size() == imgs.size());
+  frozen.frozen[1] = 1;
+  HostImage tResident, tStreamed;
+  std::vector<VectorField<Kokkos::HostSpace>> fResident, fStreamed;
+  gpu::AtlasRun resident;
+  resident.resume = &frozen;
+  const AtlasResult a = gpu::buildAtlas(exec, imgs, p, tResident, fResident, resident);
+  gpu::AtlasRun streamed = resident;
+  streamed.residentSubjects = 0;
+  const AtlasResult b = gpu::buildAtlas(exec, imgs, p, tStreamed, fStreamed, streamed);
+  BOOST_TEST(b.streamed == int(imgs.size()));
+  BOOST_TEST(test::maxAbsDifference(tStreamed, tResident) == 0.0);
+  BOOST_TEST_REQUIRE(fStreamed.size() == fResident.size());
+  for (std::size_t i = 0; i < fStreamed.size(); ++i) BOOST_TEST(maxDiff(fStreamed[i].data, fResident[i].data) == 0.0);
+  BOOST_TEST(a.history.back().frozen == 0);
+  BOOST_TEST(b.history.back().frozen == 0);
+}
+
 namespace {
 // Bytes the model may differ from the peak by: the scalar Views' rounding (a float scalar is
 // reported as 8 bytes or as 4), and nothing else: every voxel-sized View is counted exactly.

@@ -542,6 +542,7 @@ void enterStreamedSubject(Exec const& exec, AtlasPlan const& p, AtlasScale const
     Kokkos::deep_copy(exec, st.I, fullStage);
   else
     downsampleImage(exec, ConstImageView<Mem>(fullStage), sc.f, blurred, st.I);
+  h.frozen = false;  // a subject frozen at the previous scale steps again at this one (as a resident one)
   if (sc.resumeHere) {
     h.frozen = resumeSubject(exec, *p.run.resume, sc, i, st);
   } else if (sc.from != 0) {
