@@ -444,6 +444,21 @@ BOOST_AUTO_TEST_CASE_TEMPLATE(kokkos_resume_gives_the_same_bits, Space, test::Ex
   }
 }
 
+namespace {
+// The states an all-resident run checkpoints every `every` iterations.
+template <class Space>
+std::vector<gpu::AtlasState> checkpointStates(Space const& exec, std::vector<HostImage> const& imgs, AtlasParams const& p, int every) {
+  std::vector<gpu::AtlasState> states;
+  gpu::AtlasRun run;
+  run.checkpointEvery = every;
+  run.checkpoint = [&](gpu::AtlasState const& st) { states.push_back(st); };
+  HostImage t;
+  std::vector<VectorField<Kokkos::HostSpace>> f;
+  gpu::buildAtlas(exec, imgs, p, t, f, run);
+  return states;
+}
+}  // namespace
+
 BOOST_AUTO_TEST_CASE_TEMPLATE(kokkos_streamed_subjects_give_the_same_bits, Space, test::ExecutionSpaces) {
   // Subjects streamed from host memory through the two device slots give the template, fields
   // and statistics of the all-resident run bit for bit, for any split into resident and streamed
@@ -492,13 +507,7 @@ BOOST_AUTO_TEST_CASE_TEMPLATE(kokkos_streamed_subjects_give_the_same_bits, Space
       }
     }
     // Streamed run resumed from an all-resident run's state.
-    std::vector<gpu::AtlasState> states;
-    gpu::AtlasRun run;
-    run.checkpointEvery = 2;
-    run.checkpoint = [&](gpu::AtlasState const& st) { states.push_back(st); };
-    HostImage t;
-    std::vector<VectorField<Kokkos::HostSpace>> f;
-    gpu::buildAtlas(exec, imgs, p, t, f, run);
+    const std::vector<gpu::AtlasState> states = checkpointStates(exec, imgs, p, 2);
     BOOST_TEST_REQUIRE(states.size() >= 2u);
     gpu::AtlasRun streamedResume;
     streamedResume.resume = &states[1];
@@ -521,13 +530,7 @@ BOOST_AUTO_TEST_CASE_TEMPLATE(kokkos_frozen_subjects_thaw_at_the_next_scale_stre
   const auto imgs = cohort(16);
   AtlasParams p = smallParams();
   p.greedy.iterations = {3, 4};
-  std::vector<gpu::AtlasState> states;
-  gpu::AtlasRun run;
-  run.checkpointEvery = 2;
-  run.checkpoint = [&](gpu::AtlasState const& st) { states.push_back(st); };
-  HostImage t;
-  std::vector<VectorField<Kokkos::HostSpace>> f;
-  gpu::buildAtlas(exec, imgs, p, t, f, run);
+  const std::vector<gpu::AtlasState> states = checkpointStates(exec, imgs, p, 2);
   BOOST_TEST_REQUIRE(states.size() >= 1u);
   gpu::AtlasState frozen = states[0];  // after iteration 2, at the coarse scale
   BOOST_TEST_REQUIRE(frozen.frozen.size() == imgs.size());
