@@ -65,11 +65,13 @@ std::int64_t surfaceBandSize(HostImage const& phi, float band) {
   return count;
 }
 
+namespace {
+
+// The denoise stage: phi in memory, the job validated (its params, backend, memory cap, progress);
+// what depends on phi (3D, finite, the band's size and memory) checked here.
 HostImage surfaceDenoise(HostImage const& phi, SurfaceJob const& job, SurfaceRun* run) {
   SurfaceNlmParams const& params = job.params;
-  params.validate();
   if (phi.geometry.dimension != 3) throw InvalidArgument("surface: phi must be a 3D image");
-  requireMemoryCap(job.maxMemoryMiB, "surface");
   requireFinite(phi, "surface: phi");
   const std::int64_t n = surfaceBandSize(phi, params.band);
   if (n == 0)
@@ -121,6 +123,8 @@ HostImage surfaceDenoise(HostImage const& phi, SurfaceJob const& job, SurfaceRun
   if (run) *run = r;
   return out;
 }
+
+}  // namespace
 
 SurfaceInputKind parseSurfaceInputKind(std::string const& s) {
   if (s == "mask") return SurfaceInputKind::Mask;

@@ -82,9 +82,6 @@ struct SurfaceRun {
 // The narrow band's size |phi| <= band (host count).
 std::int64_t surfaceBandSize(HostImage const& phi, float band);
 
-// The denoising of phi in memory (the job's params, backend, maxMemoryMiB and progress).
-HostImage surfaceDenoise(HostImage const& phi, SurfaceJob const& job, SurfaceRun* run = nullptr);
-
 // The job: check, phi, denoise, mesh, write.
 SurfaceJobResult runSurfaceJob(SurfaceJob const& job, SurfaceRun* run = nullptr);
 

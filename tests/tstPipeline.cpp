@@ -247,28 +247,37 @@ BOOST_AUTO_TEST_CASE(surface_job_checks_once_before_running) {
     BOOST_TEST_CONTEXT(toString(b)) {
       pipeline::SurfaceJob job;
       job.backend = b;
+      job.inputKind = pipeline::SurfaceInputKind::Phi;
+      job.keepResult = true;
+      auto denoise = [&](HostImage const& phi, pipeline::SurfaceRun* run = nullptr) {
+        job.input = pipeline::ImageInput{{}, phi};
+        return pipeline::runSurfaceJob(job, run);
+      };
       HostImage far("kortex::test::Pipeline::far", Geometry::make3D(8, 8, 8));
       Kokkos::deep_copy(far.data, 5.0f);
-      expectRefused([&] { pipeline::surfaceDenoise(far, job); }, "is empty");
+      expectRefused([&] { denoise(far); }, "is empty");
       HostImage phi = tinyBandPhi();
-      expectRefused([&] { pipeline::surfaceDenoise(phi, job); }, "smaller than the band size 8");  // m = 96
+      expectRefused([&] { denoise(phi); }, "smaller than the band size 8");  // m = 96
       job.params.neighbors = 4;
       job.maxMemoryMiB = 1000.0 / 1048576.0;  // 1000 bytes
-      expectRefused([&] { pipeline::surfaceDenoise(phi, job); }, "is available");
+      expectRefused([&] { denoise(phi); }, "is available");
       job.maxMemoryMiB = 0.0;
       pipeline::SurfaceRun run;
-      BOOST_CHECK_NO_THROW(pipeline::surfaceDenoise(phi, job, &run));
+      BOOST_CHECK_NO_THROW(denoise(phi, &run));
       BOOST_TEST(run.bandSize == 8);
       BOOST_TEST((run.backend == b));
       phi.data(5, 5, 5) = kNaN;
-      expectRefused([&] { pipeline::surfaceDenoise(phi, job); }, "NaN or Inf voxel at (x=5, y=5, z=5)");
+      expectRefused([&] { denoise(phi); }, "NaN or Inf voxel at (x=5, y=5, z=5)");
       phi.data(5, 5, 5) = 5.0f;
       job.params.patch = 6;
-      expectRefused([&] { pipeline::surfaceDenoise(phi, job); }, "patch edge");
+      expectRefused([&] { denoise(phi); }, "patch edge");
       job.params.patch = 3;
+      job.maxMemoryMiB = -1.0;
+      expectRefused([&] { denoise(phi); }, "memory cap");
+      job.maxMemoryMiB = 0.0;
       HostImage flat("kortex::test::Pipeline::flat", Geometry::make2D(8, 8));
       Kokkos::deep_copy(flat.data, 0.5f);
-      expectRefused([&] { pipeline::surfaceDenoise(flat, job); }, "3D");
+      expectRefused([&] { denoise(flat); }, "3D");
     }
   }
 }
@@ -279,15 +288,18 @@ BOOST_AUTO_TEST_CASE(surface_job_gives_what_the_back_ends_give) {
   HostImage clean, noisy;
   test::noisySphere(20, 6.0, 0.3, 11, clean, noisy);
   pipeline::SurfaceJob job;
+  job.input = pipeline::ImageInput{{}, noisy};
+  job.inputKind = pipeline::SurfaceInputKind::Phi;
+  job.keepResult = true;
   job.params.neighbors = 16;
   job.params.iterations = 3;
   job.backend = Backend::Cpu;
-  BOOST_TEST(test::maxAbsDifference(pipeline::surfaceDenoise(noisy, job), ref::surfaceDenoise(noisy, job.params)) == 0.0);
+  BOOST_TEST(test::maxAbsDifference(pipeline::runSurfaceJob(job).image, ref::surfaceDenoise(noisy, job.params)) == 0.0);
   job.backend = Backend::Kokkos;
   const auto in = test::toSpace<Exec>(noisy, "kortex::test::Pipeline::phiIn");
   ImageView<Mem> out("kortex::test::Pipeline::phiOut", in.extent(0), in.extent(1), in.extent(2));
   gpu::surfaceDenoise(Exec(), ConstImageView<Mem>(in), out, job.params);
-  BOOST_TEST(test::maxAbsDifference(pipeline::surfaceDenoise(noisy, job), test::toHost(out, noisy.geometry)) == 0.0);
+  BOOST_TEST(test::maxAbsDifference(pipeline::runSurfaceJob(job).image, test::toHost(out, noisy.geometry)) == 0.0);
 }
 
 BOOST_AUTO_TEST_CASE(surface_phi_from_masks) {
