@@ -191,6 +191,44 @@ BOOST_AUTO_TEST_CASE_TEMPLATE(kokkos_force_matches_reference, Space, test::Execu
   test::expectThrowWith<InvalidArgument>([&] { gpu::lnccForce(exec, dMoving, dFixed, 2, small); }, {"one grid"});
 }
 
+// The variants of each pass give the same terms and force bit for bit (Reuse keeps each source
+// slice's 2D sums for the windows that hold it and adds them in Recompute's order), on a grid whose
+// depth is not a multiple of the slab; the energy to rounding (its sum runs in another order). A
+// Reuse pass runs where its ring fits the back end's scratch (always for R = 1).
+BOOST_AUTO_TEST_CASE_TEMPLATE(kokkos_lncc_variants_agree_bit_for_bit, Space, test::ExecutionSpaces) {
+  using Mem = typename Space::memory_space;
+  using gpu::LnccVariant;
+  Space exec;
+  const int nx = 21, ny = 19, nz = 37;
+  const auto dFixed = test::toSpace<Space>(blobs(nx, ny, nz)), dMoving = test::toSpace<Space>(blobs(nx, ny, nz, 1.5));
+  const auto one = gpu::lnccVariantsFor<Space>(1);
+  BOOST_TEST((one[0] == LnccVariant::Reuse && one[1] == LnccVariant::Reuse));
+  int reuseRuns = 0;
+  for (int R : {1, 2, 3, kMaxLnccRadius}) {
+    const auto fits = gpu::lnccVariantsFor<Space>(R);
+    gpu::LnccTerms<Mem> wantTerms("want_terms", 4, nz, ny, nx), terms("terms", 4, nz, ny, nx);
+    gpu::Field<Mem> want("want", 3, nz, ny, nx), f("f", 3, nz, ny, nx);
+    double wantE = 0.0, e = 0.0;
+    gpu::lnccForce(exec, dMoving, dFixed, R, wantTerms, want, {LnccVariant::Recompute, LnccVariant::Recompute}, &wantE);
+    for (LnccVariant a : {LnccVariant::Recompute, LnccVariant::Reuse})
+      for (LnccVariant b : {LnccVariant::Recompute, LnccVariant::Reuse}) {
+        if ((a == LnccVariant::Reuse && fits[0] != a) || (b == LnccVariant::Reuse && fits[1] != b)) continue;
+        BOOST_TEST_CONTEXT("R " << R << ", windows " << gpu::toString(a) << ", transpose " << gpu::toString(b)) {
+          gpu::lnccForce(exec, dMoving, dFixed, R, terms, f, {a, b}, &e);
+          reuseRuns += (a == LnccVariant::Reuse) + (b == LnccVariant::Reuse);
+          const auto ht = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), terms);
+          const auto hw = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), wantTerms);
+          double worst = 0.0;
+          for (std::size_t k = 0; k < ht.size(); ++k) worst = std::max(worst, std::fabs(ht.data()[k] - hw.data()[k]));
+          BOOST_TEST(worst == 0.0);
+          BOOST_TEST(maxDiff(toHostField(f), toHostField(want)) == 0.0);
+          BOOST_TEST(std::fabs(e - wantE) <= kEnergyTol * wantE);
+        }
+      }
+  }
+  BOOST_TEST(reuseRuns >= 3);
+}
+
 // cc is invariant to W -> W + b and the force is too (the window sums of deviations do not see b).
 // A scale a W changes B relative to the noise floor e (core/Greedy.hpp), so cc is invariant to it
 // only where the windows' variance dwarfs e: checked below on images scaled far above it.

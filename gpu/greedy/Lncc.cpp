@@ -8,11 +8,21 @@
 
 namespace kortex::gpu {
 
+const char* toString(LnccVariant v) { return v == LnccVariant::Reuse ? "Reuse" : "Recompute"; }
+
 template <class Exec>
-double lnccForce(Exec const& exec, ConstImageView<typename Exec::memory_space> warped,
-                 ConstImageView<typename Exec::memory_space> fixed, int radius,
-                 LnccTerms<typename Exec::memory_space> terms, Field<typename Exec::memory_space> f) {
+std::array<LnccVariant, 2> lnccVariantsFor(int radius) {
   using namespace lncc_detail;
+  const std::size_t maxBytes = kx::scratchSizeMax<Kokkos::TeamPolicy<Exec>>(0);
+  return {LnccWindowReuseFunctor<Exec>::scratchBytes(radius) <= maxBytes ? LnccVariant::Reuse : LnccVariant::Recompute,
+          LnccTransposeReuseFunctor<Exec>::scratchBytes(radius) <= maxBytes ? LnccVariant::Reuse : LnccVariant::Recompute};
+}
+
+namespace {
+
+template <class Exec>
+void checkLnccArguments(ConstImageView<typename Exec::memory_space> warped, ConstImageView<typename Exec::memory_space> fixed,
+                        int radius, LnccTerms<typename Exec::memory_space> terms, Field<typename Exec::memory_space> f) {
   for (int k = 0; k < 3; ++k)
     if (warped.extent(k) != fixed.extent(k) || f.extent(k + 1) != warped.extent(k) ||
         terms.extent(k + 1) != warped.extent(k))
@@ -23,17 +33,56 @@ double lnccForce(Exec const& exec, ConstImageView<typename Exec::memory_space> w
     throw InvalidArgument("lnccForce: the window radius " + std::to_string(radius) + " is not in [1, " +
                           std::to_string(kMaxLnccRadius) + "]");
   if (spansOverlap(f, warped) || spansOverlap(f, fixed)) throw InvalidArgument("lnccForce: the force overlaps an image");
+  if (long(warped.extent(0)) * long(warped.extent(1)) * long(warped.extent(2)) > 2147483647L)
+    throw InvalidArgument("lnccForce: more than 2^31 - 1 voxels");
+}
+
+// One pass over tiles (of one slice, or of a slab of lncc_detail::kSlabZ slices for Reuse); a
+// window pass reduces the energy into `energy` when given.
+template <bool Windows, class Exec, class Functor>
+void lnccPass(Exec const& exec, const char* label, Functor const& functor, int slabs, double* energy) {
+  const int teams = functor.tilesX * functor.tilesY * slabs;
+  const auto policy = lncc_detail::lnccPolicy(exec, teams, Functor::scratchBytes(functor.radius), Windows ? "windows" : "transpose");
+  if constexpr (Windows) {
+    if (energy) {
+      Kokkos::parallel_reduce(label, policy, functor, *energy);
+      return;
+    }
+  }
+  Kokkos::parallel_for(label, policy, functor);
+}
+
+}  // namespace
+
+template <class Exec>
+void lnccForce(Exec const& exec, ConstImageView<typename Exec::memory_space> warped,
+               ConstImageView<typename Exec::memory_space> fixed, int radius,
+               LnccTerms<typename Exec::memory_space> terms, Field<typename Exec::memory_space> f,
+               std::array<LnccVariant, 2> variants, double* energy) {
+  using namespace lncc_detail;
+  checkLnccArguments<Exec>(warped, fixed, radius, terms, f);
   const int nz = int(warped.extent(0)), ny = int(warped.extent(1)), nx = int(warped.extent(2));
-  const long voxels = long(nz) * ny * nx;
-  if (voxels > 2147483647L) throw InvalidArgument("lnccForce: more than 2^31 - 1 voxels");
-  const int tilesX = (nx + kTileX - 1) / kTileX, tilesY = (ny + kTileY - 1) / kTileY, teams = tilesX * tilesY * nz;
+  const int tilesX = (nx + kTileX - 1) / kTileX, tilesY = (ny + kTileY - 1) / kTileY, slabs = (nz + kSlabZ - 1) / kSlabZ;
+  if (energy) *energy = 0.0;
+  if (variants[0] == LnccVariant::Reuse)
+    lnccPass<true>(exec, "kortex::greedy::lncc_windows_reuse", LnccWindowReuseFunctor<Exec>{warped, fixed, terms, radius, tilesX, tilesY},
+                   slabs, energy);
+  else
+    lnccPass<true>(exec, "kortex::greedy::lncc_windows", LnccWindowFunctor<Exec>{warped, fixed, terms, radius, tilesX, tilesY}, nz, energy);
+  if (variants[1] == LnccVariant::Reuse)
+    lnccPass<false>(exec, "kortex::greedy::lncc_transpose_reuse",
+                    LnccTransposeReuseFunctor<Exec>{warped, fixed, terms, f, radius, tilesX, tilesY}, slabs, nullptr);
+  else
+    lnccPass<false>(exec, "kortex::greedy::lncc_transpose", LnccTransposeFunctor<Exec>{warped, fixed, terms, f, radius, tilesX, tilesY},
+                    nz, nullptr);
+}
+
+template <class Exec>
+double lnccForce(Exec const& exec, ConstImageView<typename Exec::memory_space> warped,
+                 ConstImageView<typename Exec::memory_space> fixed, int radius,
+                 LnccTerms<typename Exec::memory_space> terms, Field<typename Exec::memory_space> f) {
   double energy = 0.0;
-  Kokkos::parallel_reduce("kortex::greedy::lncc_windows",
-                          lnccPolicy(exec, teams, LnccWindowFunctor<Exec>::scratchBytes(radius), "windows"),
-                          LnccWindowFunctor<Exec>{warped, fixed, terms, radius, tilesX, tilesY}, energy);
-  Kokkos::parallel_for("kortex::greedy::lncc_transpose",
-                       lnccPolicy(exec, teams, LnccTransposeFunctor<Exec>::scratchBytes(radius), "transpose"),
-                       LnccTransposeFunctor<Exec>{warped, fixed, terms, f, radius, tilesX, tilesY});
+  lnccForce(exec, warped, fixed, radius, terms, f, lnccVariantsFor<Exec>(radius), &energy);
   return energy;
 }
 
@@ -46,6 +95,10 @@ double lnccForce(Exec const& exec, ConstImageView<typename Exec::memory_space> w
 }
 
 #define KORTEX_INSTANTIATE_LNCC(SPACE)                                                                          \
+  template std::array<LnccVariant, 2> lnccVariantsFor<SPACE>(int);                                             \
+  template void lnccForce<SPACE>(SPACE const&, ConstImageView<SPACE::memory_space>,                           \
+                                 ConstImageView<SPACE::memory_space>, int, LnccTerms<SPACE::memory_space>,     \
+                                 Field<SPACE::memory_space>, std::array<LnccVariant, 2>, double*);             \
   template double lnccForce<SPACE>(SPACE const&, ConstImageView<SPACE::memory_space>,                         \
                                    ConstImageView<SPACE::memory_space>, int, LnccTerms<SPACE::memory_space>,   \
                                    Field<SPACE::memory_space>);                                                \

@@ -48,7 +48,10 @@ struct LnccWindowFunctor {
            Doubles::shmem_size(5 * kTilePoints);
   }
 
-  KOKKOS_INLINE_FUNCTION void operator()(Team const& team, double& energy) const {
+  KOKKOS_INLINE_FUNCTION void operator()(Team const& team, double& energy) const { run(team, &energy); }
+  KOKKOS_INLINE_FUNCTION void operator()(Team const& team) const { run(team, nullptr); }
+
+  KOKKOS_INLINE_FUNCTION void run(Team const& team, double* energy) const {
     const int nz = static_cast<int>(w.extent(0)), ny = static_cast<int>(w.extent(1)), nx = static_cast<int>(w.extent(2));
     const int R = radius, side = 2 * R + 1, hx = kTileX + 2 * R, hy = kTileY + 2 * R;
     const int tile = team.league_rank() % (tilesX * tilesY), z = team.league_rank() / (tilesX * tilesY);
@@ -96,8 +99,9 @@ struct LnccWindowFunctor {
     Kokkos::parallel_for(Kokkos::TeamThreadRange(team, tw * th), [&](int i) {
       const int ty = i / tw, tx = i - ty * tw, j = ty * kTileX + tx;
       double c[4];
-      energy += lnccWindowTerms(acc(j), acc(kTilePoints + j), acc(2 * kTilePoints + j), acc(3 * kTilePoints + j),
-                                acc(4 * kTilePoints + j), n, c);
+      const double e = lnccWindowTerms(acc(j), acc(kTilePoints + j), acc(2 * kTilePoints + j), acc(3 * kTilePoints + j),
+                                       acc(4 * kTilePoints + j), n, c);
+      if (energy) *energy += e;
       for (int k = 0; k < 4; ++k) terms(k, z, y0 + ty, x0 + tx) = c[k];
     });
   }
@@ -170,6 +174,178 @@ struct LnccTransposeFunctor {
       f(1, z, y, x) = o[1];
       f(2, z, y, x) = o[2];
     });
+  }
+};
+
+// ---- Reuse: a team owns a tile of kSlabZ consecutive slices and walks them in z. Each source
+// slice's 2D window sums (x, then y: the Recompute passes' sums) are formed once and kept in a ring
+// of 2R+1 slices in team scratch; a slice's window adds the ring's slices in the order dz = -R..R,
+// as Recompute adds them: the same terms and force, bit for bit. Source slices per output slice:
+// (kSlabZ + 2R) / kSlabZ instead of 2R + 1.
+inline constexpr int kSlabZ = 16;
+
+// The ring slot of source slice zs in a slab starting at zb.
+KOKKOS_INLINE_FUNCTION int lnccRingSlot(int zs, int zb, int R) { return (zs - zb + R) % (2 * R + 1); }
+
+// Pass 1 (Reuse): LnccWindowFunctor's sums, terms and energy (when reduced).
+template <class Exec>
+struct LnccWindowReuseFunctor {
+  using Mem = typename Exec::memory_space;
+  using Team = typename Kokkos::TeamPolicy<Exec>::member_type;
+  using Floats = typename Scratch<Exec>::Floats;
+  using Doubles = typename Scratch<Exec>::Doubles;
+  using value_type = double;
+
+  ConstImageView<Mem> w, fixed;
+  LnccTerms<Mem> terms;
+  int radius, tilesX, tilesY;
+
+  static std::size_t scratchBytes(int R) {
+    const int hx = kTileX + 2 * R, hy = kTileY + 2 * R;
+    return Floats::shmem_size(2 * hx * hy) + Doubles::shmem_size(5 * hy * kTileX) +
+           Doubles::shmem_size(5 * (2 * R + 1) * kTilePoints);
+  }
+
+  KOKKOS_INLINE_FUNCTION void operator()(Team const& team, double& energy) const { run(team, &energy); }
+  KOKKOS_INLINE_FUNCTION void operator()(Team const& team) const { run(team, nullptr); }
+
+  KOKKOS_INLINE_FUNCTION void run(Team const& team, double* energy) const {
+    const int nz = static_cast<int>(w.extent(0)), ny = static_cast<int>(w.extent(1)), nx = static_cast<int>(w.extent(2));
+    const int R = radius, side = 2 * R + 1, hx = kTileX + 2 * R, hy = kTileY + 2 * R;
+    const int tile = team.league_rank() % (tilesX * tilesY), zb = (team.league_rank() / (tilesX * tilesY)) * kSlabZ;
+    const int ze = nz - zb < kSlabZ ? nz : zb + kSlabZ;
+    const int x0 = (tile % tilesX) * kTileX, y0 = (tile / tilesX) * kTileY;
+    const int tw = nx - x0 < kTileX ? nx - x0 : kTileX, th = ny - y0 < kTileY ? ny - y0 : kTileY;
+    Floats halo(team.team_scratch(0), 2 * hx * hy);
+    Doubles xs(team.team_scratch(0), 5 * hy * kTileX);
+    Doubles ring(team.team_scratch(0), 5 * side * kTilePoints);
+    const double n = double(side) * side * side;
+    for (int zs = zb - R; zs < ze + R; ++zs) {
+      const int gz = clampIndex(zs, nz), slot = lnccRingSlot(zs, zb, R);
+      team.team_barrier();  // the last slice's sums and window are done with halo, xs and this slot
+      Kokkos::parallel_for(Kokkos::TeamThreadRange(team, hx * hy), [&](int i) {
+        const int ly = i / hx, lx = i - ly * hx;
+        const int gy = clampIndex(y0 + ly - R, ny), gx = clampIndex(x0 + lx - R, nx);
+        halo(i) = w(gz, gy, gx);
+        halo(hx * hy + i) = fixed(gz, gy, gx);
+      });
+      team.team_barrier();
+      Kokkos::parallel_for(Kokkos::TeamThreadRange(team, hy * kTileX), [&](int i) {
+        const int ly = i / kTileX, tx = i - ly * kTileX;
+        double s[5] = {0.0, 0.0, 0.0, 0.0, 0.0};
+        for (int o = 0; o < side; ++o) {
+          const double a = halo(ly * hx + tx + o), b = halo(hx * hy + ly * hx + tx + o);
+          s[0] += a;
+          s[1] += b;
+          s[2] += a * a;
+          s[3] += b * b;
+          s[4] += a * b;
+        }
+        for (int k = 0; k < 5; ++k) xs(k * hy * kTileX + i) = s[k];
+      });
+      team.team_barrier();
+      Kokkos::parallel_for(Kokkos::TeamThreadRange(team, kTilePoints), [&](int i) {
+        const int ty = i / kTileX, tx = i - ty * kTileX;
+        for (int k = 0; k < 5; ++k) {
+          double s = 0.0;
+          for (int o = 0; o < side; ++o) s += xs(k * hy * kTileX + (ty + o) * kTileX + tx);
+          ring((slot * 5 + k) * kTilePoints + i) = s;
+        }
+      });
+      if (zs < zb + R) continue;  // the window of slice zs - R is complete from here on
+      const int z = zs - R;
+      team.team_barrier();
+      Kokkos::parallel_for(Kokkos::TeamThreadRange(team, tw * th), [&](int i) {
+        const int ty = i / tw, tx = i - ty * tw, j = ty * kTileX + tx;
+        double a[5];
+        for (int k = 0; k < 5; ++k) {
+          double s = 0.0;
+          for (int dz = -R; dz <= R; ++dz) s += ring((lnccRingSlot(z + dz, zb, R) * 5 + k) * kTilePoints + j);
+          a[k] = s;
+        }
+        double c[4];
+        const double e = lnccWindowTerms(a[0], a[1], a[2], a[3], a[4], n, c);
+        if (energy) *energy += e;
+        for (int k = 0; k < 4; ++k) terms(k, z, y0 + ty, x0 + tx) = c[k];
+      });
+    }
+  }
+};
+
+// Pass 2 (Reuse): LnccTransposeFunctor's transposed sums and force.
+template <class Exec>
+struct LnccTransposeReuseFunctor {
+  using Mem = typename Exec::memory_space;
+  using Team = typename Kokkos::TeamPolicy<Exec>::member_type;
+  using Doubles = typename Scratch<Exec>::Doubles;
+
+  ConstImageView<Mem> w, fixed;
+  Kokkos::View<const double****, Kokkos::LayoutRight, Mem> terms;
+  Field<Mem> f;
+  int radius, tilesX, tilesY;
+
+  static std::size_t scratchBytes(int R) {
+    const int hx = kTileX + 2 * R, hy = kTileY + 2 * R;
+    return Doubles::shmem_size(hx * hy) + Doubles::shmem_size(hy * kTileX) + Doubles::shmem_size(4 * (2 * R + 1) * kTilePoints);
+  }
+
+  KOKKOS_INLINE_FUNCTION void operator()(Team const& team) const {
+    const int nz = static_cast<int>(w.extent(0)), ny = static_cast<int>(w.extent(1)), nx = static_cast<int>(w.extent(2));
+    const int R = radius, hx = kTileX + 2 * R, hy = kTileY + 2 * R;
+    const int tile = team.league_rank() % (tilesX * tilesY), zb = (team.league_rank() / (tilesX * tilesY)) * kSlabZ;
+    const int ze = nz - zb < kSlabZ ? nz : zb + kSlabZ;
+    const int x0 = (tile % tilesX) * kTileX, y0 = (tile / tilesX) * kTileY;
+    const int tw = nx - x0 < kTileX ? nx - x0 : kTileX, th = ny - y0 < kTileY ? ny - y0 : kTileY;
+    Doubles halo(team.team_scratch(0), hx * hy);
+    Doubles xs(team.team_scratch(0), hy * kTileX);
+    Doubles ring(team.team_scratch(0), 4 * (2 * R + 1) * kTilePoints);
+    for (int zs = zb - R; zs < ze + R; ++zs) {
+      const int slot = lnccRingSlot(zs, zb, R);
+      if (zs >= 0 && zs < nz) {  // outside the grid every weight is 0: the slot is never read
+        for (int k = 0; k < 4; ++k) {
+          team.team_barrier();
+          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, hx * hy), [&](int i) {
+            const int ly = i / hx, lx = i - ly * hx;
+            const int sy = y0 + ly - R, sx = x0 + lx - R;
+            halo(i) = (sy >= 0 && sy < ny && sx >= 0 && sx < nx) ? terms(k, zs, sy, sx) : 0.0;
+          });
+          team.team_barrier();
+          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, hy * kTileX), [&](int i) {
+            const int ly = i / kTileX, tx = i - ly * kTileX, gx = x0 + tx;
+            double s = 0.0;
+            for (int o = -R; o <= R; ++o) s += lnccTransposeWeight(gx + o, gx, nx, R) * halo(ly * hx + tx + o + R);
+            xs(i) = s;
+          });
+          team.team_barrier();
+          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, kTilePoints), [&](int i) {
+            const int ty = i / kTileX, tx = i - ty * kTileX, gy = y0 + ty;
+            double s = 0.0;
+            for (int o = -R; o <= R; ++o) s += lnccTransposeWeight(gy + o, gy, ny, R) * xs((ty + o + R) * kTileX + tx);
+            ring((slot * 4 + k) * kTilePoints + i) = s;
+          });
+        }
+      }
+      if (zs < zb + R) continue;  // the window of slice zs - R is complete from here on
+      const int z = zs - R;
+      team.team_barrier();
+      Kokkos::parallel_for(Kokkos::TeamThreadRange(team, tw * th), [&](int i) {
+        const int ty = i / tw, tx = i - ty * tw, j = ty * kTileX + tx, y = y0 + ty, x = x0 + tx;
+        double s[4] = {0.0, 0.0, 0.0, 0.0};
+        for (int dz = -R; dz <= R; ++dz) {
+          const double kz = double(lnccTransposeWeight(z + dz, z, nz, R));
+          if (kz == 0.0) continue;
+          for (int k = 0; k < 4; ++k) s[k] += kz * ring((lnccRingSlot(z + dz, zb, R) * 4 + k) * kTilePoints + j);
+        }
+        float o[3];
+        lnccForceAt(w(z, y, x), fixed(z, y, x), s, w(z, y, clampIndex(x - 1, nx)), w(z, y, clampIndex(x + 1, nx)),
+                    w(z, clampIndex(y - 1, ny), x), w(z, clampIndex(y + 1, ny), x), w(clampIndex(z - 1, nz), y, x),
+                    w(clampIndex(z + 1, nz), y, x), o);
+        f(0, z, y, x) = o[0];
+        f(1, z, y, x) = o[1];
+        f(2, z, y, x) = o[2];
+      });
+      team.team_barrier();  // the ring slot the next source slice fills was read above
+    }
   }
 };
 
