@@ -201,7 +201,7 @@ GreedyStepper<Exec>::GreedyStepper(Exec const& exec, GridExtents e, GreedyParams
 template <class Exec>
 void GreedyStepper<Exec>::computeForce(ConstImageView<memory_space> W, ConstImageView<memory_space> target) {
   if (params_.metric == GreedyMetric::Lncc)
-    lnccForce(exec_, W, target, params_.lnccRadius, lnccTerms_, f_, lnccVariantsFor<Exec>(params_.lnccRadius), nullptr);
+    lnccForce(exec_, W, target, params_.lnccRadius, lnccTerms_, f_, lnccVariantsFor<Exec>(params_.lnccRadius), nullptr, 0);
   else
     greedyForce(exec_, W, target, f_);
 }

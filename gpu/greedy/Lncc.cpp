@@ -37,7 +37,7 @@ void checkLnccArguments(ConstImageView<typename Exec::memory_space> warped, Cons
     throw InvalidArgument("lnccForce: more than 2^31 - 1 voxels");
 }
 
-// One pass over tiles (of one slice, or of a slab of lncc_detail::kSlabZ slices for Reuse); a
+// One pass over tiles (of one slice, or of a slab of slices for Reuse); a
 // window pass reduces the energy into `energy` when given.
 template <bool Windows, class Exec, class Functor>
 void lnccPass(Exec const& exec, const char* label, Functor const& functor, int slabs, double* energy) {
@@ -58,20 +58,25 @@ template <class Exec>
 void lnccForce(Exec const& exec, ConstImageView<typename Exec::memory_space> warped,
                ConstImageView<typename Exec::memory_space> fixed, int radius,
                LnccTerms<typename Exec::memory_space> terms, Field<typename Exec::memory_space> f,
-               std::array<LnccVariant, 2> variants, double* energy) {
+               std::array<LnccVariant, 2> variants, double* energy, int slabZ) {
   using namespace lncc_detail;
+  using Mem = typename Exec::memory_space;
   checkLnccArguments<Exec>(warped, fixed, radius, terms, f);
   const int nz = int(warped.extent(0)), ny = int(warped.extent(1)), nx = int(warped.extent(2));
-  const int tilesX = (nx + kTileX - 1) / kTileX, tilesY = (ny + kTileY - 1) / kTileY, slabs = (nz + kSlabZ - 1) / kSlabZ;
+  const int tilesX = (nx + kTileX - 1) / kTileX, tilesY = (ny + kTileY - 1) / kTileY;
+  if (slabZ < 0 || slabZ > kMaxSlabZ)
+    throw InvalidArgument("lnccForce: the slab depth " + std::to_string(slabZ) + " is not in [1, " + std::to_string(kMaxSlabZ) + "]");
+  if (slabZ == 0) slabZ = lnccSlabDepth(tilesX * tilesY, nz, !Kokkos::SpaceAccessibility<Kokkos::HostSpace, Mem>::accessible);
+  const int slabs = (nz + slabZ - 1) / slabZ;
   if (energy) *energy = 0.0;
   if (variants[0] == LnccVariant::Reuse)
-    lnccPass<true>(exec, "kortex::greedy::lncc_windows_reuse", LnccWindowReuseFunctor<Exec>{warped, fixed, terms, radius, tilesX, tilesY},
+    lnccPass<true>(exec, "kortex::greedy::lncc_windows_reuse", LnccWindowReuseFunctor<Exec>{warped, fixed, terms, radius, tilesX, tilesY, slabZ},
                    slabs, energy);
   else
     lnccPass<true>(exec, "kortex::greedy::lncc_windows", LnccWindowFunctor<Exec>{warped, fixed, terms, radius, tilesX, tilesY}, nz, energy);
   if (variants[1] == LnccVariant::Reuse)
     lnccPass<false>(exec, "kortex::greedy::lncc_transpose_reuse",
-                    LnccTransposeReuseFunctor<Exec>{warped, fixed, terms, f, radius, tilesX, tilesY}, slabs, nullptr);
+                    LnccTransposeReuseFunctor<Exec>{warped, fixed, terms, f, radius, tilesX, tilesY, slabZ}, slabs, nullptr);
   else
     lnccPass<false>(exec, "kortex::greedy::lncc_transpose", LnccTransposeFunctor<Exec>{warped, fixed, terms, f, radius, tilesX, tilesY},
                     nz, nullptr);
@@ -82,7 +87,7 @@ double lnccForce(Exec const& exec, ConstImageView<typename Exec::memory_space> w
                  ConstImageView<typename Exec::memory_space> fixed, int radius,
                  LnccTerms<typename Exec::memory_space> terms, Field<typename Exec::memory_space> f) {
   double energy = 0.0;
-  lnccForce(exec, warped, fixed, radius, terms, f, lnccVariantsFor<Exec>(radius), &energy);
+  lnccForce(exec, warped, fixed, radius, terms, f, lnccVariantsFor<Exec>(radius), &energy, 0);
   return energy;
 }
 
@@ -98,7 +103,7 @@ double lnccForce(Exec const& exec, ConstImageView<typename Exec::memory_space> w
   template std::array<LnccVariant, 2> lnccVariantsFor<SPACE>(int);                                             \
   template void lnccForce<SPACE>(SPACE const&, ConstImageView<SPACE::memory_space>,                           \
                                  ConstImageView<SPACE::memory_space>, int, LnccTerms<SPACE::memory_space>,     \
-                                 Field<SPACE::memory_space>, std::array<LnccVariant, 2>, double*);             \
+                                 Field<SPACE::memory_space>, std::array<LnccVariant, 2>, double*, int);             \
   template double lnccForce<SPACE>(SPACE const&, ConstImageView<SPACE::memory_space>,                         \
                                    ConstImageView<SPACE::memory_space>, int, LnccTerms<SPACE::memory_space>,   \
                                    Field<SPACE::memory_space>);                                                \

@@ -8,8 +8,8 @@
 //               the force F = G grad W.
 // Each pass in one of two variants, the same terms and force bit for bit: Recompute (a team per
 // tile of one slice: a source slice's 2D sums formed for each of the 2R+1 windows that hold it) and
-// Reuse (a team per tile of kSlabZ slices: each source slice's 2D sums formed once and kept for the
-// window in a ring of 2R+1 slices in team scratch: about (2R+1) x fewer loads and sums).
+// Reuse (a team per tile of a slab of slices: each source slice's 2D sums formed once and kept for
+// the window in a ring of 2R+1 slices in team scratch: up to (2R+1) x fewer loads and sums).
 #pragma once
 
 #include <Kokkos_Core.hpp>
@@ -35,15 +35,16 @@ template <class Exec>
 std::array<LnccVariant, 2> lnccVariantsFor(int radius);
 
 // F = G grad W of the LNCC metric with window radius `radius` (1..kMaxLnccRadius) into f; `terms`
-// is the workspace (4 x the grid); the passes' variants as given. With `energy`, E = sum_x cc(x)
-// is stored there (a fence); without, the passes are only enqueued on `exec`. Throws
+// is the workspace (4 x the grid); the passes' variants as given, Reuse's slabs `slabZ` slices
+// deep (1..16; 0: as deep as the grid allows while a device gets a wave of teams). With `energy`,
+// E = sum_x cc(x) is stored there (a fence); without, the passes are only enqueued on `exec`. Throws
 // InvalidArgument on extents, overlap, a radius out of range or a tile that does not fit the back
 // end's team scratch.
 template <class Exec>
 void lnccForce(Exec const& exec, ConstImageView<typename Exec::memory_space> warped,
                ConstImageView<typename Exec::memory_space> fixed, int radius,
                LnccTerms<typename Exec::memory_space> terms, Field<typename Exec::memory_space> f,
-               std::array<LnccVariant, 2> variants, double* energy);
+               std::array<LnccVariant, 2> variants, double* energy, int slabZ = 0);
 
 // The same with lnccVariantsFor's variants; returns the energy (fences).
 template <class Exec>

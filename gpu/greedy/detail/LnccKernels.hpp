@@ -177,12 +177,23 @@ struct LnccTransposeFunctor {
   }
 };
 
-// ---- Reuse: a team owns a tile of kSlabZ consecutive slices and walks them in z. Each source
+// ---- Reuse: a team owns a tile of `slabZ` consecutive slices and walks them in z. Each source
 // slice's 2D window sums (x, then y: the Recompute passes' sums) are formed once and kept in a ring
 // of 2R+1 slices in team scratch; a slice's window adds the ring's slices in the order dz = -R..R,
-// as Recompute adds them: the same terms and force, bit for bit. Source slices per output slice:
-// (kSlabZ + 2R) / kSlabZ instead of 2R + 1.
-inline constexpr int kSlabZ = 16;
+// as Recompute adds them: the same terms and force, bit for bit, for any slab depth. Source slices
+// per output slice: (slabZ + 2R) / slabZ instead of 2R + 1; deeper slabs, fewer teams.
+inline constexpr int kMaxSlabZ = 16;
+// Teams a device pass aims at: about one wave on an H100/H200 (132 SMs x 6 teams of 35 KB scratch);
+// slabs are made shallower until the grid gives that many (the coarse scales: slabs of 1 slice).
+inline constexpr int kLnccTargetTeams = 1024;
+
+// The slab depth of a grid of `tiles` tiles per slice and nz slices: kMaxSlabZ on host back ends
+// (teams are not the limit there), else as deep as kLnccTargetTeams teams allow.
+KOKKOS_INLINE_FUNCTION int lnccSlabDepth(int tiles, int nz, bool device) {
+  if (!device) return kMaxSlabZ;
+  const long perTeam = (long(tiles) * nz) / kLnccTargetTeams;
+  return perTeam < 1 ? 1 : perTeam > kMaxSlabZ ? kMaxSlabZ : int(perTeam);
+}
 
 // The ring slot of source slice zs in a slab starting at zb.
 KOKKOS_INLINE_FUNCTION int lnccRingSlot(int zs, int zb, int R) { return (zs - zb + R) % (2 * R + 1); }
@@ -198,7 +209,7 @@ struct LnccWindowReuseFunctor {
 
   ConstImageView<Mem> w, fixed;
   LnccTerms<Mem> terms;
-  int radius, tilesX, tilesY;
+  int radius, tilesX, tilesY, slabZ;
 
   static std::size_t scratchBytes(int R) {
     const int hx = kTileX + 2 * R, hy = kTileY + 2 * R;
@@ -212,8 +223,8 @@ struct LnccWindowReuseFunctor {
   KOKKOS_INLINE_FUNCTION void run(Team const& team, double* energy) const {
     const int nz = static_cast<int>(w.extent(0)), ny = static_cast<int>(w.extent(1)), nx = static_cast<int>(w.extent(2));
     const int R = radius, side = 2 * R + 1, hx = kTileX + 2 * R, hy = kTileY + 2 * R;
-    const int tile = team.league_rank() % (tilesX * tilesY), zb = (team.league_rank() / (tilesX * tilesY)) * kSlabZ;
-    const int ze = nz - zb < kSlabZ ? nz : zb + kSlabZ;
+    const int tile = team.league_rank() % (tilesX * tilesY), zb = (team.league_rank() / (tilesX * tilesY)) * slabZ;
+    const int ze = nz - zb < slabZ ? nz : zb + slabZ;
     const int x0 = (tile % tilesX) * kTileX, y0 = (tile / tilesX) * kTileY;
     const int tw = nx - x0 < kTileX ? nx - x0 : kTileX, th = ny - y0 < kTileY ? ny - y0 : kTileY;
     Floats halo(team.team_scratch(0), 2 * hx * hy);
@@ -282,7 +293,7 @@ struct LnccTransposeReuseFunctor {
   ConstImageView<Mem> w, fixed;
   Kokkos::View<const double****, Kokkos::LayoutRight, Mem> terms;
   Field<Mem> f;
-  int radius, tilesX, tilesY;
+  int radius, tilesX, tilesY, slabZ;
 
   static std::size_t scratchBytes(int R) {
     const int hx = kTileX + 2 * R, hy = kTileY + 2 * R;
@@ -292,8 +303,8 @@ struct LnccTransposeReuseFunctor {
   KOKKOS_INLINE_FUNCTION void operator()(Team const& team) const {
     const int nz = static_cast<int>(w.extent(0)), ny = static_cast<int>(w.extent(1)), nx = static_cast<int>(w.extent(2));
     const int R = radius, hx = kTileX + 2 * R, hy = kTileY + 2 * R;
-    const int tile = team.league_rank() % (tilesX * tilesY), zb = (team.league_rank() / (tilesX * tilesY)) * kSlabZ;
-    const int ze = nz - zb < kSlabZ ? nz : zb + kSlabZ;
+    const int tile = team.league_rank() % (tilesX * tilesY), zb = (team.league_rank() / (tilesX * tilesY)) * slabZ;
+    const int ze = nz - zb < slabZ ? nz : zb + slabZ;
     const int x0 = (tile % tilesX) * kTileX, y0 = (tile / tilesX) * kTileY;
     const int tw = nx - x0 < kTileX ? nx - x0 : kTileX, th = ny - y0 < kTileY ? ny - y0 : kTileY;
     Doubles halo(team.team_scratch(0), hx * hy);
