@@ -11,6 +11,11 @@
 #define BOOST_TEST_NO_MAIN
 #include <boost/test/unit_test.hpp>
 
+// The sanitizers' defaults when the binary runs without ctest's environment (on a GPU machine):
+// protect_shadow_gap=0 lets the CUDA driver map the address range AddressSanitizer reserves
+// (without it cudaGetDeviceCount fails with "out of memory" when Kokkos initialises CUDA).
+extern "C" const char* __asan_default_options() { return "protect_shadow_gap=0:detect_leaks=0:abort_on_error=1:allocator_may_return_null=1"; }
+
 #include <signal.h>
 #include <unistd.h>
 #include <zlib.h>
