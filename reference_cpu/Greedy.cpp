@@ -67,25 +67,42 @@ struct Grid3 {
 
 // The box sum along `axis` (0 = x, 1 = y, 2 = z): out(p) = sum_{o=-R..R} in(p + o e_axis), the
 // coordinate clamped to the grid. `transposed`: its transpose, every in(p) added to each clamped
-// position p + o e_axis it is read at. `out` (in.size() elements) is overwritten, each line zeroed by
-// the thread that sums it (no serial pass over the volume).
+// position p + o e_axis it is read at. `out` (in.size() elements) is overwritten. Every output
+// element receives its terms in the order (i along the axis, then o): along y and z the x rows are
+// the inner loop (contiguous), each plane summed by one thread.
 void boxAlong(std::vector<double> const& in, std::vector<double>& out, Grid3 const& g, int axis, int R,
               bool transposed) {
-  const Index stride[3] = {1, g.n[0], g.n[0] * g.n[1]};
-  const Index len = g.n[axis], step = stride[axis];
-  const int a1 = (axis + 1) % 3, a2 = (axis + 2) % 3;
-  const Index lines = g.n[a1] * g.n[a2];
+  const Index nx = g.n[0], ny = g.n[1], nz = g.n[2];
+  if (axis == 0) {
 #pragma omp parallel for
-  for (Index l = 0; l < lines; ++l) {
-    const Index base = (l % g.n[a1]) * stride[a1] + (l / g.n[a1]) * stride[a2];
-    for (Index i = 0; i < len; ++i) out[base + i * step] = 0.0;
+    for (Index l = 0; l < ny * nz; ++l) {
+      const Index base = l * nx;
+      for (Index i = 0; i < nx; ++i) out[base + i] = 0.0;
+      for (Index i = 0; i < nx; ++i)
+        for (int o = -R; o <= R; ++o) {
+          const Index j = detail::clampIndex(i + o, nx);
+          if (transposed)
+            out[base + j] += in[base + i];
+          else
+            out[base + i] += in[base + j];
+        }
+    }
+    return;
+  }
+  // y: planes z, lines along y of stride nx; z: planes y, lines along z of stride nx ny.
+  const Index len = axis == 1 ? ny : nz, step = axis == 1 ? nx : nx * ny;
+  const Index planes = axis == 1 ? nz : ny, planeStride = axis == 1 ? nx * ny : nx;
+#pragma omp parallel for
+  for (Index q = 0; q < planes; ++q) {
+    const Index base = q * planeStride;
+    for (Index i = 0; i < len; ++i)
+      for (Index x = 0; x < nx; ++x) out[base + i * step + x] = 0.0;
     for (Index i = 0; i < len; ++i)
       for (int o = -R; o <= R; ++o) {
         const Index j = detail::clampIndex(i + o, len);
-        if (transposed)
-          out[base + j * step] += in[base + i * step];
-        else
-          out[base + i * step] += in[base + j * step];
+        double* to = &out[base + (transposed ? j : i) * step];
+        const double* from = &in[base + (transposed ? i : j) * step];
+        for (Index x = 0; x < nx; ++x) to[x] += from[x];
       }
   }
 }
