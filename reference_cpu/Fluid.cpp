@@ -5,6 +5,8 @@
 
 #include <cmath>
 #include <complex>
+#include <memory>
+#include <mutex>
 #include <vector>
 #ifdef KORTEX_HAVE_FFTW_OMP
 #include <omp.h>
@@ -45,6 +47,46 @@ std::vector<Tap> stencil(FluidParams const& p, int c) {
 }
 
 inline int wrap(int i, int n) { return ((i % n) + n) % n; }
+
+// The operator's symbol M(k) at frequency (kx, ky, kz) of an nx x ny x nz grid: sum over the taps of
+// coef e^{i theta . d}, theta = 2 pi (kx/nx, ky/ny, kz/nz).
+Eigen::Matrix3cd symbolAt(std::vector<Tap> const (&taps)[3], int kx, int ky, int kz, int nx, int ny, int nz) {
+  const double twoPi = 2.0 * M_PI;
+  const double th[3] = {twoPi * kx / nx, twoPi * ky / ny, twoPi * kz / nz};  // x, y, z
+  Eigen::Matrix3cd M = Eigen::Matrix3cd::Zero();
+  for (int c = 0; c < 3; ++c)
+    for (Tap const& t : taps[c])
+      M(c, t.src) += t.coef * std::exp(std::complex<double>(0.0, th[0] * t.dx + th[1] * t.dy + th[2] * t.dz));
+  return M;
+}
+
+// Where beta = 0 every component's stencil reads only that component, with the same taps in the same
+// order: M(k) = s(k) I, and the 3x3 solve is rhs / s(k) (FullPivLU of a scalar matrix divides each
+// entry by the pivot: the same bits, tstFluid). s(k) is kept for the last grid and parameters solved
+// (it depends on neither f nor v): the symbol's exponentials are formed once per scale, not per solve.
+struct ScalarSymbol {
+  int nz = 0, ny = 0, nx = 0;
+  double alpha = 0, gamma = 0;
+  std::vector<std::complex<double>> s;  // (kz, ky, kx), kx < nx / 2 + 1
+};
+
+std::shared_ptr<ScalarSymbol const> scalarSymbol(FluidParams const& p, std::vector<Tap> const (&taps)[3], int nz, int ny, int nx) {
+  if (p.beta != 0.0) return nullptr;
+  static std::mutex mutex;
+  static std::shared_ptr<ScalarSymbol const> last;
+  std::lock_guard<std::mutex> lock(mutex);
+  if (last && last->nz == nz && last->ny == ny && last->nx == nx && last->alpha == p.alpha && last->gamma == p.gamma) return last;
+  auto sym = std::make_shared<ScalarSymbol>();
+  sym->nz = nz, sym->ny = ny, sym->nx = nx, sym->alpha = p.alpha, sym->gamma = p.gamma;
+  const int nh = nx / 2 + 1;
+  sym->s.resize(std::size_t(nz) * ny * nh);
+#pragma omp parallel for
+  for (int kz = 0; kz < nz; ++kz)
+    for (int ky = 0; ky < ny; ++ky)
+      for (int kx = 0; kx < nh; ++kx) sym->s[(std::size_t(kz) * ny + ky) * nh + kx] = symbolAt(taps, kx, ky, kz, nx, ny, nz)(0, 0);
+  last = sym;
+  return last;
+}
 
 void requireField(ConstHostField f, const char* what) {
   if (f.extent(0) != 3) throw InvalidArgument(std::string(what) + " must have 3 components");
@@ -152,20 +194,19 @@ void fluidSolveSpectral(FluidParams const& p, ConstHostField f, HostField v) {
     fftw_execute_dft_r2c(fwd, real, spec[c]);
   }
   std::vector<Tap> taps[3] = {stencil(p, 0), stencil(p, 1), stencil(p, 2)};
-  const double twoPi = 2.0 * M_PI;
+  const std::shared_ptr<ScalarSymbol const> scalar = scalarSymbol(p, taps, nz, ny, nx);
 #pragma omp parallel for
   for (int kz = 0; kz < nz; ++kz)
     for (int ky = 0; ky < ny; ++ky)
       for (int kx = 0; kx < nh; ++kx) {
-        const double th[3] = {twoPi * kx / nx, twoPi * ky / ny, twoPi * kz / nz};  // x, y, z
-        Eigen::Matrix3cd M = Eigen::Matrix3cd::Zero();
-        for (int c = 0; c < 3; ++c)
-          for (Tap const& t : taps[c])
-            M(c, t.src) += t.coef * std::exp(std::complex<double>(0.0, th[0] * t.dx + th[1] * t.dy + th[2] * t.dz));
         const std::size_t i = (std::size_t(kz) * ny + ky) * nh + kx;
         Eigen::Vector3cd rhs;
         for (int c = 0; c < 3; ++c) rhs(c) = std::complex<double>(spec[c][i][0], spec[c][i][1]);
-        const Eigen::Vector3cd sol = M.fullPivLu().solve(rhs);
+        Eigen::Vector3cd sol;
+        if (scalar)
+          for (int c = 0; c < 3; ++c) sol(c) = rhs(c) / scalar->s[i];
+        else
+          sol = symbolAt(taps, kx, ky, kz, nx, ny, nz).fullPivLu().solve(rhs);
         for (int c = 0; c < 3; ++c) {
           spec[c][i][0] = sol(c).real() / double(n);
           spec[c][i][1] = sol(c).imag() / double(n);

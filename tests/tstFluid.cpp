@@ -4,6 +4,11 @@
 // Explicit) against the reference and against each other on every enabled execution space.
 #define BOOST_TEST_MODULE Fluid
 #include <boost/test/unit_test.hpp>
+
+#include <Eigen/Dense>
+
+#include <complex>
+#include <random>
 #include <cmath>
 #include <random>
 #include <string>
@@ -142,6 +147,34 @@ BOOST_AUTO_TEST_CASE(reference_solvers_recover_a_manufactured_field) {
       BOOST_TEST(relMaxError(vs, vStar) <= kSolverAgreeTol);
     }
   }
+}
+
+// The reference keeps the scalar symbol of beta = 0 between solves (one grid and parameter set):
+// a solve after another grid or other parameters is the same bits as the first, and the scalar
+// solve rhs / s is what FullPivLU gives for s I (checked on random values, every rounding path).
+BOOST_AUTO_TEST_CASE(reference_spectral_symbol_is_kept_per_grid_and_parameters) {
+  const FluidParams p = paperParams(0.0);
+  FluidParams q = p;
+  q.alpha *= 2.0;
+  const HostField f = applyRef(p, manufactured(8, 12, 10)), g = applyRef(p, manufactured(5, 7, 9, 9));
+  HostField first("first", 3, 8, 12, 10), again("again", 3, 8, 12, 10), other("other", 3, 8, 12, 10), small("small", 3, 5, 7, 9);
+  ref::fluidSolveSpectral(p, f, first);
+  ref::fluidSolveSpectral(p, g, small);
+  ref::fluidSolveSpectral(q, f, other);
+  ref::fluidSolveSpectral(p, f, again);
+  BOOST_TEST(maxDiff(first, again) == 0.0);
+  BOOST_TEST(maxDiff(first, other) > 0.0);
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<double> u(-3.0, 3.0);
+  int differ = 0;
+  for (int k = 0; k < 20000; ++k) {
+    const std::complex<double> s(std::ldexp(u(rng), int(u(rng) * 10)), u(rng) * 1e-3);
+    Eigen::Vector3cd rhs;
+    for (int c = 0; c < 3; ++c) rhs(c) = {u(rng), u(rng)};
+    const Eigen::Vector3cd lu = (s * Eigen::Matrix3cd::Identity()).fullPivLu().solve(rhs);
+    for (int c = 0; c < 3; ++c) differ += (lu(c) != rhs(c) / s);
+  }
+  BOOST_TEST(differ == 0);
 }
 
 BOOST_AUTO_TEST_CASE(reference_odd_extents_spectral_and_cg) {
