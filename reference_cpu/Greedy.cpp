@@ -77,15 +77,22 @@ void boxAlong(std::vector<double> const& in, std::vector<double>& out, Grid3 con
 #pragma omp parallel for
     for (Index l = 0; l < ny * nz; ++l) {
       const Index base = l * nx;
-      for (Index i = 0; i < nx; ++i) out[base + i] = 0.0;
-      for (Index i = 0; i < nx; ++i)
-        for (int o = -R; o <= R; ++o) {
-          const Index j = detail::clampIndex(i + o, nx);
-          if (transposed)
-            out[base + j] += in[base + i];
+      double* to = &out[base];
+      const double* from = &in[base];
+      for (Index i = 0; i < nx; ++i) to[i] = 0.0;
+      if (!transposed) {  // the interior without the clamp (the same terms in the same order)
+        for (Index i = 0; i < nx; ++i) {
+          double acc = to[i];
+          if (i >= R && i + R < nx)
+            for (int o = -R; o <= R; ++o) acc += from[i + o];
           else
-            out[base + i] += in[base + j];
+            for (int o = -R; o <= R; ++o) acc += from[detail::clampIndex(i + o, nx)];
+          to[i] = acc;
         }
+        continue;
+      }
+      for (Index i = 0; i < nx; ++i)
+        for (int o = -R; o <= R; ++o) to[detail::clampIndex(i + o, nx)] += from[i];
     }
     return;
   }
