@@ -28,6 +28,86 @@ struct Scratch {
   using Doubles = Kokkos::View<double*, typename Exec::scratch_memory_space, Kokkos::MemoryUnmanaged>;
 };
 
+// The 2D window sums of source slice gz for the tile at (x0, y0), both variants' per-slice phases:
+// the halo of W and I1 (clamped loads), the x sums of W, I1, W^2, I1^2, W I1 into xs, then
+// sink(k, i, s) with the y sum s of quantity k at tile point i. The caller's barrier precedes it
+// (halo and xs free); barriers separate its phases.
+template <class Team, class Image, class Floats, class Doubles, class Sink>
+KOKKOS_INLINE_FUNCTION void lnccSliceSums(Team const& team, Image const& w, Image const& fixed, Floats const& halo, Doubles const& xs,
+                                          int gz, int x0, int y0, int R, int ny, int nx, Sink const& sink) {
+  const int side = 2 * R + 1, hx = kTileX + 2 * R, hy = kTileY + 2 * R;
+  Kokkos::parallel_for(Kokkos::TeamThreadRange(team, hx * hy), [&](int i) {
+    const int ly = i / hx, lx = i - ly * hx;
+    const int gy = clampIndex(y0 + ly - R, ny), gx = clampIndex(x0 + lx - R, nx);
+    halo(i) = w(gz, gy, gx);
+    halo(hx * hy + i) = fixed(gz, gy, gx);
+  });
+  team.team_barrier();
+  Kokkos::parallel_for(Kokkos::TeamThreadRange(team, hy * kTileX), [&](int i) {
+    const int ly = i / kTileX, tx = i - ly * kTileX;
+    double s[5] = {0.0, 0.0, 0.0, 0.0, 0.0};
+    for (int o = 0; o < side; ++o) {
+      const double a = halo(ly * hx + tx + o), b = halo(hx * hy + ly * hx + tx + o);
+      s[0] += a;
+      s[1] += b;
+      s[2] += a * a;
+      s[3] += b * b;
+      s[4] += a * b;
+    }
+    for (int k = 0; k < 5; ++k) xs(k * hy * kTileX + i) = s[k];
+  });
+  team.team_barrier();
+  Kokkos::parallel_for(Kokkos::TeamThreadRange(team, kTilePoints), [&](int i) {
+    const int ty = i / kTileX, tx = i - ty * kTileX;
+    for (int k = 0; k < 5; ++k) {
+      double s = 0.0;
+      for (int o = 0; o < side; ++o) s += xs(k * hy * kTileX + (ty + o) * kTileX + tx);
+      sink(k, i, s);
+    }
+  });
+}
+
+// The transposed 2D sums of coefficient k on source slice sz for the tile at (x0, y0): its halo (0
+// outside the grid), the x sums weighted by lnccTransposeWeight into xs, then sink(i, s) with the
+// weighted y sum s at tile point i. The caller's barrier precedes it; barriers separate its phases.
+template <class Team, class Terms, class Doubles, class Sink>
+KOKKOS_INLINE_FUNCTION void lnccTransposeSliceSums(Team const& team, Terms const& terms, Doubles const& halo, Doubles const& xs, int k,
+                                                   int sz, int x0, int y0, int R, int ny, int nx, Sink const& sink) {
+  const int hx = kTileX + 2 * R, hy = kTileY + 2 * R;
+  Kokkos::parallel_for(Kokkos::TeamThreadRange(team, hx * hy), [&](int i) {
+    const int ly = i / hx, lx = i - ly * hx;
+    const int sy = y0 + ly - R, sx = x0 + lx - R;
+    halo(i) = (sy >= 0 && sy < ny && sx >= 0 && sx < nx) ? terms(k, sz, sy, sx) : 0.0;
+  });
+  team.team_barrier();
+  Kokkos::parallel_for(Kokkos::TeamThreadRange(team, hy * kTileX), [&](int i) {
+    const int ly = i / kTileX, tx = i - ly * kTileX, gx = x0 + tx;
+    double s = 0.0;
+    for (int o = -R; o <= R; ++o) s += lnccTransposeWeight(gx + o, gx, nx, R) * halo(ly * hx + tx + o + R);
+    xs(i) = s;
+  });
+  team.team_barrier();
+  Kokkos::parallel_for(Kokkos::TeamThreadRange(team, kTilePoints), [&](int i) {
+    const int ty = i / kTileX, tx = i - ty * kTileX, gy = y0 + ty;
+    double s = 0.0;
+    for (int o = -R; o <= R; ++o) s += lnccTransposeWeight(gy + o, gy, ny, R) * xs((ty + o + R) * kTileX + tx);
+    sink(i, s);
+  });
+}
+
+// The force at the tile's voxel (x, y, z) from its transposed sums s[0..3] (lnccForceAt).
+template <class Image, class F>
+KOKKOS_INLINE_FUNCTION void lnccForceVoxel(Image const& w, Image const& fixed, F const& f, const double* s, int x, int y, int z,
+                                           int nz, int ny, int nx) {
+  float o[3];
+  lnccForceAt(w(z, y, x), fixed(z, y, x), s, w(z, y, clampIndex(x - 1, nx)), w(z, y, clampIndex(x + 1, nx)),
+              w(z, clampIndex(y - 1, ny), x), w(z, clampIndex(y + 1, ny), x), w(clampIndex(z - 1, nz), y, x),
+              w(clampIndex(z + 1, nz), y, x), o);
+  f(0, z, y, x) = o[0];
+  f(1, z, y, x) = o[1];
+  f(2, z, y, x) = o[2];
+}
+
 // Pass 1: the window sums of W, I1, W^2, I1^2, W I1 (clamped indices), each window's coefficients
 // (lnccWindowTerms) into `terms`; reduces E = sum cc.
 template <class Exec>
@@ -64,35 +144,7 @@ struct LnccWindowFunctor {
     for (int dz = -R; dz <= R; ++dz) {
       const int gz = clampIndex(z + dz, nz);
       team.team_barrier();  // the last slice's y sums are done with xs and halo
-      Kokkos::parallel_for(Kokkos::TeamThreadRange(team, hx * hy), [&](int i) {
-        const int ly = i / hx, lx = i - ly * hx;
-        const int gy = clampIndex(y0 + ly - R, ny), gx = clampIndex(x0 + lx - R, nx);
-        halo(i) = w(gz, gy, gx);
-        halo(hx * hy + i) = fixed(gz, gy, gx);
-      });
-      team.team_barrier();
-      Kokkos::parallel_for(Kokkos::TeamThreadRange(team, hy * kTileX), [&](int i) {
-        const int ly = i / kTileX, tx = i - ly * kTileX;
-        double s[5] = {0.0, 0.0, 0.0, 0.0, 0.0};
-        for (int o = 0; o < side; ++o) {
-          const double a = halo(ly * hx + tx + o), b = halo(hx * hy + ly * hx + tx + o);
-          s[0] += a;
-          s[1] += b;
-          s[2] += a * a;
-          s[3] += b * b;
-          s[4] += a * b;
-        }
-        for (int k = 0; k < 5; ++k) xs(k * hy * kTileX + i) = s[k];
-      });
-      team.team_barrier();
-      Kokkos::parallel_for(Kokkos::TeamThreadRange(team, kTilePoints), [&](int i) {
-        const int ty = i / kTileX, tx = i - ty * kTileX;
-        for (int k = 0; k < 5; ++k) {
-          double s = 0.0;
-          for (int o = 0; o < side; ++o) s += xs(k * hy * kTileX + (ty + o) * kTileX + tx);
-          acc(k * kTilePoints + i) += s;
-        }
-      });
+      lnccSliceSums(team, w, fixed, halo, xs, gz, x0, y0, R, ny, nx, [&](int k, int i, double s) { acc(k * kTilePoints + i) += s; });
     }
     team.team_barrier();
     const double n = double(side) * side * side;
@@ -141,38 +193,14 @@ struct LnccTransposeFunctor {
       if (kz == 0.0) continue;  // the same for the whole team
       for (int k = 0; k < 4; ++k) {
         team.team_barrier();
-        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, hx * hy), [&](int i) {
-          const int ly = i / hx, lx = i - ly * hx;
-          const int sy = y0 + ly - R, sx = x0 + lx - R;
-          halo(i) = (sy >= 0 && sy < ny && sx >= 0 && sx < nx) ? terms(k, sz, sy, sx) : 0.0;
-        });
-        team.team_barrier();
-        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, hy * kTileX), [&](int i) {
-          const int ly = i / kTileX, tx = i - ly * kTileX, gx = x0 + tx;
-          double s = 0.0;
-          for (int o = -R; o <= R; ++o) s += lnccTransposeWeight(gx + o, gx, nx, R) * halo(ly * hx + tx + o + R);
-          xs(i) = s;
-        });
-        team.team_barrier();
-        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, kTilePoints), [&](int i) {
-          const int ty = i / kTileX, tx = i - ty * kTileX, gy = y0 + ty;
-          double s = 0.0;
-          for (int o = -R; o <= R; ++o) s += lnccTransposeWeight(gy + o, gy, ny, R) * xs((ty + o + R) * kTileX + tx);
-          acc(k * kTilePoints + i) += kz * s;
-        });
+        lnccTransposeSliceSums(team, terms, halo, xs, k, sz, x0, y0, R, ny, nx, [&](int i, double s) { acc(k * kTilePoints + i) += kz * s; });
       }
     }
     team.team_barrier();
     Kokkos::parallel_for(Kokkos::TeamThreadRange(team, tw * th), [&](int i) {
       const int ty = i / tw, tx = i - ty * tw, j = ty * kTileX + tx, y = y0 + ty, x = x0 + tx;
       const double s[4] = {acc(j), acc(kTilePoints + j), acc(2 * kTilePoints + j), acc(3 * kTilePoints + j)};
-      float o[3];
-      lnccForceAt(w(z, y, x), fixed(z, y, x), s, w(z, y, clampIndex(x - 1, nx)), w(z, y, clampIndex(x + 1, nx)),
-                  w(z, clampIndex(y - 1, ny), x), w(z, clampIndex(y + 1, ny), x), w(clampIndex(z - 1, nz), y, x),
-                  w(clampIndex(z + 1, nz), y, x), o);
-      f(0, z, y, x) = o[0];
-      f(1, z, y, x) = o[1];
-      f(2, z, y, x) = o[2];
+      lnccForceVoxel(w, fixed, f, s, x, y, z, nz, ny, nx);
     });
   }
 };
@@ -234,35 +262,8 @@ struct LnccWindowReuseFunctor {
     for (int zs = zb - R; zs < ze + R; ++zs) {
       const int gz = clampIndex(zs, nz), slot = lnccRingSlot(zs, zb, R);
       team.team_barrier();  // the last slice's sums and window are done with halo, xs and this slot
-      Kokkos::parallel_for(Kokkos::TeamThreadRange(team, hx * hy), [&](int i) {
-        const int ly = i / hx, lx = i - ly * hx;
-        const int gy = clampIndex(y0 + ly - R, ny), gx = clampIndex(x0 + lx - R, nx);
-        halo(i) = w(gz, gy, gx);
-        halo(hx * hy + i) = fixed(gz, gy, gx);
-      });
-      team.team_barrier();
-      Kokkos::parallel_for(Kokkos::TeamThreadRange(team, hy * kTileX), [&](int i) {
-        const int ly = i / kTileX, tx = i - ly * kTileX;
-        double s[5] = {0.0, 0.0, 0.0, 0.0, 0.0};
-        for (int o = 0; o < side; ++o) {
-          const double a = halo(ly * hx + tx + o), b = halo(hx * hy + ly * hx + tx + o);
-          s[0] += a;
-          s[1] += b;
-          s[2] += a * a;
-          s[3] += b * b;
-          s[4] += a * b;
-        }
-        for (int k = 0; k < 5; ++k) xs(k * hy * kTileX + i) = s[k];
-      });
-      team.team_barrier();
-      Kokkos::parallel_for(Kokkos::TeamThreadRange(team, kTilePoints), [&](int i) {
-        const int ty = i / kTileX, tx = i - ty * kTileX;
-        for (int k = 0; k < 5; ++k) {
-          double s = 0.0;
-          for (int o = 0; o < side; ++o) s += xs(k * hy * kTileX + (ty + o) * kTileX + tx);
-          ring((slot * 5 + k) * kTilePoints + i) = s;
-        }
-      });
+      lnccSliceSums(team, w, fixed, halo, xs, gz, x0, y0, R, ny, nx,
+                    [&](int k, int i, double s) { ring((slot * 5 + k) * kTilePoints + i) = s; });
       if (zs < zb + R) continue;  // the window of slice zs - R is complete from here on
       const int z = zs - R;
       team.team_barrier();
@@ -315,25 +316,8 @@ struct LnccTransposeReuseFunctor {
       if (zs >= 0 && zs < nz) {  // outside the grid every weight is 0: the slot is never read
         for (int k = 0; k < 4; ++k) {
           team.team_barrier();
-          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, hx * hy), [&](int i) {
-            const int ly = i / hx, lx = i - ly * hx;
-            const int sy = y0 + ly - R, sx = x0 + lx - R;
-            halo(i) = (sy >= 0 && sy < ny && sx >= 0 && sx < nx) ? terms(k, zs, sy, sx) : 0.0;
-          });
-          team.team_barrier();
-          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, hy * kTileX), [&](int i) {
-            const int ly = i / kTileX, tx = i - ly * kTileX, gx = x0 + tx;
-            double s = 0.0;
-            for (int o = -R; o <= R; ++o) s += lnccTransposeWeight(gx + o, gx, nx, R) * halo(ly * hx + tx + o + R);
-            xs(i) = s;
-          });
-          team.team_barrier();
-          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, kTilePoints), [&](int i) {
-            const int ty = i / kTileX, tx = i - ty * kTileX, gy = y0 + ty;
-            double s = 0.0;
-            for (int o = -R; o <= R; ++o) s += lnccTransposeWeight(gy + o, gy, ny, R) * xs((ty + o + R) * kTileX + tx);
-            ring((slot * 4 + k) * kTilePoints + i) = s;
-          });
+          lnccTransposeSliceSums(team, terms, halo, xs, k, zs, x0, y0, R, ny, nx,
+                                 [&](int i, double s) { ring((slot * 4 + k) * kTilePoints + i) = s; });
         }
       }
       if (zs < zb + R) continue;  // the window of slice zs - R is complete from here on
@@ -347,13 +331,7 @@ struct LnccTransposeReuseFunctor {
           if (kz == 0.0) continue;
           for (int k = 0; k < 4; ++k) s[k] += kz * ring((lnccRingSlot(z + dz, zb, R) * 4 + k) * kTilePoints + j);
         }
-        float o[3];
-        lnccForceAt(w(z, y, x), fixed(z, y, x), s, w(z, y, clampIndex(x - 1, nx)), w(z, y, clampIndex(x + 1, nx)),
-                    w(z, clampIndex(y - 1, ny), x), w(z, clampIndex(y + 1, ny), x), w(clampIndex(z - 1, nz), y, x),
-                    w(clampIndex(z + 1, nz), y, x), o);
-        f(0, z, y, x) = o[0];
-        f(1, z, y, x) = o[1];
-        f(2, z, y, x) = o[2];
+        lnccForceVoxel(w, fixed, f, s, x, y, z, nz, ny, nx);
       });
       team.team_barrier();  // the ring slot the next source slice fills was read above
     }
