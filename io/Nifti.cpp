@@ -906,7 +906,10 @@ void writeBuffers(fs::path const& file,
   const bool gz = ext.size() > 3 && ext.compare(ext.size() - 3, 3, ".gz") == 0;
   if (gz) {
     GzFile outf;
-    outf.f = gzopen(file.c_str(), "wb6");
+    // Level 1 with run-length matching (zlib's Z_RLE, mode "R"): float volumes hold few repeated
+    // strings, so level 6's search costs time for ~2 % of size (docs/io.md: an atlas's outputs
+    // written 3.9x faster, 2 % larger); any gzip reader decompresses it.
+    outf.f = gzopen(file.c_str(), "wb1R");
     if (!outf.f)
       writeError(target, "cannot create the file (" + std::string(std::strerror(errno)) + ")");
     gzbuffer(outf.f, 1u << 18);
