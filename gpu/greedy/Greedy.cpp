@@ -188,8 +188,10 @@ GreedyStepper<Exec>::GreedyStepper(Exec const& exec, GridExtents e, GreedyParams
       fusedForce_(params.stepVariant == GreedyStepVariant::ScratchTiled && params.metric == GreedyMetric::Ssd),
       nz_(e.nz), ny_(e.ny), nx_(e.nx), solver_(exec, e.nz, e.ny, e.nx, params.fluid),
       f_("kortex::greedy::f", 3, e.nz, e.ny, e.nx), cand_("kortex::greedy::candidate", 3, e.nz, e.ny, e.nx) {
-  if (params_.metric == GreedyMetric::Lncc)
+  if (params_.metric == GreedyMetric::Lncc) {
     lnccTerms_ = LnccTerms<memory_space>("kortex::greedy::lncc_terms", 4, e.nz, e.ny, e.nx);
+    lnccVariants_ = lnccVariantsFor<Exec>(params_.lnccRadius);
+  }
   vmax2_ = Kokkos::View<float, memory_space>("kortex::greedy::vmax2");
   if (use != Use::Image) return;
   if (!fusedForce_)
@@ -201,7 +203,7 @@ GreedyStepper<Exec>::GreedyStepper(Exec const& exec, GridExtents e, GreedyParams
 template <class Exec>
 void GreedyStepper<Exec>::computeForce(ConstImageView<memory_space> W, ConstImageView<memory_space> target) {
   if (params_.metric == GreedyMetric::Lncc)
-    lnccForce(exec_, W, target, params_.lnccRadius, lnccTerms_, f_, lnccVariantsFor<Exec>(params_.lnccRadius), nullptr, 0);
+    lnccForce(exec_, W, target, params_.lnccRadius, lnccTerms_, f_, lnccVariants_, nullptr, 0);
   else
     greedyForce(exec_, W, target, f_);
 }

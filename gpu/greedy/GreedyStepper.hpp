@@ -16,6 +16,7 @@
 
 #include <Kokkos_Core.hpp>
 
+#include <array>
 #include <cstdint>
 #include <utility>
 
@@ -86,6 +87,7 @@ class GreedyStepper {
   Field<memory_space> f_, cand_, fc_;  // fc_: the candidate's force (ScratchTiled)
   ImageView<memory_space> wc_;         // the candidate's warped image (Naive, LNCC)
   LnccTerms<memory_space> lnccTerms_;  // LNCC: the window coefficients (4 x the grid)
+  std::array<LnccVariant, 2> lnccVariants_{};  // LNCC: its passes' variants (lnccVariantsFor, chosen once)
   Kokkos::View<float, memory_space> vmax2_;
 };
 

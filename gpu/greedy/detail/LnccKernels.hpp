@@ -315,7 +315,7 @@ struct LnccTransposeReuseFunctor {
       const int slot = lnccRingSlot(zs, zb, R);
       if (zs >= 0 && zs < nz) {  // outside the grid every weight is 0: the slot is never read
         for (int k = 0; k < 4; ++k) {
-          team.team_barrier();
+          team.team_barrier();  // the last phase is done with halo and xs (k = 0: the last window with this slot)
           lnccTransposeSliceSums(team, terms, halo, xs, k, zs, x0, y0, R, ny, nx,
                                  [&](int i, double s) { ring((slot * 4 + k) * kTilePoints + i) = s; });
         }
@@ -333,7 +333,6 @@ struct LnccTransposeReuseFunctor {
         }
         lnccForceVoxel(w, fixed, f, s, x, y, z, nz, ny, nx);
       });
-      team.team_barrier();  // the ring slot the next source slice fills was read above
     }
   }
 };
