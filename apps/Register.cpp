@@ -25,6 +25,7 @@
 #include "core/Errors.hpp"
 #include "io/ImageIO.hpp"
 #include "io/Output.hpp"
+#include "pipeline/RegisterCohort.hpp"
 #include "pipeline/RegisterJob.hpp"
 
 namespace fs = std::filesystem;
@@ -158,9 +159,22 @@ void printWritten(pipeline::RegisterJobResult const& r) {
   line(o.report, "the job's JSON report");
 }
 
+// An output flag given without a file name names nothing outside a cohort.
+void requireOutputNames(RegisterOptions const& o) {
+  const std::pair<bool, std::string const*> flags[] = {{o.askedWarped, &o.outWarped},     {o.askedField, &o.outField},
+                                                       {o.askedJacobian, &o.outJacobian}, {o.askedAffine, &o.outAffine},
+                                                       {o.askedInverseField, &o.outInverseField}};
+  const char* names[] = {"--out-warped", "--out-field", "--out-jacobian", "--out-affine", "--out-inverse-field"};
+  for (int k = 0; k < 5; ++k)
+    if (flags[k].first && flags[k].second->empty())
+      throw InvalidArgument(std::string(names[k]) + " needs a file name (without one it names a cohort's outputs: "
+                            "several --moving images, --list or --out-dir)");
+}
+
 int runRegistration(RegisterOptions const& o, pipeline::RegisterJob& job) {
+  requireOutputNames(o);
   job.fixed.path = o.fixed;
-  job.moving.path = o.moving;
+  job.moving.path = o.moving.front();
   job.useAffine = !o.noAffine;
   job.backend = parseBackend(o.backend);
   job.outputs = {o.outWarped, o.outField, o.outJacobian, o.outAffine, o.outInverseField, o.outReport};
@@ -172,7 +186,7 @@ int runRegistration(RegisterOptions const& o, pipeline::RegisterJob& job) {
   const pipeline::RegisterJobResult r = pipeline::runRegisterJob(job, progress);
   bar.end();
   std::cout << "fixed:  " << o.fixed << " (" << describe(r.pair.fixedGrid) << ")\n"
-            << "moving: " << o.moving << " (" << describe(r.pair.movingGrid) << ")\n";
+            << "moving: " << o.moving.front() << " (" << describe(r.pair.movingGrid) << ")\n";
   if (!r.pair.fixedGrid.sameGrid(r.pair.movingGrid))
     std::cout << "  the grids differ: the moving image was resampled onto the fixed grid through the headers"
               << (job.useAffine ? " and the affine alignment" : "") << "\n";
@@ -195,7 +209,64 @@ int cmdRegisterUnbiased(RegisterOptions const& o) {
   return runRegistration(o, job);
 }
 
+namespace {
+
+bool isCohort(RegisterOptions const& o) { return o.moving.size() > 1 || !o.list.empty() || !o.outDir.empty(); }
+
+// One line over the cohort, rewritten in place on a terminal; a line per subject otherwise.
+void cohortProgress(pipeline::CohortEvent const& e, bool quiet, bool tty) {
+  if (quiet) return;
+  const int width = 24, filled = std::min(width, (e.index + 1) * width / std::max(1, e.total));
+  std::ostringstream s;
+  s << "  cohort [" << std::string(filled, '#') << std::string(width - filled, '.') << "] " << e.index + 1 << "/"
+    << e.total << "  " << e.registered << " registered, " << e.failed << " failed  " << std::fixed
+    << std::setprecision(2) << (e.elapsed > 0 ? e.registered / e.elapsed : 0.0) << " pairs/s  " << e.subject->stem
+    << (e.subject->status == pipeline::CohortStatus::Failed ? " FAILED" : "");
+  std::cerr << (tty ? "\r" : "") << s.str() << (tty ? "" : "\n") << std::flush;
+  if (tty && e.index + 1 == e.total) std::cerr << "\n";
+}
+
+int runCohort(RegisterOptions const& o, GreedyParams const& greedy) {
+  pipeline::RegisterCohortJob job;
+  job.fixed.path = o.fixed;
+  for (auto const& m : o.moving) job.moving.push_back({m, {}});
+  job.movingList = o.list;
+  job.greedy = greedy;
+  job.useAffine = !o.noAffine;
+  job.backend = parseBackend(o.backend);
+  job.outDir = o.outDir;
+  job.outputs = {o.askedWarped, o.askedField, o.askedJacobian, o.askedAffine, o.askedInverseField};
+  job.report = o.outReport;
+  job.keepGoing = o.keepGoing;
+  job.maxMemoryMiB = o.maxMemoryMiB;
+  for (std::string const* named : {&o.outWarped, &o.outField, &o.outJacobian, &o.outAffine, &o.outInverseField})
+    if (!named->empty())
+      throw InvalidArgument("a cohort's outputs are named after each moving image in --out-dir: give the output flags "
+                            "without a file name ('" + *named + "' was given)");
+  const bool tty = isatty(fileno(stderr)) != 0;
+  const pipeline::RegisterCohortResult r =
+      pipeline::runRegisterCohort(job, [&](pipeline::CohortEvent const& e) { cohortProgress(e, o.quiet, tty); });
+  std::cout << "fixed: " << o.fixed << "\n"
+            << "cohort: " << r.registered() << " of " << r.subjects.size() << " registered, " << r.failed()
+            << " failed; " << r.concurrentPairs << " pair(s) at once";
+  if (r.pairBytes > 0)
+    std::cout << " (" << std::fixed << std::setprecision(0) << double(r.pairBytes) / 1048576.0 << " MiB each, cap "
+              << double(r.memoryCap) / 1048576.0 << " MiB)";
+  std::cout << "\n" << std::fixed << std::setprecision(3) << "read " << r.secondsRead << " s, registered and written in "
+            << r.secondsRegister << " s (" << std::setprecision(2) << r.pairsPerSecond() << " pairs/s), total "
+            << std::setprecision(3) << r.secondsTotal << " s\n";
+  for (auto const& s : r.subjects)
+    if (s.status == pipeline::CohortStatus::Failed) std::cerr << "kortex: error: " << s.error << "\n";
+  if (r.registered() > 0 && job.outputs.any()) std::cout << "wrote the subjects' outputs in " << o.outDir << "\n";
+  if (!o.outReport.empty()) std::cout << "wrote " << o.outReport << " (the cohort's JSON report)\n";
+  return r.failed() > 0 ? 1 : 0;
+}
+
+}  // namespace
+
 int cmdRegisterGreedy(RegisterOptions const& o) {
+  if (isCohort(o)) return runCohort(o, o.greedy.toParams());
+  if (o.moving.empty()) throw InvalidArgument("no moving image is given (--moving, or --list for a cohort)");
   pipeline::RegisterJob job;
   job.method = pipeline::RegistrationMethod::Greedy;
   job.greedy = o.greedy.toParams();
@@ -204,25 +275,55 @@ int cmdRegisterGreedy(RegisterOptions const& o) {
 
 namespace {
 // The inputs and outputs both registration commands take; `part` names what the Jacobian map is of.
-void addRegisterFiles(CLI::App& cmd, RegisterOptions& o, std::string const& part) {
+// The output options, whose count says whether a cohort asked for them.
+struct OutputOptions {
+  CLI::Option *warped, *field, *jacobian, *affine, *inverseField;
+  void record(RegisterOptions& o) const {
+    o.askedWarped = warped->count() > 0;
+    o.askedField = field->count() > 0;
+    o.askedJacobian = jacobian->count() > 0;
+    o.askedAffine = affine->count() > 0;
+    o.askedInverseField = inverseField->count() > 0;
+  }
+};
+
+OutputOptions addRegisterFiles(CLI::App& cmd, RegisterOptions& o, std::string const& part) {
   cmd.add_option("--fixed", o.fixed, "Fixed (reference) 3D image")->required();
-  cmd.add_option("--moving", o.moving, "Moving (template) 3D image")->required();
-  cmd.add_option("--out-warped", o.outWarped, "Moving image resampled on the fixed grid");
-  cmd.add_option("--out-field", o.outField,
-                 "The deformable part as a displacement field, NIfTI, ITK/ANTs convention (world mm, LPS; fixed point "
-                 "x -> x + d(x)). The whole map is the field then the affine: kortex apply --transform FIELD "
-                 "--transform AFFINE (antsApplyTransforms -t FIELD -t AFFINE)");
-  cmd.add_option("--out-jacobian", o.outJacobian, "det(I - grad u) of the " + part + " part");
-  cmd.add_option("--out-affine", o.outAffine,
-                 "The affine part as an ITK transform file (.txt; fixed world -> moving world; with --no-affine the "
-                 "header alignment)");
-  cmd.add_option("--out-inverse-field", o.outInverseField,
-                 "The WHOLE map's inverse (affine included) on the moving grid, NIfTI (ITK/ANTs convention: moving "
-                 "point y -> fixed point y + e(y)); apply it alone. Inverted point by point at the end (Newton), its "
-                 "inverse consistency printed");
+  OutputOptions out;
+  out.warped = cmd.add_option("--out-warped", o.outWarped, "Moving image resampled on the fixed grid");
+  out.field = cmd.add_option("--out-field", o.outField,
+                             "The deformable part as a displacement field, NIfTI, ITK/ANTs convention (world mm, LPS; "
+                             "fixed point x -> x + d(x)). The whole map is the field then the affine: kortex apply "
+                             "--transform FIELD --transform AFFINE (antsApplyTransforms -t FIELD -t AFFINE)");
+  out.jacobian = cmd.add_option("--out-jacobian", o.outJacobian, "det(I - grad u) of the " + part + " part");
+  out.affine = cmd.add_option("--out-affine", o.outAffine,
+                              "The affine part as an ITK transform file (.txt; fixed world -> moving world; with "
+                              "--no-affine the header alignment)");
+  out.inverseField = cmd.add_option(
+      "--out-inverse-field", o.outInverseField,
+      "The WHOLE map's inverse (affine included) on the moving grid, NIfTI (ITK/ANTs convention: moving point y -> "
+      "fixed point y + e(y)); apply it alone. Inverted point by point at the end (Newton), its inverse consistency "
+      "printed");
   cmd.add_option("--json", o.outReport, "The job's JSON report (the job, the stages, the files written)");
   cmd.footer("At least one output is needed. Outputs are written all or none: a failure leaves the files that were "
              "there before.");
+  return out;
+}
+
+// A greedy cohort: several moving images (or --list) against one fixed image; the output flags then
+// take no file name.
+void addCohortOptions(CLI::App& cmd, RegisterOptions& o, OutputOptions const& out) {
+  for (CLI::Option* opt : {out.warped, out.field, out.jacobian, out.affine, out.inverseField}) opt->expected(0, 1);
+  cmd.add_option("--list", o.list, "Cohort: a text file of more moving images, one path per line ('#' comments)");
+  cmd.add_option("--out-dir", o.outDir,
+                 "Cohort: the folder of every subject's outputs, named after its moving image: STEM_warped.nii.gz, "
+                 "STEM_field.nii.gz, STEM_jacobian.nii.gz, STEM_affine.txt, STEM_inverse_field.nii.gz, as the "
+                 "output flags (given without a file name) ask");
+  cmd.add_flag("--keep-going", o.keepGoing,
+               "Cohort: a subject that fails is reported and skipped (the exit status is still 1); without it the "
+               "first failure stops the cohort");
+  cmd.add_option("--max-memory", o.maxMemoryMiB,
+                 "Cohort: device memory for the pairs that run at once, MiB (default: 90 % of what is free)");
 }
 }  // namespace
 
@@ -234,7 +335,8 @@ void addRegisterCommands(CLI::App& app, Action& action) {
   auto* unb = reg->add_subcommand(
       "unbiased",
       "Affine (NCC) + unbiased fluid registration (symmetric-KL prior, Yanovsky et al. 2007) of two 3D images");
-  addRegisterFiles(*unb, rgo, "fluid");
+  const OutputOptions unbOut = addRegisterFiles(*unb, rgo, "fluid");
+  unb->add_option("--moving", rgo.moving, "Moving (template) 3D image")->required()->expected(1);
   unb->add_option("--lambda", rgo.fluid.lambda, "Weight of the symmetric-KL regulariser (> 0)")->capture_default_str();
   unb->add_option("--sigma", rgo.fluid.sigma, "Gaussian smoothing of the force, voxels")->capture_default_str();
   unb->add_option("--iterations", rgo.fluid.iterations, "Cap on fluid iterations")->capture_default_str();
@@ -242,17 +344,27 @@ void addRegisterCommands(CLI::App& app, Action& action) {
   addBackendOption(*unb, rgo.backend);
   unb->add_option("--variant", rgo.variant, "Kokkos force kernel: naive|recompute|reuse (default: " + std::string(toString(RegistrationParams{}.variant)) + ")");
   unb->add_flag("--quiet", rgo.quiet, "No progress bar");
-  unb->callback([rgop, &action] { action = [rgop] { return cmdRegisterUnbiased(*rgop); }; });
+  unb->callback([rgop, unbOut, &action] {
+    unbOut.record(*rgop);
+    action = [rgop] { return cmdRegisterUnbiased(*rgop); };
+  });
 
   auto* gr = reg->add_subcommand(
       "greedy",
       "Affine (NCC) + greedy diffeomorphic registration (fluid operator, multi-scale; Ha et al. 2010) of two 3D images");
-  addRegisterFiles(*gr, rgo, "greedy");
+  const OutputOptions grOut = addRegisterFiles(*gr, rgo, "greedy");
+  gr->add_option("--moving", rgo.moving,
+                 "Moving (template) 3D image; several make a cohort, registered to the fixed image (--out-dir)")
+      ->expected(1, -1);
+  addCohortOptions(*gr, rgo, grOut);
   addGreedyOptions(*gr, rgo.greedy);
   addNoAffineFlag(*gr, rgo.noAffine);
   addBackendOption(*gr, rgo.backend);
   gr->add_flag("--quiet", rgo.quiet, "No progress bar");
-  gr->callback([rgop, &action] { action = [rgop] { return cmdRegisterGreedy(*rgop); }; });
+  gr->callback([rgop, grOut, &action] {
+    grOut.record(*rgop);
+    action = [rgop] { return cmdRegisterGreedy(*rgop); };
+  });
 }
 
 }  // namespace kortex::app

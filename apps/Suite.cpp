@@ -250,12 +250,13 @@ void addBenchCommands(CLI::App& app, Action& action) {
   auto go = addBench(bench, action, "greedy",
                      "Greedy diffeomorphic registration (Ha et al. 2010): Helmholtz matvec GFLOP/s, solver comparison "
                      "(FFT, SOR, CG; cold and warm), one iteration at 144x192x160 vs PyTorch, gradient, Gaussian and "
-                     "n-ary kernels, and the IXI pair (multi-scale vs single scale)",
+                     "n-ary kernels, the IXI pair (multi-scale vs single scale), IXI pairs end to end and a cohort's pairs per second",
                      {"Smaller budgets", "Tiny grids (smoke test)",
-                      "Only sections whose label contains this text: \"Matvec\", \"Solvers\", \"Iteration\", \"IXI\"",
+                      "Only sections whose label contains this text (alternatives: \"Pair|Cohort\"): \"Matvec\", \"Solvers\", "
+                      "\"Iteration\", \"Kernels\", \"IXI\", \"Pair\", \"Cohort\"",
                       "Merge peer timings from bench/peers/greedy_torch.py (JSON)"},
                      &cmdBenchGreedy, &greedy);
-  greedy->add_option("--data", go->dataDir, "Real data folder (../shared/data): adds the IXI pair")
+  greedy->add_option("--data", go->dataDir, "Real data folder (../shared/data): adds the IXI pair, the pairs and the cohort")
       ->check(CLI::ExistingDirectory);
   CLI::App* atlasBench = nullptr;
   auto ao = addBench(bench, action, "atlas",

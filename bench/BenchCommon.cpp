@@ -26,7 +26,14 @@ std::string fixedDecimals(double v, int prec) {
 }
 
 bool selected(std::string const& only, std::string const& label) {
-  return only.empty() || label.find(only) != std::string::npos;
+  if (only.empty()) return true;
+  for (std::size_t b = 0;;) {  // alternatives separated by '|'
+    const std::size_t e = only.find('|', b);
+    const std::string part = only.substr(b, e == std::string::npos ? std::string::npos : e - b);
+    if (!part.empty() && label.find(part) != std::string::npos) return true;
+    if (e == std::string::npos) return false;
+    b = e + 1;
+  }
 }
 
 using validation::fmt;
@@ -153,7 +160,7 @@ void requireOnlyMatches(BenchOptions const& opt, std::vector<std::string> const&
                         const char* example) {
   if (opt.only.empty()) return;
   for (auto const& l : labels)
-    if (l.find(opt.only) != std::string::npos) return;
+    if (selected(opt.only, l)) return;
   throw InvalidArgument(std::string("bench ") + bench + ": --only '" + opt.only +
                         "' matches no case (cases are labelled like " + example + ")");
 }

@@ -1,7 +1,7 @@
 // `kortex bench greedy`: the greedy registration tables of Ha et al. 2010 (see bench/BenchGreedy.hpp
 // for what is measured and how). This file checks the options, writes the report's header and
 // runs the sections in order; the sections live in bench/greedy/ (GreedyBench.hpp: Matvec.cpp,
-// Solvers.cpp, Iteration.cpp + Split.cpp, Kernels.cpp, Ixi.cpp), sharing one greedy::Context.
+// Solvers.cpp, Iteration.cpp + Split.cpp, Kernels.cpp, Ixi.cpp, Pairs.cpp), sharing one greedy::Context.
 #include "bench/BenchGreedy.hpp"
 
 #include "bench/BenchCommon.hpp"
@@ -42,7 +42,7 @@ BenchReport runGreedyBench(BenchOptions const& opt) {
   const auto tStart = Clock::now();
   BenchReport rep;
   nlohmann::json peers = common::checkOptions(opt, "greedy");
-  common::requireOnlyMatches(opt, {"Matvec", "Solvers", "Iteration", "Kernels", "IXI"}, "greedy", "\"Solvers\"");
+  common::requireOnlyMatches(opt, {"Matvec", "Solvers", "Iteration", "Kernels", "IXI", "Pair", "Cohort"}, "greedy", "\"Solvers\"");
   greedy::Context ctx(opt, rep, std::move(peers));
   nlohmann::json& j = ctx.j;
   std::ostringstream& md = ctx.md;
@@ -65,6 +65,8 @@ BenchReport runGreedyBench(BenchOptions const& opt) {
   if (selected(opt.only, "Iteration")) greedy::runIteration(ctx);
   if (selected(opt.only, "Kernels")) greedy::runKernels(ctx);
   if (!opt.dataDir.empty() && selected(opt.only, "IXI")) greedy::runIxi(ctx);
+  if (!opt.dataDir.empty() && selected(opt.only, "Pair")) greedy::runPairs(ctx);
+  if (!opt.dataDir.empty() && selected(opt.only, "Cohort")) greedy::runCohort(ctx);
   md << "\nMemory-bound kernels are expected at >= " << fixedDecimals(100 * greedy::kTargetBandwidthShare, 0)
      << " % of the measured copy bandwidth (the GB/s columns above).\n";
   common::finishReport(rep, j, md.str(), tStart, opt);

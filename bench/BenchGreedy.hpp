@@ -17,7 +17,11 @@
 //   Kernels    gradient (Naive vs ScratchTiled), 3D Gaussian (separable, recursive, spectral),
 //              n-ary fused vs binary element-wise operators, with GB/s;
 //   IXI        (--data) an IXI pair end to end with affine and 2 scales (target <= 0.3 s), and
-//              multi-scale (25 + 50) vs single scale (200 iterations): label Dice and time.
+//              multi-scale (25 + 50) vs single scale (200 iterations): label Dice and time;
+//   Pair       (--data) two IXI pairs end to end with the defaults, LNCC and SSD: stage medians
+//              against issue 40's goals (<= 0.05 s and <= 0.03 s);
+//   Cohort     (--data) >= 100 registrations to one fixed image by the cohort job, one pair at a
+//              time and with the planned concurrent pairs: pairs per second (goal >= 50).
 // Timing: fence before and after, warm-up, median (core/Timing.hpp).
 #pragma once
 

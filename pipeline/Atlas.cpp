@@ -794,21 +794,6 @@ AtlasJob atlasJobFromJson(nlohmann::json const& j) {
   return job;
 }
 
-std::vector<std::string> readImageList(std::string const& path) {
-  std::ifstream in(path);
-  if (!in) throw IoError("the image list '" + path + "' cannot be read");
-  std::vector<std::string> out;
-  std::string line;
-  while (std::getline(in, line)) {
-    const auto b = line.find_first_not_of(" \t\r"), e = line.find_last_not_of(" \t\r");
-    if (b == std::string::npos || line[b] == '#') continue;
-    fs::path p = line.substr(b, e - b + 1);
-    if (p.is_relative()) p = fs::path(path).parent_path() / p;
-    out.push_back(p.string());
-  }
-  if (out.empty()) throw InvalidArgument("the image list '" + path + "' names no image");
-  return out;
-}
 
 AtlasResidency atlasResidency(AtlasMemory const& m, int subjects, std::int64_t avail, bool onDevice,
                               std::int64_t hostAvail, std::string const& what) {

@@ -106,10 +106,6 @@ struct AtlasJobResult {
   HostImage templateImage;            // rank 0: the template, as written to outTemplate
 };
 
-// A cohort list: one image path per line; blank lines and lines starting with '#' skipped; relative
-// paths are relative to the list's folder. IoError when it cannot be read, InvalidArgument when it
-// names no image.
-std::vector<std::string> readImageList(std::string const& path);
 
 // The subjects rank r holds: [first, first + count).
 std::array<int, 2> atlasBlock(int subjects, int ranks, int rank);

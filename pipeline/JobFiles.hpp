@@ -145,4 +145,9 @@ struct PlannedOutput {
 // or none (StagedOutputs). Returns the paths written, in order.
 std::vector<std::filesystem::path> writeAllOrNone(std::vector<PlannedOutput> const& outputs);
 
+// A cohort list: one image path per line; blank lines and lines starting with '#' skipped; relative
+// paths are relative to the list's folder. IoError when it cannot be read, InvalidArgument when it
+// names no image.
+std::vector<std::string> readImageList(std::string const& path);
+
 }  // namespace kortex::pipeline

@@ -19,6 +19,7 @@
 #include "core/Intensity.hpp"
 #include "gpu/affine/Affine.hpp"
 #include "gpu/greedy/Greedy.hpp"
+#include "gpu/greedy/GreedyStepper.hpp"
 #include "gpu/registration/Registration.hpp"
 #include "reference_cpu/Affine.hpp"
 #include "reference_cpu/Greedy.hpp"
@@ -238,17 +239,35 @@ RegistrationPipelineResult runPair(HostImage const& moving, HostImage const& fix
 
 }  // namespace
 
+void validatePairOptions(Geometry const& fixed, RegistrationPipelineOptions const& opt) {
+  if (opt.useFluid && opt.method == RegistrationMethod::Greedy)
+    opt.greedy.validateFor(greedyPaddedGrid(fixed, opt.greedy));
+  else if (opt.useFluid)
+    opt.fluid.validateFor(fixed);
+  if (opt.useAffine) opt.affine.validate();
+  opt.intensity.validate();
+}
+
 RegistrationPipelineResult registerPair(HostImage const& moving, HostImage const& fixed,
                                         RegistrationPipelineOptions const& opt) {
   requireVolume(moving, "moving");
   requireVolume(fixed, "fixed");
-  if (opt.useFluid && opt.method == RegistrationMethod::Greedy)
-    opt.greedy.validateFor(greedyPaddedGrid(fixed.geometry, opt.greedy));
-  else if (opt.useFluid)
-    opt.fluid.validateFor(fixed.geometry);
-  if (opt.useAffine) opt.affine.validate();
-  opt.intensity.validate();
+  validatePairOptions(fixed.geometry, opt);
   return runPair(moving, fixed, opt, opt.useFluid);
+}
+
+std::int64_t greedyPairDeviceBytes(Geometry const& fixed, Geometry const& moving, GreedyParams const& params) {
+  const Geometry padded = greedyPaddedGrid(fixed, params);
+  const std::int64_t f = 4;  // bytes per float
+  // alignKokkos: the moving image and the resampled one; greedyRegister: the padded moving and
+  // fixed images, the output field (3) and the blurred workspace.
+  std::int64_t bytes = f * (moving.numVoxels() + fixed.numVoxels()) + f * 6 * padded.numVoxels();
+  for (int factor : params.scales) {
+    const GridExtents e = scaledExtents(padded, factor);
+    bytes += f * 9 * e.voxels();  // I0, W, u, v (SubjectScale) and I1
+    bytes += gpu::greedyStepperBytes(e, params, true);
+  }
+  return bytes;
 }
 
 RegistrationPipelineResult alignPair(HostImage const& moving, HostImage const& fixed, RegistrationPipelineOptions const& opt) {
@@ -257,87 +276,107 @@ RegistrationPipelineResult alignPair(HostImage const& moving, HostImage const& f
   return runPair(moving, fixed, opt, false);
 }
 
-std::vector<RegistrationPipelineResult> alignPairs(std::vector<HostImage const*> const& moving, HostImage const& fixed,
-                                                   RegistrationPipelineOptions const& opt,
-                                                   std::vector<std::string> const& labels,
-                                                   std::function<void(int)> const& done) {
+int runPairs(int n, HostImage const& fixed, RegistrationPipelineOptions const& opt, bool fluid, int maxConcurrent,
+             std::function<void(int, PairRun const&)> const& work, std::function<bool(int)> const& ready) {
   using Exec = Kokkos::DefaultExecutionSpace;
-  const int n = int(moving.size());
-  if (labels.size() != moving.size()) throw InvalidArgument("alignPairs: one label per moving image is needed");
   requireVolume(fixed, "fixed");
-  std::vector<RegistrationPipelineResult> out(moving.size());
-  std::vector<std::exception_ptr> failed(moving.size());
   const HostImage fixedN = normaliseIntensity(fixed, opt.intensity, "fixed image");
+  std::atomic<int> started{0};
   auto one = [&](int i, Exec const& exec) {
-    try {
-      requireVolume(*moving[std::size_t(i)], "moving");
-      out[std::size_t(i)] = runPair(*moving[std::size_t(i)], fixed, opt, false, exec, &fixedN);
+    ++started;
+    const PairRun run = [&](HostImage const& moving) {
+      requireVolume(moving, "moving");
+      RegistrationPipelineResult r = runPair(moving, fixed, opt, fluid, exec, &fixedN);
       exec.fence();
-    } catch (...) {
-      failed[std::size_t(i)] = std::current_exception();
-    }
+      return r;
+    };
+    work(i, run);
   };
-  auto rethrow = [&](int i) {
-    if (!failed[std::size_t(i)]) return;
-    try {
-      std::rethrow_exception(failed[std::size_t(i)]);
-    } catch (InvalidArgument const& e) {
-      throw InvalidArgument(labels[std::size_t(i)] + ": " + e.what());
-    }
-  };
+  const int workers = std::max(1, std::min({n, maxConcurrent, kMaxConcurrentPairs}));
+  const bool concurrent = resolve(opt.backend) != Backend::Cpu && kx::hasConcurrentInstances<Exec> && workers > 1;
   auto inOrder = [&](Exec const& exec) {
     for (int i = 0; i < n; ++i) {
       one(i, exec);
-      rethrow(i);
-      if (done) done(i);
+      if (!ready(i)) break;
     }
-    return out;
+    return started.load();
   };
-  const bool concurrent = resolve(opt.backend) != Backend::Cpu && kx::hasConcurrentInstances<Exec> && n > 1;
   if (!concurrent) return inOrder(Exec());
   // Workers take the next pair from a shared counter, each on its own instance (stream); their
-  // host work (normalisation, pyramids) gets an equal share of the OpenMP threads.
+  // host work (normalisation, pyramids, outputs) gets an equal share of the OpenMP threads.
   // The pairs mostly wait on their instances (each metric evaluation is read back), so there may be
   // more workers than cores.
-  const int workers = std::min(n, kMaxConcurrentPairs);
   const int ompShare = std::max(1, omp_get_max_threads() / workers);
   Exec().fence();
   const std::vector<Exec> instances = kx::partitionSpace(Exec(), workers);
-  WorkerPool pool(workers + 1);  // thread 0 (the caller) reports; the others align
+  WorkerPool pool(workers + 1);  // thread 0 (the caller) reports; the others run pairs
   if (pool.size() == 1) return inOrder(instances.front());
   std::atomic<int> next{0};
   std::mutex m;
   std::condition_variable cv;
-  std::vector<char> ready(std::size_t(n), 0);
-  auto work = [&](int w) {
+  std::vector<char> done(std::size_t(n), 0);
+  auto runWorker = [&](int w) {
     omp_set_num_threads(ompShare);
     for (int i = next++; i < n; i = next++) {
       one(i, instances[std::size_t(w)]);
       {
         std::lock_guard<std::mutex> lock(m);
-        ready[std::size_t(i)] = 1;
+        done[std::size_t(i)] = 1;
       }
       cv.notify_all();
     }
   };
-  // Pairs are reported, and the first failure raised, in index order as they become ready.
-  std::exception_ptr first;
+  // Pairs are reported in index order as they become ready; `ready` may stop new pairs.
   auto report = [&] {
-    for (int i = 0; i < n && !first; ++i) {
+    for (int i = 0; i < n; ++i) {
       {
         std::unique_lock<std::mutex> lock(m);
-        cv.wait(lock, [&] { return ready[std::size_t(i)] != 0; });
+        cv.wait(lock, [&] { return done[std::size_t(i)] != 0; });
       }
-      try {
-        rethrow(i);
-        if (done) done(i);
-      } catch (...) {
-        first = std::current_exception();
-        next = n;  // no new pair starts
+      if (!ready(i)) {
+        next = n;  // no new pair starts; those running finish
+        return;
       }
     }
   };
-  pool.run([&](int t) { t == 0 ? report() : work(t - 1); });
+  pool.run([&](int t) { t == 0 ? report() : runWorker(t - 1); });
+  return started.load();
+}
+
+std::vector<RegistrationPipelineResult> alignPairs(std::vector<HostImage const*> const& moving, HostImage const& fixed,
+                                                   RegistrationPipelineOptions const& opt,
+                                                   std::vector<std::string> const& labels,
+                                                   std::function<void(int)> const& done) {
+  const int n = int(moving.size());
+  if (labels.size() != moving.size()) throw InvalidArgument("alignPairs: one label per moving image is needed");
+  std::vector<RegistrationPipelineResult> out(moving.size());
+  std::vector<std::exception_ptr> failed(moving.size());
+  std::exception_ptr first;
+  auto work = [&](int i, PairRun const& run) {
+    try {
+      out[std::size_t(i)] = run(*moving[std::size_t(i)]);
+    } catch (...) {
+      failed[std::size_t(i)] = std::current_exception();
+    }
+  };
+  // The first failure (by index) is raised, its message prefixed with the pair's label.
+  auto ready = [&](int i) {
+    try {
+      if (failed[std::size_t(i)]) {
+        try {
+          std::rethrow_exception(failed[std::size_t(i)]);
+        } catch (InvalidArgument const& e) {
+          throw InvalidArgument(labels[std::size_t(i)] + ": " + e.what());
+        }
+      }
+      if (done) done(i);
+      return true;
+    } catch (...) {
+      first = std::current_exception();
+      return false;
+    }
+  };
+  runPairs(n, fixed, opt, false, kMaxConcurrentPairs, work, ready);
   if (first) std::rethrow_exception(first);
   return out;
 }

@@ -90,13 +90,30 @@ RegistrationPipelineResult registerPair(HostImage const& moving, HostImage const
 // parameters are not read, nothing is validated again.
 RegistrationPipelineResult alignPair(HostImage const& moving, HostImage const& fixed, RegistrationPipelineOptions const& opt);
 
-// alignPair of every moving image against one fixed image, which is normalised once. Where the
-// Kokkos back end runs independent instances concurrently (kx::hasConcurrentInstances: Kokkos 4 on
-// a device) up to kMaxConcurrentPairs pairs run at once, each on its own instance and host thread;
-// elsewhere one after another. Each result is alignPair's for that pair. `done(i)` runs on the
-// calling thread as pair i is ready, in index order; the first pair (by index) that fails throws,
-// its message prefixed with labels[i].
 inline constexpr int kMaxConcurrentPairs = 32;
+// Pair i's stages against the fixed image of runPairs, on the worker's instance (the fixed image
+// normalised once); throws as registerPair does.
+using PairRun = std::function<RegistrationPipelineResult(HostImage const& moving)>;
+// The engine of alignPairs and the register cohort (pipeline/RegisterCohort.hpp): work(i, run) for
+// every i in [0, n), where `run` is stages 1-4 of a pair (1-3 unless `fluid`). Where the Kokkos back
+// end runs independent instances concurrently (kx::hasConcurrentInstances: Kokkos 4 on a device) up
+// to min(maxConcurrent, kMaxConcurrentPairs) pairs run at once, each on its own instance and host
+// thread; elsewhere one after another on the calling thread. `work` must not throw (it keeps its
+// results and failures). `ready(i)` runs on the calling thread in index order once pair i's work
+// returned; returning false starts no new pair (those running finish). The parameters are the
+// caller's to validate (validatePairOptions). Returns how many pairs' work ran.
+int runPairs(int n, HostImage const& fixed, RegistrationPipelineOptions const& opt, bool fluid, int maxConcurrent,
+             std::function<void(int, PairRun const&)> const& work, std::function<bool(int)> const& ready);
+// registerPair's parameter checks for a pair on the `fixed` grid (InvalidArgument): a job's entry check.
+void validatePairOptions(Geometry const& fixed, RegistrationPipelineOptions const& opt);
+// Device bytes one greedy pair's Kokkos stages hold in the deformable stage (the aligned images, the
+// padded inputs and output field, every scale's images, fields and stepper): what a cohort plans
+// its concurrent pairs with.
+std::int64_t greedyPairDeviceBytes(Geometry const& fixed, Geometry const& moving, GreedyParams const& params);
+
+// alignPair of every moving image against one fixed image (runPairs), which is normalised once.
+// Each result is alignPair's for that pair. `done(i)` runs on the calling thread as pair i is ready,
+// in index order; the first pair (by index) that fails throws, its message prefixed with labels[i].
 std::vector<RegistrationPipelineResult> alignPairs(std::vector<HostImage const*> const& moving, HostImage const& fixed,
                                                    RegistrationPipelineOptions const& opt,
                                                    std::vector<std::string> const& labels,

@@ -95,16 +95,7 @@ Inputs readStage(RegisterJob const& job) {
 }
 
 RegistrationPipelineResult registerStage(RegisterJob const& job, Inputs const& in, RegisterProgress const& progress) {
-  RegistrationPipelineOptions opt;
-  opt.method = job.method;
-  opt.backend = job.backend;
-  opt.fluid = job.fluid;
-  opt.greedy = job.greedy;
-  opt.useAffine = job.useAffine;
-  opt.progress = progress.fluid;
-  opt.greedyProgress = progress.greedy;
-  opt.affineProgress = progress.affine;
-  return registerPair(in.moving, in.fixed, opt);
+  return registerPair(in.moving, in.fixed, pairOptions(job, progress));
 }
 
 RegisterJobResult outputsStage(RegisterJob const& job, RegistrationPipelineResult pair, HostImage const& moving) {
@@ -150,6 +141,25 @@ std::vector<fs::path> writeStage(RegisterJobResult const& r) {
 }
 
 }  // namespace
+
+RegistrationPipelineOptions pairOptions(RegisterJob const& job, RegisterProgress const& progress) {
+  RegistrationPipelineOptions opt;
+  opt.method = job.method;
+  opt.backend = job.backend;
+  opt.fluid = job.fluid;
+  opt.greedy = job.greedy;
+  opt.useAffine = job.useAffine;
+  opt.progress = progress.fluid;
+  opt.greedyProgress = progress.greedy;
+  opt.affineProgress = progress.affine;
+  return opt;
+}
+
+RegisterJobResult finishRegisterJob(RegisterJob const& job, RegistrationPipelineResult pair, HostImage const& moving) {
+  RegisterJobResult r = outputsStage(job, std::move(pair), moving);
+  r.written = writeStage(r);
+  return r;
+}
 
 bool RegisterOutputs::any() const {
   return !(warped.empty() && field.empty() && jacobian.empty() && affine.empty() && inverseField.empty() && report.empty());
@@ -210,9 +220,7 @@ RegisterJobResult runRegisterJob(RegisterJob const& job, RegisterProgress const&
     job.validate();
   }
   const Inputs in = readStage(job);
-  RegisterJobResult r = outputsStage(job, registerStage(job, in, progress), in.moving);
-  r.written = writeStage(r);
-  return r;
+  return finishRegisterJob(job, registerStage(job, in, progress), in.moving);
 }
 
 json toJson(RegisterJobResult const& r) {

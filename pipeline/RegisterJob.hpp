@@ -88,6 +88,12 @@ struct RegisterJobResult {
 // check, read, register, outputs, write (above).
 RegisterJobResult runRegisterJob(RegisterJob const& job, RegisterProgress const& progress = {});
 
+// The pair's options of a job (what registerPair is given).
+RegistrationPipelineOptions pairOptions(RegisterJob const& job, RegisterProgress const& progress = {});
+// The outputs and write stages of runRegisterJob for a pair registered by the caller (the cohort's
+// pairs): the outputs asked for, computed from `pair` and the original moving image, written all or none.
+RegisterJobResult finishRegisterJob(RegisterJob const& job, RegistrationPipelineResult pair, HostImage const& moving);
+
 // The report: the job, the pair's stages (toJson(RegistrationPipelineResult)), the inverse, the files.
 nlohmann::json toJson(RegisterJobResult const& r);
 

@@ -34,6 +34,7 @@
 #include "pipeline/ParamsJson.hpp"
 #include "pipeline/Inverse.hpp"
 #include "pipeline/Register.hpp"
+#include "pipeline/RegisterCohort.hpp"
 #include "pipeline/RegisterJob.hpp"
 #include "pipeline/Surface.hpp"
 
@@ -297,6 +298,8 @@ py::array_t<double> matrixOf(Matrix4 const& m) {
   return a;
 }
 
+py::dict registerResultDict(pipeline::RegisterJobResult const& r);
+
 // kortex.register_greedy / register_unbiased: the register job (pipeline/RegisterJob.hpp) of the
 // description python/kortex builds (the job's JSON, without its images), the images given as paths
 // or arrays. Returns the job's results as arrays, with its report.
@@ -308,7 +311,43 @@ py::dict registerJob(py::dict const& description, ImageArg const& fixed, ImageAr
   job.fixed = imageInput(fixed, std::move(fixedSpacing), kf);
   job.moving = imageInput(moving, std::move(movingSpacing), km);
   job.keepResults = true;
-  const pipeline::RegisterJobResult r = released([&] { return pipeline::runRegisterJob(job); });
+  return registerResultDict(released([&] { return pipeline::runRegisterJob(job); }));
+}
+
+// kortex.register_greedy with a list of moving images: the register cohort job
+// (pipeline/RegisterCohort.hpp) of the description python/kortex builds; returns one dict per
+// subject (register's; a skipped subject's: moving, error) and the cohort's report.
+py::dict registerCohortJob(py::dict const& description, ImageArg const& fixed, std::vector<ImageArg> const& moving,
+                           std::optional<std::vector<double>> fixedSpacing,
+                           std::optional<std::vector<double>> movingSpacing) {
+  session();
+  pipeline::RegisterCohortJob job = pipeline::registerCohortJobFromJson(jsonOf(description));
+  Array kf;
+  std::vector<Array> km(moving.size());
+  job.fixed = imageInput(fixed, std::move(fixedSpacing), kf);
+  for (std::size_t i = 0; i < moving.size(); ++i) job.moving.push_back(imageInput(moving[i], movingSpacing, km[i]));
+  job.keepResults = true;
+  const pipeline::RegisterCohortResult r = released([&] { return pipeline::runRegisterCohort(job); });
+  py::list subjects;
+  for (auto const& s : r.subjects) {
+    if (s.result) {
+      subjects.append(registerResultDict(*s.result));
+    } else {
+      py::dict d;
+      d["moving"] = s.moving;
+      d["error"] = s.error;
+      subjects.append(d);
+    }
+  }
+  py::dict d;
+  d["subjects"] = subjects;
+  d["pairs_per_second"] = r.pairsPerSecond();
+  d["concurrent_pairs"] = r.concurrentPairs;
+  d["report"] = py::module_::import("json").attr("loads")(pipeline::toJson(r).dump());
+  return d;
+}
+
+py::dict registerResultDict(pipeline::RegisterJobResult const& r) {
   py::dict d;
   d["warped"] = arrayOf(r.warped);
   d["displacement"] = arrayOf(r.field);  // (3, z, y, x), the deformable part, world mm, LPS (ITK/ANTs)
@@ -458,6 +497,9 @@ PYBIND11_MODULE(_kortex, m) {
   m.def("register", &registerJob, py::arg("job"), py::arg("fixed"), py::arg("moving"), py::kw_only(),
         py::arg("fixed_spacing"), py::arg("moving_spacing"),
         "The register job (pipeline/RegisterJob.hpp) of a description (its JSON, without the images)");
+  m.def("register_cohort", &registerCohortJob, py::arg("job"), py::arg("fixed"), py::arg("moving"), py::kw_only(),
+        py::arg("fixed_spacing"), py::arg("moving_spacing"),
+        "The register cohort job (pipeline/RegisterCohort.hpp) of a description (its JSON, without the images)");
   m.def("surface_phi_from_mask", &surfacePhiFromMask, py::arg("mask"), py::kw_only(), py::arg("label") = py::none(),
         py::arg("threshold") = py::none(), py::arg("spacing") = py::none());
   m.def("surface", &surfaceJob, py::arg("job"), py::arg("input"), py::kw_only(), py::arg("spacing"),

@@ -6,7 +6,8 @@
 //   Iteration.cpp  one greedy iteration per solver beside the PyTorch step, and the targets;
 //   Split.cpp      the kernel split of one iteration and the ScratchTiled step's launch sweep;
 //   Kernels.cpp    gradient, 3D Gaussian and n-ary vs binary operators;
-//   Ixi.cpp        the IXI pair end to end (--data).
+//   Ixi.cpp        the IXI pair end to end (--data), multi-scale vs single scale;
+//   Pairs.cpp      IXI pairs end to end with the defaults, and the cohort's pairs per second (--data).
 // bench/BenchGreedy.cpp checks the options, writes the header and runs the sections in order.
 #pragma once
 
@@ -76,5 +77,7 @@ void runIteration(Context& ctx);
 void runIterationSplit(Context& ctx, ImageView<Mem> const& dMoving, ImageView<Mem> const& dFixed, gpu::Field<Mem>& u);
 void runKernels(Context& ctx);
 void runIxi(Context& ctx);
+void runPairs(Context& ctx);
+void runCohort(Context& ctx);
 
 }  // namespace kortex::bench::greedy

@@ -412,13 +412,19 @@ GreedyResult greedyRegister(Exec const& exec, HostImage const& moving, HostImage
   if (moving.data.extent(0) != fixed.data.extent(0) || moving.data.extent(1) != fixed.data.extent(1) ||
       moving.data.extent(2) != fixed.data.extent(2))
     throw InvalidArgument("greedyRegister: the moving and fixed images are on different grids");
-  auto dMoving = Kokkos::create_mirror_view_and_copy(Mem(), moving.data);
-  auto dFixed = Kokkos::create_mirror_view_and_copy(Mem(), fixed.data);
-  Field<Mem> dU("kortex::greedy::u_out", 3, fixed.geometry.nz(), fixed.geometry.ny(), fixed.geometry.nx());
-  GreedyRegistration<Exec> reg(exec, fixed.geometry, params);
+  // Every copy and allocation on exec's queue (no device-wide fence: pairs may run concurrently).
+  Geometry const& g = fixed.geometry;
+  auto onExec = [&](std::string const& label) { return Kokkos::view_alloc(exec, Kokkos::WithoutInitializing, label); };
+  ImageView<Mem> dMoving(onExec("kortex::greedy::moving"), g.nz(), g.ny(), g.nx());
+  ImageView<Mem> dFixed(onExec("kortex::greedy::fixed"), g.nz(), g.ny(), g.nx());
+  Kokkos::deep_copy(exec, dMoving, moving.data);
+  Kokkos::deep_copy(exec, dFixed, fixed.data);
+  Field<Mem> dU(onExec("kortex::greedy::u_out"), 3, g.nz(), g.ny(), g.nx());
+  GreedyRegistration<Exec> reg(exec, g, params);
   GreedyResult r = reg.run(dMoving, dFixed, dU, progress);
-  u = VectorField<Kokkos::HostSpace>("greedy displacement", fixed.geometry);
-  Kokkos::deep_copy(u.data, dU);
+  u = VectorField<Kokkos::HostSpace>("greedy displacement", g);
+  Kokkos::deep_copy(exec, u.data, dU);
+  exec.fence();
   return r;
 }
 

@@ -269,15 +269,47 @@ def _register(job, fixed, moving, fixed_spacing, moving_spacing):
                             moving_spacing=None if moving_spacing is None else [float(v) for v in moving_spacing])
 
 
+def _cohort(job, fixed, moving, image_list, fixed_spacing, moving_spacing, outputs, out_dir, out_report, keep_going,
+            max_memory):
+    """register_greedy with a list of moving images: the register cohort job."""
+    asked = {}
+    for key, value in outputs.items():
+        if value is None or value is False:
+            continue
+        if value is not True:
+            raise ValueError("a cohort's outputs are named after each moving image in out_dir: give out_%s=True, "
+                             "not a file name" % key)
+        asked[key] = True
+    cohort = {"job": "register_cohort", "greedy": job["greedy"], "affine": job["affine"],
+              "backend": job["backend"], "inverse": job["inverse"], "outputs": asked,
+              "out_dir": "" if out_dir is None else _os.fsdecode(_os.fspath(out_dir)),
+              "report": "" if out_report is None else _os.fsdecode(_os.fspath(out_report)),
+              "moving_list": "" if image_list is None else _os.fsdecode(_os.fspath(image_list)),
+              "keep_going": bool(keep_going), "max_memory": float(max_memory)}
+    r = _kortex.register_cohort(cohort, _image(fixed), [_image(m) for m in moving],
+                                fixed_spacing=None if fixed_spacing is None else [float(v) for v in fixed_spacing],
+                                moving_spacing=None if moving_spacing is None else [float(v) for v in moving_spacing])
+    return r["subjects"]
+
+
 def register_greedy(fixed, moving, *, alpha=_GR["alpha"], beta=_GR["beta"], gamma=_GR["gamma"],
                     max_step=_GR["max_step"], scales=tuple(_GR["scales"]), iterations=tuple(_GR["iterations"]),
                     solver=_GR["solver"], metric=_GR["metric"], lncc_radius=_GR["lncc_radius"],
                     affine=_DEFAULTS["register"]["affine"], backend=_BACKEND, fixed_spacing=None, moving_spacing=None,
                     inverse=False, out_warped=None, out_field=None, out_jacobian=None, out_affine=None,
-                    out_inverse_field=None, out_report=None):
+                    out_inverse_field=None, out_report=None, image_list=None, out_dir=None, keep_going=False,
+                    max_memory=0.0):
     job = {"method": "greedy", "affine": affine, "backend": backend, "inverse": inverse,
-           "greedy": _greedy(alpha, beta, gamma, max_step, scales, iterations, solver, metric, lncc_radius),
-           "outputs": _outputs(out_warped, out_field, out_jacobian, out_affine, out_inverse_field, out_report)}
+           "greedy": _greedy(alpha, beta, gamma, max_step, scales, iterations, solver, metric, lncc_radius)}
+    if isinstance(moving, (list, tuple)) or image_list is not None or out_dir is not None:
+        outputs = {"warped": out_warped, "field": out_field, "jacobian": out_jacobian, "affine": out_affine,
+                   "inverse_field": out_inverse_field}
+        moving = list(moving) if isinstance(moving, (list, tuple)) else [moving]
+        return _cohort(job, fixed, moving, image_list, fixed_spacing, moving_spacing, outputs, out_dir, out_report,
+                       keep_going, max_memory)
+    if keep_going or max_memory:
+        raise ValueError("keep_going and max_memory go with a cohort: give moving as a list")
+    job["outputs"] = _outputs(out_warped, out_field, out_jacobian, out_affine, out_inverse_field, out_report)
     return _register(job, fixed, moving, fixed_spacing, moving_spacing)
 
 
@@ -289,7 +321,17 @@ register_greedy.__doc__ = """Greedy diffeomorphic registration (kortex register 
     backend         auto|cpu|kokkos (default {backend!r})
     fixed_spacing, moving_spacing   voxel sizes (x, y, z) of array inputs (default None: 1 mm)
     inverse         also invert the map (as --out-inverse-field does; default False)""".format(
-    affine=_DEFAULTS["register"]["affine"], backend=_BACKEND) + _REGISTER_OUTPUTS_DOC
+    affine=_DEFAULTS["register"]["affine"], backend=_BACKEND) + _REGISTER_OUTPUTS_DOC + """
+
+    Cohort: `moving` a list (or tuple) of paths or arrays, registered to `fixed` (as several --moving
+    images; also with image_list or out_dir): returns a list with one dict per subject, each what a
+    single pair returns (a subject skipped with keep_going: dict(moving, error)).
+    image_list      a text file of more moving images, one path per line, as --list (default None)
+    out_dir         the subjects' outputs, named after each moving image (STEM_warped.nii.gz, ...;
+                    "subject_<i>" for an array): give out_warped=True etc. (default None)
+    out_report      the cohort's JSON report (every subject's report)
+    keep_going      a subject that fails is reported and skipped (default False: the first failure raises)
+    max_memory      device memory for the pairs run at once, MiB (default 0: 90 % of what is free)"""
 
 
 def register_unbiased(fixed, moving, *, lambda_=_UNB["lambda"], sigma=_UNB["sigma"], iterations=_UNB["iterations"],

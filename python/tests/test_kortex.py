@@ -175,6 +175,39 @@ def test_register_keeps_the_users_files_when_it_fails(tmp_path):
     assert not [p for p in os.listdir(tmp_path) if "kortex-tmp" in p]
 
 
+def test_register_cohort_equals_the_command_and_single_pairs(tmp_path):
+    # A list of moving images is a cohort: each subject what the single pair gives, and the files the
+    # command's cohort writes (named after the moving images in --out-dir).
+    fixed = volume((16, 16, 16), seed=8)
+    movings = [np.roll(fixed, s, axis=a).copy() for s, a in ((1, 2), (-1, 1), (2, 0))]
+    kortex.write(tmp_path / "f.nii", fixed)
+    for i, m in enumerate(movings):
+        kortex.write(tmp_path / ("m%d.nii" % i), m)
+    names = [tmp_path / ("m%d.nii" % i) for i in range(3)]
+    kw = dict(scales=[2, 1], iterations=[3, 2], backend="cpu")
+    subjects = kortex.register_greedy(tmp_path / "f.nii", names, out_dir=tmp_path / "py", out_warped=True, **kw)
+    assert len(subjects) == 3
+    (tmp_path / "list.txt").write_text("m1.nii\nm2.nii\n")
+    cli("register", "greedy", "--fixed", tmp_path / "f.nii", "--moving", names[0], "--list", tmp_path / "list.txt",
+        "--out-dir", tmp_path / "cli", "--out-warped", "--scales", "2,1", "--iterations", "3,2", "--backend", "cpu",
+        "--quiet")
+    for i, s in enumerate(subjects):
+        single = kortex.register_greedy(tmp_path / "f.nii", names[i], **kw)
+        np.testing.assert_array_equal(s["warped"], single["warped"])
+        np.testing.assert_array_equal(s["displacement"], single["displacement"])
+        for folder in ("py", "cli"):
+            np.testing.assert_array_equal(kortex.read(tmp_path / folder / ("m%d_warped.nii.gz" % i))["array"],
+                                          single["warped"])
+    arrays = kortex.register_greedy(fixed, movings, **kw)  # arrays: results in memory, no file
+    np.testing.assert_array_equal(arrays[1]["warped"], subjects[1]["warped"])
+    with pytest.raises(ValueError, match="out_warped=True"):
+        kortex.register_greedy(fixed, movings, out_dir=tmp_path / "x", out_warped=tmp_path / "w.nii", **kw)
+    skipped = kortex.register_greedy(tmp_path / "f.nii", [names[0], tmp_path / "none.nii"], keep_going=True, **kw)
+    assert "does not exist" in skipped[1]["error"] and "warped" in skipped[0]
+    assert "no moving image" in cli_error("register", "greedy", "--fixed", tmp_path / "f.nii", "--out-warped",
+                                          tmp_path / "w.nii")
+
+
 def test_unbiased_registration_equals_the_command(tmp_path):
     fixed = volume((16, 16, 16), seed=5)
     moving = np.roll(fixed, 1, axis=1).copy()

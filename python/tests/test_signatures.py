@@ -24,6 +24,7 @@ RENAMED = {"json": "out_report", "list": "image_list",        # `json`, `list` w
            "lambda": "lambda_"}                               # `lambda` is a Python keyword
 PRINTS_NOTHING = {"quiet"}                                    # Python prints no progress to silence
 OPTIONAL_IN_PYTHON = {"out_template"}                         # atlas: a temporary file when not given
+REQUIRED_IN_PYTHON = {"moving"}                               # register greedy: --moving or --list (image_list)
 
 
 def cli_options(*command):
@@ -74,6 +75,8 @@ def test_python_takes_every_option_of_the_command_with_its_default(command, func
         p = params[py]
         if name in NEGATED:
             assert p.default is True, f"{py}: a flag that turns it off, so the default is True"
+        elif name in REQUIRED_IN_PYTHON:
+            assert p.default is inspect.Parameter.empty, f"{py} is required in Python"
         elif required and name not in OPTIONAL_IN_PYTHON:
             assert p.default is inspect.Parameter.empty, f"{py} is required by the command"
         elif default is not None:
