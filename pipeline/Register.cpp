@@ -141,13 +141,14 @@ ImageView<typename Exec::memory_space> alignKokkos(Exec const& exec, HostImage c
 // Stage 4 on the Kokkos back end: the greedy or unbiased fluid registration of the aligned pair.
 template <class Exec>
 void fluidKokkos(Exec const& exec, ImageView<typename Exec::memory_space> dResampled, HostImage const& fixedN,
-                 RegistrationPipelineOptions const& opt, RegistrationPipelineResult& r) {
+                 RegistrationPipelineOptions const& opt, RegistrationPipelineResult& r,
+                 gpu::GreedyWorkspace<Exec>* workspace) {
   using Mem = typename Exec::memory_space;
   const Geometry& fixed = r.fixedGrid;
   const auto t0 = Clock::now();
   if (opt.method == RegistrationMethod::Greedy) {
     greedyStage(r.movingResampled, fixedN, opt, r, [&](HostImage const& m, HostImage const& f, VectorField<Kokkos::HostSpace>& u) {
-      return gpu::greedyRegister(exec, m, f, u, opt.greedy, opt.greedyProgress);
+      return gpu::greedyRegister(exec, m, f, u, opt.greedy, opt.greedyProgress, workspace);
     });
   } else {
     auto dFixed = Kokkos::create_mirror_view_and_copy(Mem(), fixedN.data);
@@ -206,10 +207,15 @@ HostImage prepareAlignment(HostImage const& moving, HostImage const& fixed, Regi
   return movingN;
 }
 
+// What one worker of runPairs keeps from pair to pair (the greedy stage's device workspace).
+struct PairWorkspace {
+  gpu::GreedyWorkspace<Kokkos::DefaultExecutionSpace> greedy;
+};
+
 // Stages 1-4 (the fluid stage when `fluid`), validated inputs; the Kokkos stages on `exec`.
 RegistrationPipelineResult runPair(HostImage const& moving, HostImage const& fixed, RegistrationPipelineOptions const& opt,
                                    bool fluid, Kokkos::DefaultExecutionSpace const& exec = {},
-                                   HostImage const* fixedN = nullptr) {
+                                   HostImage const* fixedN = nullptr, PairWorkspace* workspace = nullptr) {
   kx::ScopedRegion region("kortex::register::pair");
   const auto tStart = Clock::now();
   RegistrationPipelineResult r;
@@ -227,7 +233,7 @@ RegistrationPipelineResult runPair(HostImage const& moving, HostImage const& fix
       return alignKokkos(exec, movingN, r.fixedNormalised, opt, r);
     }();
     kx::ScopedRegion deform("kortex::register::deform");
-    if (fluid) fluidKokkos(exec, dResampled, r.fixedNormalised, opt, r);
+    if (fluid) fluidKokkos(exec, dResampled, r.fixedNormalised, opt, r, workspace ? &workspace->greedy : nullptr);
   }
   if (!fluid) {
     r.fluid.initial = r.fluid.final = RegistrationEnergy{};
@@ -259,9 +265,10 @@ RegistrationPipelineResult registerPair(HostImage const& moving, HostImage const
 std::int64_t greedyPairDeviceBytes(Geometry const& fixed, Geometry const& moving, GreedyParams const& params) {
   const Geometry padded = greedyPaddedGrid(fixed, params);
   const std::int64_t f = 4;  // bytes per float
-  // alignKokkos: the moving image and the resampled one; greedyRegister: the padded moving and
-  // fixed images, the output field (3) and the blurred workspace.
-  std::int64_t bytes = f * (moving.numVoxels() + fixed.numVoxels()) + f * 6 * padded.numVoxels();
+  // alignKokkos: the moving image and the resampled one, and the affine stage's level images (at
+  // most twice both images) while a worker's greedy workspace (runPairs) is held; greedyRegister:
+  // the padded moving and fixed images, the output field (3) and the blurred workspace.
+  std::int64_t bytes = 3 * f * (moving.numVoxels() + fixed.numVoxels()) + f * 6 * padded.numVoxels();
   for (int factor : params.scales) {
     const GridExtents e = scaledExtents(padded, factor);
     bytes += f * 9 * e.voxels();  // I0, W, u, v (SubjectScale) and I1
@@ -282,23 +289,25 @@ int runPairs(int n, HostImage const& fixed, RegistrationPipelineOptions const& o
   requireVolume(fixed, "fixed");
   const HostImage fixedN = normaliseIntensity(fixed, opt.intensity, "fixed image");
   std::atomic<int> started{0};
-  auto one = [&](int i, Exec const& exec) {
+  const int workers = std::max(1, std::min({n, maxConcurrent, kMaxConcurrentPairs}));
+  std::vector<PairWorkspace> workspaces(static_cast<std::size_t>(workers));  // one per worker, kept between its pairs
+  auto one = [&](int i, Exec const& exec, PairWorkspace& ws) {
     ++started;
     const PairRun run = [&](HostImage const& moving) {
       requireVolume(moving, "moving");
-      RegistrationPipelineResult r = runPair(moving, fixed, opt, fluid, exec, &fixedN);
+      RegistrationPipelineResult r = runPair(moving, fixed, opt, fluid, exec, &fixedN, &ws);
       exec.fence();
       return r;
     };
     work(i, run);
   };
-  const int workers = std::max(1, std::min({n, maxConcurrent, kMaxConcurrentPairs}));
   const bool concurrent = resolve(opt.backend) != Backend::Cpu && kx::hasConcurrentInstances<Exec> && workers > 1;
   auto inOrder = [&](Exec const& exec) {
     for (int i = 0; i < n; ++i) {
-      one(i, exec);
+      one(i, exec, workspaces.front());
       if (!ready(i)) break;
     }
+    workspaces.clear();
     return started.load();
   };
   if (!concurrent) return inOrder(Exec());
@@ -318,7 +327,7 @@ int runPairs(int n, HostImage const& fixed, RegistrationPipelineOptions const& o
   auto runWorker = [&](int w) {
     omp_set_num_threads(ompShare);
     for (int i = next++; i < n; i = next++) {
-      one(i, instances[std::size_t(w)]);
+      one(i, instances[std::size_t(w)], workspaces[std::size_t(w)]);
       {
         std::lock_guard<std::mutex> lock(m);
         done[std::size_t(i)] = 1;
@@ -340,6 +349,7 @@ int runPairs(int n, HostImage const& fixed, RegistrationPipelineOptions const& o
     }
   };
   pool.run([&](int t) { t == 0 ? report() : runWorker(t - 1); });
+  workspaces.clear();  // before the instances they were made on
   return started.load();
 }
 

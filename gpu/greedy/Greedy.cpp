@@ -407,23 +407,28 @@ GreedyResult GreedyRegistration<Exec>::run(ConstImageView<memory_space> moving, 
 template <class Exec>
 GreedyResult greedyRegister(Exec const& exec, HostImage const& moving, HostImage const& fixed,
                             VectorField<Kokkos::HostSpace>& u, GreedyParams const& params,
-                            GreedyProgress const& progress) {
+                            GreedyProgress const& progress, GreedyWorkspace<Exec>* workspace) {
   using Mem = typename Exec::memory_space;
   if (moving.data.extent(0) != fixed.data.extent(0) || moving.data.extent(1) != fixed.data.extent(1) ||
       moving.data.extent(2) != fixed.data.extent(2))
     throw InvalidArgument("greedyRegister: the moving and fixed images are on different grids");
   // Every copy and allocation on exec's queue (no device-wide fence: pairs may run concurrently).
   Geometry const& g = fixed.geometry;
-  auto onExec = [&](std::string const& label) { return Kokkos::view_alloc(exec, Kokkos::WithoutInitializing, label); };
-  ImageView<Mem> dMoving(onExec("kortex::greedy::moving"), g.nz(), g.ny(), g.nx());
-  ImageView<Mem> dFixed(onExec("kortex::greedy::fixed"), g.nz(), g.ny(), g.nx());
-  Kokkos::deep_copy(exec, dMoving, moving.data);
-  Kokkos::deep_copy(exec, dFixed, fixed.data);
-  Field<Mem> dU(onExec("kortex::greedy::u_out"), 3, g.nz(), g.ny(), g.nx());
-  GreedyRegistration<Exec> reg(exec, g, params);
-  GreedyResult r = reg.run(dMoving, dFixed, dU, progress);
+  GreedyWorkspace<Exec> local;
+  GreedyWorkspace<Exec>& ws = workspace ? *workspace : local;
+  if (!ws.reg || !ws.reg->grid().sameGrid(g)) {
+    auto onExec = [&](std::string const& label) { return Kokkos::view_alloc(exec, Kokkos::WithoutInitializing, label); };
+    ws = GreedyWorkspace<Exec>{};
+    ws.moving = ImageView<Mem>(onExec("kortex::greedy::moving"), g.nz(), g.ny(), g.nx());
+    ws.fixed = ImageView<Mem>(onExec("kortex::greedy::fixed"), g.nz(), g.ny(), g.nx());
+    ws.u = Field<Mem>(onExec("kortex::greedy::u_out"), 3, g.nz(), g.ny(), g.nx());
+    ws.reg = std::make_unique<GreedyRegistration<Exec>>(exec, g, params);
+  }
+  Kokkos::deep_copy(exec, ws.moving, moving.data);
+  Kokkos::deep_copy(exec, ws.fixed, fixed.data);
+  GreedyResult r = ws.reg->run(ws.moving, ws.fixed, ws.u, progress);
   u = VectorField<Kokkos::HostSpace>("greedy displacement", g);
-  Kokkos::deep_copy(exec, u.data, dU);
+  Kokkos::deep_copy(exec, u.data, ws.u);
   exec.fence();
   return r;
 }
@@ -449,7 +454,7 @@ GreedyResult greedyRegister(Exec const& exec, HostImage const& moving, HostImage
   template class GreedyRegistration<SPACE>;                                                                \
   template GreedyResult greedyRegister<SPACE>(SPACE const&, HostImage const&, HostImage const&,           \
                                               VectorField<Kokkos::HostSpace>&, GreedyParams const&,        \
-                                              GreedyProgress const&);
+                                              GreedyProgress const&, GreedyWorkspace<SPACE>*);
 
 #ifdef KOKKOS_ENABLE_SERIAL
 KORTEX_INSTANTIATE_GREEDY(Kokkos::Serial)

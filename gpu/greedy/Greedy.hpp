@@ -85,6 +85,7 @@ class GreedyRegistration {
   GreedyResult run(ConstImageView<memory_space> moving, ConstImageView<memory_space> fixed,
                    Field<memory_space> u, GreedyProgress const& progress = {});
   GreedyParams const& params() const { return params_; }
+  Geometry const& grid() const { return grid_; }
 
  private:
   struct Scale;  // a scale grid's images, fields and GreedyStepper
@@ -96,11 +97,23 @@ class GreedyRegistration {
   ImageView<memory_space> blurred_;
 };
 
+// What greedyRegister keeps between the pairs of one worker (a cohort's): the registration with its
+// scales' images, fields, steppers and FFT plans, and the device inputs and output, allocated once
+// (every allocation freed is a device-wide synchronisation on CUDA).
+template <class Exec>
+struct GreedyWorkspace {
+  std::unique_ptr<GreedyRegistration<Exec>> reg;
+  ImageView<typename Exec::memory_space> moving, fixed;
+  Field<typename Exec::memory_space> u;
+};
+
 // Convenience: copies host images to the device, runs, copies the field back into `u` (allocated
-// here on the fixed grid).
+// here on the fixed grid). With a workspace, what it holds is used where it was made for this grid
+// (the caller gives one workspace the same parameters on every call), else made there; the result
+// is the same either way.
 template <class Exec>
 GreedyResult greedyRegister(Exec const& exec, HostImage const& moving, HostImage const& fixed,
                             VectorField<Kokkos::HostSpace>& u, GreedyParams const& params,
-                            GreedyProgress const& progress = {});
+                            GreedyProgress const& progress = {}, GreedyWorkspace<Exec>* workspace = nullptr);
 
 }  // namespace kortex::gpu
