@@ -108,7 +108,13 @@ void printPair(pipeline::RegistrationPipelineResult const& r, pipeline::Register
   else
     std::cout << "affine: skipped (--no-affine); header alignment, overlap " << std::setprecision(1)
               << 100.0 * r.overlapStart << " %\n";
-  if (greedy) {
+  if (greedy && job.transform != pipeline::RegistrationTransform::Deformable) {
+    std::cout << "transform: " << toString(job.transform) << " (the affine stage alone, "
+              << (job.transform == pipeline::RegistrationTransform::Rigid        ? "6"
+                  : job.transform == pipeline::RegistrationTransform::Similarity ? "7"
+                                                                                 : "12")
+              << " parameters)\n";
+  } else if (greedy) {
     std::cout << "greedy: metric " << toString(job.greedy.metric);
     if (job.greedy.metric == GreedyMetric::Lncc) std::cout << " (window radius " << job.greedy.lnccRadius << ")";
     std::cout << ", solver " << toString(job.greedy.solver) << ", grid padded to " << describe(r.greedyGrid) << "\n";
@@ -156,16 +162,19 @@ void printWritten(pipeline::RegisterJobResult const& r) {
                        "y + e(y); apply it alone");
   line(o.jacobian, std::string("det(I - grad u) of the ") + (greedy ? "greedy" : "fluid") + " part");
   line(o.affine, "the affine part, ITK transform file, fixed world -> moving world");
+  line(o.composite, "the whole map as one ITK/ANTs displacement field on the fixed grid (affine included); "
+                    "`kortex apply --transform " + o.composite.string() + "` alone");
   line(o.report, "the job's JSON report");
 }
 
 // An output flag given without a file name names nothing outside a cohort.
 void requireOutputNames(RegisterOptions const& o) {
-  const std::pair<bool, std::string const*> flags[] = {{o.askedWarped, &o.outWarped},     {o.askedField, &o.outField},
-                                                       {o.askedJacobian, &o.outJacobian}, {o.askedAffine, &o.outAffine},
-                                                       {o.askedInverseField, &o.outInverseField}};
-  const char* names[] = {"--out-warped", "--out-field", "--out-jacobian", "--out-affine", "--out-inverse-field"};
-  for (int k = 0; k < 5; ++k)
+  const std::pair<bool, std::string const*> flags[] = {
+      {o.askedWarped, &o.outWarped}, {o.askedField, &o.outField},           {o.askedJacobian, &o.outJacobian},
+      {o.askedAffine, &o.outAffine}, {o.askedInverseField, &o.outInverseField}, {o.askedComposite, &o.outComposite}};
+  const char* names[] = {"--out-warped", "--out-field", "--out-jacobian", "--out-affine", "--out-inverse-field",
+                         "--out-composite"};
+  for (int k = 0; k < 6; ++k)
     if (flags[k].first && flags[k].second->empty())
       throw InvalidArgument(std::string(names[k]) + " needs a file name (without one it names a cohort's outputs: "
                             "several --moving images, --list or --out-dir)");
@@ -177,7 +186,7 @@ int runRegistration(RegisterOptions const& o, pipeline::RegisterJob& job) {
   job.moving.path = o.moving.front();
   job.useAffine = !o.noAffine;
   job.backend = parseBackend(o.backend);
-  job.outputs = {o.outWarped, o.outField, o.outJacobian, o.outAffine, o.outInverseField, o.outReport};
+  job.outputs = {o.outWarped, o.outField, o.outJacobian, o.outAffine, o.outInverseField, o.outComposite, o.outReport};
   ProgressBar bar(o.fluid.iterations, o.quiet);
   pipeline::RegisterProgress progress;
   progress.fluid = [&](RegistrationIteration const& it) { bar.fluid(it); };
@@ -233,13 +242,15 @@ int runCohort(RegisterOptions const& o, GreedyParams const& greedy) {
   job.movingList = o.list;
   job.greedy = greedy;
   job.useAffine = !o.noAffine;
+  job.transform = pipeline::parseRegistrationTransform(o.transform);
   job.backend = parseBackend(o.backend);
   job.outDir = o.outDir;
-  job.outputs = {o.askedWarped, o.askedField, o.askedJacobian, o.askedAffine, o.askedInverseField};
+  job.outputs = {o.askedWarped, o.askedField, o.askedJacobian, o.askedAffine, o.askedInverseField, o.askedComposite};
   job.report = o.outReport;
   job.keepGoing = o.keepGoing;
   job.maxMemoryMiB = o.maxMemoryMiB;
-  for (std::string const* named : {&o.outWarped, &o.outField, &o.outJacobian, &o.outAffine, &o.outInverseField})
+  for (std::string const* named :
+       {&o.outWarped, &o.outField, &o.outJacobian, &o.outAffine, &o.outInverseField, &o.outComposite})
     if (!named->empty())
       throw InvalidArgument("a cohort's outputs are named after each moving image in --out-dir: give the output flags "
                             "without a file name ('" + *named + "' was given)");
@@ -270,6 +281,7 @@ int cmdRegisterGreedy(RegisterOptions const& o) {
   pipeline::RegisterJob job;
   job.method = pipeline::RegistrationMethod::Greedy;
   job.greedy = o.greedy.toParams();
+  job.transform = pipeline::parseRegistrationTransform(o.transform);
   return runRegistration(o, job);
 }
 
@@ -277,8 +289,9 @@ namespace {
 // The inputs and outputs both registration commands take; `part` names what the Jacobian map is of.
 // The output options, whose count says whether a cohort asked for them.
 struct OutputOptions {
-  CLI::Option *warped, *field, *jacobian, *affine, *inverseField;
+  CLI::Option *warped, *field, *jacobian, *affine, *inverseField, *composite;
   void record(RegisterOptions& o) const {
+    o.askedComposite = composite->count() > 0;
     o.askedWarped = warped->count() > 0;
     o.askedField = field->count() > 0;
     o.askedJacobian = jacobian->count() > 0;
@@ -304,6 +317,10 @@ OutputOptions addRegisterFiles(CLI::App& cmd, RegisterOptions& o, std::string co
       "The WHOLE map's inverse (affine included) on the moving grid, NIfTI (ITK/ANTs convention: moving point y -> "
       "fixed point y + e(y)); apply it alone. Inverted point by point at the end (Newton), its inverse consistency "
       "printed");
+  out.composite = cmd.add_option(
+      "--out-composite", o.outComposite,
+      "The WHOLE map (affine and deformable part) as one displacement field on the fixed grid, NIfTI (ITK/ANTs "
+      "convention); kortex apply or antsApplyTransforms take it alone, in place of the field and the affine");
   cmd.add_option("--json", o.outReport, "The job's JSON report (the job, the stages, the files written)");
   cmd.footer("At least one output is needed. Outputs are written all or none: a failure leaves the files that were "
              "there before.");
@@ -313,11 +330,13 @@ OutputOptions addRegisterFiles(CLI::App& cmd, RegisterOptions& o, std::string co
 // A greedy cohort: several moving images (or --list) against one fixed image; the output flags then
 // take no file name.
 void addCohortOptions(CLI::App& cmd, RegisterOptions& o, OutputOptions const& out) {
-  for (CLI::Option* opt : {out.warped, out.field, out.jacobian, out.affine, out.inverseField}) opt->expected(0, 1);
+  for (CLI::Option* opt : {out.warped, out.field, out.jacobian, out.affine, out.inverseField, out.composite})
+    opt->expected(0, 1);
   cmd.add_option("--list", o.list, "Cohort: a text file of more moving images, one path per line ('#' comments)");
   cmd.add_option("--out-dir", o.outDir,
                  "Cohort: the folder of every subject's outputs, named after its moving image: STEM_warped.nii.gz, "
-                 "STEM_field.nii.gz, STEM_jacobian.nii.gz, STEM_affine.txt, STEM_inverse_field.nii.gz, as the "
+                 "STEM_field.nii.gz, STEM_jacobian.nii.gz, STEM_affine.txt, STEM_inverse_field.nii.gz, "
+                 "STEM_composite.nii.gz, as the "
                  "output flags (given without a file name) ask");
   cmd.add_flag("--keep-going", o.keepGoing,
                "Cohort: a subject that fails is reported and skipped (the exit status is still 1); without it the "
@@ -359,6 +378,10 @@ void addRegisterCommands(CLI::App& app, Action& action) {
   addCohortOptions(*gr, rgo, grOut);
   addGreedyOptions(*gr, rgo.greedy);
   addNoAffineFlag(*gr, rgo.noAffine);
+  gr->add_option("--transform", rgo.transform,
+                 "What is fitted: rigid (6 parameters), similarity (7) or affine (12) by the affine stage alone, or "
+                 "deformable (the affine stage, then the greedy one)")
+      ->capture_default_str();
   addBackendOption(*gr, rgo.backend);
   gr->add_flag("--quiet", rgo.quiet, "No progress bar");
   gr->callback([rgop, grOut, &action] {

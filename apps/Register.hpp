@@ -12,16 +12,18 @@ namespace kortex::app {
 struct RegisterOptions {
   std::string fixed;
   std::vector<std::string> moving;  // greedy: several make a cohort (pipeline/RegisterCohort.hpp)
-  std::string outWarped, outField, outJacobian, outAffine, outInverseField, outReport;
+  std::string outWarped, outField, outJacobian, outAffine, outInverseField, outComposite, outReport;
   // Greedy cohorts: --list, --out-dir, --keep-going, --max-memory; which outputs were asked for
   // (the output flags without a file name: named after each moving image in --out-dir).
   std::string list, outDir;
   bool keepGoing = false;
   double maxMemoryMiB = 0.0;
-  bool askedWarped = false, askedField = false, askedJacobian = false, askedAffine = false, askedInverseField = false;
+  bool askedWarped = false, askedField = false, askedJacobian = false, askedAffine = false, askedInverseField = false,
+       askedComposite = false;
   RegistrationParams fluid;  // unbiased: --lambda, --sigma, --iterations bind here (defaults: the struct's)
   GreedyOptions greedy{greedyRegistrationDefaults()};  // greedy: the greedy flags (apps/Options.hpp)
   bool noAffine = false;
+  std::string transform = "deformable";  // greedy: rigid|similarity|affine|deformable
   std::string backend = "auto";
   std::string variant;  // empty: RegistrationParams' default
   bool quiet = false;

@@ -211,6 +211,21 @@ void AffineParams::validate() const {
   intensity.validate();
 }
 
+const char* toString(AffineDof d) {
+  switch (d) {
+    case AffineDof::Rigid: return "rigid";
+    case AffineDof::Similarity: return "similarity";
+    case AffineDof::Affine: return "affine";
+  }
+  return "?";
+}
+
+AffineDof parseAffineDof(std::string const& s) {
+  for (AffineDof d : {AffineDof::Rigid, AffineDof::Similarity, AffineDof::Affine})
+    if (s == toString(d)) return d;
+  throw InvalidArgument("affine degrees of freedom must be rigid, similarity or affine, got '" + s + "'");
+}
+
 const char* toString(AffineStop s) {
   switch (s) {
     case AffineStop::MinStep: return "MinStep";
@@ -347,16 +362,106 @@ double gridOrientation(Geometry const& fixed, Geometry const& moving) {
   return determinant3(indexToWorldMatrix(fixed)) * determinant3(indexToWorldMatrix(moving)) > 0.0 ? 1.0 : -1.0;
 }
 
-AffineLevelResult runLevel(AffineTransform& t, Geometry const& fixedLevel, double orientation, AffineParams const& params,
-                           AffineMetricBackend& backend, int level, AffineProgress const& progress,
-                           AffineMetric& last) {
+// The optimiser's parameters at the current transform (core/Affine.hpp, "Degrees of freedom"):
+// Affine the 12 of theta; Rigid (w, t) and Similarity (w, sigma, t) by composition. `basis[p]` is
+// dtheta / dp (12 entries), so the gradient is g_p = sum_k basis[p][k] g_k.
+class LevelParameters {
+ public:
+  LevelParameters(AffineDof dof, Geometry const& fixedLevel, Geometry const& movingLevel)
+      : dof_(dof), lm_(indexToWorldMatrix(movingLevel)), lmInv_(inverse3(lm_)) {
+    for (int k = 0; k < 12; ++k) radius_[k] = k < 9 ? rmsRadius(fixedLevel.size[k % 3]) : 1.0;
+  }
+  int count() const { return dof_ == AffineDof::Affine ? 12 : dof_ == AffineDof::Rigid ? 6 : 7; }
+  // Gradient and scales of the parameters at `t` from the metric's 12-vector gradient.
+  void at(AffineTransform const& t, std::array<double, 12> const& g12, std::array<double, 12>& g,
+          std::array<double, 12>& scale) const {
+    if (dof_ == AffineDof::Affine) {  // the identity basis, without its exact zeros' arithmetic
+      g = g12;
+      scale = radius_;
+      return;
+    }
+    std::array<std::array<double, 12>, 12> basis{};
+    basisAt(t, basis);
+    for (int p = 0; p < count(); ++p) {
+      double gp = 0.0, s2 = 0.0;
+      for (int k = 0; k < 12; ++k) {
+        gp += basis[std::size_t(p)][std::size_t(k)] * g12[std::size_t(k)];
+        s2 += (basis[std::size_t(p)][std::size_t(k)] * radius_[std::size_t(k)]) *
+              (basis[std::size_t(p)][std::size_t(k)] * radius_[std::size_t(k)]);
+      }
+      g[std::size_t(p)] = gp;
+      scale[std::size_t(p)] = std::sqrt(s2);
+    }
+  }
+  // `t` moved by the parameter step d.
+  AffineTransform moved(AffineTransform const& t, std::array<double, 12> const& d) const {
+    AffineTransform c = t;
+    if (dof_ == AffineDof::Affine) {
+      std::array<double, 12> theta = t.parameters();
+      for (int k = 0; k < 12; ++k) theta[std::size_t(k)] += d[std::size_t(k)];
+      c.setParameters(theta);
+      return c;
+    }
+    const double scaleStep = dof_ == AffineDof::Similarity ? std::exp(d[3]) : 1.0;
+    const int t0 = dof_ == AffineDof::Similarity ? 4 : 3;
+    Mat3 r = rotation({d[0], d[1], d[2]});
+    for (double& v : r) v *= scaleStep;
+    c.matrix = mul(mul(mul(lmInv_, r), lm_), t.matrix);
+    for (int a = 0; a < 3; ++a) c.translation[std::size_t(a)] += d[std::size_t(t0 + a)];
+    return c;
+  }
+
+ private:
+  void basisAt(AffineTransform const& t, std::array<std::array<double, 12>, 12>& basis) const {
+    if (dof_ == AffineDof::Affine) {
+      for (int k = 0; k < 12; ++k) basis[std::size_t(k)][std::size_t(k)] = 1.0;
+      return;
+    }
+    for (int k = 0; k < 3; ++k) {  // dM/dw_k = L_m^-1 [e_k]x L_m M
+      Mat3 cross{};
+      const int i = (k + 1) % 3, j = (k + 2) % 3;  // [e_k]x: +1 at (j, i), -1 at (i, j)
+      cross[std::size_t(3 * j + i)] = 1.0;
+      cross[std::size_t(3 * i + j)] = -1.0;
+      const Mat3 dm = mul(mul(mul(lmInv_, cross), lm_), t.matrix);
+      for (int e = 0; e < 9; ++e) basis[std::size_t(k)][std::size_t(e)] = dm[std::size_t(e)];
+    }
+    int next = 3;
+    if (dof_ == AffineDof::Similarity) {  // dM/dsigma = M
+      for (int e = 0; e < 9; ++e) basis[3][std::size_t(e)] = t.matrix[std::size_t(e)];
+      next = 4;
+    }
+    for (int a = 0; a < 3; ++a) basis[std::size_t(next + a)][std::size_t(9 + a)] = 1.0;
+  }
+  // exp([w]x) (Rodrigues).
+  static Mat3 rotation(Vec3 const& w) {
+    const double th = std::sqrt(w[0] * w[0] + w[1] * w[1] + w[2] * w[2]);
+    Mat3 r{1, 0, 0, 0, 1, 0, 0, 0, 1};
+    if (th == 0.0) return r;
+    const Vec3 k{w[0] / th, w[1] / th, w[2] / th};
+    const Mat3 kx{0, -k[2], k[1], k[2], 0, -k[0], -k[1], k[0], 0};
+    const Mat3 kx2 = mul(kx, kx);
+    const double s = std::sin(th), c = 1.0 - std::cos(th);
+    for (int e = 0; e < 9; ++e) r[std::size_t(e)] += s * kx[std::size_t(e)] + c * kx2[std::size_t(e)];
+    return r;
+  }
+
+  AffineDof dof_;
+  Mat3 lm_, lmInv_;
+  std::array<double, 12> radius_{};
+};
+
+AffineLevelResult runLevel(AffineTransform& t, Geometry const& fixedLevel, Geometry const& movingLevel, double orientation,
+                           AffineParams const& params, AffineMetricBackend& backend, int level,
+                           AffineProgress const& progress, AffineMetric& last) {
   const auto start = std::chrono::steady_clock::now();
   AffineLevelResult lr;
   lr.level = level;
   lr.shrink = 1 << level;
-  // Scales: M_ij moves voxels along axis i by q_j dM_ij; R_j = RMS of q_j over the grid.
-  std::array<double, 12> scale{};
-  for (int k = 0; k < 12; ++k) scale[k] = k < 9 ? rmsRadius(fixedLevel.size[k % 3]) : 1.0;
+  // Scales: M_ij moves voxels along axis i by q_j dM_ij; R_j = RMS of q_j over the grid (Affine;
+  // the other parameters through their basis: LevelParameters).
+  const LevelParameters space(params.dof, fixedLevel, movingLevel);
+  const int np = space.count();
+  std::array<double, 12> grad{}, scale{};
 
   AffineMetric cur = backend.evaluate(t);
   ++lr.evaluations;
@@ -368,17 +473,17 @@ AffineLevelResult runLevel(AffineTransform& t, Geometry const& fixedLevel, doubl
       lr.stop = AffineStop::IterationCap;
       break;
     }
+    space.at(t, cur.gradient, grad, scale);
     double norm2 = 0.0;
-    for (int k = 0; k < 12; ++k) norm2 += (cur.gradient[k] / scale[k]) * (cur.gradient[k] / scale[k]);
+    for (int k = 0; k < np; ++k) norm2 += (grad[k] / scale[k]) * (grad[k] / scale[k]);
     const double norm = std::sqrt(norm2);
     if (!(norm > 0.0) || !std::isfinite(norm)) {
       lr.stop = AffineStop::ZeroGradient;
       break;
     }
-    std::array<double, 12> theta = t.parameters();
-    for (int k = 0; k < 12; ++k) theta[k] += step * cur.gradient[k] / (scale[k] * scale[k] * norm);
-    AffineTransform cand = t;
-    cand.setParameters(theta);
+    std::array<double, 12> d{};
+    for (int k = 0; k < np; ++k) d[k] = step * grad[k] / (scale[k] * scale[k] * norm);
+    const AffineTransform cand = space.moved(t, d);
     bool accepted = false;
     if (orientation * cand.determinant() > 0.0) {  // no reflection in world space
       const AffineMetric cm = backend.evaluate(cand);
@@ -493,7 +598,7 @@ AffineResult affineOptimise(HostImage const& moving, HostImage const& fixed, Aff
       backend.setImages(ms[static_cast<std::size_t>(l)], fs[static_cast<std::size_t>(l)]);
       loaded = l;
     }
-    res.perLevel.push_back(runLevel(tl, fp[l].geometry, orientation, params, backend, l, progress, last));
+    res.perLevel.push_back(runLevel(tl, fp[l].geometry, mp[l].geometry, orientation, params, backend, l, progress, last));
     res.evaluations += res.perLevel.back().evaluations;
     world = toWorldMatrix(tl, fp[l].geometry, mp[l].geometry);
     t = tl;

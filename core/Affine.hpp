@@ -77,6 +77,18 @@
 // A transform is carried between levels through world coordinates (exact: level geometries share
 // the world frame).
 //
+// ---- Degrees of freedom (AffineParams::dof) ----------------------------------------------------------
+// Affine: the 12 entries of M and t. Rigid and Similarity fit y_w = s R x_w + b in world space:
+// with L_f, L_m the levels' index -> world matrices (direction diag(spacing)), M = L_m^-1 s R L_f.
+// The optimiser moves them by composition, never by adding to M: the parameters of a step are a
+// rotation vector w (3), for Similarity a log scale sigma (1), and the translation t (3, moving
+// voxels), taken at the current transform, M(w, sigma) = L_m^-1 e^sigma exp([w]x) L_m M. Their
+// gradient is the chain rule on the metric's 12-vector: dM/dw_k = L_m^-1 [e_k]x L_m M,
+// dM/dsigma = M; their scales the RMS displacement they cause over the level's fixed grid,
+// sqrt(sum_ij (dM_ij/dp R_j)^2) (R_j below; 1 for t). A step is applied as the exact rotation
+// (Rodrigues) and scale, so the transform stays rigid (similar) to rounding. The start (header +
+// centre of mass) is a world translation, so every level's M is of that form.
+//
 // ---- Optimiser (host, shared; core/Affine.cpp) ------------------------------------------------------
 // Regular-step gradient ASCENT on NCC with parameter scaling, one level at a time, coarse to fine:
 //   scales s_k: 1 for the translations (voxels of that level) and R_j for M_ij, where
@@ -173,7 +185,15 @@ double rmsMappedPointDistance(AffineTransform const& a, AffineTransform const& b
 
 // ---- parameters and results --------------------------------------------------------------------------
 
+// The transform the affine stage fits (world space): a rigid motion (3 rotations, 3 translations),
+// a similarity (and one isotropic scale) or a general affine (12 parameters).
+enum class AffineDof { Rigid, Similarity, Affine };
+const char* toString(AffineDof d);  // "rigid" | "similarity" | "affine"
+AffineDof parseAffineDof(std::string const& s);  // InvalidArgument naming the choices
+inline std::ostream& operator<<(std::ostream& os, AffineDof d) { return os << toString(d); }
+
 struct AffineParams {
+  AffineDof dof = AffineDof::Affine;  // the optimiser's parameters (below, "Degrees of freedom")
   int levels = 3;                // pyramid levels: shrink 2^(levels-1), ..., 2, 1
   int iterationsPerLevel = 200;  // cap on metric evaluations per level
   double maxStep = 1.0;          // initial step at every level, voxels of that level

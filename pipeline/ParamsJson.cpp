@@ -101,7 +101,8 @@ void fromJson(json const& j, IntensityParams& result) {
 }
 
 json toJson(AffineParams const& p) {
-  return {{"levels", p.levels},
+  return {{"dof", toString(p.dof)},
+          {"levels", p.levels},
           {"iterations_per_level", p.iterationsPerLevel},
           {"max_step", p.maxStep},
           {"min_step", p.minStep},
@@ -113,6 +114,7 @@ json toJson(AffineParams const& p) {
 void fromJson(json const& j, AffineParams& result) {
   AffineParams out = result;  // result changes only when every key was read
   JsonReader(j, "affine parameters")
+      .choice("dof", out.dof, parseAffineDof)
       .integer("levels", out.levels)
       .integer("iterations_per_level", out.iterationsPerLevel)
       .number("max_step", out.maxStep)

@@ -393,6 +393,23 @@ std::vector<RegistrationPipelineResult> alignPairs(std::vector<HostImage const*>
 
 const char* toString(RegistrationMethod m) { return m == RegistrationMethod::Greedy ? "greedy" : "unbiased"; }
 
+const char* toString(RegistrationTransform t) {
+  switch (t) {
+    case RegistrationTransform::Rigid: return "rigid";
+    case RegistrationTransform::Similarity: return "similarity";
+    case RegistrationTransform::Affine: return "affine";
+    case RegistrationTransform::Deformable: return "deformable";
+  }
+  return "?";
+}
+
+RegistrationTransform parseRegistrationTransform(std::string const& s) {
+  for (auto t : {RegistrationTransform::Rigid, RegistrationTransform::Similarity, RegistrationTransform::Affine,
+                 RegistrationTransform::Deformable})
+    if (s == toString(t)) return t;
+  throw InvalidArgument("the transform must be rigid, similarity, affine or deformable, got '" + s + "'");
+}
+
 Geometry greedyPaddedGrid(Geometry const& fixed, GreedyParams const& params) {
   Geometry g = fixed;
   for (int a = 0; a < 3; ++a) g.size[a] = greedyExtentFor(g.size[a], params);

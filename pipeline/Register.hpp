@@ -30,6 +30,7 @@
 #include <array>
 #include <functional>
 #include <optional>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -43,6 +44,13 @@ namespace kortex::pipeline {
 
 enum class RegistrationMethod { Unbiased, Greedy };
 const char* toString(RegistrationMethod m);  // "unbiased" | "greedy"
+
+// What a registration job fits: a rigid, similarity or affine transform alone (the affine stage
+// with AffineParams::dof, no deformable stage), or the affine then the deformable stage (default).
+enum class RegistrationTransform { Rigid, Similarity, Affine, Deformable };
+const char* toString(RegistrationTransform t);          // "rigid" | "similarity" | "affine" | "deformable"
+RegistrationTransform parseRegistrationTransform(std::string const& s);  // InvalidArgument naming the choices
+inline std::ostream& operator<<(std::ostream& os, RegistrationTransform t) { return os << toString(t); }
 
 struct RegistrationPipelineOptions {
   Backend backend = Backend::Auto;

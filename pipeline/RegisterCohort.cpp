@@ -242,6 +242,7 @@ RegisterJob RegisterCohortJob::subjectJob(std::vector<ImageInput> const& subject
   sub.moving = subjects[std::size_t(i)];
   sub.greedy = greedy;
   sub.useAffine = useAffine;
+  sub.transform = transform;
   sub.backend = backend;
   sub.inverse = inverse || outputs.inverseField;
   sub.keepResults = keepResults;
@@ -252,6 +253,7 @@ RegisterJob RegisterCohortJob::subjectJob(std::vector<ImageInput> const& subject
   sub.outputs.jacobian = named(outputs.jacobian, "_jacobian.nii.gz");
   sub.outputs.affine = named(outputs.affine, "_affine.txt");
   sub.outputs.inverseField = named(outputs.inverseField, "_inverse_field.nii.gz");
+  sub.outputs.composite = named(outputs.composite, "_composite.nii.gz");
   return sub;
 }
 
@@ -275,12 +277,12 @@ std::vector<std::string> RegisterCohortJob::subjectProblems(std::vector<ImageInp
 }
 
 void RegisterCohortJob::validate() const {
-  greedy.validate();
+  subjectJob({ImageInput{}}, 0).validateParameters();
   requireMemoryCap(maxMemoryMiB, "register cohort");
   requireImageInput(fixed, "fixed image", "register cohort");
   if (!outputs.any() && report.empty() && !keepResults)
     throw InvalidArgument("register cohort: no output is named (warped images, fields, Jacobian maps, affine "
-                          "transforms, inverse fields or a report)");
+                          "transforms, inverse fields, composite fields or a report)");
   if (outputs.any()) requireOutputFolder(outDir);
   if (!report.empty()) io::requireWritableFile(report, "the cohort report");
   const std::vector<ImageInput> all = subjects();
@@ -298,7 +300,8 @@ void RegisterCohortJob::validate() const {
                                      {"field", sub.outputs.field},
                                      {"Jacobian map", sub.outputs.jacobian},
                                      {"affine transform", sub.outputs.affine},
-                                     {"inverse field", sub.outputs.inverseField}})
+                                     {"inverse field", sub.outputs.inverseField},
+                                     {"composite field", sub.outputs.composite}})
       if (!path.empty()) outputsNamed.push_back({label + " " + role, path});
   }
   requireDistinctFiles(inputs, outputsNamed);
@@ -350,6 +353,7 @@ json toJson(RegisterCohortJob const& job) {
           {"moving_list", job.movingList.string()},
           {"greedy", toJson(job.greedy)},
           {"affine", job.useAffine},
+          {"transform", toString(job.transform)},
           {"backend", toString(job.backend)},
           {"inverse", job.inverse},
           {"out_dir", job.outDir.string()},
@@ -358,7 +362,8 @@ json toJson(RegisterCohortJob const& job) {
             {"field", job.outputs.field},
             {"jacobian", job.outputs.jacobian},
             {"affine", job.outputs.affine},
-            {"inverse_field", job.outputs.inverseField}}},
+            {"inverse_field", job.outputs.inverseField},
+            {"composite", job.outputs.composite}}},
           {"report", job.report.string()},
           {"keep_going", job.keepGoing},
           {"keep_results", job.keepResults},
@@ -376,13 +381,15 @@ RegisterCohortJob registerCohortJobFromJson(json const& j) {
   }
   r.path("moving_list", job.movingList).object("greedy", job.greedy).flag("affine", job.useAffine);
   r.choice("backend", job.backend, parseBackend).flag("inverse", job.inverse).path("out_dir", job.outDir);
+  r.choice("transform", job.transform, parseRegistrationTransform);
   if (json const* o = r.raw("outputs")) {
     detail::JsonReader outputs(*o, "register cohort job outputs");
     outputs.flag("warped", job.outputs.warped)
         .flag("field", job.outputs.field)
         .flag("jacobian", job.outputs.jacobian)
         .flag("affine", job.outputs.affine)
-        .flag("inverse_field", job.outputs.inverseField);
+        .flag("inverse_field", job.outputs.inverseField)
+        .flag("composite", job.outputs.composite);
     outputs.done();
   }
   r.path("report", job.report).flag("keep_going", job.keepGoing).flag("keep_results", job.keepResults);

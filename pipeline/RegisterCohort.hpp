@@ -13,7 +13,7 @@
 //
 // Outputs, in outDir, named after the moving image's stem (io::imageStem; "subject_<i>" for an
 // image in memory, i from 1): <stem>_warped.nii.gz, <stem>_field.nii.gz, <stem>_jacobian.nii.gz,
-// <stem>_affine.txt, <stem>_inverse_field.nii.gz, each where asked for (the single pair's
+// <stem>_affine.txt, <stem>_inverse_field.nii.gz, <stem>_composite.nii.gz, each where asked for (the single pair's
 // outputs and conventions); the cohort's report (toJson(RegisterCohortResult)) where named.
 //
 // A subject whose registration fails stops the cohort (no new pair starts, the running ones finish
@@ -37,8 +37,8 @@ namespace kortex::pipeline {
 
 // Which per-subject outputs a cohort writes (the single pair's, by kind).
 struct CohortOutputs {
-  bool warped = false, field = false, jacobian = false, affine = false, inverseField = false;
-  bool any() const { return warped || field || jacobian || affine || inverseField; }
+  bool warped = false, field = false, jacobian = false, affine = false, inverseField = false, composite = false;
+  bool any() const { return warped || field || jacobian || affine || inverseField || composite; }
 };
 
 struct RegisterCohortJob {
@@ -47,6 +47,7 @@ struct RegisterCohortJob {
   std::filesystem::path movingList;  // optional: readImageList's file, its images after `moving`
   GreedyParams greedy = greedyRegistrationDefaults();
   bool useAffine = true;
+  RegistrationTransform transform = RegistrationTransform::Deformable;  // what is fitted (RegisterJob's)
   Backend backend = Backend::Auto;
   bool inverse = false;            // invert every map (implied by outputs.inverseField)
   std::filesystem::path outDir;    // the subjects' outputs (created when missing)

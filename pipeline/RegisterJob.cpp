@@ -39,6 +39,7 @@ const OutputSlot kOutputSlots[] = {
     {"jacobian", "Jacobian map", &RegisterOutputs::jacobian, OutputFormat::Image},
     {"affine", "affine transform", &RegisterOutputs::affine, OutputFormat::Text},
     {"inverse_field", "inverse field", &RegisterOutputs::inverseField, OutputFormat::Field},
+    {"composite", "composite field", &RegisterOutputs::composite, OutputFormat::Field},
     {"report", "report", &RegisterOutputs::report, OutputFormat::Text},
 };
 
@@ -58,6 +59,14 @@ void validateParams(RegisterJob const& job) {
   } else {
     job.greedy.validate();
   }
+  if (job.transform != RegistrationTransform::Deformable) {
+    if (job.method != RegistrationMethod::Greedy)
+      throw InvalidArgument("registration: a rigid, similarity or affine transform alone is fitted by the greedy "
+                            "registration's job, not the unbiased one");
+    if (!job.useAffine)
+      throw InvalidArgument(std::string("registration: a ") + toString(job.transform) +
+                            " transform is what the affine stage fits; it cannot be skipped");
+  }
 }
 
 void validateFiles(RegisterJob const& job) {
@@ -65,7 +74,7 @@ void validateFiles(RegisterJob const& job) {
   requireImageInput(job.moving, "moving image", "registration");
   if (!job.outputs.any() && !job.keepResults)
     throw InvalidArgument("registration: no output is named (a warped image, a field, a Jacobian map, an affine "
-                          "transform, an inverse field or a report)");
+                          "transform, an inverse field, a composite field or a report)");
   for (auto const& s : kOutputSlots) {
     fs::path const& p = job.outputs.*s.member;
     if (p.empty()) continue;
@@ -108,6 +117,7 @@ RegisterJobResult outputsStage(RegisterJob const& job, RegistrationPipelineResul
   if (all || !o.warped.empty()) r.warped = warpedMoving(r.pair, moving);
   if (all || !o.jacobian.empty()) r.jacobian = jacobianMap(r.pair);
   if (all || !o.field.empty()) r.field = deformableWorldDisplacement(r.pair);
+  if (all || !o.composite.empty()) r.composite = worldDisplacement(r.pair);
   r.affineWorld = toWorldMatrix(r.pair.affine, r.pair.fixedGrid, r.pair.movingGrid);
   if (job.inverse || !o.inverseField.empty()) {
     r.inverse = invertRegistration(r.pair);
@@ -131,6 +141,7 @@ std::vector<fs::path> writeStage(RegisterJobResult const& r) {
       {"Jacobian map", o.jacobian, [&](fs::path const& p) { io::writeImage(r.jacobian, p); }},
       {"affine transform", o.affine, [&](fs::path const& p) { io::writeTextFileAtomic(p, itkTransformText(r.affineWorld)); }},
       {"inverse field", o.inverseField, [&](fs::path const& p) { io::writeDisplacementField(r.inverseField, p); }},
+      {"composite field", o.composite, [&](fs::path const& p) { io::writeDisplacementField(r.composite, p); }},
       {"report", o.report,
        [&](fs::path const& p) {
          RegisterJobResult withFiles = r;
@@ -149,6 +160,10 @@ RegistrationPipelineOptions pairOptions(RegisterJob const& job, RegisterProgress
   opt.fluid = job.fluid;
   opt.greedy = job.greedy;
   opt.useAffine = job.useAffine;
+  opt.useFluid = job.transform == RegistrationTransform::Deformable;
+  opt.affine.dof = job.transform == RegistrationTransform::Rigid        ? AffineDof::Rigid
+                   : job.transform == RegistrationTransform::Similarity ? AffineDof::Similarity
+                                                                        : AffineDof::Affine;
   opt.progress = progress.fluid;
   opt.greedyProgress = progress.greedy;
   opt.affineProgress = progress.affine;
@@ -162,7 +177,8 @@ RegisterJobResult finishRegisterJob(RegisterJob const& job, RegistrationPipeline
 }
 
 bool RegisterOutputs::any() const {
-  return !(warped.empty() && field.empty() && jacobian.empty() && affine.empty() && inverseField.empty() && report.empty());
+  return !(warped.empty() && field.empty() && jacobian.empty() && affine.empty() && inverseField.empty() &&
+           composite.empty() && report.empty());
 }
 
 void RegisterJob::validate() const {
@@ -170,12 +186,15 @@ void RegisterJob::validate() const {
   validateFiles(*this);
 }
 
+void RegisterJob::validateParameters() const { validateParams(*this); }
+
 json toJson(RegisterJob const& job) {
   json j = {{"job", "register"},
             {"method", toString(job.method)},
             {"fixed", toJson(job.fixed)},
             {"moving", toJson(job.moving)},
             {"affine", job.useAffine},
+            {"transform", toString(job.transform)},
             {"backend", toString(job.backend)},
             {"inverse", job.inverse},
             {"keep_results", job.keepResults}};
@@ -204,6 +223,7 @@ RegisterJob registerJobFromJson(json const& j) {
   job.fixed.path = inputPathFromJson(r.raw("fixed"), "register job", "fixed");
   job.moving.path = inputPathFromJson(r.raw("moving"), "register job", "moving");
   r.flag("affine", job.useAffine).flag("inverse", job.inverse).flag("keep_results", job.keepResults);
+  r.choice("transform", job.transform, parseRegistrationTransform);
   r.object("greedy", job.greedy).object("fluid", job.fluid).flag("variant_given", job.variantGiven);
   if (json const* o = r.raw("outputs")) {
     detail::JsonReader outputs(*o, "register job outputs");

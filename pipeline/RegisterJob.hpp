@@ -17,6 +17,9 @@
 //   affine        the affine part A in world coordinates, an ITK transform file (fixed -> moving);
 //   jacobian      det(I - grad u), the deformable part's Jacobian;
 //   inverseField  the WHOLE map's inverse on the moving grid (apply it alone);
+//   composite     the WHOLE map as one displacement field on the fixed grid: c(x) = world(Phi(p)) -
+//                 world(p) (worldDisplacement), which `kortex apply` or antsApplyTransforms take alone
+//                 in place of `-t field -t affine`;
 //   report        the job's JSON report (toJson(RegisterJobResult)).
 #pragma once
 
@@ -38,7 +41,7 @@
 namespace kortex::pipeline {
 
 struct RegisterOutputs {
-  std::filesystem::path warped, field, jacobian, affine, inverseField, report;
+  std::filesystem::path warped, field, jacobian, affine, inverseField, composite, report;
   bool any() const;
 };
 
@@ -48,6 +51,7 @@ struct RegisterJob {
   RegistrationParams fluid;                            // method Unbiased
   GreedyParams greedy = greedyRegistrationDefaults();  // method Greedy
   bool useAffine = true;
+  RegistrationTransform transform = RegistrationTransform::Deformable;  // method Greedy: what is fitted
   Backend backend = Backend::Auto;
   bool variantGiven = false;  // fluid.variant was chosen (it names a Kokkos kernel: refused with the CPU back end)
   bool inverse = false;       // invert the map (implied by outputs.inverseField)
@@ -59,6 +63,8 @@ struct RegisterJob {
   // the outputs (writable, of the right format, distinct from the inputs and from each other; at
   // least one unless keepResults). InvalidArgument / IoError with one message.
   void validate() const;
+  // The parameters' part of validate (what does not depend on files).
+  void validateParameters() const;
 };
 
 // The description as JSON: inputs by path (an image in memory by its grid and content hash),
@@ -81,6 +87,7 @@ struct RegisterJobResult {
   Matrix4 affineWorld{};                      // fixed world -> moving world (as written)
   std::optional<InverseMap> inverse;          // job.inverse or outputs.inverseField
   VectorField<Kokkos::HostSpace> inverseField;  // the whole map's inverse, world mm, moving grid
+  VectorField<Kokkos::HostSpace> composite;     // the whole map, world mm, fixed grid (when asked for)
   InverseConsistency consistency;             // inside the head (headMask)
   std::vector<std::filesystem::path> written;
 };

@@ -351,6 +351,7 @@ py::dict registerResultDict(pipeline::RegisterJobResult const& r) {
   py::dict d;
   d["warped"] = arrayOf(r.warped);
   d["displacement"] = arrayOf(r.field);  // (3, z, y, x), the deformable part, world mm, LPS (ITK/ANTs)
+  d["composite_displacement"] = arrayOf(r.composite);  // (3, z, y, x), the whole map (--out-composite)
   d["jacobian"] = arrayOf(r.jacobian);
   d["affine"] = matrixOf(r.affineWorld);  // 4x4, fixed world -> moving world (the --out-affine file)
   if (r.inverse) {

@@ -597,3 +597,47 @@ BOOST_AUTO_TEST_CASE(bad_inputs) {
   bad.maxStep = std::numeric_limits<double>::quiet_NaN();
   BOOST_CHECK_THROW(bad.validate(), InvalidArgument);
 }
+
+// Rigid and similarity fits (AffineParams::dof): a phantom moved by 20 degrees (about z, then 8
+// about x) and 10 voxels (10 mm at 1 mm) comes back within kRigidTol on the reference and every
+// Kokkos space, and the fitted matrix stays a rotation (times one scale for the similarity).
+constexpr double kRigidTol = 0.1;  // voxels RMS over the grid (0.1 mm at 1 mm): the bound
+BOOST_AUTO_TEST_CASE_TEMPLATE(rigid_and_similarity_recover_known_motion, Space, test::ExecutionSpaces) {
+  const Index n = 48;
+  const Geometry g = Geometry::make3D(n, n, n);
+  for (AffineDof dof : {AffineDof::Rigid, AffineDof::Similarity}) {
+    const double scale = dof == AffineDof::Similarity ? 1.06 : 1.0;
+    AffineTransform truth = AffineTransform::identity(g);
+    truth.matrix = matmul(rotX(8.0), rotZ(20.0));
+    for (double& v : truth.matrix) v *= scale;
+    truth.translation = {6.0, -7.0, 4.5};  // |t| = 10.3 voxels
+    const HostImage moving = phantom(g, AffineTransform::identity(g), double(n));
+    const HostImage fixed = phantom(g, truth, double(n));
+    AffineParams params;
+    params.dof = dof;
+    const AffineResult r = ref::affineRegister(moving, fixed, params);
+    const AffineResult k = gpu::affineRegister(Space(), moving, fixed, params);
+    BOOST_TEST(rmsMappedPointDistance(r.start, truth, g) > 5.0);  // the test starts far from the truth
+    for (AffineResult const* res : {&r, &k}) {
+      const double err = rmsMappedPointDistance(res->transform, truth, g);
+      std::cout << Space::name() << " " << toString(dof) << (res == &r ? " reference" : " Kokkos") << ": RMS error "
+                << rmsMappedPointDistance(res->start, truth, g) << " -> " << err << " voxels, " << res->evaluations
+                << " evaluations\n";
+      BOOST_TEST_INFO(toString(dof) << (res == &r ? " reference" : " Kokkos") << ": RMS error " << err << " voxels, "
+                                    << res->evaluations << " evaluations");
+      BOOST_TEST(err < kRigidTol);
+      // M M^T = s^2 I: the fit stayed in its family.
+      auto const& m = res->transform.matrix;
+      double s2 = 0, worst = 0;
+      for (int a = 0; a < 3; ++a) s2 += m[std::size_t(a)] * m[std::size_t(a)];
+      for (int i = 0; i < 3; ++i)
+        for (int j = 0; j < 3; ++j) {
+          double d = 0;
+          for (int a = 0; a < 3; ++a) d += m[std::size_t(3 * i + a)] * m[std::size_t(3 * j + a)];
+          worst = std::max(worst, std::abs(d - (i == j ? s2 : 0.0)));
+        }
+      BOOST_TEST(worst < 1e-9);
+      if (dof == AffineDof::Rigid) BOOST_TEST(std::abs(s2 - 1.0) < 1e-9);
+    }
+  }
+}

@@ -761,3 +761,62 @@ BOOST_AUTO_TEST_CASE(register_field_reproduces_warped) {
     BOOST_TEST(judged > 16 * 16 * 16 * 9 / 10);
   }
 }
+
+// --out-composite: the whole map as one field. Applied alone it maps every fixed point where the
+// field then the affine (ANTs' `-t field -t affine`) map it, within 1e-4 moving voxel (both fields are
+// float32: their rounding is ~1e-6 mm here), and `kortex apply` gives the same image within the
+// interpolant's slope over that distance.
+BOOST_AUTO_TEST_CASE(composite_field_is_field_then_affine) {
+  const Geometry fixedGrid = obliqueGrid(16, 16, 16, {1.0, 1.0, 1.0}, {-8.0, -8.0, -8.0}, 0.0);
+  const Geometry movingGrid = obliqueGrid(15, 17, 14, {1.1, 0.95, 1.15}, {-7.5, -8.5, -7.0}, 0.05);
+  const HostImage fixed = blob(fixedGrid, {0.5, -0.5, 0.0}, 3.5), moving = blob(movingGrid, {-0.5, 0.8, 0.6}, 3.0);
+  pipeline::RegistrationPipelineOptions opt;
+  opt.method = pipeline::RegistrationMethod::Greedy;
+  opt.backend = Backend::Cpu;
+  opt.greedy.iterations = {5, 5};
+  const pipeline::RegistrationPipelineResult r = pipeline::registerPair(moving, fixed, opt);
+  const auto composite = pipeline::worldDisplacement(r), field = pipeline::deformableWorldDisplacement(r);
+  const Matrix4 a = toWorldMatrix(r.affine, r.fixedGrid, r.movingGrid);
+  constexpr double kPointTolVoxels = 1e-4;  // the bound; float32 storage of both fields is ~1e-6 mm
+  double worst = 0, moved = 0;
+  for (Index z = 0; z < 16; ++z)
+    for (Index y = 0; y < 16; ++y)
+      for (Index x = 0; x < 16; ++x) {
+        const V3 w = worldOf(fixedGrid, {double(x), double(y), double(z)});
+        V3 viaField{}, viaComposite{};
+        for (int c = 0; c < 3; ++c) {
+          viaField[std::size_t(c)] = w[std::size_t(c)] + field.data(c, z, y, x);
+          viaComposite[std::size_t(c)] = w[std::size_t(c)] + composite.data(c, z, y, x);
+        }
+        const V3 p = indexOf(movingGrid, applyM(a, viaField)), q = indexOf(movingGrid, viaComposite);
+        for (int c = 0; c < 3; ++c) {
+          worst = std::max(worst, std::fabs(p[std::size_t(c)] - q[std::size_t(c)]));
+          moved = std::max(moved, double(std::fabs(field.data(c, z, y, x))));
+        }
+      }
+  BOOST_TEST_INFO("worst point difference " << worst << " moving voxel");
+  BOOST_TEST(worst <= kPointTolVoxels);
+  BOOST_TEST(moved > 0.1);  // the deformable part is not the identity
+  TransformChain alone, chain;
+  ChainTransform t;
+  t.kind = ChainKind::Field;
+  t.name = "composite";
+  t.field = composite;
+  alone.transforms.push_back(t);
+  t.name = "field";
+  t.field = field;
+  chain.transforms = {t, affineStep(a, "affine")};
+  for (Backend b : {Backend::Cpu, Backend::Kokkos}) {
+    const HostImage one = pipeline::applyTransforms(moving, fixedGrid, alone, ApplyInterpolation::Linear, b).image;
+    const HostImage two = pipeline::applyTransforms(moving, fixedGrid, chain, ApplyInterpolation::Linear, b).image;
+    double lo = 1e30, hi = -1e30, diff = 0;
+    for (std::size_t i = 0; i < moving.data.size(); ++i)
+      lo = std::min(lo, double(moving.data.data()[i])), hi = std::max(hi, double(moving.data.data()[i]));
+    for (Index i = 0; i < one.numVoxels(); ++i)
+      diff = std::max(diff, double(std::fabs(one.data.data()[i] - two.data.data()[i])));
+    // The trilinear interpolant moves by at most 3 x the range per voxel over the points' distance,
+    // plus 2 ulps of the values.
+    BOOST_TEST_INFO("backend " << toString(b) << ": " << diff);
+    BOOST_TEST(diff <= 3.0 * (hi - lo) * kPointTolVoxels + ulps2(std::max(std::fabs(lo), std::fabs(hi))));
+  }
+}

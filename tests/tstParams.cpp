@@ -94,6 +94,7 @@ IntensityParams changedIntensity() {
 
 AffineParams changedAffine() {
   AffineParams p;
+  p.dof = AffineDof::Rigid;
   p.levels = 2;
   p.iterationsPerLevel = 33;
   p.maxStep = 0.5;
@@ -181,6 +182,7 @@ BOOST_AUTO_TEST_CASE(intensity_and_affine_params_round_trip) {
   const AffineParams a = changedAffine();
   requireEveryKeyChanged(a);
   const auto a2 = paramsFromJson<AffineParams>(json::parse(toJson(a).dump()));
+  BOOST_TEST(a2.dof == a.dof);
   BOOST_TEST(a2.levels == a.levels);
   BOOST_TEST(a2.iterationsPerLevel == a.iterationsPerLevel);
   BOOST_TEST(a2.maxStep == a.maxStep);
@@ -279,16 +281,20 @@ BOOST_AUTO_TEST_CASE(register_job_round_trip) {
     job.fluid.variant = RegistrationVariant::Recompute;
     job.variantGiven = method == pipeline::RegistrationMethod::Unbiased;
     job.useAffine = false;
+    job.transform = pipeline::RegistrationTransform::Similarity;
     job.backend = Backend::Cpu;
     job.inverse = true;
     job.outputs.warped = "w.nii";
     job.outputs.field = "out/f.nii.gz";
+    job.outputs.composite = "out/c.nii.gz";
     job.outputs.report = "r.json";
     const nlohmann::json j = pipeline::toJson(job);
     const pipeline::RegisterJob back = pipeline::registerJobFromJson(j);
     BOOST_TEST(pipeline::toJson(back) == j);  // every field is in the JSON and read back
     BOOST_TEST(back.outputs.field == job.outputs.field);
     BOOST_TEST(back.useAffine == false);
+    BOOST_TEST(back.transform == pipeline::RegistrationTransform::Similarity);
+    BOOST_TEST(back.outputs.composite == job.outputs.composite);
     if (method == pipeline::RegistrationMethod::Greedy) BOOST_TEST(back.greedy.fluid.alpha == 0.37);
     else BOOST_TEST(back.fluid.lambda == 2.5);
   }
@@ -336,6 +342,19 @@ BOOST_AUTO_TEST_CASE(register_job_policies_are_checked_once_in_validate) {
   job.outputs.warped = dir / "f.nii";
   BOOST_CHECK_THROW(job.validate(), InvalidArgument);  // two outputs, one file
   job.outputs.warped.clear();
+  job.outputs.composite = dir / "c.mha";
+  BOOST_CHECK_THROW(job.validate(), IoError);  // a composite field is NIfTI
+  job.outputs.composite.clear();
+  job.method = pipeline::RegistrationMethod::Greedy;
+  job.transform = pipeline::RegistrationTransform::Rigid;
+  job.validate();
+  job.useAffine = false;
+  BOOST_CHECK_THROW(job.validate(), InvalidArgument);  // rigid is the affine stage's fit
+  job.useAffine = true;
+  job.method = pipeline::RegistrationMethod::Unbiased;
+  BOOST_CHECK_THROW(job.validate(), InvalidArgument);  // rigid alone is the greedy job's
+  job.method = pipeline::RegistrationMethod::Greedy;
+  job.transform = pipeline::RegistrationTransform::Deformable;
   job.fixed = {};
   job.fixed.path = dir / "missing.nii";
   BOOST_CHECK_THROW(job.validate(), IoError);

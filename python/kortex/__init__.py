@@ -244,11 +244,15 @@ _REGISTER_OUTPUTS_DOC = """
                     (default None)
     out_inverse_field  write the whole map's inverse (moving grid, NIfTI) here, as --out-inverse-field;
                     implies inverse=True (default None)
+    out_composite   write the whole map (affine and deformable part) as one displacement field (fixed
+                    grid, NIfTI) here, as --out-composite: apply(moving, fixed, [out_composite]) alone
+                    (default None)
     out_report      write the job's JSON report here, as --json (default None)
     (the files are written all or none: a failure leaves the files that were there before)
 
     Returns dict(warped, displacement (3, z, y, x): the deformable part in world mm, LPS, the
-    ITK/ANTs convention, as out_field; jacobian; affine: the 4x4 world matrix, fixed -> moving, as
+    ITK/ANTs convention, as out_field; composite_displacement: the whole map, as out_composite;
+    jacobian; affine: the 4x4 world matrix, fixed -> moving, as
     out_affine; backend, execution_space, seconds, report: the job's JSON report, written: the
     files written); with inverse=True also inverse_displacement (3, z, y, x) on the moving grid
     (the whole map's inverse: moving point y -> fixed point y + e(y)) and inverse_consistency
@@ -256,10 +260,10 @@ _REGISTER_OUTPUTS_DOC = """
     max_residual). Prints nothing (the command's --quiet)."""
 
 
-def _outputs(out_warped, out_field, out_jacobian, out_affine, out_inverse_field, out_report):
+def _outputs(out_warped, out_field, out_jacobian, out_affine, out_inverse_field, out_report, out_composite=None):
     """The job's outputs (keys: pipeline/RegisterJob.cpp), the paths as strings."""
     named = {"warped": out_warped, "field": out_field, "jacobian": out_jacobian, "affine": out_affine,
-             "inverse_field": out_inverse_field, "report": out_report}
+             "inverse_field": out_inverse_field, "composite": out_composite, "report": out_report}
     return {k: _os.fsdecode(_os.fspath(v)) for k, v in named.items() if v is not None}
 
 
@@ -280,7 +284,7 @@ def _cohort(job, fixed, moving, image_list, fixed_spacing, moving_spacing, outpu
             raise ValueError("a cohort's outputs are named after each moving image in out_dir: give out_%s=True, "
                              "not a file name" % key)
         asked[key] = True
-    cohort = {"job": "register_cohort", "greedy": job["greedy"], "affine": job["affine"],
+    cohort = {"job": "register_cohort", "greedy": job["greedy"], "affine": job["affine"], "transform": job["transform"],
               "backend": job["backend"], "inverse": job["inverse"], "outputs": asked,
               "out_dir": "" if out_dir is None else _os.fsdecode(_os.fspath(out_dir)),
               "report": "" if out_report is None else _os.fsdecode(_os.fspath(out_report)),
@@ -295,21 +299,22 @@ def _cohort(job, fixed, moving, image_list, fixed_spacing, moving_spacing, outpu
 def register_greedy(fixed, moving, *, alpha=_GR["alpha"], beta=_GR["beta"], gamma=_GR["gamma"],
                     max_step=_GR["max_step"], scales=tuple(_GR["scales"]), iterations=tuple(_GR["iterations"]),
                     solver=_GR["solver"], metric=_GR["metric"], lncc_radius=_GR["lncc_radius"],
-                    affine=_DEFAULTS["register"]["affine"], backend=_BACKEND, fixed_spacing=None, moving_spacing=None,
-                    inverse=False, out_warped=None, out_field=None, out_jacobian=None, out_affine=None,
-                    out_inverse_field=None, out_report=None, image_list=None, out_dir=None, keep_going=False,
-                    max_memory=0.0):
-    job = {"method": "greedy", "affine": affine, "backend": backend, "inverse": inverse,
+                    affine=_DEFAULTS["register"]["affine"], transform="deformable", backend=_BACKEND,
+                    fixed_spacing=None, moving_spacing=None, inverse=False, out_warped=None, out_field=None,
+                    out_jacobian=None, out_affine=None, out_inverse_field=None, out_composite=None, out_report=None,
+                    image_list=None, out_dir=None, keep_going=False, max_memory=0.0):
+    job = {"method": "greedy", "affine": affine, "transform": transform, "backend": backend, "inverse": inverse,
            "greedy": _greedy(alpha, beta, gamma, max_step, scales, iterations, solver, metric, lncc_radius)}
     if isinstance(moving, (list, tuple)) or image_list is not None or out_dir is not None:
         outputs = {"warped": out_warped, "field": out_field, "jacobian": out_jacobian, "affine": out_affine,
-                   "inverse_field": out_inverse_field}
+                   "inverse_field": out_inverse_field, "composite": out_composite}
         moving = list(moving) if isinstance(moving, (list, tuple)) else [moving]
         return _cohort(job, fixed, moving, image_list, fixed_spacing, moving_spacing, outputs, out_dir, out_report,
                        keep_going, max_memory)
     if keep_going or max_memory:
         raise ValueError("keep_going and max_memory go with a cohort: give moving as a list")
-    job["outputs"] = _outputs(out_warped, out_field, out_jacobian, out_affine, out_inverse_field, out_report)
+    job["outputs"] = _outputs(out_warped, out_field, out_jacobian, out_affine, out_inverse_field, out_report,
+                              out_composite)
     return _register(job, fixed, moving, fixed_spacing, moving_spacing)
 
 
@@ -318,6 +323,8 @@ register_greedy.__doc__ = """Greedy diffeomorphic registration (kortex register 
     fixed, moving   paths or arrays (z, y, x)
 """ + _GREEDY_DOC.format(**_GR) + """
     affine          the affine (NCC) stage first; False: header alignment only, as --no-affine (default {affine})
+    transform       what is fitted, as --transform: rigid | similarity | affine (the affine stage alone,
+                    6, 7 or 12 parameters) | deformable (then the greedy stage; default 'deformable')
     backend         auto|cpu|kokkos (default {backend!r})
     fixed_spacing, moving_spacing   voxel sizes (x, y, z) of array inputs (default None: 1 mm)
     inverse         also invert the map (as --out-inverse-field does; default False)""".format(
@@ -337,13 +344,14 @@ register_greedy.__doc__ = """Greedy diffeomorphic registration (kortex register 
 def register_unbiased(fixed, moving, *, lambda_=_UNB["lambda"], sigma=_UNB["sigma"], iterations=_UNB["iterations"],
                       affine=_DEFAULTS["register"]["affine"], backend=_BACKEND, variant=None, fixed_spacing=None,
                       moving_spacing=None, inverse=False, out_warped=None, out_field=None, out_jacobian=None,
-                      out_affine=None, out_inverse_field=None, out_report=None):
+                      out_affine=None, out_inverse_field=None, out_composite=None, out_report=None):
     fluid = {"lambda": _plain(lambda_), "sigma": _plain(sigma), "iterations": _plain(iterations)}
     if variant is not None:
         fluid["variant"] = variant
     job = {"method": "unbiased", "affine": affine, "backend": backend, "inverse": inverse, "fluid": fluid,
            "variant_given": variant is not None,
-           "outputs": _outputs(out_warped, out_field, out_jacobian, out_affine, out_inverse_field, out_report)}
+           "outputs": _outputs(out_warped, out_field, out_jacobian, out_affine, out_inverse_field, out_report,
+                               out_composite)}
     return _register(job, fixed, moving, fixed_spacing, moving_spacing)
 
 
@@ -354,6 +362,8 @@ register_unbiased.__doc__ = """Unbiased (symmetric-KL) fluid registration (korte
     sigma           Gaussian smoothing of the force, voxels (default {sigma})
     iterations      cap on fluid iterations (default {iterations})
     affine          the affine (NCC) stage first; False: header alignment only, as --no-affine (default {affine})
+    transform       what is fitted, as --transform: rigid | similarity | affine (the affine stage alone,
+                    6, 7 or 12 parameters) | deformable (then the greedy stage; default 'deformable')
     backend         auto|cpu|kokkos (default {backend!r})
     variant         Kokkos force kernel: naive|recompute|reuse (default None: the struct's {dv!r})
     fixed_spacing, moving_spacing   voxel sizes (x, y, z) of array inputs (default None: 1 mm)
