@@ -184,6 +184,8 @@ int runRegistration(RegisterOptions const& o, pipeline::RegisterJob& job) {
   requireOutputNames(o);
   job.fixed.path = o.fixed;
   job.moving.path = o.moving.front();
+  job.fixedMask.path = o.fixedMask;
+  job.movingMask.path = o.movingMask;
   job.useAffine = !o.noAffine;
   job.backend = parseBackend(o.backend);
   job.outputs = {o.outWarped, o.outField, o.outJacobian, o.outAffine, o.outInverseField, o.outComposite, o.outReport};
@@ -236,6 +238,8 @@ void cohortProgress(pipeline::CohortEvent const& e, bool quiet, bool tty) {
 }
 
 int runCohort(RegisterOptions const& o, GreedyParams const& greedy) {
+  if (!o.fixedMask.empty() || !o.movingMask.empty())
+    throw InvalidArgument("--fixed-mask and --moving-mask are taken by a single pair, not yet by a cohort");
   pipeline::RegisterCohortJob job;
   job.fixed.path = o.fixed;
   for (auto const& m : o.moving) job.moving.push_back({m, {}});
@@ -378,6 +382,11 @@ void addRegisterCommands(CLI::App& app, Action& action) {
   addCohortOptions(*gr, rgo, grOut);
   addGreedyOptions(*gr, rgo.greedy);
   addNoAffineFlag(*gr, rgo.noAffine);
+  gr->add_option("--fixed-mask", rgo.fixedMask,
+                 "Cost-function mask on the fixed image's grid (antsRegistration's -x): the affine stage counts a "
+                 "voxel only where it is nonzero (and where --moving-mask is, at the mapped point); with --transform "
+                 "rigid|similarity|affine");
+  gr->add_option("--moving-mask", rgo.movingMask, "Cost-function mask on the moving image's grid (see --fixed-mask)");
   gr->add_option("--transform", rgo.transform,
                  "What is fitted: rigid (6 parameters), similarity (7) or affine (12) by the affine stage alone, or "
                  "deformable (the affine stage, then the greedy one)")

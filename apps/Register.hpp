@@ -10,7 +10,7 @@
 namespace kortex::app {
 
 struct RegisterOptions {
-  std::string fixed;
+  std::string fixed, fixedMask, movingMask;  // greedy: the affine stage's masks
   std::vector<std::string> moving;  // greedy: several make a cohort (pipeline/RegisterCohort.hpp)
   std::string outWarped, outField, outJacobian, outAffine, outInverseField, outComposite, outReport;
   // Greedy cohorts: --list, --out-dir, --keep-going, --max-memory; which outputs were asked for

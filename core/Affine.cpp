@@ -514,8 +514,78 @@ AffineLevelResult runLevel(AffineTransform& t, Geometry const& fixedLevel, Geome
 
 }  // namespace
 
+namespace {
+
+// min over [c - r, c + r] along one axis (clamped to the grid) of a 0 / 1 image, `step` the voxel
+// stride of that axis in the input, the output subsampled by `stride` (1 or 2) along it.
+HostImage minAlongAxis(HostImage const& in, int axis, int r, int stride) {
+  Geometry g = in.geometry;
+  if (stride == 2) g.size[axis] = (g.size[axis] + 1) / 2;
+  HostImage out("kortex::Affine::mask", g);
+  const Index n = in.geometry.size[axis];
+  for (Index z = 0; z < g.nz(); ++z)
+    for (Index y = 0; y < g.ny(); ++y)
+      for (Index x = 0; x < g.nx(); ++x) {
+        Index c[3] = {x, y, z};
+        c[axis] *= stride;
+        float v = 1.0f;
+        for (Index k = std::max<Index>(0, c[axis] - r); k <= std::min<Index>(n - 1, c[axis] + r) && v != 0.0f; ++k) {
+          Index q[3] = {c[0], c[1], c[2]};
+          q[axis] = k;
+          v = std::min(v, in.data(q[2], q[1], q[0]));
+        }
+        out.data(z, y, x) = v;
+      }
+  out.geometry.spacing[axis] = in.geometry.spacing[axis] * stride;  // as affineReduce's levels
+  return out;
+}
+
+}  // namespace
+
+HostImage affineMaskLevel(HostImage const& finer, bool reduce) {
+  if (!reduce) {
+    HostImage out("kortex::Affine::mask", finer.geometry);
+    for (Index i = 0; i < out.numVoxels(); ++i) out.data.data()[i] = finer.data.data()[i] != 0.0f ? 1.0f : 0.0f;
+    return out;
+  }
+  HostImage out = affineReduce(finer);
+  for (Index i = 0; i < out.numVoxels(); ++i) out.data.data()[i] = out.data.data()[i] >= 0.5f ? 1.0f : 0.0f;
+  return out;
+}
+
+HostImage affineMetricMask(HostImage const& level, int radius) {
+  HostImage out = level;
+  for (int axis = 0; axis < 3; ++axis) out = minAlongAxis(out, axis, radius, 1);
+  return out;
+}
+
+Index affineMaskVoxels(HostImage const& mask) {
+  Index n = 0;
+  const float* m = mask.data.data();
+  for (Index i = 0; i < mask.numVoxels(); ++i) n += m[i] != 0.0f;
+  return n;
+}
+
+namespace {
+
+// The masks' levels (empty where no mask), checked against their images' grids.
+std::vector<HostImage> maskLevels(HostImage const& mask, HostImage const& image, int levels, const char* name) {
+  if (mask.data.data() == nullptr) return std::vector<HostImage>(std::size_t(levels));
+  if (!mask.geometry.sameGrid(image.geometry))
+    throw InvalidArgument(std::string("the ") + name + " mask (" + describe(mask.geometry) + ") is not on the " + name +
+                          " image's grid (" + describe(image.geometry) + ")");
+  std::vector<HostImage> base{affineMaskLevel(mask, false)};
+  if (affineMaskVoxels(base[0]) == 0) throw InvalidArgument(std::string("the ") + name + " mask is empty (no nonzero voxel)");
+  for (int l = 1; l < levels; ++l) base.push_back(affineMaskLevel(base.back(), true));
+  std::vector<HostImage> out;
+  for (std::size_t l = 0; l < base.size(); ++l) out.push_back(affineMetricMask(base[l], l == 0 ? 3 : 1));
+  return out;
+}
+
+}  // namespace
+
 AffineResult affineOptimise(HostImage const& moving, HostImage const& fixed, AffineParams const& params,
-                            AffineMetricBackend& backend, AffineProgress const& progress) {
+                            AffineMetricBackend& backend, AffineProgress const& progress, AffineMasks const& masks) {
   const auto t0 = std::chrono::steady_clock::now();
   // The parameters are the job's to validate (pipeline/Register.hpp); the volumes must fit the
   // pyramid.
@@ -579,7 +649,14 @@ AffineResult affineOptimise(HostImage const& moving, HostImage const& fixed, Aff
     ms.push_back(affineSmooth(mp[static_cast<std::size_t>(l)]));
   }
 
-  backend.setImages(ms[0], fs[0]);
+  const std::vector<HostImage> fm = maskLevels(masks.fixed, fixed, levels, "fixed"),
+                               mm = maskLevels(masks.moving, moving, levels, "moving");
+  auto levelImages = [&](int l) {
+    const std::size_t k = static_cast<std::size_t>(l);
+    return AffineLevelImages{ms[k], fs[k], mm[k], fm[k],
+                             fm[k].data.data() ? affineMaskVoxels(fm[k]) : fs[k].numVoxels()};
+  };
+  backend.setImages(levelImages(0));
   int loaded = 0;
   const AffineMetric m0 = backend.evaluate(start);
   ++res.evaluations;
@@ -595,7 +672,7 @@ AffineResult affineOptimise(HostImage const& moving, HostImage const& fixed, Aff
     // Level 0 of a single-level run starts from `start` itself (no round trip through world).
     AffineTransform tl = levels == 1 ? t : fromWorldMatrix(world, fp[l].geometry, mp[l].geometry);
     if (loaded != l) {
-      backend.setImages(ms[static_cast<std::size_t>(l)], fs[static_cast<std::size_t>(l)]);
+      backend.setImages(levelImages(l));
       loaded = l;
     }
     res.perLevel.push_back(runLevel(tl, fp[l].geometry, mp[l].geometry, orientation, params, backend, l, progress, last));

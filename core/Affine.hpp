@@ -267,12 +267,32 @@ using AffineProgress = std::function<void(AffineIteration const&)>;
 
 // ---- the shared driver ---------------------------------------------------------------------------------
 
+// Cost-function masks (antsRegistration's -x): a fixed voxel counts in the metric only where the
+// fixed mask holds it and the moving mask holds the nearest voxel of its mapped point. On the
+// images' own grids; an empty HostImage is no mask. A coarse level's mask is the finer one reduced
+// (the images' binomial step) then >= 0.5 (affineMaskLevel). The metric's mask of a level is that
+// eroded by a box (affineMetricMask): at level 0 by 3 voxels, so that no intensity from outside the
+// mask reaches a counted voxel through the metric image's smoothing (radius 2) and the trilinear
+// cell (1); at the coarser levels, which only carry the fit towards level 0, by 1 (a 3-voxel erosion
+// there would leave too little of a 12^3 level around a lesion). Both back ends see the same binary
+// levels; the overlap fraction is relative to the fixed metric mask's voxels.
+struct AffineMasks {
+  HostImage fixed, moving;
+};
+
+// One pyramid level as the metric sees it: the smoothed images and their binary masks (0 / 1; an
+// empty HostImage: every voxel counts), and the number of fixed voxels that count.
+struct AffineLevelImages {
+  HostImage moving, fixed, movingMask, fixedMask;
+  Index fixedVoxels = 0;
+};
+
 // A back end's metric: the optimiser calls setImages once per level, then evaluate many times.
 class AffineMetricBackend {
  public:
   virtual ~AffineMetricBackend() = default;
   // The images of the next evaluate calls (one pyramid level; normalised, finite).
-  virtual void setImages(HostImage const& moving, HostImage const& fixed) = 0;
+  virtual void setImages(AffineLevelImages const& level) = 0;
   // Metric and gradient for t in index coordinates of those images.
   virtual AffineMetric evaluate(AffineTransform const& t) = 0;
 };
@@ -280,7 +300,8 @@ class AffineMetricBackend {
 // Checks (3D, extents, finite, non-constant), normalisation, start transform, pyramid and the
 // optimiser of the spec, evaluating the metric through `backend`.
 AffineResult affineOptimise(HostImage const& moving, HostImage const& fixed, AffineParams const& params,
-                            AffineMetricBackend& backend, AffineProgress const& progress = {});
+                            AffineMetricBackend& backend, AffineProgress const& progress = {},
+                            AffineMasks const& masks = {});
 
 // One pyramid step (reduce above) on the host.
 HostImage affineReduce(HostImage const& img);
@@ -289,10 +310,23 @@ HostImage affineSmooth(HostImage const& img);
 // Intensity-weighted centre of mass in world coordinates (weights must be >= 0, sum > 0).
 std::array<double, 3> centreOfMassWorld(HostImage const& img);
 
-// Finishes NCC, gradient and overlap from the sums below (used by the Kokkos back end).
+// Finishes NCC, gradient and overlap from the sums below (used by the Kokkos back end);
+// `fixedVoxels` the voxels that count (all, or the fixed mask's).
 AffineMetric affineMetricFromSums(const double* sums, Index fixedVoxels);
+// The binary mask of a level: nonzero -> 1 (level 0), or the coarse level of the finer one (above);
+// the metric's mask of a level (above).
+HostImage affineMaskLevel(HostImage const& finer, bool reduce);
+HostImage affineMetricMask(HostImage const& level, int radius);
+Index affineMaskVoxels(HostImage const& mask);
 
 // ---- per-voxel maths (shared by every Kokkos variant) ----------------------------------------------------
+
+// Whether a mask (binary, on the moving grid) holds the nearest voxel of an inside point p.
+template <class View>
+KOKKOS_INLINE_FUNCTION bool affineMaskHolds(View const& mask, const double* p) {
+  const int x = static_cast<int>(p[0] + 0.5), y = static_cast<int>(p[1] + 0.5), z = static_cast<int>(p[2] + 0.5);
+  return mask(z, y, x) != 0.0f;
+}
 
 // Sums layout (double[kAffineSumCount]): n, Sf, Sm, Sff, Smm, Sfm, then S_wk at
 // kAffineSumParam + 12 w + k, w = 0 (weight 1), 1 (f), 2 (m).

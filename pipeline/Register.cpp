@@ -119,7 +119,7 @@ ImageView<typename Exec::memory_space> alignKokkos(Exec const& exec, HostImage c
   using Mem = typename Exec::memory_space;
   r.executionSpace = Exec::name();
   affineStage(opt, r, [&](AffineParams const& ap) {
-    return gpu::affineRegister(exec, movingN, fixedN, ap, opt.affineProgress);
+    return gpu::affineRegister(exec, movingN, fixedN, ap, opt.affineProgress, opt.masks);
   });
   const Geometry& fixed = r.fixedGrid;
   const auto t0 = Clock::now();
@@ -165,7 +165,7 @@ void alignReference(HostImage const& movingN, HostImage const& fixedN, Registrat
                     RegistrationPipelineResult& r) {
   r.executionSpace = "OpenMP reference (" + std::to_string(omp_get_max_threads()) + " threads)";
   affineStage(opt, r, [&](AffineParams const& ap) {
-    return ref::affineRegister(movingN, fixedN, ap, opt.affineProgress);
+    return ref::affineRegister(movingN, fixedN, ap, opt.affineProgress, opt.masks);
   });
   const auto t0 = Clock::now();
   r.movingResampled = ref::resampleAffine(movingN, r.fixedGrid, r.affine);

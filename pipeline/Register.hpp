@@ -58,6 +58,7 @@ struct RegistrationPipelineOptions {
   RegistrationParams fluid;          // method Unbiased
   GreedyParams greedy;               // method Greedy
   AffineParams affine;
+  AffineMasks masks;                 // the affine stage's cost-function masks (core/Affine.hpp), on the images' grids
   bool useAffine = true;
   bool useFluid = true;              // false: affine only (the Dice baseline), either method
   // When set, the affine stage is skipped and this transform (fixed index -> moving index) used:

@@ -49,6 +49,9 @@ std::vector<JobFile> outputFiles(RegisterOutputs const& o) {
   return files;
 }
 
+// An optional input that was given (a path, or an image in memory).
+bool given(ImageInput const& in) { return !in.inMemory() || in.image.data.data() != nullptr; }
+
 void validateParams(RegisterJob const& job) {
   if (job.method == RegistrationMethod::Unbiased) {
     if (!(job.fluid.lambda > 0.0) || !std::isfinite(job.fluid.lambda))
@@ -59,6 +62,12 @@ void validateParams(RegisterJob const& job) {
   } else {
     job.greedy.validate();
   }
+  const bool masked = given(job.fixedMask) || given(job.movingMask);
+  if (masked && job.transform == RegistrationTransform::Deformable)
+    throw InvalidArgument("registration: masks are taken by the affine stage only so far (the deformable stage would "
+                          "ignore them): fit a rigid, similarity or affine transform with them");
+  if (masked && !job.useAffine)
+    throw InvalidArgument("registration: masks are the affine stage's, which is skipped");
   if (job.transform != RegistrationTransform::Deformable) {
     if (job.method != RegistrationMethod::Greedy)
       throw InvalidArgument("registration: a rigid, similarity or affine transform alone is fitted by the greedy "
@@ -72,6 +81,8 @@ void validateParams(RegisterJob const& job) {
 void validateFiles(RegisterJob const& job) {
   requireImageInput(job.fixed, "fixed image", "registration");
   requireImageInput(job.moving, "moving image", "registration");
+  if (given(job.fixedMask)) requireImageInput(job.fixedMask, "fixed mask", "registration");
+  if (given(job.movingMask)) requireImageInput(job.movingMask, "moving mask", "registration");
   if (!job.outputs.any() && !job.keepResults)
     throw InvalidArgument("registration: no output is named (a warped image, a field, a Jacobian map, an affine "
                           "transform, an inverse field, a composite field or a report)");
@@ -86,6 +97,8 @@ void validateFiles(RegisterJob const& job) {
   std::vector<JobFile> inputs;
   if (!job.fixed.inMemory()) inputs.push_back({"fixed image", job.fixed.path});
   if (!job.moving.inMemory()) inputs.push_back({"moving image", job.moving.path});
+  if (!job.fixedMask.inMemory()) inputs.push_back({"fixed mask", job.fixedMask.path});
+  if (!job.movingMask.inMemory()) inputs.push_back({"moving mask", job.movingMask.path});
   requireDistinctFiles(inputs, outputFiles(job.outputs));
 }
 
@@ -93,18 +106,37 @@ void validateFiles(RegisterJob const& job) {
 
 struct Inputs {
   HostImage fixed, moving;
+  AffineMasks masks;
 };
+
+// A mask as given (an absent one: empty), on its image's grid.
+HostImage readMask(ImageInput const& mask, HostImage const& image, const char* name) {
+  if (!given(mask)) return {};
+  HostImage m = readImageInput(mask);
+  if (!m.geometry.sameGrid(image.geometry)) {
+    const bool sameShape = m.geometry.size == image.geometry.size && m.geometry.spacing == image.geometry.spacing;
+    throw InvalidArgument(std::string("registration: the ") + name + " mask (" + describe(m.geometry) + ") is not on the " +
+                          name + " image's grid (" + describe(image.geometry) + ")" +
+                          (sameShape ? ": their origins or orientations differ" : "") +
+                          "; resample it onto that grid first (kortex apply --interpolation nearest)");
+  }
+  return m;
+}
 
 Inputs readStage(RegisterJob const& job) {
   kx::ScopedRegion region("kortex::register::read");
   Inputs in;
   in.fixed = readImageInput(job.fixed);
   in.moving = readImageInput(job.moving);
+  in.masks.fixed = readMask(job.fixedMask, in.fixed, "fixed");
+  in.masks.moving = readMask(job.movingMask, in.moving, "moving");
   return in;
 }
 
 RegistrationPipelineResult registerStage(RegisterJob const& job, Inputs const& in, RegisterProgress const& progress) {
-  return registerPair(in.moving, in.fixed, pairOptions(job, progress));
+  RegistrationPipelineOptions opt = pairOptions(job, progress);
+  opt.masks = in.masks;
+  return registerPair(in.moving, in.fixed, opt);
 }
 
 RegisterJobResult outputsStage(RegisterJob const& job, RegistrationPipelineResult pair, HostImage const& moving) {
@@ -193,6 +225,8 @@ json toJson(RegisterJob const& job) {
             {"method", toString(job.method)},
             {"fixed", toJson(job.fixed)},
             {"moving", toJson(job.moving)},
+            {"fixed_mask", toJson(job.fixedMask)},
+            {"moving_mask", toJson(job.movingMask)},
             {"affine", job.useAffine},
             {"transform", toString(job.transform)},
             {"backend", toString(job.backend)},
@@ -222,6 +256,8 @@ RegisterJob registerJobFromJson(json const& j) {
   job.backend = parseBackend(backend);
   job.fixed.path = inputPathFromJson(r.raw("fixed"), "register job", "fixed");
   job.moving.path = inputPathFromJson(r.raw("moving"), "register job", "moving");
+  job.fixedMask.path = inputPathFromJson(r.raw("fixed_mask"), "register job", "fixed_mask");
+  job.movingMask.path = inputPathFromJson(r.raw("moving_mask"), "register job", "moving_mask");
   r.flag("affine", job.useAffine).flag("inverse", job.inverse).flag("keep_results", job.keepResults);
   r.choice("transform", job.transform, parseRegistrationTransform);
   r.object("greedy", job.greedy).object("fluid", job.fluid).flag("variant_given", job.variantGiven);

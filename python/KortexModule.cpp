@@ -304,10 +304,17 @@ py::dict registerResultDict(pipeline::RegisterJobResult const& r);
 // description python/kortex builds (the job's JSON, without its images), the images given as paths
 // or arrays. Returns the job's results as arrays, with its report.
 py::dict registerJob(py::dict const& description, ImageArg const& fixed, ImageArg const& moving,
-                     std::optional<std::vector<double>> fixedSpacing, std::optional<std::vector<double>> movingSpacing) {
+                     std::optional<std::vector<double>> fixedSpacing, std::optional<std::vector<double>> movingSpacing,
+                     std::optional<ImageArg> fixedMask, std::optional<ImageArg> movingMask) {
   session();
   pipeline::RegisterJob job = pipeline::registerJobFromJson(jsonOf(description));
-  Array kf, km;
+  Array kf, km, kfm, kmm;
+  // A mask array takes its image's spacing (a mask file brings its own geometry).
+  auto spacingFor = [](ImageArg const& mask, std::optional<std::vector<double>> const& sp) {
+    return std::holds_alternative<std::string>(mask) ? std::nullopt : sp;
+  };
+  if (fixedMask) job.fixedMask = imageInput(*fixedMask, spacingFor(*fixedMask, fixedSpacing), kfm);
+  if (movingMask) job.movingMask = imageInput(*movingMask, spacingFor(*movingMask, movingSpacing), kmm);
   job.fixed = imageInput(fixed, std::move(fixedSpacing), kf);
   job.moving = imageInput(moving, std::move(movingSpacing), km);
   job.keepResults = true;
@@ -496,7 +503,8 @@ PYBIND11_MODULE(_kortex, m) {
   // (defaults from defaults()).
   m.def("defaults", &defaults, "The parameter defaults of the jobs (the C++ structs'), as python/kortex uses them");
   m.def("register", &registerJob, py::arg("job"), py::arg("fixed"), py::arg("moving"), py::kw_only(),
-        py::arg("fixed_spacing"), py::arg("moving_spacing"),
+        py::arg("fixed_spacing"), py::arg("moving_spacing"), py::arg("fixed_mask") = py::none(),
+        py::arg("moving_mask") = py::none(),
         "The register job (pipeline/RegisterJob.hpp) of a description (its JSON, without the images)");
   m.def("register_cohort", &registerCohortJob, py::arg("job"), py::arg("fixed"), py::arg("moving"), py::kw_only(),
         py::arg("fixed_spacing"), py::arg("moving_spacing"),

@@ -112,23 +112,21 @@ void checkHostImage(HostImage const& img, const char* who) {
 
 class RefBackend final : public AffineMetricBackend {
  public:
-  void setImages(HostImage const& moving, HostImage const& fixed) override {
-    moving_ = moving;
-    fixed_ = fixed;
-  }
+  void setImages(AffineLevelImages const& level) override { level_ = level; }
   AffineMetric evaluate(AffineTransform const& t) override {
-    return affineMetric(moving_.data, fixed_.data, t);
+    return affineMetric(level_.moving.data, level_.fixed.data, t, level_.movingMask.data, level_.fixedMask.data);
   }
-
  private:
-  HostImage moving_, fixed_;
+  AffineLevelImages level_;
 };
 
 }  // namespace
 
-AffineMetric affineMetric(HostConstView moving, HostConstView fixed, AffineTransform const& t) {
+AffineMetric affineMetric(HostConstView moving, HostConstView fixed, AffineTransform const& t, HostConstView movingMask,
+                          HostConstView fixedMask) {
   checkVolumeView(moving, "affine metric (moving)");
   checkVolumeView(fixed, "affine metric (fixed)");
+  const bool useFixedMask = fixedMask.data() != nullptr, useMovingMask = movingMask.data() != nullptr;
   const Map map(t);
   const Grid gm(moving), gf(fixed);
   std::vector<Acc> slices(static_cast<std::size_t>(gf.n[2]));
@@ -138,9 +136,13 @@ AffineMetric affineMetric(HostConstView moving, HostConstView fixed, AffineTrans
     Eigen::Vector4d qh;
     for (Index y = 0; y < gf.n[1]; ++y)
       for (Index x = 0; x < gf.n[0]; ++x) {
+        if (useFixedMask && fixedMask(z, y, x) == 0.0f) continue;
         const Eigen::Vector3d q = Eigen::Vector3d(double(x), double(y), double(z)) - map.c;
         const Eigen::Vector3d p = map.M * q + map.c + map.t;
         if (!inside(p, gm)) continue;
+        if (useMovingMask && movingMask(Index(std::floor(p(2) + 0.5)), Index(std::floor(p(1) + 0.5)),
+                                        Index(std::floor(p(0) + 0.5))) == 0.0f)
+          continue;
         const double w = edgeWeight(p, gm);
         ++a.inside;
         const double f = fixed(z, y, x);
@@ -159,7 +161,12 @@ AffineMetric affineMetric(HostConstView moving, HostConstView fixed, AffineTrans
 
   AffineMetric r;
   r.count = static_cast<Index>(s.inside);
-  r.overlap = s.inside / (double(gf.n[0]) * double(gf.n[1]) * double(gf.n[2]));
+  double counted = double(gf.n[0]) * double(gf.n[1]) * double(gf.n[2]);  // the fixed voxels that count
+  if (useFixedMask) {
+    counted = 0;
+    for (std::size_t i = 0; i < fixedMask.size(); ++i) counted += fixedMask.data()[i] != 0.0f;
+  }
+  r.overlap = s.inside / counted;
   if (s.n < 2) return r;
   const double vf = s.sff - s.sf * s.sf / s.n, vm = s.smm - s.sm * s.sm / s.n;
   if (!(vf > kAffineVarianceFloor * s.sff) || !(vm > kAffineVarianceFloor * s.smm)) return r;
@@ -178,9 +185,9 @@ AffineMetric affineMetric(HostConstView moving, HostConstView fixed, AffineTrans
 }
 
 AffineResult affineRegister(HostImage const& moving, HostImage const& fixed, AffineParams const& params,
-                            AffineProgress const& progress) {
+                            AffineProgress const& progress, AffineMasks const& masks) {
   RefBackend backend;
-  return affineOptimise(moving, fixed, params, backend, progress);
+  return affineOptimise(moving, fixed, params, backend, progress, masks);
 }
 
 HostImage resampleAffine(HostImage const& moving, Geometry const& fixedGrid, AffineTransform const& t) {

@@ -13,14 +13,17 @@ namespace kortex::ref {
 
 // NCC, its gradient w.r.t. the 12 parameters and the overlap for `t` (index coordinates of these
 // two grids). Throws InvalidArgument for non-3D views or an extent < 2.
+// With masks (binary, on the images' grids; unallocated: none): core/Affine.hpp AffineMasks; the
+// overlap is then relative to the fixed mask's voxels.
 AffineMetric affineMetric(ConstImageView<Kokkos::HostSpace> moving, ConstImageView<Kokkos::HostSpace> fixed,
-                          AffineTransform const& t);
+                          AffineTransform const& t, ConstImageView<Kokkos::HostSpace> movingMask = {},
+                          ConstImageView<Kokkos::HostSpace> fixedMask = {});
 
 // The whole registration (normalisation, start transform, pyramid, optimiser) with this metric.
 // The result's transform maps fixed index coordinates to moving index coordinates of the given
 // images. Throws InvalidArgument (see core/Affine.hpp and core/Intensity.hpp).
 AffineResult affineRegister(HostImage const& moving, HostImage const& fixed, AffineParams const& params,
-                            AffineProgress const& progress = {});
+                            AffineProgress const& progress = {}, AffineMasks const& masks = {});
 
 // moving resampled onto `fixedGrid`: trilinear inside the moving volume, 0 outside.
 HostImage resampleAffine(HostImage const& moving, Geometry const& fixedGrid, AffineTransform const& t);

@@ -273,6 +273,7 @@ BOOST_AUTO_TEST_CASE(register_job_round_trip) {
     job.method = method;
     job.fixed.path = "f.nii.gz";
     job.moving.path = "dir/m.nii";
+    job.fixedMask.path = "fm.nii";
     job.greedy.fluid.alpha = 0.37;
     job.greedy.scales = {4, 1};
     job.greedy.iterations = {3, 9};
@@ -295,6 +296,8 @@ BOOST_AUTO_TEST_CASE(register_job_round_trip) {
     BOOST_TEST(back.useAffine == false);
     BOOST_TEST(back.transform == pipeline::RegistrationTransform::Similarity);
     BOOST_TEST(back.outputs.composite == job.outputs.composite);
+    BOOST_TEST(back.fixedMask.path == job.fixedMask.path);
+    BOOST_TEST(back.movingMask.inMemory());  // not given
     if (method == pipeline::RegistrationMethod::Greedy) BOOST_TEST(back.greedy.fluid.alpha == 0.37);
     else BOOST_TEST(back.fluid.lambda == 2.5);
   }
@@ -354,6 +357,18 @@ BOOST_AUTO_TEST_CASE(register_job_policies_are_checked_once_in_validate) {
   job.method = pipeline::RegistrationMethod::Unbiased;
   BOOST_CHECK_THROW(job.validate(), InvalidArgument);  // rigid alone is the greedy job's
   job.method = pipeline::RegistrationMethod::Greedy;
+  job.transform = pipeline::RegistrationTransform::Deformable;
+  job.fixedMask.image = img;
+  BOOST_CHECK_THROW(job.validate(), InvalidArgument);  // masks reach the affine stage only: not with deformable
+  job.transform = pipeline::RegistrationTransform::Affine;
+  job.validate();
+  job.useAffine = false;
+  BOOST_CHECK_THROW(job.validate(), InvalidArgument);  // masks without their stage
+  job.useAffine = true;
+  job.movingMask.path = dir / "missing_mask.nii";
+  BOOST_CHECK_THROW(job.validate(), IoError);
+  job.fixedMask = {};
+  job.movingMask = {};
   job.transform = pipeline::RegistrationTransform::Deformable;
   job.fixed = {};
   job.fixed.path = dir / "missing.nii";

@@ -20,9 +20,9 @@ void resampleAffine(Exec const& exec, ConstImageView<typename Exec::memory_space
 
 template <class Exec>
 AffineResult affineRegister(Exec const& exec, HostImage const& moving, HostImage const& fixed,
-                            AffineParams const& params, AffineProgress const& progress) {
+                            AffineParams const& params, AffineProgress const& progress, AffineMasks const& masks) {
   affine_detail::Backend<Exec> backend(exec);
-  return affineOptimise(moving, fixed, params, backend, progress);
+  return affineOptimise(moving, fixed, params, backend, progress, masks);
 }
 
 #define KORTEX_INSTANTIATE_AFFINE(SPACE)                                                             \
@@ -31,7 +31,7 @@ AffineResult affineRegister(Exec const& exec, HostImage const& moving, HostImage
   template void resampleAffine<SPACE>(SPACE const&, ConstImageView<SPACE::memory_space>,               \
                                       AffineTransform const&, ImageView<SPACE::memory_space>);         \
   template AffineResult affineRegister<SPACE>(SPACE const&, HostImage const&, HostImage const&,        \
-                                              AffineParams const&, AffineProgress const&);
+                                              AffineParams const&, AffineProgress const&, AffineMasks const&);
 
 #ifdef KOKKOS_ENABLE_SERIAL
 KORTEX_INSTANTIATE_AFFINE(Kokkos::Serial)

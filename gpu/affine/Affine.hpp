@@ -29,6 +29,7 @@ void resampleAffine(Exec const& exec, ConstImageView<typename Exec::memory_space
 
 template <class Exec>
 AffineResult affineRegister(Exec const& exec, HostImage const& moving, HostImage const& fixed,
-                            AffineParams const& params, AffineProgress const& progress = {});
+                            AffineParams const& params, AffineProgress const& progress = {},
+                            AffineMasks const& masks = {});
 
 }  // namespace kortex::gpu

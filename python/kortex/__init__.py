@@ -267,10 +267,12 @@ def _outputs(out_warped, out_field, out_jacobian, out_affine, out_inverse_field,
     return {k: _os.fsdecode(_os.fspath(v)) for k, v in named.items() if v is not None}
 
 
-def _register(job, fixed, moving, fixed_spacing, moving_spacing):
+def _register(job, fixed, moving, fixed_spacing, moving_spacing, fixed_mask=None, moving_mask=None):
     return _kortex.register(job, _image(fixed), _image(moving),
                             fixed_spacing=None if fixed_spacing is None else [float(v) for v in fixed_spacing],
-                            moving_spacing=None if moving_spacing is None else [float(v) for v in moving_spacing])
+                            moving_spacing=None if moving_spacing is None else [float(v) for v in moving_spacing],
+                            fixed_mask=None if fixed_mask is None else _image(fixed_mask),
+                            moving_mask=None if moving_mask is None else _image(moving_mask))
 
 
 def _cohort(job, fixed, moving, image_list, fixed_spacing, moving_spacing, outputs, out_dir, out_report, keep_going,
@@ -299,13 +301,16 @@ def _cohort(job, fixed, moving, image_list, fixed_spacing, moving_spacing, outpu
 def register_greedy(fixed, moving, *, alpha=_GR["alpha"], beta=_GR["beta"], gamma=_GR["gamma"],
                     max_step=_GR["max_step"], scales=tuple(_GR["scales"]), iterations=tuple(_GR["iterations"]),
                     solver=_GR["solver"], metric=_GR["metric"], lncc_radius=_GR["lncc_radius"],
-                    affine=_DEFAULTS["register"]["affine"], transform="deformable", backend=_BACKEND,
-                    fixed_spacing=None, moving_spacing=None, inverse=False, out_warped=None, out_field=None,
+                    affine=_DEFAULTS["register"]["affine"], transform="deformable", fixed_mask=None,
+                    moving_mask=None, backend=_BACKEND, fixed_spacing=None, moving_spacing=None, inverse=False,
+                    out_warped=None, out_field=None,
                     out_jacobian=None, out_affine=None, out_inverse_field=None, out_composite=None, out_report=None,
                     image_list=None, out_dir=None, keep_going=False, max_memory=0.0):
     job = {"method": "greedy", "affine": affine, "transform": transform, "backend": backend, "inverse": inverse,
            "greedy": _greedy(alpha, beta, gamma, max_step, scales, iterations, solver, metric, lncc_radius)}
     if isinstance(moving, (list, tuple)) or image_list is not None or out_dir is not None:
+        if fixed_mask is not None or moving_mask is not None:
+            raise ValueError("fixed_mask and moving_mask are taken by a single pair, not yet by a cohort")
         outputs = {"warped": out_warped, "field": out_field, "jacobian": out_jacobian, "affine": out_affine,
                    "inverse_field": out_inverse_field, "composite": out_composite}
         moving = list(moving) if isinstance(moving, (list, tuple)) else [moving]
@@ -315,7 +320,7 @@ def register_greedy(fixed, moving, *, alpha=_GR["alpha"], beta=_GR["beta"], gamm
         raise ValueError("keep_going and max_memory go with a cohort: give moving as a list")
     job["outputs"] = _outputs(out_warped, out_field, out_jacobian, out_affine, out_inverse_field, out_report,
                               out_composite)
-    return _register(job, fixed, moving, fixed_spacing, moving_spacing)
+    return _register(job, fixed, moving, fixed_spacing, moving_spacing, fixed_mask, moving_mask)
 
 
 register_greedy.__doc__ = """Greedy diffeomorphic registration (kortex register greedy) of two 3D images.
@@ -325,6 +330,9 @@ register_greedy.__doc__ = """Greedy diffeomorphic registration (kortex register 
     affine          the affine (NCC) stage first; False: header alignment only, as --no-affine (default {affine})
     transform       what is fitted, as --transform: rigid | similarity | affine (the affine stage alone,
                     6, 7 or 12 parameters) | deformable (then the greedy stage; default 'deformable')
+    fixed_mask, moving_mask   cost-function masks (paths or arrays on their image's grid), as
+                    --fixed-mask / --moving-mask: the affine stage counts a voxel only where they are
+                    nonzero; with transform rigid | similarity | affine (default None)
     backend         auto|cpu|kokkos (default {backend!r})
     fixed_spacing, moving_spacing   voxel sizes (x, y, z) of array inputs (default None: 1 mm)
     inverse         also invert the map (as --out-inverse-field does; default False)""".format(
@@ -364,6 +372,9 @@ register_unbiased.__doc__ = """Unbiased (symmetric-KL) fluid registration (korte
     affine          the affine (NCC) stage first; False: header alignment only, as --no-affine (default {affine})
     transform       what is fitted, as --transform: rigid | similarity | affine (the affine stage alone,
                     6, 7 or 12 parameters) | deformable (then the greedy stage; default 'deformable')
+    fixed_mask, moving_mask   cost-function masks (paths or arrays on their image's grid), as
+                    --fixed-mask / --moving-mask: the affine stage counts a voxel only where they are
+                    nonzero; with transform rigid | similarity | affine (default None)
     backend         auto|cpu|kokkos (default {backend!r})
     variant         Kokkos force kernel: naive|recompute|reuse (default None: the struct's {dv!r})
     fixed_spacing, moving_spacing   voxel sizes (x, y, z) of array inputs (default None: 1 mm)

@@ -365,3 +365,27 @@ def test_rigid_transform_recovers_known_motion(tmp_path):
             rms = np.sqrt(((got - truth) ** 2).sum(1).mean())
             assert rms < 0.1, (k, name, rms)
             assert np.abs(m[:3, :3] @ m[:3, :3].T - np.eye(3)).max() < 1e-9, (k, name)
+
+
+def test_register_masks_equal_the_command(tmp_path):
+    # --fixed-mask / --moving-mask (the affine stage's cost-function masks): an array mask in Python
+    # gives the command's transform with the mask file; a mask off its image's grid is refused, and
+    # masks with the deformable default too (the greedy stage does not take them yet).
+    fixed = volume((16, 18, 20), seed=9)
+    moving = np.roll(fixed, 1, axis=2).copy()
+    mask = np.ones_like(fixed)
+    mask[4:9, 5:10, 6:12] = 0.0
+    kortex.write(tmp_path / "f.nii", fixed)
+    kortex.write(tmp_path / "m.nii", moving)
+    kortex.write(tmp_path / "mask.nii", mask)
+    r = kortex.register_greedy(fixed, moving, transform="affine", fixed_mask=mask, backend="cpu")
+    cli("register", "greedy", "--fixed", tmp_path / "f.nii", "--moving", tmp_path / "m.nii", "--fixed-mask",
+        tmp_path / "mask.nii", "--transform", "affine", "--out-affine", tmp_path / "a.txt", "--backend", "cpu", "--quiet")
+    p = [float(v) for v in (tmp_path / "a.txt").read_text().split("Parameters: ")[1].split("\n")[0].split()]
+    np.testing.assert_array_equal(r["affine"][:3, :3].ravel(), p[:9])
+    unmasked = kortex.register_greedy(fixed, moving, transform="affine", backend="cpu")
+    assert not np.array_equal(unmasked["affine"], r["affine"])  # the mask changed what the metric sees
+    with pytest.raises(ValueError, match="grid"):
+        kortex.register_greedy(fixed, moving, transform="affine", fixed_mask=mask[:, :, :-1], backend="cpu")
+    with pytest.raises(ValueError, match="affine stage only"):
+        kortex.register_greedy(fixed, moving, fixed_mask=mask, backend="cpu")

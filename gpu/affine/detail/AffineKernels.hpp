@@ -1,6 +1,6 @@
 // Kokkos kernels of the affine pre-alignment (entry points: gpu/affine/Affine.hpp). Functors keep only
-// two Views, the transform (AffineCoeffs, 120 B) and the extents: well under the 512 B closure
-// limit of CUDA.
+// four Views (two images, two masks), the transform (AffineCoeffs, 120 B) and the extents: under the
+// 512 B closure limit of CUDA.
 #pragma once
 
 #include <Kokkos_Core.hpp>
@@ -32,18 +32,22 @@ struct MetricFunctor {
   unsigned value_count = kAffineSumCount;
 
   ConstImageView<Mem> moving, fixed;
+  ConstImageView<Mem> movingMask, fixedMask;  // binary; unallocated: every voxel counts
   AffineCoeffs a;
   int nx, ny, mx, my, mz;  // fixed x, y extents; moving extents
+  bool useMovingMask = false, useFixedMask = false;
 
   KOKKOS_INLINE_FUNCTION void operator()(const Index i, value_type sums) const {
     const int x = static_cast<int>(i % nx);
     const Index r = i / nx;
     const int y = static_cast<int>(r % ny);
     const int z = static_cast<int>(r / ny);
+    if (useFixedMask && fixedMask(z, y, x) == 0.0f) return;
     const double pf[3] = {static_cast<double>(x), static_cast<double>(y), static_cast<double>(z)};
     double q[3], p[3];
     affineMap(a, pf, q, p);
     if (!affineInside(p, mx, my, mz)) return;
+    if (useMovingMask && !affineMaskHolds(movingMask, p)) return;
     const double w = affineEdgeWeight(p, mx, my, mz);
     double g[3];
     const double m = affineSample(moving, p, g);
@@ -79,15 +83,23 @@ struct ResampleFunctor {
   }
 };
 
+// The metric; with masks (binary, on the images' grids) only the voxels they hold count, and
+// `fixedVoxels` is the fixed mask's count (0: every fixed voxel).
 template <class Exec>
 AffineMetric metric(Exec const& exec, ConstImageView<typename Exec::memory_space> moving,
-                    ConstImageView<typename Exec::memory_space> fixed, AffineTransform const& t) {
+                    ConstImageView<typename Exec::memory_space> fixed, AffineTransform const& t,
+                    ConstImageView<typename Exec::memory_space> movingMask = {},
+                    ConstImageView<typename Exec::memory_space> fixedMask = {}, Index fixedVoxels = 0) {
   using Mem = typename Exec::memory_space;
   checkVolume(moving, "affineMetric (moving)");
   checkVolume(fixed, "affineMetric (fixed)");
   MetricFunctor<Mem> f;
   f.moving = moving;
   f.fixed = fixed;
+  f.movingMask = movingMask;
+  f.fixedMask = fixedMask;
+  f.useMovingMask = movingMask.data() != nullptr;
+  f.useFixedMask = fixedMask.data() != nullptr;
   f.a = affineCoeffs(t);
   f.nx = static_cast<int>(fixed.extent(2));
   f.ny = static_cast<int>(fixed.extent(1));
@@ -100,7 +112,7 @@ AffineMetric metric(Exec const& exec, ConstImageView<typename Exec::memory_space
   Kokkos::parallel_reduce("kortex::Affine::metric",
                           Kokkos::RangePolicy<Exec, Kokkos::IndexType<Index>>(exec, 0, n), f, result);
   exec.fence();
-  return affineMetricFromSums(sums, n);
+  return affineMetricFromSums(sums, fixedVoxels > 0 ? fixedVoxels : n);
 }
 
 template <class Exec>
@@ -134,20 +146,31 @@ class Backend final : public AffineMetricBackend {
   using Mem = typename Exec::memory_space;
   explicit Backend(Exec const& exec) : exec_(exec) {}
   // Copies on exec_'s queue (no device-wide fence: pairs may run concurrently on other instances).
-  void setImages(HostImage const& moving, HostImage const& fixed) override {
-    moving_ = ImageView<Mem>(Kokkos::view_alloc(exec_, Kokkos::WithoutInitializing, std::string("kortex::Affine::moving")),
-                             moving.data.extent(0), moving.data.extent(1), moving.data.extent(2));
-    fixed_ = ImageView<Mem>(Kokkos::view_alloc(exec_, Kokkos::WithoutInitializing, std::string("kortex::Affine::fixed")),
-                            fixed.data.extent(0), fixed.data.extent(1), fixed.data.extent(2));
-    Kokkos::deep_copy(exec_, moving_, moving.data);
-    Kokkos::deep_copy(exec_, fixed_, fixed.data);
+  void setImages(AffineLevelImages const& level) override {
+    moving_ = onDevice(level.moving, "kortex::Affine::moving");
+    fixed_ = onDevice(level.fixed, "kortex::Affine::fixed");
+    movingMask_ = onDevice(level.movingMask, "kortex::Affine::movingMask");
+    fixedMask_ = onDevice(level.fixedMask, "kortex::Affine::fixedMask");
+    fixedVoxels_ = level.fixedVoxels;
     exec_.fence();
   }
-  AffineMetric evaluate(AffineTransform const& t) override { return metric(exec_, moving_, fixed_, t); }
+  AffineMetric evaluate(AffineTransform const& t) override {
+    return metric(exec_, moving_, fixed_, t, movingMask_, fixedMask_, fixedVoxels_);
+  }
 
  private:
+  // A copy on exec_'s memory space (unallocated for an empty image).
+  ImageView<Mem> onDevice(HostImage const& img, const char* label) const {
+    if (img.data.data() == nullptr) return {};
+    ImageView<Mem> d(Kokkos::view_alloc(exec_, Kokkos::WithoutInitializing, std::string(label)), img.data.extent(0),
+                     img.data.extent(1), img.data.extent(2));
+    Kokkos::deep_copy(exec_, d, img.data);
+    return d;
+  }
+
   Exec exec_;
-  ImageView<Mem> moving_, fixed_;
+  ImageView<Mem> moving_, fixed_, movingMask_, fixedMask_;
+  Index fixedVoxels_ = 0;
 };
 
 }  // namespace kortex::gpu::affine_detail
