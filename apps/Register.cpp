@@ -170,8 +170,8 @@ void printWritten(pipeline::RegisterJobResult const& r) {
 // An output flag given without a file name names nothing outside a cohort.
 void requireOutputNames(RegisterOptions const& o) {
   const std::pair<bool, std::string const*> flags[] = {
-      {o.askedWarped, &o.outWarped}, {o.askedField, &o.outField},           {o.askedJacobian, &o.outJacobian},
-      {o.askedAffine, &o.outAffine}, {o.askedInverseField, &o.outInverseField}, {o.askedComposite, &o.outComposite}};
+      {o.asked.warped, &o.outWarped}, {o.asked.field, &o.outField},           {o.asked.jacobian, &o.outJacobian},
+      {o.asked.affine, &o.outAffine}, {o.asked.inverseField, &o.outInverseField}, {o.asked.composite, &o.outComposite}};
   const char* names[] = {"--out-warped", "--out-field", "--out-jacobian", "--out-affine", "--out-inverse-field",
                          "--out-composite"};
   for (int k = 0; k < 6; ++k)
@@ -249,7 +249,7 @@ int runCohort(RegisterOptions const& o, GreedyParams const& greedy) {
   job.transform = pipeline::parseRegistrationTransform(o.transform);
   job.backend = parseBackend(o.backend);
   job.outDir = o.outDir;
-  job.outputs = {o.askedWarped, o.askedField, o.askedJacobian, o.askedAffine, o.askedInverseField, o.askedComposite};
+  job.outputs = o.asked;
   job.report = o.outReport;
   job.keepGoing = o.keepGoing;
   job.maxMemoryMiB = o.maxMemoryMiB;
@@ -295,12 +295,8 @@ namespace {
 struct OutputOptions {
   CLI::Option *warped, *field, *jacobian, *affine, *inverseField, *composite;
   void record(RegisterOptions& o) const {
-    o.askedComposite = composite->count() > 0;
-    o.askedWarped = warped->count() > 0;
-    o.askedField = field->count() > 0;
-    o.askedJacobian = jacobian->count() > 0;
-    o.askedAffine = affine->count() > 0;
-    o.askedInverseField = inverseField->count() > 0;
+    o.asked = {warped->count() > 0,      field->count() > 0,        jacobian->count() > 0,
+               affine->count() > 0,      inverseField->count() > 0, composite->count() > 0};
   }
 };
 

@@ -6,6 +6,7 @@
 
 #include "apps/Options.hpp"
 #include "core/Registration.hpp"
+#include "pipeline/RegisterCohort.hpp"
 
 namespace kortex::app {
 
@@ -18,8 +19,7 @@ struct RegisterOptions {
   std::string list, outDir;
   bool keepGoing = false;
   double maxMemoryMiB = 0.0;
-  bool askedWarped = false, askedField = false, askedJacobian = false, askedAffine = false, askedInverseField = false,
-       askedComposite = false;
+  pipeline::CohortOutputs asked;  // the output flags given, with or without a file name
   RegistrationParams fluid;  // unbiased: --lambda, --sigma, --iterations bind here (defaults: the struct's)
   GreedyOptions greedy{greedyRegistrationDefaults()};  // greedy: the greedy flags (apps/Options.hpp)
   bool noAffine = false;

@@ -213,7 +213,7 @@ void registerStage(RegisterCohortJob const& job, CohortInputs& in, CohortPlan co
     if (progress) progress(CohortEvent{i, n, registered, failed, &s, secondsSince(t0)});
     return s.status != CohortStatus::Failed || job.keepGoing;
   };
-  runPairs(n, in.fixed, plan.options, true, plan.concurrent, work, ready);
+  runPairs(n, in.fixed, plan.options, plan.options.useFluid, plan.concurrent, work, ready);
   r.secondsRegister = secondsSince(t0);
   if (!job.keepGoing)
     for (auto const& f : failure)

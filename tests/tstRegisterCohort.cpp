@@ -86,9 +86,13 @@ struct Files {
 // affine text, on the CPU reference and the Kokkos back end.
 BOOST_AUTO_TEST_CASE(cohort_outputs_equal_single_pair_outputs) {
   Files f;
+  for (auto transform : {pipeline::RegistrationTransform::Deformable, pipeline::RegistrationTransform::Rigid})
   for (Backend b : {Backend::Cpu, Backend::Kokkos}) {
-    const fs::path out = f.dir / (std::string("out_") + toString(b));
-    const auto r = pipeline::runRegisterCohort(f.job(b, out));
+    const fs::path out = f.dir / (std::string("out_") + toString(b) + "_" + toString(transform));
+    auto job = f.job(b, out);
+    job.transform = transform;
+    job.outputs.composite = true;
+    const auto r = pipeline::runRegisterCohort(job);
     BOOST_TEST(r.registered() == 3);
     BOOST_TEST(r.failed() == 0);
     for (int s = 0; s < 3; ++s) {
@@ -98,14 +102,19 @@ BOOST_AUTO_TEST_CASE(cohort_outputs_equal_single_pair_outputs) {
       single.moving.path = f.moving[s];
       single.greedy = smallGreedy();
       single.backend = b;
+      single.transform = transform;
       const std::string stem = "subj" + std::to_string(s);
       single.outputs.warped = f.dir / (stem + "_single_warped.nii.gz");
       single.outputs.field = f.dir / (stem + "_single_field.nii.gz");
       single.outputs.affine = f.dir / (stem + "_single_affine.txt");
-      pipeline::runRegisterJob(single);
-      BOOST_TEST_INFO("backend " << toString(b) << ", subject " << s);
+      single.outputs.composite = f.dir / (stem + "_single_composite.nii.gz");
+      const auto one = pipeline::runRegisterJob(single);
+      BOOST_TEST_INFO("backend " << toString(b) << ", " << toString(transform) << ", subject " << s);
       BOOST_TEST(sameVoxels(out / (stem + "_warped.nii.gz"), single.outputs.warped));
       BOOST_TEST(sameField(out / (stem + "_field.nii.gz"), single.outputs.field));
+      BOOST_TEST(sameField(out / (stem + "_composite.nii.gz"), single.outputs.composite));
+      // A rigid cohort fits no deformable part, as the single pair does not.
+      BOOST_TEST((one.pair.greedy.iterations == 0) == (transform == pipeline::RegistrationTransform::Rigid));
       BOOST_TEST(fileBytes(out / (stem + "_affine.txt")) == fileBytes(single.outputs.affine));
       BOOST_TEST(r.subjects[std::size_t(s)].status == pipeline::CohortStatus::Registered);
     }
