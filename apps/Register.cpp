@@ -238,10 +238,12 @@ void cohortProgress(pipeline::CohortEvent const& e, bool quiet, bool tty) {
 }
 
 int runCohort(RegisterOptions const& o, GreedyParams const& greedy) {
-  if (!o.fixedMask.empty() || !o.movingMask.empty())
-    throw InvalidArgument("--fixed-mask and --moving-mask are taken by a single pair, not yet by a cohort");
+  if (!o.movingMask.empty())
+    throw InvalidArgument("--moving-mask is taken by a single pair, not by a cohort (one mask for every moving image "
+                          "would not fit them); --fixed-mask is");
   pipeline::RegisterCohortJob job;
   job.fixed.path = o.fixed;
+  job.fixedMask.path = o.fixedMask;
   for (auto const& m : o.moving) job.moving.push_back({m, {}});
   job.movingList = o.list;
   job.greedy = greedy;

@@ -92,7 +92,7 @@ std::string mib(double bytes) {
 }
 
 struct CohortInputs {
-  HostImage fixed;
+  HostImage fixed, fixedMask;
   std::vector<ImageInput> subjects;
   std::vector<HostImage> moving;  // empty where the subject failed to read
 };
@@ -115,6 +115,7 @@ CohortInputs readStage(RegisterCohortJob const& job, RegisterCohortResult& r) {
   in.fixed = readImageInput(job.fixed);
   if (in.fixed.geometry.dimension != 3)
     throw InvalidArgument("register cohort: the fixed image must be 3D, got " + describe(in.fixed.geometry));
+  in.fixedMask = readRegistrationMask(job.fixedMask, in.fixed, "fixed");
   in.subjects = job.subjects();
   in.moving.resize(in.subjects.size());
   const std::vector<std::string> problems = job.subjectProblems(in.subjects);
@@ -146,6 +147,7 @@ CohortPlan planStage(RegisterCohortJob const& job, CohortInputs const& in, Regis
   kx::ScopedRegion region("kortex::cohort::plan");
   CohortPlan p;
   p.options = pairOptions(job.subjectJob(in.subjects, 0));
+  p.options.masks.fixed = in.fixedMask;
   validatePairOptions(in.fixed.geometry, p.options);
   if (resolve(job.backend) == Backend::Cpu) return p;
   for (HostImage const& m : in.moving)
@@ -239,6 +241,7 @@ RegisterJob RegisterCohortJob::subjectJob(std::vector<ImageInput> const& subject
   RegisterJob sub;
   sub.method = RegistrationMethod::Greedy;
   sub.fixed = fixed;
+  sub.fixedMask = fixedMask;
   sub.moving = subjects[std::size_t(i)];
   sub.greedy = greedy;
   sub.useAffine = useAffine;
@@ -290,6 +293,7 @@ void RegisterCohortJob::validate() const {
   std::vector<JobFile> inputs, outputsNamed;
   if (!fixed.inMemory()) inputs.push_back({"fixed image", fixed.path});
   if (!movingList.empty()) inputs.push_back({"moving image list", movingList});
+  if (!fixedMask.inMemory()) inputs.push_back({"fixed mask", fixedMask.path});
   if (!report.empty()) outputsNamed.push_back({"cohort report", report});
   subjectProblems(all);  // throws unless keepGoing (then the read stage reports and skips those subjects)
   for (int i = 0; i < int(all.size()); ++i) {
@@ -349,6 +353,7 @@ json toJson(RegisterCohortJob const& job) {
   for (auto const& m : job.moving) moving.push_back(toJson(m));
   return {{"job", "register_cohort"},
           {"fixed", toJson(job.fixed)},
+          {"fixed_mask", toJson(job.fixedMask)},
           {"moving", moving},
           {"moving_list", job.movingList.string()},
           {"greedy", toJson(job.greedy)},
@@ -375,6 +380,7 @@ RegisterCohortJob registerCohortJobFromJson(json const& j) {
   detail::JsonReader r(j, "register cohort job");
   r.jobKind("register_cohort");
   job.fixed.path = inputPathFromJson(r.raw("fixed"), "register cohort job", "fixed");
+  job.fixedMask.path = inputPathFromJson(r.raw("fixed_mask"), "register cohort job", "fixed_mask");
   if (json const* v = r.raw("moving")) {
     if (!v->is_array()) r.wrongType("moving", "a list of file paths", *v);
     for (auto const& e : *v) job.moving.push_back(ImageInput{inputPathFromJson(&e, "register cohort job", "moving"), {}});

@@ -43,6 +43,7 @@ struct CohortOutputs {
 
 struct RegisterCohortJob {
   ImageInput fixed;
+  ImageInput fixedMask;            // optional: the affine stage's fixed mask, every subject's (RegisterJob's)
   std::vector<ImageInput> moving;
   std::filesystem::path movingList;  // optional: readImageList's file, its images after `moving`
   GreedyParams greedy = greedyRegistrationDefaults();

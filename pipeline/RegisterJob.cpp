@@ -109,8 +109,9 @@ struct Inputs {
   AffineMasks masks;
 };
 
-// A mask as given (an absent one: empty), on its image's grid.
-HostImage readMask(ImageInput const& mask, HostImage const& image, const char* name) {
+}  // namespace
+
+HostImage readRegistrationMask(ImageInput const& mask, HostImage const& image, const char* name) {
   if (!given(mask)) return {};
   HostImage m = readImageInput(mask);
   if (!m.geometry.sameGrid(image.geometry)) {
@@ -123,13 +124,15 @@ HostImage readMask(ImageInput const& mask, HostImage const& image, const char* n
   return m;
 }
 
+namespace {
+
 Inputs readStage(RegisterJob const& job) {
   kx::ScopedRegion region("kortex::register::read");
   Inputs in;
   in.fixed = readImageInput(job.fixed);
   in.moving = readImageInput(job.moving);
-  in.masks.fixed = readMask(job.fixedMask, in.fixed, "fixed");
-  in.masks.moving = readMask(job.movingMask, in.moving, "moving");
+  in.masks.fixed = readRegistrationMask(job.fixedMask, in.fixed, "fixed");
+  in.masks.moving = readRegistrationMask(job.movingMask, in.moving, "moving");
   return in;
 }
 

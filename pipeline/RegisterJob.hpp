@@ -96,7 +96,11 @@ struct RegisterJobResult {
 // check, read, register, outputs, write (above).
 RegisterJobResult runRegisterJob(RegisterJob const& job, RegisterProgress const& progress = {});
 
-// The pair's options of a job (what registerPair is given).
+// A cost-function mask as given (absent: an empty image), read and checked to lie on its image's
+// grid (InvalidArgument naming `name`, "fixed" or "moving").
+HostImage readRegistrationMask(ImageInput const& mask, HostImage const& image, const char* name);
+
+// The pair's options of a job (what registerPair is given; the masks are read by the job).
 RegistrationPipelineOptions pairOptions(RegisterJob const& job, RegisterProgress const& progress = {});
 // The outputs and write stages of runRegisterJob for a pair registered by the caller (the cohort's
 // pairs): the outputs asked for, computed from `pair` and the original moving image, written all or none.

@@ -326,10 +326,12 @@ py::dict registerJob(py::dict const& description, ImageArg const& fixed, ImageAr
 // subject (register's; a skipped subject's: moving, error) and the cohort's report.
 py::dict registerCohortJob(py::dict const& description, ImageArg const& fixed, std::vector<ImageArg> const& moving,
                            std::optional<std::vector<double>> fixedSpacing,
-                           std::optional<std::vector<double>> movingSpacing) {
+                           std::optional<std::vector<double>> movingSpacing, std::optional<ImageArg> fixedMask) {
   session();
   pipeline::RegisterCohortJob job = pipeline::registerCohortJobFromJson(jsonOf(description));
-  Array kf;
+  Array kf, kfm;
+  if (fixedMask)
+    job.fixedMask = imageInput(*fixedMask, std::holds_alternative<std::string>(*fixedMask) ? std::nullopt : fixedSpacing, kfm);
   std::vector<Array> km(moving.size());
   job.fixed = imageInput(fixed, std::move(fixedSpacing), kf);
   for (std::size_t i = 0; i < moving.size(); ++i) job.moving.push_back(imageInput(moving[i], movingSpacing, km[i]));
@@ -507,7 +509,7 @@ PYBIND11_MODULE(_kortex, m) {
         py::arg("moving_mask") = py::none(),
         "The register job (pipeline/RegisterJob.hpp) of a description (its JSON, without the images)");
   m.def("register_cohort", &registerCohortJob, py::arg("job"), py::arg("fixed"), py::arg("moving"), py::kw_only(),
-        py::arg("fixed_spacing"), py::arg("moving_spacing"),
+        py::arg("fixed_spacing"), py::arg("moving_spacing"), py::arg("fixed_mask") = py::none(),
         "The register cohort job (pipeline/RegisterCohort.hpp) of a description (its JSON, without the images)");
   m.def("surface_phi_from_mask", &surfacePhiFromMask, py::arg("mask"), py::kw_only(), py::arg("label") = py::none(),
         py::arg("threshold") = py::none(), py::arg("spacing") = py::none());

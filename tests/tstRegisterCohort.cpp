@@ -217,3 +217,38 @@ BOOST_AUTO_TEST_CASE(cohort_list_and_json) {
   j["outputs"]["warpd"] = true;
   test::expectThrowWith<InvalidArgument>([&] { pipeline::registerCohortJobFromJson(j); }, {"warpd"});
 }
+
+// A fixed mask (the affine stage's) reaches every subject of a rigid cohort as it reaches a single
+// pair; with the deformable default it is refused.
+BOOST_AUTO_TEST_CASE(cohort_fixed_mask_equals_single_pairs) {
+  Files f;
+  const Geometry g = io::readImage(f.fixed).geometry;
+  HostImage mask("mask", g);
+  for (Index z = 0; z < g.nz(); ++z)
+    for (Index y = 0; y < g.ny(); ++y)
+      for (Index x = 0; x < g.nx(); ++x) mask.data(z, y, x) = (x + y) % 7 == 0 ? 0.0f : 1.0f;
+  const fs::path maskPath = f.dir / "mask.nii";
+  io::writeImage(mask, maskPath);
+  auto job = f.job(Backend::Cpu, f.dir / "out");
+  job.fixedMask.path = maskPath;
+  test::expectThrowWith<InvalidArgument>([&] { pipeline::runRegisterCohort(job); }, {"affine stage only"});
+  job.transform = pipeline::RegistrationTransform::Rigid;
+  pipeline::runRegisterCohort(job);
+  for (int s = 0; s < 3; ++s) {
+    pipeline::RegisterJob single;
+    single.fixed.path = f.fixed;
+    single.moving.path = f.moving[s];
+    single.fixedMask.path = maskPath;
+    single.greedy = smallGreedy();
+    single.backend = Backend::Cpu;
+    single.transform = pipeline::RegistrationTransform::Rigid;
+    single.outputs.affine = f.dir / ("single" + std::to_string(s) + "_affine.txt");
+    pipeline::runRegisterJob(single);
+    BOOST_TEST(fileBytes(f.dir / "out" / ("subj" + std::to_string(s) + "_affine.txt")) == fileBytes(single.outputs.affine));
+  }
+  // The mask changes the fit (it is used).
+  auto plain = f.job(Backend::Cpu, f.dir / "plain");
+  plain.transform = pipeline::RegistrationTransform::Rigid;
+  pipeline::runRegisterCohort(plain);
+  BOOST_TEST(fileBytes(f.dir / "plain" / "subj0_affine.txt") != fileBytes(f.dir / "out" / "subj0_affine.txt"));
+}

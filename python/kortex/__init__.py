@@ -276,7 +276,7 @@ def _register(job, fixed, moving, fixed_spacing, moving_spacing, fixed_mask=None
 
 
 def _cohort(job, fixed, moving, image_list, fixed_spacing, moving_spacing, outputs, out_dir, out_report, keep_going,
-            max_memory):
+            max_memory, fixed_mask):
     """register_greedy with a list of moving images: the register cohort job."""
     asked = {}
     for key, value in outputs.items():
@@ -293,6 +293,7 @@ def _cohort(job, fixed, moving, image_list, fixed_spacing, moving_spacing, outpu
               "moving_list": "" if image_list is None else _os.fsdecode(_os.fspath(image_list)),
               "keep_going": bool(keep_going), "max_memory": float(max_memory)}
     r = _kortex.register_cohort(cohort, _image(fixed), [_image(m) for m in moving],
+                                fixed_mask=None if fixed_mask is None else _image(fixed_mask),
                                 fixed_spacing=None if fixed_spacing is None else [float(v) for v in fixed_spacing],
                                 moving_spacing=None if moving_spacing is None else [float(v) for v in moving_spacing])
     return r["subjects"]
@@ -309,13 +310,13 @@ def register_greedy(fixed, moving, *, alpha=_GR["alpha"], beta=_GR["beta"], gamm
     job = {"method": "greedy", "affine": affine, "transform": transform, "backend": backend, "inverse": inverse,
            "greedy": _greedy(alpha, beta, gamma, max_step, scales, iterations, solver, metric, lncc_radius)}
     if isinstance(moving, (list, tuple)) or image_list is not None or out_dir is not None:
-        if fixed_mask is not None or moving_mask is not None:
-            raise ValueError("fixed_mask and moving_mask are taken by a single pair, not yet by a cohort")
+        if moving_mask is not None:
+            raise ValueError("moving_mask is taken by a single pair, not by a cohort; fixed_mask is")
         outputs = {"warped": out_warped, "field": out_field, "jacobian": out_jacobian, "affine": out_affine,
                    "inverse_field": out_inverse_field, "composite": out_composite}
         moving = list(moving) if isinstance(moving, (list, tuple)) else [moving]
         return _cohort(job, fixed, moving, image_list, fixed_spacing, moving_spacing, outputs, out_dir, out_report,
-                       keep_going, max_memory)
+                       keep_going, max_memory, fixed_mask)
     if keep_going or max_memory:
         raise ValueError("keep_going and max_memory go with a cohort: give moving as a list")
     job["outputs"] = _outputs(out_warped, out_field, out_jacobian, out_affine, out_inverse_field, out_report,

@@ -383,6 +383,8 @@ def test_register_masks_equal_the_command(tmp_path):
         tmp_path / "mask.nii", "--transform", "affine", "--out-affine", tmp_path / "a.txt", "--backend", "cpu", "--quiet")
     p = [float(v) for v in (tmp_path / "a.txt").read_text().split("Parameters: ")[1].split("\n")[0].split()]
     np.testing.assert_array_equal(r["affine"][:3, :3].ravel(), p[:9])
+    cohort = kortex.register_greedy(fixed, [moving, moving], transform="affine", fixed_mask=mask, backend="cpu")
+    np.testing.assert_array_equal(cohort[1]["affine"], r["affine"])  # a cohort's fixed mask: every subject's
     unmasked = kortex.register_greedy(fixed, moving, transform="affine", backend="cpu")
     assert not np.array_equal(unmasked["affine"], r["affine"])  # the mask changed what the metric sees
     with pytest.raises(ValueError, match="grid"):
