@@ -382,8 +382,8 @@ void addRegisterCommands(CLI::App& app, Action& action) {
   addNoAffineFlag(*gr, rgo.noAffine);
   gr->add_option("--fixed-mask", rgo.fixedMask,
                  "Cost-function mask on the fixed image's grid (antsRegistration's -x): the affine stage counts a "
-                 "voxel only where it is nonzero (and where --moving-mask is, at the mapped point); with --transform "
-                 "rigid|similarity|affine");
+                 "voxel only where it is nonzero (and where --moving-mask is, at the mapped point), and the greedy "
+                 "stage's force is zero where either is 0 (the moving mask carried by the affine map)");
   gr->add_option("--moving-mask", rgo.movingMask, "Cost-function mask on the moving image's grid (see --fixed-mask)");
   gr->add_option("--transform", rgo.transform,
                  "What is fitted: rigid (6 parameters), similarity (7) or affine (12) by the affine stage alone, or "

@@ -80,14 +80,33 @@ void cropField(VectorField<Kokkos::HostSpace> const& padded, VectorField<Kokkos:
         for (Index x = 0; x < Index(d.extent(3)); ++x) d(c, z, y, x) = p(c, z, y, x);
 }
 
+// The greedy stage's force mask on the fixed grid (empty without masks): the fixed mask times the
+// moving mask carried onto the fixed grid by the affine stage's map (nearest voxel; 0 outside the
+// moving volume), 0 / 1.
+HostImage greedyForceMask(RegistrationPipelineOptions const& opt, RegistrationPipelineResult const& r) {
+  if (!opt.masks.fixed.data.data() && !opt.masks.moving.data.data()) return {};
+  HostImage mask("kortex::registerPair::forceMask", r.fixedGrid);
+  Kokkos::deep_copy(mask.data, 1.0f);
+  float* out = mask.data.data();
+  if (opt.masks.fixed.data.data())
+    for (Index i = 0; i < mask.numVoxels(); ++i) out[i] = opt.masks.fixed.data.data()[i] != 0.0f ? out[i] : 0.0f;
+  if (opt.masks.moving.data.data()) {
+    const HostImage carried = ref::resampleAffineLabels(opt.masks.moving, r.fixedGrid, r.affine);
+    for (Index i = 0; i < mask.numVoxels(); ++i) out[i] = carried.data.data()[i] != 0.0f ? out[i] : 0.0f;
+  }
+  return mask;
+}
+
 // The greedy stage on either back end: pad, register, crop.
 template <class Register>
 void greedyStage(HostImage const& movingResampled, HostImage const& fixedN, RegistrationPipelineOptions const& opt,
                  RegistrationPipelineResult& r, Register&& registerGreedy) {
   r.greedyGrid = greedyPaddedGrid(fixedN.geometry, opt.greedy);
   const HostImage m = padToGrid(movingResampled, r.greedyGrid), f = padToGrid(fixedN, r.greedyGrid);
+  const HostImage forceMask = greedyForceMask(opt, r);
+  const HostImage paddedMask = forceMask.data.data() ? padToGrid(forceMask, r.greedyGrid) : HostImage();
   VectorField<Kokkos::HostSpace> padded;
-  r.greedy = registerGreedy(m, f, padded);
+  r.greedy = registerGreedy(m, f, padded, paddedMask.data.data() ? &paddedMask : nullptr);
   cropField(padded, r.u);
 }
 
@@ -147,9 +166,10 @@ void fluidKokkos(Exec const& exec, ImageView<typename Exec::memory_space> dResam
   const Geometry& fixed = r.fixedGrid;
   const auto t0 = Clock::now();
   if (opt.method == RegistrationMethod::Greedy) {
-    greedyStage(r.movingResampled, fixedN, opt, r, [&](HostImage const& m, HostImage const& f, VectorField<Kokkos::HostSpace>& u) {
-      return gpu::greedyRegister(exec, m, f, u, opt.greedy, opt.greedyProgress, workspace);
-    });
+    greedyStage(r.movingResampled, fixedN, opt, r,
+                [&](HostImage const& m, HostImage const& f, VectorField<Kokkos::HostSpace>& u, HostImage const* mask) {
+                  return gpu::greedyRegister(exec, m, f, u, opt.greedy, opt.greedyProgress, workspace, mask);
+                });
   } else {
     auto dFixed = Kokkos::create_mirror_view_and_copy(Mem(), fixedN.data);
     gpu::Field<Mem> dU("kortex::registerPair::dU", 3, fixed.nz(), fixed.ny(), fixed.nx());
@@ -177,9 +197,10 @@ void alignReference(HostImage const& movingN, HostImage const& fixedN, Registrat
 void fluidReference(HostImage const& fixedN, RegistrationPipelineOptions const& opt, RegistrationPipelineResult& r) {
   const auto t0 = Clock::now();
   if (opt.method == RegistrationMethod::Greedy)
-    greedyStage(r.movingResampled, fixedN, opt, r, [&](HostImage const& m, HostImage const& f, VectorField<Kokkos::HostSpace>& u) {
-      return ref::greedyRegister(m, f, u, opt.greedy, opt.greedyProgress);
-    });
+    greedyStage(r.movingResampled, fixedN, opt, r,
+                [&](HostImage const& m, HostImage const& f, VectorField<Kokkos::HostSpace>& u, HostImage const* mask) {
+                  return ref::greedyRegister(m, f, u, opt.greedy, opt.greedyProgress, mask);
+                });
   else
     r.fluid = ref::fluidRegister(r.movingResampled, fixedN, r.u, opt.fluid, opt.progress);
   r.secondsFluid = secondsSince(t0);

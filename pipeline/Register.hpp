@@ -58,7 +58,11 @@ struct RegistrationPipelineOptions {
   RegistrationParams fluid;          // method Unbiased
   GreedyParams greedy;               // method Greedy
   AffineParams affine;
-  AffineMasks masks;                 // the affine stage's cost-function masks (core/Affine.hpp), on the images' grids
+  // Cost-function masks on the images' grids (antsRegistration's -x): the affine stage's metric
+  // (core/Affine.hpp AffineMasks) and the greedy stage's force, which is zero where the fixed mask
+  // is 0 or the moving mask, carried onto the fixed grid by the affine map (nearest voxel, 0 outside
+  // the moving volume), is 0; the moving mask is not re-warped by the deformation as it grows.
+  AffineMasks masks;
   bool useAffine = true;
   bool useFluid = true;              // false: affine only (the Dice baseline), either method
   // When set, the affine stage is skipped and this transform (fixed index -> moving index) used:

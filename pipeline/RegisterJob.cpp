@@ -63,11 +63,8 @@ void validateParams(RegisterJob const& job) {
     job.greedy.validate();
   }
   const bool masked = given(job.fixedMask) || given(job.movingMask);
-  if (masked && job.transform == RegistrationTransform::Deformable)
-    throw InvalidArgument("registration: masks are taken by the affine stage only so far (the deformable stage would "
-                          "ignore them): fit a rigid, similarity or affine transform with them");
-  if (masked && !job.useAffine)
-    throw InvalidArgument("registration: masks are the affine stage's, which is skipped");
+  if (masked && job.method != RegistrationMethod::Greedy)
+    throw InvalidArgument("registration: masks are taken by the greedy registration's job, not the unbiased one");
   if (job.transform != RegistrationTransform::Deformable) {
     if (job.method != RegistrationMethod::Greedy)
       throw InvalidArgument("registration: a rigid, similarity or affine transform alone is fitted by the greedy "
@@ -119,7 +116,7 @@ HostImage readRegistrationMask(ImageInput const& mask, HostImage const& image, c
     throw InvalidArgument(std::string("registration: the ") + name + " mask (" + describe(m.geometry) + ") is not on the " +
                           name + " image's grid (" + describe(image.geometry) + ")" +
                           (sameShape ? ": their origins or orientations differ" : "") +
-                          "; resample it onto that grid first (kortex apply --interpolation nearest)");
+                          "; resample it onto that grid first (nearest neighbour)");
   }
   return m;
 }

@@ -48,7 +48,7 @@ struct RegisterOutputs {
 struct RegisterJob {
   RegistrationMethod method = RegistrationMethod::Greedy;
   ImageInput fixed, moving;
-  ImageInput fixedMask, movingMask;  // optional cost-function masks of the affine stage (core/Affine.hpp AffineMasks)
+  ImageInput fixedMask, movingMask;  // optional cost-function masks (Register.hpp RegistrationPipelineOptions::masks)
   RegistrationParams fluid;                            // method Unbiased
   GreedyParams greedy = greedyRegistrationDefaults();  // method Greedy
   bool useAffine = true;

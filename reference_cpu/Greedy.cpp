@@ -371,8 +371,39 @@ bool GreedyStepper::composeUnfolded(HostField& u, ConstHostField w) {
   return true;
 }
 
+namespace {
+
+// The mask of a scale: the minimum over each factor^3 block of the full-grid mask.
+ImageView<Kokkos::HostSpace> maskAtScale(HostImage const& mask, int factor, Index nz, Index ny, Index nx) {
+  ImageView<Kokkos::HostSpace> out("greedy force mask", nz, ny, nx);
+  const auto m = mask.data;
+  const Index mz = mask.geometry.nz(), my = mask.geometry.ny(), mx = mask.geometry.nx();
+#pragma omp parallel for
+  for (Index z = 0; z < nz; ++z)
+    for (Index y = 0; y < ny; ++y)
+      for (Index x = 0; x < nx; ++x) {
+        float v = 1.0f;
+        for (Index k = z * factor; k < std::min(mz, (z + 1) * factor); ++k)
+          for (Index j = y * factor; j < std::min(my, (y + 1) * factor); ++j)
+            for (Index i = x * factor; i < std::min(mx, (x + 1) * factor); ++i) v = std::min(v, m(k, j, i) != 0.0f ? 1.0f : 0.0f);
+        out(z, y, x) = v;
+      }
+  return out;
+}
+
+void maskForce(HostField const& f, ImageView<Kokkos::HostSpace> const& mask) {
+#pragma omp parallel for
+  for (Index z = 0; z < Index(mask.extent(0)); ++z)
+    for (Index y = 0; y < Index(mask.extent(1)); ++y)
+      for (Index x = 0; x < Index(mask.extent(2)); ++x)
+        if (mask(z, y, x) == 0.0f)
+          for (int c = 0; c < 3; ++c) f(c, z, y, x) = 0.0f;
+}
+
+}  // namespace
+
 GreedyResult greedyRegister(HostImage const& moving, HostImage const& fixed, VectorField<Kokkos::HostSpace>& u,
-                            GreedyParams const& params, GreedyProgress const& progress) {
+                            GreedyParams const& params, GreedyProgress const& progress, HostImage const* forceMask) {
   using Clock = std::chrono::steady_clock;
   const auto start = Clock::now();
   auto elapsed = [&start] { return std::chrono::duration<double>(Clock::now() - start).count(); };
@@ -393,6 +424,7 @@ GreedyResult greedyRegister(HostImage const& moving, HostImage const& fixed, Vec
     const HostImage I1 = downsampleImage(fixed, f);
     const Index nz = I1.geometry.nz(), ny = I1.geometry.ny(), nx = I1.geometry.nx();
     GreedyStepper stepper(params, nz, ny, nx);
+    const ImageView<Kokkos::HostSpace> mask = forceMask ? maskAtScale(*forceMask, f, nz, ny, nx) : ImageView<Kokkos::HostSpace>();
     warp(m.I.data, m.u, m.W);
     GreedyScaleResult sr;
     sr.factor = f;
@@ -404,6 +436,7 @@ GreedyResult greedyRegister(HostImage const& moving, HostImage const& fixed, Vec
       rec.factor = f;
       rec.iteration = it;
       stepper.computeForce(m.W, I1.data);
+      if (forceMask) maskForce(stepper.force(), mask);
       rec.solve = stepper.solve(m.v, it == 1, it == 1 && prevFactor == 0);
       const GreedyStepOutcome step = stepper.step(m.u, m.v);
       sr.iterations = it;

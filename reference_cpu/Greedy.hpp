@@ -58,6 +58,7 @@ class GreedyStepper {
   GreedyStepper(GreedyParams const& params, Index nz, Index ny, Index nx);
   // Step 1: the force of GreedyParams::metric (SSD: F = -(W - target) grad W; LNCC: lnccForce).
   void computeForce(ConstHostImageView W, ConstHostImageView target);
+  HostField force() const { return force_; }
   // Step 2: L v = F by the solver rule from the v passed in; `coldStart` zeroes v first.
   FluidSolveReport solve(HostField const& v, bool firstOfScale, bool coldStart);
   // Steps 3-5: u is replaced by the accepted candidate; minJacobian is the accepted field's.
@@ -76,7 +77,10 @@ class GreedyStepper {
 // The whole multi-scale registration. `u` receives the full-grid displacement (allocated here).
 // Extents and grids only are checked (InvalidArgument); parameters and NaN/Inf are the caller's
 // (pipeline/Register.hpp validates once).
+// `forceMask` (optional, 0 / 1 on the fixed grid): the force is zero where it is 0 (every scale takes
+// the block minimum of the finer mask: a coarse voxel counts only where all its fine voxels do).
 GreedyResult greedyRegister(HostImage const& moving, HostImage const& fixed, VectorField<Kokkos::HostSpace>& u,
-                            GreedyParams const& params, GreedyProgress const& progress = {});
+                            GreedyParams const& params, GreedyProgress const& progress = {},
+                            HostImage const* forceMask = nullptr);
 
 }  // namespace kortex::ref

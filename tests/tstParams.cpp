@@ -359,12 +359,10 @@ BOOST_AUTO_TEST_CASE(register_job_policies_are_checked_once_in_validate) {
   job.method = pipeline::RegistrationMethod::Greedy;
   job.transform = pipeline::RegistrationTransform::Deformable;
   job.fixedMask.image = img;
-  BOOST_CHECK_THROW(job.validate(), InvalidArgument);  // masks reach the affine stage only: not with deformable
-  job.transform = pipeline::RegistrationTransform::Affine;
-  job.validate();
-  job.useAffine = false;
-  BOOST_CHECK_THROW(job.validate(), InvalidArgument);  // masks without their stage
-  job.useAffine = true;
+  job.validate();  // masks reach both stages
+  job.method = pipeline::RegistrationMethod::Unbiased;
+  BOOST_CHECK_THROW(job.validate(), InvalidArgument);  // the unbiased job takes no masks
+  job.method = pipeline::RegistrationMethod::Greedy;
   job.movingMask.path = dir / "missing_mask.nii";
   BOOST_CHECK_THROW(job.validate(), IoError);
   job.fixedMask = {};

@@ -218,8 +218,7 @@ BOOST_AUTO_TEST_CASE(cohort_list_and_json) {
   test::expectThrowWith<InvalidArgument>([&] { pipeline::registerCohortJobFromJson(j); }, {"warpd"});
 }
 
-// A fixed mask (the affine stage's) reaches every subject of a rigid cohort as it reaches a single
-// pair; with the deformable default it is refused.
+// A fixed mask reaches every subject of a cohort as it reaches a single pair, rigid or deformable.
 BOOST_AUTO_TEST_CASE(cohort_fixed_mask_equals_single_pairs) {
   Files f;
   const Geometry g = io::readImage(f.fixed).geometry;
@@ -229,26 +228,31 @@ BOOST_AUTO_TEST_CASE(cohort_fixed_mask_equals_single_pairs) {
       for (Index x = 0; x < g.nx(); ++x) mask.data(z, y, x) = (x + y) % 7 == 0 ? 0.0f : 1.0f;
   const fs::path maskPath = f.dir / "mask.nii";
   io::writeImage(mask, maskPath);
-  auto job = f.job(Backend::Cpu, f.dir / "out");
-  job.fixedMask.path = maskPath;
-  test::expectThrowWith<InvalidArgument>([&] { pipeline::runRegisterCohort(job); }, {"affine stage only"});
-  job.transform = pipeline::RegistrationTransform::Rigid;
-  pipeline::runRegisterCohort(job);
-  for (int s = 0; s < 3; ++s) {
-    pipeline::RegisterJob single;
-    single.fixed.path = f.fixed;
-    single.moving.path = f.moving[s];
-    single.fixedMask.path = maskPath;
-    single.greedy = smallGreedy();
-    single.backend = Backend::Cpu;
-    single.transform = pipeline::RegistrationTransform::Rigid;
-    single.outputs.affine = f.dir / ("single" + std::to_string(s) + "_affine.txt");
-    pipeline::runRegisterJob(single);
-    BOOST_TEST(fileBytes(f.dir / "out" / ("subj" + std::to_string(s) + "_affine.txt")) == fileBytes(single.outputs.affine));
+  for (auto transform : {pipeline::RegistrationTransform::Rigid, pipeline::RegistrationTransform::Deformable}) {
+    const fs::path out = f.dir / (std::string("out_") + toString(transform));
+    auto job = f.job(Backend::Cpu, out);
+    job.fixedMask.path = maskPath;
+    job.transform = transform;
+    pipeline::runRegisterCohort(job);
+    for (int s = 0; s < 3; ++s) {
+      pipeline::RegisterJob single;
+      single.fixed.path = f.fixed;
+      single.moving.path = f.moving[s];
+      single.fixedMask.path = maskPath;
+      single.greedy = smallGreedy();
+      single.backend = Backend::Cpu;
+      single.transform = transform;
+      single.outputs.affine = f.dir / ("single" + std::to_string(s) + "_affine.txt");
+      single.outputs.field = f.dir / ("single" + std::to_string(s) + "_field.nii.gz");
+      pipeline::runRegisterJob(single);
+      BOOST_TEST_INFO(toString(transform) << ", subject " << s);
+      BOOST_TEST(fileBytes(out / ("subj" + std::to_string(s) + "_affine.txt")) == fileBytes(single.outputs.affine));
+      BOOST_TEST(sameField(out / ("subj" + std::to_string(s) + "_field.nii.gz"), single.outputs.field));
+    }
   }
   // The mask changes the fit (it is used).
   auto plain = f.job(Backend::Cpu, f.dir / "plain");
   plain.transform = pipeline::RegistrationTransform::Rigid;
   pipeline::runRegisterCohort(plain);
-  BOOST_TEST(fileBytes(f.dir / "plain" / "subj0_affine.txt") != fileBytes(f.dir / "out" / "subj0_affine.txt"));
+  BOOST_TEST(fileBytes(f.dir / "plain" / "subj0_affine.txt") != fileBytes(f.dir / "out_rigid" / "subj0_affine.txt"));
 }

@@ -302,6 +302,7 @@ struct GreedyRegistration<Exec>::Scale {
   int factor;
   SubjectScale<memory_space> m;
   ImageView<memory_space> I1;
+  ImageView<memory_space> mask;  // the force mask at this scale (allocated when a run is given one)
   GreedyStepper<Exec> stepper;
   Scale(Exec const& exec, int fct, GridExtents e, GreedyParams const& p)
       : factor(fct),
@@ -341,9 +342,52 @@ void GreedyRegistration<Exec>::enterScale(Scale& S, Scale const* prev, ConstImag
   warp(exec_, S.m.I, S.m.u, S.m.W);
 }
 
+namespace {
+
+// out(z, y, x) = min over the factor^3 block of `mask` (0 / 1), clipped to its extents.
+template <class Mem>
+struct MaskScaleFunctor {
+  ConstImageView<Mem> mask;
+  ImageView<Mem> out;
+  int factor, mz, my, mx;
+  KOKKOS_INLINE_FUNCTION void operator()(int z, int y, int x) const {
+    float v = 1.0f;
+    for (int k = z * factor; k < (z + 1) * factor && k < mz; ++k)
+      for (int j = y * factor; j < (y + 1) * factor && j < my; ++j)
+        for (int i = x * factor; i < (x + 1) * factor && i < mx; ++i) v = mask(k, j, i) != 0.0f ? v : 0.0f;
+    out(z, y, x) = v;
+  }
+};
+
+// f = 0 where mask is 0.
+template <class Mem>
+struct MaskForceFunctor {
+  Field<Mem> f;
+  ConstImageView<Mem> mask;
+  KOKKOS_INLINE_FUNCTION void operator()(int z, int y, int x) const {
+    if (mask(z, y, x) == 0.0f)
+      for (int c = 0; c < 3; ++c) f(c, z, y, x) = 0.0f;
+  }
+};
+
+template <class Exec, class Mem = typename Exec::memory_space>
+void maskAtScale(Exec const& exec, ConstImageView<Mem> mask, int factor, ImageView<Mem> out) {
+  parallelForVoxels("kortex::greedy::mask_scale", exec, int(out.extent(0)), int(out.extent(1)), int(out.extent(2)),
+                    MaskScaleFunctor<Mem>{mask, out, factor, int(mask.extent(0)), int(mask.extent(1)), int(mask.extent(2))});
+}
+
+template <class Exec, class Mem = typename Exec::memory_space>
+void maskForce(Exec const& exec, Field<Mem> f, ConstImageView<Mem> mask) {
+  parallelForVoxels("kortex::greedy::mask_force", exec, int(mask.extent(0)), int(mask.extent(1)), int(mask.extent(2)),
+                    MaskForceFunctor<Mem>{f, mask});
+}
+
+}  // namespace
+
 template <class Exec>
 GreedyResult GreedyRegistration<Exec>::run(ConstImageView<memory_space> moving, ConstImageView<memory_space> fixed,
-                                           Field<memory_space> uOut, GreedyProgress const& progress) {
+                                           Field<memory_space> uOut, GreedyProgress const& progress,
+                                           ConstImageView<memory_space> forceMask) {
   using Clock = std::chrono::steady_clock;
   const auto start = Clock::now();
   auto elapsed = [&start] { return std::chrono::duration<double>(Clock::now() - start).count(); };
@@ -363,6 +407,13 @@ GreedyResult GreedyRegistration<Exec>::run(ConstImageView<memory_space> moving, 
     Scale& S = *scales_[s];
     const double scaleStart = elapsed();
     enterScale(S, prev, moving, fixed);
+    const bool masked = forceMask.data() != nullptr;
+    if (masked) {
+      if (S.mask.data() == nullptr)
+        S.mask = ImageView<memory_space>(Kokkos::view_alloc(exec_, Kokkos::WithoutInitializing, std::string("kortex::greedy::mask")),
+                                         S.I1.extent(0), S.I1.extent(1), S.I1.extent(2));
+      maskAtScale(exec_, forceMask, S.factor, S.mask);
+    }
     GreedyScaleResult sr;
     sr.factor = S.factor;
     sr.rmseStart = imageRmse(exec_, S.m.W, S.I1);
@@ -375,6 +426,7 @@ GreedyResult GreedyRegistration<Exec>::run(ConstImageView<memory_space> moving, 
       rec.iteration = it;
       kx::ScopedRegion stepRegion("kortex::greedy::step");
       if (!S.stepper.forceFromStep() || it == 1) S.stepper.computeForce(S.m.W, S.I1);
+      if (masked) maskForce(exec_, S.stepper.force(), ConstImageView<memory_space>(S.mask));
       rec.solve = S.stepper.solve(S.m.v, it == 1, false);  // v is zero on the first scale already
       const GreedyStepOutcome step = S.stepper.stepImage(S.m.I, S.I1, S.m.u, S.m.v, S.m.W);
       sr.iterations = it;
@@ -407,7 +459,8 @@ GreedyResult GreedyRegistration<Exec>::run(ConstImageView<memory_space> moving, 
 template <class Exec>
 GreedyResult greedyRegister(Exec const& exec, HostImage const& moving, HostImage const& fixed,
                             VectorField<Kokkos::HostSpace>& u, GreedyParams const& params,
-                            GreedyProgress const& progress, GreedyWorkspace<Exec>* workspace) {
+                            GreedyProgress const& progress, GreedyWorkspace<Exec>* workspace,
+                            HostImage const* forceMask) {
   using Mem = typename Exec::memory_space;
   if (moving.data.extent(0) != fixed.data.extent(0) || moving.data.extent(1) != fixed.data.extent(1) ||
       moving.data.extent(2) != fixed.data.extent(2))
@@ -426,7 +479,15 @@ GreedyResult greedyRegister(Exec const& exec, HostImage const& moving, HostImage
   }
   Kokkos::deep_copy(exec, ws.moving, moving.data);
   Kokkos::deep_copy(exec, ws.fixed, fixed.data);
-  GreedyResult r = ws.reg->run(ws.moving, ws.fixed, ws.u, progress);
+  ImageView<Mem> mask;
+  if (forceMask) {
+    if (ws.mask.data() == nullptr)
+      ws.mask = ImageView<Mem>(Kokkos::view_alloc(exec, Kokkos::WithoutInitializing, std::string("kortex::greedy::mask_in")),
+                               g.nz(), g.ny(), g.nx());
+    Kokkos::deep_copy(exec, ws.mask, forceMask->data);
+    mask = ws.mask;
+  }
+  GreedyResult r = ws.reg->run(ws.moving, ws.fixed, ws.u, progress, mask);
   u = VectorField<Kokkos::HostSpace>("greedy displacement", g);
   Kokkos::deep_copy(exec, u.data, ws.u);
   exec.fence();
@@ -454,7 +515,7 @@ GreedyResult greedyRegister(Exec const& exec, HostImage const& moving, HostImage
   template class GreedyRegistration<SPACE>;                                                                \
   template GreedyResult greedyRegister<SPACE>(SPACE const&, HostImage const&, HostImage const&,           \
                                               VectorField<Kokkos::HostSpace>&, GreedyParams const&,        \
-                                              GreedyProgress const&, GreedyWorkspace<SPACE>*);
+                                              GreedyProgress const&, GreedyWorkspace<SPACE>*, HostImage const*);
 
 #ifdef KOKKOS_ENABLE_SERIAL
 KORTEX_INSTANTIATE_GREEDY(Kokkos::Serial)

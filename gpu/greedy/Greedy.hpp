@@ -82,8 +82,11 @@ class GreedyRegistration {
   ~GreedyRegistration();
   // Registers `moving` to `fixed` (full grid, on exec's memory space); `u` (3, nz, ny, nx) receives
   // the full-grid displacement.
+  // `forceMask` (optional, 0 / 1 on the full grid): the force is zero where it is 0, at every scale
+  // its block minimum (ref::greedyRegister states the rule).
   GreedyResult run(ConstImageView<memory_space> moving, ConstImageView<memory_space> fixed,
-                   Field<memory_space> u, GreedyProgress const& progress = {});
+                   Field<memory_space> u, GreedyProgress const& progress = {},
+                   ConstImageView<memory_space> forceMask = {});
   GreedyParams const& params() const { return params_; }
   Geometry const& grid() const { return grid_; }
 
@@ -103,7 +106,7 @@ class GreedyRegistration {
 template <class Exec>
 struct GreedyWorkspace {
   std::unique_ptr<GreedyRegistration<Exec>> reg;
-  ImageView<typename Exec::memory_space> moving, fixed;
+  ImageView<typename Exec::memory_space> moving, fixed, mask;
   Field<typename Exec::memory_space> u;
 };
 
@@ -114,6 +117,7 @@ struct GreedyWorkspace {
 template <class Exec>
 GreedyResult greedyRegister(Exec const& exec, HostImage const& moving, HostImage const& fixed,
                             VectorField<Kokkos::HostSpace>& u, GreedyParams const& params,
-                            GreedyProgress const& progress = {}, GreedyWorkspace<Exec>* workspace = nullptr);
+                            GreedyProgress const& progress = {}, GreedyWorkspace<Exec>* workspace = nullptr,
+                            HostImage const* forceMask = nullptr);
 
 }  // namespace kortex::gpu

@@ -333,7 +333,7 @@ register_greedy.__doc__ = """Greedy diffeomorphic registration (kortex register 
                     6, 7 or 12 parameters) | deformable (then the greedy stage; default 'deformable')
     fixed_mask, moving_mask   cost-function masks (paths or arrays on their image's grid), as
                     --fixed-mask / --moving-mask: the affine stage counts a voxel only where they are
-                    nonzero; with transform rigid | similarity | affine (default None)
+                    nonzero, the greedy stage's force is zero where either is 0 (default None)
     backend         auto|cpu|kokkos (default {backend!r})
     fixed_spacing, moving_spacing   voxel sizes (x, y, z) of array inputs (default None: 1 mm)
     inverse         also invert the map (as --out-inverse-field does; default False)""".format(
@@ -375,7 +375,7 @@ register_unbiased.__doc__ = """Unbiased (symmetric-KL) fluid registration (korte
                     6, 7 or 12 parameters) | deformable (then the greedy stage; default 'deformable')
     fixed_mask, moving_mask   cost-function masks (paths or arrays on their image's grid), as
                     --fixed-mask / --moving-mask: the affine stage counts a voxel only where they are
-                    nonzero; with transform rigid | similarity | affine (default None)
+                    nonzero, the greedy stage's force is zero where either is 0 (default None)
     backend         auto|cpu|kokkos (default {backend!r})
     variant         Kokkos force kernel: naive|recompute|reuse (default None: the struct's {dv!r})
     fixed_spacing, moving_spacing   voxel sizes (x, y, z) of array inputs (default None: 1 mm)

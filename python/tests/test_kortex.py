@@ -389,5 +389,9 @@ def test_register_masks_equal_the_command(tmp_path):
     assert not np.array_equal(unmasked["affine"], r["affine"])  # the mask changed what the metric sees
     with pytest.raises(ValueError, match="grid"):
         kortex.register_greedy(fixed, moving, transform="affine", fixed_mask=mask[:, :, :-1], backend="cpu")
-    with pytest.raises(ValueError, match="affine stage only"):
-        kortex.register_greedy(fixed, moving, fixed_mask=mask, backend="cpu")
+    # The deformable default takes masks too: the greedy force is zero where a mask is 0.
+    d = kortex.register_greedy(fixed, moving, fixed_mask=mask, scales=[2, 1], iterations=[3, 3], backend="cpu")
+    cli("register", "greedy", "--fixed", tmp_path / "f.nii", "--moving", tmp_path / "m.nii", "--fixed-mask",
+        tmp_path / "mask.nii", "--scales", "2,1", "--iterations", "3,3", "--out-field", tmp_path / "d.nii.gz",
+        "--backend", "cpu", "--quiet")
+    np.testing.assert_array_equal(kortex.read_field(tmp_path / "d.nii.gz")["array"], d["displacement"])
