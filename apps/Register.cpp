@@ -110,10 +110,7 @@ void printPair(pipeline::RegistrationPipelineResult const& r, pipeline::Register
               << 100.0 * r.overlapStart << " %\n";
   if (greedy && job.transform != pipeline::RegistrationTransform::Deformable) {
     std::cout << "transform: " << toString(job.transform) << " (the affine stage alone, "
-              << (job.transform == pipeline::RegistrationTransform::Rigid        ? "6"
-                  : job.transform == pipeline::RegistrationTransform::Similarity ? "7"
-                                                                                 : "12")
-              << " parameters)\n";
+              << parameterCount(pipeline::pairOptions(job).affine.dof) << " parameters)\n";
   } else if (greedy) {
     std::cout << "greedy: metric " << toString(job.greedy.metric);
     if (job.greedy.metric == GreedyMetric::Lncc) std::cout << " (window radius " << job.greedy.lnccRadius << ")";

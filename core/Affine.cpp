@@ -371,7 +371,7 @@ class LevelParameters {
       : dof_(dof), lm_(indexToWorldMatrix(movingLevel)), lmInv_(inverse3(lm_)) {
     for (int k = 0; k < 12; ++k) radius_[k] = k < 9 ? rmsRadius(fixedLevel.size[k % 3]) : 1.0;
   }
-  int count() const { return dof_ == AffineDof::Affine ? 12 : dof_ == AffineDof::Rigid ? 6 : 7; }
+  int count() const { return parameterCount(dof_); }
   // Gradient and scales of the parameters at `t` from the metric's 12-vector gradient.
   void at(AffineTransform const& t, std::array<double, 12> const& g12, std::array<double, 12>& g,
           std::array<double, 12>& scale) const {
@@ -516,18 +516,15 @@ AffineLevelResult runLevel(AffineTransform& t, Geometry const& fixedLevel, Geome
 
 namespace {
 
-// min over [c - r, c + r] along one axis (clamped to the grid) of a 0 / 1 image, `step` the voxel
-// stride of that axis in the input, the output subsampled by `stride` (1 or 2) along it.
-HostImage minAlongAxis(HostImage const& in, int axis, int r, int stride) {
-  Geometry g = in.geometry;
-  if (stride == 2) g.size[axis] = (g.size[axis] + 1) / 2;
-  HostImage out("kortex::Affine::mask", g);
+// min over [c - r, c + r] along one axis (clamped to the grid) of a 0 / 1 image: one axis of a box
+// erosion.
+HostImage minAlongAxis(HostImage const& in, int axis, int r) {
+  HostImage out("kortex::Affine::mask", in.geometry);
   const Index n = in.geometry.size[axis];
-  for (Index z = 0; z < g.nz(); ++z)
-    for (Index y = 0; y < g.ny(); ++y)
-      for (Index x = 0; x < g.nx(); ++x) {
-        Index c[3] = {x, y, z};
-        c[axis] *= stride;
+  for (Index z = 0; z < in.geometry.nz(); ++z)
+    for (Index y = 0; y < in.geometry.ny(); ++y)
+      for (Index x = 0; x < in.geometry.nx(); ++x) {
+        const Index c[3] = {x, y, z};
         float v = 1.0f;
         for (Index k = std::max<Index>(0, c[axis] - r); k <= std::min<Index>(n - 1, c[axis] + r) && v != 0.0f; ++k) {
           Index q[3] = {c[0], c[1], c[2]};
@@ -536,7 +533,6 @@ HostImage minAlongAxis(HostImage const& in, int axis, int r, int stride) {
         }
         out.data(z, y, x) = v;
       }
-  out.geometry.spacing[axis] = in.geometry.spacing[axis] * stride;  // as affineReduce's levels
   return out;
 }
 
@@ -555,7 +551,7 @@ HostImage affineMaskLevel(HostImage const& finer, bool reduce) {
 
 HostImage affineMetricMask(HostImage const& level, int radius) {
   HostImage out = level;
-  for (int axis = 0; axis < 3; ++axis) out = minAlongAxis(out, axis, radius, 1);
+  for (int axis = 0; axis < 3; ++axis) out = minAlongAxis(out, axis, radius);
   return out;
 }
 

@@ -191,6 +191,7 @@ enum class AffineDof { Rigid, Similarity, Affine };
 const char* toString(AffineDof d);  // "rigid" | "similarity" | "affine"
 AffineDof parseAffineDof(std::string const& s);  // InvalidArgument naming the choices
 inline std::ostream& operator<<(std::ostream& os, AffineDof d) { return os << toString(d); }
+inline int parameterCount(AffineDof d) { return d == AffineDof::Affine ? 12 : d == AffineDof::Rigid ? 6 : 7; }
 
 struct AffineParams {
   AffineDof dof = AffineDof::Affine;  // the optimiser's parameters (below, "Degrees of freedom")

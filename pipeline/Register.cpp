@@ -19,7 +19,6 @@
 #include "core/Intensity.hpp"
 #include "gpu/affine/Affine.hpp"
 #include "gpu/greedy/Greedy.hpp"
-#include "gpu/greedy/GreedyStepper.hpp"
 #include "gpu/registration/Registration.hpp"
 #include "reference_cpu/Affine.hpp"
 #include "reference_cpu/Greedy.hpp"
@@ -284,18 +283,11 @@ RegistrationPipelineResult registerPair(HostImage const& moving, HostImage const
 }
 
 std::int64_t greedyPairDeviceBytes(Geometry const& fixed, Geometry const& moving, GreedyParams const& params) {
-  const Geometry padded = greedyPaddedGrid(fixed, params);
-  const std::int64_t f = 4;  // bytes per float
   // alignKokkos: the moving image and the resampled one, and the affine stage's level images (at
-  // most twice both images) while a worker's greedy workspace (runPairs) is held; greedyRegister:
-  // the padded moving and fixed images, the output field (3) and the blurred workspace.
-  std::int64_t bytes = 3 * f * (moving.numVoxels() + fixed.numVoxels()) + f * 6 * padded.numVoxels();
-  for (int factor : params.scales) {
-    const GridExtents e = scaledExtents(padded, factor);
-    bytes += f * 9 * e.voxels();  // I0, W, u, v (SubjectScale) and I1
-    bytes += gpu::greedyStepperBytes(e, params, true);
-  }
-  return bytes;
+  // most twice both images) while a worker's greedy workspace (runPairs) is held; then the greedy
+  // stage's workspace on the padded grid.
+  const std::int64_t alignBytes = 3 * std::int64_t(sizeof(float)) * (moving.numVoxels() + fixed.numVoxels());
+  return alignBytes + gpu::greedyRegistrationBytes(greedyPaddedGrid(fixed, params), params);
 }
 
 RegistrationPipelineResult alignPair(HostImage const& moving, HostImage const& fixed, RegistrationPipelineOptions const& opt) {

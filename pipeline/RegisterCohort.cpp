@@ -1,7 +1,5 @@
 #include "pipeline/RegisterCohort.hpp"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <chrono>
 #include <exception>
@@ -52,38 +50,14 @@ auto asSubject(std::string const& label, F&& f) {
   }
 }
 
-// The output folder: not a file, and it or its nearest existing ancestor a writable folder.
+// The output folder is named and is not a file (where it is missing, the subjects' outputs are
+// checked as files in a folder to be made: RegisterJob::makeFolders).
 void requireOutputFolder(fs::path const& dir) {
   if (dir.empty()) throw InvalidArgument("register cohort: no output folder is named (the subjects' outputs go there)");
   std::error_code ec;
   if (fs::exists(dir, ec) && !fs::is_directory(dir, ec))
     throw IoError("the output folder '" + dir.string() + "' is a file, not a folder");
-  fs::path probe = fs::absolute(dir, ec);
-  while (!fs::exists(probe, ec) && probe != probe.parent_path()) probe = probe.parent_path();
-  if (!fs::is_directory(probe, ec) || access(probe.c_str(), W_OK) != 0)
-    throw IoError("cannot write the output folder '" + dir.string() + "': '" + probe.string() + "' is not a writable folder");
 }
-
-// The folder (and its missing parents) created for the check of the subjects' outputs, removed
-// again while empty: the register stage creates it for good.
-class CreatedFolder {
- public:
-  explicit CreatedFolder(fs::path const& dir) {
-    if (dir.empty()) return;
-    std::error_code ec;
-    for (fs::path p = fs::absolute(dir, ec); !fs::exists(p, ec) && p != p.parent_path(); p = p.parent_path())
-      made_.push_back(p);  // deepest first
-    fs::create_directories(dir, ec);
-    if (ec) throw IoError("cannot create the output folder '" + dir.string() + "': " + ec.message());
-  }
-  ~CreatedFolder() {
-    std::error_code ec;
-    for (auto const& p : made_)
-      if (!fs::is_empty(p, ec) || !fs::remove(p, ec)) break;
-  }
- private:
-  std::vector<fs::path> made_;
-};
 
 std::string mib(double bytes) {
   std::ostringstream os;
@@ -108,7 +82,7 @@ void checkStage(RegisterCohortJob const& job) {
   job.validate();
 }
 
-CohortInputs readStage(RegisterCohortJob const& job, RegisterCohortResult& r) {
+CohortInputs readStage(RegisterCohortJob const& job, std::vector<ImageInput> subjects, RegisterCohortResult& r) {
   kx::ScopedRegion region("kortex::cohort::read");
   const auto t0 = Clock::now();
   CohortInputs in;
@@ -116,9 +90,11 @@ CohortInputs readStage(RegisterCohortJob const& job, RegisterCohortResult& r) {
   if (in.fixed.geometry.dimension != 3)
     throw InvalidArgument("register cohort: the fixed image must be 3D, got " + describe(in.fixed.geometry));
   in.fixedMask = readRegistrationMask(job.fixedMask, in.fixed, "fixed");
-  in.subjects = job.subjects();
+  in.subjects = std::move(subjects);
   in.moving.resize(in.subjects.size());
-  const std::vector<std::string> problems = job.subjectProblems(in.subjects);
+  // Without keepGoing the check stage refused any subject with a problem.
+  const std::vector<std::string> problems =
+      job.keepGoing ? job.subjectProblems(in.subjects) : std::vector<std::string>(in.subjects.size());
   for (std::size_t i = 0; i < in.subjects.size(); ++i) {
     CohortSubject& s = r.subjects[i];
     if (!problems[i].empty()) {
@@ -190,7 +166,7 @@ void registerStage(RegisterCohortJob const& job, CohortInputs& in, CohortPlan co
                    CohortProgress const& progress) {
   kx::ScopedRegion region("kortex::cohort::register");
   const auto t0 = Clock::now();
-  if (job.outputs.any()) {
+  if (job.outputs.any()) {  // made once here: the workers' staged writes (and failures) then share it
     std::error_code ec;
     fs::create_directories(job.outDir, ec);
     if (ec) throw IoError("cannot create the output folder '" + job.outDir.string() + "': " + ec.message());
@@ -249,6 +225,7 @@ RegisterJob RegisterCohortJob::subjectJob(std::vector<ImageInput> const& subject
   sub.backend = backend;
   sub.inverse = inverse || outputs.inverseField;
   sub.keepResults = keepResults;
+  sub.makeFolders = true;  // outDir is made when the first outputs are written
   const std::string stem = subjectStem(subjects[std::size_t(i)], i);
   auto named = [&](bool asked, const char* suffix) { return asked ? outDir / (stem + suffix) : fs::path(); };
   sub.outputs.warped = named(outputs.warped, "_warped.nii.gz");
@@ -261,8 +238,6 @@ RegisterJob RegisterCohortJob::subjectJob(std::vector<ImageInput> const& subject
 }
 
 std::vector<std::string> RegisterCohortJob::subjectProblems(std::vector<ImageInput> const& subjects) const {
-  // The subjects' outputs are checked where they will be written: the folder exists for the check.
-  CreatedFolder folder(outputs.any() ? outDir : fs::path());
   std::vector<std::string> problems(subjects.size());
   for (int i = 0; i < int(subjects.size()); ++i) {
     const RegisterJob sub = subjectJob(subjects, i);
@@ -340,7 +315,7 @@ RegisterCohortResult runRegisterCohort(RegisterCohortJob const& job, CohortProgr
   const std::vector<ImageInput> all = job.subjects();
   for (int i = 0; i < int(all.size()); ++i)
     r.subjects.push_back(CohortSubject{subjectName(all[std::size_t(i)], i), subjectStem(all[std::size_t(i)], i)});
-  CohortInputs in = readStage(job, r);
+  CohortInputs in = readStage(job, all, r);
   const CohortPlan plan = planStage(job, in, r);
   registerStage(job, in, plan, r, progress);
   r.secondsTotal = secondsSince(t0);

@@ -86,7 +86,7 @@ void validateFiles(RegisterJob const& job) {
   for (auto const& s : kOutputSlots) {
     fs::path const& p = job.outputs.*s.member;
     if (p.empty()) continue;
-    io::requireWritableFile(p, std::string("the ") + s.role);
+    io::requireWritableFile(p, std::string("the ") + s.role, job.makeFolders);
     if (s.format == OutputFormat::Field && !isNifti(p))
       throw IoError(std::string("the ") + s.role + " '" + p.string() + "': a displacement field is written as NIfTI (.nii or .nii.gz)");
     if (s.format == OutputFormat::Image) io::requireSupportedExtension(p, io::Access::Write);
@@ -231,7 +231,8 @@ json toJson(RegisterJob const& job) {
             {"transform", toString(job.transform)},
             {"backend", toString(job.backend)},
             {"inverse", job.inverse},
-            {"keep_results", job.keepResults}};
+            {"keep_results", job.keepResults},
+            {"make_folders", job.makeFolders}};
   if (job.method == RegistrationMethod::Greedy) {
     j["greedy"] = toJson(job.greedy);
   } else {
@@ -259,6 +260,7 @@ RegisterJob registerJobFromJson(json const& j) {
   job.fixedMask.path = inputPathFromJson(r.raw("fixed_mask"), "register job", "fixed_mask");
   job.movingMask.path = inputPathFromJson(r.raw("moving_mask"), "register job", "moving_mask");
   r.flag("affine", job.useAffine).flag("inverse", job.inverse).flag("keep_results", job.keepResults);
+  r.flag("make_folders", job.makeFolders);
   r.choice("transform", job.transform, parseRegistrationTransform);
   r.object("greedy", job.greedy).object("fluid", job.fluid).flag("variant_given", job.variantGiven);
   if (json const* o = r.raw("outputs")) {

@@ -57,6 +57,7 @@ struct RegisterJob {
   bool variantGiven = false;  // fluid.variant was chosen (it names a Kokkos kernel: refused with the CPU back end)
   bool inverse = false;       // invert the map (implied by outputs.inverseField)
   bool keepResults = false;   // the caller takes the results in memory (Python): no output file is needed
+  bool makeFolders = false;   // an output's missing folder is made when it is written (a cohort's folder)
   RegisterOutputs outputs;
 
   // The parameters (the method's; the unbiased lambda must be finite and > 0: the symmetric-KL

@@ -78,10 +78,11 @@ double edgeWeight(Eigen::Vector3d const& p, Grid const& g) {
 }
 
 struct Acc {
+  double counted = 0;  // fixed voxels the fixed mask holds
   double inside = 0, n = 0, sf = 0, sm = 0, sff = 0, smm = 0, sfm = 0;
   Mat34 g1 = Mat34::Zero(), gf = Mat34::Zero(), gm = Mat34::Zero();
   void add(Acc const& o) {
-    inside += o.inside; n += o.n; sf += o.sf; sm += o.sm; sff += o.sff; smm += o.smm; sfm += o.sfm;
+    counted += o.counted; inside += o.inside; n += o.n; sf += o.sf; sm += o.sm; sff += o.sff; smm += o.smm; sfm += o.sfm;
     g1 += o.g1; gf += o.gf; gm += o.gm;
   }
 };
@@ -137,6 +138,7 @@ AffineMetric affineMetric(HostConstView moving, HostConstView fixed, AffineTrans
     for (Index y = 0; y < gf.n[1]; ++y)
       for (Index x = 0; x < gf.n[0]; ++x) {
         if (useFixedMask && fixedMask(z, y, x) == 0.0f) continue;
+        ++a.counted;
         const Eigen::Vector3d q = Eigen::Vector3d(double(x), double(y), double(z)) - map.c;
         const Eigen::Vector3d p = map.M * q + map.c + map.t;
         if (!inside(p, gm)) continue;
@@ -161,11 +163,8 @@ AffineMetric affineMetric(HostConstView moving, HostConstView fixed, AffineTrans
 
   AffineMetric r;
   r.count = static_cast<Index>(s.inside);
-  double counted = double(gf.n[0]) * double(gf.n[1]) * double(gf.n[2]);  // the fixed voxels that count
-  if (useFixedMask) {
-    counted = 0;
-    for (std::size_t i = 0; i < fixedMask.size(); ++i) counted += fixedMask.data()[i] != 0.0f;
-  }
+  // The fixed voxels that count: all, or the fixed mask's.
+  const double counted = useFixedMask ? s.counted : double(gf.n[0]) * double(gf.n[1]) * double(gf.n[2]);
   r.overlap = s.inside / counted;
   if (s.n < 2) return r;
   const double vf = s.sff - s.sf * s.sf / s.n, vm = s.smm - s.sm * s.sm / s.n;

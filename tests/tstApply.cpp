@@ -706,13 +706,21 @@ HostImage blob(Geometry const& g, V3 centre, double radius) {
   });
 }
 
+// Two blobs on grids of different spacing, origin and orientation, so that the fields' world
+// conversion matters.
+struct ObliquePair {
+  Geometry fixedGrid = obliqueGrid(16, 16, 16, {1.0, 1.0, 1.0}, {-8.0, -8.0, -8.0}, 0.0);
+  Geometry movingGrid = obliqueGrid(15, 17, 14, {1.1, 0.95, 1.15}, {-7.5, -8.5, -7.0}, 0.05);
+  HostImage fixed = blob(fixedGrid, {0.5, -0.5, 0.0}, 3.5), moving = blob(movingGrid, {-0.5, 0.8, 0.6}, 3.0);
+};
+
 }  // namespace
 
 BOOST_AUTO_TEST_CASE(register_field_reproduces_warped) {
-  // Grids of different spacing, origin and orientation, so the field's world conversion matters.
-  const Geometry fixedGrid = obliqueGrid(16, 16, 16, {1.0, 1.0, 1.0}, {-8.0, -8.0, -8.0}, 0.0);
-  const Geometry movingGrid = obliqueGrid(15, 17, 14, {1.1, 0.95, 1.15}, {-7.5, -8.5, -7.0}, 0.05);
-  const HostImage fixed = blob(fixedGrid, {0.5, -0.5, 0.0}, 3.5), moving = blob(movingGrid, {-0.5, 0.8, 0.6}, 3.0);
+  const ObliquePair pair;
+  Geometry const& fixedGrid = pair.fixedGrid;
+  Geometry const& movingGrid = pair.movingGrid;
+  HostImage const &fixed = pair.fixed, &moving = pair.moving;
   pipeline::RegistrationPipelineOptions opt;
   opt.method = pipeline::RegistrationMethod::Greedy;
   opt.backend = Backend::Cpu;
@@ -767,9 +775,10 @@ BOOST_AUTO_TEST_CASE(register_field_reproduces_warped) {
 // float32: their rounding is ~1e-6 mm here), and `kortex apply` gives the same image within the
 // interpolant's slope over that distance.
 BOOST_AUTO_TEST_CASE(composite_field_is_field_then_affine) {
-  const Geometry fixedGrid = obliqueGrid(16, 16, 16, {1.0, 1.0, 1.0}, {-8.0, -8.0, -8.0}, 0.0);
-  const Geometry movingGrid = obliqueGrid(15, 17, 14, {1.1, 0.95, 1.15}, {-7.5, -8.5, -7.0}, 0.05);
-  const HostImage fixed = blob(fixedGrid, {0.5, -0.5, 0.0}, 3.5), moving = blob(movingGrid, {-0.5, 0.8, 0.6}, 3.0);
+  const ObliquePair pair;
+  Geometry const& fixedGrid = pair.fixedGrid;
+  Geometry const& movingGrid = pair.movingGrid;
+  HostImage const &fixed = pair.fixed, &moving = pair.moving;
   pipeline::RegistrationPipelineOptions opt;
   opt.method = pipeline::RegistrationMethod::Greedy;
   opt.backend = Backend::Cpu;

@@ -456,6 +456,17 @@ GreedyResult GreedyRegistration<Exec>::run(ConstImageView<memory_space> moving, 
   return result;
 }
 
+std::int64_t greedyRegistrationBytes(Geometry const& grid, GreedyParams const& params) {
+  const std::int64_t f = sizeof(float);
+  std::int64_t bytes = f * 6 * grid.numVoxels();  // moving, fixed, u (3) and the blurred workspace
+  for (int factor : params.scales) {
+    const GridExtents e = scaledExtents(grid, factor);
+    bytes += f * 9 * e.voxels();  // I0, W, u, v (SubjectScale) and I1
+    bytes += greedyStepperBytes(e, params, true);
+  }
+  return bytes;
+}
+
 template <class Exec>
 GreedyResult greedyRegister(Exec const& exec, HostImage const& moving, HostImage const& fixed,
                             VectorField<Kokkos::HostSpace>& u, GreedyParams const& params,

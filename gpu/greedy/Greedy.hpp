@@ -18,6 +18,7 @@
 
 #include <Kokkos_Core.hpp>
 
+#include <cstdint>
 #include <memory>
 #include <vector>
 
@@ -99,6 +100,10 @@ class GreedyRegistration {
   std::vector<std::unique_ptr<Scale>> scales_;
   ImageView<memory_space> blurred_;
 };
+
+// Device bytes greedyRegister allocates for a registration on `grid` (without a force mask): the
+// inputs, the output field and the blur workspace, and every scale's images, fields and stepper.
+std::int64_t greedyRegistrationBytes(Geometry const& grid, GreedyParams const& params);
 
 // What greedyRegister keeps between the pairs of one worker (a cohort's): the registration with its
 // scales' images, fields, steppers and FFT plans, and the device inputs and output, allocated once

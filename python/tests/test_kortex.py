@@ -147,13 +147,18 @@ def test_greedy_registration_equals_the_command(tmp_path):
     assert sorted(r2["written"]) == sorted(str(tmp_path / n) for n in ("pw.nii", "pd.nii.gz", "pr.json"))
 
 
-def test_register_field_then_affine_is_the_whole_map(tmp_path):
-    # ANTs' convention: the field is the deformable part; `-t field -t affine` reproduces the warped
-    # image (to the float32 storage of the field: 1e-4 of a range of ~1). The field alone does not.
+def _shifted_pair(tmp_path):
+    """f.nii and m.nii: a volume and its roll, anisotropic spacing, the moving origin 3 mm off."""
     fixed = volume((16, 16, 16), seed=6)
     moving = np.roll(fixed, 2, axis=2).copy()
     kortex.write(tmp_path / "f.nii", fixed, spacing=[1.1, 1.0, 0.9])
     kortex.write(tmp_path / "m.nii", moving, spacing=[1.1, 1.0, 0.9], origin=[3.0, -2.0, 1.0])
+
+
+def test_register_field_then_affine_is_the_whole_map(tmp_path):
+    # ANTs' convention: the field is the deformable part; `-t field -t affine` reproduces the warped
+    # image (to the float32 storage of the field: 1e-4 of a range of ~1). The field alone does not.
+    _shifted_pair(tmp_path)
     r = kortex.register_greedy(tmp_path / "f.nii", tmp_path / "m.nii", scales=[2, 1], iterations=[3, 4],
                                backend="cpu", out_field=tmp_path / "d.nii.gz", out_affine=tmp_path / "a.txt")
     assert r["affine"].shape == (4, 4) and abs(r["affine"][0, 3]) > 1.0  # world mm: the 3 mm origin shift
@@ -167,10 +172,7 @@ def test_register_field_then_affine_is_the_whole_map(tmp_path):
 def test_register_composite_field_is_the_whole_map(tmp_path):
     # out_composite: the whole map as one field; applied alone it gives the warped image (to the
     # float32 storage of the fields), as the field then the affine do.
-    fixed = volume((16, 16, 16), seed=6)
-    moving = np.roll(fixed, 2, axis=2).copy()
-    kortex.write(tmp_path / "f.nii", fixed, spacing=[1.1, 1.0, 0.9])
-    kortex.write(tmp_path / "m.nii", moving, spacing=[1.1, 1.0, 0.9], origin=[3.0, -2.0, 1.0])
+    _shifted_pair(tmp_path)
     r = kortex.register_greedy(tmp_path / "f.nii", tmp_path / "m.nii", scales=[2, 1], iterations=[3, 4],
                                backend="cpu", out_composite=tmp_path / "c.nii.gz")
     np.testing.assert_array_equal(kortex.read_field(tmp_path / "c.nii.gz")["array"], r["composite_displacement"])
