@@ -9,7 +9,8 @@ namespace kortex::gpu {
 template <class Exec>
 AffineMetric affineMetric(Exec const& exec, ConstImageView<typename Exec::memory_space> moving,
                           ConstImageView<typename Exec::memory_space> fixed, AffineTransform const& t) {
-  return affine_detail::metric(exec, moving, fixed, t);
+  const auto work = affine_detail::metricWorkspace(exec, fixed.extent(0), fixed.extent(1), fixed.extent(2));
+  return affine_detail::metric(exec, work, moving, fixed, t);
 }
 
 template <class Exec>

@@ -1,8 +1,8 @@
 // Kokkos affine pre-alignment (specification: core/Affine.hpp):
-//   affineMetric   - NCC, its gradient w.r.t. the 12 parameters and the overlap: ONE
-//                    parallel_reduce over the fixed voxels (RangePolicy, one voxel per work item)
-//                    with an array reduction of kAffineSumCount doubles; the per-voxel maths are
-//                    core/Affine.hpp's affineMap / affineSample / affineAccumulate. Fences `exec`.
+//   affineMetric   - NCC, its gradient w.r.t. the 12 parameters and the overlap: two team kernels
+//                    whose sums of kAffineSumCount doubles have one fixed order (any team size)
+//                    (detail/AffineKernels.hpp); the per-voxel maths are core/Affine.hpp's
+//                    affineMap / affineSample / affineAccumulate. Fences `exec`.
 //   resampleAffine - moving -> the grid of `out` (trilinear, 0 outside); enqueues and returns.
 //   affineRegister - the spec's registration: host normalisation, pyramid and optimiser
 //                    (core/Affine.cpp affineOptimise), each level copied to `exec`'s memory space
