@@ -36,9 +36,10 @@ inline constexpr int kMetricSegment = 16;
 inline constexpr int kMetricUnits = 32;
 inline constexpr int kMetricLanes = 64;
 
-template <class Mem>
+template <class Exec>
 struct MetricPartialsFunctor {
-  using Scratch = Kokkos::View<double**, Kokkos::LayoutRight, typename Mem::execution_space::scratch_memory_space,
+  using Mem = typename Exec::memory_space;
+  using Scratch = Kokkos::View<double**, Kokkos::LayoutRight, typename Exec::scratch_memory_space,
                                Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
   ConstImageView<Mem> moving, fixed;
   ConstImageView<Mem> movingMask, fixedMask;  // binary; unallocated: every voxel counts
@@ -91,9 +92,10 @@ struct MetricPartialsFunctor {
   }
 };
 
-template <class Mem>
+template <class Exec>
 struct MetricTotalsFunctor {
-  using Scratch = Kokkos::View<double*, typename Mem::execution_space::scratch_memory_space,
+  using Mem = typename Exec::memory_space;
+  using Scratch = Kokkos::View<double*, typename Exec::scratch_memory_space,
                                Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
   Kokkos::View<const double**, Kokkos::LayoutRight, Mem> partials;
   Kokkos::View<double*, Mem> totals;
@@ -179,7 +181,7 @@ AffineMetric metric(Exec const& exec, MetricWorkspace<typename Exec::memory_spac
   using Policy = Kokkos::TeamPolicy<Exec>;
   checkVolume(moving, "affineMetric (moving)");
   checkVolume(fixed, "affineMetric (fixed)");
-  MetricPartialsFunctor<Mem> f;
+  MetricPartialsFunctor<Exec> f;
   f.moving = moving;
   f.fixed = fixed;
   f.movingMask = movingMask;
@@ -196,23 +198,23 @@ AffineMetric metric(Exec const& exec, MetricWorkspace<typename Exec::memory_spac
   f.segmentsPerRow = work.segmentsPerRow;
   f.units = work.units;
   const std::size_t scratchMax = kx::scratchSizeMax<Policy>(0);
-  if (MetricPartialsFunctor<Mem>::scratchBytes() > scratchMax || MetricTotalsFunctor<Mem>::scratchBytes() > scratchMax)
+  if (MetricPartialsFunctor<Exec>::scratchBytes() > scratchMax || MetricTotalsFunctor<Exec>::scratchBytes() > scratchMax)
     throw InvalidArgument("affineMetric: the metric's team scratch (" +
-                          std::to_string(MetricPartialsFunctor<Mem>::scratchBytes()) +
+                          std::to_string(MetricPartialsFunctor<Exec>::scratchBytes()) +
                           " bytes) exceeds the execution space's level-0 scratch (" + std::to_string(scratchMax) + ")");
   const int blocks = static_cast<int>(work.partials.extent(1));
   Policy probe(exec, blocks, 1);
   const int team = std::min(kMetricUnits, probe.team_size_max(f, Kokkos::ParallelForTag()));
   Kokkos::parallel_for("kortex::Affine::metricPartials",
                        Policy(exec, blocks, team)
-                           .set_scratch_size(0, Kokkos::PerTeam(MetricPartialsFunctor<Mem>::scratchBytes())),
+                           .set_scratch_size(0, Kokkos::PerTeam(MetricPartialsFunctor<Exec>::scratchBytes())),
                        f);
-  MetricTotalsFunctor<Mem> g{work.partials, work.totals};
+  MetricTotalsFunctor<Exec> g{work.partials, work.totals};
   Policy probeTotals(exec, kAffineSumCount, 1);
   const int lanes = std::min(kMetricLanes, probeTotals.team_size_max(g, Kokkos::ParallelForTag()));
   Kokkos::parallel_for("kortex::Affine::metricTotals",
                        Policy(exec, kAffineSumCount, lanes)
-                           .set_scratch_size(0, Kokkos::PerTeam(MetricTotalsFunctor<Mem>::scratchBytes())),
+                           .set_scratch_size(0, Kokkos::PerTeam(MetricTotalsFunctor<Exec>::scratchBytes())),
                        g);
   double sums[kAffineSumCount] = {};
   Kokkos::View<double*, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>> result(sums, kAffineSumCount);
