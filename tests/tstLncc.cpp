@@ -202,25 +202,35 @@ BOOST_AUTO_TEST_CASE_TEMPLATE(kokkos_lncc_variants_agree_bit_for_bit, Space, tes
   const int nx = 21, ny = 19, nz = 37;
   const auto dFixed = test::toSpace<Space>(blobs(nx, ny, nz)), dMoving = test::toSpace<Space>(blobs(nx, ny, nz, 1.5));
   const auto one = gpu::lnccVariantsFor<Space>(1);
-  BOOST_TEST((one[0] == LnccVariant::Reuse && one[1] == LnccVariant::Reuse));
-  int reuseRuns = 0;
+  const bool device = !Kokkos::SpaceAccessibility<Kokkos::HostSpace, Mem>::accessible;
+  BOOST_TEST((device ? one[0] == LnccVariant::Separable && one[1] == LnccVariant::Separable
+                     : one[0] == LnccVariant::Reuse && one[1] == LnccVariant::Reuse));
+  const int components = gpu::lnccWorkspaceComponents({LnccVariant::Separable, LnccVariant::Separable});
+  BOOST_TEST(components == 14);
+  int reuseRuns = 0, separableRuns = 0;
   for (int R : {1, 2, 3, kMaxLnccRadius}) {
-    const auto fits = gpu::lnccVariantsFor<Space>(R);
-    gpu::LnccTerms<Mem> wantTerms("want_terms", 4, nz, ny, nx), terms("terms", 4, nz, ny, nx);
+    const auto reuseFits = gpu::lnccReuseFits<Space>(R);
+    gpu::LnccTerms<Mem> wantTerms("want_terms", 4, nz, ny, nx), terms("terms", components, nz, ny, nx);
     gpu::Field<Mem> want("want", 3, nz, ny, nx), f("f", 3, nz, ny, nx);
     double wantE = 0.0, e = 0.0;
     gpu::lnccForce(exec, dMoving, dFixed, R, wantTerms, want, {LnccVariant::Recompute, LnccVariant::Recompute}, &wantE);
-    for (LnccVariant a : {LnccVariant::Recompute, LnccVariant::Reuse})
-      for (LnccVariant b : {LnccVariant::Recompute, LnccVariant::Reuse}) {
-        if ((a == LnccVariant::Reuse && fits[0] != a) || (b == LnccVariant::Reuse && fits[1] != b)) continue;
+    const auto hw = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), wantTerms);
+    for (LnccVariant a : {LnccVariant::Recompute, LnccVariant::Reuse, LnccVariant::Separable})
+      for (LnccVariant b : {LnccVariant::Recompute, LnccVariant::Reuse, LnccVariant::Separable}) {
+        // Reuse only where its ring fits the back end's scratch.
+        if ((a == LnccVariant::Reuse && !reuseFits[0]) || (b == LnccVariant::Reuse && !reuseFits[1])) continue;
         for (int slab : {0, 1, 5, 16})  // 0: the back end's choice; 5: a partial last slab (37 slices)
         BOOST_TEST_CONTEXT("R " << R << ", windows " << gpu::toString(a) << ", transpose " << gpu::toString(b) << ", slab " << slab) {
           gpu::lnccForce(exec, dMoving, dFixed, R, terms, f, {a, b}, &e, slab);
           reuseRuns += (a == LnccVariant::Reuse) + (b == LnccVariant::Reuse);
-          const auto ht = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), terms);
-          const auto hw = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), wantTerms);
+          separableRuns += (a == LnccVariant::Separable) + (b == LnccVariant::Separable);
+          const auto ht = Kokkos::create_mirror_view_and_copy(
+              Kokkos::HostSpace(), Kokkos::subview(terms, Kokkos::make_pair(0, 4), Kokkos::ALL, Kokkos::ALL, Kokkos::ALL));
           double worst = 0.0;
-          for (std::size_t k = 0; k < ht.size(); ++k) worst = std::max(worst, std::fabs(ht.data()[k] - hw.data()[k]));
+          for (int k = 0; k < 4; ++k)
+            for (int z = 0; z < nz; ++z)
+              for (int y = 0; y < ny; ++y)
+                for (int x = 0; x < nx; ++x) worst = std::max(worst, std::fabs(ht(k, z, y, x) - hw(k, z, y, x)));
           BOOST_TEST(worst == 0.0);
           BOOST_TEST(maxDiff(toHostField(f), toHostField(want)) == 0.0);
           BOOST_TEST(std::fabs(e - wantE) <= kEnergyTol * wantE);
@@ -228,6 +238,12 @@ BOOST_AUTO_TEST_CASE_TEMPLATE(kokkos_lncc_variants_agree_bit_for_bit, Space, tes
       }
   }
   BOOST_TEST(reuseRuns >= 3);
+  BOOST_TEST(separableRuns >= 3);
+  // A workspace of 4 components is refused for Separable.
+  gpu::LnccTerms<Mem> small("small", 4, nz, ny, nx);
+  gpu::Field<Mem> f("f", 3, nz, ny, nx);
+  BOOST_CHECK_THROW(gpu::lnccForce(exec, dMoving, dFixed, 2, small, f, {LnccVariant::Separable, LnccVariant::Reuse}, nullptr),
+                    InvalidArgument);
 }
 
 // cc is invariant to W -> W + b and the force is too (the window sums of deviations do not see b).

@@ -173,7 +173,10 @@ GreedyStepSums greedyStep(Exec const& exec, ConstImageView<typename Exec::memory
 std::int64_t greedyStepperBytes(GridExtents e, GreedyParams const& params, bool imageUse) {
   const std::int64_t voxels = e.voxels(), field = 3 * voxels * std::int64_t(sizeof(float));
   std::int64_t bytes = 2 * field + std::int64_t(sizeof(float));  // f, candidate, vmax2
-  if (params.metric == GreedyMetric::Lncc) bytes += 4 * voxels * std::int64_t(sizeof(double));  // lncc_terms
+  // lncc_terms: the workspace of the device back ends' variants (Separable), an upper bound on host
+  if (params.metric == GreedyMetric::Lncc)
+    bytes += lnccWorkspaceComponents({LnccVariant::Separable, LnccVariant::Separable}) * voxels *
+             std::int64_t(sizeof(double));
   if (imageUse) {
     const bool fused = params.stepVariant == GreedyStepVariant::ScratchTiled && params.metric == GreedyMetric::Ssd;
     bytes += fused ? field : voxels * std::int64_t(sizeof(float));  // f_candidate or W_candidate
@@ -189,8 +192,8 @@ GreedyStepper<Exec>::GreedyStepper(Exec const& exec, GridExtents e, GreedyParams
       nz_(e.nz), ny_(e.ny), nx_(e.nx), solver_(exec, e.nz, e.ny, e.nx, params.fluid),
       f_("kortex::greedy::f", 3, e.nz, e.ny, e.nx), cand_("kortex::greedy::candidate", 3, e.nz, e.ny, e.nx) {
   if (params_.metric == GreedyMetric::Lncc) {
-    lnccTerms_ = LnccTerms<memory_space>("kortex::greedy::lncc_terms", 4, e.nz, e.ny, e.nx);
     lnccVariants_ = lnccVariantsFor<Exec>(params_.lnccRadius);
+    lnccTerms_ = LnccTerms<memory_space>("kortex::greedy::lncc_terms", lnccWorkspaceComponents(lnccVariants_), e.nz, e.ny, e.nx);
   }
   vmax2_ = Kokkos::View<float, memory_space>("kortex::greedy::vmax2");
   if (use != Use::Image) return;

@@ -8,27 +8,50 @@
 
 namespace kortex::gpu {
 
-const char* toString(LnccVariant v) { return v == LnccVariant::Reuse ? "Reuse" : "Recompute"; }
+const char* toString(LnccVariant v) {
+  switch (v) {
+    case LnccVariant::Recompute: return "Recompute";
+    case LnccVariant::Reuse: return "Reuse";
+    case LnccVariant::Separable: return "Separable";
+  }
+  return "?";
+}
+
+int lnccWorkspaceComponents(std::array<LnccVariant, 2> variants) {
+  return variants[0] == LnccVariant::Separable || variants[1] == LnccVariant::Separable ? lncc_detail::kLnccSeparableComponents
+                                                                                         : 4;
+}
+
+template <class Exec>
+std::array<bool, 2> lnccReuseFits(int radius) {
+  using namespace lncc_detail;
+  const std::size_t maxBytes = kx::scratchSizeMax<Kokkos::TeamPolicy<Exec>>(0);
+  return {LnccWindowReuseFunctor<Exec>::scratchBytes(radius) <= maxBytes,
+          LnccTransposeReuseFunctor<Exec>::scratchBytes(radius) <= maxBytes};
+}
 
 template <class Exec>
 std::array<LnccVariant, 2> lnccVariantsFor(int radius) {
-  using namespace lncc_detail;
-  const std::size_t maxBytes = kx::scratchSizeMax<Kokkos::TeamPolicy<Exec>>(0);
-  return {LnccWindowReuseFunctor<Exec>::scratchBytes(radius) <= maxBytes ? LnccVariant::Reuse : LnccVariant::Recompute,
-          LnccTransposeReuseFunctor<Exec>::scratchBytes(radius) <= maxBytes ? LnccVariant::Reuse : LnccVariant::Recompute};
+  if (!Kokkos::SpaceAccessibility<Kokkos::HostSpace, typename Exec::memory_space>::accessible)
+    return {LnccVariant::Separable, LnccVariant::Separable};
+  const auto fits = lnccReuseFits<Exec>(radius);
+  return {fits[0] ? LnccVariant::Reuse : LnccVariant::Recompute, fits[1] ? LnccVariant::Reuse : LnccVariant::Recompute};
 }
 
 namespace {
 
 template <class Exec>
 void checkLnccArguments(ConstImageView<typename Exec::memory_space> warped, ConstImageView<typename Exec::memory_space> fixed,
-                        int radius, LnccTerms<typename Exec::memory_space> terms, Field<typename Exec::memory_space> f) {
+                        int radius, LnccTerms<typename Exec::memory_space> terms, Field<typename Exec::memory_space> f,
+                        std::array<LnccVariant, 2> variants) {
   for (int k = 0; k < 3; ++k)
     if (warped.extent(k) != fixed.extent(k) || f.extent(k + 1) != warped.extent(k) ||
         terms.extent(k + 1) != warped.extent(k))
       throw InvalidArgument("lnccForce: the images, the force and the workspace are not on one grid");
-  if (f.data() == nullptr || f.extent(0) != 3 || terms.extent(0) != 4)
-    throw InvalidArgument("lnccForce: the force needs 3 components and the workspace 4");
+  const int components = lnccWorkspaceComponents(variants);
+  if (f.data() == nullptr || f.extent(0) != 3 || int(terms.extent(0)) < components)
+    throw InvalidArgument("lnccForce: the force needs 3 components and the workspace " + std::to_string(components) +
+                          " (these variants)");
   if (radius < 1 || radius > kMaxLnccRadius)
     throw InvalidArgument("lnccForce: the window radius " + std::to_string(radius) + " is not in [1, " +
                           std::to_string(kMaxLnccRadius) + "]");
@@ -52,6 +75,44 @@ void lnccPass(Exec const& exec, const char* label, Functor const& functor, int s
   Kokkos::parallel_for(label, policy, functor);
 }
 
+// The Separable passes (lncc_detail, "Separable"): x and y sums through the workspace's buffers a
+// and b (5 components each, after the 4 terms), then the z pass.
+template <class Exec>
+void lnccWindowsSeparable(Exec const& exec, ConstImageView<typename Exec::memory_space> warped,
+                          ConstImageView<typename Exec::memory_space> fixed, int R,
+                          LnccTerms<typename Exec::memory_space> terms, double* energy) {
+  using namespace lncc_detail;
+  using Mem = typename Exec::memory_space;
+  const int nz = int(warped.extent(0)), ny = int(warped.extent(1)), nx = int(warped.extent(2));
+  const auto a = Kokkos::subview(terms, Kokkos::make_pair(4, 9), Kokkos::ALL, Kokkos::ALL, Kokkos::ALL);
+  const auto b = Kokkos::subview(terms, Kokkos::make_pair(9, 14), Kokkos::ALL, Kokkos::ALL, Kokkos::ALL);
+  parallelForVoxels("kortex::greedy::lncc_windows_x", exec, nz, ny, nx,
+                    LnccWindowXFunctor<Mem, decltype(a)>{warped, fixed, a, R, nx});
+  parallelForVoxels("kortex::greedy::lncc_windows_y", exec, nz, ny, nx, LnccWindowYFunctor<decltype(a), decltype(b)>{a, b, R, ny});
+  const LnccWindowZFunctor<Mem, decltype(b)> z{b, terms, R, nz, ny, nx};
+  const Kokkos::RangePolicy<Exec, Kokkos::IndexType<int>> all(exec, 0, nz * ny * nx);
+  if (energy)
+    Kokkos::parallel_reduce("kortex::greedy::lncc_windows_z", all, z, *energy);
+  else
+    Kokkos::parallel_for("kortex::greedy::lncc_windows_z", all, z);
+}
+
+template <class Exec>
+void lnccTransposeSeparable(Exec const& exec, ConstImageView<typename Exec::memory_space> warped,
+                            ConstImageView<typename Exec::memory_space> fixed, int R,
+                            LnccTerms<typename Exec::memory_space> terms, Field<typename Exec::memory_space> f) {
+  using namespace lncc_detail;
+  using Mem = typename Exec::memory_space;
+  const int nz = int(warped.extent(0)), ny = int(warped.extent(1)), nx = int(warped.extent(2));
+  const auto a = Kokkos::subview(terms, Kokkos::make_pair(4, 9), Kokkos::ALL, Kokkos::ALL, Kokkos::ALL);
+  const auto b = Kokkos::subview(terms, Kokkos::make_pair(9, 14), Kokkos::ALL, Kokkos::ALL, Kokkos::ALL);
+  parallelForVoxels("kortex::greedy::lncc_transpose_x", exec, nz, ny, nx, LnccTransposeXFunctor<Mem, decltype(a)>{terms, a, R, nx});
+  parallelForVoxels("kortex::greedy::lncc_transpose_y", exec, nz, ny, nx,
+                    LnccTransposeYFunctor<decltype(a), decltype(b)>{a, b, R, ny});
+  parallelForVoxels("kortex::greedy::lncc_transpose_z", exec, nz, ny, nx,
+                    LnccTransposeZFunctor<Mem, decltype(b)>{b, warped, fixed, f, R, nz, ny, nx});
+}
+
 }  // namespace
 
 template <class Exec>
@@ -61,7 +122,7 @@ void lnccForce(Exec const& exec, ConstImageView<typename Exec::memory_space> war
                std::array<LnccVariant, 2> variants, double* energy, int slabZ) {
   using namespace lncc_detail;
   using Mem = typename Exec::memory_space;
-  checkLnccArguments<Exec>(warped, fixed, radius, terms, f);
+  checkLnccArguments<Exec>(warped, fixed, radius, terms, f, variants);
   const int nz = int(warped.extent(0)), ny = int(warped.extent(1)), nx = int(warped.extent(2));
   const int tilesX = (nx + kTileX - 1) / kTileX, tilesY = (ny + kTileY - 1) / kTileY;
   if (slabZ < 0 || slabZ > kMaxSlabZ)
@@ -69,12 +130,16 @@ void lnccForce(Exec const& exec, ConstImageView<typename Exec::memory_space> war
   if (slabZ == 0) slabZ = lnccSlabDepth(tilesX * tilesY, nz, !Kokkos::SpaceAccessibility<Kokkos::HostSpace, Mem>::accessible);
   const int slabs = (nz + slabZ - 1) / slabZ;
   if (energy) *energy = 0.0;
-  if (variants[0] == LnccVariant::Reuse)
+  if (variants[0] == LnccVariant::Separable)
+    lnccWindowsSeparable(exec, warped, fixed, radius, terms, energy);
+  else if (variants[0] == LnccVariant::Reuse)
     lnccPass<true>(exec, "kortex::greedy::lncc_windows_reuse", LnccWindowReuseFunctor<Exec>{warped, fixed, terms, radius, tilesX, tilesY, slabZ},
                    slabs, energy);
   else
     lnccPass<true>(exec, "kortex::greedy::lncc_windows", LnccWindowFunctor<Exec>{warped, fixed, terms, radius, tilesX, tilesY}, nz, energy);
-  if (variants[1] == LnccVariant::Reuse)
+  if (variants[1] == LnccVariant::Separable)
+    lnccTransposeSeparable(exec, warped, fixed, radius, terms, f);
+  else if (variants[1] == LnccVariant::Reuse)
     lnccPass<false>(exec, "kortex::greedy::lncc_transpose_reuse",
                     LnccTransposeReuseFunctor<Exec>{warped, fixed, terms, f, radius, tilesX, tilesY, slabZ}, slabs, nullptr);
   else
@@ -94,13 +159,15 @@ double lnccForce(Exec const& exec, ConstImageView<typename Exec::memory_space> w
 template <class Exec>
 double lnccForce(Exec const& exec, ConstImageView<typename Exec::memory_space> warped,
                  ConstImageView<typename Exec::memory_space> fixed, int radius, Field<typename Exec::memory_space> f) {
-  LnccTerms<typename Exec::memory_space> terms("kortex::greedy::lncc_terms", 4, warped.extent(0), warped.extent(1),
-                                               warped.extent(2));
+  LnccTerms<typename Exec::memory_space> terms("kortex::greedy::lncc_terms",
+                                               lnccWorkspaceComponents(lnccVariantsFor<Exec>(radius)), warped.extent(0),
+                                               warped.extent(1), warped.extent(2));
   return lnccForce(exec, warped, fixed, radius, terms, f);
 }
 
 #define KORTEX_INSTANTIATE_LNCC(SPACE)                                                                          \
   template std::array<LnccVariant, 2> lnccVariantsFor<SPACE>(int);                                             \
+  template std::array<bool, 2> lnccReuseFits<SPACE>(int);                                                      \
   template void lnccForce<SPACE>(SPACE const&, ConstImageView<SPACE::memory_space>,                           \
                                  ConstImageView<SPACE::memory_space>, int, LnccTerms<SPACE::memory_space>,     \
                                  Field<SPACE::memory_space>, std::array<LnccVariant, 2>, double*, int);             \

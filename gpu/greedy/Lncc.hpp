@@ -6,10 +6,12 @@
 //               and each window's coefficients a, a mF, a b, a b mW into `terms`;
 //   transpose - the transposed (clamp-adjoint) window sums of the coefficients, the same way, and
 //               the force F = G grad W.
-// Each pass in one of two variants, the same terms and force bit for bit: Recompute (a team per
-// tile of one slice: a source slice's 2D sums formed for each of the 2R+1 windows that hold it) and
+// Each pass in one of three variants, the same terms and force bit for bit: Recompute (a team per
+// tile of one slice: a source slice's 2D sums formed for each of the 2R+1 windows that hold it),
 // Reuse (a team per tile of a slab of slices: each source slice's 2D sums formed once and kept for
-// the window in a ring of 2R+1 slices in team scratch: up to (2R+1) x fewer loads and sums).
+// the window in a ring of 2R+1 slices in team scratch: up to (2R+1) x fewer loads and sums) and
+// Separable (three passes over the grid, x, y, z, a voxel per work item, the partial sums in the
+// workspace: no scratch, no barrier, every voxel in flight at once; the device back ends' choice).
 #pragma once
 
 #include <Kokkos_Core.hpp>
@@ -22,20 +24,28 @@
 
 namespace kortex::gpu {
 
-// The coefficients of every window (4, nz, ny, nx), double: the force is a difference of their sums.
+// The workspace (components, nz, ny, nx), double: the coefficients of every window in components
+// 0-3 (the force is a difference of their sums), and for Separable two buffers of 5 partial sums.
 template <class Mem>
 using LnccTerms = Kokkos::View<double****, Kokkos::LayoutRight, Mem>;
 
-enum class LnccVariant { Recompute, Reuse };
+enum class LnccVariant { Recompute, Reuse, Separable };
 const char* toString(LnccVariant v);
 
-// The variant of each pass for this back end and radius: Reuse where its ring fits the team
-// scratch the back end offers, else Recompute ({windows, transpose}).
+// The workspace's components for these variants ({windows, transpose}): 4, or 14 with Separable.
+int lnccWorkspaceComponents(std::array<LnccVariant, 2> variants);
+
+// The variant of each pass for this back end and radius ({windows, transpose}): Separable on device
+// back ends (memory the host cannot read); on host back ends Reuse where its ring fits the team
+// scratch, else Recompute.
 template <class Exec>
 std::array<LnccVariant, 2> lnccVariantsFor(int radius);
+// Whether each pass's Reuse ring fits the back end's team scratch at this radius.
+template <class Exec>
+std::array<bool, 2> lnccReuseFits(int radius);
 
 // F = G grad W of the LNCC metric with window radius `radius` (1..kMaxLnccRadius) into f; `terms`
-// is the workspace (4 x the grid); the passes' variants as given, Reuse's slabs `slabZ` slices
+// is the workspace (lnccWorkspaceComponents(variants) x the grid); the passes' variants as given, Reuse's slabs `slabZ` slices
 // deep (1..16; 0: as deep as the grid allows while a device gets a wave of teams). With `energy`,
 // E = sum_x cc(x) is stored there (a fence); without, the passes are only enqueued on `exec`. Throws
 // InvalidArgument on extents, overlap, a radius out of range or a tile that does not fit the back

@@ -337,6 +337,132 @@ struct LnccTransposeReuseFunctor {
   }
 };
 
+// ---- Separable: three passes over the grid, one axis each, every voxel a work item (no team
+// scratch, no barrier), through the workspace's two buffers of 5 sums per voxel that follow the 4
+// terms (kLnccSeparableComponents): x sums, y sums, then the z sums with the terms (windows) or the
+// force (transpose). Each sum is the Recompute passes' sum in its order (x, then y, then z; offsets
+// -R..R; the transpose's weights and zeros outside the grid): the same terms and force bit for bit.
+inline constexpr int kLnccSeparableComponents = 4 + 2 * 5;
+
+// Windows, x: the 5 sums of W, I1, W^2, I1^2, W I1 over clamp(x + o), o = -R..R.
+template <class Mem, class Sums>
+struct LnccWindowXFunctor {
+  ConstImageView<Mem> w, fixed;
+  Sums out;
+  int R, nx;
+  KOKKOS_INLINE_FUNCTION void operator()(int z, int y, int x) const {
+    double s[5] = {0.0, 0.0, 0.0, 0.0, 0.0};
+    for (int o = -R; o <= R; ++o) {
+      const int gx = clampIndex(x + o, nx);
+      const double a = w(z, y, gx), b = fixed(z, y, gx);
+      s[0] += a;
+      s[1] += b;
+      s[2] += a * a;
+      s[3] += b * b;
+      s[4] += a * b;
+    }
+    for (int k = 0; k < 5; ++k) out(k, z, y, x) = s[k];
+  }
+};
+
+// Windows, y: the x sums' sums over clamp(y + o).
+template <class In, class Out>
+struct LnccWindowYFunctor {
+  In in;
+  Out out;
+  int R, ny;
+  KOKKOS_INLINE_FUNCTION void operator()(int z, int y, int x) const {
+    for (int k = 0; k < 5; ++k) {
+      double s = 0.0;
+      for (int o = -R; o <= R; ++o) s += in(k, z, clampIndex(y + o, ny), x);
+      out(k, z, y, x) = s;
+    }
+  }
+};
+
+// Windows, z: the window sums over clamp(z + o), each window's coefficients into `terms`; E = sum cc
+// when reduced.
+template <class Mem, class In>
+struct LnccWindowZFunctor {
+  using value_type = double;
+  In in;
+  LnccTerms<Mem> terms;
+  int R, nz, ny, nx;
+  KOKKOS_INLINE_FUNCTION void operator()(int i) const { run(i, nullptr); }
+  KOKKOS_INLINE_FUNCTION void operator()(int i, double& energy) const { run(i, &energy); }
+  KOKKOS_INLINE_FUNCTION void run(int i, double* energy) const {
+    const int row = i / nx, x = i - row * nx, z = row / ny, y = row - z * ny;
+    const int side = 2 * R + 1;
+    double a[5];
+    for (int k = 0; k < 5; ++k) {
+      double s = 0.0;
+      for (int o = -R; o <= R; ++o) s += in(k, clampIndex(z + o, nz), y, x);
+      a[k] = s;
+    }
+    double c[4];
+    const double e = lnccWindowTerms(a[0], a[1], a[2], a[3], a[4], double(side) * side * side, c);
+    if (energy) *energy += e;
+    for (int k = 0; k < 4; ++k) terms(k, z, y, x) = c[k];
+  }
+};
+
+// Transpose, x: S_x[c](x) = sum_o K(x + o, x) c(x + o) of the 4 coefficients (0 outside the grid).
+template <class Mem, class Out>
+struct LnccTransposeXFunctor {
+  Kokkos::View<const double****, Kokkos::LayoutRight, Mem> terms;
+  Out out;
+  int R, nx;
+  KOKKOS_INLINE_FUNCTION void operator()(int z, int y, int x) const {
+    for (int k = 0; k < 4; ++k) {
+      double s = 0.0;
+      for (int o = -R; o <= R; ++o) {
+        const int sx = x + o;
+        const double v = (sx >= 0 && sx < nx) ? terms(k, z, y, sx) : 0.0;
+        s += lnccTransposeWeight(sx, x, nx, R) * v;
+      }
+      out(k, z, y, x) = s;
+    }
+  }
+};
+
+// Transpose, y: the same along y of the x sums.
+template <class In, class Out>
+struct LnccTransposeYFunctor {
+  In in;
+  Out out;
+  int R, ny;
+  KOKKOS_INLINE_FUNCTION void operator()(int z, int y, int x) const {
+    for (int k = 0; k < 4; ++k) {
+      double s = 0.0;
+      for (int o = -R; o <= R; ++o) {
+        const int sy = y + o;
+        const double v = (sy >= 0 && sy < ny) ? in(k, z, sy, x) : 0.0;
+        s += lnccTransposeWeight(sy, y, ny, R) * v;
+      }
+      out(k, z, y, x) = s;
+    }
+  }
+};
+
+// Transpose, z: the weighted z sums (planes of weight 0 skipped, as the tiled passes skip them),
+// then F = G grad W (lnccForceAt).
+template <class Mem, class In>
+struct LnccTransposeZFunctor {
+  In in;
+  ConstImageView<Mem> w, fixed;
+  Field<Mem> f;
+  int R, nz, ny, nx;
+  KOKKOS_INLINE_FUNCTION void operator()(int z, int y, int x) const {
+    double s[4] = {0.0, 0.0, 0.0, 0.0};
+    for (int o = -R; o <= R; ++o) {
+      const double kz = double(lnccTransposeWeight(z + o, z, nz, R));
+      if (kz == 0.0) continue;
+      for (int k = 0; k < 4; ++k) s[k] += kz * in(k, z + o, y, x);
+    }
+    lnccForceVoxel(w, fixed, f, s, x, y, z, nz, ny, nx);
+  }
+};
+
 // A team policy of `teams` tiles with `bytes` of level-0 scratch, refused when the back end offers less.
 template <class Exec>
 Kokkos::TeamPolicy<Exec> lnccPolicy(Exec const& exec, int teams, std::size_t bytes, const char* pass) {
