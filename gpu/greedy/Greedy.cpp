@@ -173,9 +173,8 @@ GreedyStepSums greedyStep(Exec const& exec, ConstImageView<typename Exec::memory
 std::int64_t greedyStepperBytes(GridExtents e, GreedyParams const& params, bool imageUse) {
   const std::int64_t voxels = e.voxels(), field = 3 * voxels * std::int64_t(sizeof(float));
   std::int64_t bytes = 2 * field + std::int64_t(sizeof(float));  // f, candidate, vmax2
-  // lncc_terms: the workspace of the device back ends' variants (Separable), an upper bound on host
-  if (params.metric == GreedyMetric::Lncc)
-    bytes += lnccWorkspaceComponents({LnccVariant::Separable, LnccVariant::Separable}) * voxels *
+  if (params.metric == GreedyMetric::Lncc)  // lncc_terms: the workspace of lnccVariantsFor's variants
+    bytes += lnccWorkspaceComponents(lnccVariantsFor<Kokkos::DefaultExecutionSpace>(params.lnccRadius)) * voxels *
              std::int64_t(sizeof(double));
   if (imageUse) {
     const bool fused = params.stepVariant == GreedyStepVariant::ScratchTiled && params.metric == GreedyMetric::Ssd;

@@ -29,7 +29,7 @@
 namespace kortex::gpu {
 
 // Bytes a GreedyStepper allocates (Kokkos Views), its fluid solver's included
-// (fluidSolverBytes): the force and the candidate field, LNCC's workspace (the device variants': 14 doubles per voxel),
+// (fluidSolverBytes): the force and the candidate field, LNCC's workspace (lnccWorkspaceComponents doubles per voxel),
 // the step-size scalar, and for image steps (`imageUse`) the candidate's warped image (Naive step
 // or LNCC) or its force (the fused ScratchTiled SSD step).
 std::int64_t greedyStepperBytes(GridExtents e, GreedyParams const& params, bool imageUse);

@@ -31,11 +31,8 @@ std::array<bool, 2> lnccReuseFits(int radius) {
 }
 
 template <class Exec>
-std::array<LnccVariant, 2> lnccVariantsFor(int radius) {
-  if (!Kokkos::SpaceAccessibility<Kokkos::HostSpace, typename Exec::memory_space>::accessible)
-    return {LnccVariant::Separable, LnccVariant::Separable};
-  const auto fits = lnccReuseFits<Exec>(radius);
-  return {fits[0] ? LnccVariant::Reuse : LnccVariant::Recompute, fits[1] ? LnccVariant::Reuse : LnccVariant::Recompute};
+std::array<LnccVariant, 2> lnccVariantsFor(int) {
+  return {LnccVariant::Separable, LnccVariant::Separable};
 }
 
 namespace {

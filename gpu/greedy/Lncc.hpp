@@ -11,7 +11,7 @@
 // Reuse (a team per tile of a slab of slices: each source slice's 2D sums formed once and kept for
 // the window in a ring of 2R+1 slices in team scratch: up to (2R+1) x fewer loads and sums) and
 // Separable (three passes over the grid, x, y, z, a voxel per work item, the partial sums in the
-// workspace: no scratch, no barrier, every voxel in flight at once; the device back ends' choice).
+// workspace: no scratch, no barrier, every voxel in flight at once; every back end's choice).
 #pragma once
 
 #include <Kokkos_Core.hpp>
@@ -35,9 +35,9 @@ const char* toString(LnccVariant v);
 // The workspace's components for these variants ({windows, transpose}): 4, or 14 with Separable.
 int lnccWorkspaceComponents(std::array<LnccVariant, 2> variants);
 
-// The variant of each pass for this back end and radius ({windows, transpose}): Separable on device
-// back ends (memory the host cannot read); on host back ends Reuse where its ring fits the team
-// scratch, else Recompute.
+// The variant of each pass ({windows, transpose}): Separable on every back end and radius (measured:
+// an IXI pair's LNCC kernels 53 -> 29 ms on the H200; 10 full-resolution iterations on Kokkos
+// Serial 3.8 -> 2.7 s).
 template <class Exec>
 std::array<LnccVariant, 2> lnccVariantsFor(int radius);
 // Whether each pass's Reuse ring fits the back end's team scratch at this radius.
