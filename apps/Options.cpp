@@ -67,7 +67,13 @@ void addGreedyOptions(CLI::App& cmd, GreedyOptions& o, GreedyFlags const& flags)
   cmd.add_option("--max-step", o.params.maxStep, help("Largest displacement per iteration, voxels of the scale"))
       ->capture_default_str();
   cmd.add_option("--solver", o.solver, help("Fluid solve: fft|sor|cg|hybrid-sor|hybrid-cg"))->capture_default_str();
-  cmd.add_option("--metric", o.metric, help("Image mismatch: ssd|lncc (local normalised cross-correlation)"))
+  cmd.add_option("--metric", o.metric,
+                 help("Image mismatch: ssd|lncc (local normalised cross-correlation)|mi (Mattes mutual information: "
+                      "images of different contrasts)"))
+      ->capture_default_str();
+  cmd.add_option("--mi-bins", o.params.miBins,
+                 help("Mutual information: histogram bins per image, " + std::to_string(kMinMiBins) + "-" +
+                      std::to_string(kMaxMiBins)))
       ->capture_default_str();
   cmd.add_option("--lncc-radius", o.params.lnccRadius,
                  help("LNCC window radius R: (2R+1)^3 voxels at every scale, R in [1, " +

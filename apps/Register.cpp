@@ -75,7 +75,7 @@ class ProgressBar {
     }
     if (!tty_) return;
     std::cerr << "\r  affine level " << it.level << " (shrink " << (1 << it.level) << "): eval " << std::setw(4)
-              << it.evaluation << "  NCC " << std::fixed << std::setprecision(5) << it.ncc << "  step "
+              << it.evaluation << "  metric " << std::fixed << std::setprecision(5) << it.value << "  step "
               << std::setprecision(3) << it.step << std::flush;
     dirty_ = true;
   }
@@ -101,8 +101,9 @@ void printPair(pipeline::RegistrationPipelineResult const& r, pipeline::Register
   if (r.backend == Backend::Kokkos && !greedy) std::cout << ", force kernel " << toString(job.fluid.variant);
   std::cout << "\n";
   if (r.affineRan)
-    std::cout << "affine: NCC " << std::fixed << std::setprecision(4) << r.affineResult.nccInitial << " -> "
-              << r.affineResult.nccFinal << " (" << r.affineResult.evaluations << " evaluations, "
+    std::cout << "affine: " << (job.affineMetric == AffineMetricKind::Mi ? "MI " : "NCC ") << std::fixed
+              << std::setprecision(4) << r.affineResult.valueInitial << " -> "
+              << r.affineResult.valueFinal << " (" << r.affineResult.evaluations << " evaluations, "
               << r.affineResult.levelsUsed << " levels, overlap " << std::setprecision(1)
               << 100.0 * r.affineResult.overlap << " %), " << std::setprecision(3) << r.secondsAffine << " s\n";
   else
@@ -114,6 +115,7 @@ void printPair(pipeline::RegistrationPipelineResult const& r, pipeline::Register
   } else if (greedy) {
     std::cout << "greedy: metric " << toString(job.greedy.metric);
     if (job.greedy.metric == GreedyMetric::Lncc) std::cout << " (window radius " << job.greedy.lnccRadius << ")";
+    if (job.greedy.metric == GreedyMetric::Mi) std::cout << " (" << job.greedy.miBins << " bins)";
     std::cout << ", solver " << toString(job.greedy.solver) << ", grid padded to " << describe(r.greedyGrid) << "\n";
     for (auto const& sc : r.greedy.scales)
       std::cout << "  scale x" << sc.factor << ": " << sc.iterations << " iterations, RMSE " << std::fixed
@@ -184,6 +186,9 @@ int runRegistration(RegisterOptions const& o, pipeline::RegisterJob& job) {
   job.fixedMask.path = o.fixedMask;
   job.movingMask.path = o.movingMask;
   job.useAffine = !o.noAffine;
+  job.affineMetric = parseAffineMetric(o.affineMetric);
+  // greedy: one --mi-bins for both stages (among the greedy options)
+  job.miBins = job.method == pipeline::RegistrationMethod::Greedy ? job.greedy.miBins : o.miBins;
   job.backend = parseBackend(o.backend);
   job.outputs = {o.outWarped, o.outField, o.outJacobian, o.outAffine, o.outInverseField, o.outComposite, o.outReport};
   ProgressBar bar(o.fluid.iterations, o.quiet);
@@ -246,6 +251,8 @@ int runCohort(RegisterOptions const& o, GreedyParams const& greedy) {
   job.greedy = greedy;
   job.useAffine = !o.noAffine;
   job.transform = pipeline::parseRegistrationTransform(o.transform);
+  job.affineMetric = parseAffineMetric(o.affineMetric);
+  job.miBins = greedy.miBins;  // one --mi-bins for both stages
   job.backend = parseBackend(o.backend);
   job.outDir = o.outDir;
   job.outputs = o.asked;
@@ -343,6 +350,20 @@ void addCohortOptions(CLI::App& cmd, RegisterOptions& o, OutputOptions const& ou
   cmd.add_option("--max-memory", o.maxMemoryMiB,
                  "Cohort: device memory for the pairs that run at once, MiB (default: 90 % of what is free)");
 }
+
+// --affine-metric, and for the unbiased command --mi-bins (the greedy command's --mi-bins, among the
+// greedy options, serves both of its stages).
+void addAffineMetricOptions(CLI::App& cmd, RegisterOptions& o, bool withBins) {
+  cmd.add_option("--affine-metric", o.affineMetric,
+                 "The affine stage's metric: ncc (normalised cross-correlation: images of one contrast) or mi (Mattes "
+                 "mutual information: any two contrasts, e.g. T2, FLAIR, PD or EPI to T1)")
+      ->capture_default_str();
+  if (withBins)
+    cmd.add_option("--mi-bins", o.miBins,
+                   "Mutual information: histogram bins per image, " + std::to_string(kMinMiBins) + "-" +
+                       std::to_string(kMaxMiBins))
+        ->capture_default_str();
+}
 }  // namespace
 
 void addRegisterCommands(CLI::App& app, Action& action) {
@@ -352,13 +373,14 @@ void addRegisterCommands(CLI::App& app, Action& action) {
   RegisterOptions& rgo = *rgop;
   auto* unb = reg->add_subcommand(
       "unbiased",
-      "Affine (NCC) + unbiased fluid registration (symmetric-KL prior, Yanovsky et al. 2007) of two 3D images");
+      "Affine (NCC or MI) + unbiased fluid registration (symmetric-KL prior, Yanovsky et al. 2007) of two 3D images");
   const OutputOptions unbOut = addRegisterFiles(*unb, rgo, "fluid");
   unb->add_option("--moving", rgo.moving, "Moving (template) 3D image")->required()->expected(1);
   unb->add_option("--lambda", rgo.fluid.lambda, "Weight of the symmetric-KL regulariser (> 0)")->capture_default_str();
   unb->add_option("--sigma", rgo.fluid.sigma, "Gaussian smoothing of the force, voxels")->capture_default_str();
   unb->add_option("--iterations", rgo.fluid.iterations, "Cap on fluid iterations")->capture_default_str();
   addNoAffineFlag(*unb, rgo.noAffine);
+  addAffineMetricOptions(*unb, rgo, true);
   addBackendOption(*unb, rgo.backend);
   unb->add_option("--variant", rgo.variant, "Kokkos force kernel: naive|recompute|reuse (default: " + std::string(toString(RegistrationParams{}.variant)) + ")");
   unb->add_flag("--quiet", rgo.quiet, "No progress bar");
@@ -369,7 +391,7 @@ void addRegisterCommands(CLI::App& app, Action& action) {
 
   auto* gr = reg->add_subcommand(
       "greedy",
-      "Affine (NCC) + greedy diffeomorphic registration (fluid operator, multi-scale; Ha et al. 2010) of two 3D images");
+      "Affine (NCC or MI) + greedy diffeomorphic registration (fluid operator, multi-scale; Ha et al. 2010) of two 3D images");
   const OutputOptions grOut = addRegisterFiles(*gr, rgo, "greedy");
   gr->add_option("--moving", rgo.moving,
                  "Moving (template) 3D image; several make a cohort, registered to the fixed image (--out-dir)")
@@ -377,6 +399,7 @@ void addRegisterCommands(CLI::App& app, Action& action) {
   addCohortOptions(*gr, rgo, grOut);
   addGreedyOptions(*gr, rgo.greedy);
   addNoAffineFlag(*gr, rgo.noAffine);
+  addAffineMetricOptions(*gr, rgo, false);
   gr->add_option("--fixed-mask", rgo.fixedMask,
                  "Cost-function mask on the fixed image's grid (antsRegistration's -x): the affine stage counts a "
                  "voxel only where it is nonzero (and where --moving-mask is, at the mapped point), and the greedy "

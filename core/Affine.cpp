@@ -208,8 +208,18 @@ void AffineParams::validate() const {
     throw InvalidArgument("affine max step must be finite and > 0 voxels, got " + std::to_string(maxStep));
   if (!(minStep > 0.0) || !(minStep <= maxStep))
     throw InvalidArgument("affine min step must be in (0, max step], got " + std::to_string(minStep));
+  validateMiBins(miBins);
   intensity.validate();
 }
+
+const char* toString(AffineMetricKind m) { return m == AffineMetricKind::Mi ? "mi" : "ncc"; }
+
+AffineMetricKind parseAffineMetric(std::string const& s) {
+  for (AffineMetricKind m : {AffineMetricKind::Ncc, AffineMetricKind::Mi})
+    if (s == toString(m)) return m;
+  throw InvalidArgument("affine metric must be ncc or mi, got '" + s + "'");
+}
+
 
 const char* toString(AffineDof d) {
   switch (d) {
@@ -257,13 +267,13 @@ AffineMetric affineMetricFromSums(const double* s, Index fixedVoxels) {
   if (!(vf > kAffineVarianceFloor * s[kAffineSumFF]) || !(vm > kAffineVarianceFloor * s[kAffineSumMM]))
     return r;
   const double inv = 1.0 / std::sqrt(vf * vm);
-  r.ncc = cov * inv;
+  r.value = cov * inv;
   for (int k = 0; k < 12; ++k) {
     const double s1 = s[kAffineSumParam + k], sf = s[kAffineSumParam + 12 + k],
                  sm = s[kAffineSumParam + 24 + k];
     const double dcov = sf - s[kAffineSumF] * s1 / n;
     const double dvmHalf = sm - s[kAffineSumM] * s1 / n;
-    r.gradient[k] = dcov * inv - r.ncc * dvmHalf / vm;
+    r.gradient[k] = dcov * inv - r.value * dvmHalf / vm;
   }
   return r;
 }
@@ -466,7 +476,7 @@ AffineLevelResult runLevel(AffineTransform& t, Geometry const& fixedLevel, Geome
   AffineMetric cur = backend.evaluate(t);
   ++lr.evaluations;
   if (cur.overlap < kMinOverlap) throwNoOverlap(cur.overlap, level);
-  lr.nccStart = cur.ncc;
+  lr.valueStart = cur.value;
   double step = params.maxStep;
   for (;;) {
     if (lr.evaluations >= params.iterationsPerLevel) {
@@ -488,14 +498,14 @@ AffineLevelResult runLevel(AffineTransform& t, Geometry const& fixedLevel, Geome
     if (orientation * cand.determinant() > 0.0) {  // no reflection in world space
       const AffineMetric cm = backend.evaluate(cand);
       ++lr.evaluations;
-      if (cm.overlap >= kMinOverlap && cm.ncc > cur.ncc) {
+      if (cm.overlap >= kMinOverlap && cm.value > cur.value) {
         t = cand;
         cur = cm;
         accepted = true;
         ++lr.accepted;
       }
     }
-    if (progress) progress(AffineIteration{level, lr.evaluations, cur.ncc, step, accepted});
+    if (progress) progress(AffineIteration{level, lr.evaluations, cur.value, step, accepted});
     if (!accepted) {
       step *= 0.5;
       if (step < params.minStep) {
@@ -505,7 +515,7 @@ AffineLevelResult runLevel(AffineTransform& t, Geometry const& fixedLevel, Geome
     }
   }
   lr.finalStep = step;
-  lr.nccEnd = cur.ncc;
+  lr.valueEnd = cur.value;
   lr.overlapEnd = cur.overlap;
   lr.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   last = cur;
@@ -589,6 +599,7 @@ AffineResult affineOptimise(HostImage const& moving, HostImage const& fixed, Aff
   checkVolume(fixed, "fixed image");
 
   AffineResult res;
+  res.metric = params.metric;
   HostImage mN, fN;
   if (params.normalise) {
     mN = normaliseIntensity(moving, params.intensity, "moving image", &res.movingWindow);
@@ -650,13 +661,13 @@ AffineResult affineOptimise(HostImage const& moving, HostImage const& fixed, Aff
   auto levelImages = [&](int l) {
     const std::size_t k = static_cast<std::size_t>(l);
     return AffineLevelImages{ms[k], fs[k], mm[k], fm[k],
-                             fm[k].data.data() ? affineMaskVoxels(fm[k]) : fs[k].numVoxels()};
+                             fm[k].data.data() ? affineMaskVoxels(fm[k]) : fs[k].numVoxels(), params.metric, params.miBins};
   };
   backend.setImages(levelImages(0));
   int loaded = 0;
   const AffineMetric m0 = backend.evaluate(start);
   ++res.evaluations;
-  res.nccInitial = m0.ncc;
+  res.valueInitial = m0.value;
   res.overlapInitial = m0.overlap;
   if (m0.overlap < kMinOverlap) throwNoOverlap(m0.overlap, 0);
 
@@ -683,7 +694,7 @@ AffineResult affineOptimise(HostImage const& moving, HostImage const& fixed, Aff
   }
   res.transform = t;
   res.world = toWorldMatrix(t, fixed.geometry, moving.geometry);
-  res.nccFinal = last.ncc;
+  res.valueFinal = last.value;
   res.overlap = last.overlap;
   res.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return res;

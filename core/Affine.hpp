@@ -1,5 +1,5 @@
-// Affine (12-parameter) pre-alignment of 3D images by normalised cross-correlation (NCC),
-// multi-resolution: the specification every back end implements, the parameters, the shared
+// Affine (12-parameter) pre-alignment of 3D images by normalised cross-correlation (NCC) or mutual
+// information (MI), multi-resolution: the specification every back end implements, the parameters, the shared
 // host optimiser, and the per-voxel maths shared by every Kokkos variant. The CPU reference
 // (reference_cpu/Affine.cpp) implements the metric and the resampling from this text on its own;
 // it shares only the structs, the optimiser below and the conventions stated here.
@@ -61,6 +61,16 @@
 // its ramp, and the kinks of trilinear interpolation on cell faces, are not differentiated
 // (finite differences agree wherever every overlap voxel has w = 1).
 //
+// ---- Mutual information (AffineParams::metric = Mi) ----------------------------------------------
+// For images of different contrasts (T2, FLAIR, PD, EPI, CT to T1): Mattes et al. 2003 as
+// core/MutualInformation.hpp states it (B = miBins bins, default 32 as elastix's
+// AdvancedMattesMutualInformation), over the same Omega, weights w and masks as NCC: each overlap
+// voxel adds its weight w to the joint histogram of (f, m(p_m)); MI is maximised. Its gradient with
+// Omega and w frozen is dMI/dtheta = sum_x dMI/dm(x) dm/dtheta(x) with dMI/dm there and dm/dtheta as
+// for NCC. W = 0 (no overlap voxel): MI = 0 and a zero gradient. The reference sums the histogram in
+// double; the Kokkos back ends in fixed point (the same bits every run), then p, MI and L in double on
+// the host (miFromHistogram).
+//
 // ---- Pyramid (host, shared by every back end) -------------------------------------------------------
 // Level 0 is the image; level l+1 = reduce(level l): the 5-tap binomial (1, 4, 6, 4, 1)/16 along
 // x, y, z, clamp rule (core/Boundary.hpp), sampled at the even voxels: n_{l+1} = ceil(n_l / 2),
@@ -90,7 +100,7 @@
 // centre of mass) is a world translation, so every level's M is of that form.
 //
 // ---- Optimiser (host, shared; core/Affine.cpp) ------------------------------------------------------
-// Regular-step gradient ASCENT on NCC with parameter scaling, one level at a time, coarse to fine:
+// Regular-step gradient ASCENT on the metric (NCC or MI; "NCC" below) with parameter scaling, one level at a time, coarse to fine:
 //   scales s_k: 1 for the translations (voxels of that level) and R_j for M_ij, where
 //   R_j = sqrt((n_j^2 - 1) / 12) is the RMS of q_j over the level's fixed grid (a change dM_ij
 //   moves voxel p_f by q_j dM_ij along axis i: the physical-shift scaling of ITK). (One radius
@@ -114,7 +124,8 @@
 // Before the first level, the start transform is evaluated at level 0: if its overlap is below
 // kMinOverlap, InvalidArgument "no overlap after alignment ..." is thrown (likewise if the
 // transform carried to a level starts below it there, which the candidate rule makes rare).
-// nccInitial / nccFinal: NCC at level 0 (its smoothed images) of the start and the final transform.
+// valueInitial / valueFinal: the metric (NCC or MI) at level 0 (its smoothed images) of the start and the
+// final transform.
 //
 // ---- Resampling -----------------------------------------------------------------------------------
 // resampleAffine: out(p_f) = trilinear m(p_m) as above where p_m is inside the moving volume,
@@ -134,6 +145,7 @@
 #include "core/Compat.hpp"
 #include "core/Image.hpp"
 #include "core/Intensity.hpp"
+#include "core/MutualInformation.hpp"
 #include "core/Trilinear.hpp"
 
 namespace kortex {
@@ -193,8 +205,17 @@ AffineDof parseAffineDof(std::string const& s);  // InvalidArgument naming the c
 inline std::ostream& operator<<(std::ostream& os, AffineDof d) { return os << toString(d); }
 inline int parameterCount(AffineDof d) { return d == AffineDof::Affine ? 12 : d == AffineDof::Rigid ? 6 : 7; }
 
+// The affine stage's metric ("Metric", "Mutual information" above): NCC for images of one contrast,
+// MI for any two.
+enum class AffineMetricKind { Ncc, Mi };
+const char* toString(AffineMetricKind m);  // "ncc" | "mi"
+AffineMetricKind parseAffineMetric(std::string const& s);  // InvalidArgument naming the choices
+inline std::ostream& operator<<(std::ostream& os, AffineMetricKind m) { return os << toString(m); }
+
 struct AffineParams {
   AffineDof dof = AffineDof::Affine;  // the optimiser's parameters (below, "Degrees of freedom")
+  AffineMetricKind metric = AffineMetricKind::Ncc;
+  int miBins = 32;                    // MI: bins per image (kMinMiBins..kMaxMiBins)
   int levels = 3;                // pyramid levels: shrink 2^(levels-1), ..., 2, 1
   int iterationsPerLevel = 200;  // cap on metric evaluations per level
   double maxStep = 1.0;          // initial step at every level, voxels of that level
@@ -225,8 +246,8 @@ inline constexpr double kAffineEdgeRamp = 2.0;
 
 // Metric value, gradient and overlap for one transform.
 struct AffineMetric {
-  double ncc = 0.0;
-  std::array<double, 12> gradient{};  // dNCC/dtheta
+  double value = 0.0;
+  std::array<double, 12> gradient{};  // d value / d theta
   double overlap = 0.0;               // |Omega| / fixed voxels
   Index count = 0;                    // |Omega|
 };
@@ -239,7 +260,7 @@ struct AffineLevelResult {
   int level = 0;       // 0 = full resolution
   int shrink = 1;      // 2^level
   std::array<Index, 3> fixedSize{}, movingSize{};
-  double nccStart = 0.0, nccEnd = 0.0, overlapEnd = 0.0;
+  double valueStart = 0.0, valueEnd = 0.0, overlapEnd = 0.0;
   int evaluations = 0, accepted = 0;
   double finalStep = 0.0;
   AffineStop stop = AffineStop::IterationCap;
@@ -250,7 +271,8 @@ struct AffineResult {
   AffineTransform transform;  // index coords of the ORIGINAL fixed and moving grids
   Matrix4 world{};            // toWorldMatrix(transform, fixed, moving)
   AffineTransform start;      // header (+ centre of mass) initialisation
-  double nccInitial = 0.0, nccFinal = 0.0;  // level 0, start and final transform
+  AffineMetricKind metric = AffineMetricKind::Ncc;  // AffineParams::metric
+  double valueInitial = 0.0, valueFinal = 0.0;      // the metric at level 0, start and final transform
   double overlapInitial = 0.0, overlap = 0.0;
   int evaluations = 0;        // metric evaluations, all levels (+ the two at level 0)
   int levelsUsed = 0;
@@ -261,7 +283,7 @@ struct AffineResult {
 
 struct AffineIteration {
   int level = 0, evaluation = 0;
-  double ncc = 0.0, step = 0.0;
+  double value = 0.0, step = 0.0;
   bool accepted = false;
 };
 using AffineProgress = std::function<void(AffineIteration const&)>;
@@ -286,6 +308,8 @@ struct AffineMasks {
 struct AffineLevelImages {
   HostImage moving, fixed, movingMask, fixedMask;
   Index fixedVoxels = 0;
+  AffineMetricKind metric = AffineMetricKind::Ncc;  // what evaluate computes
+  int miBins = 32;
 };
 
 // A back end's metric: the optimiser calls setImages once per level, then evaluate many times.

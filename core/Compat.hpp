@@ -56,6 +56,7 @@ KOKKOS_INLINE_FUNCTION double exp(double x) { return math::exp(x); }
 // range reduction around it; callers fold log2(e) into their coefficients.
 KOKKOS_INLINE_FUNCTION float exp2(float x) { return math::exp2(x); }
 KOKKOS_INLINE_FUNCTION double exp2(double x) { return math::exp2(x); }
+KOKKOS_INLINE_FUNCTION double log(double x) { return math::log(x); }
 KOKKOS_INLINE_FUNCTION float sqrt(float x) { return math::sqrt(x); }
 KOKKOS_INLINE_FUNCTION double sqrt(double x) { return math::sqrt(x); }
 KOKKOS_INLINE_FUNCTION float fabs(float x) { return math::fabs(x); }

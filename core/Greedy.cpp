@@ -20,13 +20,15 @@ GreedySolver parseGreedySolver(std::string const& s) {
 GreedyMetric parseGreedyMetric(std::string const& s) {
   if (s == "ssd") return GreedyMetric::Ssd;
   if (s == "lncc") return GreedyMetric::Lncc;
-  throw InvalidArgument("unknown greedy metric '" + s + "' (expected ssd|lncc)");
+  if (s == "mi") return GreedyMetric::Mi;
+  throw InvalidArgument("unknown greedy metric '" + s + "' (expected ssd|lncc|mi)");
 }
 
 const char* toString(GreedyMetric m) {
   switch (m) {
     case GreedyMetric::Ssd: return "ssd";
     case GreedyMetric::Lncc: return "lncc";
+    case GreedyMetric::Mi: return "mi";
   }
   return "?";
 }
@@ -100,6 +102,7 @@ void GreedyParams::validate() const {
   if (lnccRadius < 1 || lnccRadius > kMaxLnccRadius)
     throw InvalidArgument("the LNCC window radius must be in [1, " + std::to_string(kMaxLnccRadius) + "] voxels, got " +
                           std::to_string(lnccRadius));
+  validateMiBins(miBins);
 }
 
 GreedySolveKind greedySolveKind(GreedySolver solver, bool first) {

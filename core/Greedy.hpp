@@ -58,6 +58,13 @@
 //        The Kokkos back end takes the step as the Naive sequence whatever stepVariant says: the
 //        window sums need W, and the one-pass step writes only the SSD force
 //        (GreedyStepper::forceFromStep() is false, the force is computed from W every iteration).
+// Mi   - Mattes mutual information (core/MutualInformation.hpp; B = miBins) of the fixed image I1 and
+//        W over every voxel of the scale grid, each of weight 1 (images of different contrasts;
+//        maximised, the mismatch is -MI): G(x) = dMI/dW(x) = (B - 4) h(x) / N, N the voxels, h of
+//        (I1(x), W(x)) by the histogram of this iteration's W; F = G grad W (the same clamped central
+//        differences). The images are normalised to [0, 1] by the jobs (registration and atlas).
+//        The Kokkos back ends sum the histogram in fixed point, form L on the device and take the
+//        step as the Naive sequence (as LNCC: the next force needs W).
 //
 // Solver rule (GreedySolver): Fft - the spectral solve every iteration; Sor - red-black SOR from the
 // previous iteration's v (coldSweeps from zero at a scale's first iteration, warmSweeps after);
@@ -88,6 +95,7 @@
 #include "core/Compat.hpp"
 #include "core/Fluid.hpp"
 #include "core/Image.hpp"
+#include "core/MutualInformation.hpp"
 #include "core/ImageOps.hpp"
 #include "core/Registration.hpp"
 #include "core/Trilinear.hpp"
@@ -97,8 +105,8 @@ namespace kortex {
 enum class GreedySolver { Fft, Sor, Cg, HybridSor, HybridCg };
 
 // The image mismatch the force descends (see "Metrics" above).
-enum class GreedyMetric { Ssd, Lncc };
-GreedyMetric parseGreedyMetric(std::string const& s);  // ssd|lncc
+enum class GreedyMetric { Ssd, Lncc, Mi };
+GreedyMetric parseGreedyMetric(std::string const& s);  // ssd|lncc|mi
 const char* toString(GreedyMetric m);                   // the same spelling
 inline std::ostream& operator<<(std::ostream& os, GreedyMetric m) { return os << toString(m); }
 
@@ -146,6 +154,7 @@ struct GreedyParams {
   bool recordResidual = false;           // compute the solve's relative residual every iteration
   GreedyMetric metric = GreedyMetric::Ssd;
   int lnccRadius = 2;                    // LNCC window (2R+1)^3 voxels of every scale, R in [1, kMaxLnccRadius]
+  int miBins = 32;                       // MI: histogram bins per image, kMinMiBins..kMaxMiBins
 
   static constexpr int kMaxScaleFactor = 16;
   // Per scale. Far above any schedule that converges (the papers: 25 + 50, 200 single scale); a

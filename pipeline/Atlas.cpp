@@ -455,7 +455,7 @@ std::vector<RegistrationPipelineResult> align(AtlasPlace const& p, AtlasNames co
 
 void recordAlignment(std::vector<RegistrationPipelineResult> const& pre, AtlasJobResult& r) {
   for (auto const& p : pre) {
-    r.affineNcc.push_back(p.affineRan ? p.affineResult.nccFinal : 0.0);
+    r.affineNcc.push_back(p.affineRan ? p.affineResult.valueFinal : 0.0);
     r.alignSeconds.push_back({p.secondsNormalise, p.secondsAffine, p.secondsResample, p.secondsTotal});
     r.executionSpace = p.executionSpace;
   }

@@ -55,7 +55,8 @@ json toJson(GreedyParams const& p) {
             {"step_variant", spelling(toString(p.stepVariant))},
             {"record_residual", p.recordResidual},
             {"metric", toString(p.metric)},
-            {"lncc_radius", p.lnccRadius}});
+            {"lncc_radius", p.lnccRadius},
+            {"mi_bins", p.miBins}});
   return j;
 }
 
@@ -80,6 +81,7 @@ void fromJson(json const& j, GreedyParams& result) {
       .flag("record_residual", out.recordResidual)
       .choice("metric", out.metric, parseGreedyMetric)
       .integer("lncc_radius", out.lnccRadius)
+      .integer("mi_bins", out.miBins)
       .done();
   result = out;
 }
@@ -102,6 +104,8 @@ void fromJson(json const& j, IntensityParams& result) {
 
 json toJson(AffineParams const& p) {
   return {{"dof", toString(p.dof)},
+          {"metric", toString(p.metric)},
+          {"mi_bins", p.miBins},
           {"levels", p.levels},
           {"iterations_per_level", p.iterationsPerLevel},
           {"max_step", p.maxStep},
@@ -115,6 +119,8 @@ void fromJson(json const& j, AffineParams& result) {
   AffineParams out = result;  // result changes only when every key was read
   JsonReader(j, "affine parameters")
       .choice("dof", out.dof, parseAffineDof)
+      .choice("metric", out.metric, parseAffineMetric)
+      .integer("mi_bins", out.miBins)
       .integer("levels", out.levels)
       .integer("iterations_per_level", out.iterationsPerLevel)
       .number("max_step", out.maxStep)

@@ -516,8 +516,9 @@ nlohmann::json toJson(RegistrationPipelineResult const& r) {
   j["moving_grid"] = describe(r.movingGrid);
   j["overlap_start"] = r.overlapStart;
   if (r.affineRan) {
-    j["affine"] = {{"ncc_initial", r.affineResult.nccInitial},
-                   {"ncc_final", r.affineResult.nccFinal},
+    j["affine"] = {{"metric", toString(r.affineResult.metric)},
+                   {"metric_initial", r.affineResult.valueInitial},
+                   {"metric_final", r.affineResult.valueFinal},
                    {"overlap", r.affineResult.overlap},
                    {"evaluations", r.affineResult.evaluations},
                    {"levels", r.affineResult.levelsUsed},

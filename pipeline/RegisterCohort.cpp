@@ -222,6 +222,8 @@ RegisterJob RegisterCohortJob::subjectJob(std::vector<ImageInput> const& subject
   sub.greedy = greedy;
   sub.useAffine = useAffine;
   sub.transform = transform;
+  sub.affineMetric = affineMetric;
+  sub.miBins = miBins;
   sub.backend = backend;
   sub.inverse = inverse || outputs.inverseField;
   sub.keepResults = keepResults;
@@ -334,6 +336,8 @@ json toJson(RegisterCohortJob const& job) {
           {"greedy", toJson(job.greedy)},
           {"affine", job.useAffine},
           {"transform", toString(job.transform)},
+          {"affine_metric", toString(job.affineMetric)},
+          {"mi_bins", job.miBins},
           {"backend", toString(job.backend)},
           {"inverse", job.inverse},
           {"out_dir", job.outDir.string()},
@@ -363,6 +367,7 @@ RegisterCohortJob registerCohortJobFromJson(json const& j) {
   r.path("moving_list", job.movingList).object("greedy", job.greedy).flag("affine", job.useAffine);
   r.choice("backend", job.backend, parseBackend).flag("inverse", job.inverse).path("out_dir", job.outDir);
   r.choice("transform", job.transform, parseRegistrationTransform);
+  r.choice("affine_metric", job.affineMetric, parseAffineMetric).integer("mi_bins", job.miBins);
   if (json const* o = r.raw("outputs")) {
     detail::JsonReader outputs(*o, "register cohort job outputs");
     outputs.flag("warped", job.outputs.warped)

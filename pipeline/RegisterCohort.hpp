@@ -49,6 +49,8 @@ struct RegisterCohortJob {
   GreedyParams greedy = greedyRegistrationDefaults();
   bool useAffine = true;
   RegistrationTransform transform = RegistrationTransform::Deformable;  // what is fitted (RegisterJob's)
+  AffineMetricKind affineMetric = AffineMetricKind::Ncc;                // RegisterJob's
+  int miBins = AffineParams{}.miBins;                                   // RegisterJob's
   Backend backend = Backend::Auto;
   bool inverse = false;            // invert every map (implied by outputs.inverseField)
   std::filesystem::path outDir;    // the subjects' outputs (created when missing)

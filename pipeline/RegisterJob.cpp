@@ -62,6 +62,10 @@ void validateParams(RegisterJob const& job) {
   } else {
     job.greedy.validate();
   }
+  AffineParams affine;
+  affine.metric = job.affineMetric;
+  affine.miBins = job.miBins;
+  affine.validate();
   const bool masked = given(job.fixedMask) || given(job.movingMask);
   if (masked && job.method != RegistrationMethod::Greedy)
     throw InvalidArgument("registration: masks are taken by the greedy registration's job, not the unbiased one");
@@ -196,6 +200,8 @@ RegistrationPipelineOptions pairOptions(RegisterJob const& job, RegisterProgress
   opt.affine.dof = job.transform == RegistrationTransform::Rigid        ? AffineDof::Rigid
                    : job.transform == RegistrationTransform::Similarity ? AffineDof::Similarity
                                                                         : AffineDof::Affine;
+  opt.affine.metric = job.affineMetric;
+  opt.affine.miBins = job.miBins;
   opt.progress = progress.fluid;
   opt.greedyProgress = progress.greedy;
   opt.affineProgress = progress.affine;
@@ -229,6 +235,8 @@ json toJson(RegisterJob const& job) {
             {"moving_mask", toJson(job.movingMask)},
             {"affine", job.useAffine},
             {"transform", toString(job.transform)},
+            {"affine_metric", toString(job.affineMetric)},
+            {"mi_bins", job.miBins},
             {"backend", toString(job.backend)},
             {"inverse", job.inverse},
             {"keep_results", job.keepResults},
@@ -262,6 +270,7 @@ RegisterJob registerJobFromJson(json const& j) {
   r.flag("affine", job.useAffine).flag("inverse", job.inverse).flag("keep_results", job.keepResults);
   r.flag("make_folders", job.makeFolders);
   r.choice("transform", job.transform, parseRegistrationTransform);
+  r.choice("affine_metric", job.affineMetric, parseAffineMetric).integer("mi_bins", job.miBins);
   r.object("greedy", job.greedy).object("fluid", job.fluid).flag("variant_given", job.variantGiven);
   if (json const* o = r.raw("outputs")) {
     detail::JsonReader outputs(*o, "register job outputs");

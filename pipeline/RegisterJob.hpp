@@ -53,6 +53,8 @@ struct RegisterJob {
   GreedyParams greedy = greedyRegistrationDefaults();  // method Greedy
   bool useAffine = true;
   RegistrationTransform transform = RegistrationTransform::Deformable;  // method Greedy: what is fitted
+  AffineMetricKind affineMetric = AffineMetricKind::Ncc;  // the affine stage's metric (AffineParams::metric)
+  int miBins = AffineParams{}.miBins;                     // its MI bins (AffineParams::miBins)
   Backend backend = Backend::Auto;
   bool variantGiven = false;  // fluid.variant was chosen (it names a Kokkos kernel: refused with the CPU back end)
   bool inverse = false;       // invert the map (implied by outputs.inverseField)

@@ -115,6 +115,9 @@ class RefBackend final : public AffineMetricBackend {
  public:
   void setImages(AffineLevelImages const& level) override { level_ = level; }
   AffineMetric evaluate(AffineTransform const& t) override {
+    if (level_.metric == AffineMetricKind::Mi)
+      return affineMutualInformation(level_.moving.data, level_.fixed.data, t, level_.miBins, level_.movingMask.data,
+                                     level_.fixedMask.data);
     return affineMetric(level_.moving.data, level_.fixed.data, t, level_.movingMask.data, level_.fixedMask.data);
   }
  private:
@@ -123,18 +126,24 @@ class RefBackend final : public AffineMetricBackend {
 
 }  // namespace
 
-AffineMetric affineMetric(HostConstView moving, HostConstView fixed, AffineTransform const& t, HostConstView movingMask,
-                          HostConstView fixedMask) {
+namespace {
+
+// The overlap's voxels, slice by slice on OpenMP threads: visit(acc, q, w, f, m, grad) for every fixed
+// voxel the fixed mask holds whose mapped point is inside the moving grid and held by the moving
+// mask; acc.counted counts the fixed voxels the fixed mask holds, acc.inside the overlap. Returns
+// one accumulator per slice (the caller sums them in slice order).
+template <class A, class Visit>
+std::vector<A> overlapSlices(HostConstView moving, HostConstView fixed, AffineTransform const& t, HostConstView movingMask,
+                             HostConstView fixedMask, Visit const& visit) {
   checkVolumeView(moving, "affine metric (moving)");
   checkVolumeView(fixed, "affine metric (fixed)");
   const bool useFixedMask = fixedMask.data() != nullptr, useMovingMask = movingMask.data() != nullptr;
   const Map map(t);
   const Grid gm(moving), gf(fixed);
-  std::vector<Acc> slices(static_cast<std::size_t>(gf.n[2]));
+  std::vector<A> slices(static_cast<std::size_t>(gf.n[2]));
   forSlices(gf.n[2], [&](Index z) {
-    Acc a;
+    A a;
     Eigen::Vector3d grad;
-    Eigen::Vector4d qh;
     for (Index y = 0; y < gf.n[1]; ++y)
       for (Index x = 0; x < gf.n[0]; ++x) {
         if (useFixedMask && fixedMask(z, y, x) == 0.0f) continue;
@@ -145,41 +154,139 @@ AffineMetric affineMetric(HostConstView moving, HostConstView fixed, AffineTrans
         if (useMovingMask && movingMask(Index(std::floor(p(2) + 0.5)), Index(std::floor(p(1) + 0.5)),
                                         Index(std::floor(p(0) + 0.5))) == 0.0f)
           continue;
-        const double w = edgeWeight(p, gm);
         ++a.inside;
-        const double f = fixed(z, y, x);
         const double m = sample(moving, gm, p, &grad);
-        a.n += w; a.sf += w * f; a.sm += w * m; a.sff += w * f * f; a.smm += w * m * m; a.sfm += w * f * m;
-        qh << q, 1.0;
-        const Mat34 outer = w * grad * qh.transpose();  // w d m / d(M | t), row i = component
-        a.g1 += outer;
-        a.gf += f * outer;
-        a.gm += m * outer;
+        visit(a, q, edgeWeight(p, gm), double(fixed(z, y, x)), m, grad);
       }
     slices[static_cast<std::size_t>(z)] = a;
   });
+  return slices;
+}
+
+// The overlap fraction: inside over the fixed voxels that count (all, or the fixed mask's).
+double overlapOf(double inside, double counted, bool useFixedMask, HostConstView fixed) {
+  return inside / (useFixedMask ? counted : double(fixed.extent(0)) * double(fixed.extent(1)) * double(fixed.extent(2)));
+}
+
+void setGradient(Mat34 const& g, AffineMetric& r) {
+  for (int i = 0; i < 3; ++i) {
+    for (int j = 0; j < 3; ++j) r.gradient[static_cast<std::size_t>(3 * i + j)] = g(i, j);
+    r.gradient[static_cast<std::size_t>(9 + i)] = g(i, 3);
+  }
+}
+
+// The cubic B-spline and its derivative (Mattes' moving window).
+double cubicBSpline(double t) {
+  t = std::abs(t);
+  if (t >= 2.0) return 0.0;
+  if (t >= 1.0) return std::pow(2.0 - t, 3) / 6.0;
+  return (4.0 - 6.0 * t * t + 3.0 * t * t * t) / 6.0;
+}
+double cubicBSplineDerivative(double t) {
+  const double a = std::abs(t), s = t < 0.0 ? -1.0 : 1.0;
+  if (a >= 2.0) return 0.0;
+  if (a >= 1.0) return -s * 0.5 * (2.0 - a) * (2.0 - a);
+  return s * (1.5 * a * a - 2.0 * a);
+}
+
+}  // namespace
+
+AffineMetric affineMetric(HostConstView moving, HostConstView fixed, AffineTransform const& t, HostConstView movingMask,
+                          HostConstView fixedMask) {
+  const auto slices = overlapSlices<Acc>(moving, fixed, t, movingMask, fixedMask,
+                                         [&](Acc& a, Eigen::Vector3d const& q, double w, double f, double m,
+                                             Eigen::Vector3d const& grad) {
+                                           a.n += w; a.sf += w * f; a.sm += w * m; a.sff += w * f * f; a.smm += w * m * m;
+                                           a.sfm += w * f * m;
+                                           Eigen::Vector4d qh4;
+                                           qh4 << q, 1.0;
+                                           const Mat34 outer = w * grad * qh4.transpose();  // w dm/d(M | t), row i = component
+                                           a.g1 += outer;
+                                           a.gf += f * outer;
+                                           a.gm += m * outer;
+                                         });
   Acc s;
   for (auto const& a : slices) s.add(a);
 
   AffineMetric r;
   r.count = static_cast<Index>(s.inside);
-  // The fixed voxels that count: all, or the fixed mask's.
-  const double counted = useFixedMask ? s.counted : double(gf.n[0]) * double(gf.n[1]) * double(gf.n[2]);
-  r.overlap = s.inside / counted;
+  r.overlap = overlapOf(s.inside, s.counted, fixedMask.data() != nullptr, fixed);
   if (s.n < 2) return r;
   const double vf = s.sff - s.sf * s.sf / s.n, vm = s.smm - s.sm * s.sm / s.n;
   if (!(vf > kAffineVarianceFloor * s.sff) || !(vm > kAffineVarianceFloor * s.smm)) return r;
   const double cov = s.sfm - s.sf * s.sm / s.n;
   const double denom = std::sqrt(vf * vm);
-  r.ncc = cov / denom;
+  r.value = cov / denom;
   // d cov = Gf - (Sf / n) G1;  d vm / 2 = Gm - (Sm / n) G1.
   const Mat34 dcov = s.gf - (s.sf / s.n) * s.g1;
   const Mat34 dvmHalf = s.gm - (s.sm / s.n) * s.g1;
-  const Mat34 g = dcov / denom - (r.ncc / vm) * dvmHalf;
-  for (int i = 0; i < 3; ++i) {
-    for (int j = 0; j < 3; ++j) r.gradient[static_cast<std::size_t>(3 * i + j)] = g(i, j);
-    r.gradient[static_cast<std::size_t>(9 + i)] = g(i, 3);
+  setGradient(dcov / denom - (r.value / vm) * dvmHalf, r);
+  return r;
+}
+
+AffineMetric affineMutualInformation(HostConstView moving, HostConstView fixed, AffineTransform const& t, int bins,
+                                     HostConstView movingMask, HostConstView fixedMask) {
+  validateMiBins(bins);
+  const Index B = bins;
+  // The spec's bins: fixed f -> row min(floor(f B), B - 1); moving m -> u = 2 + (B - 4) m (both clamped to [0, 1]).
+  auto fixedRow = [B](double f) { return std::min<Index>(Index(std::floor(std::clamp(f, 0.0, 1.0) * double(B))), B - 1); };
+  auto movingU = [B](double m) { return 2.0 + double(B - 4) * std::clamp(m, 0.0, 1.0); };
+  struct Hist {
+    double counted = 0, inside = 0;
+    Eigen::MatrixXd h;
+  };
+  auto histSlices = overlapSlices<Hist>(moving, fixed, t, movingMask, fixedMask,
+                                        [&](Hist& a, Eigen::Vector3d const&, double w, double f, double m, Eigen::Vector3d const&) {
+                                          if (a.h.size() == 0) a.h = Eigen::MatrixXd::Zero(B, B);
+                                          const double u = movingU(m);
+                                          const Index i = fixedRow(f);
+                                          for (Index k = Index(std::floor(u)) - 1; k <= Index(std::floor(u)) + 2; ++k)
+                                            if (k >= 0 && k < B) a.h(i, k) += w * cubicBSpline(u - double(k));
+                                        });
+  Eigen::MatrixXd h = Eigen::MatrixXd::Zero(B, B);
+  double counted = 0, insideCount = 0;
+  for (auto const& a : histSlices) {
+    if (a.h.size()) h += a.h;
+    counted += a.counted;
+    insideCount += a.inside;
   }
+  AffineMetric r;
+  r.count = static_cast<Index>(insideCount);
+  r.overlap = overlapOf(insideCount, counted, fixedMask.data() != nullptr, fixed);
+  const double total = h.sum();
+  if (!(total > 0.0)) return r;
+  const Eigen::MatrixXd p = h / total;
+  const Eigen::VectorXd pf = p.rowwise().sum();
+  const Eigen::RowVectorXd pm = p.colwise().sum();
+  Eigen::MatrixXd logRatio = Eigen::MatrixXd::Zero(B, B);
+  double mi = 0.0;
+  for (Index i = 0; i < B; ++i)
+    for (Index k = 0; k < B; ++k)
+      if (p(i, k) > 0.0) {
+        logRatio(i, k) = std::log(p(i, k) / pm(k));
+        mi += p(i, k) * std::log(p(i, k) / (pf(i) * pm(k)));
+      }
+  r.value = mi;
+  struct Grad {
+    double counted = 0, inside = 0;
+    Mat34 g = Mat34::Zero();
+  };
+  const auto gradSlices = overlapSlices<Grad>(
+      moving, fixed, t, movingMask, fixedMask,
+      [&](Grad& a, Eigen::Vector3d const& q, double w, double f, double m, Eigen::Vector3d const& grad) {
+        if (m < 0.0 || m > 1.0) return;  // u clamped: it does not move with theta
+        const double u = movingU(m);
+        const Index i = fixedRow(f);
+        double hx = 0.0;
+        for (Index k = Index(std::floor(u)) - 1; k <= Index(std::floor(u)) + 2; ++k)
+          if (k >= 0 && k < B) hx += cubicBSplineDerivative(u - double(k)) * logRatio(i, k);
+        Eigen::Vector4d qh;
+        qh << q, 1.0;
+        a.g += (w * double(B - 4) * hx) * grad * qh.transpose();
+      });
+  Mat34 g = Mat34::Zero();
+  for (auto const& a : gradSlices) g += a.g;
+  setGradient(g / total, r);
   return r;
 }
 

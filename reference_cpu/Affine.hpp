@@ -19,6 +19,12 @@ AffineMetric affineMetric(ConstImageView<Kokkos::HostSpace> moving, ConstImageVi
                           AffineTransform const& t, ConstImageView<Kokkos::HostSpace> movingMask = {},
                           ConstImageView<Kokkos::HostSpace> fixedMask = {});
 
+// Mattes mutual information (core/Affine.hpp "Mutual information") with `bins` bins, its gradient
+// and the overlap, likewise (InvalidArgument also for bins out of range).
+AffineMetric affineMutualInformation(ConstImageView<Kokkos::HostSpace> moving, ConstImageView<Kokkos::HostSpace> fixed,
+                                     AffineTransform const& t, int bins, ConstImageView<Kokkos::HostSpace> movingMask = {},
+                                     ConstImageView<Kokkos::HostSpace> fixedMask = {});
+
 // The whole registration (normalisation, start transform, pyramid, optimiser) with this metric.
 // The result's transform maps fixed index coordinates to moving index coordinates of the given
 // images. Throws InvalidArgument (see core/Affine.hpp and core/Intensity.hpp).

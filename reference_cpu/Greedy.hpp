@@ -20,6 +20,10 @@ void greedyForce(ConstHostImageView warped, ConstHostImageView fixed, HostField 
 double lnccForce(ConstHostImageView warped, ConstHostImageView fixed, int radius, HostField f);
 // E = sum_x cc(x) alone.
 double lnccEnergy(ConstHostImageView warped, ConstHostImageView fixed, int radius);
+// Mattes MI of W against the fixed image over every voxel (core/Greedy.hpp "Metrics", Mi; `bins` bins):
+// its force F = dMI/dW grad W into f, returning MI; and MI alone.
+double miForce(ConstHostImageView warped, ConstHostImageView fixed, int bins, HostField f);
+double miEnergy(ConstHostImageView warped, ConstHostImageView fixed, int bins);
 // uOut(x) = u(x + eps v(x)) - eps v(x) (trilinear, clamp rule); uOut must not alias u or v.
 void greedyCompose(ConstHostField u, ConstHostField v, float eps, HostField uOut);
 // max_x |v(x)|.

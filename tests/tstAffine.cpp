@@ -48,6 +48,21 @@ constexpr double kRecoveryTol = 0.3;
 // 0.01 voxel then differ).
 constexpr double kBackendTol = 0.01;
 
+// MI (Parzen-window histogram, core/Affine.hpp "Mutual information"): central differences against the
+// analytic gradient, relative to its largest component. The cubic window is C2, but a bin's weight
+// moves with m, so h ~1e-5 voxel still sees the trilinear cell faces (as NCC) and the histogram's
+// curvature: measured 3e-4; a wrong term is O(1).
+constexpr double kMiFdTol = 5e-3;
+// Kokkos vs the reference: the Kokkos histogram rounds each w beta3 to 2^-30 (relative 1e-9 of a
+// voxel's weight; MI moves by ~1e-9 over ~1e4 voxels); the gradient's sums are double in another order.
+constexpr double kMiTol = 1e-7;
+// ... the gradient, relative to its largest component: a sparsely filled bin's count carries ~0.5 unit
+// of 2^-30 per contribution, ~1e-6 of its log ratio (measured 1.4e-6 at 32 bins).
+constexpr double kMiGradTol = 1e-5;
+// The moving image inverted in float (1 - v rounds by up to 6e-8): MI and its gradient mirror exactly
+// in real numbers; that rounding moves them (measured: MI 1.1e-9 relative, the gradient 4.9e-8).
+constexpr double kMirrorTol = 1e-6;
+
 // ---- analytic phantom ---------------------------------------------------------------------------
 
 struct Blob {
@@ -183,6 +198,19 @@ FdSetup fdSetup() {
   return s;
 }
 
+// The image's intensities mapped linearly onto [0, 1] (what the registration's normalisation gives MI);
+// `invert`: onto [1, 0] (another contrast: bright and dark swapped).
+HostImage unitRange(HostImage const& img, bool invert = false) {
+  HostImage out("unit", img.geometry);
+  const float* p = img.data.data();
+  const auto [lo, hi] = std::minmax_element(p, p + img.numVoxels());
+  for (Index i = 0; i < img.numVoxels(); ++i) {
+    const float v = (p[i] - *lo) / (*hi - *lo);
+    out.data.data()[i] = invert ? 1.0f - v : v;
+  }
+  return out;
+}
+
 }  // namespace
 
 // ---- intensity normalisation ----------------------------------------------------------------------
@@ -299,7 +327,7 @@ BOOST_AUTO_TEST_CASE(reference_gradient_matches_finite_differences) {
   const FdSetup s = fdSetup();
   const AffineMetric m = ref::affineMetric(s.moving.data, s.fixed.data, s.t);
   BOOST_TEST_REQUIRE(m.overlap == 1.0);  // Omega cannot change under the perturbations below
-  BOOST_TEST(m.ncc > 0.5);
+  BOOST_TEST(m.value > 0.5);
   double gmax = 0.0;
   for (double g : m.gradient) gmax = std::max(gmax, std::abs(g));
   BOOST_TEST_REQUIRE(gmax > 0.0);
@@ -312,7 +340,7 @@ BOOST_AUTO_TEST_CASE(reference_gradient_matches_finite_differences) {
       tt.setParameters(theta);
       const AffineMetric mm = ref::affineMetric(s.moving.data, s.fixed.data, tt);
       BOOST_TEST_REQUIRE(mm.overlap == 1.0);
-      return mm.ncc;
+      return mm.value;
     };
     const double fd = (at(h) - at(-h)) / (2.0 * h);
     BOOST_TEST_INFO("parameter " << k << ": analytic " << m.gradient[k] << ", FD " << fd);
@@ -325,14 +353,14 @@ BOOST_AUTO_TEST_CASE(reference_metric_properties) {
   // Same image, identity: NCC 1, zero gradient... up to rounding.
   const AffineMetric self = ref::affineMetric(s.moving.data, s.moving.data,
                                               AffineTransform::identity(s.moving.geometry));
-  BOOST_TEST(self.ncc == 1.0, boost::test_tools::tolerance(1e-12));
+  BOOST_TEST(self.value == 1.0, boost::test_tools::tolerance(1e-12));
   BOOST_TEST(self.overlap == 1.0);
   // Invariant to a positive linear change of either image's intensities.
   HostImage scaled("scaled", s.moving.geometry);
   for (Index i = 0; i < scaled.numVoxels(); ++i) scaled.data.data()[i] = 3.0f * s.moving.data.data()[i] + 0.25f;
   const AffineMetric a = ref::affineMetric(s.moving.data, s.fixed.data, s.t);
   const AffineMetric b = ref::affineMetric(scaled.data, s.fixed.data, s.t);
-  BOOST_TEST(a.ncc == b.ncc, boost::test_tools::tolerance(1e-6));
+  BOOST_TEST(a.value == b.value, boost::test_tools::tolerance(1e-6));
   // Half the fixed grid pushed out of the moving volume along x.
   AffineTransform shifted = AffineTransform::identity(s.fixed.geometry);
   shifted.translation = {-11.0, 0.0, 0.0};
@@ -342,7 +370,89 @@ BOOST_AUTO_TEST_CASE(reference_metric_properties) {
   shifted.translation = {100.0, 0.0, 0.0};
   const AffineMetric none = ref::affineMetric(s.moving.data, s.fixed.data, shifted);
   BOOST_TEST(none.count == 0);
-  BOOST_TEST(none.ncc == 0.0);
+  BOOST_TEST(none.value == 0.0);
+}
+
+BOOST_AUTO_TEST_CASE(reference_mi_gradient_matches_finite_differences) {
+  const FdSetup s = fdSetup();
+  const HostImage moving = unitRange(s.moving), fixed = unitRange(s.fixed);
+  for (int bins : {16, 32}) {
+    const AffineMetric m = ref::affineMutualInformation(moving.data, fixed.data, s.t, bins);
+    BOOST_TEST_REQUIRE(m.overlap == 1.0);
+    BOOST_TEST(m.value > 0.1);
+    double gmax = 0.0;
+    for (double g : m.gradient) gmax = std::max(gmax, std::abs(g));
+    BOOST_TEST_REQUIRE(gmax > 0.0);
+    for (int k = 0; k < 12; ++k) {
+      const double h = k < 9 ? 1e-5 : 1e-4;
+      auto at = [&](double d) {
+        auto theta = s.t.parameters();
+        theta[k] += d;
+        AffineTransform tt = s.t;
+        tt.setParameters(theta);
+        return ref::affineMutualInformation(moving.data, fixed.data, tt, bins).value;
+      };
+      const double fd = (at(h) - at(-h)) / (2.0 * h);
+      BOOST_TEST_INFO(bins << " bins, parameter " << k << ": analytic " << m.gradient[k] << ", FD " << fd);
+      BOOST_TEST(std::abs(fd - m.gradient[k]) <= kMiFdTol * gmax);
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(reference_mi_properties) {
+  const FdSetup s = fdSetup();
+  const HostImage moving = unitRange(s.moving), fixed = unitRange(s.fixed), inverted = unitRange(s.moving, true);
+  // MI sees through a change of contrast: the moving image inverted mirrors the histogram's columns
+  // (u -> B - u, the window symmetric), the same MI and gradient; NCC changes sign.
+  const AffineMetric a = ref::affineMutualInformation(moving.data, fixed.data, s.t, 32);
+  const AffineMetric b = ref::affineMutualInformation(inverted.data, fixed.data, s.t, 32);
+  BOOST_TEST(a.value == b.value, boost::test_tools::tolerance(kMirrorTol));
+  double gmax = 0.0;
+  for (double g : a.gradient) gmax = std::max(gmax, std::abs(g));
+  for (int k = 0; k < 12; ++k) BOOST_TEST(std::abs(a.gradient[k] - b.gradient[k]) <= kMirrorTol * gmax);
+  BOOST_TEST(ref::affineMetric(moving.data, fixed.data, s.t).value > 0.5);
+  BOOST_TEST(ref::affineMetric(inverted.data, fixed.data, s.t).value < -0.5);
+  // The image with itself: MI is its entropy's share, above any misaligned pose.
+  const AffineTransform same = AffineTransform::identity(moving.geometry);
+  const double self = ref::affineMutualInformation(moving.data, moving.data, same, 32).value;
+  AffineTransform off = same;
+  off.translation = {2.5, -1.5, 1.0};
+  BOOST_TEST(self > ref::affineMutualInformation(moving.data, moving.data, off, 32).value);
+  // Fully outside: no histogram, MI 0, zero gradient.
+  off.translation = {100.0, 0.0, 0.0};
+  const AffineMetric none = ref::affineMutualInformation(moving.data, fixed.data, off, 32);
+  BOOST_TEST(none.count == 0);
+  BOOST_TEST(none.value == 0.0);
+  BOOST_TEST(none.gradient[9] == 0.0);
+  for (int bins : {kMinMiBins - 1, kMaxMiBins + 1})
+    BOOST_TEST(contains(errorOf([&] { ref::affineMutualInformation(moving.data, fixed.data, s.t, bins); }), "bins must be in"));
+}
+
+BOOST_AUTO_TEST_CASE_TEMPLATE(kokkos_mi_matches_reference, Space, test::ExecutionSpaces) {
+  const FdSetup s = fdSetup();
+  const HostImage moving = unitRange(s.moving), fixed = unitRange(s.fixed);
+  const auto md = test::toSpace<Space>(moving, "moving");
+  const auto fd = test::toSpace<Space>(fixed, "fixed");
+  AffineTransform partial = s.t;  // partial overlap
+  partial.translation = {-6.3, 20.2, 3.1};
+  // 128 bins: the histogram does not fit a device's team scratch and is summed in global memory.
+  for (int bins : {8, 32, kMaxMiBins})
+    for (AffineTransform const& t : {s.t, AffineTransform::identity(fixed.geometry), partial}) {
+      const AffineMetric r = ref::affineMutualInformation(moving.data, fixed.data, t, bins);
+      const AffineMetric k = gpu::affineMutualInformation(Space(), md, fd, t, bins);
+      const AffineMetric again = gpu::affineMutualInformation(Space(), md, fd, t, bins);
+      BOOST_TEST_INFO(bins << " bins, transform " << t << " on " << Space::name());
+      BOOST_TEST(r.count == k.count);
+      BOOST_TEST(std::abs(r.value - k.value) <= kMiTol);
+      double gmax = 0.0, err = 0.0;
+      for (int i = 0; i < 12; ++i) {
+        gmax = std::max(gmax, std::abs(r.gradient[i]));
+        err = std::max(err, std::abs(r.gradient[i] - k.gradient[i]));
+        BOOST_TEST(k.gradient[i] == again.gradient[i]);  // the same bits run to run (integer histogram)
+      }
+      BOOST_TEST(k.value == again.value);
+      BOOST_TEST(err <= kMiGradTol * gmax);
+    }
 }
 
 // The field-of-view weight makes the metric continuous in theta: sliding the fixed grid across
@@ -363,8 +473,8 @@ BOOST_AUTO_TEST_CASE_TEMPLATE(metric_continuous_across_field_of_view_edge, Space
       const AffineMetric r = ref::affineMetric(s.moving.data, s.fixed.data, t);
       const AffineMetric k = gpu::affineMetric(Space(), md, fd, t);
       if (i > -3) {
-        worstRef = std::max(worstRef, std::abs(r.ncc - prevR.ncc));
-        worstKokkos = std::max(worstKokkos, std::abs(k.ncc - prevK.ncc));
+        worstRef = std::max(worstRef, std::abs(r.value - prevR.value));
+        worstKokkos = std::max(worstKokkos, std::abs(k.value - prevK.value));
       }
       prevR = r;
       prevK = k;
@@ -388,7 +498,7 @@ BOOST_AUTO_TEST_CASE_TEMPLATE(kokkos_metric_matches_reference, Space, test::Exec
     const AffineMetric k = gpu::affineMetric(Space(), md, fd, t);
     BOOST_TEST_INFO("transform " << t << " on " << Space::name());
     BOOST_TEST(std::abs(r.count - k.count) <= kCountTol);
-    BOOST_TEST(std::abs(r.ncc - k.ncc) <= kMetricTol);
+    BOOST_TEST(std::abs(r.value - k.value) <= kMetricTol);
     double gmax = 0.0, err = 0.0;
     for (int i = 0; i < 12; ++i) {
       gmax = std::max(gmax, std::abs(r.gradient[i]));
@@ -397,7 +507,7 @@ BOOST_AUTO_TEST_CASE_TEMPLATE(kokkos_metric_matches_reference, Space, test::Exec
     BOOST_TEST(err <= kGradTol * gmax);
   }
   const AffineMetric self = gpu::affineMetric(Space(), md, md, sameGrid);
-  BOOST_TEST(self.ncc == 1.0, boost::test_tools::tolerance(1e-9));
+  BOOST_TEST(self.value == 1.0, boost::test_tools::tolerance(1e-9));
   BOOST_TEST(self.overlap == 1.0);
 }
 
@@ -465,24 +575,24 @@ BOOST_AUTO_TEST_CASE(reference_recovers_known_affine) {
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const double errStart = rmsMappedPointDistance(r.start, p.truth, p.fixed.geometry);
   const double err = rmsMappedPointDistance(r.transform, p.truth, p.fixed.geometry);
-  std::cout << "phantom 48^3 (ref): NCC " << r.nccInitial << " -> " << r.nccFinal << ", RMS error "
+  std::cout << "phantom 48^3 (ref): NCC " << r.valueInitial << " -> " << r.valueFinal << ", RMS error "
             << errStart << " -> " << err << " voxels, " << r.evaluations << " evaluations, " << s << " s\n";
   for (auto const& l : r.perLevel)
-    std::cout << "  level " << l.level << ": NCC " << l.nccStart << " -> " << l.nccEnd << ", "
+    std::cout << "  level " << l.level << ": NCC " << l.valueStart << " -> " << l.valueEnd << ", "
               << l.evaluations << " evaluations (" << l.accepted << " accepted), stop "
               << toString(l.stop) << "\n";
   BOOST_TEST(r.levelsUsed == 3);
   BOOST_TEST(errStart > 3.0);  // the test starts far from the truth
   BOOST_TEST(err < kRecoveryTol);
-  BOOST_TEST(r.nccFinal > r.nccInitial);
-  BOOST_TEST(r.nccFinal > 0.99);
+  BOOST_TEST(r.valueFinal > r.valueInitial);
+  BOOST_TEST(r.valueFinal > 0.99);
   // The finest level converges (not capped). The coarse levels of this small phantom (12^3 and 24^3,
   // smoothed once more for the metric) ascend a narrow valley in 1-voxel zig-zag steps that keep
   // improving NCC: measured 200 evaluations (191 accepted) each, so they may reach the cap; every
   // level must still raise NCC.
   for (auto const& l : r.perLevel) {
     BOOST_TEST_INFO("level " << l.level);
-    BOOST_TEST(l.nccEnd > l.nccStart);
+    BOOST_TEST(l.valueEnd > l.valueStart);
     if (l.level == 0) BOOST_TEST(l.stop == AffineStop::MinStep);
   }
 }
@@ -497,7 +607,7 @@ BOOST_AUTO_TEST_CASE_TEMPLATE(kokkos_optimiser_matches_reference, Space, test::E
             << r.evaluations << " / " << k.evaluations << "\n";
   BOOST_TEST(between < kBackendTol);
   BOOST_TEST(rmsMappedPointDistance(k.transform, p.truth, p.fixed.geometry) < kRecoveryTol);
-  BOOST_TEST(std::abs(r.nccFinal - k.nccFinal) <= 1e-4);
+  BOOST_TEST(std::abs(r.valueFinal - k.valueFinal) <= 1e-4);
 }
 
 BOOST_AUTO_TEST_CASE(different_grids_through_headers) {
@@ -526,7 +636,7 @@ BOOST_AUTO_TEST_CASE(different_grids_through_headers) {
   g0.origin = {5.0, -3.0, 0.0};
   const AffineTransform inOld = fromWorldMatrix(r.world, gf0, g0);
   const double err = rmsMappedPointDistance(inOld, p.truth, p.fixed.geometry);
-  std::cout << "permuted grids: RMS error " << err << " voxels, NCC " << r.nccFinal << "\n";
+  std::cout << "permuted grids: RMS error " << err << " voxels, NCC " << r.valueFinal << "\n";
   BOOST_TEST(err < kRecoveryTol);
 }
 
@@ -602,6 +712,29 @@ BOOST_AUTO_TEST_CASE(bad_inputs) {
 // about x) and 10 voxels (10 mm at 1 mm) comes back within kRigidTol on the reference and every
 // Kokkos space, and the fitted matrix stays a rotation (times one scale for the similarity).
 constexpr double kRigidTol = 0.1;  // voxels RMS over the grid (0.1 mm at 1 mm): the bound
+// MI registers a pair of different contrasts: the phantom pair with the moving image inverted (bright
+// and dark swapped), which NCC cannot align, comes back within kRecoveryTol on the reference and
+// every Kokkos space, and the two agree.
+BOOST_AUTO_TEST_CASE_TEMPLATE(mi_recovers_known_affine_across_contrasts, Space, test::ExecutionSpaces) {
+  const PhantomPair p = phantomPair(48);
+  const HostImage moving = unitRange(p.moving, true), fixed = unitRange(p.fixed);
+  AffineParams params;
+  params.metric = AffineMetricKind::Mi;
+  const AffineResult r = ref::affineRegister(moving, fixed, params);
+  const AffineResult k = gpu::affineRegister(Space(), moving, fixed, params);
+  for (AffineResult const* res : {&r, &k}) {
+    const double err = rmsMappedPointDistance(res->transform, p.truth, fixed.geometry);
+    std::cout << Space::name() << (res == &r ? " reference" : " Kokkos") << " MI: " << res->valueInitial << " -> "
+              << res->valueFinal << ", RMS error " << rmsMappedPointDistance(res->start, p.truth, fixed.geometry) << " -> "
+              << err << " voxels, " << res->evaluations << " evaluations\n";
+    BOOST_TEST(err < kRecoveryTol);
+    BOOST_TEST(res->valueFinal > res->valueInitial);
+  }
+  BOOST_TEST(rmsMappedPointDistance(r.transform, k.transform, fixed.geometry) < kBackendTol);
+  AffineParams ncc;  // the same pair by NCC: the contrast defeats it
+  BOOST_TEST(rmsMappedPointDistance(ref::affineRegister(moving, fixed, ncc).transform, p.truth, fixed.geometry) > 1.0);
+}
+
 BOOST_AUTO_TEST_CASE_TEMPLATE(rigid_and_similarity_recover_known_motion, Space, test::ExecutionSpaces) {
   const Index n = 48;
   const Geometry g = Geometry::make3D(n, n, n);

@@ -36,20 +36,20 @@ BOOST_AUTO_TEST_CASE(ixi_pair_improves) {
   const auto t0 = std::chrono::steady_clock::now();
   const AffineResult r = ref::affineRegister(moving, fixed, AffineParams{});
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  std::cout << "IXI013 -> IXI012 (ref): NCC " << r.nccInitial << " -> " << r.nccFinal << ", overlap "
+  std::cout << "IXI013 -> IXI012 (ref): NCC " << r.valueInitial << " -> " << r.valueFinal << ", overlap "
             << r.overlapInitial << " -> " << r.overlap << ", " << r.evaluations << " evaluations, " << s
             << " s\n  transform " << r.transform << "\n";
   for (auto const& l : r.perLevel)
-    std::cout << "  level " << l.level << ": NCC " << l.nccStart << " -> " << l.nccEnd << ", "
+    std::cout << "  level " << l.level << ": NCC " << l.valueStart << " -> " << l.valueEnd << ", "
               << l.evaluations << " evaluations, stop " << toString(l.stop) << ", " << l.seconds << " s\n";
-  BOOST_TEST(r.nccFinal > r.nccInitial);
+  BOOST_TEST(r.valueFinal > r.valueInitial);
   BOOST_TEST(r.overlap >= kMinOverlap);
   // The Kokkos back end on the default execution space takes the same path.
   const auto tk = std::chrono::steady_clock::now();
   const AffineResult k = gpu::affineRegister(Kokkos::DefaultExecutionSpace(), moving, fixed, AffineParams{});
   const double sk = std::chrono::duration<double>(std::chrono::steady_clock::now() - tk).count();
   const double between = rmsMappedPointDistance(r.transform, k.transform, fixed.geometry);
-  std::cout << "  Kokkos (" << Kokkos::DefaultExecutionSpace::name() << "): NCC " << k.nccFinal << ", "
+  std::cout << "  Kokkos (" << Kokkos::DefaultExecutionSpace::name() << "): NCC " << k.valueFinal << ", "
             << k.evaluations << " evaluations, " << sk << " s; RMS distance to the reference transform "
             << between << " voxels\n";
   BOOST_TEST(between < kBackendTol);

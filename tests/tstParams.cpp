@@ -61,6 +61,7 @@ GreedyParams changedGreedy() {
   g.recordResidual = true;
   g.metric = GreedyMetric::Lncc;
   g.lnccRadius = 4;
+  g.miBins = 24;
   return g;
 }
 
@@ -83,6 +84,7 @@ void requireEqual(GreedyParams const& a, GreedyParams const& b) {
   BOOST_TEST(a.recordResidual == b.recordResidual);
   BOOST_TEST(a.metric == b.metric);
   BOOST_TEST(a.lnccRadius == b.lnccRadius);
+  BOOST_TEST(a.miBins == b.miBins);
 }
 
 IntensityParams changedIntensity() {
@@ -95,6 +97,8 @@ IntensityParams changedIntensity() {
 AffineParams changedAffine() {
   AffineParams p;
   p.dof = AffineDof::Rigid;
+  p.metric = AffineMetricKind::Mi;
+  p.miBins = 40;
   p.levels = 2;
   p.iterationsPerLevel = 33;
   p.maxStep = 0.5;
@@ -183,6 +187,8 @@ BOOST_AUTO_TEST_CASE(intensity_and_affine_params_round_trip) {
   requireEveryKeyChanged(a);
   const auto a2 = paramsFromJson<AffineParams>(json::parse(toJson(a).dump()));
   BOOST_TEST(a2.dof == a.dof);
+  BOOST_TEST(a2.metric == a.metric);
+  BOOST_TEST(a2.miBins == a.miBins);
   BOOST_TEST(a2.levels == a.levels);
   BOOST_TEST(a2.iterationsPerLevel == a.iterationsPerLevel);
   BOOST_TEST(a2.maxStep == a.maxStep);
@@ -283,6 +289,8 @@ BOOST_AUTO_TEST_CASE(register_job_round_trip) {
     job.variantGiven = method == pipeline::RegistrationMethod::Unbiased;
     job.useAffine = false;
     job.transform = pipeline::RegistrationTransform::Similarity;
+    job.affineMetric = AffineMetricKind::Mi;
+    job.miBins = 48;
     job.backend = Backend::Cpu;
     job.inverse = true;
     job.outputs.warped = "w.nii";
@@ -295,6 +303,7 @@ BOOST_AUTO_TEST_CASE(register_job_round_trip) {
     BOOST_TEST(back.outputs.field == job.outputs.field);
     BOOST_TEST(back.useAffine == false);
     BOOST_TEST(back.transform == pipeline::RegistrationTransform::Similarity);
+    BOOST_TEST((back.affineMetric == AffineMetricKind::Mi && back.miBins == 48));
     BOOST_TEST(back.outputs.composite == job.outputs.composite);
     BOOST_TEST(back.fixedMask.path == job.fixedMask.path);
     BOOST_TEST(back.movingMask.inMemory());  // not given
@@ -316,6 +325,9 @@ BOOST_AUTO_TEST_CASE(register_job_refuses_unknown_keys_and_images_in_memory) {
   BOOST_CHECK_EXCEPTION(pipeline::registerJobFromJson(j), InvalidArgument,
                         [](InvalidArgument const& e) { return std::string(e.what()).find("'warpd'") != std::string::npos; });
   j["outputs"].erase("warpd");
+  j["affine_metric"] = "nmi";
+  test::expectThrowWith<InvalidArgument>([&] { pipeline::registerJobFromJson(j); }, {"'affine_metric'", "ncc or mi"});
+  j["affine_metric"] = "mi";
   j["method"] = "syn";
   BOOST_CHECK_THROW(pipeline::registerJobFromJson(j), InvalidArgument);
 }
@@ -349,6 +361,10 @@ BOOST_AUTO_TEST_CASE(register_job_policies_are_checked_once_in_validate) {
   BOOST_CHECK_THROW(job.validate(), IoError);  // a composite field is NIfTI
   job.outputs.composite.clear();
   job.method = pipeline::RegistrationMethod::Greedy;
+  job.affineMetric = AffineMetricKind::Mi;
+  job.miBins = kMaxMiBins + 1;
+  test::expectThrowWith<InvalidArgument>([&] { job.validate(); }, {"mutual information bins must be in [8, 128], got 129"});
+  job.miBins = kMinMiBins;
   job.transform = pipeline::RegistrationTransform::Rigid;
   job.validate();
   job.useAffine = false;

@@ -14,6 +14,14 @@ AffineMetric affineMetric(Exec const& exec, ConstImageView<typename Exec::memory
 }
 
 template <class Exec>
+AffineMetric affineMutualInformation(Exec const& exec, ConstImageView<typename Exec::memory_space> moving,
+                                     ConstImageView<typename Exec::memory_space> fixed, AffineTransform const& t, int bins) {
+  validateMiBins(bins);
+  const auto work = affine_detail::metricWorkspace(exec, fixed.extent(0), fixed.extent(1), fixed.extent(2), bins);
+  return affine_detail::mutualInformation(exec, work, moving, fixed, t);
+}
+
+template <class Exec>
 void resampleAffine(Exec const& exec, ConstImageView<typename Exec::memory_space> moving,
                     AffineTransform const& t, ImageView<typename Exec::memory_space> out) {
   affine_detail::resample(exec, moving, t, out);
@@ -29,6 +37,8 @@ AffineResult affineRegister(Exec const& exec, HostImage const& moving, HostImage
 #define KORTEX_INSTANTIATE_AFFINE(SPACE)                                                             \
   template AffineMetric affineMetric<SPACE>(SPACE const&, ConstImageView<SPACE::memory_space>,        \
                                             ConstImageView<SPACE::memory_space>, AffineTransform const&); \
+  template AffineMetric affineMutualInformation<SPACE>(SPACE const&, ConstImageView<SPACE::memory_space>, \
+                                                       ConstImageView<SPACE::memory_space>, AffineTransform const&, int); \
   template void resampleAffine<SPACE>(SPACE const&, ConstImageView<SPACE::memory_space>,               \
                                       AffineTransform const&, ImageView<SPACE::memory_space>);         \
   template AffineResult affineRegister<SPACE>(SPACE const&, HostImage const&, HostImage const&,        \

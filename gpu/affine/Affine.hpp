@@ -22,6 +22,13 @@ template <class Exec>
 AffineMetric affineMetric(Exec const& exec, ConstImageView<typename Exec::memory_space> moving,
                           ConstImageView<typename Exec::memory_space> fixed, AffineTransform const& t);
 
+// Mattes MI with `bins` bins (core/Affine.hpp, "Mutual information"): a fixed-point histogram (the
+// same bits in any order), p, MI and log ratios on the host, then the gradient's sums in the metric's
+// fixed order. Fences `exec`.
+template <class Exec>
+AffineMetric affineMutualInformation(Exec const& exec, ConstImageView<typename Exec::memory_space> moving,
+                                     ConstImageView<typename Exec::memory_space> fixed, AffineTransform const& t, int bins);
+
 // `out`'s extents are the fixed grid of `t`.
 template <class Exec>
 void resampleAffine(Exec const& exec, ConstImageView<typename Exec::memory_space> moving,

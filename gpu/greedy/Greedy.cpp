@@ -176,6 +176,7 @@ std::int64_t greedyStepperBytes(GridExtents e, GreedyParams const& params, bool 
   if (params.metric == GreedyMetric::Lncc)  // lncc_terms: the workspace of lnccVariantsFor's variants
     bytes += lnccWorkspaceComponents(lnccVariantsFor<Kokkos::DefaultExecutionSpace>(params.lnccRadius)) * voxels *
              std::int64_t(sizeof(double));
+  if (params.metric == GreedyMetric::Mi) bytes += miWorkspaceBytes(params.miBins);
   if (imageUse) {
     const bool fused = params.stepVariant == GreedyStepVariant::ScratchTiled && params.metric == GreedyMetric::Ssd;
     bytes += fused ? field : voxels * std::int64_t(sizeof(float));  // f_candidate or W_candidate
@@ -194,6 +195,7 @@ GreedyStepper<Exec>::GreedyStepper(Exec const& exec, GridExtents e, GreedyParams
     lnccVariants_ = lnccVariantsFor<Exec>(params_.lnccRadius);
     lnccTerms_ = LnccTerms<memory_space>("kortex::greedy::lncc_terms", lnccWorkspaceComponents(lnccVariants_), e.nz, e.ny, e.nx);
   }
+  if (params_.metric == GreedyMetric::Mi) mi_ = miWorkspace(exec, params_.miBins);
   vmax2_ = Kokkos::View<float, memory_space>("kortex::greedy::vmax2");
   if (use != Use::Image) return;
   if (!fusedForce_)
@@ -206,6 +208,8 @@ template <class Exec>
 void GreedyStepper<Exec>::computeForce(ConstImageView<memory_space> W, ConstImageView<memory_space> target) {
   if (params_.metric == GreedyMetric::Lncc)
     lnccForce(exec_, W, target, params_.lnccRadius, lnccTerms_, f_, lnccVariants_, nullptr, 0);
+  else if (params_.metric == GreedyMetric::Mi)
+    miForce(exec_, W, target, mi_, f_);
   else
     greedyForce(exec_, W, target, f_);
 }

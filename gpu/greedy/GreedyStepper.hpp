@@ -25,11 +25,12 @@
 #include "gpu/Fields.hpp"
 #include "gpu/fluid/Fluid.hpp"
 #include "gpu/greedy/Lncc.hpp"
+#include "gpu/greedy/Mi.hpp"
 
 namespace kortex::gpu {
 
 // Bytes a GreedyStepper allocates (Kokkos Views), its fluid solver's included
-// (fluidSolverBytes): the force and the candidate field, LNCC's workspace (lnccWorkspaceComponents doubles per voxel),
+// (fluidSolverBytes): the force and the candidate field, LNCC's workspace (lnccWorkspaceComponents doubles per voxel), MI's histogram,
 // the step-size scalar, and for image steps (`imageUse`) the candidate's warped image (Naive step
 // or LNCC) or its force (the fused ScratchTiled SSD step).
 std::int64_t greedyStepperBytes(GridExtents e, GreedyParams const& params, bool imageUse);
@@ -45,8 +46,8 @@ class GreedyStepper {
   GreedyStepper(GreedyStepper const&) = delete;
   GreedyStepper& operator=(GreedyStepper const&) = delete;
 
-  // Step 1: the force of GreedyParams::metric into force(): SSD F = -(W - target) grad W, or the
-  // LNCC force (gpu/greedy/Lncc.hpp).
+  // Step 1: the force of GreedyParams::metric into force(): SSD F = -(W - target) grad W, the
+  // LNCC force (gpu/greedy/Lncc.hpp) or the MI force (gpu/greedy/Mi.hpp).
   void computeForce(ConstImageView<memory_space> W, ConstImageView<memory_space> target);
   // Whether stepImage left the force of the next iteration in force() (ScratchTiled with SSD) or
   // the next iteration computes it from W (Naive; LNCC, whose step hands back W; and every scale's
@@ -88,6 +89,7 @@ class GreedyStepper {
   ImageView<memory_space> wc_;         // the candidate's warped image (Naive, LNCC)
   LnccTerms<memory_space> lnccTerms_;  // LNCC: the window coefficients (4 x the grid)
   std::array<LnccVariant, 2> lnccVariants_{};  // LNCC: its passes' variants (lnccVariantsFor, chosen once)
+  MiWorkspace<memory_space> mi_;               // MI: the histogram and its log ratios
   Kokkos::View<float, memory_space> vmax2_;
 };
 

@@ -115,11 +115,11 @@ def _plain(v):
     return v
 
 
-def _greedy(alpha, beta, gamma, max_step, scales, iterations, solver, metric, lncc_radius):
+def _greedy(alpha, beta, gamma, max_step, scales, iterations, solver, metric, lncc_radius, mi_bins):
     """The greedy parameters as the native module reads them (keys: pipeline/ParamsJson.hpp)."""
     return {"alpha": _plain(alpha), "beta": _plain(beta), "gamma": _plain(gamma), "max_step": _plain(max_step),
             "scales": _plain(scales), "iterations": _plain(iterations), "solver": solver, "metric": metric,
-            "lncc_radius": _plain(lncc_radius)}
+            "lncc_radius": _plain(lncc_radius), "mi_bins": _plain(mi_bins)}
 
 
 _GREEDY_DOC = """
@@ -130,8 +130,10 @@ _GREEDY_DOC = """
     scales          down-sampling factors, coarse to fine, ending with 1 (default {scales})
     iterations      iterations per scale, one per scale (default {iterations})
     solver          fluid solve: fft|sor|cg|hybrid-sor|hybrid-cg (default {solver!r})
-    metric          image mismatch: ssd|lncc (local normalised cross-correlation) (default {metric!r})
-    lncc_radius     LNCC window radius R: (2R+1)^3 voxels at every scale (default {lncc_radius})"""
+    metric          image mismatch: ssd|lncc (local normalised cross-correlation)|mi (Mattes mutual
+                    information: images of different contrasts) (default {metric!r})
+    lncc_radius     LNCC window radius R: (2R+1)^3 voxels at every scale (default {lncc_radius})
+    mi_bins         mutual information's histogram bins per image, as --mi-bins (default {mi_bins})"""
 
 
 _BIL = _DEFAULTS["bilateral"]
@@ -234,6 +236,14 @@ denoise_multires.__doc__ = """Multiresolution filter, 2D (kortex denoise multire
 
 
 _UNB = _DEFAULTS["register"]["unbiased"]
+_AFFINE_METRIC = _DEFAULTS["register"]["affine_metric"]
+_MI_BINS = _DEFAULTS["register"]["mi_bins"]
+_AFFINE_METRIC_DOC = """
+    affine_metric   the affine stage's metric, as --affine-metric: 'ncc' (one contrast) or 'mi' (Mattes
+                    mutual information, mi_bins bins: any two contrasts, e.g. T2, FLAIR, PD or EPI to T1)
+                    (default {m!r})""".format(m=_AFFINE_METRIC)
+_AFFINE_BINS_DOC = """
+    mi_bins         mutual information's histogram bins per image, as --mi-bins (default {b})""".format(b=_MI_BINS)
 
 _REGISTER_OUTPUTS_DOC = """
     out_warped      write the warped image here, as --out-warped (default None)
@@ -287,6 +297,7 @@ def _cohort(job, fixed, moving, image_list, fixed_spacing, moving_spacing, outpu
                              "not a file name" % key)
         asked[key] = True
     cohort = {"job": "register_cohort", "greedy": job["greedy"], "affine": job["affine"], "transform": job["transform"],
+              "affine_metric": job["affine_metric"], "mi_bins": job["mi_bins"],
               "backend": job["backend"], "inverse": job["inverse"], "outputs": asked,
               "out_dir": "" if out_dir is None else _os.fsdecode(_os.fspath(out_dir)),
               "report": "" if out_report is None else _os.fsdecode(_os.fspath(out_report)),
@@ -302,13 +313,15 @@ def _cohort(job, fixed, moving, image_list, fixed_spacing, moving_spacing, outpu
 def register_greedy(fixed, moving, *, alpha=_GR["alpha"], beta=_GR["beta"], gamma=_GR["gamma"],
                     max_step=_GR["max_step"], scales=tuple(_GR["scales"]), iterations=tuple(_GR["iterations"]),
                     solver=_GR["solver"], metric=_GR["metric"], lncc_radius=_GR["lncc_radius"],
-                    affine=_DEFAULTS["register"]["affine"], transform="deformable", fixed_mask=None,
+                    affine=_DEFAULTS["register"]["affine"], transform="deformable", affine_metric=_AFFINE_METRIC,
+                    mi_bins=_GR["mi_bins"], fixed_mask=None,
                     moving_mask=None, backend=_BACKEND, fixed_spacing=None, moving_spacing=None, inverse=False,
                     out_warped=None, out_field=None,
                     out_jacobian=None, out_affine=None, out_inverse_field=None, out_composite=None, out_report=None,
                     image_list=None, out_dir=None, keep_going=False, max_memory=0.0):
     job = {"method": "greedy", "affine": affine, "transform": transform, "backend": backend, "inverse": inverse,
-           "greedy": _greedy(alpha, beta, gamma, max_step, scales, iterations, solver, metric, lncc_radius)}
+           "affine_metric": affine_metric, "mi_bins": _plain(mi_bins),
+           "greedy": _greedy(alpha, beta, gamma, max_step, scales, iterations, solver, metric, lncc_radius, mi_bins)}
     if isinstance(moving, (list, tuple)) or image_list is not None or out_dir is not None:
         if moving_mask is not None:
             raise ValueError("moving_mask is taken by a single pair, not by a cohort; fixed_mask is")
@@ -328,16 +341,17 @@ register_greedy.__doc__ = """Greedy diffeomorphic registration (kortex register 
 
     fixed, moving   paths or arrays (z, y, x)
 """ + _GREEDY_DOC.format(**_GR) + """
-    affine          the affine (NCC) stage first; False: header alignment only, as --no-affine (default {affine})
+    affine          the affine stage first; False: header alignment only, as --no-affine (default {affine})
     transform       what is fitted, as --transform: rigid | similarity | affine (the affine stage alone,
-                    6, 7 or 12 parameters) | deformable (then the greedy stage; default 'deformable')
+                    6, 7 or 12 parameters) | deformable (then the greedy stage; default 'deformable')""".format(
+    affine=_DEFAULTS["register"]["affine"]) + _AFFINE_METRIC_DOC + """
     fixed_mask, moving_mask   cost-function masks (paths or arrays on their image's grid), as
                     --fixed-mask / --moving-mask: the affine stage counts a voxel only where they are
                     nonzero, the greedy stage's force is zero where either is 0 (default None)
     backend         auto|cpu|kokkos (default {backend!r})
     fixed_spacing, moving_spacing   voxel sizes (x, y, z) of array inputs (default None: 1 mm)
     inverse         also invert the map (as --out-inverse-field does; default False)""".format(
-    affine=_DEFAULTS["register"]["affine"], backend=_BACKEND) + _REGISTER_OUTPUTS_DOC + """
+    backend=_BACKEND) + _REGISTER_OUTPUTS_DOC + """
 
     Cohort: `moving` a list (or tuple) of paths or arrays, registered to `fixed` (as several --moving
     images; also with image_list or out_dir): returns a list with one dict per subject, each what a
@@ -351,13 +365,15 @@ register_greedy.__doc__ = """Greedy diffeomorphic registration (kortex register 
 
 
 def register_unbiased(fixed, moving, *, lambda_=_UNB["lambda"], sigma=_UNB["sigma"], iterations=_UNB["iterations"],
-                      affine=_DEFAULTS["register"]["affine"], backend=_BACKEND, variant=None, fixed_spacing=None,
+                      affine=_DEFAULTS["register"]["affine"], affine_metric=_AFFINE_METRIC, mi_bins=_MI_BINS,
+                      backend=_BACKEND, variant=None, fixed_spacing=None,
                       moving_spacing=None, inverse=False, out_warped=None, out_field=None, out_jacobian=None,
                       out_affine=None, out_inverse_field=None, out_composite=None, out_report=None):
     fluid = {"lambda": _plain(lambda_), "sigma": _plain(sigma), "iterations": _plain(iterations)}
     if variant is not None:
         fluid["variant"] = variant
     job = {"method": "unbiased", "affine": affine, "backend": backend, "inverse": inverse, "fluid": fluid,
+           "affine_metric": affine_metric, "mi_bins": _plain(mi_bins),
            "variant_given": variant is not None,
            "outputs": _outputs(out_warped, out_field, out_jacobian, out_affine, out_inverse_field, out_report,
                                out_composite)}
@@ -370,30 +386,26 @@ register_unbiased.__doc__ = """Unbiased (symmetric-KL) fluid registration (korte
     lambda_         weight of the symmetric-KL regulariser, > 0 (default {lam})
     sigma           Gaussian smoothing of the force, voxels (default {sigma})
     iterations      cap on fluid iterations (default {iterations})
-    affine          the affine (NCC) stage first; False: header alignment only, as --no-affine (default {affine})
-    transform       what is fitted, as --transform: rigid | similarity | affine (the affine stage alone,
-                    6, 7 or 12 parameters) | deformable (then the greedy stage; default 'deformable')
-    fixed_mask, moving_mask   cost-function masks (paths or arrays on their image's grid), as
-                    --fixed-mask / --moving-mask: the affine stage counts a voxel only where they are
-                    nonzero, the greedy stage's force is zero where either is 0 (default None)
+    affine          the affine stage first; False: header alignment only, as --no-affine (default {affine})""".format(
+    lam=_UNB["lambda"], sigma=_UNB["sigma"], iterations=_UNB["iterations"],
+    affine=_DEFAULTS["register"]["affine"]) + _AFFINE_METRIC_DOC + _AFFINE_BINS_DOC + """
     backend         auto|cpu|kokkos (default {backend!r})
     variant         Kokkos force kernel: naive|recompute|reuse (default None: the struct's {dv!r})
     fixed_spacing, moving_spacing   voxel sizes (x, y, z) of array inputs (default None: 1 mm)
     inverse         also invert the map (as --out-inverse-field does; default False)""".format(
-    lam=_UNB["lambda"], sigma=_UNB["sigma"], iterations=_UNB["iterations"], affine=_DEFAULTS["register"]["affine"],
     backend=_BACKEND, dv=_UNB["variant"]) + _REGISTER_OUTPUTS_DOC
 
 
 def atlas_build(images, out_template=None, *, scales=tuple(_G["scales"]), iterations=tuple(_G["iterations"]),
                 solver=_G["solver"], alpha=_G["alpha"], beta=_G["beta"], gamma=_G["gamma"], max_step=_G["max_step"],
-                metric=_G["metric"], lncc_radius=_G["lncc_radius"], image_list=None, reference=None, labels=(), out_fields=None, out_warped=None,
+                metric=_G["metric"], lncc_radius=_G["lncc_radius"], mi_bins=_G["mi_bins"], image_list=None, reference=None, labels=(), out_fields=None, out_warped=None,
                 out_subject_labels=None, out_report=None, affine=_ATLAS["affine"], clip=_ATLAS["clip"], checkpoint=None,
                 checkpoint_every=_ATLAS["checkpoint_every"], resume=_ATLAS["resume"], max_memory=_ATLAS["max_memory"],
                 backend=_BACKEND):
     def name(p):
         return "" if p is None else _os.fsdecode(_os.fspath(p))
     cohort = [name(im) if isinstance(im, (str, bytes, _os.PathLike)) else im for im in images]
-    job = {"greedy": _greedy(alpha, beta, gamma, max_step, scales, iterations, solver, metric, lncc_radius),
+    job = {"greedy": _greedy(alpha, beta, gamma, max_step, scales, iterations, solver, metric, lncc_radius, mi_bins),
            "out_template": name(out_template), "image_list": name(image_list), "reference": name(reference),
            "labels": [name(l) for l in labels], "out_fields": name(out_fields), "out_warped": name(out_warped),
            "out_subject_labels": name(out_subject_labels), "out_report": name(out_report), "affine": affine,

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <string>
+#include <vector>
 
 #include "core/Affine.hpp"
 #include "core/Compat.hpp"
@@ -36,23 +37,21 @@ inline constexpr int kMetricSegment = 16;
 inline constexpr int kMetricUnits = 32;
 inline constexpr int kMetricLanes = 64;
 
-template <class Exec>
-struct MetricPartialsFunctor {
-  using Mem = typename Exec::memory_space;
-  using Scratch = Kokkos::View<double**, Kokkos::LayoutRight, typename Exec::scratch_memory_space,
-                               Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
+// The overlap voxels of a unit (kMetricSegment voxels of one x-row of the fixed grid): visit(w, f, m,
+// g, q) for each voxel the fixed mask holds whose mapped point is inside the moving grid and held by
+// the moving mask (core/Affine.hpp, "Metric"), in x order.
+template <class Mem>
+struct OverlapUnits {
   ConstImageView<Mem> moving, fixed;
   ConstImageView<Mem> movingMask, fixedMask;  // binary; unallocated: every voxel counts
-  Kokkos::View<double**, Kokkos::LayoutRight, Mem> partials;  // (kAffineSumCount, blocks)
   AffineCoeffs a;
   int nx, ny, mx, my, mz;  // fixed x, y extents; moving extents
   int segmentsPerRow;
   Index units;
   bool useMovingMask = false, useFixedMask = false;
 
-  static std::size_t scratchBytes() { return Scratch::shmem_size(kMetricUnits, kAffineSumCount); }
-
-  KOKKOS_INLINE_FUNCTION void unitSums(Index u, double* sums) const {
+  template <class Visit>
+  KOKKOS_INLINE_FUNCTION void forVoxels(Index u, Visit const& visit) const {
     const Index row = u / segmentsPerRow;
     const int x0 = static_cast<int>(u % segmentsPerRow) * kMetricSegment;
     const int x1 = x0 + kMetricSegment < nx ? x0 + kMetricSegment : nx;
@@ -68,23 +67,66 @@ struct MetricPartialsFunctor {
       const double w = affineEdgeWeight(p, mx, my, mz);
       double g[3];
       const double m = affineSample(moving, p, g);
-      affineAccumulate(sums, w, static_cast<double>(fixed(z, y, x)), m, g, q, true);
+      visit(w, static_cast<double>(fixed(z, y, x)), m, g, q);
     }
   }
+};
+
+// The sums of NCC (core/Affine.hpp sums layout).
+struct NccSums {
+  static constexpr int kSums = kAffineSumCount;
+  KOKKOS_INLINE_FUNCTION void operator()(double* sums, double w, double f, double m, const double* g,
+                                         const double* q) const {
+    affineAccumulate(sums, w, f, m, g, q, true);
+  }
+};
+
+// The 12 sums of MI's gradient: w (B - 4) h(x) dm/dtheta_k, h from the level's log ratios L.
+template <class Mem>
+struct MiGradientSums {
+  static constexpr int kSums = 12;
+  Kokkos::View<const double*, Mem> logRatio;  // bins x bins, row = fixed bin
+  int bins;
+  KOKKOS_INLINE_FUNCTION void operator()(double* sums, double w, double f, double m, const double* g,
+                                         const double* q) const {
+    const double h = miSlope(f, m, bins, logRatio);
+    const double c = w * (bins - 4) * h;
+    for (int r = 0; r < 3; ++r) {
+      const double gr = c * g[r];
+      sums[3 * r + 0] += gr * q[0];
+      sums[3 * r + 1] += gr * q[1];
+      sums[3 * r + 2] += gr * q[2];
+      sums[9 + r] += gr;
+    }
+  }
+};
+
+// Stage 1 of a metric's sums (Op's kSums per voxel): partials(k, block).
+template <class Exec, class Op>
+struct MetricPartialsFunctor {
+  using Mem = typename Exec::memory_space;
+  using Scratch = Kokkos::View<double**, Kokkos::LayoutRight, typename Exec::scratch_memory_space,
+                               Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
+  OverlapUnits<Mem> overlap;
+  Op op;
+  Kokkos::View<double**, Kokkos::LayoutRight, Mem> partials;  // (>= Op::kSums, blocks)
+
+  static std::size_t scratchBytes() { return Scratch::shmem_size(kMetricUnits, Op::kSums); }
 
   template <class Member>
   KOKKOS_INLINE_FUNCTION void operator()(Member const& team) const {
-    Scratch unitSum(team.team_scratch(0), kMetricUnits, kAffineSumCount);
+    Scratch unitSum(team.team_scratch(0), kMetricUnits, Op::kSums);
     const Index block = team.league_rank();
     Kokkos::parallel_for(Kokkos::TeamThreadRange(team, kMetricUnits), [&](const int j) {
-      double sums[kAffineSumCount];
-      KORTEX_UNROLL for (int k = 0; k < kAffineSumCount; ++k) sums[k] = 0.0;
+      double sums[Op::kSums];
+      KORTEX_UNROLL for (int k = 0; k < Op::kSums; ++k) sums[k] = 0.0;
       const Index u = block * kMetricUnits + j;
-      if (u < units) unitSums(u, sums);
-      KORTEX_UNROLL for (int k = 0; k < kAffineSumCount; ++k) unitSum(j, k) = sums[k];
+      if (u < overlap.units)
+        overlap.forVoxels(u, [&](double w, double f, double m, const double* g, const double* q) { op(sums, w, f, m, g, q); });
+      KORTEX_UNROLL for (int k = 0; k < Op::kSums; ++k) unitSum(j, k) = sums[k];
     });
     team.team_barrier();
-    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, kAffineSumCount), [&](const int k) {
+    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, Op::kSums), [&](const int k) {
       double s = 0.0;
       for (int j = 0; j < kMetricUnits; ++j) s += unitSum(j, k);
       partials(k, block) = s;
@@ -92,6 +134,7 @@ struct MetricPartialsFunctor {
   }
 };
 
+// Stage 2: totals(k) for the first league-size sums.
 template <class Exec>
 struct MetricTotalsFunctor {
   using Mem = typename Exec::memory_space;
@@ -121,19 +164,79 @@ struct MetricTotalsFunctor {
   }
 };
 
+// MI's joint histogram in fixed point (core/Affine.hpp, "Mutual information"): hist(i B + k) +=
+// llround(w beta3 2^kMiFixedBits), hist(B^2) += the overlap voxels. With `useScratch` each team sums
+// its units into a histogram in team scratch and adds its nonzero bins to `hist`; otherwise every
+// voxel adds to `hist`. Integer sums: the same bits in any order.
+template <class Exec>
+struct MiHistogramFunctor {
+  using Mem = typename Exec::memory_space;
+  using Counts = Kokkos::View<unsigned long long*, typename Exec::scratch_memory_space, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
+  OverlapUnits<Mem> overlap;
+  Kokkos::View<unsigned long long*, Mem> hist;  // bins^2 + 1
+  int bins;
+  bool useScratch;
+
+  static std::size_t scratchBytes(int bins) { return Counts::shmem_size(std::size_t(bins) * bins + 1); }
+
+  template <class Member>
+  KOKKOS_INLINE_FUNCTION void operator()(Member const& team) const {
+    const int cells = bins * bins + 1;
+    Counts local;
+    if (useScratch) {
+      local = Counts(team.team_scratch(0), cells);
+      Kokkos::parallel_for(Kokkos::TeamThreadRange(team, cells), [&](const int c) { local(c) = 0; });
+      team.team_barrier();
+    }
+    const Index block = team.league_rank();
+    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, kMetricUnits), [&](const int j) {
+      const Index u = block * kMetricUnits + j;
+      if (u >= overlap.units) return;
+      unsigned long long inside = 0;
+      overlap.forVoxels(u, [&](double w, double f, double m, const double*, const double*) {
+        ++inside;
+        const int i = miFixedBin(f, bins);
+        double weight[4], slope[4];
+        const int k0 = miWindow(miMovingCoordinate(m, bins), weight, slope);
+        for (int t = 0; t < 4; ++t) {
+          const unsigned long long v = static_cast<unsigned long long>(w * weight[t] * double(1ll << kMiFixedBits) + 0.5);
+          if (v == 0 || k0 + t >= bins) continue;
+          if (useScratch)
+            Kokkos::atomic_add(&local(i * bins + k0 + t), v);
+          else
+            Kokkos::atomic_add(&hist(i * bins + k0 + t), v);
+        }
+      });
+      if (inside == 0) return;
+      if (useScratch)
+        Kokkos::atomic_add(&local(cells - 1), inside);
+      else
+        Kokkos::atomic_add(&hist(cells - 1), inside);
+    });
+    if (!useScratch) return;
+    team.team_barrier();
+    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, cells), [&](const int c) {
+      if (local(c) != 0) Kokkos::atomic_add(&hist(c), local(c));
+    });
+  }
+};
+
 // Device buffers of the metric for one fixed grid (a level): kept by the optimiser's back end so that
-// an evaluation allocates nothing.
+// an evaluation allocates nothing. MI's histogram and log ratios only where bins > 0.
 template <class Mem>
 struct MetricWorkspace {
   Kokkos::View<double**, Kokkos::LayoutRight, Mem> partials;
   Kokkos::View<double*, Mem> totals;
+  Kokkos::View<unsigned long long*, Mem> hist;
+  Kokkos::View<double*, Mem> logRatio;
   int segmentsPerRow = 0;
   Index units = 0;
+  int bins = 0;
 };
 
 template <class Exec>
 MetricWorkspace<typename Exec::memory_space> metricWorkspace(Exec const& exec, std::size_t nz, std::size_t ny,
-                                                             std::size_t nx) {
+                                                             std::size_t nx, int bins = 0) {
   MetricWorkspace<typename Exec::memory_space> w;
   w.segmentsPerRow = static_cast<int>((nx + kMetricSegment - 1) / kMetricSegment);
   w.units = static_cast<Index>(nz * ny) * w.segmentsPerRow;
@@ -144,7 +247,71 @@ MetricWorkspace<typename Exec::memory_space> metricWorkspace(Exec const& exec, s
   w.totals = decltype(w.totals)(Kokkos::view_alloc(exec, Kokkos::WithoutInitializing,
                                                    std::string("kortex::Affine::metricTotals")),
                                 kAffineSumCount);
+  if (bins > 0) {
+    w.bins = bins;
+    w.hist = decltype(w.hist)(Kokkos::view_alloc(exec, std::string("kortex::Affine::miHistogram")),
+                              std::size_t(bins) * bins + 1);
+    w.logRatio = decltype(w.logRatio)(Kokkos::view_alloc(exec, std::string("kortex::Affine::miLogRatio")),
+                                      std::size_t(bins) * bins);
+  }
   return w;
+}
+
+// The overlap loop's data for `t` over these images.
+template <class Mem>
+OverlapUnits<Mem> overlapUnits(MetricWorkspace<Mem> const& work, ConstImageView<Mem> moving, ConstImageView<Mem> fixed,
+                               AffineTransform const& t, ConstImageView<Mem> movingMask, ConstImageView<Mem> fixedMask) {
+  checkVolume(moving, "affineMetric (moving)");
+  checkVolume(fixed, "affineMetric (fixed)");
+  OverlapUnits<Mem> o;
+  o.moving = moving;
+  o.fixed = fixed;
+  o.movingMask = movingMask;
+  o.fixedMask = fixedMask;
+  o.useMovingMask = movingMask.data() != nullptr;
+  o.useFixedMask = fixedMask.data() != nullptr;
+  o.a = affineCoeffs(t);
+  o.nx = static_cast<int>(fixed.extent(2));
+  o.ny = static_cast<int>(fixed.extent(1));
+  o.mx = static_cast<int>(moving.extent(2));
+  o.my = static_cast<int>(moving.extent(1));
+  o.mz = static_cast<int>(moving.extent(0));
+  o.segmentsPerRow = work.segmentsPerRow;
+  o.units = work.units;
+  return o;
+}
+
+template <class Policy>
+void checkScratch(std::size_t bytes, const char* what) {
+  const std::size_t scratchMax = kx::scratchSizeMax<Policy>(0);
+  if (bytes > scratchMax)
+    throw InvalidArgument(std::string("affineMetric: the ") + what + "'s team scratch (" + std::to_string(bytes) +
+                          " bytes) exceeds the execution space's level-0 scratch (" + std::to_string(scratchMax) + ")");
+}
+
+// Op's kSums sums over the overlap (both stages), copied to `sums` (fences).
+template <class Exec, class Op>
+void metricSums(Exec const& exec, MetricWorkspace<typename Exec::memory_space> const& work,
+                OverlapUnits<typename Exec::memory_space> const& overlap, Op const& op, double* sums) {
+  using Mem = typename Exec::memory_space;
+  using Policy = Kokkos::TeamPolicy<Exec>;
+  using Partials = MetricPartialsFunctor<Exec, Op>;
+  checkScratch<Policy>(Partials::scratchBytes(), "metric");
+  checkScratch<Policy>(MetricTotalsFunctor<Exec>::scratchBytes(), "metric");
+  const Partials f{overlap, op, work.partials};
+  const int blocks = static_cast<int>(work.partials.extent(1));
+  const int team = std::min(kMetricUnits, Policy(exec, blocks, 1).team_size_max(f, Kokkos::ParallelForTag()));
+  Kokkos::parallel_for("kortex::Affine::metricPartials",
+                       Policy(exec, blocks, team).set_scratch_size(0, Kokkos::PerTeam(Partials::scratchBytes())), f);
+  const MetricTotalsFunctor<Exec> g{work.partials, work.totals};
+  const int lanes = std::min(kMetricLanes, Policy(exec, Op::kSums, 1).team_size_max(g, Kokkos::ParallelForTag()));
+  Kokkos::parallel_for("kortex::Affine::metricTotals",
+                       Policy(exec, Op::kSums, lanes)
+                           .set_scratch_size(0, Kokkos::PerTeam(MetricTotalsFunctor<Exec>::scratchBytes())),
+                       g);
+  Kokkos::View<double*, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>> result(sums, Op::kSums);
+  Kokkos::deep_copy(exec, result, Kokkos::subview(work.totals, Kokkos::make_pair(0, Op::kSums)));
+  exec.fence();
 }
 
 template <class Mem>
@@ -170,57 +337,63 @@ struct ResampleFunctor {
 
 // The metric; with masks (binary, on the images' grids) only the voxels they hold count, and
 // `fixedVoxels` is the fixed mask's count (0: every fixed voxel). `work` is metricWorkspace of the
-// fixed grid.
+// fixed grid (with the bins for MI).
 template <class Exec>
 AffineMetric metric(Exec const& exec, MetricWorkspace<typename Exec::memory_space> const& work,
                     ConstImageView<typename Exec::memory_space> moving,
                     ConstImageView<typename Exec::memory_space> fixed, AffineTransform const& t,
                     ConstImageView<typename Exec::memory_space> movingMask = {},
                     ConstImageView<typename Exec::memory_space> fixedMask = {}, Index fixedVoxels = 0) {
+  const auto overlap = overlapUnits(work, moving, fixed, t, movingMask, fixedMask);
+  double sums[kAffineSumCount] = {};
+  metricSums(exec, work, overlap, NccSums{}, sums);
+  return affineMetricFromSums(sums, fixedVoxels > 0 ? fixedVoxels : static_cast<Index>(fixed.size()));
+}
+
+// Mattes MI (core/Affine.hpp, "Mutual information") with work.bins bins: the histogram, then p, MI
+// and L on the host, then the gradient's sums (three kernels and two read-backs).
+template <class Exec>
+AffineMetric mutualInformation(Exec const& exec, MetricWorkspace<typename Exec::memory_space> const& work,
+                               ConstImageView<typename Exec::memory_space> moving,
+                               ConstImageView<typename Exec::memory_space> fixed, AffineTransform const& t,
+                               ConstImageView<typename Exec::memory_space> movingMask = {},
+                               ConstImageView<typename Exec::memory_space> fixedMask = {}, Index fixedVoxels = 0) {
   using Mem = typename Exec::memory_space;
   using Policy = Kokkos::TeamPolicy<Exec>;
-  checkVolume(moving, "affineMetric (moving)");
-  checkVolume(fixed, "affineMetric (fixed)");
-  MetricPartialsFunctor<Exec> f;
-  f.moving = moving;
-  f.fixed = fixed;
-  f.movingMask = movingMask;
-  f.fixedMask = fixedMask;
-  f.partials = work.partials;
-  f.useMovingMask = movingMask.data() != nullptr;
-  f.useFixedMask = fixedMask.data() != nullptr;
-  f.a = affineCoeffs(t);
-  f.nx = static_cast<int>(fixed.extent(2));
-  f.ny = static_cast<int>(fixed.extent(1));
-  f.mx = static_cast<int>(moving.extent(2));
-  f.my = static_cast<int>(moving.extent(1));
-  f.mz = static_cast<int>(moving.extent(0));
-  f.segmentsPerRow = work.segmentsPerRow;
-  f.units = work.units;
-  const std::size_t scratchMax = kx::scratchSizeMax<Policy>(0);
-  if (MetricPartialsFunctor<Exec>::scratchBytes() > scratchMax || MetricTotalsFunctor<Exec>::scratchBytes() > scratchMax)
-    throw InvalidArgument("affineMetric: the metric's team scratch (" +
-                          std::to_string(MetricPartialsFunctor<Exec>::scratchBytes()) +
-                          " bytes) exceeds the execution space's level-0 scratch (" + std::to_string(scratchMax) + ")");
+  const int B = work.bins;
+  validateMiBins(B);
+  if (work.hist.data() == nullptr) throw InvalidArgument("mutual information: the workspace has no histogram");
+  const auto overlap = overlapUnits(work, moving, fixed, t, movingMask, fixedMask);
+  // The histogram: in team scratch on device back ends where it fits (host back ends add directly).
+  const bool device = !Kokkos::SpaceAccessibility<Kokkos::HostSpace, Mem>::accessible;
+  const bool useScratch = device && MiHistogramFunctor<Exec>::scratchBytes(B) <= kx::scratchSizeMax<Policy>(0);
+  const MiHistogramFunctor<Exec> h{overlap, work.hist, B, useScratch};
+  Kokkos::deep_copy(exec, work.hist, 0ull);
   const int blocks = static_cast<int>(work.partials.extent(1));
-  Policy probe(exec, blocks, 1);
-  const int team = std::min(kMetricUnits, probe.team_size_max(f, Kokkos::ParallelForTag()));
-  Kokkos::parallel_for("kortex::Affine::metricPartials",
-                       Policy(exec, blocks, team)
-                           .set_scratch_size(0, Kokkos::PerTeam(MetricPartialsFunctor<Exec>::scratchBytes())),
-                       f);
-  MetricTotalsFunctor<Exec> g{work.partials, work.totals};
-  Policy probeTotals(exec, kAffineSumCount, 1);
-  const int lanes = std::min(kMetricLanes, probeTotals.team_size_max(g, Kokkos::ParallelForTag()));
-  Kokkos::parallel_for("kortex::Affine::metricTotals",
-                       Policy(exec, kAffineSumCount, lanes)
-                           .set_scratch_size(0, Kokkos::PerTeam(MetricTotalsFunctor<Exec>::scratchBytes())),
-                       g);
-  double sums[kAffineSumCount] = {};
-  Kokkos::View<double*, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>> result(sums, kAffineSumCount);
-  Kokkos::deep_copy(exec, result, work.totals);
+  Policy policy(exec, blocks, std::min(kMetricUnits, Policy(exec, blocks, 1).team_size_max(h, Kokkos::ParallelForTag())));
+  if (useScratch) policy.set_scratch_size(0, Kokkos::PerTeam(MiHistogramFunctor<Exec>::scratchBytes(B)));
+  Kokkos::parallel_for("kortex::Affine::miHistogram", policy, h);
+  const auto hist = Kokkos::create_mirror_view(Kokkos::HostSpace(), work.hist);
+  Kokkos::deep_copy(exec, hist, work.hist);
   exec.fence();
-  return affineMetricFromSums(sums, fixedVoxels > 0 ? fixedVoxels : static_cast<Index>(fixed.size()));
+
+  AffineMetric r;
+  const Index inside = static_cast<Index>(hist(std::size_t(B) * B));
+  r.count = inside;
+  r.overlap = double(inside) / double(fixedVoxels > 0 ? fixedVoxels : static_cast<Index>(fixed.size()));
+  unsigned long long total = 0;
+  for (std::size_t c = 0; c < std::size_t(B) * B; ++c) total += hist(c);
+  if (total == 0) return r;
+  std::vector<double> p(std::size_t(B) * B), logRatio;
+  for (std::size_t c = 0; c < p.size(); ++c) p[c] = double(hist(c)) / double(total);
+  r.value = miFromHistogram(p, B, logRatio);
+  Kokkos::View<const double*, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>> lr(logRatio.data(), logRatio.size());
+  Kokkos::deep_copy(exec, work.logRatio, lr);
+  double sums[12] = {};
+  metricSums(exec, work, overlap, MiGradientSums<Mem>{work.logRatio, B}, sums);
+  const double W = double(total) / double(1ll << kMiFixedBits);
+  for (int k = 0; k < 12; ++k) r.gradient[std::size_t(k)] = sums[k] / W;
+  return r;
 }
 
 template <class Exec>
@@ -260,10 +433,14 @@ class Backend final : public AffineMetricBackend {
     movingMask_ = onDevice(level.movingMask, "kortex::Affine::movingMask");
     fixedMask_ = onDevice(level.fixedMask, "kortex::Affine::fixedMask");
     fixedVoxels_ = level.fixedVoxels;
-    work_ = metricWorkspace(exec_, fixed_.extent(0), fixed_.extent(1), fixed_.extent(2));
+    metric_ = level.metric;
+    work_ = metricWorkspace(exec_, fixed_.extent(0), fixed_.extent(1), fixed_.extent(2),
+                            level.metric == AffineMetricKind::Mi ? level.miBins : 0);
     exec_.fence();
   }
   AffineMetric evaluate(AffineTransform const& t) override {
+    if (metric_ == AffineMetricKind::Mi)
+      return mutualInformation(exec_, work_, moving_, fixed_, t, movingMask_, fixedMask_, fixedVoxels_);
     return metric(exec_, work_, moving_, fixed_, t, movingMask_, fixedMask_, fixedVoxels_);
   }
 
@@ -281,6 +458,7 @@ class Backend final : public AffineMetricBackend {
   ImageView<Mem> moving_, fixed_, movingMask_, fixedMask_;
   Index fixedVoxels_ = 0;
   MetricWorkspace<Mem> work_;
+  AffineMetricKind metric_ = AffineMetricKind::Ncc;
 };
 
 }  // namespace kortex::gpu::affine_detail
