@@ -20,6 +20,7 @@
 #include "reference_cpu/Nlm.hpp"
 #include "validation/Harness.hpp"
 #include "validation/Metrics.hpp"
+#include "validation/Multimodal.hpp"
 #include "validation/Quality.hpp"
 #include "validation/QualityMultires.hpp"
 #include "pipeline/Denoise.hpp"
@@ -429,11 +430,13 @@ BOOST_AUTO_TEST_CASE(validation_studies_are_one_table) {
     BOOST_TEST(findStudy(s.name) == &s);
   }
   // The order they run in (and the order of the report's sections and notes).
-  BOOST_TEST(names == (std::vector<std::string>{"harness", "quality", "registration", "surface", "greedy", "atlas"}),
+  BOOST_TEST(names == (std::vector<std::string>{"harness", "quality", "registration", "surface", "greedy", "multimodal",
+                                                "atlas"}),
              boost::test_tools::per_element());
   BOOST_TEST(findStudy("harness")->dataNeeded == nullptr);
   BOOST_TEST(findStudy("quality")->dataNeeded == nullptr);
-  for (const char* n : {"registration", "surface", "greedy", "atlas"}) BOOST_TEST(findStudy(n)->dataNeeded != nullptr);
+  for (const char* n : {"registration", "surface", "greedy", "multimodal", "atlas"})
+    BOOST_TEST(findStudy(n)->dataNeeded != nullptr);
   BOOST_TEST(findStudy("nosuch") == nullptr);
   BOOST_TEST(findStudy("") == nullptr);
 }
@@ -527,4 +530,52 @@ BOOST_AUTO_TEST_CASE(validate_job_refuses_bad_parts_before_running) {
   BOOST_TEST(message(job) != "accepted");
   BOOST_CHECK_THROW(v::runValidateJob(job), std::exception);
   BOOST_TEST(!std::filesystem::exists("no-such-folder"));
+}
+
+// The multi-modal study's second contrast (validation/Multimodal.hpp syntheticContrast) on a T1-like
+// phantom: a head of scalp (0.3), and inside a brain labelled 1..3 with CSF (0.2), grey (0.5) and white
+// matter (0.8) bands. The T2-like image reverses the brain's classes (CSF brightest, white matter
+// darkest), keeps the background near 0, is the same for a seed and differs for another; a label map
+// off the grid, or one that labels nothing, is refused.
+BOOST_AUTO_TEST_CASE(synthetic_contrast_reverses_the_tissue_classes) {
+  const Index n = 40;
+  const Geometry g = Geometry::make3D(n, n, n);
+  HostImage t1("t1", g), labels("labels", g);
+  for (Index z = 0; z < n; ++z)
+    for (Index y = 0; y < n; ++y)
+      for (Index x = 0; x < n; ++x) {
+        const double r = std::sqrt(std::pow(x - 19.5, 2) + std::pow(y - 19.5, 2) + std::pow(z - 19.5, 2));
+        float v = 0.0f, l = 0.0f;
+        if (r < 6) v = 0.8f, l = 1.0f;          // white matter
+        else if (r < 11) v = 0.5f, l = 2.0f;    // grey matter
+        else if (r < 13) v = 0.2f, l = 3.0f;    // CSF
+        else if (r < 17) v = 0.3f;              // scalp
+        t1.data(z, y, x) = v;
+        labels.data(z, y, x) = l;
+      }
+  const HostImage a = validation::syntheticContrast(t1, labels, 5), b = validation::syntheticContrast(t1, labels, 5),
+                  c = validation::syntheticContrast(t1, labels, 6);
+  BOOST_TEST(a.geometry.sameGrid(t1.geometry, 0.0));
+  double same = 0.0, other = 0.0;
+  std::array<double, 5> sum{}, count{};  // by label 0..3, and 4: background
+  for (Index i = 0; i < a.numVoxels(); ++i) {
+    same = std::max(same, double(std::fabs(a.data.data()[i] - b.data.data()[i])));
+    other = std::max(other, double(std::fabs(a.data.data()[i] - c.data.data()[i])));
+    const int l = int(labels.data.data()[i]);
+    const int k = l > 0 ? l : (t1.data.data()[i] > 0.0f ? 0 : 4);
+    sum[std::size_t(k)] += a.data.data()[i];
+    count[std::size_t(k)] += 1;
+  }
+  BOOST_TEST(same == 0.0);
+  BOOST_TEST(other > 0.0);
+  const double white = sum[1] / count[1], grey = sum[2] / count[2], csf = sum[3] / count[3];
+  BOOST_TEST_MESSAGE("means: white " << white << ", grey " << grey << ", CSF " << csf << ", scalp " << sum[0] / count[0]
+                                     << ", background " << sum[4] / count[4]);
+  BOOST_TEST(csf > grey);
+  BOOST_TEST(grey > white);
+  BOOST_TEST(std::fabs(sum[4] / count[4]) < 0.03);  // noise of mean 0; the blur spills the scalp's edge
+  HostImage off("off", Geometry::make3D(n, n, n - 1));
+  BOOST_CHECK_THROW(validation::syntheticContrast(t1, off, 1), InvalidArgument);
+  HostImage none("none", g);
+  BOOST_CHECK_THROW(validation::syntheticContrast(t1, none, 1), InvalidArgument);
 }

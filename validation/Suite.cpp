@@ -329,6 +329,19 @@ StudyOutcome runGreedy(SuiteOptions const& opt, SuiteReport& rep) {
   return outcomeOf(rep.greedy, rep);
 }
 
+StudyOutcome runMultimodal(SuiteOptions const& opt, SuiteReport& rep) {
+  MultimodalStudyOptions mo;
+  mo.quick = opt.quick;
+  mo.dataDir = opt.dataDir;
+  mo.progress = opt.progress;
+  mo.greedy = opt.greedy;
+  mo.miBins = opt.greedy.miBins;
+  mo.pairs = opt.greedyPairs;
+  mo.firstPair = opt.greedyFirstPair;
+  rep.multimodal = runMultimodalStudy(mo);
+  return outcomeOf(rep.multimodal, rep);
+}
+
 StudyOutcome runAtlas(SuiteOptions const& opt, SuiteReport& rep) {
   AtlasStudyOptions ao = opt.atlas;
   ao.quick = opt.quick;
@@ -361,6 +374,11 @@ std::vector<Study> const& validationStudies() {
        "IXI pairs of mri/ixi_2mm_more: affine / greedy SSD / greedy LNCC / unbiased / elastix / FireANTs: Dice, det J, "
        "inverse consistency, time, the issue-28 goals; CPU vs Kokkos end to end",
        "the IXI volumes and labels of mri/ixi_2mm_more", &runGreedy},
+      {"multimodal",
+       "the greedy study's pairs, the moving subject in a second contrast made from its labels: Dice of affine NCC, "
+       "affine MI and greedy MI against the T1 pair's greedy LNCC (the pairs, schedule and --mi-bins of the greedy "
+       "study's flags)",
+       "the IXI volumes and labels of mri/ixi_2mm_more", &runMultimodal},
       {"atlas",
        "random-permutation entropy / variance / sharpness of greedy atlases vs affine averages, template-space "
        "Dice, held-out labels, Jacobians (the atlas takes the greedy study's operator, scales, iterations and "
@@ -475,6 +493,7 @@ nlohmann::json toJson(SuiteReport const& r) {
   if (r.registration.ran) j["registration"] = r.registration.json;
   if (r.surface.ran) j["surface"] = r.surface.json;
   if (r.greedy.ran) j["greedy"] = r.greedy.json;
+  if (r.multimodal.ran) j["multimodal"] = r.multimodal.json;
   if (r.atlas.ran) j["atlas"] = r.atlas.json;
   j["notes"] = r.notes;
   return j;
@@ -499,6 +518,7 @@ std::string toMarkdown(SuiteReport const& r) {
   if (r.registration.ran) os << "## Registration (issue 4)\n\n" << r.registration.markdown << "\n";
   if (r.surface.ran) os << "## Surface denoising (issue 5)\n\n" << r.surface.markdown << "\n";
   if (r.greedy.ran) os << "## Greedy registration (issue 14)\n\n" << r.greedy.markdown << "\n";
+  if (r.multimodal.ran) os << "## Multi-modal registration (issue 41)\n\n" << r.multimodal.markdown << "\n";
   if (r.atlas.ran) os << "## Unbiased atlas (issue 15)\n\n" << r.atlas.markdown << "\n";
   if (!r.notes.empty()) {
     os << "## Notes\n\n";

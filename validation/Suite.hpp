@@ -15,7 +15,10 @@
 //      Kokkos vs CPU reference (max |dphi| <= 1/4 voxel, neighbour sets).
 //   5. "greedy" registration (issue 14, with the data): validation/Greedy.hpp runGreedyStudy - Dice
 //      affine vs greedy vs unbiased (vs elastix), CPU vs Kokkos end to end for both registrations.
-//   6. "atlas" (issue 15, with the data): validation/Atlas.hpp runAtlasStudy - random-permutation
+//   6. "multimodal" (issue 41, with the data): validation/Multimodal.hpp runMultimodalStudy - the
+//      greedy study's pairs with the moving subject in a second contrast made from its labels: Dice
+//      of affine NCC / affine MI / greedy MI against the T1 pair's greedy LNCC.
+//   7. "atlas" (issue 15, with the data): validation/Atlas.hpp runAtlasStudy - random-permutation
 //      entropy / variance / sharpness of greedy atlases vs affine averages, template-space Dice,
 //      held-out majority-vote labels, Jacobian statistics, a montage.
 //   2. "quality": the SNR-25 study (validation/Quality.hpp); both filters must raise the PSNR;
@@ -31,6 +34,7 @@
 
 #include "validation/Greedy.hpp"
 #include "validation/Harness.hpp"
+#include "validation/Multimodal.hpp"
 #include "validation/Atlas.hpp"
 #include "validation/Quality.hpp"
 #include "validation/QualityMultires.hpp"
@@ -80,7 +84,8 @@ struct SuiteReport {
   RegistrationStudyReport registration;  // part 3; .ran false without the IXI data
   SurfaceStudyReport surface;            // part 4; .ran false without the data
   GreedyStudyReport greedy;              // part 5; .ran false without the data
-  AtlasStudyReport atlas;                // part 6; .ran false without the data
+  MultimodalStudyReport multimodal;      // part 6; .ran false without the data
+  AtlasStudyReport atlas;                // part 7; .ran false without the data
   std::vector<StudyOutcome> studies;     // the studies selected, in the order they ran
   std::vector<std::string> notes;  // inputs that were skipped, and why
   nlohmann::json environment;      // validation/Report.hpp environmentJson()
