@@ -48,6 +48,7 @@ struct ValidateOptions {
   int greedyCpuPairs = validation::SuiteOptions{}.greedyCpuPairs;
   std::string elastixDir;
   std::string fireantsDir;
+  std::string multimodalImagesDir, multimodalElastixDir;
   bool skipUnbiased = false;  // part 5 without the register-unbiased runs
   std::string atlasSizes = "2,4,6,8,10,12,14";
   int atlasRepeats = validation::AtlasStudyOptions{}.repeats;

@@ -45,6 +45,8 @@ int cmdValidate(ValidateOptions const& o) {
   so.greedyFirstPair = o.greedyFirstPair;
   so.greedyCpuPairs = o.greedyCpuPairs;
   so.elastixDir = o.elastixDir;
+  so.multimodalImagesDir = o.multimodalImagesDir;
+  so.multimodalElastixDir = o.multimodalElastixDir;
   so.fireantsDir = o.fireantsDir;
   so.greedyUnbiased = !o.skipUnbiased;
   so.atlas.sizes = parseIntList(o.atlasSizes, "--atlas-sizes");
@@ -193,6 +195,12 @@ void addValidateCommand(CLI::App& app, Action& action) {
   validate->add_option("--fireants", vo.fireantsDir,
                        "Greedy study: folder of FireANTs' warped label maps, times and fields "
                        "(bench/peers/fireants_ixi.py; the --elastix file convention)");
+  validate->add_option("--multimodal-images", vo.multimodalImagesDir,
+                       "Multimodal study: write each pair's moving image in its second contrast here "
+                       "(<moving>_contrast.nii.gz), for peers");
+  validate->add_option("--multimodal-elastix", vo.multimodalElastixDir,
+                       "Multimodal study: folder of elastix's affine MI results on those images "
+                       "(bench/peers/elastix_multimodal.sh; the --elastix file convention)");
   validate->callback([vop, &action] { action = [vop] { return cmdValidate(*vop); }; });
 }
 

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 #include <iomanip>
 #include <sstream>
 #include <vector>
@@ -11,6 +12,7 @@
 #include "core/Errors.hpp"
 #include "core/Intensity.hpp"
 #include "core/Phantom.hpp"
+#include "io/ImageIO.hpp"
 #include "pipeline/Register.hpp"
 #include "reference_cpu/Gaussian.hpp"
 #include "validation/Registration.hpp"
@@ -110,12 +112,39 @@ double dice(RegistrationPipelineResult const& r, HostImage const& fixedLabels, H
   return diceSummary(fixedLabels, pipeline::warpedLabels(r, movingLabels)).meanAllLabels;
 }
 
-MultimodalPairResult runPair(int k, Setup const& st, HostImage const& fixed, HostImage const& fixedLabels) {
+// elastix's files for the pair, when present (problems are notes: the column stays empty).
+void readElastix(MultimodalPairResult& pr, MultimodalStudyOptions const& opt, HostImage const& fixedLabels,
+                 std::vector<std::string>& notes) {
+  if (opt.elastixDir.empty()) return;
+  const std::string stem = pr.moving + "_to_" + pr.fixed;
+  const fs::path labels = fs::path(opt.elastixDir) / (stem + "_labels.nii.gz");
+  if (!fs::exists(labels)) return;
+  try {
+    const HostImage warped = loadStudyImage(labels, true, opt.quick);
+    if (!warped.geometry.sameGrid(fixedLabels.geometry, 1e-3)) {
+      notes.push_back(labels.string() + ": not on the fixed grid");
+      return;
+    }
+    pr.diceElastixAffine = diceSummary(fixedLabels, warped).meanAllLabels;
+    std::ifstream js(fs::path(opt.elastixDir) / (stem + ".json"));
+    if (js) {
+      const auto j = nlohmann::json::parse(js);
+      if (j.contains("seconds") && j["seconds"].is_number()) pr.secondsElastixAffine = j["seconds"].get<double>();
+    }
+  } catch (std::exception const& e) {
+    notes.push_back(stem + " (" + opt.elastixDir + "): " + e.what());
+  }
+}
+
+MultimodalPairResult runPair(int k, MultimodalStudyOptions const& opt, Setup const& st, HostImage const& fixed,
+                             HostImage const& fixedLabels, std::vector<std::string>& notes) {
   MultimodalPairResult pr;
   pr.fixed = st.ids[0];
   pr.moving = st.ids[std::size_t(k)];
   const HostImage t1 = st.image(pr.moving), labels = st.labels(pr.moving);
   const HostImage other = syntheticContrast(t1, labels, std::uint64_t(k));
+  if (!opt.imagesDir.empty()) io::writeImage(other, fs::path(opt.imagesDir) / (pr.moving + "_contrast.nii.gz"));
+  readElastix(pr, opt, fixedLabels, notes);
   pr.diceAffineNcc = dice(pipeline::registerPair(other, fixed, st.affineNcc), fixedLabels, labels);
   const auto affineMi = pipeline::registerPair(other, fixed, st.affineMi);
   pr.diceAffineMi = dice(affineMi, fixedLabels, labels);
@@ -151,6 +180,14 @@ void report(MultimodalStudyReport& rep, MultimodalStudyOptions const& opt) {
     rep.meanT1Lncc += p.diceT1Lncc / n;
   }
   rep.goalMet = rep.meanGreedyMi >= 0.95 * rep.meanT1Lncc;
+  double elastix = 0.0, withElastix = 0.0, kortexAffine = 0.0;
+  for (auto const& p : rep.pairs)
+    if (p.diceElastixAffine >= 0.0) {
+      elastix += p.diceElastixAffine;
+      kortexAffine += p.diceAffineMi;
+      ++withElastix;
+    }
+  if (withElastix > 0) rep.meanElastixAffine = elastix / withElastix;
   std::ostringstream md;
   md << "Moving subjects in a second contrast made from their T1 and labels (validation/Multimodal.hpp), "
      << "registered to the fixed T1 on the Kokkos back end; " << opt.miBins << " MI bins"
@@ -172,6 +209,9 @@ void report(MultimodalStudyReport& rep, MultimodalStudyOptions const& opt) {
                      {"dice_greedy_lncc", p.diceGreedyLncc},
                      {"seconds_greedy_lncc", p.secondsGreedyLncc},
                      {"min_jacobian_greedy_lncc", p.minJacobianLncc},
+                     {"dice_elastix_affine_mi", p.diceElastixAffine >= 0 ? nlohmann::json(p.diceElastixAffine) : nlohmann::json()},
+                     {"seconds_elastix_affine_mi",
+                      p.secondsElastixAffine >= 0 ? nlohmann::json(p.secondsElastixAffine) : nlohmann::json()},
                      {"dice_t1_greedy_lncc", p.diceT1Lncc},
                      {"seconds_affine_mi", p.secondsAffineMi},
                      {"seconds_greedy_mi", p.secondsGreedyMi},
@@ -184,6 +224,17 @@ void report(MultimodalStudyReport& rep, MultimodalStudyOptions const& opt) {
      << fmt(rep.meanGreedyLncc / rep.meanT1Lncc, 3) << " | | | |\n\n"
      << "Goal (issue 41): mean greedy MI Dice >= 0.95 x the T1 LNCC mean: " << (rep.goalMet ? "met" : "missed") << ".\n"
      << "\n**Result: " << (rep.pass ? "PASS" : "FAIL") << "** (every pair: greedy MI above the MI affine Dice, det > 0)\n";
+  if (withElastix > 0) {
+    md << "\nAffine MI against elastix's affine AdvancedMattesMutualInformation on the same images ("
+       << int(withElastix) << " pairs with elastix files; bench/peers/elastix_multimodal.sh):\n\n"
+       << "| moving | Kortex affine MI | s | elastix affine MI | s |\n|---|---|---|---|---|\n";
+    for (auto const& p : rep.pairs)
+      if (p.diceElastixAffine >= 0.0)
+        md << "| " << p.moving << " | " << fmt(p.diceAffineMi) << " | " << fmt(p.secondsAffineMi, 3) << " | "
+           << fmt(p.diceElastixAffine) << " | " << (p.secondsElastixAffine >= 0 ? fmt(p.secondsElastixAffine, 3) : "-") << " |\n";
+    md << "| **mean** | " << fmt(kortexAffine / withElastix) << " | | " << fmt(rep.meanElastixAffine) << " | |\n";
+  }
+  for (auto const& n : rep.notes) md << "\nLeft out: " << n << "\n";
   rep.markdown = md.str();
   rep.json = {{"pairs", pairs},
               {"first_pair", opt.firstPair},
@@ -196,6 +247,8 @@ void report(MultimodalStudyReport& rep, MultimodalStudyOptions const& opt) {
                 {"greedy_lncc", rep.meanGreedyLncc},
                 {"t1_greedy_lncc", rep.meanT1Lncc}}},
               {"goal_mi_over_lncc_0_95", rep.goalMet ? "met" : "missed"},
+              {"mean_dice_elastix_affine_mi", rep.meanElastixAffine >= 0 ? nlohmann::json(rep.meanElastixAffine) : nlohmann::json()},
+              {"notes", rep.notes},
               {"pass", rep.pass}};
 }
 
@@ -213,10 +266,11 @@ MultimodalStudyReport runMultimodalStudy(MultimodalStudyOptions const& opt) {
                           "], got " + std::to_string(opt.firstPair));
   rep.ran = true;
   const int last = std::min<int>(opt.firstPair - 1 + (opt.quick ? std::min(opt.pairs, 2) : opt.pairs), int(st.ids.size()) - 1);
+  if (!opt.imagesDir.empty()) fs::create_directories(opt.imagesDir);
   const HostImage fixed = st.image(st.ids[0]), fixedLabels = st.labels(st.ids[0]);
   rep.pass = true;
   for (int k = opt.firstPair; k <= last; ++k) {
-    rep.pairs.push_back(runPair(k, st, fixed, fixedLabels));
+    rep.pairs.push_back(runPair(k, opt, st, fixed, fixedLabels, rep.notes));
     rep.pass = rep.pass && rep.pairs.back().pass;
     if (opt.progress) {
       auto const& p = rep.pairs.back();

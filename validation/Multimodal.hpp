@@ -9,6 +9,9 @@
 // min det of the greedy stage. Pass (every pair): greedy MI above the MI affine Dice with det > 0.
 // Goal (issue 41, not part of the pass): mean greedy MI Dice >= 0.95 x the T1 LNCC mean (and the same
 // ratio reported for greedy LNCC across the contrasts).
+// Peer: elastix's affine stage with AdvancedMattesMutualInformation on the same second-contrast images
+// (written by the study with imagesDir; bench/peers/elastix_multimodal.sh), read from a folder in the
+// greedy study's peer convention (<moving>_to_<fixed>_labels.nii.gz, <moving>_to_<fixed>.json "seconds").
 // quick: at most 2 pairs, images at 4 mm.
 #pragma once
 
@@ -42,6 +45,8 @@ struct MultimodalStudyOptions {
   int firstPair = 1;
   GreedyParams greedy = greedyRegistrationDefaults();  // the deformable stage's schedule (metric set per method)
   int miBins = 32;
+  std::string imagesDir;   // when set: each pair's moving image in its second contrast, <moving>_contrast.nii.gz
+  std::string elastixDir;  // elastix's affine MI results on those images (bench/peers/elastix_multimodal.sh)
   std::ostream* progress = nullptr;
 };
 
@@ -50,6 +55,7 @@ struct MultimodalPairResult {
   double diceAffineNcc = 0, diceAffineMi = 0, diceGreedyMi = 0, diceGreedyLncc = 0, diceT1Lncc = 0;
   double secondsAffineMi = 0, secondsGreedyMi = 0, secondsGreedyLncc = 0, secondsT1Lncc = 0;
   float minJacobianMi = 0.0f, minJacobianLncc = 0.0f;
+  double diceElastixAffine = -1.0, secondsElastixAffine = -1.0;  // -1: no elastix files for the pair
   bool pass = false;
 };
 
@@ -58,6 +64,8 @@ struct MultimodalStudyReport {
   std::string note;
   std::vector<MultimodalPairResult> pairs;
   double meanAffineNcc = 0, meanAffineMi = 0, meanGreedyMi = 0, meanGreedyLncc = 0, meanT1Lncc = 0;
+  double meanElastixAffine = -1.0;  // over the pairs with elastix files (-1: none)
+  std::vector<std::string> notes;   // elastix files left out
   bool goalMet = false;  // mean greedy MI >= 0.95 x mean T1 LNCC
   nlohmann::json json;
   std::string markdown;

@@ -338,6 +338,8 @@ StudyOutcome runMultimodal(SuiteOptions const& opt, SuiteReport& rep) {
   mo.miBins = opt.greedy.miBins;
   mo.pairs = opt.greedyPairs;
   mo.firstPair = opt.greedyFirstPair;
+  mo.imagesDir = opt.multimodalImagesDir;
+  mo.elastixDir = opt.multimodalElastixDir;
   rep.multimodal = runMultimodalStudy(mo);
   return outcomeOf(rep.multimodal, rep);
 }
@@ -418,6 +420,9 @@ void ValidateJob::validate() const {
   o.registration.validate();
   requireFolder(o.elastixDir, "elastix's results folder");
   requireFolder(o.fireantsDir, "FireANTs' results folder");
+  requireFolder(o.multimodalElastixDir, "elastix's multi-modal results folder");
+  if (!o.multimodalImagesDir.empty() && fs::exists(o.multimodalImagesDir) && !fs::is_directory(o.multimodalImagesDir))
+    throw InvalidArgument("validate: the folder for the multi-modal images '" + o.multimodalImagesDir + "' is a file");
   for (int l : o.atlas.sizes)
     if (l < AtlasParams::kMinSubjects || l > 32)
       throw InvalidArgument("validate: the atlas study's cohort sizes run from " + std::to_string(AtlasParams::kMinSubjects) +

@@ -60,6 +60,8 @@ struct SuiteOptions {
   int greedyCpuPairs = -1;          // pairs also run on the CPU reference; -1: every pair
   bool greedyUnbiased = true;       // part 5 runs register unbiased beside the greedy registration
   std::string elastixDir;           // part 5: elastix's warped label maps (bench/peers/elastix_ixi.sh)
+  std::string multimodalImagesDir;  // part 6: where the second-contrast images are written (empty: not written)
+  std::string multimodalElastixDir; // part 6: elastix's affine MI results (bench/peers/elastix_multimodal.sh)
   std::string fireantsDir;          // part 5: FireANTs' (bench/peers/fireants_ixi.py)
   AtlasStudyOptions atlas;          // part 6's sizes, repeats, parameters (quick, data, montages: from here)
   std::ostream* progress = nullptr;  // one line per finished case, when set
