@@ -66,6 +66,22 @@ if [ -d "$more/t1" ]; then
     || fail "greedy study: a table is missing from the Markdown"
   expect_error "greedy study: --fireants not a folder" gv2.json "$KORTEX" validate --only greedy --quick \
     --data "$DATA" --fireants peer/${stem}.json --json gv2.json
+  # The multi-modal study (issue 41): its second-contrast images written for peers, and a mock elastix
+  # folder whose "warped" labels are the fixed subject's own (Dice 1) read back with its seconds.
+  rm -rf mmi mel && mkdir mel
+  cp "$more/labels/$fx-T1_ds_DLMUSE.nii.gz" mel/${stem}_labels.nii.gz
+  echo '{"seconds": 7.5, "tool": "mock elastix"}' > mel/${stem}.json
+  expect_success "multimodal study quick (1 pair, mock elastix folder)" mm.json "$KORTEX" validate --only multimodal \
+    --quick --data "$DATA" --greedy-pairs 1 --multimodal-images mmi --multimodal-elastix mel --json mm.json --markdown mm.md
+  [ -s mmi/${mv}_contrast.nii.gz ] || fail "multimodal study: the second-contrast image was not written"
+  grep -q '"dice_elastix_affine_mi": 1.0' mm.json || fail "multimodal study: the elastix labels were not read"
+  grep -q '"seconds_elastix_affine_mi": 7.5' mm.json || fail "multimodal study: the elastix seconds were not read"
+  for key in '"dice_affine_ncc"' '"dice_affine_mi"' '"dice_greedy_mi"' '"dice_greedy_lncc"' '"dice_t1_greedy_lncc"'; do
+    grep -q "$key" mm.json || fail "multimodal study: no $key in the JSON"
+  done
+  grep -q "elastix's affine AdvancedMattesMutualInformation" mm.md || fail "multimodal study: no elastix table"
+  expect_error "multimodal study: --multimodal-elastix not a folder" mm2.json "$KORTEX" validate --only multimodal \
+    --quick --data "$DATA" --multimodal-elastix mel/${stem}.json --json mm2.json
 fi
 # Atlas labels carried back onto each subject (issue 28): the majority of the DLMUSE maps in template
 # space, through each subject's inverse field; label interpolation keeps the label set. Refused for
