@@ -64,6 +64,19 @@ KOKKOS_INLINE_FUNCTION int miWindow(double u, double* weight, double* slope) {
   return k0;
 }
 
+// A voxel's histogram counts in fixed point: add(cell, count) for each window bin (cell = i_f B + k)
+// with a nonzero count round(w beta3(u - k) 2^kMiFixedBits).
+template <class Add>
+KOKKOS_INLINE_FUNCTION void miFixedPointCounts(double f, double m, double w, int bins, Add const& add) {
+  const int i = miFixedBin(f, bins);
+  double weight[4], slope[4];
+  const int k0 = miWindow(miMovingCoordinate(m, bins), weight, slope);
+  for (int t = 0; t < 4; ++t) {
+    const unsigned long long c = static_cast<unsigned long long>(w * weight[t] * double(1ll << kMiFixedBits) + 0.5);
+    if (c != 0 && k0 + t < bins) add(i * bins + k0 + t, c);
+  }
+}
+
 // h of a voxel (above) from its fixed value f, moving value m and L (bins x bins).
 template <class LogRatio>
 KOKKOS_INLINE_FUNCTION double miSlope(double f, double m, int bins, LogRatio const& logRatio) {

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "core/Errors.hpp"
+#include "reference_cpu/detail/MutualInformation.hpp"
 #include "reference_cpu/detail/Trilinear.hpp"
 
 namespace kortex::ref {
@@ -175,20 +176,6 @@ void setGradient(Mat34 const& g, AffineMetric& r) {
   }
 }
 
-// The cubic B-spline and its derivative (Mattes' moving window).
-double cubicBSpline(double t) {
-  t = std::abs(t);
-  if (t >= 2.0) return 0.0;
-  if (t >= 1.0) return std::pow(2.0 - t, 3) / 6.0;
-  return (4.0 - 6.0 * t * t + 3.0 * t * t * t) / 6.0;
-}
-double cubicBSplineDerivative(double t) {
-  const double a = std::abs(t), s = t < 0.0 ? -1.0 : 1.0;
-  if (a >= 2.0) return 0.0;
-  if (a >= 1.0) return -s * 0.5 * (2.0 - a) * (2.0 - a);
-  return s * (1.5 * a * a - 2.0 * a);
-}
-
 }  // namespace
 
 AffineMetric affineMetric(HostConstView moving, HostConstView fixed, AffineTransform const& t, HostConstView movingMask,
@@ -227,46 +214,31 @@ AffineMetric affineMetric(HostConstView moving, HostConstView fixed, AffineTrans
 AffineMetric affineMutualInformation(HostConstView moving, HostConstView fixed, AffineTransform const& t, int bins,
                                      HostConstView movingMask, HostConstView fixedMask) {
   validateMiBins(bins);
-  const Index B = bins;
-  // The spec's bins: fixed f -> row min(floor(f B), B - 1); moving m -> u = 2 + (B - 4) m (both clamped to [0, 1]).
-  auto fixedRow = [B](double f) { return std::min<Index>(Index(std::floor(std::clamp(f, 0.0, 1.0) * double(B))), B - 1); };
-  auto movingU = [B](double m) { return 2.0 + double(B - 4) * std::clamp(m, 0.0, 1.0); };
+  const detail::MiBins mb{bins};
   struct Hist {
     double counted = 0, inside = 0;
-    Eigen::MatrixXd h;
+    std::vector<double> h;
   };
   auto histSlices = overlapSlices<Hist>(moving, fixed, t, movingMask, fixedMask,
                                         [&](Hist& a, Eigen::Vector3d const&, double w, double f, double m, Eigen::Vector3d const&) {
-                                          if (a.h.size() == 0) a.h = Eigen::MatrixXd::Zero(B, B);
-                                          const double u = movingU(m);
-                                          const Index i = fixedRow(f);
-                                          for (Index k = Index(std::floor(u)) - 1; k <= Index(std::floor(u)) + 2; ++k)
-                                            if (k >= 0 && k < B) a.h(i, k) += w * cubicBSpline(u - double(k));
+                                          if (a.h.empty()) a.h.assign(std::size_t(mb.B * mb.B), 0.0);
+                                          mb.add(a.h, f, m, w);
                                         });
-  Eigen::MatrixXd h = Eigen::MatrixXd::Zero(B, B);
+  std::vector<double> h(std::size_t(mb.B * mb.B), 0.0);
   double counted = 0, insideCount = 0;
   for (auto const& a : histSlices) {
-    if (a.h.size()) h += a.h;
+    for (std::size_t c = 0; c < a.h.size(); ++c) h[c] += a.h[c];
     counted += a.counted;
     insideCount += a.inside;
   }
   AffineMetric r;
   r.count = static_cast<Index>(insideCount);
   r.overlap = overlapOf(insideCount, counted, fixedMask.data() != nullptr, fixed);
-  const double total = h.sum();
+  double total = 0.0;
+  for (double v : h) total += v;
   if (!(total > 0.0)) return r;
-  const Eigen::MatrixXd p = h / total;
-  const Eigen::VectorXd pf = p.rowwise().sum();
-  const Eigen::RowVectorXd pm = p.colwise().sum();
-  Eigen::MatrixXd logRatio = Eigen::MatrixXd::Zero(B, B);
-  double mi = 0.0;
-  for (Index i = 0; i < B; ++i)
-    for (Index k = 0; k < B; ++k)
-      if (p(i, k) > 0.0) {
-        logRatio(i, k) = std::log(p(i, k) / pm(k));
-        mi += p(i, k) * std::log(p(i, k) / (pf(i) * pm(k)));
-      }
-  r.value = mi;
+  std::vector<double> logRatio;
+  r.value = detail::miOfHistogram(h, total, mb.B, logRatio);
   struct Grad {
     double counted = 0, inside = 0;
     Mat34 g = Mat34::Zero();
@@ -274,15 +246,9 @@ AffineMetric affineMutualInformation(HostConstView moving, HostConstView fixed, 
   const auto gradSlices = overlapSlices<Grad>(
       moving, fixed, t, movingMask, fixedMask,
       [&](Grad& a, Eigen::Vector3d const& q, double w, double f, double m, Eigen::Vector3d const& grad) {
-        if (m < 0.0 || m > 1.0) return;  // u clamped: it does not move with theta
-        const double u = movingU(m);
-        const Index i = fixedRow(f);
-        double hx = 0.0;
-        for (Index k = Index(std::floor(u)) - 1; k <= Index(std::floor(u)) + 2; ++k)
-          if (k >= 0 && k < B) hx += cubicBSplineDerivative(u - double(k)) * logRatio(i, k);
         Eigen::Vector4d qh;
         qh << q, 1.0;
-        a.g += (w * double(B - 4) * hx) * grad * qh.transpose();
+        a.g += (w * double(mb.B - 4) * mb.slope(f, m, logRatio)) * grad * qh.transpose();
       });
   Mat34 g = Mat34::Zero();
   for (auto const& a : gradSlices) g += a.g;

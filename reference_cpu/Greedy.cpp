@@ -10,6 +10,7 @@
 #include "core/Errors.hpp"
 #include "reference_cpu/Checks.hpp"
 #include "reference_cpu/Gaussian.hpp"
+#include "reference_cpu/detail/MutualInformation.hpp"
 #include "reference_cpu/Registration.hpp"
 
 namespace kortex::ref {
@@ -165,6 +166,20 @@ double lnccWindows(ConstHostImageView const& w, ConstHostImageView const& f, int
 
 }  // namespace
 
+namespace {
+
+// F(x) = s grad W(x) (clamped central differences, double, rounded to float once): the form of every
+// metric's force.
+void storeForce(HostField const& f, ConstHostImageView const& w, Index z, Index y, Index x, double s) {
+  const Index nz = Index(w.extent(0)), ny = Index(w.extent(1)), nx = Index(w.extent(2));
+  const double g[3] = {0.5 * (double(w(z, y, detail::clampIndex(x + 1, nx))) - w(z, y, detail::clampIndex(x - 1, nx))),
+                       0.5 * (double(w(z, detail::clampIndex(y + 1, ny), x)) - w(z, detail::clampIndex(y - 1, ny), x)),
+                       0.5 * (double(w(detail::clampIndex(z + 1, nz), y, x)) - w(detail::clampIndex(z - 1, nz), y, x))};
+  for (int k = 0; k < 3; ++k) f(k, z, y, x) = float(s * g[k]);
+}
+
+}  // namespace
+
 double lnccEnergy(ConstHostImageView w, ConstHostImageView fixed, int radius) {
   const std::size_t a[3] = {w.extent(0), w.extent(1), w.extent(2)};
   const std::size_t b[3] = {fixed.extent(0), fixed.extent(1), fixed.extent(2)};
@@ -194,68 +209,28 @@ double lnccForce(ConstHostImageView w, ConstHostImageView fixed, int radius, Hos
         const std::size_t i = std::size_t((z * ny + y) * nx + x);
         // dE/dW(y) = sum over the windows x that read y of a(x) [(F(y) - mF(x)) - b(x) (W(y) - mW(x))].
         const double dEdW = double(fixed(z, y, x)) * coef[0][i] - coef[1][i] - double(w(z, y, x)) * coef[2][i] + coef[3][i];
-        const double grad[3] = {0.5 * (double(w(z, y, detail::clampIndex(x + 1, nx))) - w(z, y, detail::clampIndex(x - 1, nx))),
-                                0.5 * (double(w(z, detail::clampIndex(y + 1, ny), x)) - w(z, detail::clampIndex(y - 1, ny), x)),
-                                0.5 * (double(w(detail::clampIndex(z + 1, nz), y, x)) - w(detail::clampIndex(z - 1, nz), y, x))};
-        for (int k = 0; k < 3; ++k) f(k, z, y, x) = float(dEdW * grad[k]);
+        storeForce(f, w, z, y, x, dEdW);
       }
   return energy;
 }
 
 namespace {
 
-// The MI of (fixed, w) over every voxel (core/Greedy.hpp "Metrics", Mi; core/MutualInformation.hpp),
-// written from the text: per-slice double histograms summed in slice order; `logRatio` (bins x bins)
-// L(i, k) = log(p(i, k) / p_m(k)) (0 where p = 0).
-struct MiBins {
-  Index B;
-  Index fixedRow(double f) const { return std::min<Index>(Index(std::floor(std::clamp(f, 0.0, 1.0) * double(B))), B - 1); }
-  double movingU(double m) const { return 2.0 + double(B - 4) * std::clamp(m, 0.0, 1.0); }
-  static double spline(double t) {
-    t = std::abs(t);
-    return t >= 2.0 ? 0.0 : t >= 1.0 ? (2.0 - t) * (2.0 - t) * (2.0 - t) / 6.0 : (4.0 - 6.0 * t * t + 3.0 * t * t * t) / 6.0;
-  }
-  static double splineSlope(double t) {
-    const double a = std::abs(t), s = t < 0.0 ? -1.0 : 1.0;
-    return a >= 2.0 ? 0.0 : a >= 1.0 ? -s * 0.5 * (2.0 - a) * (2.0 - a) : s * (1.5 * a * a - 2.0 * a);
-  }
-};
+using detail::MiBins;
 
+// The MI of (fixed, w) over every voxel (core/Greedy.hpp "Metrics", Mi; core/MutualInformation.hpp):
+// per-slice double histograms summed in slice order; L into `logRatio`.
 double miHistogram(ConstHostImageView w, ConstHostImageView fixed, MiBins const& mb, std::vector<double>& logRatio) {
   const Index nz = Index(w.extent(0)), ny = Index(w.extent(1)), nx = Index(w.extent(2)), B = mb.B;
   std::vector<std::vector<double>> slices(std::size_t(nz), std::vector<double>(std::size_t(B * B), 0.0));
 #pragma omp parallel for schedule(dynamic, 1)
-  for (Index z = 0; z < nz; ++z) {
-    std::vector<double>& h = slices[std::size_t(z)];
+  for (Index z = 0; z < nz; ++z)
     for (Index y = 0; y < ny; ++y)
-      for (Index x = 0; x < nx; ++x) {
-        const double u = mb.movingU(w(z, y, x));
-        const Index i = mb.fixedRow(fixed(z, y, x));
-        for (Index k = Index(std::floor(u)) - 1; k <= Index(std::floor(u)) + 2; ++k)
-          if (k >= 0 && k < B) h[std::size_t(i * B + k)] += MiBins::spline(u - double(k));
-      }
-  }
-  std::vector<double> p(std::size_t(B * B), 0.0), pf(std::size_t(B), 0.0), pm(std::size_t(B), 0.0);
-  for (auto const& h : slices)
-    for (std::size_t c = 0; c < p.size(); ++c) p[c] += h[c];
-  const double total = double(nz) * double(ny) * double(nx);
-  for (Index i = 0; i < B; ++i)
-    for (Index k = 0; k < B; ++k) {
-      double& v = p[std::size_t(i * B + k)];
-      v /= total;
-      pf[std::size_t(i)] += v;
-      pm[std::size_t(k)] += v;
-    }
-  logRatio.assign(std::size_t(B * B), 0.0);
-  double mi = 0.0;
-  for (Index i = 0; i < B; ++i)
-    for (Index k = 0; k < B; ++k) {
-      const double v = p[std::size_t(i * B + k)];
-      if (!(v > 0.0)) continue;
-      logRatio[std::size_t(i * B + k)] = std::log(v / pm[std::size_t(k)]);
-      mi += v * std::log(v / (pf[std::size_t(i)] * pm[std::size_t(k)]));
-    }
-  return mi;
+      for (Index x = 0; x < nx; ++x) mb.add(slices[std::size_t(z)], fixed(z, y, x), w(z, y, x), 1.0);
+  std::vector<double> h(std::size_t(B * B), 0.0);
+  for (auto const& s : slices)
+    for (std::size_t c = 0; c < h.size(); ++c) h[c] += s[c];
+  return detail::miOfHistogram(h, double(nz) * double(ny) * double(nx), B, logRatio);
 }
 
 }  // namespace
@@ -280,25 +255,14 @@ double miForce(ConstHostImageView w, ConstHostImageView fixed, int bins, HostFie
   const MiBins mb{bins};
   std::vector<double> logRatio;
   const double energy = miHistogram(w, fixed, mb, logRatio);
-  const Index nz = Index(a[0]), ny = Index(a[1]), nx = Index(a[2]), B = mb.B;
-  const double scale = double(B - 4) / (double(nz) * double(ny) * double(nx));
+  const Index nz = Index(a[0]), ny = Index(a[1]), nx = Index(a[2]);
+  const double scale = double(mb.B - 4) / (double(nz) * double(ny) * double(nx));
 #pragma omp parallel for
   for (Index z = 0; z < nz; ++z)
     for (Index y = 0; y < ny; ++y)
       for (Index x = 0; x < nx; ++x) {
-        const double m = w(z, y, x);
-        double dEdW = 0.0;  // (B - 4) h / N; 0 where W is clamped
-        if (m >= 0.0 && m <= 1.0) {
-          const double u = mb.movingU(m);
-          const Index i = mb.fixedRow(fixed(z, y, x));
-          for (Index k = Index(std::floor(u)) - 1; k <= Index(std::floor(u)) + 2; ++k)
-            if (k >= 0 && k < B) dEdW += MiBins::splineSlope(u - double(k)) * logRatio[std::size_t(i * B + k)];
-          dEdW *= scale;
-        }
-        const double grad[3] = {0.5 * (double(w(z, y, detail::clampIndex(x + 1, nx))) - w(z, y, detail::clampIndex(x - 1, nx))),
-                                0.5 * (double(w(z, detail::clampIndex(y + 1, ny), x)) - w(z, detail::clampIndex(y - 1, ny), x)),
-                                0.5 * (double(w(detail::clampIndex(z + 1, nz), y, x)) - w(detail::clampIndex(z - 1, nz), y, x))};
-        for (int k = 0; k < 3; ++k) f(k, z, y, x) = float(dEdW * grad[k]);
+        const double dEdW = scale * mb.slope(fixed(z, y, x), w(z, y, x), logRatio);  // (B - 4) h / N
+        storeForce(f, w, z, y, x, dEdW);
       }
   return energy;
 }
@@ -316,10 +280,7 @@ void greedyForce(ConstHostImageView w, ConstHostImageView fixed, HostField f) {
     for (Index y = 0; y < ny; ++y)
       for (Index x = 0; x < nx; ++x) {
         const double r = double(fixed(z, y, x)) - double(w(z, y, x));
-        const double g[3] = {0.5 * (double(w(z, y, detail::clampIndex(x + 1, nx))) - w(z, y, detail::clampIndex(x - 1, nx))),
-                             0.5 * (double(w(z, detail::clampIndex(y + 1, ny), x)) - w(z, detail::clampIndex(y - 1, ny), x)),
-                             0.5 * (double(w(detail::clampIndex(z + 1, nz), y, x)) - w(detail::clampIndex(z - 1, nz), y, x))};
-        for (int k = 0; k < 3; ++k) f(k, z, y, x) = float(r * g[k]);
+        storeForce(f, w, z, y, x, r);
       }
 }
 

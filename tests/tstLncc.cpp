@@ -96,6 +96,41 @@ double dot(HostField const& a, HostField const& b) {
   return s;
 }
 
+// A smooth displacement d of the sample points and the first-order change of W along it, dW = grad W . d
+// (the forces' clamped central differences): the finite-difference tests move W along dW.
+struct Direction {
+  HostField d;
+  ImageView<Kokkos::HostSpace> dW;
+};
+Direction direction(HostImage const& moving) {
+  const int nz = int(moving.data.extent(0)), ny = int(moving.data.extent(1)), nx = int(moving.data.extent(2));
+  Direction r{HostField("d", 3, nz, ny, nx), ImageView<Kokkos::HostSpace>("dW", nz, ny, nx)};
+  auto& d = r.d;
+  for (int z = 0; z < nz; ++z)
+    for (int y = 0; y < ny; ++y)
+      for (int x = 0; x < nx; ++x) {
+        d(0, z, y, x) = float(0.8 * std::sin(0.3 * x + 0.2 * y));
+        d(1, z, y, x) = float(0.6 * std::cos(0.25 * y - 0.1 * z));
+        d(2, z, y, x) = float(0.5 * std::sin(0.2 * z + 0.3 * x + 1.0));
+      }
+  auto W = moving.data;
+  auto c = [](int i, int n) { return i < 0 ? 0 : (i >= n ? n - 1 : i); };
+  for (int z = 0; z < nz; ++z)
+    for (int y = 0; y < ny; ++y)
+      for (int x = 0; x < nx; ++x)
+        r.dW(z, y, x) = float(0.5 * (W(z, y, c(x + 1, nx)) - W(z, y, c(x - 1, nx))) * d(0, z, y, x) +
+                              0.5 * (W(z, c(y + 1, ny), x) - W(z, c(y - 1, ny), x)) * d(1, z, y, x) +
+                              0.5 * (W(c(z + 1, nz), y, x) - W(c(z - 1, nz), y, x)) * d(2, z, y, x));
+  return r;
+}
+
+// W + t dW.
+HostImage movedAlong(HostImage const& moving, Direction const& dir, double t) {
+  HostImage w("w", moving.geometry);
+  for (std::size_t i = 0; i < w.data.size(); ++i) w.data.data()[i] = float(moving.data.data()[i] + t * dir.dW.data()[i]);
+  return w;
+}
+
 }  // namespace
 
 // ---- the reference and the spec -------------------------------------------------------------------
@@ -141,34 +176,13 @@ BOOST_AUTO_TEST_CASE(transpose_weight_counts_the_clamped_offsets) {
 BOOST_AUTO_TEST_CASE(reference_force_is_the_gradient_of_the_energy) {
   const int nx = 14, ny = 12, nz = 10;
   const HostImage fixed = blobs(nx, ny, nz), moving = blobs(nx, ny, nz, 1.3);
-  HostField d("d", 3, nz, ny, nx);
-  for (int z = 0; z < nz; ++z)
-    for (int y = 0; y < ny; ++y)
-      for (int x = 0; x < nx; ++x) {
-        d(0, z, y, x) = float(0.8 * std::sin(0.3 * x + 0.2 * y));
-        d(1, z, y, x) = float(0.6 * std::cos(0.25 * y - 0.1 * z));
-        d(2, z, y, x) = float(0.5 * std::sin(0.2 * z + 0.3 * x + 1.0));
-      }
+  const Direction dir = direction(moving);
   for (int R : {1, 2, 3}) {
     HostField f("f", 3, nz, ny, nx);
     ref::lnccForce(moving.data, fixed.data, R, f);
-    // dW = grad W . d with the force's gradient (clamped central differences).
-    ImageView<Kokkos::HostSpace> dW("dW", nz, ny, nx);
-    auto W = moving.data;
-    auto c = [](int i, int n) { return i < 0 ? 0 : (i >= n ? n - 1 : i); };
-    for (int z = 0; z < nz; ++z)
-      for (int y = 0; y < ny; ++y)
-        for (int x = 0; x < nx; ++x)
-          dW(z, y, x) = float(0.5 * (W(z, y, c(x + 1, nx)) - W(z, y, c(x - 1, nx))) * d(0, z, y, x) +
-                              0.5 * (W(z, c(y + 1, ny), x) - W(z, c(y - 1, ny), x)) * d(1, z, y, x) +
-                              0.5 * (W(c(z + 1, nz), y, x) - W(c(z - 1, nz), y, x)) * d(2, z, y, x));
     const double h = 1e-3;
-    auto energyAt = [&](double t) {
-      HostImage w("w", moving.geometry);
-      for (std::size_t i = 0; i < w.data.size(); ++i) w.data.data()[i] = float(W.data()[i] + t * dW.data()[i]);
-      return ref::lnccEnergy(w.data, fixed.data, R);
-    };
-    const double fd = (energyAt(h) - energyAt(-h)) / (2 * h), analytic = dot(f, d);
+    auto energyAt = [&](double t) { return ref::lnccEnergy(movedAlong(moving, dir, t).data, fixed.data, R); };
+    const double fd = (energyAt(h) - energyAt(-h)) / (2 * h), analytic = dot(f, dir.d);
     BOOST_TEST_MESSAGE("R " << R << ": dE/dt " << fd << ", sum F . d " << analytic);
     BOOST_TEST(std::fabs(analytic) > 1e-2);  // a non-trivial direction
     BOOST_TEST(std::fabs(fd - analytic) <= kFiniteDifferenceTol * std::fabs(analytic), "R " << R);
@@ -222,34 +236,14 @@ HostImage otherContrast(HostImage const& img) {
 BOOST_AUTO_TEST_CASE(reference_mi_force_is_the_gradient_of_mi) {
   const int nx = 14, ny = 12, nz = 10;
   const HostImage moving = blobs(nx, ny, nz, 1.3), fixed = otherContrast(blobs(nx, ny, nz));
-  HostField d("d", 3, nz, ny, nx);
-  for (int z = 0; z < nz; ++z)
-    for (int y = 0; y < ny; ++y)
-      for (int x = 0; x < nx; ++x) {
-        d(0, z, y, x) = float(0.8 * std::sin(0.3 * x + 0.2 * y));
-        d(1, z, y, x) = float(0.6 * std::cos(0.25 * y - 0.1 * z));
-        d(2, z, y, x) = float(0.5 * std::sin(0.2 * z + 0.3 * x + 1.0));
-      }
-  auto W = moving.data;
-  auto c = [](int i, int n) { return i < 0 ? 0 : (i >= n ? n - 1 : i); };
-  ImageView<Kokkos::HostSpace> dW("dW", nz, ny, nx);
-  for (int z = 0; z < nz; ++z)
-    for (int y = 0; y < ny; ++y)
-      for (int x = 0; x < nx; ++x)
-        dW(z, y, x) = float(0.5 * (W(z, y, c(x + 1, nx)) - W(z, y, c(x - 1, nx))) * d(0, z, y, x) +
-                            0.5 * (W(z, c(y + 1, ny), x) - W(z, c(y - 1, ny), x)) * d(1, z, y, x) +
-                            0.5 * (W(c(z + 1, nz), y, x) - W(c(z - 1, nz), y, x)) * d(2, z, y, x));
+  const Direction dir = direction(moving);
   for (int bins : {16, 32}) {
     HostField f("f", 3, nz, ny, nx);
     const double mi = ref::miForce(moving.data, fixed.data, bins, f);
     BOOST_TEST(mi == ref::miEnergy(moving.data, fixed.data, bins));
     const double h = 1e-4;
-    auto energyAt = [&](double t) {
-      HostImage w("w", moving.geometry);
-      for (std::size_t i = 0; i < w.data.size(); ++i) w.data.data()[i] = float(W.data()[i] + t * dW.data()[i]);
-      return ref::miEnergy(w.data, fixed.data, bins);
-    };
-    const double fd = (energyAt(h) - energyAt(-h)) / (2 * h), analytic = dot(f, d);
+    auto energyAt = [&](double t) { return ref::miEnergy(movedAlong(moving, dir, t).data, fixed.data, bins); };
+    const double fd = (energyAt(h) - energyAt(-h)) / (2 * h), analytic = dot(f, dir.d);
     BOOST_TEST_MESSAGE(bins << " bins: MI " << mi << ", dMI/dt " << fd << ", sum F . d " << analytic);
     BOOST_TEST(std::fabs(analytic) > 1e-4);  // a non-trivial direction
     BOOST_TEST(std::fabs(fd - analytic) <= kFiniteDifferenceTol * std::fabs(analytic), bins << " bins");

@@ -82,17 +82,8 @@ std::string num(bool ran, double v, int prec) {
 
 // The study's subjects (mri/ixi_2mm_more: T1 volumes, DLMUSE labels; 4 mm in quick mode) and the
 // Kokkos registrations it runs on each pair.
-struct GreedyStudySetup {
-  fs::path root;
-  std::vector<std::string> ids;  // ids[0]: the fixed subject
-  bool quick = false;
+struct GreedyStudySetup : IxiStudyData {
   RegistrationPipelineOptions affineOnly, ssd, lncc, unbiased;
-  HostImage image(std::string const& id) const {
-    return loadStudyImage(root / "t1" / (id + "-T1_ds.nii.gz"), false, quick);
-  }
-  HostImage labels(std::string const& id) const {
-    return loadStudyImage(root / "labels" / (id + "-T1_ds_DLMUSE.nii.gz"), true, quick);
-  }
   RegistrationPipelineOptions const& options(StudyMethod m) const {
     switch (m) {
       case StudyMethod::GreedySsd: return ssd;
@@ -104,10 +95,7 @@ struct GreedyStudySetup {
 };
 
 GreedyStudySetup makeSetup(GreedyStudyOptions const& opt) {
-  GreedyStudySetup st;
-  st.root = fs::path(opt.dataDir) / "mri" / "ixi_2mm_more";
-  st.ids = studySubjectIds(st.root / "t1");
-  st.quick = opt.quick;
+  GreedyStudySetup st{IxiStudyData(opt.dataDir, opt.quick)};
   st.ssd.backend = Backend::Kokkos;
   st.ssd.method = pipeline::RegistrationMethod::Greedy;
   st.ssd.greedy = opt.greedy;
@@ -599,7 +587,7 @@ GreedyStudyReport runGreedyStudy(GreedyStudyOptions const& opt) {
   GreedyStudyReport rep;
   const GreedyStudySetup st = makeSetup(opt);
   auto const& ids = st.ids;
-  if (opt.dataDir.empty() || ids.size() < 2 || !fs::exists(st.root / "labels" / (ids[0] + "-T1_ds_DLMUSE.nii.gz"))) {
+  if (opt.dataDir.empty() || !st.complete()) {
     rep.note = "greedy study skipped: IXI volumes and labels not found under " + (st.root / "t1").string();
     return rep;
   }

@@ -74,22 +74,12 @@ HostImage syntheticContrast(HostImage const& t1, HostImage const& labels, std::u
 
 namespace {
 
-struct Setup {
-  fs::path root;
-  std::vector<std::string> ids;
-  bool quick = false;
+struct Setup : IxiStudyData {
   RegistrationPipelineOptions affineNcc, affineMi, greedyMi, greedyLncc, t1Lncc;
-  HostImage image(std::string const& id) const { return loadStudyImage(root / "t1" / (id + "-T1_ds.nii.gz"), false, quick); }
-  HostImage labels(std::string const& id) const {
-    return loadStudyImage(root / "labels" / (id + "-T1_ds_DLMUSE.nii.gz"), true, quick);
-  }
 };
 
 Setup makeSetup(MultimodalStudyOptions const& opt) {
-  Setup st;
-  st.root = fs::path(opt.dataDir) / "mri" / "ixi_2mm_more";
-  st.ids = studySubjectIds(st.root / "t1");
-  st.quick = opt.quick;
+  Setup st{IxiStudyData(opt.dataDir, opt.quick)};
   st.t1Lncc.backend = Backend::Kokkos;
   st.t1Lncc.method = pipeline::RegistrationMethod::Greedy;
   st.t1Lncc.greedy = opt.greedy;
@@ -257,7 +247,7 @@ void report(MultimodalStudyReport& rep, MultimodalStudyOptions const& opt) {
 MultimodalStudyReport runMultimodalStudy(MultimodalStudyOptions const& opt) {
   MultimodalStudyReport rep;
   const Setup st = makeSetup(opt);
-  if (opt.dataDir.empty() || st.ids.size() < 2 || !fs::exists(st.root / "labels" / (st.ids[0] + "-T1_ds_DLMUSE.nii.gz"))) {
+  if (opt.dataDir.empty() || !st.complete()) {
     rep.note = "multimodal study skipped: IXI volumes and labels not found under " + (st.root / "t1").string();
     return rep;
   }

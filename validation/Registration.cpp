@@ -178,6 +178,21 @@ std::vector<std::string> studySubjectIds(std::filesystem::path const& t1) {
   return ids;
 }
 
+IxiStudyData::IxiStudyData(std::string const& dataDir, bool q)
+    : root(std::filesystem::path(dataDir) / "mri" / "ixi_2mm_more"), ids(studySubjectIds(root / "t1")), quick(q) {}
+
+bool IxiStudyData::complete() const {
+  return !root.empty() && ids.size() >= 2 && std::filesystem::exists(root / "labels" / (ids[0] + "-T1_ds_DLMUSE.nii.gz"));
+}
+
+HostImage IxiStudyData::image(std::string const& id) const {
+  return loadStudyImage(root / "t1" / (id + "-T1_ds.nii.gz"), false, quick);
+}
+
+HostImage IxiStudyData::labels(std::string const& id) const {
+  return loadStudyImage(root / "labels" / (id + "-T1_ds_DLMUSE.nii.gz"), true, quick);
+}
+
 HostImage loadStudyImage(std::filesystem::path const& path, bool labels, bool quick) {
   HostImage h = io::readImage(path);
   if (!quick) return h;

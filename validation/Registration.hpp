@@ -58,6 +58,20 @@ HostImage loadStudyImage(std::filesystem::path const& path, bool labels, bool qu
 // when the folder does not exist.
 std::vector<std::string> studySubjectIds(std::filesystem::path const& t1Folder);
 
+// The IXI subjects of mri/ixi_2mm_more under a data folder (the greedy and multi-modal studies): ids[0]
+// is the fixed subject; images and label maps loaded by loadStudyImage.
+struct IxiStudyData {
+  std::filesystem::path root;
+  std::vector<std::string> ids;
+  bool quick = false;
+  IxiStudyData() = default;
+  IxiStudyData(std::string const& dataDir, bool quick);
+  // A fixed subject with its labels and at least one moving subject.
+  bool complete() const;
+  HostImage image(std::string const& id) const;
+  HostImage labels(std::string const& id) const;
+};
+
 
 
 }  // namespace kortex::validation

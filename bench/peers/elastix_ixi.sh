@@ -18,37 +18,10 @@ T1="$DATA/mri/ixi_2mm_more/t1"; LAB="$DATA/mri/ixi_2mm_more/labels"
 mkdir -p "$OUT"
 WORK="$(mktemp -d)"; trap 'rm -rf "$WORK"' EXIT
 
-# The two stages share every setting but the transform (and the B-spline grid).
-params() {
-  cat <<'EOF'
-(FixedInternalImagePixelType "float")
-(MovingInternalImagePixelType "float")
-(FixedImageDimension 3)
-(MovingImageDimension 3)
-(Registration "MultiResolutionRegistration")
-(Interpolator "BSplineInterpolator")
-(ResampleInterpolator "FinalBSplineInterpolator")
-(Resampler "DefaultResampler")
-(FixedImagePyramid "FixedSmoothingImagePyramid")
-(MovingImagePyramid "MovingSmoothingImagePyramid")
-(Optimizer "AdaptiveStochasticGradientDescent")
-(Metric "AdvancedMattesMutualInformation")
-(HowToCombineTransforms "Compose")
-(NumberOfHistogramBins 32)
-(NumberOfResolutions 4)
-(MaximumNumberOfIterations 500)
-(NumberOfSpatialSamples 2048)
-(NewSamplesEveryIteration "true")
-(ImageSampler "RandomCoordinate")
-(BSplineInterpolationOrder 1)
-(FinalBSplineInterpolationOrder 3)
-(DefaultPixelValue 0)
-(WriteResultImage "false")
-(ResultImageFormat "nii.gz")
-EOF
-}
-{ params; printf '(Transform "AffineTransform")\n(AutomaticScalesEstimation "true")\n(AutomaticTransformInitialization "true")\n(AutomaticTransformInitializationMethod "CenterOfGravity")\n'; } > "$WORK/affine.txt"
-{ params; printf '(Transform "BSplineTransform")\n(FinalGridSpacingInPhysicalUnits 8.0)\n'; } > "$WORK/bspline.txt"
+# The two stages share every setting but the transform (and the B-spline grid): elastix_common.sh.
+. "$(dirname "${BASH_SOURCE[0]}")/elastix_common.sh"
+elastix_affine_params > "$WORK/affine.txt"
+{ elastix_params; printf '(Transform "BSplineTransform")\n(FinalGridSpacingInPhysicalUnits 8.0)\n'; } > "$WORK/bspline.txt"
 
 mapfile -t IDS < <(ls "$T1" | sed -n 's/-T1_ds\.nii\.gz$//p' | sort)
 FIXED="${IDS[0]}"

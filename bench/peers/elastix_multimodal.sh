@@ -17,35 +17,9 @@ T1="$DATA/mri/ixi_2mm_more/t1"; LAB="$DATA/mri/ixi_2mm_more/labels"
 ls "$IMAGES"/*_contrast.nii.gz > /dev/null 2>&1 || { echo "elastix_multimodal.sh: no <moving>_contrast.nii.gz in $IMAGES" >&2; exit 2; }
 mkdir -p "$OUT"
 WORK="$(mktemp -d)"; trap 'rm -rf "$WORK"' EXIT
-cat > "$WORK/affine.txt" <<'PARAMS'
-(FixedInternalImagePixelType "float")
-(MovingInternalImagePixelType "float")
-(FixedImageDimension 3)
-(MovingImageDimension 3)
-(Registration "MultiResolutionRegistration")
-(Interpolator "BSplineInterpolator")
-(ResampleInterpolator "FinalBSplineInterpolator")
-(Resampler "DefaultResampler")
-(FixedImagePyramid "FixedSmoothingImagePyramid")
-(MovingImagePyramid "MovingSmoothingImagePyramid")
-(Optimizer "AdaptiveStochasticGradientDescent")
-(Metric "AdvancedMattesMutualInformation")
-(NumberOfHistogramBins 32)
-(NumberOfResolutions 4)
-(MaximumNumberOfIterations 500)
-(NumberOfSpatialSamples 2048)
-(NewSamplesEveryIteration "true")
-(ImageSampler "RandomCoordinate")
-(BSplineInterpolationOrder 1)
-(FinalBSplineInterpolationOrder 3)
-(DefaultPixelValue 0)
-(WriteResultImage "false")
-(ResultImageFormat "nii.gz")
-(Transform "AffineTransform")
-(AutomaticScalesEstimation "true")
-(AutomaticTransformInitialization "true")
-(AutomaticTransformInitializationMethod "CenterOfGravity")
-PARAMS
+# elastix_ixi.sh's affine stage (elastix_common.sh).
+. "$(dirname "${BASH_SOURCE[0]}")/elastix_common.sh"
+elastix_affine_params > "$WORK/affine.txt"
 FIXED=$(ls "$T1" | sed -n 's/-T1_ds\.nii\.gz$//p' | sort | head -n 1)
 for IMG in "$IMAGES"/*_contrast.nii.gz; do
   MOVING=$(basename "$IMG" _contrast.nii.gz)

@@ -195,17 +195,12 @@ struct MiHistogramFunctor {
       unsigned long long inside = 0;
       overlap.forVoxels(u, [&](double w, double f, double m, const double*, const double*) {
         ++inside;
-        const int i = miFixedBin(f, bins);
-        double weight[4], slope[4];
-        const int k0 = miWindow(miMovingCoordinate(m, bins), weight, slope);
-        for (int t = 0; t < 4; ++t) {
-          const unsigned long long v = static_cast<unsigned long long>(w * weight[t] * double(1ll << kMiFixedBits) + 0.5);
-          if (v == 0 || k0 + t >= bins) continue;
+        miFixedPointCounts(f, m, w, bins, [&](int cell, unsigned long long c) {
           if (useScratch)
-            Kokkos::atomic_add(&local(i * bins + k0 + t), v);
+            Kokkos::atomic_add(&local(cell), c);
           else
-            Kokkos::atomic_add(&hist(i * bins + k0 + t), v);
-        }
+            Kokkos::atomic_add(&hist(cell), c);
+        });
       });
       if (inside == 0) return;
       if (useScratch)

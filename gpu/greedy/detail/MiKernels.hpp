@@ -44,17 +44,12 @@ struct HistogramFunctor {
     Kokkos::parallel_for(Kokkos::TeamThreadRange(team, count), [&](const int j) {
       const long v = first + j;
       const int x = int(v % nx), r = int(v / nx), y = r % ny, z = r / ny;
-      const int i = miFixedBin(double(fixed(z, y, x)), bins);
-      double weight[4], slope[4];
-      const int k0 = miWindow(miMovingCoordinate(double(warped(z, y, x)), bins), weight, slope);
-      for (int t = 0; t < 4; ++t) {
-        const unsigned long long c = static_cast<unsigned long long>(weight[t] * double(1ll << kMiFixedBits) + 0.5);
-        if (c == 0 || k0 + t >= bins) continue;
+      miFixedPointCounts(double(fixed(z, y, x)), double(warped(z, y, x)), 1.0, bins, [&](int cell, unsigned long long c) {
         if (useScratch)
-          Kokkos::atomic_add(&local(i * bins + k0 + t), c);
+          Kokkos::atomic_add(&local(cell), c);
         else
-          Kokkos::atomic_add(&hist(i * bins + k0 + t), c);
-      }
+          Kokkos::atomic_add(&hist(cell), c);
+      });
     });
     if (!useScratch) return;
     team.team_barrier();
