@@ -223,6 +223,7 @@ struct MetricWorkspace {
   Kokkos::View<double**, Kokkos::LayoutRight, Mem> partials;
   Kokkos::View<double*, Mem> totals;
   Kokkos::View<unsigned long long*, Mem> hist;
+  typename Kokkos::View<unsigned long long*, Mem>::HostMirror histHost;  // the histogram read back
   Kokkos::View<double*, Mem> logRatio;
   int segmentsPerRow = 0;
   Index units = 0;
@@ -246,6 +247,7 @@ MetricWorkspace<typename Exec::memory_space> metricWorkspace(Exec const& exec, s
     w.bins = bins;
     w.hist = decltype(w.hist)(Kokkos::view_alloc(exec, std::string("kortex::Affine::miHistogram")),
                               std::size_t(bins) * bins + 1);
+    w.histHost = Kokkos::create_mirror_view(Kokkos::HostSpace(), w.hist);
     w.logRatio = decltype(w.logRatio)(Kokkos::view_alloc(exec, std::string("kortex::Affine::miLogRatio")),
                                       std::size_t(bins) * bins);
   }
@@ -368,7 +370,7 @@ AffineMetric mutualInformation(Exec const& exec, MetricWorkspace<typename Exec::
   Policy policy(exec, blocks, std::min(kMetricUnits, Policy(exec, blocks, 1).team_size_max(h, Kokkos::ParallelForTag())));
   if (useScratch) policy.set_scratch_size(0, Kokkos::PerTeam(MiHistogramFunctor<Exec>::scratchBytes(B)));
   Kokkos::parallel_for("kortex::Affine::miHistogram", policy, h);
-  const auto hist = Kokkos::create_mirror_view(Kokkos::HostSpace(), work.hist);
+  const auto hist = work.histHost;
   Kokkos::deep_copy(exec, hist, work.hist);
   exec.fence();
 
