@@ -79,21 +79,24 @@ void cropField(VectorField<Kokkos::HostSpace> const& padded, VectorField<Kokkos:
         for (Index x = 0; x < Index(d.extent(3)); ++x) d(c, z, y, x) = p(c, z, y, x);
 }
 
-// The greedy stage's force mask on the fixed grid (empty without masks): the fixed mask times the
-// moving mask carried onto the fixed grid by the affine stage's map (nearest voxel; 0 outside the
-// moving volume), 0 / 1.
-HostImage greedyForceMask(RegistrationPipelineOptions const& opt, RegistrationPipelineResult const& r) {
-  if (!opt.masks.fixed.data.data() && !opt.masks.moving.data.data()) return {};
-  HostImage mask("kortex::registerPair::forceMask", r.fixedGrid);
-  Kokkos::deep_copy(mask.data, 1.0f);
-  float* out = mask.data.data();
-  if (opt.masks.fixed.data.data())
-    for (Index i = 0; i < mask.numVoxels(); ++i) out[i] = opt.masks.fixed.data.data()[i] != 0.0f ? out[i] : 0.0f;
-  if (opt.masks.moving.data.data()) {
-    const HostImage carried = ref::resampleAffineLabels(opt.masks.moving, r.fixedGrid, r.affine);
-    for (Index i = 0; i < mask.numVoxels(); ++i) out[i] = carried.data.data()[i] != 0.0f ? out[i] : 0.0f;
-  }
-  return mask;
+// The greedy stage's masks on the fixed grid, 0 / 1 (each empty when not given): the fixed mask, and
+// the moving mask carried onto the fixed grid by the affine stage's map (nearest voxel; 0 outside the
+// moving volume), which the greedy stage carries further with the deformation.
+struct GreedyMasks {
+  HostImage fixed, moving;
+};
+
+GreedyMasks greedyMasks(RegistrationPipelineOptions const& opt, RegistrationPipelineResult const& r) {
+  auto binary = [](HostImage const& in, const char* label) {
+    HostImage out(label, in.geometry);
+    for (Index i = 0; i < out.numVoxels(); ++i) out.data.data()[i] = in.data.data()[i] != 0.0f ? 1.0f : 0.0f;
+    return out;
+  };
+  GreedyMasks m;
+  if (opt.masks.fixed.data.data()) m.fixed = binary(opt.masks.fixed, "kortex::registerPair::fixedMask");
+  if (opt.masks.moving.data.data())
+    m.moving = binary(ref::resampleAffineLabels(opt.masks.moving, r.fixedGrid, r.affine), "kortex::registerPair::movingMask");
+  return m;
 }
 
 // The greedy stage on either back end: pad, register, crop.
@@ -102,10 +105,12 @@ void greedyStage(HostImage const& movingResampled, HostImage const& fixedN, Regi
                  RegistrationPipelineResult& r, Register&& registerGreedy) {
   r.greedyGrid = greedyPaddedGrid(fixedN.geometry, opt.greedy);
   const HostImage m = padToGrid(movingResampled, r.greedyGrid), f = padToGrid(fixedN, r.greedyGrid);
-  const HostImage forceMask = greedyForceMask(opt, r);
-  const HostImage paddedMask = forceMask.data.data() ? padToGrid(forceMask, r.greedyGrid) : HostImage();
+  const GreedyMasks masks = greedyMasks(opt, r);
+  auto pad = [&r](HostImage const& mask) { return mask.data.data() ? padToGrid(mask, r.greedyGrid) : HostImage(); };
+  const HostImage fixedMask = pad(masks.fixed), movingMask = pad(masks.moving);
   VectorField<Kokkos::HostSpace> padded;
-  r.greedy = registerGreedy(m, f, padded, paddedMask.data.data() ? &paddedMask : nullptr);
+  r.greedy = registerGreedy(m, f, padded, fixedMask.data.data() ? &fixedMask : nullptr,
+                            movingMask.data.data() ? &movingMask : nullptr);
   cropField(padded, r.u);
 }
 
@@ -166,8 +171,10 @@ void fluidKokkos(Exec const& exec, ImageView<typename Exec::memory_space> dResam
   const auto t0 = Clock::now();
   if (opt.method == RegistrationMethod::Greedy) {
     greedyStage(r.movingResampled, fixedN, opt, r,
-                [&](HostImage const& m, HostImage const& f, VectorField<Kokkos::HostSpace>& u, HostImage const* mask) {
-                  return gpu::greedyRegister(exec, m, f, u, opt.greedy, opt.greedyProgress, workspace, mask);
+                [&](HostImage const& m, HostImage const& f, VectorField<Kokkos::HostSpace>& u, HostImage const* fixedMask,
+                    HostImage const* movingMask) {
+                  return gpu::greedyRegister(exec, m, f, u, opt.greedy, opt.greedyProgress, workspace, fixedMask,
+                                             movingMask);
                 });
   } else {
     auto dFixed = Kokkos::create_mirror_view_and_copy(Mem(), fixedN.data);
@@ -197,8 +204,9 @@ void fluidReference(HostImage const& fixedN, RegistrationPipelineOptions const& 
   const auto t0 = Clock::now();
   if (opt.method == RegistrationMethod::Greedy)
     greedyStage(r.movingResampled, fixedN, opt, r,
-                [&](HostImage const& m, HostImage const& f, VectorField<Kokkos::HostSpace>& u, HostImage const* mask) {
-                  return ref::greedyRegister(m, f, u, opt.greedy, opt.greedyProgress, mask);
+                [&](HostImage const& m, HostImage const& f, VectorField<Kokkos::HostSpace>& u, HostImage const* fixedMask,
+                    HostImage const* movingMask) {
+                  return ref::greedyRegister(m, f, u, opt.greedy, opt.greedyProgress, fixedMask, movingMask);
                 });
   else
     r.fluid = ref::fluidRegister(r.movingResampled, fixedN, r.u, opt.fluid, opt.progress);

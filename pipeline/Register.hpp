@@ -61,7 +61,7 @@ struct RegistrationPipelineOptions {
   // Cost-function masks on the images' grids (antsRegistration's -x): the affine stage's metric
   // (core/Affine.hpp AffineMasks) and the greedy stage's force, which is zero where the fixed mask
   // is 0 or the moving mask, carried onto the fixed grid by the affine map (nearest voxel, 0 outside
-  // the moving volume), is 0; the moving mask is not re-warped by the deformation as it grows.
+  // the moving volume) and from there by the current deformation (nearest voxel of x - u(x)), is 0.
   AffineMasks masks;
   bool useAffine = true;
   bool useFluid = true;              // false: affine only (the Dice baseline), either method

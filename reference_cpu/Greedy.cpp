@@ -455,19 +455,33 @@ ImageView<Kokkos::HostSpace> maskAtScale(HostImage const& mask, int factor, Inde
   return out;
 }
 
-void maskForce(HostField const& f, ImageView<Kokkos::HostSpace> const& mask) {
+// The nearest voxel of p in [0, n) (rounding half up, clamped to the grid).
+Index nearestInGrid(double p, Index n) { return std::clamp(Index(std::floor(p + 0.5)), Index(0), n - 1); }
+
+// f = 0 where the fixed mask is 0 or the moving mask is 0 at the nearest voxel of the point the
+// deformation sends x to (x - u(x): the moving mask follows the registration). Either may be empty.
+void maskForce(HostField const& f, ImageView<Kokkos::HostSpace> const& fixedMask,
+               ImageView<Kokkos::HostSpace> const& movingMask, HostField const& u) {
+  const Index nz = Index(f.extent(1)), ny = Index(f.extent(2)), nx = Index(f.extent(3));
 #pragma omp parallel for
-  for (Index z = 0; z < Index(mask.extent(0)); ++z)
-    for (Index y = 0; y < Index(mask.extent(1)); ++y)
-      for (Index x = 0; x < Index(mask.extent(2)); ++x)
-        if (mask(z, y, x) == 0.0f)
+  for (Index z = 0; z < nz; ++z)
+    for (Index y = 0; y < ny; ++y)
+      for (Index x = 0; x < nx; ++x) {
+        bool keep = fixedMask.data() == nullptr || fixedMask(z, y, x) != 0.0f;
+        if (keep && movingMask.data() != nullptr)
+          keep = movingMask(nearestInGrid(double(z) - double(u(2, z, y, x)), nz),
+                            nearestInGrid(double(y) - double(u(1, z, y, x)), ny),
+                            nearestInGrid(double(x) - double(u(0, z, y, x)), nx)) != 0.0f;
+        if (!keep)
           for (int c = 0; c < 3; ++c) f(c, z, y, x) = 0.0f;
+      }
 }
 
 }  // namespace
 
 GreedyResult greedyRegister(HostImage const& moving, HostImage const& fixed, VectorField<Kokkos::HostSpace>& u,
-                            GreedyParams const& params, GreedyProgress const& progress, HostImage const* forceMask) {
+                            GreedyParams const& params, GreedyProgress const& progress, HostImage const* forceMask,
+                            HostImage const* movingMask) {
   using Clock = std::chrono::steady_clock;
   const auto start = Clock::now();
   auto elapsed = [&start] { return std::chrono::duration<double>(Clock::now() - start).count(); };
@@ -489,6 +503,7 @@ GreedyResult greedyRegister(HostImage const& moving, HostImage const& fixed, Vec
     const Index nz = I1.geometry.nz(), ny = I1.geometry.ny(), nx = I1.geometry.nx();
     GreedyStepper stepper(params, nz, ny, nx);
     const ImageView<Kokkos::HostSpace> mask = forceMask ? maskAtScale(*forceMask, f, nz, ny, nx) : ImageView<Kokkos::HostSpace>();
+    const ImageView<Kokkos::HostSpace> mmask = movingMask ? maskAtScale(*movingMask, f, nz, ny, nx) : ImageView<Kokkos::HostSpace>();
     warp(m.I.data, m.u, m.W);
     GreedyScaleResult sr;
     sr.factor = f;
@@ -500,7 +515,7 @@ GreedyResult greedyRegister(HostImage const& moving, HostImage const& fixed, Vec
       rec.factor = f;
       rec.iteration = it;
       stepper.computeForce(m.W, I1.data);
-      if (forceMask) maskForce(stepper.force(), mask);
+      if (forceMask || movingMask) maskForce(stepper.force(), mask, mmask, m.u);
       rec.solve = stepper.solve(m.v, it == 1, it == 1 && prevFactor == 0);
       const GreedyStepOutcome step = stepper.step(m.u, m.v);
       sr.iterations = it;

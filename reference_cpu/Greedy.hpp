@@ -83,8 +83,12 @@ class GreedyStepper {
 // (pipeline/Register.hpp validates once).
 // `forceMask` (optional, 0 / 1 on the fixed grid): the force is zero where it is 0 (every scale takes
 // the block minimum of the finer mask: a coarse voxel counts only where all its fine voxels do).
+// `movingMask` (optional, 0 / 1, on the grid of `moving`, i.e. the moving image's mask carried with
+// it): the force at x is zero where this mask (at the scale, the same block minimum) is 0 at the
+// nearest voxel of x - u(x), the point the current deformation samples (clamped to the grid): the
+// mask follows the deformation as it grows. An all-ones mask changes nothing.
 GreedyResult greedyRegister(HostImage const& moving, HostImage const& fixed, VectorField<Kokkos::HostSpace>& u,
                             GreedyParams const& params, GreedyProgress const& progress = {},
-                            HostImage const* forceMask = nullptr);
+                            HostImage const* forceMask = nullptr, HostImage const* movingMask = nullptr);
 
 }  // namespace kortex::ref

@@ -20,6 +20,7 @@
 #include "reference_cpu/Nlm.hpp"
 #include "validation/Harness.hpp"
 #include "validation/Metrics.hpp"
+#include "validation/Lesion.hpp"
 #include "validation/Multimodal.hpp"
 #include "validation/Quality.hpp"
 #include "validation/QualityMultires.hpp"
@@ -431,11 +432,11 @@ BOOST_AUTO_TEST_CASE(validation_studies_are_one_table) {
   }
   // The order they run in (and the order of the report's sections and notes).
   BOOST_TEST(names == (std::vector<std::string>{"harness", "quality", "registration", "surface", "greedy", "multimodal",
-                                                "atlas"}),
+                                                "lesion", "atlas"}),
              boost::test_tools::per_element());
   BOOST_TEST(findStudy("harness")->dataNeeded == nullptr);
   BOOST_TEST(findStudy("quality")->dataNeeded == nullptr);
-  for (const char* n : {"registration", "surface", "greedy", "multimodal", "atlas"})
+  for (const char* n : {"registration", "surface", "greedy", "multimodal", "lesion", "atlas"})
     BOOST_TEST(findStudy(n)->dataNeeded != nullptr);
   BOOST_TEST(findStudy("nosuch") == nullptr);
   BOOST_TEST(findStudy("") == nullptr);
@@ -578,4 +579,50 @@ BOOST_AUTO_TEST_CASE(synthetic_contrast_reverses_the_tissue_classes) {
   BOOST_CHECK_THROW(validation::syntheticContrast(t1, off, 1), InvalidArgument);
   HostImage none("none", g);
   BOOST_CHECK_THROW(validation::syntheticContrast(t1, none, 1), InvalidArgument);
+}
+
+// The lesion study's lesion (validation/Lesion.hpp paintLesion) in a labelled ball of radius 12 voxels
+// at 2 mm: a 10 mm lesion (5 voxels) lies inside the labels, holds `level` at its centre and the T1
+// outside r + 1 voxels, its mask is 0 exactly within r + 1 voxels of the centre, the same seed gives
+// the same lesion; a label map off the grid, an empty one and a radius <= 0 are refused.
+BOOST_AUTO_TEST_CASE(lesion_is_a_ball_inside_the_labels) {
+  const Index n = 40;
+  Geometry g = Geometry::make3D(n, n, n);
+  g.spacing = {2.0, 2.0, 2.0};
+  HostImage t1("t1", g), labels("labels", g);
+  for (Index z = 0; z < n; ++z)
+    for (Index y = 0; y < n; ++y)
+      for (Index x = 0; x < n; ++x) {
+        const double r = std::sqrt(std::pow(x - 19.5, 2) + std::pow(y - 19.5, 2) + std::pow(z - 19.5, 2));
+        t1.data(z, y, x) = r < 16 ? 0.5f + 0.01f * float(x % 7) : 0.0f;
+        labels.data(z, y, x) = r < 12 ? 1.0f : 0.0f;
+      }
+  const validation::Lesion a = validation::paintLesion(t1, labels, 10.0, 3.0f, 7),
+                           b = validation::paintLesion(t1, labels, 10.0, 3.0f, 7);
+  BOOST_TEST(a.radiusVoxels == 5.0);
+  BOOST_TEST(a.centre[0] == b.centre[0]);
+  BOOST_TEST(a.centre[1] == b.centre[1]);
+  BOOST_TEST(a.centre[2] == b.centre[2]);
+  const Index cx = Index(a.centre[0]), cy = Index(a.centre[1]), cz = Index(a.centre[2]);
+  BOOST_TEST(labels.data(cz, cy, cx) == 1.0f);
+  BOOST_TEST(a.image.data(cz, cy, cx) == 3.0f);
+  Index inside = 0, ball = 0;
+  for (Index z = 0; z < n; ++z)
+    for (Index y = 0; y < n; ++y)
+      for (Index x = 0; x < n; ++x) {
+        const double d = std::sqrt(std::pow(x - a.centre[0], 2) + std::pow(y - a.centre[1], 2) + std::pow(z - a.centre[2], 2));
+        BOOST_TEST(a.mask.data(z, y, x) == (d <= 6.0 ? 0.0f : 1.0f));
+        if (d > 6.0) BOOST_TEST(a.image.data(z, y, x) == t1.data(z, y, x));
+        if (d <= 5.0) {
+          ++ball;
+          inside += labels.data(z, y, x) > 0.5f ? 1 : 0;
+        }
+      }
+  BOOST_TEST(double(inside) >= 0.95 * double(ball));
+  BOOST_TEST(a.voxels >= ball);
+  HostImage off("off", Geometry::make3D(n, n, n - 1));
+  BOOST_CHECK_THROW(validation::paintLesion(t1, off, 10.0, 3.0f, 1), InvalidArgument);
+  HostImage none("none", g);
+  BOOST_CHECK_THROW(validation::paintLesion(t1, none, 10.0, 3.0f, 1), InvalidArgument);
+  BOOST_CHECK_THROW(validation::paintLesion(t1, labels, 0.0, 3.0f, 1), InvalidArgument);
 }

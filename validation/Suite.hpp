@@ -18,7 +18,10 @@
 //   6. "multimodal" (issue 41, with the data): validation/Multimodal.hpp runMultimodalStudy - the
 //      greedy study's pairs with the moving subject in a second contrast made from its labels: Dice
 //      of affine NCC / affine MI / greedy MI against the T1 pair's greedy LNCC.
-//   7. "atlas" (issue 15, with the data): validation/Atlas.hpp runAtlasStudy - random-permutation
+//   7. "lesion" (issue 41, with the data): validation/Lesion.hpp runLesionStudy - a synthetic lesion
+//      in each moving T1 of the greedy study's pairs: Dice outside it lesion-free, unmasked and with the
+//      lesion's moving mask.
+//   8. "atlas" (issue 15, with the data): validation/Atlas.hpp runAtlasStudy - random-permutation
 //      entropy / variance / sharpness of greedy atlases vs affine averages, template-space Dice,
 //      held-out majority-vote labels, Jacobian statistics, a montage.
 //   2. "quality": the SNR-25 study (validation/Quality.hpp); both filters must raise the PSNR;
@@ -34,6 +37,7 @@
 
 #include "validation/Greedy.hpp"
 #include "validation/Harness.hpp"
+#include "validation/Lesion.hpp"
 #include "validation/Multimodal.hpp"
 #include "validation/Atlas.hpp"
 #include "validation/Quality.hpp"
@@ -87,7 +91,8 @@ struct SuiteReport {
   SurfaceStudyReport surface;            // part 4; .ran false without the data
   GreedyStudyReport greedy;              // part 5; .ran false without the data
   MultimodalStudyReport multimodal;      // part 6; .ran false without the data
-  AtlasStudyReport atlas;                // part 7; .ran false without the data
+  LesionStudyReport lesion;              // part 7; .ran false without the data
+  AtlasStudyReport atlas;                // part 8; .ran false without the data
   std::vector<StudyOutcome> studies;     // the studies selected, in the order they ran
   std::vector<std::string> notes;  // inputs that were skipped, and why
   nlohmann::json environment;      // validation/Report.hpp environmentJson()

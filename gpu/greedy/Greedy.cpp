@@ -308,7 +308,8 @@ struct GreedyRegistration<Exec>::Scale {
   int factor;
   SubjectScale<memory_space> m;
   ImageView<memory_space> I1;
-  ImageView<memory_space> mask;  // the force mask at this scale (allocated when a run is given one)
+  ImageView<memory_space> mask;        // the fixed force mask at this scale (allocated when a run is given one)
+  ImageView<memory_space> movingMask;  // the moving mask at this scale (likewise)
   GreedyStepper<Exec> stepper;
   Scale(Exec const& exec, int fct, GridExtents e, GreedyParams const& p)
       : factor(fct),
@@ -365,13 +366,25 @@ struct MaskScaleFunctor {
   }
 };
 
-// f = 0 where mask is 0.
+// f = 0 where the fixed mask is 0 or the moving mask is 0 at the nearest voxel of x - u(x) (clamped
+// to the grid; ref::greedyRegister states the rule). Either mask may be empty.
 template <class Mem>
 struct MaskForceFunctor {
   Field<Mem> f;
-  ConstImageView<Mem> mask;
+  ConstImageView<Mem> fixedMask, movingMask;
+  ConstField<Mem> u;
+  int nz, ny, nx;
+  KOKKOS_INLINE_FUNCTION static int nearest(double p, int n) {
+    const double q = p + 0.5;  // floor(q) = the truncation for q >= 0; below 0 the clamp gives 0
+    if (!(q >= 0.0)) return 0;
+    return q >= double(n - 1) ? n - 1 : static_cast<int>(q);
+  }
   KOKKOS_INLINE_FUNCTION void operator()(int z, int y, int x) const {
-    if (mask(z, y, x) == 0.0f)
+    bool keep = fixedMask.data() == nullptr || fixedMask(z, y, x) != 0.0f;
+    if (keep && movingMask.data() != nullptr)
+      keep = movingMask(nearest(double(z) - double(u(2, z, y, x)), nz), nearest(double(y) - double(u(1, z, y, x)), ny),
+                        nearest(double(x) - double(u(0, z, y, x)), nx)) != 0.0f;
+    if (!keep)
       for (int c = 0; c < 3; ++c) f(c, z, y, x) = 0.0f;
   }
 };
@@ -383,9 +396,11 @@ void maskAtScale(Exec const& exec, ConstImageView<Mem> mask, int factor, ImageVi
 }
 
 template <class Exec, class Mem = typename Exec::memory_space>
-void maskForce(Exec const& exec, Field<Mem> f, ConstImageView<Mem> mask) {
-  parallelForVoxels("kortex::greedy::mask_force", exec, int(mask.extent(0)), int(mask.extent(1)), int(mask.extent(2)),
-                    MaskForceFunctor<Mem>{f, mask});
+void maskForce(Exec const& exec, Field<Mem> f, ConstImageView<Mem> fixedMask, ConstImageView<Mem> movingMask,
+               ConstField<Mem> u) {
+  const int nz = int(f.extent(1)), ny = int(f.extent(2)), nx = int(f.extent(3));
+  parallelForVoxels("kortex::greedy::mask_force", exec, nz, ny, nx,
+                    MaskForceFunctor<Mem>{f, fixedMask, movingMask, u, nz, ny, nx});
 }
 
 }  // namespace
@@ -393,7 +408,8 @@ void maskForce(Exec const& exec, Field<Mem> f, ConstImageView<Mem> mask) {
 template <class Exec>
 GreedyResult GreedyRegistration<Exec>::run(ConstImageView<memory_space> moving, ConstImageView<memory_space> fixed,
                                            Field<memory_space> uOut, GreedyProgress const& progress,
-                                           ConstImageView<memory_space> forceMask) {
+                                           ConstImageView<memory_space> forceMask,
+                                           ConstImageView<memory_space> movingMask) {
   using Clock = std::chrono::steady_clock;
   const auto start = Clock::now();
   auto elapsed = [&start] { return std::chrono::duration<double>(Clock::now() - start).count(); };
@@ -413,13 +429,17 @@ GreedyResult GreedyRegistration<Exec>::run(ConstImageView<memory_space> moving, 
     Scale& S = *scales_[s];
     const double scaleStart = elapsed();
     enterScale(S, prev, moving, fixed);
-    const bool masked = forceMask.data() != nullptr;
-    if (masked) {
-      if (S.mask.data() == nullptr)
-        S.mask = ImageView<memory_space>(Kokkos::view_alloc(exec_, Kokkos::WithoutInitializing, std::string("kortex::greedy::mask")),
-                                         S.I1.extent(0), S.I1.extent(1), S.I1.extent(2));
-      maskAtScale(exec_, forceMask, S.factor, S.mask);
-    }
+    auto scaleMask = [&](ConstImageView<memory_space> full, ImageView<memory_space>& out, const char* label) {
+      if (full.data() == nullptr) return ConstImageView<memory_space>();
+      if (out.data() == nullptr)
+        out = ImageView<memory_space>(Kokkos::view_alloc(exec_, Kokkos::WithoutInitializing, std::string(label)),
+                                      S.I1.extent(0), S.I1.extent(1), S.I1.extent(2));
+      maskAtScale(exec_, full, S.factor, out);
+      return ConstImageView<memory_space>(out);
+    };
+    const ConstImageView<memory_space> fixedMaskS = scaleMask(forceMask, S.mask, "kortex::greedy::mask");
+    const ConstImageView<memory_space> movingMaskS = scaleMask(movingMask, S.movingMask, "kortex::greedy::moving_mask");
+    const bool masked = forceMask.data() != nullptr || movingMask.data() != nullptr;
     GreedyScaleResult sr;
     sr.factor = S.factor;
     sr.rmseStart = imageRmse(exec_, S.m.W, S.I1);
@@ -432,7 +452,7 @@ GreedyResult GreedyRegistration<Exec>::run(ConstImageView<memory_space> moving, 
       rec.iteration = it;
       kx::ScopedRegion stepRegion("kortex::greedy::step");
       if (!S.stepper.forceFromStep() || it == 1) S.stepper.computeForce(S.m.W, S.I1);
-      if (masked) maskForce(exec_, S.stepper.force(), ConstImageView<memory_space>(S.mask));
+      if (masked) maskForce(exec_, S.stepper.force(), fixedMaskS, movingMaskS, ConstField<memory_space>(S.m.u));
       rec.solve = S.stepper.solve(S.m.v, it == 1, false);  // v is zero on the first scale already
       const GreedyStepOutcome step = S.stepper.stepImage(S.m.I, S.I1, S.m.u, S.m.v, S.m.W);
       sr.iterations = it;
@@ -477,7 +497,7 @@ template <class Exec>
 GreedyResult greedyRegister(Exec const& exec, HostImage const& moving, HostImage const& fixed,
                             VectorField<Kokkos::HostSpace>& u, GreedyParams const& params,
                             GreedyProgress const& progress, GreedyWorkspace<Exec>* workspace,
-                            HostImage const* forceMask) {
+                            HostImage const* forceMask, HostImage const* movingMask) {
   using Mem = typename Exec::memory_space;
   if (moving.data.extent(0) != fixed.data.extent(0) || moving.data.extent(1) != fixed.data.extent(1) ||
       moving.data.extent(2) != fixed.data.extent(2))
@@ -496,15 +516,16 @@ GreedyResult greedyRegister(Exec const& exec, HostImage const& moving, HostImage
   }
   Kokkos::deep_copy(exec, ws.moving, moving.data);
   Kokkos::deep_copy(exec, ws.fixed, fixed.data);
-  ImageView<Mem> mask;
-  if (forceMask) {
-    if (ws.mask.data() == nullptr)
-      ws.mask = ImageView<Mem>(Kokkos::view_alloc(exec, Kokkos::WithoutInitializing, std::string("kortex::greedy::mask_in")),
-                               g.nz(), g.ny(), g.nx());
-    Kokkos::deep_copy(exec, ws.mask, forceMask->data);
-    mask = ws.mask;
-  }
-  GreedyResult r = ws.reg->run(ws.moving, ws.fixed, ws.u, progress, mask);
+  auto upload = [&](HostImage const* in, ImageView<Mem>& held, const char* label) {
+    if (!in) return ImageView<Mem>();
+    if (held.data() == nullptr)
+      held = ImageView<Mem>(Kokkos::view_alloc(exec, Kokkos::WithoutInitializing, std::string(label)), g.nz(), g.ny(), g.nx());
+    Kokkos::deep_copy(exec, held, in->data);
+    return held;
+  };
+  const ImageView<Mem> mask = upload(forceMask, ws.mask, "kortex::greedy::mask_in");
+  const ImageView<Mem> movingMaskIn = upload(movingMask, ws.movingMask, "kortex::greedy::moving_mask_in");
+  GreedyResult r = ws.reg->run(ws.moving, ws.fixed, ws.u, progress, mask, movingMaskIn);
   u = VectorField<Kokkos::HostSpace>("greedy displacement", g);
   Kokkos::deep_copy(exec, u.data, ws.u);
   exec.fence();
@@ -532,7 +553,8 @@ GreedyResult greedyRegister(Exec const& exec, HostImage const& moving, HostImage
   template class GreedyRegistration<SPACE>;                                                                \
   template GreedyResult greedyRegister<SPACE>(SPACE const&, HostImage const&, HostImage const&,           \
                                               VectorField<Kokkos::HostSpace>&, GreedyParams const&,        \
-                                              GreedyProgress const&, GreedyWorkspace<SPACE>*, HostImage const*);
+                                              GreedyProgress const&, GreedyWorkspace<SPACE>*, HostImage const*, \
+                                              HostImage const*);
 
 #ifdef KOKKOS_ENABLE_SERIAL
 KORTEX_INSTANTIATE_GREEDY(Kokkos::Serial)

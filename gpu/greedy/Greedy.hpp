@@ -84,10 +84,12 @@ class GreedyRegistration {
   // Registers `moving` to `fixed` (full grid, on exec's memory space); `u` (3, nz, ny, nx) receives
   // the full-grid displacement.
   // `forceMask` (optional, 0 / 1 on the full grid): the force is zero where it is 0, at every scale
-  // its block minimum (ref::greedyRegister states the rule).
+  // its block minimum; `movingMask` (optional, 0 / 1 on the grid of `moving`): the force is zero
+  // where it is 0 at the nearest voxel of x - u(x), following the deformation (ref::greedyRegister
+  // states both rules).
   GreedyResult run(ConstImageView<memory_space> moving, ConstImageView<memory_space> fixed,
                    Field<memory_space> u, GreedyProgress const& progress = {},
-                   ConstImageView<memory_space> forceMask = {});
+                   ConstImageView<memory_space> forceMask = {}, ConstImageView<memory_space> movingMask = {});
   GreedyParams const& params() const { return params_; }
   Geometry const& grid() const { return grid_; }
 
@@ -111,7 +113,7 @@ std::int64_t greedyRegistrationBytes(Geometry const& grid, GreedyParams const& p
 template <class Exec>
 struct GreedyWorkspace {
   std::unique_ptr<GreedyRegistration<Exec>> reg;
-  ImageView<typename Exec::memory_space> moving, fixed, mask;
+  ImageView<typename Exec::memory_space> moving, fixed, mask, movingMask;
   Field<typename Exec::memory_space> u;
 };
 
@@ -123,6 +125,6 @@ template <class Exec>
 GreedyResult greedyRegister(Exec const& exec, HostImage const& moving, HostImage const& fixed,
                             VectorField<Kokkos::HostSpace>& u, GreedyParams const& params,
                             GreedyProgress const& progress = {}, GreedyWorkspace<Exec>* workspace = nullptr,
-                            HostImage const* forceMask = nullptr);
+                            HostImage const* forceMask = nullptr, HostImage const* movingMask = nullptr);
 
 }  // namespace kortex::gpu
