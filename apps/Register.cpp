@@ -251,6 +251,7 @@ int runCohort(RegisterOptions const& o, GreedyParams const& greedy) {
   job.greedy = greedy;
   job.useAffine = !o.noAffine;
   job.transform = pipeline::parseRegistrationTransform(o.transform);
+  job.symmetric = o.symmetric;
   job.affineMetric = parseAffineMetric(o.affineMetric);
   job.miBins = greedy.miBins;  // one --mi-bins for both stages
   job.backend = parseBackend(o.backend);
@@ -292,6 +293,7 @@ int cmdRegisterGreedy(RegisterOptions const& o) {
   job.method = pipeline::RegistrationMethod::Greedy;
   job.greedy = o.greedy.toParams();
   job.transform = pipeline::parseRegistrationTransform(o.transform);
+  job.symmetric = o.symmetric;
   return runRegistration(o, job);
 }
 
@@ -409,6 +411,10 @@ void addRegisterCommands(CLI::App& app, Action& action) {
                  "What is fitted: rigid (6 parameters), similarity (7) or affine (12) by the affine stage alone, or "
                  "deformable (the affine stage, then the greedy one)")
       ->capture_default_str();
+  gr->add_flag("--symmetric", rgo.symmetric,
+               "Inverse-consistent registration: the affine stage fitted both ways and averaged, then both images "
+               "move towards a midpoint (as ANTs SyN), each by half the step; the map is the moving half composed "
+               "with the inverse of the fixed half (no masks)");
   addBackendOption(*gr, rgo.backend);
   gr->add_flag("--quiet", rgo.quiet, "No progress bar");
   gr->callback([rgop, grOut, &action] {

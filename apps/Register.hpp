@@ -24,6 +24,7 @@ struct RegisterOptions {
   GreedyOptions greedy{greedyRegistrationDefaults()};  // greedy: the greedy flags (apps/Options.hpp)
   bool noAffine = false;
   std::string transform = "deformable";  // greedy: rigid|similarity|affine|deformable
+  bool symmetric = false;                // greedy: --symmetric
   std::string affineMetric = "ncc";      // the affine stage's metric: ncc|mi
   int miBins = 32;                       // its MI bins
   std::string backend = "auto";

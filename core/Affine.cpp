@@ -135,6 +135,53 @@ AffineTransform fromWorldMatrix(Matrix4 const& w, Geometry const& fixed, Geometr
   return t;
 }
 
+namespace {
+
+Matrix4 mul4(Matrix4 const& a, Matrix4 const& b) {
+  Matrix4 r{};
+  for (int i = 0; i < 4; ++i)
+    for (int j = 0; j < 4; ++j)
+      for (int k = 0; k < 4; ++k) r[std::size_t(4 * i + j)] += a[std::size_t(4 * i + k)] * b[std::size_t(4 * k + j)];
+  return r;
+}
+
+Matrix4 inverse4(Matrix4 const& m, const char* what) {
+  const Mat3 l{m[0], m[1], m[2], m[4], m[5], m[6], m[8], m[9], m[10]};
+  const Mat3 inv = inverse(l, what);
+  Matrix4 r{};
+  for (int i = 0; i < 3; ++i) {
+    double off = 0.0;
+    for (int j = 0; j < 3; ++j) {
+      r[std::size_t(4 * i + j)] = inv[std::size_t(3 * i + j)];
+      off -= inv[std::size_t(3 * i + j)] * m[std::size_t(4 * j + 3)];
+    }
+    r[std::size_t(4 * i + 3)] = off;
+  }
+  r[15] = 1.0;
+  return r;
+}
+
+}  // namespace
+
+Matrix4 affineMean(Matrix4 const& a, Matrix4 const& b) {
+  const Matrix4 d = mul4(inverse4(a, "affine mean: the first map"), b);
+  Matrix4 y = d, z{1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1};
+  for (int k = 0; k < 100; ++k) {
+    const Matrix4 yi = inverse4(y, "affine mean: the square root's iterate"), zi = inverse4(z, "affine mean: the square root's iterate");
+    double change = 0.0, size = 0.0;
+    for (std::size_t i = 0; i < 16; ++i) {
+      const double yn = 0.5 * (y[i] + zi[i]);
+      change = std::max(change, std::abs(yn - y[i]));
+      size = std::max(size, std::abs(yn));
+      z[i] = 0.5 * (z[i] + yi[i]);
+      y[i] = yn;
+    }
+    if (!std::isfinite(change)) break;
+    if (change <= 1e-13 * size) return mul4(a, y);
+  }
+  throw InvalidArgument("affine mean: the square root of the two fits' difference did not converge");
+}
+
 AffineTransform initialTransform(Geometry const& fixed, Geometry const& moving) {
   const Matrix4 id{1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1};
   return fromWorldMatrix(id, fixed, moving);

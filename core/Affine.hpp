@@ -188,6 +188,14 @@ AffineTransform indexToWorldTransform(Geometry const& g);
 AffineTransform worldToIndexTransform(Geometry const& g);
 AffineTransform affineOfMatrix(Matrix4 const& m);
 
+// The inverse-consistent mean of two affine maps from one space to another (world matrices, last row
+// 0 0 0 1): mean(a, b) = a (a^-1 b)^(1/2), the principal square root by the Denman-Beavers iteration
+// (to a relative change <= 1e-13, at most 100 steps). mean(b^-1, a^-1) = mean(a, b)^-1, so the mean
+// of a registration's forward fit and its reverse fit inverted is exactly what the pair with its
+// images exchanged gives, inverted. InvalidArgument when a, a^-1 b or an iterate is singular, or the
+// iteration does not converge (for fits a half turn apart the root is not unique: one is returned).
+Matrix4 affineMean(Matrix4 const& a, Matrix4 const& b);
+
 // ITK transform file text ("#Insight Transform File V1.0", AffineTransform_double_3_3, centre
 // of rotation 0): what ITK / ANTs read as the fixed -> moving physical transform.
 std::string itkTransformText(Matrix4 const& world);

@@ -81,6 +81,19 @@
 // reverse mapping with the clamp rule and rescaled to the new voxel size:
 //     u_f(x) = (g / f) u_g( (f x + (f - 1)/2 - (g - 1)/2) / g ).
 // u starts at zero on the coarsest scale.
+//
+// ---- Symmetric mode (GreedyParams::symmetric; the registration job's --symmetric) -----------------
+// Both images move towards a midpoint on the fixed grid: h_m(x) = x - u_m(x) for the moving image,
+// h_f(x) = x - u_f(x) for the fixed one, W_m = I0(h_m), W_f = I1(h_f), both zero at the start. One
+// iteration: the two forces from the same state, F_m = force(W_m against W_f) and F_f =
+// force(W_f against W_m) (step 1 with the roles of the images exchanged), v_m = L^-1 F_m and
+// v_f = L^-1 F_f, then steps 3-6 for each side with delta = maxStep / 2 (both sides together move
+// the images at most maxStep voxels apart per iteration), each side's fold refusal its own; the
+// scale stops when either side stops. Exchanging I0 and I1 exchanges the roles exactly. The map of
+// the registration is h(x) = h_m(h_f^-1(x)): with p = h_f^-1(x) (core/Inverse.hpp, identity
+// affine: p - u_f(p) = x, to |g| <= kMidpointInverseTolerance), u(x) = x - h_m(p) = x - p + u_m(p)
+// (u_m trilinear at p, clamp rule).
+// The RMSE recorded is sqrt(mean (W_m - W_f)^2).
 #pragma once
 
 #include <Kokkos_Core.hpp>
@@ -97,6 +110,7 @@
 #include "core/Image.hpp"
 #include "core/MutualInformation.hpp"
 #include "core/ImageOps.hpp"
+#include "core/Inverse.hpp"
 #include "core/Registration.hpp"
 #include "core/Trilinear.hpp"
 
@@ -117,6 +131,15 @@ inline constexpr int kMaxLnccRadius = 8;
 // The LNCC noise floor: a per-voxel variance (normalised intensities in [0, 1]: noise of 1 % of the
 // range) added, times N, to a window's B and C.
 inline constexpr double kLnccNoiseVariance = 1e-4;
+// The symmetric mode's inversion of h_f: |g| in voxels (the inverse's default, 1e-3, would let the
+// two back ends' Newton iterations, exact and central-difference Jacobians, stop 1e-3 apart; a
+// step or two more reaches the float rounding of u).
+inline constexpr double kMidpointInverseTolerance = 1e-5;
+inline InverseParams midpointInverseParams() {
+  InverseParams p;
+  p.tolerance = kMidpointInverseTolerance;
+  return p;
+}
 GreedySolver parseGreedySolver(std::string const& s);  // fft|sor|cg|hybrid-sor|hybrid-cg
 const char* toString(GreedySolver s);                   // the same spelling
 inline std::ostream& operator<<(std::ostream& os, GreedySolver s) { return os << toString(s); }
@@ -155,6 +178,7 @@ struct GreedyParams {
   GreedyMetric metric = GreedyMetric::Ssd;
   int lnccRadius = 2;                    // LNCC window (2R+1)^3 voxels of every scale, R in [1, kMaxLnccRadius]
   int miBins = 32;                       // MI: histogram bins per image, kMinMiBins..kMaxMiBins
+  bool symmetric = false;                // both images move to the midpoint (above); pairwise only
 
   static constexpr int kMaxScaleFactor = 16;
   // Per scale. Far above any schedule that converges (the papers: 25 + 50, 200 single scale); a
@@ -299,6 +323,7 @@ struct GreedyResult {
   int refused = 0;
   float minJacobian = 1.0f;  // of the final field
   double seconds = 0.0;
+  InverseStats midpointInverse;  // symmetric mode: the inversion of h_f (core/Inverse.hpp), else zero
   bool folded() const;       // some scale stopped on a refused fold
 };
 

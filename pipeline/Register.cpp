@@ -14,6 +14,7 @@
 #include <map>
 #include <set>
 
+#include "core/Apply.hpp"
 #include "core/Compat.hpp"
 #include "core/Errors.hpp"
 #include "core/Intensity.hpp"
@@ -116,6 +117,14 @@ void greedyStage(HostImage const& movingResampled, HostImage const& fixedN, Regi
 
 // The affine stage: the preset transform, the back end's affine registration, or none (the
 // header alignment already in r.affine).
+// The symmetric mode fits the affine part both ways (a deformable greedy registration with
+// GreedyParams::symmetric; the job refuses masks with it).
+bool symmetricAffine(RegistrationPipelineOptions const& opt) {
+  return opt.method == RegistrationMethod::Greedy && opt.useFluid && opt.greedy.symmetric;
+}
+
+// registerAffine(params, reverse): the back end's affine registration of the moving image to the
+// fixed one, or of the fixed image to the moving one when `reverse`.
 template <class Register>
 void affineStage(RegistrationPipelineOptions const& opt, RegistrationPipelineResult& r, Register&& registerAffine) {
   const auto t0 = Clock::now();
@@ -127,7 +136,15 @@ void affineStage(RegistrationPipelineOptions const& opt, RegistrationPipelineRes
     AffineParams ap = opt.affine;
     ap.intensity = opt.intensity;
     ap.normalise = false;
-    r.affineResult = registerAffine(ap);
+    r.affineResult = registerAffine(ap, false);
+    if (symmetricAffine(opt)) {
+      // The symmetric mode's affine part: the mean of the forward fit and the reverse fit inverted
+      // (core/Affine.hpp affineMean), so that the pair with its images exchanged gets its inverse.
+      const AffineResult reverse = registerAffine(ap, true);
+      r.affineResult.world = affineMean(r.affineResult.world, inverseAffine(reverse.world, "the reverse affine fit"));
+      r.affineResult.transform = fromWorldMatrix(r.affineResult.world, r.fixedGrid, r.movingGrid);
+      r.affineResult.evaluations += reverse.evaluations;
+    }
     r.affine = r.affineResult.transform;
     r.affineRan = true;
   }
@@ -141,8 +158,9 @@ ImageView<typename Exec::memory_space> alignKokkos(Exec const& exec, HostImage c
                                                    RegistrationPipelineOptions const& opt, RegistrationPipelineResult& r) {
   using Mem = typename Exec::memory_space;
   r.executionSpace = Exec::name();
-  affineStage(opt, r, [&](AffineParams const& ap) {
-    return gpu::affineRegister(exec, movingN, fixedN, ap, opt.affineProgress, opt.masks);
+  affineStage(opt, r, [&](AffineParams const& ap, bool reverse) {
+    return reverse ? gpu::affineRegister(exec, fixedN, movingN, ap, opt.affineProgress)
+                   : gpu::affineRegister(exec, movingN, fixedN, ap, opt.affineProgress, opt.masks);
   });
   const Geometry& fixed = r.fixedGrid;
   const auto t0 = Clock::now();
@@ -190,8 +208,9 @@ void fluidKokkos(Exec const& exec, ImageView<typename Exec::memory_space> dResam
 void alignReference(HostImage const& movingN, HostImage const& fixedN, RegistrationPipelineOptions const& opt,
                     RegistrationPipelineResult& r) {
   r.executionSpace = "OpenMP reference (" + std::to_string(omp_get_max_threads()) + " threads)";
-  affineStage(opt, r, [&](AffineParams const& ap) {
-    return ref::affineRegister(movingN, fixedN, ap, opt.affineProgress, opt.masks);
+  affineStage(opt, r, [&](AffineParams const& ap, bool reverse) {
+    return reverse ? ref::affineRegister(fixedN, movingN, ap, opt.affineProgress)
+                   : ref::affineRegister(movingN, fixedN, ap, opt.affineProgress, opt.masks);
   });
   const auto t0 = Clock::now();
   r.movingResampled = ref::resampleAffine(movingN, r.fixedGrid, r.affine);
@@ -541,6 +560,10 @@ nlohmann::json toJson(RegistrationPipelineResult const& r) {
     j["greedy"] = {{"iterations", r.greedy.iterations}, {"refused", r.greedy.refused},
                    {"min_jacobian", r.greedy.minJacobian}, {"padded_grid", describe(r.greedyGrid)},
                    {"scales", scales}};
+    if (r.greedy.midpointInverse.points > 0)  // the symmetric mode
+      j["greedy"]["midpoint_inverse"] = {{"points", r.greedy.midpointInverse.points},
+                                         {"unconverged", r.greedy.midpointInverse.unconverged},
+                                         {"max_residual", r.greedy.midpointInverse.maxResidual}};
   }
   j["fluid"] = {{"iterations", r.fluid.iterations},
                 {"accepted", r.fluid.accepted},

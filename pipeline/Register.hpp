@@ -56,7 +56,9 @@ struct RegistrationPipelineOptions {
   Backend backend = Backend::Auto;
   RegistrationMethod method = RegistrationMethod::Unbiased;
   RegistrationParams fluid;          // method Unbiased
-  GreedyParams greedy;               // method Greedy
+  GreedyParams greedy;               // method Greedy; with greedy.symmetric (and the deformable stage)
+                                     // the affine stage fits both ways and keeps core/Affine.hpp's
+                                     // affineMean of the forward fit and the reverse fit inverted
   AffineParams affine;
   // Cost-function masks on the images' grids (antsRegistration's -x): the affine stage's metric
   // (core/Affine.hpp AffineMasks) and the greedy stage's force, which is zero where the fixed mask

@@ -128,7 +128,7 @@ CohortPlan planStage(RegisterCohortJob const& job, CohortInputs const& in, Regis
   if (resolve(job.backend) == Backend::Cpu) return p;
   for (HostImage const& m : in.moving)
     if (m.numVoxels() > 0)
-      p.pairBytes = std::max(p.pairBytes, greedyPairDeviceBytes(in.fixed.geometry, m.geometry, job.greedy));
+      p.pairBytes = std::max(p.pairBytes, greedyPairDeviceBytes(in.fixed.geometry, m.geometry, p.options.greedy));
   using Mem = Kokkos::DefaultExecutionSpace::memory_space;
   // What is free, less a tenth for the FFT plans' work areas and the allocator.
   p.cap = job.maxMemoryMiB > 0 ? std::int64_t(job.maxMemoryMiB * 1048576.0) : gpu::availableMemoryBytes<Mem>() / 10 * 9;
@@ -222,6 +222,7 @@ RegisterJob RegisterCohortJob::subjectJob(std::vector<ImageInput> const& subject
   sub.greedy = greedy;
   sub.useAffine = useAffine;
   sub.transform = transform;
+  sub.symmetric = symmetric;
   sub.affineMetric = affineMetric;
   sub.miBins = miBins;
   sub.backend = backend;
@@ -336,6 +337,7 @@ json toJson(RegisterCohortJob const& job) {
           {"greedy", toJson(job.greedy)},
           {"affine", job.useAffine},
           {"transform", toString(job.transform)},
+          {"symmetric", job.symmetric},
           {"affine_metric", toString(job.affineMetric)},
           {"mi_bins", job.miBins},
           {"backend", toString(job.backend)},
@@ -366,7 +368,7 @@ RegisterCohortJob registerCohortJobFromJson(json const& j) {
   }
   r.path("moving_list", job.movingList).object("greedy", job.greedy).flag("affine", job.useAffine);
   r.choice("backend", job.backend, parseBackend).flag("inverse", job.inverse).path("out_dir", job.outDir);
-  r.choice("transform", job.transform, parseRegistrationTransform);
+  r.choice("transform", job.transform, parseRegistrationTransform).flag("symmetric", job.symmetric);
   r.choice("affine_metric", job.affineMetric, parseAffineMetric).integer("mi_bins", job.miBins);
   if (json const* o = r.raw("outputs")) {
     detail::JsonReader outputs(*o, "register cohort job outputs");

@@ -49,6 +49,7 @@ struct RegisterCohortJob {
   GreedyParams greedy = greedyRegistrationDefaults();
   bool useAffine = true;
   RegistrationTransform transform = RegistrationTransform::Deformable;  // what is fitted (RegisterJob's)
+  bool symmetric = false;                                               // RegisterJob's
   AffineMetricKind affineMetric = AffineMetricKind::Ncc;                // RegisterJob's
   int miBins = AffineParams{}.miBins;                                   // RegisterJob's
   Backend backend = Backend::Auto;

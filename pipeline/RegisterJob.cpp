@@ -77,6 +77,12 @@ void validateParams(RegisterJob const& job) {
       throw InvalidArgument(std::string("registration: a ") + toString(job.transform) +
                             " transform is what the affine stage fits; it cannot be skipped");
   }
+  if (job.symmetric) {
+    if (job.method != RegistrationMethod::Greedy || job.transform != RegistrationTransform::Deformable)
+      throw InvalidArgument("registration: the symmetric mode is the greedy registration's deformable stage (not the "
+                            "unbiased job, nor an affine stage alone)");
+    if (masked) throw InvalidArgument("registration: the symmetric mode takes no cost-function masks");
+  }
 }
 
 void validateFiles(RegisterJob const& job) {
@@ -195,6 +201,7 @@ RegistrationPipelineOptions pairOptions(RegisterJob const& job, RegisterProgress
   opt.backend = job.backend;
   opt.fluid = job.fluid;
   opt.greedy = job.greedy;
+  opt.greedy.symmetric = job.symmetric;
   opt.useAffine = job.useAffine;
   opt.useFluid = job.transform == RegistrationTransform::Deformable;
   opt.affine.dof = job.transform == RegistrationTransform::Rigid        ? AffineDof::Rigid
@@ -235,6 +242,7 @@ json toJson(RegisterJob const& job) {
             {"moving_mask", toJson(job.movingMask)},
             {"affine", job.useAffine},
             {"transform", toString(job.transform)},
+            {"symmetric", job.symmetric},
             {"affine_metric", toString(job.affineMetric)},
             {"mi_bins", job.miBins},
             {"backend", toString(job.backend)},
@@ -269,7 +277,7 @@ RegisterJob registerJobFromJson(json const& j) {
   job.movingMask.path = inputPathFromJson(r.raw("moving_mask"), "register job", "moving_mask");
   r.flag("affine", job.useAffine).flag("inverse", job.inverse).flag("keep_results", job.keepResults);
   r.flag("make_folders", job.makeFolders);
-  r.choice("transform", job.transform, parseRegistrationTransform);
+  r.choice("transform", job.transform, parseRegistrationTransform).flag("symmetric", job.symmetric);
   r.choice("affine_metric", job.affineMetric, parseAffineMetric).integer("mi_bins", job.miBins);
   r.object("greedy", job.greedy).object("fluid", job.fluid).flag("variant_given", job.variantGiven);
   if (json const* o = r.raw("outputs")) {

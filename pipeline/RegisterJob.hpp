@@ -53,6 +53,7 @@ struct RegisterJob {
   GreedyParams greedy = greedyRegistrationDefaults();  // method Greedy
   bool useAffine = true;
   RegistrationTransform transform = RegistrationTransform::Deformable;  // method Greedy: what is fitted
+  bool symmetric = false;  // method Greedy, deformable: both images move to the midpoint (GreedyParams::symmetric)
   AffineMetricKind affineMetric = AffineMetricKind::Ncc;  // the affine stage's metric (AffineParams::metric)
   int miBins = AffineParams{}.miBins;                     // its MI bins (AffineParams::miBins)
   Backend backend = Backend::Auto;

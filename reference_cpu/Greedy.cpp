@@ -10,7 +10,9 @@
 #include "core/Errors.hpp"
 #include "reference_cpu/Checks.hpp"
 #include "reference_cpu/Gaussian.hpp"
+#include "reference_cpu/Inverse.hpp"
 #include "reference_cpu/detail/MutualInformation.hpp"
+#include "reference_cpu/detail/Trilinear.hpp"
 #include "reference_cpu/Registration.hpp"
 
 namespace kortex::ref {
@@ -479,6 +481,101 @@ void maskForce(HostField const& f, ImageView<Kokkos::HostSpace> const& fixedMask
 
 }  // namespace
 
+namespace {
+
+// The symmetric mode's map (core/Greedy.hpp "Symmetric mode"): u(x) = x - p + u_m(p), p = h_f^-1(x).
+InverseStats midpointMap(HostField const& uMoving, HostField const& uFixed, VectorField<Kokkos::HostSpace>& u) {
+  const Index nz = Index(uFixed.extent(1)), ny = Index(uFixed.extent(2)), nx = Index(uFixed.extent(3));
+  HostField pre = makeField("greedy midpoint preimage", nz, ny, nx);
+  const InverseStats stats = invertMap(uFixed, AffineTransform{}, pre, midpointInverseParams());
+  const Index n[3] = {nx, ny, nz};
+#pragma omp parallel for collapse(2)
+  for (Index z = 0; z < nz; ++z)
+    for (Index y = 0; y < ny; ++y)
+      for (Index x = 0; x < nx; ++x) {
+        const double p[3] = {pre(0, z, y, x), pre(1, z, y, x), pre(2, z, y, x)};
+        const detail::TrilinearCell c = detail::clampedCell(n, p);
+        const double q[3] = {double(x), double(y), double(z)};
+        for (int a = 0; a < 3; ++a) {
+          double um = 0.0;
+          for (int cz = 0; cz < 2; ++cz)
+            for (int cy = 0; cy < 2; ++cy)
+              for (int cx = 0; cx < 2; ++cx)
+                um += detail::cornerWeight(c, cx, cy, cz) * uMoving(a, cz ? c.hi[2] : c.lo[2], cy ? c.hi[1] : c.lo[1], cx ? c.hi[0] : c.lo[0]);
+          u.data(a, z, y, x) = float(q[a] - p[a] + um);
+        }
+      }
+  return stats;
+}
+
+GreedyResult greedyRegisterSymmetric(HostImage const& moving, HostImage const& fixed, VectorField<Kokkos::HostSpace>& u,
+                                     GreedyParams const& params, GreedyProgress const& progress) {
+  using Clock = std::chrono::steady_clock;
+  const auto start = Clock::now();
+  auto elapsed = [&start] { return std::chrono::duration<double>(Clock::now() - start).count(); };
+  GreedyParams half = params;
+  half.maxStep = params.maxStep / 2.0f;
+  GreedyResult result;
+  SubjectScale m, f;  // the moving and the fixed image's
+  int prevFactor = 0;
+  for (std::size_t s = 0; s < params.scales.size(); ++s) {
+    const int factor = params.scales[s];
+    const auto scaleStart = elapsed();
+    m = enterScale(moving, factor, m, prevFactor, {"greedy u", "greedy v", "greedy warped"});
+    f = enterScale(fixed, factor, f, prevFactor, {"greedy fixed u", "greedy fixed v", "greedy fixed warped"});
+    GreedyStepper stepper(half, m.I.geometry.nz(), m.I.geometry.ny(), m.I.geometry.nx());
+    warp(m.I.data, m.u, m.W);
+    warp(f.I.data, f.u, f.W);
+    GreedyScaleResult sr;
+    sr.factor = factor;
+    sr.rmseStart = sr.rmseEnd = imageRmse(m.W, f.W);
+    const bool cold = prevFactor == 0;
+    for (int it = 1; it <= params.iterations[s]; ++it) {
+      GreedyIteration rec;
+      rec.scale = int(s);
+      rec.factor = factor;
+      rec.iteration = it;
+      stepper.computeForce(m.W, f.W);
+      rec.solve = stepper.solve(m.v, it == 1, it == 1 && cold);
+      stepper.computeForce(f.W, m.W);
+      stepper.solve(f.v, it == 1, it == 1 && cold);
+      const GreedyStepOutcome sm = stepper.step(m.u, m.v), sf = stepper.step(f.u, f.v);
+      if (sm.accepted) warp(m.I.data, m.u, m.W);
+      if (sf.accepted) warp(f.I.data, f.u, f.W);
+      sr.iterations = it;
+      rec.refused = sm.refused + sf.refused;
+      result.refused += rec.refused;
+      const bool accepted = sm.accepted && sf.accepted, zero = sm.zeroVelocity || sf.zeroVelocity;
+      if (accepted) {
+        rec.minJacobian = std::min(sm.minJacobian, sf.minJacobian);
+        rec.step = sm.step + sf.step;
+        sr.rmseEnd = imageRmse(m.W, f.W);
+      }
+      if (zero) sr.stop = GreedyStop::ZeroVelocity;
+      if (!zero && !accepted) sr.stop = GreedyStop::Folded;
+      rec.rmse = sr.rmseEnd;
+      rec.seconds = elapsed();
+      result.history.push_back(rec);
+      ++result.iterations;
+      if (progress) progress(rec);
+      if (!accepted) break;
+    }
+    sr.seconds = elapsed() - scaleStart;
+    result.scales.push_back(sr);
+    prevFactor = factor;
+  }
+  u = VectorField<Kokkos::HostSpace>("greedy displacement", fixed.geometry);
+  result.midpointInverse = midpointMap(m.u, f.u, u);
+  ImageView<Kokkos::HostSpace> jac("greedy jacobian", u.data.extent(1), u.data.extent(2), u.data.extent(3));
+  jacobianDeterminant(u.data, jac);
+  result.minJacobian = jac(0, 0, 0);
+  for (std::size_t i = 0; i < jac.size(); ++i) result.minJacobian = std::min(result.minJacobian, jac.data()[i]);
+  result.seconds = elapsed();
+  return result;
+}
+
+}  // namespace
+
 GreedyResult greedyRegister(HostImage const& moving, HostImage const& fixed, VectorField<Kokkos::HostSpace>& u,
                             GreedyParams const& params, GreedyProgress const& progress, HostImage const* forceMask,
                             HostImage const* movingMask) {
@@ -491,6 +588,10 @@ GreedyResult greedyRegister(HostImage const& moving, HostImage const& fixed, Vec
   for (int f : params.scales)
     if (const std::string why = scaleMisfit(fixed.geometry, f); !why.empty())
       throw InvalidArgument("greedyRegister: " + why + " of " + describe(fixed.geometry));
+  if (params.symmetric) {
+    if (forceMask || movingMask) throw InvalidArgument("greedyRegister: the symmetric mode takes no cost-function masks");
+    return greedyRegisterSymmetric(moving, fixed, u, params, progress);
+  }
 
   GreedyResult result;
   SubjectScale m;  // the moving image's

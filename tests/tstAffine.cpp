@@ -3,6 +3,7 @@
 
 #include "TestUtils.hpp"
 #include "core/Affine.hpp"
+#include "core/Apply.hpp"
 #include "core/Intensity.hpp"
 #include "core/Phantom.hpp"
 #include "gpu/affine/Affine.hpp"
@@ -278,6 +279,33 @@ BOOST_AUTO_TEST_CASE(intensity_percentiles_and_errors) {
 }
 
 // ---- transforms ---------------------------------------------------------------------------------------
+
+// affineMean (the symmetric mode's affine part): the mean of a map with itself is the map; of two
+// translations their midpoint; of two rotations about one axis the rotation by the mean angle (with
+// different translations); mean(b^-1, a^-1) is mean(a, b)^-1 (what makes the symmetric mode's affine
+// part inverse-consistent); a singular map is refused.
+BOOST_AUTO_TEST_CASE(affine_mean_is_inverse_consistent) {
+  auto rotZ = [](double angle, double tx, double ty, double tz) {
+    const double c = std::cos(angle), s = std::sin(angle);
+    return Matrix4{c, -s, 0, tx, s, c, 0, ty, 0, 0, 1, tz, 0, 0, 0, 1};
+  };
+  auto maxDiff4 = [](Matrix4 const& a, Matrix4 const& b) {
+    double d = 0.0;
+    for (std::size_t i = 0; i < 16; ++i) d = std::max(d, std::abs(a[i] - b[i]));
+    return d;
+  };
+  auto inv = [](Matrix4 const& m) { return inverseAffine(m, "test"); };
+  const Matrix4 a{1.1, 0.05, -0.02, 3.0, 0.01, 0.95, 0.1, -2.0, 0.03, -0.08, 1.02, 5.0, 0, 0, 0, 1};
+  const Matrix4 b{0.98, -0.04, 0.03, -1.0, 0.02, 1.05, -0.06, 4.0, -0.05, 0.07, 0.97, 2.5, 0, 0, 0, 1};
+  BOOST_TEST(maxDiff4(affineMean(a, a), a) <= 1e-12);
+  BOOST_TEST(maxDiff4(affineMean(rotZ(0, 2, 4, -6), rotZ(0, 4, 0, 2)), rotZ(0, 3, 2, -2)) <= 1e-12);
+  // Rotations about z through the origin by 10 and 30 degrees: the mean turns by 20 degrees.
+  BOOST_TEST(maxDiff4(affineMean(rotZ(0.1745329251994330, 0, 0, 0), rotZ(0.5235987755982988, 0, 0, 0)),
+                      rotZ(0.3490658503988659, 0, 0, 0)) <= 1e-12);
+  BOOST_TEST(maxDiff4(affineMean(inv(b), inv(a)), inv(affineMean(a, b))) <= 1e-12);
+  const Matrix4 singular{1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1};
+  BOOST_CHECK_THROW(affineMean(singular, a), InvalidArgument);
+}
 
 BOOST_AUTO_TEST_CASE(world_matrices_and_header_alignment) {
   Geometry gf = Geometry::make3D(30, 25, 20);

@@ -289,6 +289,7 @@ BOOST_AUTO_TEST_CASE(register_job_round_trip) {
     job.variantGiven = method == pipeline::RegistrationMethod::Unbiased;
     job.useAffine = false;
     job.transform = pipeline::RegistrationTransform::Similarity;
+    job.symmetric = true;
     job.affineMetric = AffineMetricKind::Mi;
     job.miBins = 48;
     job.backend = Backend::Cpu;
@@ -303,6 +304,7 @@ BOOST_AUTO_TEST_CASE(register_job_round_trip) {
     BOOST_TEST(back.outputs.field == job.outputs.field);
     BOOST_TEST(back.useAffine == false);
     BOOST_TEST(back.transform == pipeline::RegistrationTransform::Similarity);
+    BOOST_TEST(back.symmetric);
     BOOST_TEST((back.affineMetric == AffineMetricKind::Mi && back.miBins == 48));
     BOOST_TEST(back.outputs.composite == job.outputs.composite);
     BOOST_TEST(back.fixedMask.path == job.fixedMask.path);
@@ -374,7 +376,17 @@ BOOST_AUTO_TEST_CASE(register_job_policies_are_checked_once_in_validate) {
   BOOST_CHECK_THROW(job.validate(), InvalidArgument);  // rigid alone is the greedy job's
   job.method = pipeline::RegistrationMethod::Greedy;
   job.transform = pipeline::RegistrationTransform::Deformable;
+  job.symmetric = true;
+  job.validate();
+  job.transform = pipeline::RegistrationTransform::Affine;
+  test::expectThrowWith<InvalidArgument>([&] { job.validate(); }, {"symmetric mode", "deformable stage"});
+  job.transform = pipeline::RegistrationTransform::Deformable;
+  job.method = pipeline::RegistrationMethod::Unbiased;
+  BOOST_CHECK_THROW(job.validate(), InvalidArgument);  // the symmetric mode is the greedy job's
+  job.method = pipeline::RegistrationMethod::Greedy;
   job.fixedMask.image = img;
+  test::expectThrowWith<InvalidArgument>([&] { job.validate(); }, {"symmetric mode takes no cost-function masks"});
+  job.symmetric = false;
   job.validate();  // masks reach both stages
   job.method = pipeline::RegistrationMethod::Unbiased;
   BOOST_CHECK_THROW(job.validate(), InvalidArgument);  // the unbiased job takes no masks

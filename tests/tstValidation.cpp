@@ -432,11 +432,11 @@ BOOST_AUTO_TEST_CASE(validation_studies_are_one_table) {
   }
   // The order they run in (and the order of the report's sections and notes).
   BOOST_TEST(names == (std::vector<std::string>{"harness", "quality", "registration", "surface", "greedy", "multimodal",
-                                                "lesion", "atlas"}),
+                                                "lesion", "symmetric", "atlas"}),
              boost::test_tools::per_element());
   BOOST_TEST(findStudy("harness")->dataNeeded == nullptr);
   BOOST_TEST(findStudy("quality")->dataNeeded == nullptr);
-  for (const char* n : {"registration", "surface", "greedy", "multimodal", "lesion", "atlas"})
+  for (const char* n : {"registration", "surface", "greedy", "multimodal", "lesion", "symmetric", "atlas"})
     BOOST_TEST(findStudy(n)->dataNeeded != nullptr);
   BOOST_TEST(findStudy("nosuch") == nullptr);
   BOOST_TEST(findStudy("") == nullptr);

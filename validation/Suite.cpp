@@ -356,6 +356,18 @@ StudyOutcome runLesion(SuiteOptions const& opt, SuiteReport& rep) {
   return outcomeOf(rep.lesion, rep);
 }
 
+StudyOutcome runSymmetric(SuiteOptions const& opt, SuiteReport& rep) {
+  SymmetricStudyOptions so;
+  so.quick = opt.quick;
+  so.dataDir = opt.dataDir;
+  so.progress = opt.progress;
+  so.greedy = opt.greedy;
+  so.pairs = opt.greedyPairs;
+  so.firstPair = opt.greedyFirstPair;
+  rep.symmetric = runSymmetricStudy(so);
+  return outcomeOf(rep.symmetric, rep);
+}
+
 StudyOutcome runAtlas(SuiteOptions const& opt, SuiteReport& rep) {
   AtlasStudyOptions ao = opt.atlas;
   ao.quick = opt.quick;
@@ -398,6 +410,10 @@ std::vector<Study> const& validationStudies() {
        "outside it lesion-free, unmasked and with the lesion's moving mask (the masked run within 0.01 of the "
        "lesion-free one; the greedy study's pairs and schedule)",
        "the IXI volumes and labels of mri/ixi_2mm_more", &runLesion},
+      {"symmetric",
+       "the greedy study's pairs registered both ways, the default mode against --symmetric: Dice and inverse "
+       "consistency (the greedy study's pairs and schedule)",
+       "the IXI volumes and labels of mri/ixi_2mm_more", &runSymmetric},
       {"atlas",
        "random-permutation entropy / variance / sharpness of greedy atlases vs affine averages, template-space "
        "Dice, held-out labels, Jacobians (the atlas takes the greedy study's operator, scales, iterations and "
@@ -517,6 +533,7 @@ nlohmann::json toJson(SuiteReport const& r) {
   if (r.greedy.ran) j["greedy"] = r.greedy.json;
   if (r.multimodal.ran) j["multimodal"] = r.multimodal.json;
   if (r.lesion.ran) j["lesion"] = r.lesion.json;
+  if (r.symmetric.ran) j["symmetric"] = r.symmetric.json;
   if (r.atlas.ran) j["atlas"] = r.atlas.json;
   j["notes"] = r.notes;
   return j;
@@ -543,6 +560,7 @@ std::string toMarkdown(SuiteReport const& r) {
   if (r.greedy.ran) os << "## Greedy registration (issue 14)\n\n" << r.greedy.markdown << "\n";
   if (r.multimodal.ran) os << "## Multi-modal registration (issue 41)\n\n" << r.multimodal.markdown << "\n";
   if (r.lesion.ran) os << "## A lesion and its cost-function mask (issue 41)\n\n" << r.lesion.markdown << "\n";
+  if (r.symmetric.ran) os << "## The symmetric mode (issue 41)\n\n" << r.symmetric.markdown << "\n";
   if (r.atlas.ran) os << "## Unbiased atlas (issue 15)\n\n" << r.atlas.markdown << "\n";
   if (!r.notes.empty()) {
     os << "## Notes\n\n";

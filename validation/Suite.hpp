@@ -21,7 +21,9 @@
 //   7. "lesion" (issue 41, with the data): validation/Lesion.hpp runLesionStudy - a synthetic lesion
 //      in each moving T1 of the greedy study's pairs: Dice outside it lesion-free, unmasked and with the
 //      lesion's moving mask.
-//   8. "atlas" (issue 15, with the data): validation/Atlas.hpp runAtlasStudy - random-permutation
+//   8. "symmetric" (issue 41, with the data): validation/Symmetric.hpp runSymmetricStudy - the greedy
+//      study's pairs both ways, default mode against --symmetric: Dice and inverse consistency.
+//   9. "atlas" (issue 15, with the data): validation/Atlas.hpp runAtlasStudy - random-permutation
 //      entropy / variance / sharpness of greedy atlases vs affine averages, template-space Dice,
 //      held-out majority-vote labels, Jacobian statistics, a montage.
 //   2. "quality": the SNR-25 study (validation/Quality.hpp); both filters must raise the PSNR;
@@ -39,6 +41,7 @@
 #include "validation/Harness.hpp"
 #include "validation/Lesion.hpp"
 #include "validation/Multimodal.hpp"
+#include "validation/Symmetric.hpp"
 #include "validation/Atlas.hpp"
 #include "validation/Quality.hpp"
 #include "validation/QualityMultires.hpp"
@@ -92,7 +95,8 @@ struct SuiteReport {
   GreedyStudyReport greedy;              // part 5; .ran false without the data
   MultimodalStudyReport multimodal;      // part 6; .ran false without the data
   LesionStudyReport lesion;              // part 7; .ran false without the data
-  AtlasStudyReport atlas;                // part 8; .ran false without the data
+  SymmetricStudyReport symmetric;        // part 8; .ran false without the data
+  AtlasStudyReport atlas;                // part 9; .ran false without the data
   std::vector<StudyOutcome> studies;     // the studies selected, in the order they ran
   std::vector<std::string> notes;  // inputs that were skipped, and why
   nlohmann::json environment;      // validation/Report.hpp environmentJson()

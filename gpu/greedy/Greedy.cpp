@@ -1,6 +1,8 @@
 #include "gpu/greedy/Greedy.hpp"
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <string>
 
 #include "core/Errors.hpp"
@@ -10,6 +12,7 @@
 #include "gpu/greedy/detail/GreedyKernels.hpp"
 #include "gpu/greedy/detail/SubjectScale.hpp"
 #include "gpu/imageops/ImageOps.hpp"
+#include "gpu/imageops/Inverse.hpp"
 
 namespace kortex::gpu {
 namespace {
@@ -310,12 +313,26 @@ struct GreedyRegistration<Exec>::Scale {
   ImageView<memory_space> I1;
   ImageView<memory_space> mask;        // the fixed force mask at this scale (allocated when a run is given one)
   ImageView<memory_space> movingMask;  // the moving mask at this scale (likewise)
+  SubjectScale<memory_space> f;        // symmetric mode: the fixed image's state (I0 = I1's copy)
   GreedyStepper<Exec> stepper;
   Scale(Exec const& exec, int fct, GridExtents e, GreedyParams const& p)
       : factor(fct),
         m(allocateSubjectScale<memory_space>(
             e, {"kortex::greedy::I0", "kortex::greedy::W", "kortex::greedy::u", "kortex::greedy::v"})),
-        I1("kortex::greedy::I1", e.nz, e.ny, e.nx), stepper(exec, e, p, GreedyStepper<Exec>::Use::Image) {}
+        I1("kortex::greedy::I1", e.nz, e.ny, e.nx), stepper(exec, e, stepperParams(p), GreedyStepper<Exec>::Use::Image) {
+    if (p.symmetric)
+      f = allocateSubjectScale<memory_space>(
+          e, {"kortex::greedy::fixed_I0", "kortex::greedy::fixed_W", "kortex::greedy::fixed_u", "kortex::greedy::fixed_v"});
+  }
+  // The symmetric mode steps each side by half the step (core/Greedy.hpp) and needs both W's after
+  // every step: the Naive sequence.
+  static GreedyParams stepperParams(GreedyParams p) {
+    if (p.symmetric) {
+      p.maxStep /= 2.0f;
+      p.stepVariant = GreedyStepVariant::Naive;
+    }
+    return p;
+  }
 };
 
 template <class Exec>
@@ -421,6 +438,11 @@ GreedyResult GreedyRegistration<Exec>::run(ConstImageView<memory_space> moving, 
   for (int k = 0; k < 3; ++k)
     if (uOut.extent(k + 1) != moving.extent(k))
       throw InvalidArgument("greedy registration: the displacement is not on the registration grid");
+  if (params_.symmetric) {
+    if (forceMask.data() != nullptr || movingMask.data() != nullptr)
+      throw InvalidArgument("greedy registration: the symmetric mode takes no cost-function masks");
+    return runSymmetric(moving, fixed, uOut, progress);
+  }
 
   GreedyResult result;
   Scale* prev = nullptr;
@@ -482,12 +504,103 @@ GreedyResult GreedyRegistration<Exec>::run(ConstImageView<memory_space> moving, 
   return result;
 }
 
+namespace {
+
+// uOut(x) = x - p + u_m(p), p = preimage(x) (core/Greedy.hpp "Symmetric mode"; u_m trilinear with the
+// clamp rule of core/Inverse.hpp's sampler).
+template <class Mem>
+struct MidpointMapFunctor {
+  ConstField<Mem> uMoving, preimage;
+  Field<Mem> uOut;
+  KOKKOS_INLINE_FUNCTION void operator()(int z, int y, int x) const {
+    const double p[3] = {double(preimage(0, z, y, x)), double(preimage(1, z, y, x)), double(preimage(2, z, y, x))};
+    const double q[3] = {double(x), double(y), double(z)};
+    double val[3], jac[3][3];
+    inverseSampleField(uMoving, p, val, jac);
+    for (int a = 0; a < 3; ++a) uOut(a, z, y, x) = static_cast<float>(q[a] - p[a] + val[a]);
+  }
+};
+
+}  // namespace
+
+template <class Exec>
+GreedyResult GreedyRegistration<Exec>::runSymmetric(ConstImageView<memory_space> moving, ConstImageView<memory_space> fixed,
+                                                    Field<memory_space> uOut, GreedyProgress const& progress) {
+  using Clock = std::chrono::steady_clock;
+  const auto start = Clock::now();
+  auto elapsed = [&start] { return std::chrono::duration<double>(Clock::now() - start).count(); };
+  GreedyResult result;
+  Scale* prev = nullptr;
+  for (std::size_t s = 0; s < scales_.size(); ++s) {
+    kx::ScopedRegion region("kortex::greedy::scale");
+    Scale& S = *scales_[s];
+    const double scaleStart = elapsed();
+    enterScale(S, prev, moving, fixed);
+    Kokkos::deep_copy(exec_, S.f.I, S.I1);
+    if (prev)
+      carryFields(exec_, prev->f, prev->factor, S.factor, S.f);
+    else
+      zeroFields(exec_, S.f);
+    warp(exec_, S.f.I, S.f.u, S.f.W);
+    GreedyScaleResult sr;
+    sr.factor = S.factor;
+    sr.rmseStart = sr.rmseEnd = imageRmse(exec_, S.m.W, S.f.W);
+    const double voxels = double(S.I1.size());
+    for (int it = 1; it <= params_.iterations[s]; ++it) {
+      GreedyIteration rec;
+      rec.scale = int(s);
+      rec.factor = S.factor;
+      rec.iteration = it;
+      kx::ScopedRegion stepRegion("kortex::greedy::symmetric_step");
+      S.stepper.computeForce(S.m.W, S.f.W);
+      rec.solve = S.stepper.solve(S.m.v, it == 1, false);  // v is zero on the first scale already
+      S.stepper.computeForce(S.f.W, S.m.W);
+      S.stepper.solve(S.f.v, it == 1, false);
+      const GreedyStepOutcome sm = S.stepper.stepImage(S.m.I, S.f.W, S.m.u, S.m.v, S.m.W);
+      const GreedyStepOutcome sf = S.stepper.stepImage(S.f.I, S.m.W, S.f.u, S.f.v, S.f.W);
+      sr.iterations = it;
+      rec.refused = sm.refused + sf.refused;
+      result.refused += rec.refused;
+      const bool accepted = sm.accepted && sf.accepted, zero = sm.zeroVelocity || sf.zeroVelocity;
+      if (accepted) {
+        rec.minJacobian = std::min(sm.minJacobian, sf.minJacobian);
+        rec.step = sm.step + sf.step;
+        sr.rmseEnd = std::sqrt(sf.sse / voxels);  // sf's SSE is against the moving side's new W
+      }
+      if (zero) sr.stop = GreedyStop::ZeroVelocity;
+      if (!zero && !accepted) sr.stop = GreedyStop::Folded;
+      rec.rmse = sr.rmseEnd;
+      rec.seconds = elapsed();
+      result.history.push_back(rec);
+      ++result.iterations;
+      if (progress) progress(rec);
+      if (!accepted) break;
+    }
+    sr.seconds = elapsed() - scaleStart;
+    result.scales.push_back(sr);
+    prev = &S;
+  }
+  {
+    kx::ScopedRegion region("kortex::greedy::midpoint_map");
+    const int nz = int(uOut.extent(1)), ny = int(uOut.extent(2)), nx = int(uOut.extent(3));
+    Field<memory_space> pre(Kokkos::view_alloc(exec_, Kokkos::WithoutInitializing, std::string("kortex::greedy::midpoint_preimage")),
+                            3, nz, ny, nx);
+    result.midpointInverse = invertMap(exec_, ConstField<memory_space>(prev->f.u), AffineTransform{}, pre, midpointInverseParams());
+    parallelForVoxels("kortex::greedy::midpoint_map", exec_, nz, ny, nx,
+                      MidpointMapFunctor<memory_space>{ConstField<memory_space>(prev->m.u), ConstField<memory_space>(pre), uOut});
+  }
+  result.minJacobian = minJacobian(exec_, uOut);
+  result.seconds = elapsed();
+  return result;
+}
+
 std::int64_t greedyRegistrationBytes(Geometry const& grid, GreedyParams const& params) {
   const std::int64_t f = sizeof(float);
   std::int64_t bytes = f * 6 * grid.numVoxels();  // moving, fixed, u (3) and the blurred workspace
+  if (params.symmetric) bytes += f * 3 * grid.numVoxels();  // the midpoint map's preimage
   for (int factor : params.scales) {
     const GridExtents e = scaledExtents(grid, factor);
-    bytes += f * 9 * e.voxels();  // I0, W, u, v (SubjectScale) and I1
+    bytes += f * (params.symmetric ? 17 : 9) * e.voxels();  // I0, W, u, v (SubjectScale) and I1; symmetric: the fixed side's too
     bytes += greedyStepperBytes(e, params, true);
   }
   return bytes;

@@ -96,6 +96,9 @@ class GreedyRegistration {
  private:
   struct Scale;  // a scale grid's images, fields and GreedyStepper
   void enterScale(Scale& S, Scale const* prev, ConstImageView<memory_space> moving, ConstImageView<memory_space> fixed);
+  // GreedyParams::symmetric (core/Greedy.hpp "Symmetric mode"); no masks.
+  GreedyResult runSymmetric(ConstImageView<memory_space> moving, ConstImageView<memory_space> fixed,
+                            Field<memory_space> u, GreedyProgress const& progress);
   Exec exec_;
   Geometry grid_;
   GreedyParams params_;

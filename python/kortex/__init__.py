@@ -297,7 +297,7 @@ def _cohort(job, fixed, moving, image_list, fixed_spacing, moving_spacing, outpu
                              "not a file name" % key)
         asked[key] = True
     cohort = {"job": "register_cohort", "greedy": job["greedy"], "affine": job["affine"], "transform": job["transform"],
-              "affine_metric": job["affine_metric"], "mi_bins": job["mi_bins"],
+              "symmetric": job["symmetric"], "affine_metric": job["affine_metric"], "mi_bins": job["mi_bins"],
               "backend": job["backend"], "inverse": job["inverse"], "outputs": asked,
               "out_dir": "" if out_dir is None else _os.fsdecode(_os.fspath(out_dir)),
               "report": "" if out_report is None else _os.fsdecode(_os.fspath(out_report)),
@@ -313,14 +313,15 @@ def _cohort(job, fixed, moving, image_list, fixed_spacing, moving_spacing, outpu
 def register_greedy(fixed, moving, *, alpha=_GR["alpha"], beta=_GR["beta"], gamma=_GR["gamma"],
                     max_step=_GR["max_step"], scales=tuple(_GR["scales"]), iterations=tuple(_GR["iterations"]),
                     solver=_GR["solver"], metric=_GR["metric"], lncc_radius=_GR["lncc_radius"],
-                    affine=_DEFAULTS["register"]["affine"], transform="deformable", affine_metric=_AFFINE_METRIC,
+                    affine=_DEFAULTS["register"]["affine"], transform="deformable", symmetric=False,
+                    affine_metric=_AFFINE_METRIC,
                     mi_bins=_GR["mi_bins"], fixed_mask=None,
                     moving_mask=None, backend=_BACKEND, fixed_spacing=None, moving_spacing=None, inverse=False,
                     out_warped=None, out_field=None,
                     out_jacobian=None, out_affine=None, out_inverse_field=None, out_composite=None, out_report=None,
                     image_list=None, out_dir=None, keep_going=False, max_memory=0.0):
-    job = {"method": "greedy", "affine": affine, "transform": transform, "backend": backend, "inverse": inverse,
-           "affine_metric": affine_metric, "mi_bins": _plain(mi_bins),
+    job = {"method": "greedy", "affine": affine, "transform": transform, "symmetric": symmetric, "backend": backend,
+           "inverse": inverse, "affine_metric": affine_metric, "mi_bins": _plain(mi_bins),
            "greedy": _greedy(alpha, beta, gamma, max_step, scales, iterations, solver, metric, lncc_radius, mi_bins)}
     if isinstance(moving, (list, tuple)) or image_list is not None or out_dir is not None:
         if moving_mask is not None:
@@ -343,7 +344,10 @@ register_greedy.__doc__ = """Greedy diffeomorphic registration (kortex register 
 """ + _GREEDY_DOC.format(**_GR) + """
     affine          the affine stage first; False: header alignment only, as --no-affine (default {affine})
     transform       what is fitted, as --transform: rigid | similarity | affine (the affine stage alone,
-                    6, 7 or 12 parameters) | deformable (then the greedy stage; default 'deformable')""".format(
+                    6, 7 or 12 parameters) | deformable (then the greedy stage; default 'deformable')
+    symmetric       inverse-consistent registration, as --symmetric: the affine stage fitted both ways
+                    and averaged, then both images move towards a midpoint, each by half the step; no
+                    masks (default False)""".format(
     affine=_DEFAULTS["register"]["affine"]) + _AFFINE_METRIC_DOC + """
     fixed_mask, moving_mask   cost-function masks (paths or arrays on their image's grid), as
                     --fixed-mask / --moving-mask: the affine stage counts a voxel only where they are
