@@ -292,6 +292,26 @@ GreedyStepOutcome greedyStepWithFoldRefusal(GreedyParams const& p, Trial&& trial
   return out;
 }
 
+// The symmetric mode ("Symmetric mode" above): a side steps with half the step, and one iteration's
+// outcome is its two sides' (each from GreedyStepper's step): accepted when both are, zero velocity
+// when either side has it; refusals add up, `step` is the two deltas' sum (how far the images moved
+// apart at most), minJacobian the smaller, sse the fixed side's (taken after the moving side's step,
+// so between the two new W's).
+inline GreedyParams symmetricSideParams(GreedyParams p) {
+  p.maxStep /= 2.0f;
+  return p;
+}
+inline GreedyStepOutcome symmetricOutcome(GreedyStepOutcome const& moving, GreedyStepOutcome const& fixed) {
+  GreedyStepOutcome o;
+  o.zeroVelocity = moving.zeroVelocity || fixed.zeroVelocity;
+  o.accepted = moving.accepted && fixed.accepted;
+  o.refused = moving.refused + fixed.refused;
+  o.step = moving.step + fixed.step;
+  o.minJacobian = moving.minJacobian < fixed.minJacobian ? moving.minJacobian : fixed.minJacobian;
+  o.sse = fixed.sse;
+  return o;
+}
+
 enum class GreedyStop { IterationCap, ZeroVelocity, Folded };
 const char* toString(GreedyStop s);
 std::string explain(GreedyStop s);  // one sentence for users

@@ -508,70 +508,18 @@ InverseStats midpointMap(HostField const& uMoving, HostField const& uFixed, Vect
   return stats;
 }
 
-GreedyResult greedyRegisterSymmetric(HostImage const& moving, HostImage const& fixed, VectorField<Kokkos::HostSpace>& u,
-                                     GreedyParams const& params, GreedyProgress const& progress) {
-  using Clock = std::chrono::steady_clock;
-  const auto start = Clock::now();
-  auto elapsed = [&start] { return std::chrono::duration<double>(Clock::now() - start).count(); };
-  GreedyParams half = params;
-  half.maxStep = params.maxStep / 2.0f;
-  GreedyResult result;
-  SubjectScale m, f;  // the moving and the fixed image's
-  int prevFactor = 0;
-  for (std::size_t s = 0; s < params.scales.size(); ++s) {
-    const int factor = params.scales[s];
-    const auto scaleStart = elapsed();
-    m = enterScale(moving, factor, m, prevFactor, {"greedy u", "greedy v", "greedy warped"});
-    f = enterScale(fixed, factor, f, prevFactor, {"greedy fixed u", "greedy fixed v", "greedy fixed warped"});
-    GreedyStepper stepper(half, m.I.geometry.nz(), m.I.geometry.ny(), m.I.geometry.nx());
-    warp(m.I.data, m.u, m.W);
-    warp(f.I.data, f.u, f.W);
-    GreedyScaleResult sr;
-    sr.factor = factor;
-    sr.rmseStart = sr.rmseEnd = imageRmse(m.W, f.W);
-    const bool cold = prevFactor == 0;
-    for (int it = 1; it <= params.iterations[s]; ++it) {
-      GreedyIteration rec;
-      rec.scale = int(s);
-      rec.factor = factor;
-      rec.iteration = it;
-      stepper.computeForce(m.W, f.W);
-      rec.solve = stepper.solve(m.v, it == 1, it == 1 && cold);
-      stepper.computeForce(f.W, m.W);
-      stepper.solve(f.v, it == 1, it == 1 && cold);
-      const GreedyStepOutcome sm = stepper.step(m.u, m.v), sf = stepper.step(f.u, f.v);
-      if (sm.accepted) warp(m.I.data, m.u, m.W);
-      if (sf.accepted) warp(f.I.data, f.u, f.W);
-      sr.iterations = it;
-      rec.refused = sm.refused + sf.refused;
-      result.refused += rec.refused;
-      const bool accepted = sm.accepted && sf.accepted, zero = sm.zeroVelocity || sf.zeroVelocity;
-      if (accepted) {
-        rec.minJacobian = std::min(sm.minJacobian, sf.minJacobian);
-        rec.step = sm.step + sf.step;
-        sr.rmseEnd = imageRmse(m.W, f.W);
-      }
-      if (zero) sr.stop = GreedyStop::ZeroVelocity;
-      if (!zero && !accepted) sr.stop = GreedyStop::Folded;
-      rec.rmse = sr.rmseEnd;
-      rec.seconds = elapsed();
-      result.history.push_back(rec);
-      ++result.iterations;
-      if (progress) progress(rec);
-      if (!accepted) break;
-    }
-    sr.seconds = elapsed() - scaleStart;
-    result.scales.push_back(sr);
-    prevFactor = factor;
-  }
-  u = VectorField<Kokkos::HostSpace>("greedy displacement", fixed.geometry);
-  result.midpointInverse = midpointMap(m.u, f.u, u);
-  ImageView<Kokkos::HostSpace> jac("greedy jacobian", u.data.extent(1), u.data.extent(2), u.data.extent(3));
-  jacobianDeterminant(u.data, jac);
-  result.minJacobian = jac(0, 0, 0);
-  for (std::size_t i = 0; i < jac.size(); ++i) result.minJacobian = std::min(result.minJacobian, jac.data()[i]);
-  result.seconds = elapsed();
-  return result;
+// One symmetric iteration (core/Greedy.hpp "Symmetric mode"): both forces and solves from the same
+// state, then each side's step, each side warped when its step is kept.
+GreedyStepOutcome symmetricIteration(GreedyStepper& stepper, SubjectScale& m, SubjectScale& f, bool firstOfScale,
+                                     bool coldStart, FluidSolveReport& solve) {
+  stepper.computeForce(m.W, f.W);
+  solve = stepper.solve(m.v, firstOfScale, coldStart);
+  stepper.computeForce(f.W, m.W);
+  stepper.solve(f.v, firstOfScale, coldStart);
+  const GreedyStepOutcome sm = stepper.step(m.u, m.v), sf = stepper.step(f.u, f.v);
+  if (sm.accepted) warp(m.I.data, m.u, m.W);
+  if (sf.accepted) warp(f.I.data, f.u, f.W);
+  return symmetricOutcome(sm, sf);
 }
 
 }  // namespace
@@ -588,45 +536,51 @@ GreedyResult greedyRegister(HostImage const& moving, HostImage const& fixed, Vec
   for (int f : params.scales)
     if (const std::string why = scaleMisfit(fixed.geometry, f); !why.empty())
       throw InvalidArgument("greedyRegister: " + why + " of " + describe(fixed.geometry));
-  if (params.symmetric) {
-    if (forceMask || movingMask) throw InvalidArgument("greedyRegister: the symmetric mode takes no cost-function masks");
-    return greedyRegisterSymmetric(moving, fixed, u, params, progress);
-  }
+  if (params.symmetric && (forceMask || movingMask))
+    throw InvalidArgument("greedyRegister: the symmetric mode takes no cost-function masks");
 
   GreedyResult result;
-  SubjectScale m;  // the moving image's
+  SubjectScale m, fs;  // the moving image's; in the symmetric mode the fixed image's
   int prevFactor = 0;
   for (std::size_t s = 0; s < params.scales.size(); ++s) {
     const int f = params.scales[s];
     const auto scaleStart = elapsed();
     m = enterScale(moving, f, m, prevFactor, {"greedy u", "greedy v", "greedy warped"});
-    const HostImage I1 = downsampleImage(fixed, f);
+    if (params.symmetric) fs = enterScale(fixed, f, fs, prevFactor, {"greedy fixed u", "greedy fixed v", "greedy fixed warped"});
+    const HostImage I1 = params.symmetric ? fs.I : downsampleImage(fixed, f);
     const Index nz = I1.geometry.nz(), ny = I1.geometry.ny(), nx = I1.geometry.nx();
-    GreedyStepper stepper(params, nz, ny, nx);
+    GreedyStepper stepper(params.symmetric ? symmetricSideParams(params) : params, nz, ny, nx);
     const ImageView<Kokkos::HostSpace> mask = forceMask ? maskAtScale(*forceMask, f, nz, ny, nx) : ImageView<Kokkos::HostSpace>();
     const ImageView<Kokkos::HostSpace> mmask = movingMask ? maskAtScale(*movingMask, f, nz, ny, nx) : ImageView<Kokkos::HostSpace>();
     warp(m.I.data, m.u, m.W);
+    if (params.symmetric) warp(fs.I.data, fs.u, fs.W);
+    auto target = [&] { return params.symmetric ? fs.W : I1.data; };  // what W is compared with
     GreedyScaleResult sr;
     sr.factor = f;
-    sr.rmseStart = imageRmse(m.W, I1.data);
+    sr.rmseStart = imageRmse(m.W, target());
     sr.rmseEnd = sr.rmseStart;
     for (int it = 1; it <= params.iterations[s]; ++it) {
       GreedyIteration rec;
       rec.scale = int(s);
       rec.factor = f;
       rec.iteration = it;
-      stepper.computeForce(m.W, I1.data);
-      if (forceMask || movingMask) maskForce(stepper.force(), mask, mmask, m.u);
-      rec.solve = stepper.solve(m.v, it == 1, it == 1 && prevFactor == 0);
-      const GreedyStepOutcome step = stepper.step(m.u, m.v);
+      GreedyStepOutcome step;
+      if (params.symmetric) {
+        step = symmetricIteration(stepper, m, fs, it == 1, it == 1 && prevFactor == 0, rec.solve);
+      } else {
+        stepper.computeForce(m.W, I1.data);
+        if (forceMask || movingMask) maskForce(stepper.force(), mask, mmask, m.u);
+        rec.solve = stepper.solve(m.v, it == 1, it == 1 && prevFactor == 0);
+        step = stepper.step(m.u, m.v);
+        if (step.accepted) warp(m.I.data, m.u, m.W);
+      }
       sr.iterations = it;
       rec.refused = step.refused;
       result.refused += step.refused;
       if (step.accepted) {
-        warp(m.I.data, m.u, m.W);
         rec.minJacobian = step.minJacobian;
         rec.step = step.step;
-        sr.rmseEnd = imageRmse(m.W, I1.data);
+        sr.rmseEnd = imageRmse(m.W, target());
       }
       if (step.zeroVelocity) sr.stop = GreedyStop::ZeroVelocity;
       if (!step.zeroVelocity && !step.accepted) sr.stop = GreedyStop::Folded;
@@ -642,7 +596,10 @@ GreedyResult greedyRegister(HostImage const& moving, HostImage const& fixed, Vec
     prevFactor = f;
   }
   u = VectorField<Kokkos::HostSpace>("greedy displacement", fixed.geometry);
-  Kokkos::deep_copy(u.data, m.u);
+  if (params.symmetric)
+    result.midpointInverse = midpointMap(m.u, fs.u, u);
+  else
+    Kokkos::deep_copy(u.data, m.u);
   ImageView<Kokkos::HostSpace> jac("greedy jacobian", u.data.extent(1), u.data.extent(2), u.data.extent(3));
   jacobianDeterminant(u.data, jac);
   result.minJacobian = jac(0, 0, 0);

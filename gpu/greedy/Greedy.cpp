@@ -327,10 +327,9 @@ struct GreedyRegistration<Exec>::Scale {
   // The symmetric mode steps each side by half the step (core/Greedy.hpp) and needs both W's after
   // every step: the Naive sequence.
   static GreedyParams stepperParams(GreedyParams p) {
-    if (p.symmetric) {
-      p.maxStep /= 2.0f;
-      p.stepVariant = GreedyStepVariant::Naive;
-    }
+    if (!p.symmetric) return p;
+    p = symmetricSideParams(p);
+    p.stepVariant = GreedyStepVariant::Naive;
     return p;
   }
 };
@@ -353,17 +352,24 @@ template <class Exec>
 GreedyRegistration<Exec>::~GreedyRegistration() = default;
 
 // A scale's images and fields: the images down-sampled, u and v carried from the previous scale
-// (zero on the first), W warped.
+// (zero on the first), W warped; in the symmetric mode the fixed side's too.
 template <class Exec>
 void GreedyRegistration<Exec>::enterScale(Scale& S, Scale const* prev, ConstImageView<memory_space> moving,
                                           ConstImageView<memory_space> fixed) {
   downsampleImage(exec_, moving, S.factor, blurred_, S.m.I);
   downsampleImage(exec_, fixed, S.factor, blurred_, S.I1);
-  if (prev)
-    carryFields(exec_, prev->m, prev->factor, S.factor, S.m);
-  else
-    zeroFields(exec_, S.m);
-  warp(exec_, S.m.I, S.m.u, S.m.W);
+  auto enterSide = [&](SubjectScale<memory_space> const* before, SubjectScale<memory_space>& side) {
+    if (before)
+      carryFields(exec_, *before, prev->factor, S.factor, side);
+    else
+      zeroFields(exec_, side);
+    warp(exec_, side.I, side.u, side.W);
+  };
+  enterSide(prev ? &prev->m : nullptr, S.m);
+  if (params_.symmetric) {
+    Kokkos::deep_copy(exec_, S.f.I, S.I1);
+    enterSide(prev ? &prev->f : nullptr, S.f);
+  }
 }
 
 namespace {
@@ -438,11 +444,8 @@ GreedyResult GreedyRegistration<Exec>::run(ConstImageView<memory_space> moving, 
   for (int k = 0; k < 3; ++k)
     if (uOut.extent(k + 1) != moving.extent(k))
       throw InvalidArgument("greedy registration: the displacement is not on the registration grid");
-  if (params_.symmetric) {
-    if (forceMask.data() != nullptr || movingMask.data() != nullptr)
-      throw InvalidArgument("greedy registration: the symmetric mode takes no cost-function masks");
-    return runSymmetric(moving, fixed, uOut, progress);
-  }
+  if (params_.symmetric && (forceMask.data() != nullptr || movingMask.data() != nullptr))
+    throw InvalidArgument("greedy registration: the symmetric mode takes no cost-function masks");
 
   GreedyResult result;
   Scale* prev = nullptr;
@@ -464,7 +467,7 @@ GreedyResult GreedyRegistration<Exec>::run(ConstImageView<memory_space> moving, 
     const bool masked = forceMask.data() != nullptr || movingMask.data() != nullptr;
     GreedyScaleResult sr;
     sr.factor = S.factor;
-    sr.rmseStart = imageRmse(exec_, S.m.W, S.I1);
+    sr.rmseStart = imageRmse(exec_, S.m.W, params_.symmetric ? S.f.W : S.I1);
     sr.rmseEnd = sr.rmseStart;
     const double voxels = double(S.I1.size());
     for (int it = 1; it <= params_.iterations[s]; ++it) {
@@ -473,10 +476,15 @@ GreedyResult GreedyRegistration<Exec>::run(ConstImageView<memory_space> moving, 
       rec.factor = S.factor;
       rec.iteration = it;
       kx::ScopedRegion stepRegion("kortex::greedy::step");
-      if (!S.stepper.forceFromStep() || it == 1) S.stepper.computeForce(S.m.W, S.I1);
-      if (masked) maskForce(exec_, S.stepper.force(), fixedMaskS, movingMaskS, ConstField<memory_space>(S.m.u));
-      rec.solve = S.stepper.solve(S.m.v, it == 1, false);  // v is zero on the first scale already
-      const GreedyStepOutcome step = S.stepper.stepImage(S.m.I, S.I1, S.m.u, S.m.v, S.m.W);
+      GreedyStepOutcome step;
+      if (params_.symmetric) {
+        step = symmetricIteration(S, it, rec.solve);
+      } else {
+        if (!S.stepper.forceFromStep() || it == 1) S.stepper.computeForce(S.m.W, S.I1);
+        if (masked) maskForce(exec_, S.stepper.force(), fixedMaskS, movingMaskS, ConstField<memory_space>(S.m.u));
+        rec.solve = S.stepper.solve(S.m.v, it == 1, false);  // v is zero on the first scale already
+        step = S.stepper.stepImage(S.m.I, S.I1, S.m.u, S.m.v, S.m.W);
+      }
       sr.iterations = it;
       rec.refused = step.refused;
       if (step.accepted) {
@@ -486,7 +494,7 @@ GreedyResult GreedyRegistration<Exec>::run(ConstImageView<memory_space> moving, 
       }
       if (step.zeroVelocity) sr.stop = GreedyStop::ZeroVelocity;
       if (!step.zeroVelocity && !step.accepted) sr.stop = GreedyStop::Folded;
-      result.refused += step.zeroVelocity ? 0 : step.refused;
+      result.refused += step.refused;  // 0 with zero velocity: no candidate was tried
       rec.rmse = sr.rmseEnd;
       rec.seconds = elapsed();
       result.history.push_back(rec);
@@ -498,7 +506,10 @@ GreedyResult GreedyRegistration<Exec>::run(ConstImageView<memory_space> moving, 
     result.scales.push_back(sr);
     prev = &S;
   }
-  Kokkos::deep_copy(exec_, uOut, prev->m.u);
+  if (params_.symmetric)
+    result.midpointInverse = midpointMap(*prev, uOut);
+  else
+    Kokkos::deep_copy(exec_, uOut, prev->m.u);
   result.minJacobian = minJacobian(exec_, uOut);
   result.seconds = elapsed();
   return result;
@@ -523,75 +534,30 @@ struct MidpointMapFunctor {
 
 }  // namespace
 
+// One symmetric iteration: both forces and solves from the same state, then each side's step (the
+// fixed side's SSE is then between the two new W's).
 template <class Exec>
-GreedyResult GreedyRegistration<Exec>::runSymmetric(ConstImageView<memory_space> moving, ConstImageView<memory_space> fixed,
-                                                    Field<memory_space> uOut, GreedyProgress const& progress) {
-  using Clock = std::chrono::steady_clock;
-  const auto start = Clock::now();
-  auto elapsed = [&start] { return std::chrono::duration<double>(Clock::now() - start).count(); };
-  GreedyResult result;
-  Scale* prev = nullptr;
-  for (std::size_t s = 0; s < scales_.size(); ++s) {
-    kx::ScopedRegion region("kortex::greedy::scale");
-    Scale& S = *scales_[s];
-    const double scaleStart = elapsed();
-    enterScale(S, prev, moving, fixed);
-    Kokkos::deep_copy(exec_, S.f.I, S.I1);
-    if (prev)
-      carryFields(exec_, prev->f, prev->factor, S.factor, S.f);
-    else
-      zeroFields(exec_, S.f);
-    warp(exec_, S.f.I, S.f.u, S.f.W);
-    GreedyScaleResult sr;
-    sr.factor = S.factor;
-    sr.rmseStart = sr.rmseEnd = imageRmse(exec_, S.m.W, S.f.W);
-    const double voxels = double(S.I1.size());
-    for (int it = 1; it <= params_.iterations[s]; ++it) {
-      GreedyIteration rec;
-      rec.scale = int(s);
-      rec.factor = S.factor;
-      rec.iteration = it;
-      kx::ScopedRegion stepRegion("kortex::greedy::symmetric_step");
-      S.stepper.computeForce(S.m.W, S.f.W);
-      rec.solve = S.stepper.solve(S.m.v, it == 1, false);  // v is zero on the first scale already
-      S.stepper.computeForce(S.f.W, S.m.W);
-      S.stepper.solve(S.f.v, it == 1, false);
-      const GreedyStepOutcome sm = S.stepper.stepImage(S.m.I, S.f.W, S.m.u, S.m.v, S.m.W);
-      const GreedyStepOutcome sf = S.stepper.stepImage(S.f.I, S.m.W, S.f.u, S.f.v, S.f.W);
-      sr.iterations = it;
-      rec.refused = sm.refused + sf.refused;
-      result.refused += rec.refused;
-      const bool accepted = sm.accepted && sf.accepted, zero = sm.zeroVelocity || sf.zeroVelocity;
-      if (accepted) {
-        rec.minJacobian = std::min(sm.minJacobian, sf.minJacobian);
-        rec.step = sm.step + sf.step;
-        sr.rmseEnd = std::sqrt(sf.sse / voxels);  // sf's SSE is against the moving side's new W
-      }
-      if (zero) sr.stop = GreedyStop::ZeroVelocity;
-      if (!zero && !accepted) sr.stop = GreedyStop::Folded;
-      rec.rmse = sr.rmseEnd;
-      rec.seconds = elapsed();
-      result.history.push_back(rec);
-      ++result.iterations;
-      if (progress) progress(rec);
-      if (!accepted) break;
-    }
-    sr.seconds = elapsed() - scaleStart;
-    result.scales.push_back(sr);
-    prev = &S;
-  }
-  {
-    kx::ScopedRegion region("kortex::greedy::midpoint_map");
-    const int nz = int(uOut.extent(1)), ny = int(uOut.extent(2)), nx = int(uOut.extent(3));
-    Field<memory_space> pre(Kokkos::view_alloc(exec_, Kokkos::WithoutInitializing, std::string("kortex::greedy::midpoint_preimage")),
-                            3, nz, ny, nx);
-    result.midpointInverse = invertMap(exec_, ConstField<memory_space>(prev->f.u), AffineTransform{}, pre, midpointInverseParams());
-    parallelForVoxels("kortex::greedy::midpoint_map", exec_, nz, ny, nx,
-                      MidpointMapFunctor<memory_space>{ConstField<memory_space>(prev->m.u), ConstField<memory_space>(pre), uOut});
-  }
-  result.minJacobian = minJacobian(exec_, uOut);
-  result.seconds = elapsed();
-  return result;
+GreedyStepOutcome GreedyRegistration<Exec>::symmetricIteration(Scale& S, int it, FluidSolveReport& solve) {
+  S.stepper.computeForce(S.m.W, S.f.W);
+  solve = S.stepper.solve(S.m.v, it == 1, false);  // v is zero on the first scale already
+  S.stepper.computeForce(S.f.W, S.m.W);
+  S.stepper.solve(S.f.v, it == 1, false);
+  const GreedyStepOutcome sm = S.stepper.stepImage(S.m.I, S.f.W, S.m.u, S.m.v, S.m.W);
+  const GreedyStepOutcome sf = S.stepper.stepImage(S.f.I, S.m.W, S.f.u, S.f.v, S.f.W);
+  return symmetricOutcome(sm, sf);
+}
+
+// The symmetric mode's map from the last scale's two sides: p = h_f^-1(x), u(x) = x - p + u_m(p).
+template <class Exec>
+InverseStats GreedyRegistration<Exec>::midpointMap(Scale const& S, Field<memory_space> uOut) {
+  kx::ScopedRegion region("kortex::greedy::midpoint_map");
+  const int nz = int(uOut.extent(1)), ny = int(uOut.extent(2)), nx = int(uOut.extent(3));
+  Field<memory_space> pre(Kokkos::view_alloc(exec_, Kokkos::WithoutInitializing, std::string("kortex::greedy::midpoint_preimage")),
+                          3, nz, ny, nx);
+  const InverseStats stats = invertMap(exec_, ConstField<memory_space>(S.f.u), AffineTransform{}, pre, midpointInverseParams());
+  parallelForVoxels("kortex::greedy::midpoint_map", exec_, nz, ny, nx,
+                    MidpointMapFunctor<memory_space>{ConstField<memory_space>(S.m.u), ConstField<memory_space>(pre), uOut});
+  return stats;
 }
 
 std::int64_t greedyRegistrationBytes(Geometry const& grid, GreedyParams const& params) {

@@ -96,9 +96,10 @@ class GreedyRegistration {
  private:
   struct Scale;  // a scale grid's images, fields and GreedyStepper
   void enterScale(Scale& S, Scale const* prev, ConstImageView<memory_space> moving, ConstImageView<memory_space> fixed);
-  // GreedyParams::symmetric (core/Greedy.hpp "Symmetric mode"); no masks.
-  GreedyResult runSymmetric(ConstImageView<memory_space> moving, ConstImageView<memory_space> fixed,
-                            Field<memory_space> u, GreedyProgress const& progress);
+  // GreedyParams::symmetric (core/Greedy.hpp "Symmetric mode"): one iteration of both sides, and the
+  // map of the last scale's two sides into u.
+  GreedyStepOutcome symmetricIteration(Scale& S, int it, FluidSolveReport& solve);
+  InverseStats midpointMap(Scale const& S, Field<memory_space> u);
   Exec exec_;
   Geometry grid_;
   GreedyParams params_;
