@@ -587,15 +587,10 @@ GreedyStudyReport runGreedyStudy(GreedyStudyOptions const& opt) {
   GreedyStudyReport rep;
   const GreedyStudySetup st = makeSetup(opt);
   auto const& ids = st.ids;
-  if (opt.dataDir.empty() || !st.complete()) {
-    rep.note = "greedy study skipped: IXI volumes and labels not found under " + (st.root / "t1").string();
-    return rep;
-  }
+  rep.note = st.skipNote(opt.dataDir, "greedy");
+  if (!rep.note.empty()) return rep;
   rep.ran = true;
-  if (opt.firstPair < 1 || opt.firstPair > int(ids.size()) - 1)
-    throw InvalidArgument("greedy study: the first pair must be in [1, " + std::to_string(int(ids.size()) - 1) + "], got " +
-                          std::to_string(opt.firstPair));
-  const int last = std::min<int>(opt.firstPair - 1 + (opt.quick ? std::min(opt.pairs, 2) : opt.pairs), int(ids.size()) - 1);
+  const int last = st.lastPair(opt.firstPair, opt.pairs, "greedy");
   const HostImage fixed = st.image(ids[0]), fixedLabels = st.labels(ids[0]);
   std::vector<std::string> notes;
   bool allPass = true;

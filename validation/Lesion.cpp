@@ -193,15 +193,10 @@ void report(LesionStudyReport& rep, LesionStudyOptions const& opt) {
 LesionStudyReport runLesionStudy(LesionStudyOptions const& opt) {
   LesionStudyReport rep;
   const IxiStudyData st(opt.dataDir, opt.quick);
-  if (opt.dataDir.empty() || !st.complete()) {
-    rep.note = "lesion study skipped: IXI volumes and labels not found under " + (st.root / "t1").string();
-    return rep;
-  }
-  if (opt.firstPair < 1 || opt.firstPair > int(st.ids.size()) - 1)
-    throw InvalidArgument("lesion study: the first pair must be in [1, " + std::to_string(int(st.ids.size()) - 1) +
-                          "], got " + std::to_string(opt.firstPair));
+  rep.note = st.skipNote(opt.dataDir, "lesion");
+  if (!rep.note.empty()) return rep;
+  const int last = st.lastPair(opt.firstPair, opt.pairs, "lesion");
   rep.ran = true;
-  const int last = std::min<int>(opt.firstPair - 1 + (opt.quick ? std::min(opt.pairs, 2) : opt.pairs), int(st.ids.size()) - 1);
   const HostImage fixed = st.image(st.ids[0]), fixedLabels = st.labels(st.ids[0]);
   rep.pass = true;
   for (int k = opt.firstPair; k <= last; ++k) {

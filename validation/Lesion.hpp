@@ -20,6 +20,7 @@
 
 #include "core/Greedy.hpp"
 #include "core/Image.hpp"
+#include "validation/Registration.hpp"
 
 namespace kortex::validation {
 
@@ -41,14 +42,7 @@ struct Lesion {
 };
 Lesion paintLesion(HostImage const& t1, HostImage const& labels, double radiusMm, float level, std::uint64_t seed);
 
-struct LesionStudyOptions {
-  bool quick = false;
-  std::string dataDir;
-  int pairs = 20;
-  int firstPair = 1;
-  GreedyParams greedy = greedyRegistrationDefaults();
-  std::ostream* progress = nullptr;
-};
+struct LesionStudyOptions : IxiPairStudyOptions {};
 
 struct LesionPairResult {
   std::string fixed, moving;

@@ -247,15 +247,10 @@ void report(MultimodalStudyReport& rep, MultimodalStudyOptions const& opt) {
 MultimodalStudyReport runMultimodalStudy(MultimodalStudyOptions const& opt) {
   MultimodalStudyReport rep;
   const Setup st = makeSetup(opt);
-  if (opt.dataDir.empty() || !st.complete()) {
-    rep.note = "multimodal study skipped: IXI volumes and labels not found under " + (st.root / "t1").string();
-    return rep;
-  }
-  if (opt.firstPair < 1 || opt.firstPair > int(st.ids.size()) - 1)
-    throw InvalidArgument("multimodal study: the first pair must be in [1, " + std::to_string(int(st.ids.size()) - 1) +
-                          "], got " + std::to_string(opt.firstPair));
+  rep.note = st.skipNote(opt.dataDir, "multimodal");
+  if (!rep.note.empty()) return rep;
+  const int last = st.lastPair(opt.firstPair, opt.pairs, "multimodal");
   rep.ran = true;
-  const int last = std::min<int>(opt.firstPair - 1 + (opt.quick ? std::min(opt.pairs, 2) : opt.pairs), int(st.ids.size()) - 1);
   if (!opt.imagesDir.empty()) fs::create_directories(opt.imagesDir);
   const HostImage fixed = st.image(st.ids[0]), fixedLabels = st.labels(st.ids[0]);
   rep.pass = true;

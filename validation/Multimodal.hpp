@@ -24,6 +24,7 @@
 
 #include "core/Greedy.hpp"
 #include "core/Image.hpp"
+#include "validation/Registration.hpp"
 
 namespace kortex::validation {
 
@@ -38,16 +39,11 @@ namespace kortex::validation {
 // Same grid and header as the T1. Deterministic for a seed.
 HostImage syntheticContrast(HostImage const& t1, HostImage const& labels, std::uint64_t seed);
 
-struct MultimodalStudyOptions {
-  bool quick = false;
-  std::string dataDir;
-  int pairs = 20;
-  int firstPair = 1;
-  GreedyParams greedy = greedyRegistrationDefaults();  // the deformable stage's schedule (metric set per method)
+// greedy: the deformable stage's schedule (the metric is set per method).
+struct MultimodalStudyOptions : IxiPairStudyOptions {
   int miBins = 32;
   std::string imagesDir;   // when set: each pair's moving image in its second contrast, <moving>_contrast.nii.gz
   std::string elastixDir;  // elastix's affine MI results on those images (bench/peers/elastix_multimodal.sh)
-  std::ostream* progress = nullptr;
 };
 
 struct MultimodalPairResult {

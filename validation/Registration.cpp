@@ -185,6 +185,19 @@ bool IxiStudyData::complete() const {
   return !root.empty() && ids.size() >= 2 && std::filesystem::exists(root / "labels" / (ids[0] + "-T1_ds_DLMUSE.nii.gz"));
 }
 
+std::string IxiStudyData::skipNote(std::string const& dataDir, std::string const& study) const {
+  if (!dataDir.empty() && complete()) return "";
+  return study + " study skipped: IXI volumes and labels not found under " + (root / "t1").string();
+}
+
+int IxiStudyData::lastPair(int firstPair, int pairs, std::string const& study) const {
+  const int n = int(ids.size()) - 1;
+  if (firstPair < 1 || firstPair > n)
+    throw InvalidArgument(study + " study: the first pair must be in [1, " + std::to_string(n) + "], got " +
+                          std::to_string(firstPair));
+  return std::min<int>(firstPair - 1 + (quick ? std::min(pairs, 2) : pairs), n);
+}
+
 HostImage IxiStudyData::image(std::string const& id) const {
   return loadStudyImage(root / "t1" / (id + "-T1_ds.nii.gz"), false, quick);
 }

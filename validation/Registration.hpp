@@ -58,6 +58,17 @@ HostImage loadStudyImage(std::filesystem::path const& path, bool labels, bool qu
 // when the folder does not exist.
 std::vector<std::string> studySubjectIds(std::filesystem::path const& t1Folder);
 
+// What every study over the greedy study's IXI pairs takes (the multi-modal, lesion and symmetric
+// studies): the pairs `firstPair` .. (IxiStudyData::lastPair) and the greedy stage's schedule.
+struct IxiPairStudyOptions {
+  bool quick = false;
+  std::string dataDir;
+  int pairs = 20;
+  int firstPair = 1;
+  GreedyParams greedy = greedyRegistrationDefaults();
+  std::ostream* progress = nullptr;
+};
+
 // The IXI subjects of mri/ixi_2mm_more under a data folder (the greedy and multi-modal studies): ids[0]
 // is the fixed subject; images and label maps loaded by loadStudyImage.
 struct IxiStudyData {
@@ -68,6 +79,12 @@ struct IxiStudyData {
   IxiStudyData(std::string const& dataDir, bool quick);
   // A fixed subject with its labels and at least one moving subject.
   bool complete() const;
+  // "<study> study skipped: IXI volumes and labels not found under ..." when dataDir is empty or the
+  // data is not complete(), else "" (the study runs).
+  std::string skipNote(std::string const& dataDir, std::string const& study) const;
+  // The index of the last moving subject of `pairs` pairs from `firstPair` (quick: at most 2), within
+  // ids; InvalidArgument ("<study> study: the first pair must be in [1, n], got k") outside [1, n].
+  int lastPair(int firstPair, int pairs, std::string const& study) const;
   HostImage image(std::string const& id) const;
   HostImage labels(std::string const& id) const;
 };

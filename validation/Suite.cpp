@@ -329,15 +329,21 @@ StudyOutcome runGreedy(SuiteOptions const& opt, SuiteReport& rep) {
   return outcomeOf(rep.greedy, rep);
 }
 
+// The pairs and schedule of the greedy study's flags, for the studies over its pairs.
+IxiPairStudyOptions pairStudyOptions(SuiteOptions const& opt) {
+  IxiPairStudyOptions o;
+  o.quick = opt.quick;
+  o.dataDir = opt.dataDir;
+  o.progress = opt.progress;
+  o.greedy = opt.greedy;
+  o.pairs = opt.greedyPairs;
+  o.firstPair = opt.greedyFirstPair;
+  return o;
+}
+
 StudyOutcome runMultimodal(SuiteOptions const& opt, SuiteReport& rep) {
-  MultimodalStudyOptions mo;
-  mo.quick = opt.quick;
-  mo.dataDir = opt.dataDir;
-  mo.progress = opt.progress;
-  mo.greedy = opt.greedy;
+  MultimodalStudyOptions mo{pairStudyOptions(opt)};
   mo.miBins = opt.greedy.miBins;
-  mo.pairs = opt.greedyPairs;
-  mo.firstPair = opt.greedyFirstPair;
   mo.imagesDir = opt.multimodalImagesDir;
   mo.elastixDir = opt.multimodalElastixDir;
   rep.multimodal = runMultimodalStudy(mo);
@@ -345,26 +351,12 @@ StudyOutcome runMultimodal(SuiteOptions const& opt, SuiteReport& rep) {
 }
 
 StudyOutcome runLesion(SuiteOptions const& opt, SuiteReport& rep) {
-  LesionStudyOptions lo;
-  lo.quick = opt.quick;
-  lo.dataDir = opt.dataDir;
-  lo.progress = opt.progress;
-  lo.greedy = opt.greedy;
-  lo.pairs = opt.greedyPairs;
-  lo.firstPair = opt.greedyFirstPair;
-  rep.lesion = runLesionStudy(lo);
+  rep.lesion = runLesionStudy(LesionStudyOptions{pairStudyOptions(opt)});
   return outcomeOf(rep.lesion, rep);
 }
 
 StudyOutcome runSymmetric(SuiteOptions const& opt, SuiteReport& rep) {
-  SymmetricStudyOptions so;
-  so.quick = opt.quick;
-  so.dataDir = opt.dataDir;
-  so.progress = opt.progress;
-  so.greedy = opt.greedy;
-  so.pairs = opt.greedyPairs;
-  so.firstPair = opt.greedyFirstPair;
-  rep.symmetric = runSymmetricStudy(so);
+  rep.symmetric = runSymmetricStudy(SymmetricStudyOptions{pairStudyOptions(opt)});
   return outcomeOf(rep.symmetric, rep);
 }
 

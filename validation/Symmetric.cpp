@@ -102,15 +102,10 @@ void report(SymmetricStudyReport& rep, SymmetricStudyOptions const& opt) {
 SymmetricStudyReport runSymmetricStudy(SymmetricStudyOptions const& opt) {
   SymmetricStudyReport rep;
   const IxiStudyData st(opt.dataDir, opt.quick);
-  if (opt.dataDir.empty() || !st.complete()) {
-    rep.note = "symmetric study skipped: IXI volumes and labels not found under " + (st.root / "t1").string();
-    return rep;
-  }
-  if (opt.firstPair < 1 || opt.firstPair > int(st.ids.size()) - 1)
-    throw InvalidArgument("symmetric study: the first pair must be in [1, " + std::to_string(int(st.ids.size()) - 1) +
-                          "], got " + std::to_string(opt.firstPair));
+  rep.note = st.skipNote(opt.dataDir, "symmetric");
+  if (!rep.note.empty()) return rep;
+  const int last = st.lastPair(opt.firstPair, opt.pairs, "symmetric");
   rep.ran = true;
-  const int last = std::min<int>(opt.firstPair - 1 + (opt.quick ? std::min(opt.pairs, 2) : opt.pairs), int(st.ids.size()) - 1);
   const HostImage a = st.image(st.ids[0]), aLabels = st.labels(st.ids[0]);
   rep.pass = true;
   for (int k = opt.firstPair; k <= last; ++k) {

@@ -17,17 +17,11 @@
 #include <nlohmann/json.hpp>
 
 #include "core/Greedy.hpp"
+#include "validation/Registration.hpp"
 
 namespace kortex::validation {
 
-struct SymmetricStudyOptions {
-  bool quick = false;
-  std::string dataDir;
-  int pairs = 20;
-  int firstPair = 1;
-  GreedyParams greedy = greedyRegistrationDefaults();
-  std::ostream* progress = nullptr;
-};
+struct SymmetricStudyOptions : IxiPairStudyOptions {};
 
 struct SymmetricModeResult {
   double dice = 0, consistencyMean = 0, consistencyP99 = 0, seconds = 0;
