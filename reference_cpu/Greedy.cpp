@@ -59,6 +59,18 @@ void requireSameGrid3(std::size_t const* a, std::size_t const* b, const char* wh
     if (a[k] != b[k]) throw InvalidArgument(std::string(who) + ": inputs on different grids");
 }
 
+// A metric's inputs: W and the target on one grid, and (when given) the force field of 3 components
+// on it too.
+void requireMetricInputs(ConstHostImageView w, ConstHostImageView fixed, const char* who, HostField const* f = nullptr) {
+  const std::size_t a[3] = {w.extent(0), w.extent(1), w.extent(2)};
+  const std::size_t b[3] = {fixed.extent(0), fixed.extent(1), fixed.extent(2)};
+  requireSameGrid3(a, b, who);
+  if (!f) return;
+  const std::size_t c[3] = {f->extent(1), f->extent(2), f->extent(3)};
+  requireSameGrid3(a, c, who);
+  if (f->extent(0) != 3) throw InvalidArgument(std::string(who) + ": the force field needs 3 components");
+}
+
 HostField makeField(const char* label, Index nz, Index ny, Index nx) { return HostField(std::string(label), 3, nz, ny, nx); }
 
 // ---- LNCC: volumes of doubles, x fastest -----------------------------------------------------------
@@ -183,27 +195,20 @@ void storeForce(HostField const& f, ConstHostImageView const& w, Index z, Index 
 }  // namespace
 
 double lnccEnergy(ConstHostImageView w, ConstHostImageView fixed, int radius) {
-  const std::size_t a[3] = {w.extent(0), w.extent(1), w.extent(2)};
-  const std::size_t b[3] = {fixed.extent(0), fixed.extent(1), fixed.extent(2)};
-  requireSameGrid3(a, b, "lnccEnergy");
-  const Grid3 g{{Index(a[2]), Index(a[1]), Index(a[0])}};
+  requireMetricInputs(w, fixed, "lnccEnergy");
+  const Grid3 g{{Index(w.extent(2)), Index(w.extent(1)), Index(w.extent(0))}};
   std::vector<double> coef[4];
   return lnccWindows(w, fixed, radius, g, coef);
 }
 
 double lnccForce(ConstHostImageView w, ConstHostImageView fixed, int radius, HostField f) {
-  const std::size_t a[3] = {w.extent(0), w.extent(1), w.extent(2)};
-  const std::size_t b[3] = {fixed.extent(0), fixed.extent(1), fixed.extent(2)};
-  const std::size_t c[3] = {f.extent(1), f.extent(2), f.extent(3)};
-  requireSameGrid3(a, b, "lnccForce");
-  requireSameGrid3(a, c, "lnccForce");
-  if (f.extent(0) != 3) throw InvalidArgument("lnccForce: the force field needs 3 components");
+  requireMetricInputs(w, fixed, "lnccForce", &f);
   if (radius < 1 || radius > kMaxLnccRadius) throw InvalidArgument("lnccForce: window radius out of range");
-  const Grid3 g{{Index(a[2]), Index(a[1]), Index(a[0])}};
+  const Grid3 g{{Index(w.extent(2)), Index(w.extent(1)), Index(w.extent(0))}};
   std::vector<double> coef[4];
   const double energy = lnccWindows(w, fixed, radius, g, coef);
   for (auto& k : coef) k = box3(std::move(k), g, radius, true);
-  const Index nz = Index(a[0]), ny = Index(a[1]), nx = Index(a[2]);
+  const Index nz = Index(w.extent(0)), ny = Index(w.extent(1)), nx = Index(w.extent(2));
 #pragma omp parallel for
   for (Index z = 0; z < nz; ++z)
     for (Index y = 0; y < ny; ++y)
@@ -238,26 +243,19 @@ double miHistogram(ConstHostImageView w, ConstHostImageView fixed, MiBins const&
 }  // namespace
 
 double miEnergy(ConstHostImageView w, ConstHostImageView fixed, int bins) {
-  const std::size_t a[3] = {w.extent(0), w.extent(1), w.extent(2)};
-  const std::size_t b[3] = {fixed.extent(0), fixed.extent(1), fixed.extent(2)};
-  requireSameGrid3(a, b, "miEnergy");
+  requireMetricInputs(w, fixed, "miEnergy");
   validateMiBins(bins);
   std::vector<double> logRatio;
   return miHistogram(w, fixed, MiBins{bins}, logRatio);
 }
 
 double miForce(ConstHostImageView w, ConstHostImageView fixed, int bins, HostField f) {
-  const std::size_t a[3] = {w.extent(0), w.extent(1), w.extent(2)};
-  const std::size_t b[3] = {fixed.extent(0), fixed.extent(1), fixed.extent(2)};
-  const std::size_t c[3] = {f.extent(1), f.extent(2), f.extent(3)};
-  requireSameGrid3(a, b, "miForce");
-  requireSameGrid3(a, c, "miForce");
-  if (f.extent(0) != 3) throw InvalidArgument("miForce: the force field needs 3 components");
+  requireMetricInputs(w, fixed, "miForce", &f);
   validateMiBins(bins);
   const MiBins mb{bins};
   std::vector<double> logRatio;
   const double energy = miHistogram(w, fixed, mb, logRatio);
-  const Index nz = Index(a[0]), ny = Index(a[1]), nx = Index(a[2]);
+  const Index nz = Index(w.extent(0)), ny = Index(w.extent(1)), nx = Index(w.extent(2));
   const double scale = double(mb.B - 4) / (double(nz) * double(ny) * double(nx));
 #pragma omp parallel for
   for (Index z = 0; z < nz; ++z)
@@ -270,13 +268,8 @@ double miForce(ConstHostImageView w, ConstHostImageView fixed, int bins, HostFie
 }
 
 void greedyForce(ConstHostImageView w, ConstHostImageView fixed, HostField f) {
-  const std::size_t a[3] = {w.extent(0), w.extent(1), w.extent(2)};
-  const std::size_t b[3] = {fixed.extent(0), fixed.extent(1), fixed.extent(2)};
-  const std::size_t c[3] = {f.extent(1), f.extent(2), f.extent(3)};
-  requireSameGrid3(a, b, "greedyForce");
-  requireSameGrid3(a, c, "greedyForce");
-  if (f.extent(0) != 3) throw InvalidArgument("greedyForce: the force field needs 3 components");
-  const Index nz = Index(a[0]), ny = Index(a[1]), nx = Index(a[2]);
+  requireMetricInputs(w, fixed, "greedyForce", &f);
+  const Index nz = Index(w.extent(0)), ny = Index(w.extent(1)), nx = Index(w.extent(2));
 #pragma omp parallel for
   for (Index z = 0; z < nz; ++z)
     for (Index y = 0; y < ny; ++y)
