@@ -52,6 +52,7 @@ struct ValidateOptions {
   bool skipUnbiased = false;  // part 5 without the register-unbiased runs
   std::string atlasSizes = "2,4,6,8,10,12,14";
   int atlasRepeats = validation::AtlasStudyOptions{}.repeats;
+  std::string atlasMetric = toString(AtlasParams{}.greedy.metric);  // the atlas study's greedy metric
   std::string montageDir;     // montages of the quality and atlas studies; empty: none
 };
 int cmdValidate(ValidateOptions const& o);

@@ -51,6 +51,11 @@ int cmdValidate(ValidateOptions const& o) {
   so.greedyUnbiased = !o.skipUnbiased;
   so.atlas.sizes = parseIntList(o.atlasSizes, "--atlas-sizes");
   so.atlas.repeats = o.atlasRepeats;
+  try {
+    so.atlas.params.greedy.metric = parseGreedyMetric(o.atlasMetric);
+  } catch (InvalidArgument const& e) {
+    throw InvalidArgument(std::string("--atlas-metric: ") + e.what());
+  }
   so.montageDir = o.montageDir;
   so.registration = o.registration;
   so.registrationPairs = o.pairs;
@@ -187,6 +192,10 @@ void addValidateCommand(CLI::App& app, Action& action) {
   validate->add_option("--atlas-sizes", vo.atlasSizes, "Atlas study: cohort sizes (--quick: 2,4)")->capture_default_str();
   validate->add_option("--atlas-repeats", vo.atlasRepeats, "Atlas study: random cohorts per size (--quick: 2)")
       ->check(CLI::Range(1, 64))
+      ->capture_default_str();
+  validate->add_option("--atlas-metric", vo.atlasMetric,
+                       "Atlas study: the atlas's image mismatch, ssd|lncc|mi (the atlas's own schedule; `atlas build "
+                       "--metric`)")
       ->capture_default_str();
   validate->add_option("--montages", vo.montageDir,
                        "Folder for the montages (quality studies, atlas study): PNG, or PGM in builds without VTK");

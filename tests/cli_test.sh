@@ -104,6 +104,7 @@ expect_error "unknown subcommand" "" "$KORTEX" frobnicate
 expect_error "validate json to missing dir" nodir/v.json "$KORTEX" validate --quick --json nodir/v.json
 expect_error "validate atlas study without data" v.json "$KORTEX" validate --atlas-only --quick --json v.json
 expect_error "validate atlas study, cohort of 1" v.json "$KORTEX" validate --atlas-only --quick --data . --atlas-sizes 1,4 --json v.json
+expect_error "validate atlas study, unknown metric" v.json "$KORTEX" validate --only atlas --quick --data . --atlas-metric ncc --json v.json
 expect_error "validate --only unknown study" v.json "$KORTEX" validate --only nosuch --quick --json v.json
 expect_error "validate --only greedy without data" v.json "$KORTEX" validate --only quality --only greedy --quick --json v.json
 expect_error "validate --only registration,surface without data" v.json "$KORTEX" validate --only registration,surface --json v.json

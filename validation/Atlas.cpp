@@ -391,7 +391,7 @@ std::string atlasMarkdown(AtlasStudyReport const& rep, AtlasStudyOptions const& 
   for (int f : params.greedy.scales) md << " x" << f;
   md << ", iterations";
   for (int it : params.greedy.iterations) md << " " << it;
-  md << ", solver " << toString(params.greedy.solver) << ", back end " << Exec::name()
+  md << ", metric " << toString(params.greedy.metric) << ", solver " << toString(params.greedy.solver) << ", back end " << Exec::name()
      << ". Over the head mask (affine average of the pool > " << kMaskThreshold << "): entropy of the template's "
      << "intensities (64 bins, bits), variance of the subjects around it, mean |grad T|; mean ± SD over the cohorts.\n\n"
      << "| subjects | entropy affine | entropy greedy | variance affine | variance greedy | sharpness affine | sharpness greedy | pass |\n"
@@ -448,6 +448,7 @@ AtlasStudyReport runAtlasStudy(AtlasStudyOptions const& opt) {
   rep.pass = allPass;
   rep.markdown = atlasMarkdown(rep, opt, st, pool.subjects.size(), kept, t, tStart);
   rep.json = {{"pool", st.ids}, {"held_out", st.heldOut}, {"quick", opt.quick}, {"repeats", opt.repeats}, {"seed", opt.seed},
+              {"metric", toString(st.params.greedy.metric)},
               {"scales", st.params.greedy.scales}, {"iterations", st.params.greedy.iterations}, {"sizes", sizesJson},
               {"dice_template_space", {{"affine", t.diceAffine}, {"greedy", t.diceGreedy}}},
               {"held_out_dice", {{"affine", t.heldAffine}, {"greedy", t.heldGreedy}}},

@@ -408,8 +408,8 @@ std::vector<Study> const& validationStudies() {
        "the IXI volumes and labels of mri/ixi_2mm_more", &runSymmetric},
       {"atlas",
        "random-permutation entropy / variance / sharpness of greedy atlases vs affine averages, template-space "
-       "Dice, held-out labels, Jacobians (the atlas takes the greedy study's operator, scales, iterations and "
-       "solver)",
+       "Dice, held-out labels, Jacobians (the atlas's own schedule, AtlasParams; --atlas-metric picks its "
+       "metric)",
        "the IXI volumes and labels of mri/ixi_2mm_more", &runAtlas},
   };
   return studies;
