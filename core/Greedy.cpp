@@ -187,6 +187,7 @@ const char* toString(GreedyStop s) {
     case GreedyStop::IterationCap: return "iteration-cap";
     case GreedyStop::ZeroVelocity: return "zero-velocity";
     case GreedyStop::Folded: return "folded";
+    case GreedyStop::MapFolded: return "map-folded";
   }
   return "?";
 }
@@ -198,14 +199,28 @@ std::string explain(GreedyStop s) {
     case GreedyStop::Folded:
       return "every step down to the minimum step would fold the deformation (det Dh <= 0); "
              "the last valid deformation is kept";
+    case GreedyStop::MapFolded:
+      return "the next iteration would fold the symmetric map h_m(h_f^-1) (det <= 0); the last scale stopped "
+             "before it";
   }
   return "?";
 }
 
 bool GreedyResult::folded() const {
   for (auto const& s : scales)
-    if (s.stop == GreedyStop::Folded) return true;
+    if (s.stop == GreedyStop::Folded || s.stop == GreedyStop::MapFolded) return true;
   return false;
+}
+
+void dropLastScale(GreedyResult& r) {
+  if (r.scales.empty()) return;
+  const int last = int(r.scales.size()) - 1;
+  while (!r.history.empty() && r.history.back().scale == last) {
+    r.refused -= r.history.back().refused;
+    --r.iterations;
+    r.history.pop_back();
+  }
+  r.scales.pop_back();
 }
 
 }  // namespace kortex

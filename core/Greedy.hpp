@@ -93,6 +93,12 @@
 // the registration is h(x) = h_m(h_f^-1(x)): with p = h_f^-1(x) (core/Inverse.hpp, identity
 // affine: p - u_f(p) = x, to |g| <= kMidpointInverseTolerance), u(x) = x - h_m(p) = x - p + u_m(p)
 // (u_m trilinear at p, clamp rule).
+// Each side's fold check does not bound the map's own det(I - grad u) (central differences of the
+// composed field), which can fall to <= 0 where the two sides compress steeply. So when the map of
+// the last scale's last iteration folds (min det <= 0), the last scale is run again from its start
+// with the map formed and checked after every accepted iteration, and stops (GreedyStop::MapFolded)
+// before the first iteration whose map folds, keeping both sides of the iteration before (the runs
+// are identical up to there). A map that folds at the scale's start is kept (and reported).
 // The RMSE recorded is sqrt(mean (W_m - W_f)^2).
 #pragma once
 
@@ -312,7 +318,7 @@ inline GreedyStepOutcome symmetricOutcome(GreedyStepOutcome const& moving, Greed
   return o;
 }
 
-enum class GreedyStop { IterationCap, ZeroVelocity, Folded };
+enum class GreedyStop { IterationCap, ZeroVelocity, Folded, MapFolded };
 const char* toString(GreedyStop s);
 std::string explain(GreedyStop s);  // one sentence for users
 
@@ -346,6 +352,10 @@ struct GreedyResult {
   InverseStats midpointInverse;  // symmetric mode: the inversion of h_f (core/Inverse.hpp), else zero
   bool folded() const;       // some scale stopped on a refused fold
 };
+
+// The symmetric mode's replay of the last scale ("Symmetric mode" above): its iterations and
+// refusals taken out of the result before the scale runs again.
+void dropLastScale(GreedyResult& r);
 
 using GreedyProgress = std::function<void(GreedyIteration const&)>;
 

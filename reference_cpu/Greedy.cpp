@@ -501,6 +501,22 @@ InverseStats midpointMap(HostField const& uMoving, HostField const& uFixed, Vect
   return stats;
 }
 
+// min det(I - grad u) over the grid (jacobianDeterminant's rule).
+float minDeterminant(HostField const& u) {
+  ImageView<Kokkos::HostSpace> jac("greedy jacobian", u.extent(1), u.extent(2), u.extent(3));
+  jacobianDeterminant(u, jac);
+  float lo = jac(0, 0, 0);
+  for (std::size_t i = 0; i < jac.size(); ++i) lo = std::min(lo, jac.data()[i]);
+  return lo;
+}
+
+// Whether the symmetric map of the two sides folds (min det <= 0; the last scale's replay).
+bool midpointMapFolds(HostField const& uMoving, HostField const& uFixed, Geometry const& grid) {
+  VectorField<Kokkos::HostSpace> map("greedy midpoint map", grid);
+  midpointMap(uMoving, uFixed, map);
+  return minDeterminant(map.data) <= 0.0f;
+}
+
 // One symmetric iteration (core/Greedy.hpp "Symmetric mode"): both forces and solves from the same
 // state, then each side's step, each side warped when its step is kept.
 GreedyStepOutcome symmetricIteration(GreedyStepper& stepper, SubjectScale& m, SubjectScale& f, bool firstOfScale,
@@ -535,7 +551,9 @@ GreedyResult greedyRegister(HostImage const& moving, HostImage const& fixed, Vec
   GreedyResult result;
   SubjectScale m, fs;  // the moving image's; in the symmetric mode the fixed image's
   int prevFactor = 0;
-  for (std::size_t s = 0; s < params.scales.size(); ++s) {
+  // One scale from the previous one's state (m, fs, prevFactor); `checkMap`: the symmetric mode's
+  // map checked after every accepted iteration (core/Greedy.hpp "Symmetric mode").
+  auto runScale = [&](std::size_t s, bool checkMap) {
     const int f = params.scales[s];
     const auto scaleStart = elapsed();
     m = enterScale(moving, f, m, prevFactor, {"greedy u", "greedy v", "greedy warped"});
@@ -548,6 +566,8 @@ GreedyResult greedyRegister(HostImage const& moving, HostImage const& fixed, Vec
     warp(m.I.data, m.u, m.W);
     if (params.symmetric) warp(fs.I.data, fs.u, fs.W);
     auto target = [&] { return params.symmetric ? fs.W : I1.data; };  // what W is compared with
+    const HostField keepM = checkMap ? makeField("greedy kept u", nz, ny, nx) : HostField();
+    const HostField keepF = checkMap ? makeField("greedy fixed kept u", nz, ny, nx) : HostField();
     GreedyScaleResult sr;
     sr.factor = f;
     sr.rmseStart = imageRmse(m.W, target());
@@ -558,8 +578,19 @@ GreedyResult greedyRegister(HostImage const& moving, HostImage const& fixed, Vec
       rec.factor = f;
       rec.iteration = it;
       GreedyStepOutcome step;
+      bool mapFolded = false;
       if (params.symmetric) {
+        if (checkMap) {
+          Kokkos::deep_copy(keepM, m.u);
+          Kokkos::deep_copy(keepF, fs.u);
+        }
         step = symmetricIteration(stepper, m, fs, it == 1, it == 1 && prevFactor == 0, rec.solve);
+        if (checkMap && step.accepted && midpointMapFolds(m.u, fs.u, fixed.geometry)) {
+          Kokkos::deep_copy(m.u, keepM);
+          Kokkos::deep_copy(fs.u, keepF);
+          step.accepted = false;
+          mapFolded = true;
+        }
       } else {
         stepper.computeForce(m.W, I1.data);
         if (forceMask || movingMask) maskForce(stepper.force(), mask, mmask, m.u);
@@ -576,7 +607,7 @@ GreedyResult greedyRegister(HostImage const& moving, HostImage const& fixed, Vec
         sr.rmseEnd = imageRmse(m.W, target());
       }
       if (step.zeroVelocity) sr.stop = GreedyStop::ZeroVelocity;
-      if (!step.zeroVelocity && !step.accepted) sr.stop = GreedyStop::Folded;
+      if (!step.zeroVelocity && !step.accepted) sr.stop = mapFolded ? GreedyStop::MapFolded : GreedyStop::Folded;
       rec.rmse = sr.rmseEnd;
       rec.seconds = elapsed();
       result.history.push_back(rec);
@@ -587,16 +618,30 @@ GreedyResult greedyRegister(HostImage const& moving, HostImage const& fixed, Vec
     sr.seconds = elapsed() - scaleStart;
     result.scales.push_back(sr);
     prevFactor = f;
+  };
+  SubjectScale mBefore, fsBefore;  // the last scale's starting point
+  int factorBefore = 0;
+  for (std::size_t s = 0; s < params.scales.size(); ++s) {
+    mBefore = m;
+    fsBefore = fs;
+    factorBefore = prevFactor;
+    runScale(s, false);
   }
   u = VectorField<Kokkos::HostSpace>("greedy displacement", fixed.geometry);
-  if (params.symmetric)
+  if (params.symmetric) {
     result.midpointInverse = midpointMap(m.u, fs.u, u);
-  else
+    if (minDeterminant(u.data) <= 0.0f) {  // the last scale again, its map checked
+      dropLastScale(result);
+      m = mBefore;
+      fs = fsBefore;
+      prevFactor = factorBefore;
+      runScale(params.scales.size() - 1, true);
+      result.midpointInverse = midpointMap(m.u, fs.u, u);
+    }
+  } else {
     Kokkos::deep_copy(u.data, m.u);
-  ImageView<Kokkos::HostSpace> jac("greedy jacobian", u.data.extent(1), u.data.extent(2), u.data.extent(3));
-  jacobianDeterminant(u.data, jac);
-  result.minJacobian = jac(0, 0, 0);
-  for (std::size_t i = 0; i < jac.size(); ++i) result.minJacobian = std::min(result.minJacobian, jac.data()[i]);
+  }
+  result.minJacobian = minDeterminant(u.data);
   result.seconds = elapsed();
   return result;
 }

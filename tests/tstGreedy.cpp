@@ -540,6 +540,61 @@ BOOST_AUTO_TEST_CASE(symmetric_mode_is_inverse_consistent) {
   BOOST_TEST(sym < 0.5 * plain);
 }
 
+namespace {
+// Two boxes, the second one at the x = 0 face (values 1 and 0.5 on 0); `moved`: both shifted and
+// resized (core/Greedy.hpp "Symmetric mode": a pair whose symmetric map folds though neither side does).
+HostImage boxes(int n, bool moved) {
+  HostImage img("boxes", grid(n, n, n));
+  auto in = [](int v, int lo, int hi) { return v >= lo && v < hi; };
+  for (int z = 0; z < n; ++z)
+    for (int y = 0; y < n; ++y)
+      for (int x = 0; x < n; ++x) {
+        const bool big = moved ? in(x, 6, 22) && in(y, 9, 25) && in(z, 8, 24) : in(x, 8, 24) && in(y, 8, 24) && in(z, 8, 24);
+        const bool small = moved ? in(x, 0, 10) && in(y, 4, 12) && in(z, 14, 22) : in(x, 2, 8) && in(y, 10, 20) && in(z, 10, 20);
+        img.data(z, y, x) = big ? 1.0f : (small ? 0.5f : 0.0f);
+      }
+  return img;
+}
+}  // namespace
+
+// The symmetric map's own fold check (core/Greedy.hpp "Symmetric mode"): on the boxes the sides'
+// steps keep det > 0 but their composed map folds after some 60 iterations, so the last scale runs
+// again and stops before the iteration that folds it. The result is then the run capped at the
+// iterations before (the same bits, by the replay's construction), with det > 0 and the stop named;
+// every back end stops at the reference's iteration with its field.
+constexpr double kMapFoldFieldTol = 1e-3;  // voxels: ~60 steep SSD steps at alpha 0.001 (measured 1.4e-4)
+BOOST_AUTO_TEST_CASE_TEMPLATE(symmetric_map_stops_before_it_folds, Space, test::ExecutionSpaces) {
+  Space exec;
+  const int n = 32;
+  const HostImage fixed = boxes(n, false), moving = boxes(n, true);
+  GreedyParams p;
+  p.fluid = FluidParams{0.001, 0.0, 0.001};
+  p.scales = {1};
+  p.iterations = {200};
+  p.symmetric = true;
+  VectorField<Kokkos::HostSpace> ref, capped, got;
+  const GreedyResult rr = ref::greedyRegister(moving, fixed, ref, p);
+  BOOST_REQUIRE(rr.scales.size() == 1u);
+  const int stopped = rr.scales.back().iterations;  // the refused iteration included
+  BOOST_TEST_MESSAGE("the map folds at iteration " << stopped << ", min det " << rr.minJacobian);
+  BOOST_TEST((rr.scales.back().stop == GreedyStop::MapFolded));
+  BOOST_TEST(rr.folded());
+  BOOST_TEST(rr.minJacobian > 0.0f);
+  BOOST_REQUIRE(stopped > 1);
+  BOOST_TEST(rr.iterations == stopped);  // the first run's iterations dropped
+  BOOST_TEST(int(rr.history.size()) == stopped);
+  GreedyParams cap = p;
+  cap.iterations = {stopped - 1};
+  const GreedyResult rc = ref::greedyRegister(moving, fixed, capped, cap);
+  BOOST_TEST((rc.scales.back().stop == GreedyStop::IterationCap));
+  BOOST_TEST(maxDiff(capped.data, ref.data) == 0.0);
+  const GreedyResult rg = gpu::greedyRegister(exec, moving, fixed, got, p);
+  BOOST_TEST((rg.scales.back().stop == GreedyStop::MapFolded));
+  BOOST_TEST(rg.scales.back().iterations == stopped);
+  BOOST_TEST(rg.minJacobian > 0.0f);
+  BOOST_TEST(maxDiff(got.data, ref.data) <= kMapFoldFieldTol, maxDiff(got.data, ref.data));
+}
+
 // The one-pass step against the three-pass one and the reference on a grid that is not a multiple
 // of its tile (32 x 8, chunks of 16 slices) in any direction, with a non-cubic clamp at every face.
 BOOST_AUTO_TEST_CASE_TEMPLATE(kokkos_step_variants_agree_on_partial_tiles, Space, test::ExecutionSpaces) {

@@ -314,6 +314,7 @@ struct GreedyRegistration<Exec>::Scale {
   ImageView<memory_space> mask;        // the fixed force mask at this scale (allocated when a run is given one)
   ImageView<memory_space> movingMask;  // the moving mask at this scale (likewise)
   SubjectScale<memory_space> f;        // symmetric mode: the fixed image's state (I0 = I1's copy)
+  Field<memory_space> keptM, keptF;    // symmetric mode, the last scale's replay: both u's before the iteration
   GreedyStepper<Exec> stepper;
   Scale(Exec const& exec, int fct, GridExtents e, GreedyParams const& p)
       : factor(fct),
@@ -449,7 +450,9 @@ GreedyResult GreedyRegistration<Exec>::run(ConstImageView<memory_space> moving, 
 
   GreedyResult result;
   Scale* prev = nullptr;
-  for (std::size_t s = 0; s < scales_.size(); ++s) {
+  // One scale from the previous one's state; `checkMap`: the symmetric mode's map checked after
+  // every accepted iteration (core/Greedy.hpp "Symmetric mode").
+  auto runScale = [&](std::size_t s, bool checkMap) {
     kx::ScopedRegion region("kortex::greedy::scale");
     Scale& S = *scales_[s];
     const double scaleStart = elapsed();
@@ -477,8 +480,9 @@ GreedyResult GreedyRegistration<Exec>::run(ConstImageView<memory_space> moving, 
       rec.iteration = it;
       kx::ScopedRegion stepRegion("kortex::greedy::step");
       GreedyStepOutcome step;
+      bool mapFolded = false;
       if (params_.symmetric) {
-        step = symmetricIteration(S, it, rec.solve);
+        step = checkMap ? checkedSymmetricIteration(S, it, rec.solve, uOut, mapFolded) : symmetricIteration(S, it, rec.solve);
       } else {
         if (!S.stepper.forceFromStep() || it == 1) S.stepper.computeForce(S.m.W, S.I1);
         if (masked) maskForce(exec_, S.stepper.force(), fixedMaskS, movingMaskS, ConstField<memory_space>(S.m.u));
@@ -493,7 +497,7 @@ GreedyResult GreedyRegistration<Exec>::run(ConstImageView<memory_space> moving, 
         sr.rmseEnd = std::sqrt(step.sse / voxels);
       }
       if (step.zeroVelocity) sr.stop = GreedyStop::ZeroVelocity;
-      if (!step.zeroVelocity && !step.accepted) sr.stop = GreedyStop::Folded;
+      if (!step.zeroVelocity && !step.accepted) sr.stop = mapFolded ? GreedyStop::MapFolded : GreedyStop::Folded;
       result.refused += step.refused;  // 0 with zero velocity: no candidate was tried
       rec.rmse = sr.rmseEnd;
       rec.seconds = elapsed();
@@ -505,11 +509,23 @@ GreedyResult GreedyRegistration<Exec>::run(ConstImageView<memory_space> moving, 
     sr.seconds = elapsed() - scaleStart;
     result.scales.push_back(sr);
     prev = &S;
+  };
+  Scale* beforeLast = nullptr;  // the last scale's starting point
+  for (std::size_t s = 0; s < scales_.size(); ++s) {
+    beforeLast = prev;
+    runScale(s, false);
   }
-  if (params_.symmetric)
+  if (params_.symmetric) {
     result.midpointInverse = midpointMap(*prev, uOut);
-  else
+    if (minJacobian(exec_, uOut) <= 0.0f) {  // the last scale again, its map checked
+      dropLastScale(result);
+      prev = beforeLast;
+      runScale(scales_.size() - 1, true);
+      result.midpointInverse = midpointMap(*prev, uOut);
+    }
+  } else {
     Kokkos::deep_copy(exec_, uOut, prev->m.u);
+  }
   result.minJacobian = minJacobian(exec_, uOut);
   result.seconds = elapsed();
   return result;
@@ -547,6 +563,32 @@ GreedyStepOutcome GreedyRegistration<Exec>::symmetricIteration(Scale& S, int it,
   return symmetricOutcome(sm, sf);
 }
 
+// symmetricIteration, then the map of the two sides into `map`: where it folds, both sides go back to
+// before the iteration, which is not accepted (`mapFolded`; the last scale's replay).
+template <class Exec>
+GreedyStepOutcome GreedyRegistration<Exec>::checkedSymmetricIteration(Scale& S, int it, FluidSolveReport& solve,
+                                                                      Field<memory_space> map, bool& mapFolded) {
+  auto keep = [&](Field<memory_space>& held, const char* label) {
+    if (held.data() == nullptr)
+      held = Field<memory_space>(Kokkos::view_alloc(exec_, Kokkos::WithoutInitializing, std::string(label)), 3,
+                                 S.m.u.extent(1), S.m.u.extent(2), S.m.u.extent(3));
+  };
+  keep(S.keptM, "kortex::greedy::kept_u");
+  keep(S.keptF, "kortex::greedy::fixed_kept_u");
+  Kokkos::deep_copy(exec_, S.keptM, S.m.u);
+  Kokkos::deep_copy(exec_, S.keptF, S.f.u);
+  GreedyStepOutcome step = symmetricIteration(S, it, solve);
+  mapFolded = false;
+  if (!step.accepted) return step;
+  midpointMap(S, map);
+  if (minJacobian(exec_, ConstField<memory_space>(map)) > 0.0f) return step;
+  Kokkos::deep_copy(exec_, S.m.u, S.keptM);
+  Kokkos::deep_copy(exec_, S.f.u, S.keptF);
+  step.accepted = false;
+  mapFolded = true;
+  return step;
+}
+
 // The symmetric mode's map from the last scale's two sides: p = h_f^-1(x), u(x) = x - p + u_m(p).
 template <class Exec>
 InverseStats GreedyRegistration<Exec>::midpointMap(Scale const& S, Field<memory_space> uOut) {
@@ -563,7 +605,7 @@ InverseStats GreedyRegistration<Exec>::midpointMap(Scale const& S, Field<memory_
 std::int64_t greedyRegistrationBytes(Geometry const& grid, GreedyParams const& params) {
   const std::int64_t f = sizeof(float);
   std::int64_t bytes = f * 6 * grid.numVoxels();  // moving, fixed, u (3) and the blurred workspace
-  if (params.symmetric) bytes += f * 3 * grid.numVoxels();  // the midpoint map's preimage
+  if (params.symmetric) bytes += f * 9 * grid.numVoxels();  // the midpoint map's preimage, both u's kept (replay)
   for (int factor : params.scales) {
     const GridExtents e = scaledExtents(grid, factor);
     bytes += f * (params.symmetric ? 17 : 9) * e.voxels();  // I0, W, u, v (SubjectScale) and I1; symmetric: the fixed side's too

@@ -99,6 +99,8 @@ class GreedyRegistration {
   // GreedyParams::symmetric (core/Greedy.hpp "Symmetric mode"): one iteration of both sides, and the
   // map of the last scale's two sides into u.
   GreedyStepOutcome symmetricIteration(Scale& S, int it, FluidSolveReport& solve);
+  GreedyStepOutcome checkedSymmetricIteration(Scale& S, int it, FluidSolveReport& solve, Field<memory_space> map,
+                                              bool& mapFolded);
   InverseStats midpointMap(Scale const& S, Field<memory_space> u);
   Exec exec_;
   Geometry grid_;
