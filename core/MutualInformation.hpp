@@ -77,33 +77,6 @@ KOKKOS_INLINE_FUNCTION void miFixedPointCounts(double f, double m, double w, int
   }
 }
 
-// Consecutive voxels of one thread with the same (f, m, w) add their counts once, times their number:
-// the same integer sums (so the same bits), without the atomics that a uniform background puts on
-// the few cells it fills (push each voxel, flush at the end).
-struct MiCountRun {
-  double f = 0.0, m = 0.0, w = 0.0;
-  unsigned long long n = 0;
-  template <class Add>
-  KOKKOS_INLINE_FUNCTION void push(double f1, double m1, double w1, int bins, Add const& add) {
-    if (n != 0 && f1 == f && m1 == m && w1 == w) {
-      ++n;
-      return;
-    }
-    flush(bins, add);
-    f = f1;
-    m = m1;
-    w = w1;
-    n = 1;
-  }
-  template <class Add>
-  KOKKOS_INLINE_FUNCTION void flush(int bins, Add const& add) {
-    if (n == 0) return;
-    const unsigned long long times = n;
-    miFixedPointCounts(f, m, w, bins, [&](int cell, unsigned long long c) { add(cell, c * times); });
-    n = 0;
-  }
-};
-
 // h of a voxel (above) from its fixed value f, moving value m and L (bins x bins).
 template <class LogRatio>
 KOKKOS_INLINE_FUNCTION double miSlope(double f, double m, int bins, LogRatio const& logRatio) {

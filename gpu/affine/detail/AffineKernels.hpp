@@ -193,18 +193,15 @@ struct MiHistogramFunctor {
       const Index u = block * kMetricUnits + j;
       if (u >= overlap.units) return;
       unsigned long long inside = 0;
-      auto add = [&](int cell, unsigned long long c) {
-        if (useScratch)
-          Kokkos::atomic_add(&local(cell), c);
-        else
-          Kokkos::atomic_add(&hist(cell), c);
-      };
-      MiCountRun run;
       overlap.forVoxels(u, [&](double w, double f, double m, const double*, const double*) {
         ++inside;
-        run.push(f, m, w, bins, add);
+        miFixedPointCounts(f, m, w, bins, [&](int cell, unsigned long long c) {
+          if (useScratch)
+            Kokkos::atomic_add(&local(cell), c);
+          else
+            Kokkos::atomic_add(&hist(cell), c);
+        });
       });
-      run.flush(bins, add);
       if (inside == 0) return;
       if (useScratch)
         Kokkos::atomic_add(&local(cells - 1), inside);

@@ -13,10 +13,8 @@
 
 namespace kortex::gpu::mi_detail {
 
-// Voxels per team of the histogram pass (its scratch histogram is zeroed and flushed once per team),
-// and per thread (consecutive voxels: MiCountRun merges the runs a uniform background makes).
+// Voxels per team of the histogram pass (its scratch histogram is zeroed and flushed once per team).
 inline constexpr int kVoxelsPerTeam = 4096;
-inline constexpr int kVoxelsPerThread = 16;
 
 // H(i B + k) += round(beta3 2^kMiFixedBits) for the voxels of this team (weight 1), through a
 // scratch histogram when `useScratch`.
@@ -43,22 +41,15 @@ struct HistogramFunctor {
     }
     const long first = long(team.league_rank()) * kVoxelsPerTeam;
     const int count = voxels - first < kVoxelsPerTeam ? int(voxels - first) : kVoxelsPerTeam;
-    const int runs = (count + kVoxelsPerThread - 1) / kVoxelsPerThread;
-    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, runs), [&](const int j) {
-      auto add = [&](int cell, unsigned long long c) {
+    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, count), [&](const int j) {
+      const long v = first + j;
+      const int x = int(v % nx), r = int(v / nx), y = r % ny, z = r / ny;
+      miFixedPointCounts(double(fixed(z, y, x)), double(warped(z, y, x)), 1.0, bins, [&](int cell, unsigned long long c) {
         if (useScratch)
           Kokkos::atomic_add(&local(cell), c);
         else
           Kokkos::atomic_add(&hist(cell), c);
-      };
-      MiCountRun run;
-      const int end = (j + 1) * kVoxelsPerThread < count ? (j + 1) * kVoxelsPerThread : count;
-      for (int k = j * kVoxelsPerThread; k < end; ++k) {
-        const long v = first + k;
-        const int x = int(v % nx), r = int(v / nx), y = r % ny, z = r / ny;
-        run.push(double(fixed(z, y, x)), double(warped(z, y, x)), 1.0, bins, add);
-      }
-      run.flush(bins, add);
+      });
     });
     if (!useScratch) return;
     team.team_barrier();
