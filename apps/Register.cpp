@@ -189,6 +189,7 @@ int runRegistration(RegisterOptions const& o, pipeline::RegisterJob& job) {
   job.affineMetric = parseAffineMetric(o.affineMetric);
   // greedy: one --mi-bins for both stages (among the greedy options)
   job.miBins = job.method == pipeline::RegistrationMethod::Greedy ? job.greedy.miBins : o.miBins;
+  job.biasSigmaMm = o.biasCorrectMm;
   job.backend = parseBackend(o.backend);
   job.outputs = {o.outWarped, o.outField, o.outJacobian, o.outAffine, o.outInverseField, o.outComposite, o.outReport};
   ProgressBar bar(o.fluid.iterations, o.quiet);
@@ -254,6 +255,7 @@ int runCohort(RegisterOptions const& o, GreedyParams const& greedy) {
   job.symmetric = o.symmetric;
   job.affineMetric = parseAffineMetric(o.affineMetric);
   job.miBins = greedy.miBins;  // one --mi-bins for both stages
+  job.biasSigmaMm = o.biasCorrectMm;
   job.backend = parseBackend(o.backend);
   job.outDir = o.outDir;
   job.outputs = o.asked;
@@ -353,12 +355,17 @@ void addCohortOptions(CLI::App& cmd, RegisterOptions& o, OutputOptions const& ou
                  "Cohort: device memory for the pairs that run at once, MiB (default: 90 % of what is free)");
 }
 
-// --affine-metric, and for the unbiased command --mi-bins (the greedy command's --mi-bins, among the
+// --affine-metric, --bias-correct, and for the unbiased command --mi-bins (the greedy command's --mi-bins, among the
 // greedy options, serves both of its stages).
 void addAffineMetricOptions(CLI::App& cmd, RegisterOptions& o, bool withBins) {
   cmd.add_option("--affine-metric", o.affineMetric,
                  "The affine stage's metric: ncc (normalised cross-correlation: images of one contrast) or mi (Mattes "
                  "mutual information: any two contrasts, e.g. T2, FLAIR, PD or EPI to T1)")
+      ->capture_default_str();
+  cmd.add_option("--bias-correct", o.biasCorrectMm,
+                 "Remove a smooth intensity bias from both images first: each head voxel divided by the head's local "
+                 "mean, a Gaussian of this many mm (30 suits MR at 1-2 mm; 0 = off). For MI across contrasts "
+                 "(docs/greedy.md)")
       ->capture_default_str();
   if (withBins)
     cmd.add_option("--mi-bins", o.miBins,

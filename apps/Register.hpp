@@ -27,6 +27,7 @@ struct RegisterOptions {
   bool symmetric = false;                // greedy: --symmetric
   std::string affineMetric = "ncc";      // the affine stage's metric: ncc|mi
   int miBins = 32;                       // its MI bins
+  double biasCorrectMm = 0.0;            // --bias-correct: both images bias-corrected first; 0: not
   std::string backend = "auto";
   std::string variant;  // empty: RegistrationParams' default
   bool quiet = false;

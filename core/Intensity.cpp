@@ -18,6 +18,9 @@ void IntensityParams::validate() const {
   if (!(pHigh > pLow && pHigh <= 100.0))
     throw InvalidArgument("intensity normalisation: high percentile must be in (low percentile, 100], got " +
                           std::to_string(pHigh));
+  if (!(std::isfinite(biasSigmaMm) && biasSigmaMm >= 0.0 && biasSigmaMm <= kMaxBiasSigmaMm))
+    throw InvalidArgument("intensity normalisation: the bias correction's sigma must be in [0, " +
+                          std::to_string(int(kMaxBiasSigmaMm)) + "] mm (0: none), got " + std::to_string(biasSigmaMm));
 }
 
 namespace {
@@ -145,8 +148,116 @@ IntensityWindow intensityWindow(HostImage const& img, IntensityParams const& par
   return w;
 }
 
+namespace {
+
+// A scalar volume (x fastest) and the separable Gaussian blur of it, zero outside (bias correction).
+struct Volume {
+  int n[3] = {1, 1, 1};
+  std::vector<double> v;
+  double& at(int x, int y, int z) { return v[(std::size_t(z) * n[1] + y) * n[0] + x]; }
+  double at(int x, int y, int z) const { return v[(std::size_t(z) * n[1] + y) * n[0] + x]; }
+};
+
+void blurAxis(Volume& vol, int axis, double sigma) {
+  const int r = int(std::ceil(3.0 * sigma));
+  std::vector<double> k(2 * r + 1);
+  double sum = 0.0;
+  for (int i = -r; i <= r; ++i) sum += (k[i + r] = std::exp(-0.5 * i * i / (sigma * sigma)));
+  for (double& w : k) w /= sum;
+  const Volume in = vol;
+  const int len = vol.n[axis];
+#pragma omp parallel for collapse(2)
+  for (int z = 0; z < vol.n[2]; ++z)
+    for (int y = 0; y < vol.n[1]; ++y)
+      for (int x = 0; x < vol.n[0]; ++x) {
+        int c[3] = {x, y, z};
+        const int at = c[axis];
+        double acc = 0.0;
+        for (int i = std::max(-r, -at); i <= std::min(r, len - 1 - at); ++i) {
+          c[axis] = at + i;
+          acc += k[i + r] * in.at(c[0], c[1], c[2]);
+        }
+        vol.at(x, y, z) = acc;
+      }
+}
+
+// Trilinear sample of a coarse volume at the fine voxel (x, y, z) (block centres, clamped).
+double sampleCoarse(Volume const& vol, const int f[3], int x, int y, int z) {
+  const int p[3] = {x, y, z};
+  int lo[3], hi[3];
+  double t[3];
+  for (int a = 0; a < 3; ++a) {
+    const double c = std::clamp((p[a] + 0.5) / f[a] - 0.5, 0.0, double(vol.n[a] - 1));
+    lo[a] = int(std::floor(c));
+    hi[a] = std::min(lo[a] + 1, vol.n[a] - 1);
+    t[a] = c - lo[a];
+  }
+  double acc = 0.0;
+  for (int k = 0; k < 8; ++k) {
+    const int dx = k & 1, dy = (k >> 1) & 1, dz = (k >> 2) & 1;
+    acc += (dx ? t[0] : 1 - t[0]) * (dy ? t[1] : 1 - t[1]) * (dz ? t[2] : 1 - t[2]) *
+           vol.at(dx ? hi[0] : lo[0], dy ? hi[1] : lo[1], dz ? hi[2] : lo[2]);
+  }
+  return acc;
+}
+
+}  // namespace
+
+HostImage biasCorrected(HostImage const& img, double sigmaMm, std::string const& name) {
+  const Index n = img.numVoxels();
+  const float* p = img.data.data();
+  const double top = percentile(std::vector<float>(p, p + n), 99.5);
+  if (!(top > 0.0))
+    throw InvalidArgument(name + ": the bias correction needs positive intensities (its 99.5th percentile is " +
+                          std::to_string(top) + ")");
+  const double threshold = kBiasHeadFraction * top;
+  Geometry const& g = img.geometry;
+  const int nf[3] = {int(g.nx()), int(g.ny()), int(g.nz())};
+  int f[3];
+  double sigma[3];
+  Volume sum, count;
+  for (int a = 0; a < 3; ++a) {
+    f[a] = std::max(1, int(std::floor(sigmaMm / (2.0 * g.spacing[a]))));
+    sigma[a] = sigmaMm / (g.spacing[a] * f[a]);
+    sum.n[a] = count.n[a] = (nf[a] + f[a] - 1) / f[a];
+  }
+  sum.v.assign(std::size_t(sum.n[0]) * sum.n[1] * sum.n[2], 0.0);
+  count.v = sum.v;
+  for (int z = 0; z < nf[2]; ++z)
+    for (int y = 0; y < nf[1]; ++y)
+      for (int x = 0; x < nf[0]; ++x) {
+        const double v = p[(std::size_t(z) * nf[1] + y) * nf[0] + x];
+        if (!(v > threshold)) continue;
+        sum.at(x / f[0], y / f[1], z / f[2]) += v;
+        count.at(x / f[0], y / f[1], z / f[2]) += 1.0;
+      }
+  for (int a = 0; a < 3; ++a) {
+    blurAxis(sum, a, sigma[a]);
+    blurAxis(count, a, sigma[a]);
+  }
+  HostImage out("kortex::Intensity::bias_corrected", g);
+  out.metadata = img.metadata;
+  float* o = out.data.data();
+#pragma omp parallel for collapse(2)
+  for (int z = 0; z < nf[2]; ++z)
+    for (int y = 0; y < nf[1]; ++y)
+      for (int x = 0; x < nf[0]; ++x) {
+        const std::size_t i = (std::size_t(z) * nf[1] + y) * nf[0] + x;
+        const double v = p[i];
+        const double s = v > threshold ? sampleCoarse(sum, f, x, y, z) / sampleCoarse(count, f, x, y, z) : 0.0;
+        o[i] = s > 0.0 ? float(v / s) : 0.0f;
+      }
+  return out;
+}
+
 HostImage normaliseIntensity(HostImage const& img, IntensityParams const& params,
                              std::string const& name, IntensityWindow* window) {
+  if (params.biasSigmaMm > 0.0) {
+    intensityWindow(img, params, name);  // the input's checks (finite, not constant) first
+    IntensityParams plain = params;
+    plain.biasSigmaMm = 0.0;
+    return normaliseIntensity(biasCorrected(img, params.biasSigmaMm, name), plain, name, window);
+  }
   const IntensityWindow w = intensityWindow(img, params, name);
   HostImage out("kortex::Intensity::normalised", img.geometry);
   out.metadata = img.metadata;

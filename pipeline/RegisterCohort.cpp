@@ -225,6 +225,7 @@ RegisterJob RegisterCohortJob::subjectJob(std::vector<ImageInput> const& subject
   sub.symmetric = symmetric;
   sub.affineMetric = affineMetric;
   sub.miBins = miBins;
+  sub.biasSigmaMm = biasSigmaMm;
   sub.backend = backend;
   sub.inverse = inverse || outputs.inverseField;
   sub.keepResults = keepResults;
@@ -340,6 +341,7 @@ json toJson(RegisterCohortJob const& job) {
           {"symmetric", job.symmetric},
           {"affine_metric", toString(job.affineMetric)},
           {"mi_bins", job.miBins},
+          {"bias_correct_mm", job.biasSigmaMm},
           {"backend", toString(job.backend)},
           {"inverse", job.inverse},
           {"out_dir", job.outDir.string()},
@@ -370,6 +372,7 @@ RegisterCohortJob registerCohortJobFromJson(json const& j) {
   r.choice("backend", job.backend, parseBackend).flag("inverse", job.inverse).path("out_dir", job.outDir);
   r.choice("transform", job.transform, parseRegistrationTransform).flag("symmetric", job.symmetric);
   r.choice("affine_metric", job.affineMetric, parseAffineMetric).integer("mi_bins", job.miBins);
+  r.number("bias_correct_mm", job.biasSigmaMm);
   if (json const* o = r.raw("outputs")) {
     detail::JsonReader outputs(*o, "register cohort job outputs");
     outputs.flag("warped", job.outputs.warped)

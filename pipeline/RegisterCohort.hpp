@@ -52,6 +52,7 @@ struct RegisterCohortJob {
   bool symmetric = false;                                               // RegisterJob's
   AffineMetricKind affineMetric = AffineMetricKind::Ncc;                // RegisterJob's
   int miBins = AffineParams{}.miBins;                                   // RegisterJob's
+  double biasSigmaMm = 0.0;                                             // RegisterJob's
   Backend backend = Backend::Auto;
   bool inverse = false;            // invert every map (implied by outputs.inverseField)
   std::filesystem::path outDir;    // the subjects' outputs (created when missing)

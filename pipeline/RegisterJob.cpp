@@ -77,6 +77,9 @@ void validateParams(RegisterJob const& job) {
       throw InvalidArgument(std::string("registration: a ") + toString(job.transform) +
                             " transform is what the affine stage fits; it cannot be skipped");
   }
+  IntensityParams intensity;
+  intensity.biasSigmaMm = job.biasSigmaMm;
+  intensity.validate();
   if (job.symmetric) {
     if (job.method != RegistrationMethod::Greedy || job.transform != RegistrationTransform::Deformable)
       throw InvalidArgument("registration: the symmetric mode is the greedy registration's deformable stage (not the "
@@ -202,6 +205,7 @@ RegistrationPipelineOptions pairOptions(RegisterJob const& job, RegisterProgress
   opt.fluid = job.fluid;
   opt.greedy = job.greedy;
   opt.greedy.symmetric = job.symmetric;
+  opt.intensity.biasSigmaMm = job.biasSigmaMm;
   opt.useAffine = job.useAffine;
   opt.useFluid = job.transform == RegistrationTransform::Deformable;
   opt.affine.dof = job.transform == RegistrationTransform::Rigid        ? AffineDof::Rigid
@@ -245,6 +249,7 @@ json toJson(RegisterJob const& job) {
             {"symmetric", job.symmetric},
             {"affine_metric", toString(job.affineMetric)},
             {"mi_bins", job.miBins},
+            {"bias_correct_mm", job.biasSigmaMm},
             {"backend", toString(job.backend)},
             {"inverse", job.inverse},
             {"keep_results", job.keepResults},
@@ -279,6 +284,7 @@ RegisterJob registerJobFromJson(json const& j) {
   r.flag("make_folders", job.makeFolders);
   r.choice("transform", job.transform, parseRegistrationTransform).flag("symmetric", job.symmetric);
   r.choice("affine_metric", job.affineMetric, parseAffineMetric).integer("mi_bins", job.miBins);
+  r.number("bias_correct_mm", job.biasSigmaMm);
   r.object("greedy", job.greedy).object("fluid", job.fluid).flag("variant_given", job.variantGiven);
   if (json const* o = r.raw("outputs")) {
     detail::JsonReader outputs(*o, "register job outputs");

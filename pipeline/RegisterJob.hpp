@@ -56,6 +56,7 @@ struct RegisterJob {
   bool symmetric = false;  // method Greedy, deformable: both images move to the midpoint (GreedyParams::symmetric)
   AffineMetricKind affineMetric = AffineMetricKind::Ncc;  // the affine stage's metric (AffineParams::metric)
   int miBins = AffineParams{}.miBins;                     // its MI bins (AffineParams::miBins)
+  double biasSigmaMm = 0.0;  // both images bias-corrected first (IntensityParams::biasSigmaMm); 0: not
   Backend backend = Backend::Auto;
   bool variantGiven = false;  // fluid.variant was chosen (it names a Kokkos kernel: refused with the CPU back end)
   bool inverse = false;       // invert the map (implied by outputs.inverseField)

@@ -457,7 +457,7 @@ py::object defaults() {
       {"nlm", pipeline::toJson(NlmParams{})},
       {"multires", pipeline::toJson(MultiresParams{})},
       {"register", {{"affine", reg.useAffine}, {"affine_metric", toString(reg.affineMetric)},
-                    {"mi_bins", reg.miBins}, {"greedy", pipeline::toJson(reg.greedy)},
+                    {"mi_bins", reg.miBins}, {"bias_correct_mm", reg.biasSigmaMm}, {"greedy", pipeline::toJson(reg.greedy)},
                     {"unbiased", pipeline::toJson(reg.fluid)}}},
       {"atlas", {{"affine", job.useAffine},
                  {"clip", job.clip},

@@ -278,6 +278,72 @@ BOOST_AUTO_TEST_CASE(intensity_percentiles_and_errors) {
   BOOST_CHECK_THROW(intensityWindow(img, p, "x"), InvalidArgument);
 }
 
+// Bias correction (core/Intensity.hpp): a head of one value comes out 1 everywhere in it (its local
+// mean is itself) and 0 outside; a two-class head times a smooth bias of +-20 % comes out close to the
+// same head without the bias (about a third of the bias is left in the ratio of the two corrected images);
+// a non-positive image and a bad sigma are refused.
+constexpr double kBiasConstantTol = 1e-5;    // float rounding of v / S with S = v
+constexpr double kBiasLeftFraction = 0.45;   // SD of log(ratio) / SD of log(bias): edges and the tissue pattern (measured 0.33)
+BOOST_AUTO_TEST_CASE(bias_correction_removes_a_smooth_bias) {
+  const int n = 100, nz = 80;  // 200 x 200 x 160 mm: a head's size
+  Geometry g = Geometry::make3D(n, n, nz);
+  g.spacing = {2.0, 2.0, 2.0};
+  auto head = [&](int x, int y, int z) {
+    return std::pow(x - 50.0, 2) + std::pow(y - 50.0, 2) + std::pow((z - 40.0) * 1.2, 2) < 44.0 * 44.0;
+  };
+  auto bias = [&](int x, int y) { return 1.0 + 0.2 * std::sin(M_PI * x / n + 0.4) * std::sin(M_PI * y / n + 1.1); };
+  HostImage flat("flat head", g), plain("head", g), biased("biased head", g);
+  for (int z = 0; z < nz; ++z)
+    for (int y = 0; y < n; ++y)
+      for (int x = 0; x < n; ++x) {
+        const bool in = head(x, y, z);
+        const double tissue = ((x / 6 + y / 6 + z / 6) % 2) ? 1.0 : 0.6;
+        flat.data(z, y, x) = in ? 0.8f : 0.0f;
+        plain.data(z, y, x) = in ? float(tissue) : 0.0f;
+        biased.data(z, y, x) = in ? float(tissue * bias(x, y)) : 0.0f;
+      }
+  const HostImage cf = biasCorrected(flat, 30.0, "flat"), cp = biasCorrected(plain, 30.0, "plain"),
+                  cb = biasCorrected(biased, 30.0, "biased");
+  // The spread as a standard deviation over the head: of log(ratio) against log(bias).
+  double worstFlat = 0.0, sr = 0.0, srr = 0.0, sb = 0.0, sbb = 0.0;
+  long count = 0;
+  bool background = true;
+  for (int z = 0; z < nz; ++z)
+    for (int y = 0; y < n; ++y)
+      for (int x = 0; x < n; ++x) {
+        if (!head(x, y, z)) {
+          background = background && cf.data(z, y, x) == 0.0f && cb.data(z, y, x) == 0.0f;
+          continue;
+        }
+        worstFlat = std::max(worstFlat, std::fabs(double(cf.data(z, y, x)) - 1.0));
+        const double r = std::log(double(cb.data(z, y, x)) / double(cp.data(z, y, x))), b = std::log(bias(x, y));
+        sr += r;
+        srr += r * r;
+        sb += b;
+        sbb += b * b;
+        ++count;
+      }
+  const double sdLeft = std::sqrt(srr / count - std::pow(sr / count, 2)), sdBias = std::sqrt(sbb / count - std::pow(sb / count, 2));
+  BOOST_TEST_MESSAGE("SD of log bias " << sdBias << ", left after the correction " << sdLeft);
+  BOOST_TEST(worstFlat <= kBiasConstantTol);
+  BOOST_TEST(background);
+  BOOST_TEST(sdLeft <= kBiasLeftFraction * sdBias);
+  // Through the normalisation: the window of the corrected image.
+  IntensityParams p;
+  p.biasSigmaMm = 30.0;
+  const HostImage nb = normaliseIntensity(biased, p, "biased");
+  BOOST_TEST(nb.data(40, 50, 50) > 0.0f);
+  HostImage negative("negative", g);
+  Kokkos::deep_copy(negative.data, -1.0f);
+  negative.data(3, 3, 3) = -2.0f;
+  BOOST_TEST(contains(errorOf([&] { normaliseIntensity(negative, p, "moving image"); }),
+                      "moving image: the bias correction needs positive intensities"));
+  p.biasSigmaMm = -1.0;
+  BOOST_TEST(contains(errorOf([&] { p.validate(); }), "the bias correction's sigma"));
+  p.biasSigmaMm = std::numeric_limits<double>::quiet_NaN();
+  BOOST_CHECK_THROW(p.validate(), InvalidArgument);
+}
+
 // ---- transforms ---------------------------------------------------------------------------------------
 
 // affineMean (the symmetric mode's affine part): the mean of a map with itself is the map; of two

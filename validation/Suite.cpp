@@ -394,7 +394,7 @@ std::vector<Study> const& validationStudies() {
        "the IXI volumes and labels of mri/ixi_2mm_more", &runGreedy},
       {"multimodal",
        "the greedy study's pairs, the moving subject in a second contrast made from its labels: Dice of affine NCC, "
-       "affine MI and greedy MI against the T1 pair's greedy LNCC (the pairs, schedule and --mi-bins of the greedy "
+       "affine MI, greedy MI (plain and bias-corrected) against the T1 pair's greedy LNCC (the pairs, schedule and --mi-bins of the greedy "
        "study's flags)",
        "the IXI volumes and labels of mri/ixi_2mm_more", &runMultimodal},
       {"lesion",

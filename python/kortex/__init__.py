@@ -238,10 +238,14 @@ denoise_multires.__doc__ = """Multiresolution filter, 2D (kortex denoise multire
 _UNB = _DEFAULTS["register"]["unbiased"]
 _AFFINE_METRIC = _DEFAULTS["register"]["affine_metric"]
 _MI_BINS = _DEFAULTS["register"]["mi_bins"]
+_BIAS = _DEFAULTS["register"]["bias_correct_mm"]
 _AFFINE_METRIC_DOC = """
     affine_metric   the affine stage's metric, as --affine-metric: 'ncc' (one contrast) or 'mi' (Mattes
                     mutual information, mi_bins bins: any two contrasts, e.g. T2, FLAIR, PD or EPI to T1)
-                    (default {m!r})""".format(m=_AFFINE_METRIC)
+                    (default {m!r})
+    bias_correct    remove a smooth intensity bias from both images first, as --bias-correct: each head
+                    voxel divided by the head's local mean, a Gaussian of this many mm (30 suits MR at
+                    1-2 mm; for MI across contrasts); 0 = off (default {b})""".format(m=_AFFINE_METRIC, b=_BIAS)
 _AFFINE_BINS_DOC = """
     mi_bins         mutual information's histogram bins per image, as --mi-bins (default {b})""".format(b=_MI_BINS)
 
@@ -298,6 +302,7 @@ def _cohort(job, fixed, moving, image_list, fixed_spacing, moving_spacing, outpu
         asked[key] = True
     cohort = {"job": "register_cohort", "greedy": job["greedy"], "affine": job["affine"], "transform": job["transform"],
               "symmetric": job["symmetric"], "affine_metric": job["affine_metric"], "mi_bins": job["mi_bins"],
+              "bias_correct_mm": job["bias_correct_mm"],
               "backend": job["backend"], "inverse": job["inverse"], "outputs": asked,
               "out_dir": "" if out_dir is None else _os.fsdecode(_os.fspath(out_dir)),
               "report": "" if out_report is None else _os.fsdecode(_os.fspath(out_report)),
@@ -314,7 +319,7 @@ def register_greedy(fixed, moving, *, alpha=_GR["alpha"], beta=_GR["beta"], gamm
                     max_step=_GR["max_step"], scales=tuple(_GR["scales"]), iterations=tuple(_GR["iterations"]),
                     solver=_GR["solver"], metric=_GR["metric"], lncc_radius=_GR["lncc_radius"],
                     affine=_DEFAULTS["register"]["affine"], transform="deformable", symmetric=False,
-                    affine_metric=_AFFINE_METRIC,
+                    affine_metric=_AFFINE_METRIC, bias_correct=_BIAS,
                     mi_bins=_GR["mi_bins"], fixed_mask=None,
                     moving_mask=None, backend=_BACKEND, fixed_spacing=None, moving_spacing=None, inverse=False,
                     out_warped=None, out_field=None,
@@ -322,6 +327,7 @@ def register_greedy(fixed, moving, *, alpha=_GR["alpha"], beta=_GR["beta"], gamm
                     image_list=None, out_dir=None, keep_going=False, max_memory=0.0):
     job = {"method": "greedy", "affine": affine, "transform": transform, "symmetric": symmetric, "backend": backend,
            "inverse": inverse, "affine_metric": affine_metric, "mi_bins": _plain(mi_bins),
+           "bias_correct_mm": _plain(bias_correct),
            "greedy": _greedy(alpha, beta, gamma, max_step, scales, iterations, solver, metric, lncc_radius, mi_bins)}
     if isinstance(moving, (list, tuple)) or image_list is not None or out_dir is not None:
         if moving_mask is not None:
@@ -370,14 +376,14 @@ register_greedy.__doc__ = """Greedy diffeomorphic registration (kortex register 
 
 def register_unbiased(fixed, moving, *, lambda_=_UNB["lambda"], sigma=_UNB["sigma"], iterations=_UNB["iterations"],
                       affine=_DEFAULTS["register"]["affine"], affine_metric=_AFFINE_METRIC, mi_bins=_MI_BINS,
-                      backend=_BACKEND, variant=None, fixed_spacing=None,
+                      bias_correct=_BIAS, backend=_BACKEND, variant=None, fixed_spacing=None,
                       moving_spacing=None, inverse=False, out_warped=None, out_field=None, out_jacobian=None,
                       out_affine=None, out_inverse_field=None, out_composite=None, out_report=None):
     fluid = {"lambda": _plain(lambda_), "sigma": _plain(sigma), "iterations": _plain(iterations)}
     if variant is not None:
         fluid["variant"] = variant
     job = {"method": "unbiased", "affine": affine, "backend": backend, "inverse": inverse, "fluid": fluid,
-           "affine_metric": affine_metric, "mi_bins": _plain(mi_bins),
+           "affine_metric": affine_metric, "mi_bins": _plain(mi_bins), "bias_correct_mm": _plain(bias_correct),
            "variant_given": variant is not None,
            "outputs": _outputs(out_warped, out_field, out_jacobian, out_affine, out_inverse_field, out_report,
                                out_composite)}
