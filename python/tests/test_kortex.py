@@ -433,6 +433,25 @@ def test_mi_rigid_recovers_known_motion_across_contrasts(tmp_path):
         kortex.register_greedy(fixed, tmp_path / "other.nii.gz", transform="rigid", affine_metric="mi", mi_bins=4)
 
 
+@pytest.mark.skipif(not os.path.isdir(os.path.join(DATA, "mri", "ixi_2mm")), reason="real data absent (../shared/data)")
+def test_bias_correct_equals_the_command(tmp_path):
+    # --bias-correct / bias_correct= (core/Intensity.hpp): Python gives the command's rigid MI fit with
+    # both images bias-corrected, another fit than without; a negative sigma is refused.
+    fixed = os.path.join(DATA, "mri", "ixi_2mm", "IXI012-HH-1211-T1_ds.nii.gz")
+    moving = os.path.join(DATA, "mri", "ixi_2mm", "IXI013-HH-1212-T1_ds.nii.gz")
+    args = dict(transform="rigid", affine_metric="mi", backend="cpu")
+    fit = kortex.register_greedy(fixed, moving, bias_correct=30.0, **args)
+    plain = kortex.register_greedy(fixed, moving, **args)
+    cli("register", "greedy", "--fixed", fixed, "--moving", moving, "--transform", "rigid", "--affine-metric", "mi",
+        "--bias-correct", "30", "--out-affine", tmp_path / "cli.txt", "--backend", "cpu", "--quiet")
+    p = [float(v) for v in (tmp_path / "cli.txt").read_text().split("Parameters: ")[1].split("\n")[0].split()]
+    itk = np.vstack([np.hstack([np.reshape(p[:9], (3, 3)), np.reshape(p[9:], (3, 1))]), [0, 0, 0, 1]])
+    assert np.abs(itk - fit["affine"]).max() < 1e-6
+    assert np.abs(plain["affine"] - fit["affine"]).max() > 1e-4
+    with pytest.raises(ValueError, match="bias correction's sigma"):
+        kortex.register_greedy(fixed, moving, bias_correct=-1.0, **args)
+
+
 def test_register_masks_equal_the_command(tmp_path):
     # --fixed-mask / --moving-mask (the affine stage's cost-function masks): an array mask in Python
     # gives the command's transform with the mask file; a mask off its image's grid is refused, and
