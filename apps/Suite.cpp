@@ -184,7 +184,7 @@ void addValidateCommand(CLI::App& app, Action& action) {
       ->capture_default_str();
   validate->add_option("--greedy-cpu-pairs", vo.greedyCpuPairs,
                        "Greedy study: the first N pairs also run end to end on the CPU reference (greedy SSD, "
-                       "LNCC, unbiased; -1: every pair; 0: none)")
+                       "LNCC, unbiased; the multi-modal study: greedy MI; -1: every pair; 0: none)")
       ->check(CLI::Range(-1, 32))
       ->capture_default_str();
   validate->add_flag("--skip-unbiased", vo.skipUnbiased,

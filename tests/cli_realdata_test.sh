@@ -76,7 +76,8 @@ if [ -d "$more/t1" ]; then
   [ -s mmi/${mv}_contrast.nii.gz ] || fail "multimodal study: the second-contrast image was not written"
   grep -q '"dice_elastix_affine_mi": 1.0' mm.json || fail "multimodal study: the elastix labels were not read"
   grep -q '"seconds_elastix_affine_mi": 7.5' mm.json || fail "multimodal study: the elastix seconds were not read"
-  for key in '"dice_affine_ncc"' '"dice_affine_mi"' '"dice_greedy_mi"' '"dice_greedy_lncc"' '"dice_t1_greedy_lncc"'; do
+  for key in '"dice_affine_ncc"' '"dice_affine_mi"' '"dice_greedy_mi"' '"dice_greedy_lncc"' '"dice_t1_greedy_lncc"' \
+             '"dice_greedy_mi_bias_corrected"' '"dice_greedy_mi_cpu"'; do
     grep -q "$key" mm.json || fail "multimodal study: no $key in the JSON"
   done
   grep -q "elastix's affine AdvancedMattesMutualInformation" mm.md || fail "multimodal study: no elastix table"

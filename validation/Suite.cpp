@@ -344,6 +344,7 @@ IxiPairStudyOptions pairStudyOptions(SuiteOptions const& opt) {
 StudyOutcome runMultimodal(SuiteOptions const& opt, SuiteReport& rep) {
   MultimodalStudyOptions mo{pairStudyOptions(opt)};
   mo.miBins = opt.greedy.miBins;
+  mo.cpuPairs = opt.greedyCpuPairs;
   mo.imagesDir = opt.multimodalImagesDir;
   mo.elastixDir = opt.multimodalElastixDir;
   rep.multimodal = runMultimodalStudy(mo);
