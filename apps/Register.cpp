@@ -100,6 +100,9 @@ void printPair(pipeline::RegistrationPipelineResult const& r, pipeline::Register
   std::cout << "backend: " << r.executionSpace;
   if (r.backend == Backend::Kokkos && !greedy) std::cout << ", force kernel " << toString(job.fluid.variant);
   std::cout << "\n";
+  if (job.biasSigmaMm > 0.0)
+    std::cout << "intensities: both images bias-corrected (each head divided by its local mean over " << job.biasSigmaMm
+              << " mm), then normalised\n";
   if (r.affineRan)
     std::cout << "affine: " << (job.affineMetric == AffineMetricKind::Mi ? "MI " : "NCC ") << std::fixed
               << std::setprecision(4) << r.affineResult.valueInitial << " -> "
