@@ -48,19 +48,15 @@
 
 namespace kortex::validation {
 
-struct GreedyStudyOptions {
-  bool quick = false;
-  std::string dataDir;
-  GreedyParams greedy = greedyRegistrationDefaults();  // the greedy registrations' (metric: set per run)
+// The pairs (quick: at most 2), the greedy registrations' schedule (metric: set per run) and the
+// data: IxiPairStudyOptions; firstPair 1 is the subject after the fixed one, and a study split over
+// several runs takes firstPair 1, 1 + pairs, ...
+struct GreedyStudyOptions : IxiPairStudyOptions {
   RegistrationParams unbiased;   // register unbiased, beside it
   bool runUnbiased = true;
-  int pairs = 20;                // quick: at most 2
-  int firstPair = 1;             // the first moving subject (1: the subject after the fixed one); a
-                                 // study split over several runs takes firstPair 1, 1 + pairs, ...
   int cpuPairs = -1;             // pairs also run end to end on the CPU reference; -1: every pair
   std::string elastixDir;        // peer folders (see above); empty: none
   std::string fireantsDir;
-  std::ostream* progress = nullptr;
 };
 
 // The methods of the study, in the order of the tables.

@@ -312,23 +312,6 @@ StudyOutcome runSurface(SuiteOptions const& opt, SuiteReport& rep) {
   return outcomeOf(rep.surface, rep);
 }
 
-StudyOutcome runGreedy(SuiteOptions const& opt, SuiteReport& rep) {
-  GreedyStudyOptions go;
-  go.quick = opt.quick;
-  go.dataDir = opt.dataDir;
-  go.progress = opt.progress;
-  go.greedy = opt.greedy;
-  go.unbiased = opt.registration;
-  go.pairs = opt.greedyPairs;
-  go.firstPair = opt.greedyFirstPair;
-  go.cpuPairs = opt.greedyCpuPairs;
-  go.elastixDir = opt.elastixDir;
-  go.fireantsDir = opt.fireantsDir;
-  go.runUnbiased = opt.greedyUnbiased;
-  rep.greedy = runGreedyStudy(go);
-  return outcomeOf(rep.greedy, rep);
-}
-
 // The pairs and schedule of the greedy study's flags, for the studies over its pairs.
 IxiPairStudyOptions pairStudyOptions(SuiteOptions const& opt) {
   IxiPairStudyOptions o;
@@ -339,6 +322,17 @@ IxiPairStudyOptions pairStudyOptions(SuiteOptions const& opt) {
   o.pairs = opt.greedyPairs;
   o.firstPair = opt.greedyFirstPair;
   return o;
+}
+
+StudyOutcome runGreedy(SuiteOptions const& opt, SuiteReport& rep) {
+  GreedyStudyOptions go{pairStudyOptions(opt)};
+  go.unbiased = opt.registration;
+  go.cpuPairs = opt.greedyCpuPairs;
+  go.elastixDir = opt.elastixDir;
+  go.fireantsDir = opt.fireantsDir;
+  go.runUnbiased = opt.greedyUnbiased;
+  rep.greedy = runGreedyStudy(go);
+  return outcomeOf(rep.greedy, rep);
 }
 
 StudyOutcome runMultimodal(SuiteOptions const& opt, SuiteReport& rep) {
