@@ -630,18 +630,20 @@ GreedyResult greedyRegister(HostImage const& moving, HostImage const& fixed, Vec
   u = VectorField<Kokkos::HostSpace>("greedy displacement", fixed.geometry);
   if (params.symmetric) {
     result.midpointInverse = midpointMap(m.u, fs.u, u);
-    if (minDeterminant(u.data) <= 0.0f) {  // the last scale again, its map checked
+    result.minJacobian = minDeterminant(u.data);
+    if (result.minJacobian <= 0.0f) {  // the last scale again, its map checked
       dropLastScale(result);
       m = mBefore;
       fs = fsBefore;
       prevFactor = factorBefore;
       runScale(params.scales.size() - 1, true);
       result.midpointInverse = midpointMap(m.u, fs.u, u);
+      result.minJacobian = minDeterminant(u.data);
     }
   } else {
     Kokkos::deep_copy(u.data, m.u);
+    result.minJacobian = minDeterminant(u.data);
   }
-  result.minJacobian = minDeterminant(u.data);
   result.seconds = elapsed();
   return result;
 }

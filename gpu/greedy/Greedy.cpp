@@ -517,16 +517,18 @@ GreedyResult GreedyRegistration<Exec>::run(ConstImageView<memory_space> moving, 
   }
   if (params_.symmetric) {
     result.midpointInverse = midpointMap(*prev, uOut);
-    if (minJacobian(exec_, uOut) <= 0.0f) {  // the last scale again, its map checked
+    result.minJacobian = minJacobian(exec_, uOut);
+    if (result.minJacobian <= 0.0f) {  // the last scale again, its map checked
       dropLastScale(result);
       prev = beforeLast;
       runScale(scales_.size() - 1, true);
       result.midpointInverse = midpointMap(*prev, uOut);
+      result.minJacobian = minJacobian(exec_, uOut);
     }
   } else {
     Kokkos::deep_copy(exec_, uOut, prev->m.u);
+    result.minJacobian = minJacobian(exec_, uOut);
   }
-  result.minJacobian = minJacobian(exec_, uOut);
   result.seconds = elapsed();
   return result;
 }
