@@ -1,6 +1,7 @@
 // Affine pre-alignment: transforms, world matrices, pyramid, and the optimiser shared by every back
 // end (specification: core/Affine.hpp).
 #include "core/Affine.hpp"
+#include "core/Apply.hpp"  // inverseAffine
 #include "core/Boundary.hpp"
 
 #include <algorithm>
@@ -145,29 +146,14 @@ Matrix4 mul4(Matrix4 const& a, Matrix4 const& b) {
   return r;
 }
 
-Matrix4 inverse4(Matrix4 const& m, const char* what) {
-  const Mat3 l{m[0], m[1], m[2], m[4], m[5], m[6], m[8], m[9], m[10]};
-  const Mat3 inv = inverse(l, what);
-  Matrix4 r{};
-  for (int i = 0; i < 3; ++i) {
-    double off = 0.0;
-    for (int j = 0; j < 3; ++j) {
-      r[std::size_t(4 * i + j)] = inv[std::size_t(3 * i + j)];
-      off -= inv[std::size_t(3 * i + j)] * m[std::size_t(4 * j + 3)];
-    }
-    r[std::size_t(4 * i + 3)] = off;
-  }
-  r[15] = 1.0;
-  return r;
-}
-
 }  // namespace
 
 Matrix4 affineMean(Matrix4 const& a, Matrix4 const& b) {
-  const Matrix4 d = mul4(inverse4(a, "affine mean: the first map"), b);
+  const Matrix4 d = mul4(inverseAffine(a, "affine mean: the first map"), b);
   Matrix4 y = d, z{1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1};
   for (int k = 0; k < 100; ++k) {
-    const Matrix4 yi = inverse4(y, "affine mean: the square root's iterate"), zi = inverse4(z, "affine mean: the square root's iterate");
+    const Matrix4 yi = inverseAffine(y, "affine mean: the square root's iterate"),
+                  zi = inverseAffine(z, "affine mean: the square root's iterate");
     double change = 0.0, size = 0.0;
     for (std::size_t i = 0; i < 16; ++i) {
       const double yn = 0.5 * (y[i] + zi[i]);
