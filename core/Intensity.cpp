@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <cstring>
 #include <sstream>
+#include <utility>
 #include <vector>
 
 #include "core/Errors.hpp"
@@ -103,9 +104,11 @@ double percentile(std::vector<float> const& values, double q) {
   return interpolate(r, x[0], x[1]);
 }
 
-IntensityWindow intensityWindow(HostImage const& img, IntensityParams const& params,
-                                std::string const& name) {
-  params.validate();
+namespace {
+
+// The input rules of the definition (not empty, no NaN or infinite voxel, not constant); returns the
+// image's [min, max].
+std::pair<float, float> checkedRange(HostImage const& img, std::string const& name) {
   const Index n = img.numVoxels();
   if (n <= 0 || img.data.data() == nullptr || static_cast<Index>(img.data.size()) != n)
     throw InvalidArgument(name + " is empty or its data does not match its geometry");
@@ -133,6 +136,17 @@ IntensityWindow intensityWindow(HostImage const& img, IntensityParams const& par
     os << name << " is constant: nothing to register (every voxel is " << mn << ")";
     throw InvalidArgument(os.str());
   }
+  return {mn, mx};
+}
+
+}  // namespace
+
+IntensityWindow intensityWindow(HostImage const& img, IntensityParams const& params,
+                                std::string const& name) {
+  params.validate();
+  const auto [mn, mx] = checkedRange(img, name);
+  const Index n = img.numVoxels();
+  const float* p = img.data.data();
   IntensityWindow w;
   w.min = mn;
   w.max = mx;
@@ -206,7 +220,9 @@ double sampleCoarse(Volume const& vol, const int f[3], int x, int y, int z) {
 HostImage biasCorrected(HostImage const& img, double sigmaMm, std::string const& name) {
   const Index n = img.numVoxels();
   const float* p = img.data.data();
-  const double top = percentile(std::vector<float>(p, p + n), 99.5);
+  const PercentileRanks r99 = percentileRanks(n, 99.5);
+  const auto x99 = orderStatistics(p, n, {r99.k, r99.next});
+  const double top = interpolate(r99, x99[0], x99[1]);
   if (!(top > 0.0))
     throw InvalidArgument(name + ": the bias correction needs positive intensities (its 99.5th percentile is " +
                           std::to_string(top) + ")");
@@ -253,7 +269,8 @@ HostImage biasCorrected(HostImage const& img, double sigmaMm, std::string const&
 HostImage normaliseIntensity(HostImage const& img, IntensityParams const& params,
                              std::string const& name, IntensityWindow* window) {
   if (params.biasSigmaMm > 0.0) {
-    intensityWindow(img, params, name);  // the input's checks (finite, not constant) first
+    params.validate();
+    checkedRange(img, name);  // the input's rules first
     IntensityParams plain = params;
     plain.biasSigmaMm = 0.0;
     return normaliseIntensity(biasCorrected(img, params.biasSigmaMm, name), plain, name, window);
