@@ -315,6 +315,7 @@ struct GreedyRegistration<Exec>::Scale {
   ImageView<memory_space> movingMask;  // the moving mask at this scale (likewise)
   SubjectScale<memory_space> f;        // symmetric mode: the fixed image's state (I0 = I1's copy)
   Field<memory_space> keptM, keptF;    // symmetric mode, the last scale's replay: both u's before the iteration
+  Field<memory_space> preimage;        // symmetric mode, the last scale: h_f^-1 of the map (midpointMap)
   GreedyStepper<Exec> stepper;
   Scale(Exec const& exec, int fct, GridExtents e, GreedyParams const& p)
       : factor(fct),
@@ -593,14 +594,16 @@ GreedyStepOutcome GreedyRegistration<Exec>::checkedSymmetricIteration(Scale& S, 
 
 // The symmetric mode's map from the last scale's two sides: p = h_f^-1(x), u(x) = x - p + u_m(p).
 template <class Exec>
-InverseStats GreedyRegistration<Exec>::midpointMap(Scale const& S, Field<memory_space> uOut) {
+InverseStats GreedyRegistration<Exec>::midpointMap(Scale& S, Field<memory_space> uOut) {
   kx::ScopedRegion region("kortex::greedy::midpoint_map");
   const int nz = int(uOut.extent(1)), ny = int(uOut.extent(2)), nx = int(uOut.extent(3));
-  Field<memory_space> pre(Kokkos::view_alloc(exec_, Kokkos::WithoutInitializing, std::string("kortex::greedy::midpoint_preimage")),
-                          3, nz, ny, nx);
-  const InverseStats stats = invertMap(exec_, ConstField<memory_space>(S.f.u), AffineTransform{}, pre, midpointInverseParams());
+  if (S.preimage.data() == nullptr)  // kept: the last scale's replay forms the map every iteration
+    S.preimage = Field<memory_space>(
+        Kokkos::view_alloc(exec_, Kokkos::WithoutInitializing, std::string("kortex::greedy::midpoint_preimage")), 3, nz, ny, nx);
+  const InverseStats stats =
+      invertMap(exec_, ConstField<memory_space>(S.f.u), AffineTransform{}, S.preimage, midpointInverseParams());
   parallelForVoxels("kortex::greedy::midpoint_map", exec_, nz, ny, nx,
-                    MidpointMapFunctor<memory_space>{ConstField<memory_space>(S.m.u), ConstField<memory_space>(pre), uOut});
+                    MidpointMapFunctor<memory_space>{ConstField<memory_space>(S.m.u), ConstField<memory_space>(S.preimage), uOut});
   return stats;
 }
 

@@ -101,7 +101,7 @@ class GreedyRegistration {
   GreedyStepOutcome symmetricIteration(Scale& S, int it, FluidSolveReport& solve);
   GreedyStepOutcome checkedSymmetricIteration(Scale& S, int it, FluidSolveReport& solve, Field<memory_space> map,
                                               bool& mapFolded);
-  InverseStats midpointMap(Scale const& S, Field<memory_space> u);
+  InverseStats midpointMap(Scale& S, Field<memory_space> u);
   Exec exec_;
   Geometry grid_;
   GreedyParams params_;
