@@ -536,8 +536,9 @@ BOOST_AUTO_TEST_CASE(validate_job_refuses_bad_parts_before_running) {
 // The multi-modal study's second contrast (validation/Multimodal.hpp syntheticContrast) on a T1-like
 // phantom: a head of scalp (0.3), and inside a brain labelled 1..3 with CSF (0.2), grey (0.5) and white
 // matter (0.8) bands. The T2-like image reverses the brain's classes (CSF brightest, white matter
-// darkest), keeps the background near 0, is the same for a seed and differs for another; a label map
-// off the grid, or one that labels nothing, is refused.
+// darkest), keeps the background near 0, is the same for a seed and differs for another; another noise
+// seed changes the noise alone (the difference of two images has mean 0 and the standard deviation of two
+// independent noises, sqrt(2) x 0.02); a label map off the grid, or one that labels nothing, is refused.
 BOOST_AUTO_TEST_CASE(synthetic_contrast_reverses_the_tissue_classes) {
   const Index n = 40;
   const Geometry g = Geometry::make3D(n, n, n);
@@ -575,6 +576,18 @@ BOOST_AUTO_TEST_CASE(synthetic_contrast_reverses_the_tissue_classes) {
   BOOST_TEST(csf > grey);
   BOOST_TEST(grey > white);
   BOOST_TEST(std::fabs(sum[4] / count[4]) < 0.03);  // noise of mean 0; the blur spills the scalp's edge
+  const HostImage d = validation::syntheticContrast(t1, labels, 5, 77);
+  double s1 = 0.0, s2 = 0.0;
+  for (Index i = 0; i < a.numVoxels(); ++i) {
+    const double e = double(a.data.data()[i]) - double(d.data.data()[i]);
+    s1 += e;
+    s2 += e * e;
+  }
+  const double m = s1 / double(a.numVoxels()), sd = std::sqrt(s2 / double(a.numVoxels()) - m * m);
+  BOOST_TEST_MESSAGE("noise seeds 5 and 77: difference mean " << m << ", standard deviation " << sd);
+  // 64000 samples: the mean's standard error is 1.1e-4 and the deviation's 1e-4; 5 sigma either way.
+  BOOST_TEST(std::fabs(m) < 6e-4);
+  BOOST_TEST(std::fabs(sd - std::sqrt(2.0) * 0.02) < 6e-4);
   HostImage off("off", Geometry::make3D(n, n, n - 1));
   BOOST_CHECK_THROW(validation::syntheticContrast(t1, off, 1), InvalidArgument);
   HostImage none("none", g);
