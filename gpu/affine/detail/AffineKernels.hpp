@@ -57,18 +57,29 @@ struct OverlapUnits {
     const int x1 = x0 + kMetricSegment < nx ? x0 + kMetricSegment : nx;
     const int y = static_cast<int>(row % ny);
     const int z = static_cast<int>(row / ny);
-    for (int x = x0; x < x1; ++x) {
-      if (useFixedMask && fixedMask(z, y, x) == 0.0f) continue;
-      const double pf[3] = {static_cast<double>(x), static_cast<double>(y), static_cast<double>(z)};
-      double q[3], p[3];
-      affineMap(a, pf, q, p);
-      if (!affineInside(p, mx, my, mz)) continue;
-      if (useMovingMask && !affineMaskHolds(movingMask, p)) continue;
-      const double w = affineEdgeWeight(p, mx, my, mz);
-      double g[3];
-      const double m = affineSample(moving, p, g);
-      visit(w, static_cast<double>(fixed(z, y, x)), m, g, q);
-    }
+    for (int x = x0; x < x1; ++x) voxel(z, y, x, visit);
+  }
+
+  // The unit's i-th voxel alone (i < kMetricSegment), for kernels whose sums take any order.
+  template <class Visit>
+  KOKKOS_INLINE_FUNCTION void forVoxel(Index u, int i, Visit const& visit) const {
+    const Index row = u / segmentsPerRow;
+    const int x = static_cast<int>(u % segmentsPerRow) * kMetricSegment + i;
+    if (x < nx) voxel(static_cast<int>(row / ny), static_cast<int>(row % ny), x, visit);
+  }
+
+  template <class Visit>
+  KOKKOS_INLINE_FUNCTION void voxel(int z, int y, int x, Visit const& visit) const {
+    if (useFixedMask && fixedMask(z, y, x) == 0.0f) return;
+    const double pf[3] = {static_cast<double>(x), static_cast<double>(y), static_cast<double>(z)};
+    double q[3], p[3];
+    affineMap(a, pf, q, p);
+    if (!affineInside(p, mx, my, mz)) return;
+    if (useMovingMask && !affineMaskHolds(movingMask, p)) return;
+    const double w = affineEdgeWeight(p, mx, my, mz);
+    double g[3];
+    const double m = affineSample(moving, p, g);
+    visit(w, static_cast<double>(fixed(z, y, x)), m, g, q);
   }
 };
 
@@ -165,13 +176,17 @@ struct MetricTotalsFunctor {
 };
 
 // MI's joint histogram in fixed point (core/Affine.hpp, "Mutual information"): hist(i B + k) +=
-// llround(w beta3 2^kMiFixedBits), hist(B^2) += the overlap voxels. With `useScratch` each team sums
-// its units into a histogram in team scratch and adds its nonzero bins to `hist`; otherwise every
-// voxel adds to `hist`. Integer sums: the same bits in any order.
+// llround(w beta3 2^kMiFixedBits), hist(B^2) += the overlap voxels. Integer sums: the same bits in any
+// order, so a thread takes one voxel (a team kSlots of them: its block's units), not a unit as the
+// double sums do (a unit per thread left the H200 at 3 % occupancy, 0.59 ms per histogram of a 2-mm
+// pair: Nsight Compute, bench/results/ncu_mi_histogram_nvidia-h200.txt). With `useScratch` each team
+// sums into a histogram in team scratch and adds its nonzero bins to `hist`; otherwise every voxel
+// adds to `hist`.
 template <class Exec>
 struct MiHistogramFunctor {
   using Mem = typename Exec::memory_space;
   using Counts = Kokkos::View<unsigned long long*, typename Exec::scratch_memory_space, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
+  static constexpr int kSlots = kMetricUnits * kMetricSegment;
   OverlapUnits<Mem> overlap;
   Kokkos::View<unsigned long long*, Mem> hist;  // bins^2 + 1
   int bins;
@@ -188,30 +203,37 @@ struct MiHistogramFunctor {
       Kokkos::parallel_for(Kokkos::TeamThreadRange(team, cells), [&](const int c) { local(c) = 0; });
       team.team_barrier();
     }
-    const Index block = team.league_rank();
-    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, kMetricUnits), [&](const int j) {
-      const Index u = block * kMetricUnits + j;
-      if (u >= overlap.units) return;
-      unsigned long long inside = 0;
-      overlap.forVoxels(u, [&](double w, double f, double m, const double*, const double*) {
-        ++inside;
-        miFixedPointCounts(f, m, w, bins, [&](int cell, unsigned long long c) {
-          if (useScratch)
-            Kokkos::atomic_add(&local(cell), c);
-          else
-            Kokkos::atomic_add(&hist(cell), c);
-        });
-      });
-      if (inside == 0) return;
+    auto add = [&](int cell, unsigned long long c) {
       if (useScratch)
-        Kokkos::atomic_add(&local(cells - 1), inside);
+        Kokkos::atomic_add(&local(cell), c);
       else
-        Kokkos::atomic_add(&hist(cells - 1), inside);
-    });
-    if (!useScratch) return;
+        Kokkos::atomic_add(&hist(cell), c);
+    };
+    const Index first = team.league_rank() * Index(kMetricUnits);
+    unsigned long long inside = 0;
+    Kokkos::parallel_reduce(
+        Kokkos::TeamThreadRange(team, kSlots),
+        [&](const int j, unsigned long long& n) {
+          const Index u = first + j / kMetricSegment;
+          if (u >= overlap.units) return;
+          overlap.forVoxel(u, j % kMetricSegment, [&](double w, double f, double m, const double*, const double*) {
+            ++n;
+            miFixedPointCounts(f, m, w, bins, add);
+          });
+        },
+        inside);
+    if (!useScratch) {
+      Kokkos::single(Kokkos::PerTeam(team), [&]() {
+        if (inside != 0) Kokkos::atomic_add(&hist(cells - 1), inside);
+      });
+      return;
+    }
     team.team_barrier();
-    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, cells), [&](const int c) {
+    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, cells - 1), [&](const int c) {
       if (local(c) != 0) Kokkos::atomic_add(&hist(c), local(c));
+    });
+    Kokkos::single(Kokkos::PerTeam(team), [&]() {
+      if (inside != 0) Kokkos::atomic_add(&hist(cells - 1), inside);
     });
   }
 };
@@ -367,8 +389,11 @@ AffineMetric mutualInformation(Exec const& exec, MetricWorkspace<typename Exec::
   const MiHistogramFunctor<Exec> h{overlap, work.hist, B, useScratch};
   Kokkos::deep_copy(exec, work.hist, 0ull);
   const int blocks = static_cast<int>(work.partials.extent(1));
-  Policy policy(exec, blocks, std::min(kMetricUnits, Policy(exec, blocks, 1).team_size_max(h, Kokkos::ParallelForTag())));
-  if (useScratch) policy.set_scratch_size(0, Kokkos::PerTeam(MiHistogramFunctor<Exec>::scratchBytes(B)));
+  const auto scratch = Kokkos::PerTeam(useScratch ? MiHistogramFunctor<Exec>::scratchBytes(B) : 0);
+  const int team = std::min(MiHistogramFunctor<Exec>::kSlots,
+                            Policy(exec, blocks, 1).set_scratch_size(0, scratch).team_size_max(h, Kokkos::ParallelForTag()));
+  Policy policy(exec, blocks, team);
+  policy.set_scratch_size(0, scratch);
   Kokkos::parallel_for("kortex::Affine::miHistogram", policy, h);
   const auto hist = work.histHost;
   Kokkos::deep_copy(exec, hist, work.hist);
