@@ -3,6 +3,7 @@
 // core/Apply.hpp states the conventions; docs/apply.md).
 #include <CLI/CLI.hpp>
 
+#include <filesystem>
 #include <iomanip>
 #include <iostream>
 #include <memory>
@@ -18,7 +19,7 @@ namespace kortex::app {
 namespace {
 
 struct ApplyOptions {
-  std::string input, reference, out, interpolation = "linear", backend = "auto";
+  std::string input, reference, out, qc, interpolation = "linear", backend = "auto";
   std::vector<std::string> transforms;
   bool quiet = false;
 };
@@ -28,6 +29,7 @@ int cmdApply(ApplyOptions const& o) {
   job.input.path = o.input;
   job.reference.path = o.reference;
   job.output = o.out;
+  job.qc = o.qc;
   try {
     job.interpolation = parseApplyInterpolation(o.interpolation);
   } catch (InvalidArgument const& e) {
@@ -41,6 +43,10 @@ int cmdApply(ApplyOptions const& o) {
               << " interpolation, backend " << r.executionSpace << ", " << std::fixed << std::setprecision(3)
               << r.seconds << " s\nwrote " << o.out << " (" << describe(r.image.geometry)
               << ", the reference's grid)\n";
+  if (!o.quiet && !o.qc.empty())
+    std::cout << "wrote " << (std::filesystem::path(o.qc) / "index.html").string() << " (the QC report, "
+              << r.qc.files.size() - 1 << " pictures beside it; " << std::fixed << std::setprecision(3) << r.qc.seconds
+              << " s)\n";
   return 0;
 }
 
@@ -79,6 +85,9 @@ void addApplyCommand(CLI::App& app, Action& action) {
                   "trilinear weights, the largest summed weight wins, ties to the smaller label; the input must "
                   "hold integer values, a float image is refused)")
       ->capture_default_str();
+  cmd->add_option("--qc", o.qc,
+                  "QC report: a folder with index.html and its pictures (the reference with the input's edges before "
+                  "and after, a checkerboard, the numbers); docs/qc.md");
   addBackendOption(*cmd, o.backend);
   cmd->add_flag("--quiet", o.quiet, "Print nothing on success");
   cmd->callback([op, &action] { action = [op] { return cmdApply(*op); }; });

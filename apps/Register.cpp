@@ -167,16 +167,20 @@ void printWritten(pipeline::RegisterJobResult const& r) {
   line(o.composite, "the whole map as one ITK/ANTs displacement field on the fixed grid (affine included); "
                     "`kortex apply --transform " + o.composite.string() + "` alone");
   line(o.report, "the job's JSON report");
+  if (!o.qc.empty())
+    std::cout << "wrote " << (o.qc / "index.html").string() << " (the QC report, " << r.qc.files.size() - 1
+              << " pictures beside it; " << std::fixed << std::setprecision(3) << r.qc.seconds << " s)\n";
 }
 
 // An output flag given without a file name names nothing outside a cohort.
 void requireOutputNames(RegisterOptions const& o) {
   const std::pair<bool, std::string const*> flags[] = {
       {o.asked.warped, &o.outWarped}, {o.asked.field, &o.outField},           {o.asked.jacobian, &o.outJacobian},
-      {o.asked.affine, &o.outAffine}, {o.asked.inverseField, &o.outInverseField}, {o.asked.composite, &o.outComposite}};
+      {o.asked.affine, &o.outAffine}, {o.asked.inverseField, &o.outInverseField}, {o.asked.composite, &o.outComposite},
+      {o.asked.qc, &o.qcDir}};
   const char* names[] = {"--out-warped", "--out-field", "--out-jacobian", "--out-affine", "--out-inverse-field",
-                         "--out-composite"};
-  for (int k = 0; k < 6; ++k)
+                         "--out-composite", "--qc"};
+  for (int k = 0; k < 7; ++k)
     if (flags[k].first && flags[k].second->empty())
       throw InvalidArgument(std::string(names[k]) + " needs a file name (without one it names a cohort's outputs: "
                             "several --moving images, --list or --out-dir)");
@@ -194,7 +198,7 @@ int runRegistration(RegisterOptions const& o, pipeline::RegisterJob& job) {
   job.miBins = job.method == pipeline::RegistrationMethod::Greedy ? job.greedy.miBins : o.miBins;
   job.biasSigmaMm = o.biasCorrectMm;
   job.backend = parseBackend(o.backend);
-  job.outputs = {o.outWarped, o.outField, o.outJacobian, o.outAffine, o.outInverseField, o.outComposite, o.outReport};
+  job.outputs = {o.outWarped, o.outField, o.outJacobian, o.outAffine, o.outInverseField, o.outComposite, o.outReport, o.qcDir};
   ProgressBar bar(o.fluid.iterations, o.quiet);
   pipeline::RegisterProgress progress;
   progress.fluid = [&](RegistrationIteration const& it) { bar.fluid(it); };
@@ -266,7 +270,7 @@ int runCohort(RegisterOptions const& o, GreedyParams const& greedy) {
   job.keepGoing = o.keepGoing;
   job.maxMemoryMiB = o.maxMemoryMiB;
   for (std::string const* named :
-       {&o.outWarped, &o.outField, &o.outJacobian, &o.outAffine, &o.outInverseField, &o.outComposite})
+       {&o.outWarped, &o.outField, &o.outJacobian, &o.outAffine, &o.outInverseField, &o.outComposite, &o.qcDir})
     if (!named->empty())
       throw InvalidArgument("a cohort's outputs are named after each moving image in --out-dir: give the output flags "
                             "without a file name ('" + *named + "' was given)");
@@ -285,6 +289,7 @@ int runCohort(RegisterOptions const& o, GreedyParams const& greedy) {
   for (auto const& s : r.subjects)
     if (s.status == pipeline::CohortStatus::Failed) std::cerr << "kortex: error: " << s.error << "\n";
   if (r.registered() > 0 && job.outputs.any()) std::cout << "wrote the subjects' outputs in " << o.outDir << "\n";
+  if (job.outputs.qc) std::cout << "wrote " << (std::filesystem::path(o.outDir) / "qc.html").string() << " (the cohort's QC page, worst subject first)\n";
   if (!o.outReport.empty()) std::cout << "wrote " << o.outReport << " (the cohort's JSON report)\n";
   return r.failed() > 0 ? 1 : 0;
 }
@@ -306,10 +311,11 @@ namespace {
 // The inputs and outputs both registration commands take; `part` names what the Jacobian map is of.
 // The output options, whose count says whether a cohort asked for them.
 struct OutputOptions {
-  CLI::Option *warped, *field, *jacobian, *affine, *inverseField, *composite;
+  CLI::Option *warped, *field, *jacobian, *affine, *inverseField, *composite, *qc;
   void record(RegisterOptions& o) const {
     o.asked = {warped->count() > 0,      field->count() > 0,        jacobian->count() > 0,
-               affine->count() > 0,      inverseField->count() > 0, composite->count() > 0};
+               affine->count() > 0,      inverseField->count() > 0, composite->count() > 0,
+               qc->count() > 0};
   }
 };
 
@@ -335,6 +341,10 @@ OutputOptions addRegisterFiles(CLI::App& cmd, RegisterOptions& o, std::string co
       "The WHOLE map (affine and deformable part) as one displacement field on the fixed grid, NIfTI (ITK/ANTs "
       "convention); kortex apply or antsApplyTransforms take it alone, in place of the field and the affine");
   cmd.add_option("--json", o.outReport, "The job's JSON report (the job, the stages, the files written)");
+  out.qc = cmd.add_option("--qc", o.qcDir,
+                          "QC report: a folder with index.html and its pictures (fixed image with the moving image's "
+                          "edges before and after, checkerboard, det J with folds marked, convergence, numbers); "
+                          "docs/qc.md");
   cmd.footer("At least one output is needed. Outputs are written all or none: a failure leaves the files that were "
              "there before.");
   return out;
@@ -343,13 +353,13 @@ OutputOptions addRegisterFiles(CLI::App& cmd, RegisterOptions& o, std::string co
 // A greedy cohort: several moving images (or --list) against one fixed image; the output flags then
 // take no file name.
 void addCohortOptions(CLI::App& cmd, RegisterOptions& o, OutputOptions const& out) {
-  for (CLI::Option* opt : {out.warped, out.field, out.jacobian, out.affine, out.inverseField, out.composite})
+  for (CLI::Option* opt : {out.warped, out.field, out.jacobian, out.affine, out.inverseField, out.composite, out.qc})
     opt->expected(0, 1);
   cmd.add_option("--list", o.list, "Cohort: a text file of more moving images, one path per line ('#' comments)");
   cmd.add_option("--out-dir", o.outDir,
                  "Cohort: the folder of every subject's outputs, named after its moving image: STEM_warped.nii.gz, "
                  "STEM_field.nii.gz, STEM_jacobian.nii.gz, STEM_affine.txt, STEM_inverse_field.nii.gz, "
-                 "STEM_composite.nii.gz, as the "
+                 "STEM_composite.nii.gz, STEM_qc/ (and the cohort's page qc.html, worst subject first), as the "
                  "output flags (given without a file name) ask");
   cmd.add_flag("--keep-going", o.keepGoing,
                "Cohort: a subject that fails is reported and skipped (the exit status is still 1); without it the "

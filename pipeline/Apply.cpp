@@ -156,6 +156,7 @@ nlohmann::json toJson(ApplyJob const& job) {
           {"input", toJson(job.input)},
           {"reference", toJson(job.reference)},
           {"output", job.output.string()},
+          {"qc", job.qc.string()},
           {"transforms", transforms},
           {"interpolation", toString(job.interpolation)},
           {"backend", toString(job.backend)}};
@@ -168,6 +169,7 @@ ApplyJob applyJobFromJson(nlohmann::json const& j) {
   job.input.path = inputPathFromJson(r.raw("input"), "apply job", "input");
   job.reference.path = inputPathFromJson(r.raw("reference"), "apply job", "reference");
   r.path("output", job.output)
+      .path("qc", job.qc)
       .choice("interpolation", job.interpolation, parseApplyInterpolation)
       .choice("backend", job.backend, parseBackend);
   if (nlohmann::json const* t = r.raw("transforms")) {
@@ -201,22 +203,32 @@ ApplyResult runApplyJob(ApplyJob const& job) {
     if (!job.output.empty()) {
       io::requireWritableFile(job.output, "output");
       io::requireSupportedExtension(job.output, io::Access::Write);
-      requireDistinctFiles(inputs, {{"output", job.output}});
     }
+    if (!job.qc.empty()) {
+      if (fs::exists(job.qc) && !fs::is_directory(job.qc))
+        throw IoError("the QC report's folder '" + job.qc.string() + "' is a file");
+      io::requireWritableFile(job.qc / "index.html", "QC report", true);
+    }
+    requireDistinctFiles(inputs, {{"output", job.output}, {"QC report", job.qc.empty() ? fs::path() : job.qc / "index.html"}});
   }
-  HostImage input;
-  Geometry reference;
+  HostImage input, reference;
   TransformChain chain;
   {
     kx::ScopedRegion region("kortex::apply::read");
     input = readImageInput(job.input);
-    reference = readImageInput(job.reference).geometry;
+    reference = readImageInput(job.reference);
     chain = readTransformChain(job.transforms);
   }
-  ApplyResult r = applyTransforms(input, reference, chain, job.interpolation, job.backend);
-  if (!job.output.empty()) {
+  ApplyResult r = applyTransforms(input, reference.geometry, chain, job.interpolation, job.backend);
+  if (!job.qc.empty()) r.qc = applyQc(job, input, reference, r);
+  if (!job.output.empty() || !job.qc.empty()) {
     kx::ScopedRegion region("kortex::apply::write");
-    writeAllOrNone({{"output", job.output, [&](fs::path const& p) { io::writeImage(r.image, p); }}});
+    std::vector<PlannedOutput> out = {{"output", job.output, [&](fs::path const& p) { io::writeImage(r.image, p); }}};
+    for (auto const& f : r.qc.files)
+      out.push_back({"QC report", job.qc / f.name, [&f](fs::path const& p) {
+                       io::writeTextFileAtomic(p, std::string(f.bytes.begin(), f.bytes.end()));
+                     }});
+    writeAllOrNone(out);
   }
   return r;
 }

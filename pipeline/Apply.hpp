@@ -17,6 +17,7 @@
 #include "core/Backend.hpp"
 #include "core/Image.hpp"
 #include "pipeline/JobFiles.hpp"
+#include "pipeline/Qc.hpp"
 
 namespace kortex::pipeline {
 
@@ -35,6 +36,7 @@ TransformChain readTransformChain(std::vector<TransformSpec> const& specs);
 
 struct ApplyResult {
   HostImage image;  // on the reference grid; the input's metadata
+  QcReport qc;      // the job's QC report, when it asked for one
   Backend backend = Backend::Cpu;  // resolved
   std::string executionSpace;
   double seconds = 0.0;  // the resampling, device fenced
@@ -48,6 +50,7 @@ ApplyResult applyTransforms(HostImage const& input, Geometry const& reference, T
 struct ApplyJob {
   ImageInput input, reference;          // files or images in memory (the reference: its grid)
   std::filesystem::path output;         // may be empty: nothing written (the result is returned)
+  std::filesystem::path qc;             // may be empty: the QC report's folder (pipeline/Qc.hpp applyQc)
   std::vector<TransformSpec> transforms;  // as listed
   ApplyInterpolation interpolation = ApplyInterpolation::Linear;
   Backend backend = Backend::Auto;
@@ -60,8 +63,8 @@ nlohmann::json toJson(ApplyJob const& job);
 ApplyJob applyJobFromJson(nlohmann::json const& j);
 
 // The job: files checked (readable inputs, supported extensions, a writable output distinct from
-// every input file: requireDistinctFiles) before anything is read; then read, validate, resample,
-// write (writeAllOrNone).
+// every input file: requireDistinctFiles; a QC folder that is not a file) before anything is read;
+// then read, validate, resample, the QC report, write (writeAllOrNone: the image and the report).
 ApplyResult runApplyJob(ApplyJob const& job);
 
 }  // namespace kortex::pipeline

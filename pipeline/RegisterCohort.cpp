@@ -199,9 +199,10 @@ void registerStage(RegisterCohortJob const& job, CohortInputs& in, CohortPlan co
 }
 
 void reportStage(RegisterCohortJob const& job, RegisterCohortResult const& r) {
-  if (job.report.empty()) return;
+  if (job.report.empty() && !job.outputs.qc) return;
   kx::ScopedRegion region("kortex::cohort::report");
-  io::writeTextFileAtomic(job.report, toJson(r).dump(2) + "\n");
+  if (job.outputs.qc) io::writeTextFileAtomic(job.outDir / "qc.html", cohortQcPage(r));
+  if (!job.report.empty()) io::writeTextFileAtomic(job.report, toJson(r).dump(2) + "\n");
 }
 
 }  // namespace
@@ -238,6 +239,7 @@ RegisterJob RegisterCohortJob::subjectJob(std::vector<ImageInput> const& subject
   sub.outputs.affine = named(outputs.affine, "_affine.txt");
   sub.outputs.inverseField = named(outputs.inverseField, "_inverse_field.nii.gz");
   sub.outputs.composite = named(outputs.composite, "_composite.nii.gz");
+  sub.outputs.qc = named(outputs.qc, "_qc");
   return sub;
 }
 
@@ -264,7 +266,7 @@ void RegisterCohortJob::validate() const {
   requireImageInput(fixed, "fixed image", "register cohort");
   if (!outputs.any() && report.empty() && !keepResults)
     throw InvalidArgument("register cohort: no output is named (warped images, fields, Jacobian maps, affine "
-                          "transforms, inverse fields, composite fields or a report)");
+                          "transforms, inverse fields, composite fields, QC reports or a report)");
   if (outputs.any()) requireOutputFolder(outDir);
   if (!report.empty()) io::requireWritableFile(report, "the cohort report");
   const std::vector<ImageInput> all = subjects();
@@ -284,8 +286,13 @@ void RegisterCohortJob::validate() const {
                                      {"Jacobian map", sub.outputs.jacobian},
                                      {"affine transform", sub.outputs.affine},
                                      {"inverse field", sub.outputs.inverseField},
-                                     {"composite field", sub.outputs.composite}})
+                                     {"composite field", sub.outputs.composite},
+                                     {"QC report", sub.outputs.qc.empty() ? fs::path() : sub.outputs.qc / "index.html"}})
       if (!path.empty()) outputsNamed.push_back({label + " " + role, path});
+  }
+  if (outputs.qc) {
+    outputsNamed.push_back({"cohort QC page", outDir / "qc.html"});
+    io::requireWritableFile(outDir / "qc.html", "the cohort QC page", true);
   }
   requireDistinctFiles(inputs, outputsNamed);
 }
@@ -351,7 +358,8 @@ json toJson(RegisterCohortJob const& job) {
             {"jacobian", job.outputs.jacobian},
             {"affine", job.outputs.affine},
             {"inverse_field", job.outputs.inverseField},
-            {"composite", job.outputs.composite}}},
+            {"composite", job.outputs.composite},
+            {"qc", job.outputs.qc}}},
           {"report", job.report.string()},
           {"keep_going", job.keepGoing},
           {"keep_results", job.keepResults},
@@ -380,6 +388,7 @@ RegisterCohortJob registerCohortJobFromJson(json const& j) {
         .flag("jacobian", job.outputs.jacobian)
         .flag("affine", job.outputs.affine)
         .flag("inverse_field", job.outputs.inverseField)
+        .flag("qc", job.outputs.qc)
         .flag("composite", job.outputs.composite);
     outputs.done();
   }

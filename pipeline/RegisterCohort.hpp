@@ -13,8 +13,10 @@
 //
 // Outputs, in outDir, named after the moving image's stem (io::imageStem; "subject_<i>" for an
 // image in memory, i from 1): <stem>_warped.nii.gz, <stem>_field.nii.gz, <stem>_jacobian.nii.gz,
-// <stem>_affine.txt, <stem>_inverse_field.nii.gz, <stem>_composite.nii.gz, each where asked for (the single pair's
-// outputs and conventions); the cohort's report (toJson(RegisterCohortResult)) where named.
+// <stem>_affine.txt, <stem>_inverse_field.nii.gz, <stem>_composite.nii.gz, <stem>_qc/ (the QC report),
+// each where asked for (the single pair's outputs and conventions); the cohort's report
+// (toJson(RegisterCohortResult)) where named; with QC, outDir/qc.html: every subject, worst first
+// (pipeline/Qc.hpp cohortQcPage), written at the end.
 //
 // A subject whose registration fails stops the cohort (no new pair starts, the running ones finish
 // and keep their outputs; runRegisterCohort throws, naming the subject), or with keepGoing is
@@ -38,7 +40,8 @@ namespace kortex::pipeline {
 // Which per-subject outputs a cohort writes (the single pair's, by kind).
 struct CohortOutputs {
   bool warped = false, field = false, jacobian = false, affine = false, inverseField = false, composite = false;
-  bool any() const { return warped || field || jacobian || affine || inverseField || composite; }
+  bool qc = false;  // every subject's QC report in <stem>_qc/, and the cohort's page outDir/qc.html
+  bool any() const { return warped || field || jacobian || affine || inverseField || composite || qc; }
 };
 
 struct RegisterCohortJob {

@@ -43,9 +43,13 @@ const OutputSlot kOutputSlots[] = {
     {"report", "report", &RegisterOutputs::report, OutputFormat::Text},
 };
 
+// The QC report's page: the one file of its folder that the job's rules (distinct files) name.
+fs::path qcPage(RegisterOutputs const& o) { return o.qc.empty() ? fs::path() : o.qc / "index.html"; }
+
 std::vector<JobFile> outputFiles(RegisterOutputs const& o) {
   std::vector<JobFile> files;
   for (auto const& s : kOutputSlots) files.push_back({s.role, o.*s.member});
+  files.push_back({"QC report", qcPage(o)});
   return files;
 }
 
@@ -95,7 +99,7 @@ void validateFiles(RegisterJob const& job) {
   if (given(job.movingMask)) requireImageInput(job.movingMask, "moving mask", "registration");
   if (!job.outputs.any() && !job.keepResults)
     throw InvalidArgument("registration: no output is named (a warped image, a field, a Jacobian map, an affine "
-                          "transform, an inverse field, a composite field or a report)");
+                          "transform, an inverse field, a composite field, a report or a QC report)");
   for (auto const& s : kOutputSlots) {
     fs::path const& p = job.outputs.*s.member;
     if (p.empty()) continue;
@@ -103,6 +107,11 @@ void validateFiles(RegisterJob const& job) {
     if (s.format == OutputFormat::Field && !isNifti(p))
       throw IoError(std::string("the ") + s.role + " '" + p.string() + "': a displacement field is written as NIfTI (.nii or .nii.gz)");
     if (s.format == OutputFormat::Image) io::requireSupportedExtension(p, io::Access::Write);
+  }
+  if (!job.outputs.qc.empty()) {
+    if (fs::exists(job.outputs.qc) && !fs::is_directory(job.outputs.qc))
+      throw IoError("the QC report's folder '" + job.outputs.qc.string() + "' is a file");
+    io::requireWritableFile(qcPage(job.outputs), "QC report", true);
   }
   std::vector<JobFile> inputs;
   if (!job.fixed.inMemory()) inputs.push_back({"fixed image", job.fixed.path});
@@ -158,9 +167,9 @@ RegisterJobResult outputsStage(RegisterJob const& job, RegistrationPipelineResul
   r.job = job;
   r.pair = std::move(pair);
   RegisterOutputs const& o = job.outputs;
-  const bool all = job.keepResults;
-  if (all || !o.warped.empty()) r.warped = warpedMoving(r.pair, moving);
-  if (all || !o.jacobian.empty()) r.jacobian = jacobianMap(r.pair);
+  const bool all = job.keepResults, qc = !o.qc.empty();
+  if (all || qc || !o.warped.empty()) r.warped = warpedMoving(r.pair, moving);
+  if (all || qc || !o.jacobian.empty()) r.jacobian = jacobianMap(r.pair);
   if (all || !o.field.empty()) r.field = deformableWorldDisplacement(r.pair);
   if (all || !o.composite.empty()) r.composite = worldDisplacement(r.pair);
   r.affineWorld = toWorldMatrix(r.pair.affine, r.pair.fixedGrid, r.pair.movingGrid);
@@ -170,6 +179,7 @@ RegisterJobResult outputsStage(RegisterJob const& job, RegistrationPipelineResul
     r.consistency = inverseConsistency(r.pair, *r.inverse, &head);
     r.inverseField = inverseWorldDisplacement(r.pair, *r.inverse);
   }
+  if (qc) r.qc = registrationQc(r, moving);
   return r;
 }
 
@@ -180,7 +190,12 @@ std::vector<fs::path> writeStage(RegisterJobResult const& r) {
   std::vector<fs::path> named;
   for (auto const& f : outputFiles(o))
     if (!f.path.empty()) named.push_back(f.path);
-  return writeAllOrNone({
+  std::vector<PlannedOutput> qc;
+  for (auto const& f : r.qc.files)
+    qc.push_back({"QC report", o.qc / f.name, [&f](fs::path const& p) {
+                    io::writeTextFileAtomic(p, std::string(f.bytes.begin(), f.bytes.end()));
+                  }});
+  std::vector<PlannedOutput> all = {
       {"warped image", o.warped, [&](fs::path const& p) { io::writeImage(r.warped, p); }},
       {"field", o.field, [&](fs::path const& p) { io::writeDisplacementField(r.field, p); }},
       {"Jacobian map", o.jacobian, [&](fs::path const& p) { io::writeImage(r.jacobian, p); }},
@@ -193,7 +208,9 @@ std::vector<fs::path> writeStage(RegisterJobResult const& r) {
          withFiles.written = named;
          io::writeTextFileAtomic(p, toJson(withFiles).dump(2) + "\n");
        }},
-  });
+  };
+  all.insert(all.end(), qc.begin(), qc.end());
+  return writeAllOrNone(all);
 }
 
 }  // namespace
@@ -227,7 +244,7 @@ RegisterJobResult finishRegisterJob(RegisterJob const& job, RegistrationPipeline
 
 bool RegisterOutputs::any() const {
   return !(warped.empty() && field.empty() && jacobian.empty() && affine.empty() && inverseField.empty() &&
-           composite.empty() && report.empty());
+           composite.empty() && report.empty() && qc.empty());
 }
 
 void RegisterJob::validate() const {
@@ -263,6 +280,7 @@ json toJson(RegisterJob const& job) {
   json o = json::object();
   for (auto const& s : kOutputSlots)
     if (!(job.outputs.*s.member).empty()) o[s.key] = (job.outputs.*s.member).string();
+  if (!job.outputs.qc.empty()) o["qc"] = job.outputs.qc.string();
   j["outputs"] = o;
   return j;
 }
@@ -289,6 +307,7 @@ RegisterJob registerJobFromJson(json const& j) {
   if (json const* o = r.raw("outputs")) {
     detail::JsonReader outputs(*o, "register job outputs");
     for (auto const& s : kOutputSlots) outputs.path(s.key, job.outputs.*s.member);
+    outputs.path("qc", job.outputs.qc);
     outputs.done();
   }
   r.done();
@@ -316,6 +335,13 @@ json toJson(RegisterJobResult const& r) {
                     {"seconds", r.inverse->seconds},
                     {"consistency", {{"mean", r.consistency.mean}, {"p99", r.consistency.p99},
                                      {"max", r.consistency.max}, {"voxels", r.consistency.voxels}}}};
+  }
+  if (!r.qc.files.empty()) {
+    json names = json::array();
+    for (auto const& f : r.qc.files) names.push_back(f.name);
+    j["qc"] = {{"folder", r.job.outputs.qc.string()}, {"files", names},        {"seconds", r.qc.seconds},
+               {"ncc", r.qc.ncc},                       {"folds", r.qc.folds},    {"min_det", r.qc.minDet},
+               {"max_det", r.qc.maxDet},                {"thumb_width", r.qc.thumbWidth}, {"thumb_height", r.qc.thumbHeight}};
   }
   json files = json::array();
   for (auto const& p : r.written) files.push_back(p.string());

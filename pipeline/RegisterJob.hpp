@@ -20,7 +20,10 @@
 //   composite     the WHOLE map as one displacement field on the fixed grid: c(x) = world(Phi(p)) -
 //                 world(p) (worldDisplacement), which `kortex apply` or antsApplyTransforms take alone
 //                 in place of `-t field -t affine`;
-//   report        the job's JSON report (toJson(RegisterJobResult)).
+//   report        the job's JSON report (toJson(RegisterJobResult));
+//   qc            a folder: the QC report (pipeline/Qc.hpp), DIR/index.html and its pictures, written
+//                 with the other outputs (all or none); it makes the job form the warped image and
+//                 the Jacobian map.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -36,12 +39,14 @@
 #include "core/Registration.hpp"
 #include "pipeline/Inverse.hpp"
 #include "pipeline/JobFiles.hpp"
+#include "pipeline/Qc.hpp"
 #include "pipeline/Register.hpp"
 
 namespace kortex::pipeline {
 
 struct RegisterOutputs {
   std::filesystem::path warped, field, jacobian, affine, inverseField, composite, report;
+  std::filesystem::path qc;  // a folder
   bool any() const;
 };
 
@@ -95,6 +100,7 @@ struct RegisterJobResult {
   VectorField<Kokkos::HostSpace> inverseField;  // the whole map's inverse, world mm, moving grid
   VectorField<Kokkos::HostSpace> composite;     // the whole map, world mm, fixed grid (when asked for)
   InverseConsistency consistency;             // inside the head (headMask)
+  QcReport qc;                                // when outputs.qc is named
   std::vector<std::filesystem::path> written;
 };
 

@@ -112,13 +112,14 @@ pipeline::ImageInput imageInput(ImageArg const& arg, Numbers const& spacing, Num
 py::dict applyPy(ImageArg const& input, ImageArg const& reference, std::vector<std::string> const& transforms,
                  std::optional<std::string> const& out, std::string const& interpolation, std::string const& backend,
                  Numbers inputSpacing, Numbers inputOrigin, Numbers inputDirection, Numbers referenceSpacing,
-                 Numbers referenceOrigin, Numbers referenceDirection) {
+                 Numbers referenceOrigin, Numbers referenceDirection, std::optional<std::string> const& qc) {
   session();
   pipeline::ApplyJob job;
   job.interpolation = parseApplyInterpolation(interpolation);
   job.backend = parseBackend(backend);
   for (auto const& t : transforms) job.transforms.push_back(pipeline::parseTransformSpec(t));
   if (out) job.output = *out;
+  if (qc) job.qc = *qc;
   Array keepIn, keepRef;
   job.input = imageInput(input, inputSpacing, inputOrigin, inputDirection, keepIn, "input");
   job.reference = imageInput(reference, referenceSpacing, referenceOrigin, referenceDirection, keepRef, "reference");
@@ -138,6 +139,6 @@ void bindApply(py::module_& m) {
         py::arg("backend") = std::string(toString(pipeline::ApplyJob{}.backend)), py::arg("input_spacing") = py::none(),
         py::arg("input_origin") = py::none(), py::arg("input_direction") = py::none(),
         py::arg("reference_spacing") = py::none(), py::arg("reference_origin") = py::none(),
-        py::arg("reference_direction") = py::none(),
+        py::arg("reference_direction") = py::none(), py::arg("qc") = py::none(),
         "pipeline::applyTransforms on arrays or paths (python/kortex/__init__.py apply documents it)");
 }

@@ -262,6 +262,8 @@ _REGISTER_OUTPUTS_DOC = """
                     grid, NIfTI) here, as --out-composite: apply(moving, fixed, [out_composite]) alone
                     (default None)
     out_report      write the job's JSON report here, as --json (default None)
+    qc              a folder for the QC report (index.html and its pictures; docs/qc.md), as --qc
+                    (default None)
     (the files are written all or none: a failure leaves the files that were there before)
 
     Returns dict(warped, displacement (3, z, y, x): the deformable part in world mm, LPS, the
@@ -274,10 +276,11 @@ _REGISTER_OUTPUTS_DOC = """
     max_residual). Prints nothing (the command's --quiet)."""
 
 
-def _outputs(out_warped, out_field, out_jacobian, out_affine, out_inverse_field, out_report, out_composite=None):
+def _outputs(out_warped, out_field, out_jacobian, out_affine, out_inverse_field, out_report, out_composite=None,
+             qc=None):
     """The job's outputs (keys: pipeline/RegisterJob.cpp), the paths as strings."""
     named = {"warped": out_warped, "field": out_field, "jacobian": out_jacobian, "affine": out_affine,
-             "inverse_field": out_inverse_field, "composite": out_composite, "report": out_report}
+             "inverse_field": out_inverse_field, "composite": out_composite, "report": out_report, "qc": qc}
     return {k: _os.fsdecode(_os.fspath(v)) for k, v in named.items() if v is not None}
 
 
@@ -324,7 +327,7 @@ def register_greedy(fixed, moving, *, alpha=_GR["alpha"], beta=_GR["beta"], gamm
                     moving_mask=None, backend=_BACKEND, fixed_spacing=None, moving_spacing=None, inverse=False,
                     out_warped=None, out_field=None,
                     out_jacobian=None, out_affine=None, out_inverse_field=None, out_composite=None, out_report=None,
-                    image_list=None, out_dir=None, keep_going=False, max_memory=0.0):
+                    qc=None, image_list=None, out_dir=None, keep_going=False, max_memory=0.0):
     job = {"method": "greedy", "affine": affine, "transform": transform, "symmetric": symmetric, "backend": backend,
            "inverse": inverse, "affine_metric": affine_metric, "mi_bins": _plain(mi_bins),
            "bias_correct_mm": _plain(bias_correct),
@@ -333,14 +336,14 @@ def register_greedy(fixed, moving, *, alpha=_GR["alpha"], beta=_GR["beta"], gamm
         if moving_mask is not None:
             raise ValueError("moving_mask is taken by a single pair, not by a cohort; fixed_mask is")
         outputs = {"warped": out_warped, "field": out_field, "jacobian": out_jacobian, "affine": out_affine,
-                   "inverse_field": out_inverse_field, "composite": out_composite}
+                   "inverse_field": out_inverse_field, "composite": out_composite, "qc": qc}
         moving = list(moving) if isinstance(moving, (list, tuple)) else [moving]
         return _cohort(job, fixed, moving, image_list, fixed_spacing, moving_spacing, outputs, out_dir, out_report,
                        keep_going, max_memory, fixed_mask)
     if keep_going or max_memory:
         raise ValueError("keep_going and max_memory go with a cohort: give moving as a list")
     job["outputs"] = _outputs(out_warped, out_field, out_jacobian, out_affine, out_inverse_field, out_report,
-                              out_composite)
+                              out_composite, qc)
     return _register(job, fixed, moving, fixed_spacing, moving_spacing, fixed_mask, moving_mask)
 
 
@@ -368,7 +371,8 @@ register_greedy.__doc__ = """Greedy diffeomorphic registration (kortex register 
     single pair returns (a subject skipped with keep_going: dict(moving, error)).
     image_list      a text file of more moving images, one path per line, as --list (default None)
     out_dir         the subjects' outputs, named after each moving image (STEM_warped.nii.gz, ...;
-                    "subject_<i>" for an array): give out_warped=True etc. (default None)
+                    "subject_<i>" for an array): give out_warped=True etc.; qc=True: every subject's
+                    QC report in STEM_qc/ and the cohort's page out_dir/qc.html, worst first (default None)
     out_report      the cohort's JSON report (every subject's report)
     keep_going      a subject that fails is reported and skipped (default False: the first failure raises)
     max_memory      device memory for the pairs run at once, MiB (default 0: 90 % of what is free)"""
@@ -378,7 +382,7 @@ def register_unbiased(fixed, moving, *, lambda_=_UNB["lambda"], sigma=_UNB["sigm
                       affine=_DEFAULTS["register"]["affine"], affine_metric=_AFFINE_METRIC, mi_bins=_MI_BINS,
                       bias_correct=_BIAS, backend=_BACKEND, variant=None, fixed_spacing=None,
                       moving_spacing=None, inverse=False, out_warped=None, out_field=None, out_jacobian=None,
-                      out_affine=None, out_inverse_field=None, out_composite=None, out_report=None):
+                      out_affine=None, out_inverse_field=None, out_composite=None, out_report=None, qc=None):
     fluid = {"lambda": _plain(lambda_), "sigma": _plain(sigma), "iterations": _plain(iterations)}
     if variant is not None:
         fluid["variant"] = variant
@@ -386,7 +390,7 @@ def register_unbiased(fixed, moving, *, lambda_=_UNB["lambda"], sigma=_UNB["sigm
            "affine_metric": affine_metric, "mi_bins": _plain(mi_bins), "bias_correct_mm": _plain(bias_correct),
            "variant_given": variant is not None,
            "outputs": _outputs(out_warped, out_field, out_jacobian, out_affine, out_inverse_field, out_report,
-                               out_composite)}
+                               out_composite, qc)}
     return _register(job, fixed, moving, fixed_spacing, moving_spacing)
 
 
@@ -544,7 +548,7 @@ def _image_args(x, prefix):
     return _image(x), {}
 
 
-def apply(input, reference, transforms, out=None, *, interpolation="linear", backend=_BACKEND):
+def apply(input, reference, transforms, out=None, *, interpolation="linear", backend=_BACKEND, qc=None):
     in_image, in_geo = _image_args(input, "input")
     ref_image, ref_geo = _image_args(reference, "reference")
     import numbers
@@ -553,7 +557,8 @@ def apply(input, reference, transforms, out=None, *, interpolation="linear", bac
         transforms = [transforms]  # one transform: a path, or one (path, inverse) pair
     return _kortex.apply(in_image, ref_image, [_transform(t) for t in transforms],
                          out=None if out is None else _os.fsdecode(_os.fspath(out)), interpolation=interpolation,
-                         backend=backend, **in_geo, **ref_geo)
+                         backend=backend, qc=None if qc is None else _os.fsdecode(_os.fspath(qc)), **in_geo,
+                         **ref_geo)
 
 
 apply.__doc__ = """Resample an image onto a reference grid through transforms (kortex apply; antsApplyTransforms'
@@ -571,6 +576,8 @@ apply.__doc__ = """Resample an image onto a reference grid through transforms (k
     interpolation   linear (as register's warped image) | nearest | label (summed trilinear weights per label,
                     ties to the smaller label; integer images only) (default {interpolation!r})
     backend         auto|cpu|kokkos (default {backend!r})
+    qc              a folder for the QC report (index.html and its pictures: the reference with the
+                    input's edges before and after, a checkerboard; docs/qc.md), as --qc (default None)
 
     Returns dict(array, spacing, origin, direction, metadata, backend, execution_space, seconds): the
     result on the reference grid, with the input's metadata. Points outside the input get 0.""".format(
