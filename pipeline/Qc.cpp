@@ -548,39 +548,46 @@ std::string inputText(ImageInput const& in, HostImage const& img) {
 
 }  // namespace
 
-QcReport registrationQc(RegisterJobResult const& r, HostImage const& moving) {
-  kx::ScopedRegion region("kortex::register::qc");
-  const auto t0 = std::chrono::steady_clock::now();
-  if (r.warped.data.data() == nullptr || r.jacobian.data.data() == nullptr)
-    throw InvalidArgument("QC report: the warped image and the Jacobian map were not formed");
-  const auto& pair = r.pair;
-  HostImage const& fixed = pair.fixedNormalised;
-  if (fixed.data.data() == nullptr || !fixed.geometry.sameGrid(r.warped.geometry, 1e-6))
-    throw InvalidArgument("QC report: the registration kept no fixed image on the fixed grid");
-  // The pictures: each rendered and encoded on its own thread (they share only read-only images).
-  const Shown f = shown(fixed), warped = shown(r.warped);
-  const Box box = headBox(f);
-  auto const& J = r.jacobian;
-  Index argmin = 0, folds = 0;
-  float dmin = INFINITY, dmax = -INFINITY;
+namespace {
+
+// det J over the grid: min (and where), max, folded voxels.
+struct DetStats {
+  float min = INFINITY, max = -INFINITY;
+  long folds = 0;
+  Vec3 minAt{};  // world LPS
+};
+
+DetStats detStats(HostImage const& J) {
+  DetStats d;
+  Index argmin = 0;
   for (Index i = 0; i < J.numVoxels(); ++i) {
-    const float d = J.data.data()[i];
-    if (d < dmin) dmin = d, argmin = i;
-    dmax = std::max(dmax, d);
-    if (!(d > 0.0f)) ++folds;
+    const float v = J.data.data()[i];
+    if (v < d.min) d.min = v, argmin = i;
+    d.max = std::max(d.max, v);
+    if (!(v > 0.0f)) ++d.folds;
   }
-  const auto& g = J.geometry;
-  const Vec3 minAt = indexToWorld(g, {double(argmin % g.nx()), double((argmin / g.nx()) % g.ny()), double(argmin / (g.nx() * g.ny()))});
-  double sf = 0, sw = 0, sff = 0, sww = 0, sfw = 0, nh = 0;
-  for (Index i = 0; i < fixed.numVoxels(); ++i) {
-    const double a = fixed.data.data()[i], w = r.warped.data.data()[i];
-    if (!(a > f.head)) continue;
-    sf += a, sw += w, sff += a * a, sww += w * w, sfw += a * w, nh += 1;
+  auto const& g = J.geometry;
+  d.minAt = indexToWorld(g, {double(argmin % g.nx()), double((argmin / g.nx()) % g.ny()), double(argmin / (g.nx() * g.ny()))});
+  return d;
+}
+
+// The correlation of two images on one grid over the voxels where `a` is above its head threshold.
+double headCorrelation(Shown const& a, HostImage const& b) {
+  double sa = 0, sb = 0, saa = 0, sbb = 0, sab = 0, n = 0;
+  for (Index i = 0; i < a.img->numVoxels(); ++i) {
+    const double x = a.img->data.data()[i], y = b.data.data()[i];
+    if (!(x > a.head)) continue;
+    sa += x, sb += y, saa += x * x, sbb += y * y, sab += x * y, n += 1;
   }
-  const double cov = sfw - sf * sw / std::max(nh, 1.0), vf = sff - sf * sf / std::max(nh, 1.0),
-               vw = sww - sw * sw / std::max(nh, 1.0);
-  const double ncc = vf > 0 && vw > 0 ? cov / std::sqrt(vf * vw) : 0.0;
-  HostImage const& before = pair.movingResampled;
+  if (n < 2) return 0.0;
+  const double cov = sab - sa * sb / n, va = saa - sa * sa / n, vb = sbb - sb * sb / n;
+  return va > 0 && vb > 0 ? cov / std::sqrt(va * vb) : 0.0;
+}
+
+std::vector<Section> registrationSections(RegisterJobResult const& r, Shown const& f, Shown const& warped, Box const& box,
+                                          DetStats const& det) {
+  HostImage const& before = r.pair.movingResampled;
+  HostImage const& J = r.jacobian;
   std::vector<Section> sections;
   const std::string intro = std::string("<h2>Fixed image with the moving image's edges</h2>\n<p>Red: edges of the moving "
                                         "image. ") + kConventionText + "</p>\n";
@@ -592,18 +599,18 @@ QcReport registrationQc(RegisterJobResult const& r, HostImage const& moving) {
   sections.push_back({"<h2>Checkerboard</h2>\n<p>Squares of the fixed image and the warped moving image in turn.</p>\n",
                       planes("checker_", "checkerboard", box, [&](QcFrame const& fr) { return checkerPanel(fr, f, warped); })});
   std::ostringstream jh;
-  jh << "<h2>Jacobian determinant of the deformable part</h2>\n" << jacobianLegend() << "\n<p>min " << num(dmin) << ", max "
-     << num(dmax) << ", " << folds << " folded voxel(s); the fourth panel passes through the smallest det (world LPS "
-     << num(minAt[0]) << ", " << num(minAt[1]) << ", " << num(minAt[2]) << " mm).</p>\n";
+  jh << "<h2>Jacobian determinant of the deformable part</h2>\n" << jacobianLegend() << "\n<p>min " << num(det.min)
+     << ", max " << num(det.max) << ", " << det.folds << " folded voxel(s); the fourth panel passes through the smallest "
+     << "det (world LPS " << num(det.minAt[0]) << ", " << num(det.minAt[1]) << ", " << num(det.minAt[2]) << " mm).</p>\n";
   sections.push_back({jh.str(), planes("jacobian_", "det J", box, [&](QcFrame const& fr) { return jacobianPanel(fr, f, J); },
                                        [&](QcPlane pl) {
                                          return std::vector<io::Picture>{jacobianPanel(
-                                             frameAt(box, pl, minAt[std::size_t(axesOf(pl).normal)]), f, J)};
+                                             frameAt(box, pl, det.minAt[std::size_t(axesOf(pl).normal)]), f, J)};
                                        })});
-  Page page;
-  page.draw(sections);
-  auto& b = page.body;
-  // Convergence.
+  return sections;
+}
+
+std::string convergenceSection(RegistrationPipelineResult const& pair) {
   std::vector<std::array<double, 3>> pts;
   std::string yLabel;
   if (pair.method == RegistrationMethod::Greedy) {
@@ -613,38 +620,62 @@ QcReport registrationQc(RegisterJobResult const& r, HostImage const& moving) {
     for (auto const& it : pair.fluid.history) pts.push_back({0.0, it.energy.total, double(it.rejected)});
     yLabel = "energy";
   }
-  b << "<h2>Convergence</h2>\n<p>A line per scale (coarse first), refused steps as red dots.</p>\n"
-    << convergencePlot(pts, yLabel) << "\n";
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  // Numbers.
+  return "<h2>Convergence</h2>\n<p>A line per scale (coarse first), refused steps as red dots.</p>\n" +
+         convergencePlot(pts, yLabel) + "\n";
+}
+
+std::string registrationRows(RegisterJobResult const& r, HostImage const& fixed, HostImage const& moving,
+                             DetStats const& det, double ncc, double seconds) {
+  auto const& pair = r.pair;
   Rows row;
   row("method", html(toString(r.job.method)) + (r.job.method == RegistrationMethod::Greedy
-                                                     ? std::string(", metric ") + toString(r.job.greedy.metric) + ", transform " + toString(r.job.transform)
+                                                     ? std::string(", metric ") + toString(r.job.greedy.metric) +
+                                                           ", transform " + toString(r.job.transform)
                                                      : std::string()));
   row("affine metric", toString(r.job.affineMetric));
   row("back end", html(toString(pair.backend)) + " (" + html(pair.executionSpace) + ")");
   row("fixed image", inputText(r.job.fixed, r.job.fixed.inMemory() ? r.job.fixed.image : fixed));
   row("moving image", inputText(r.job.moving, moving));
-  row("det J", "min " + num(dmin) + ", max " + num(dmax) + ", folded voxels " + std::to_string(folds));
+  row("det J", "min " + num(det.min) + ", max " + num(det.max) + ", folded voxels " + std::to_string(det.folds));
   row("correlation (fixed head)", num(ncc) + " (the fixed and the warped moving image over the fixed image's head)");
   if (r.inverse)
     row("inverse consistency (head)", "mean " + num(r.consistency.mean) + ", p99 " + num(r.consistency.p99) + ", max " +
-                                          num(r.consistency.max) + " voxel (fixed grid), " + std::to_string(r.consistency.voxels) + " voxels");
+                                          num(r.consistency.max) + " voxel (fixed grid), " +
+                                          std::to_string(r.consistency.voxels) + " voxels");
   row("times (s)", "normalise " + num(pair.secondsNormalise, 3) + ", affine " + num(pair.secondsAffine, 3) + ", resample " +
                        num(pair.secondsResample, 3) + ", deformable " + num(pair.secondsFluid, 3) + ", total " +
                        num(pair.secondsTotal, 3) + "; this report " + num(seconds, 3));
   row("build", buildText());
+  return row.s.str();
+}
+
+}  // namespace
+
+QcReport registrationQc(RegisterJobResult const& r, HostImage const& moving) {
+  kx::ScopedRegion region("kortex::register::qc");
+  const auto t0 = std::chrono::steady_clock::now();
+  if (r.warped.data.data() == nullptr || r.jacobian.data.data() == nullptr)
+    throw InvalidArgument("QC report: the warped image and the Jacobian map were not formed");
+  HostImage const& fixed = r.pair.fixedNormalised;
+  if (fixed.data.data() == nullptr || !fixed.geometry.sameGrid(r.warped.geometry, 1e-6))
+    throw InvalidArgument("QC report: the registration kept no fixed image on the fixed grid");
+  const Shown f = shown(fixed), warped = shown(r.warped);
+  const DetStats det = detStats(r.jacobian);
+  const double ncc = headCorrelation(f, r.warped);
+  Page page;
+  page.draw(registrationSections(r, f, warped, headBox(f), det));
+  page.body << convergenceSection(r.pair);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const std::string text = page.page("Registration QC", registrationRows(r, fixed, moving, det, ncc, seconds), toJson(r));
   QcReport rep;
-  const std::string text = page.page("Registration QC", row.s.str(), toJson(r));
   rep.files.push_back({"index.html", std::vector<std::uint8_t>(text.begin(), text.end())});
   for (auto& fl : page.files) rep.files.push_back(std::move(fl));
-  const auto thumb = page.sizes["after_axial.png"];
   rep.ncc = ncc;
-  rep.folds = long(folds);
-  rep.minDet = dmin;
-  rep.maxDet = dmax;
-  rep.thumbWidth = thumb[0];
-  rep.thumbHeight = thumb[1];
+  rep.folds = det.folds;
+  rep.minDet = det.min;
+  rep.maxDet = det.max;
+  rep.thumbWidth = page.sizes["after_axial.png"][0];
+  rep.thumbHeight = page.sizes["after_axial.png"][1];
   rep.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return rep;
 }
