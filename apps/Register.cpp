@@ -192,6 +192,8 @@ int runRegistration(RegisterOptions const& o, pipeline::RegisterJob& job) {
   job.moving.path = o.moving.front();
   job.fixedMask.path = o.fixedMask;
   job.movingMask.path = o.movingMask;
+  job.qcMovingLabels.path = o.qcLabels;
+  job.qcFixedLabels.path = o.qcFixedLabels;
   job.useAffine = !o.noAffine;
   job.affineMetric = parseAffineMetric(o.affineMetric);
   // greedy: one --mi-bins for both stages (among the greedy options)
@@ -248,6 +250,9 @@ void cohortProgress(pipeline::CohortEvent const& e, bool quiet, bool tty) {
 }
 
 int runCohort(RegisterOptions const& o, GreedyParams const& greedy) {
+  if (!o.qcLabels.empty() || !o.qcFixedLabels.empty())
+    throw InvalidArgument("--qc-labels and --qc-fixed-labels are taken by a single pair, not by a cohort (one label map "
+                          "would not fit every moving image)");
   if (!o.movingMask.empty())
     throw InvalidArgument("--moving-mask is taken by a single pair, not by a cohort (one mask for every moving image "
                           "would not fit them); --fixed-mask is");
@@ -345,6 +350,11 @@ OutputOptions addRegisterFiles(CLI::App& cmd, RegisterOptions& o, std::string co
                           "QC report: a folder with index.html and its pictures (fixed image with the moving image's "
                           "edges before and after, checkerboard, det J with folds marked, convergence, numbers); "
                           "docs/qc.md");
+  cmd.add_option("--qc-labels", o.qcLabels,
+                 "The moving image's label map (its grid): warped through the map and outlined in the QC report");
+  cmd.add_option("--qc-fixed-labels", o.qcFixedLabels,
+                 "The fixed image's label map (its grid): the QC report gives the mean Dice over its labels against "
+                 "--qc-labels warped");
   cmd.footer("At least one output is needed. Outputs are written all or none: a failure leaves the files that were "
              "there before.");
   return out;

@@ -15,6 +15,7 @@ struct RegisterOptions {
   std::vector<std::string> moving;  // greedy: several make a cohort (pipeline/RegisterCohort.hpp)
   std::string outWarped, outField, outJacobian, outAffine, outInverseField, outComposite, outReport;
   std::string qcDir;  // --qc: the QC report's folder
+  std::string qcLabels, qcFixedLabels;  // --qc-labels, --qc-fixed-labels: label maps the report draws
   // Greedy cohorts: --list, --out-dir, --keep-going, --max-memory; which outputs were asked for
   // (the output flags without a file name: named after each moving image in --out-dir).
   std::string list, outDir;

@@ -6,6 +6,7 @@
 #include <functional>
 #include <future>
 #include <map>
+#include <optional>
 #include <cmath>
 #include <iomanip>
 #include <sstream>
@@ -364,6 +365,27 @@ io::Picture jacobianPanel(QcFrame const& f, Shown const& fixed, HostImage const&
   return p;
 }
 
+// The fixed image with the outlines of a label map on its grid (nearest voxel): a pixel whose label
+// differs from its right or lower neighbour's, one of them non-zero.
+io::Picture labelPanel(QcFrame const& f, Shown const& fixed, HostImage const& labels) {
+  io::Picture p = greyPanel(f, *fixed.img, fixed.window);
+  const Sampler s(labels);
+  std::vector<long> l(std::size_t(f.width) * f.height);
+  for (int j = 0; j < f.height; ++j)
+    for (int i = 0; i < f.width; ++i) {
+      const double v = s.nearest(worldOf(f, i, j));
+      l[std::size_t(j) * f.width + i] = std::isnan(v) ? 0 : std::lround(v);
+    }
+  for (int j = 0; j + 1 < f.height; ++j)
+    for (int i = 0; i + 1 < f.width; ++i) {
+      const std::size_t k = std::size_t(j) * f.width + i;
+      if ((l[k] != l[k + 1] && (l[k] || l[k + 1])) || (l[k] != l[k + std::size_t(f.width)] && (l[k] || l[k + std::size_t(f.width)])))
+        put(p, i, j, kQcLabelColour);
+    }
+  orientationLetters(p, f.plane);
+  return p;
+}
+
 }  // namespace
 
 io::Picture qcEdgePanel(QcFrame const& f, HostImage const& fixed, HostImage const& moving) {
@@ -585,7 +607,7 @@ double headCorrelation(Shown const& a, HostImage const& b) {
 }
 
 std::vector<Section> registrationSections(RegisterJobResult const& r, Shown const& f, Shown const& warped, Box const& box,
-                                          DetStats const& det) {
+                                          DetStats const& det, HostImage const& warpedLabels) {
   HostImage const& before = r.pair.movingResampled;
   HostImage const& J = r.jacobian;
   std::vector<Section> sections;
@@ -596,6 +618,10 @@ std::vector<Section> registrationSections(RegisterJobResult const& r, Shown cons
                         planes("before_", "before", box, [&](QcFrame const& fr) { return edgePanel(fr, f, before); })});
   sections.push_back({(before.data.data() != nullptr ? std::string() : intro) + "<h3>After: the whole map</h3>\n",
                       planes("after_", "after", box, [&](QcFrame const& fr) { return edgePanel(fr, f, r.warped); })});
+  if (warpedLabels.data.data() != nullptr)
+    sections.push_back({"<h3>The moving image's labels through the whole map</h3>\n<p>Cyan: the outlines of the "
+                        "moving label map, warped (nearest voxel), over the fixed image.</p>\n",
+                        planes("labels_", "labels", box, [&](QcFrame const& fr) { return labelPanel(fr, f, warpedLabels); })});
   sections.push_back({"<h2>Checkerboard</h2>\n<p>Squares of the fixed image and the warped moving image in turn.</p>\n",
                       planes("checker_", "checkerboard", box, [&](QcFrame const& fr) { return checkerPanel(fr, f, warped); })});
   std::ostringstream jh;
@@ -625,7 +651,7 @@ std::string convergenceSection(RegistrationPipelineResult const& pair) {
 }
 
 std::string registrationRows(RegisterJobResult const& r, HostImage const& fixed, HostImage const& moving,
-                             DetStats const& det, double ncc, double seconds) {
+                             DetStats const& det, double ncc, LabelDice const* dice, double seconds) {
   auto const& pair = r.pair;
   Rows row;
   row("method", html(toString(r.job.method)) + (r.job.method == RegistrationMethod::Greedy
@@ -638,6 +664,9 @@ std::string registrationRows(RegisterJobResult const& r, HostImage const& fixed,
   row("moving image", inputText(r.job.moving, moving));
   row("det J", "min " + num(det.min) + ", max " + num(det.max) + ", folded voxels " + std::to_string(det.folds));
   row("correlation (fixed head)", num(ncc) + " (the fixed and the warped moving image over the fixed image's head)");
+  if (dice)
+    row("label Dice", num(dice->mean) + " (mean over the fixed label map's " + std::to_string(dice->labels) +
+                          " labels, the moving label map warped by the nearest voxel)");
   if (r.inverse)
     row("inverse consistency (head)", "mean " + num(r.consistency.mean) + ", p99 " + num(r.consistency.p99) + ", max " +
                                           num(r.consistency.max) + " voxel (fixed grid), " +
@@ -651,7 +680,7 @@ std::string registrationRows(RegisterJobResult const& r, HostImage const& fixed,
 
 }  // namespace
 
-QcReport registrationQc(RegisterJobResult const& r, HostImage const& moving) {
+QcReport registrationQc(RegisterJobResult const& r, HostImage const& moving, QcLabels const& labels) {
   kx::ScopedRegion region("kortex::register::qc");
   const auto t0 = std::chrono::steady_clock::now();
   if (r.warped.data.data() == nullptr || r.jacobian.data.data() == nullptr)
@@ -662,15 +691,20 @@ QcReport registrationQc(RegisterJobResult const& r, HostImage const& moving) {
   const Shown f = shown(fixed), warped = shown(r.warped);
   const DetStats det = detStats(r.jacobian);
   const double ncc = headCorrelation(f, r.warped);
+  const HostImage warpedL = labels.moving.data.data() ? warpedLabels(r.pair, labels.moving) : HostImage();
+  std::optional<LabelDice> dice;
+  if (labels.fixed.data.data()) dice = meanLabelDice(labels.fixed, warpedL);
   Page page;
-  page.draw(registrationSections(r, f, warped, headBox(f), det));
+  page.draw(registrationSections(r, f, warped, headBox(f), det, warpedL));
   page.body << convergenceSection(r.pair);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  const std::string text = page.page("Registration QC", registrationRows(r, fixed, moving, det, ncc, seconds), toJson(r));
+  const std::string text =
+      page.page("Registration QC", registrationRows(r, fixed, moving, det, ncc, dice ? &*dice : nullptr, seconds), toJson(r));
   QcReport rep;
   rep.files.push_back({"index.html", std::vector<std::uint8_t>(text.begin(), text.end())});
   for (auto& fl : page.files) rep.files.push_back(std::move(fl));
   rep.ncc = ncc;
+  rep.dice = dice ? dice->mean : -1.0;
   rep.folds = det.folds;
   rep.minDet = det.min;
   rep.maxDet = det.max;

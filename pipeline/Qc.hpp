@@ -72,15 +72,24 @@ struct QcReport {
   // What a cohort's page ranks subjects by: the correlation of the fixed and the warped moving image
   // over the fixed image's head (its voxels above 10 % of its 99.5th percentile), and det J.
   double ncc = 0.0;
+  double dice = -1.0;  // the mean label Dice where both label maps were given, else -1
   long folds = 0;
   float minDet = 1.0f, maxDet = 1.0f;
   int thumbWidth = 0, thumbHeight = 0;  // after_axial.png, the cohort page's thumbnail
 };
 
+// The label maps a registration's report draws (empty images: none): the moving image's, warped
+// through the map (nearest voxel) and outlined over the fixed image, and the fixed image's, against
+// which the report gives the mean Dice over its labels (pipeline/Register.hpp meanLabelDice).
+struct QcLabels {
+  HostImage moving, fixed;
+};
+inline constexpr std::array<std::uint8_t, 3> kQcLabelColour{0, 220, 255};
+
 // The report of a registration: `r` with its warped image and Jacobian map formed (runRegisterJob
 // forms them when the job asks for QC; the fixed image shown is the registration's normalised one),
 // `moving` the moving image as read (its hash when it was given in memory).
-QcReport registrationQc(RegisterJobResult const& r, HostImage const& moving);
+QcReport registrationQc(RegisterJobResult const& r, HostImage const& moving, QcLabels const& labels = {});
 
 // The report of `kortex apply` (--qc): the reference image with the edges of the input as it lies in
 // world space (its header alone: "before") and of the result (through the transforms: "after"), a

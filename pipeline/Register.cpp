@@ -507,6 +507,28 @@ HostImage warpedLabels(RegistrationPipelineResult const& r, HostImage const& mov
   return out;
 }
 
+LabelDice meanLabelDice(HostImage const& fixedLabels, HostImage const& warped) {
+  if (!fixedLabels.geometry.sameGrid(warped.geometry)) throw InvalidArgument("label Dice: label maps on different grids");
+  std::map<int, std::array<Index, 3>> counts;  // label -> |A|, |B|, |A n B|
+  const float* a = fixedLabels.data.data();
+  const float* b = warped.data.data();
+  for (Index i = 0; i < fixedLabels.numVoxels(); ++i) {
+    const int la = int(std::lround(a[i])), lb = int(std::lround(b[i]));
+    if (la != 0) counts[la][0]++;
+    if (lb != 0) counts[lb][1]++;
+    if (la != 0 && la == lb) counts[la][2]++;
+  }
+  LabelDice d;
+  double sum = 0;
+  for (auto const& [label, c] : counts) {
+    if (c[0] == 0) continue;
+    sum += 2.0 * c[2] / double(c[0] + c[1]);
+    ++d.labels;
+  }
+  d.mean = d.labels ? sum / d.labels : 0.0;
+  return d;
+}
+
 VectorField<Kokkos::HostSpace> worldDisplacement(RegistrationPipelineResult const& r) {
   const Geometry& g = r.fixedGrid;
   VectorField<Kokkos::HostSpace> d("kortex::registration::displacement", g, 3);

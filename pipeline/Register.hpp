@@ -144,6 +144,14 @@ std::array<double, 3> mapPoint(RegistrationPipelineResult const& r, std::array<d
 
 HostImage warpedMoving(RegistrationPipelineResult const& r, HostImage const& movingOriginal);
 HostImage warpedLabels(RegistrationPipelineResult const& r, HostImage const& movingLabels);
+// Dice 2 |A n B| / (|A| + |B|) of every label present (non-zero) in `fixedLabels`, A its voxels there
+// and B its voxels in `warpedMovingLabels` (same grid; labels rounded to integers), and the mean over
+// those labels: what the validation studies and the QC report call the mean label Dice.
+struct LabelDice {
+  double mean = 0.0;
+  int labels = 0;
+};
+LabelDice meanLabelDice(HostImage const& fixedLabels, HostImage const& warpedMovingLabels);
 // Head mask on the fixed grid: fixedNormalised > threshold (normalised intensities in [0, 1]); where
 // the reports and the validation measure maps "inside the head".
 HostImage headMask(RegistrationPipelineResult const& r, double threshold = 0.1);

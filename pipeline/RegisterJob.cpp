@@ -84,6 +84,10 @@ void validateParams(RegisterJob const& job) {
   IntensityParams intensity;
   intensity.biasSigmaMm = job.biasSigmaMm;
   intensity.validate();
+  if ((given(job.qcMovingLabels) || given(job.qcFixedLabels)) && job.outputs.qc.empty())
+    throw InvalidArgument("registration: label maps are drawn in the QC report; no QC report is asked for");
+  if (given(job.qcFixedLabels) && !given(job.qcMovingLabels))
+    throw InvalidArgument("registration: the fixed label map is compared with the moving one, which is not given");
   if (job.symmetric) {
     if (job.method != RegistrationMethod::Greedy || job.transform != RegistrationTransform::Deformable)
       throw InvalidArgument("registration: the symmetric mode is the greedy registration's deformable stage (not the "
@@ -97,6 +101,8 @@ void validateFiles(RegisterJob const& job) {
   requireImageInput(job.moving, "moving image", "registration");
   if (given(job.fixedMask)) requireImageInput(job.fixedMask, "fixed mask", "registration");
   if (given(job.movingMask)) requireImageInput(job.movingMask, "moving mask", "registration");
+  if (given(job.qcMovingLabels)) requireImageInput(job.qcMovingLabels, "moving label map", "registration");
+  if (given(job.qcFixedLabels)) requireImageInput(job.qcFixedLabels, "fixed label map", "registration");
   if (!job.outputs.any() && !job.keepResults)
     throw InvalidArgument("registration: no output is named (a warped image, a field, a Jacobian map, an affine "
                           "transform, an inverse field, a composite field, a report or a QC report)");
@@ -118,6 +124,8 @@ void validateFiles(RegisterJob const& job) {
   if (!job.moving.inMemory()) inputs.push_back({"moving image", job.moving.path});
   if (!job.fixedMask.inMemory()) inputs.push_back({"fixed mask", job.fixedMask.path});
   if (!job.movingMask.inMemory()) inputs.push_back({"moving mask", job.movingMask.path});
+  if (!job.qcMovingLabels.inMemory()) inputs.push_back({"moving label map", job.qcMovingLabels.path});
+  if (!job.qcFixedLabels.inMemory()) inputs.push_back({"fixed label map", job.qcFixedLabels.path});
   requireDistinctFiles(inputs, outputFiles(job.outputs));
 }
 
@@ -126,21 +134,26 @@ void validateFiles(RegisterJob const& job) {
 struct Inputs {
   HostImage fixed, moving;
   AffineMasks masks;
+  QcLabels labels;
 };
 
 }  // namespace
 
-HostImage readRegistrationMask(ImageInput const& mask, HostImage const& image, const char* name) {
-  if (!given(mask)) return {};
-  HostImage m = readImageInput(mask);
+HostImage readOnImageGrid(ImageInput const& in, HostImage const& image, std::string const& what, const char* name) {
+  if (!given(in)) return {};
+  HostImage m = readImageInput(in);
   if (!m.geometry.sameGrid(image.geometry)) {
     const bool sameShape = m.geometry.size == image.geometry.size && m.geometry.spacing == image.geometry.spacing;
-    throw InvalidArgument(std::string("registration: the ") + name + " mask (" + describe(m.geometry) + ") is not on the " +
-                          name + " image's grid (" + describe(image.geometry) + ")" +
+    throw InvalidArgument("registration: the " + what + " (" + describe(m.geometry) + ") is not on the " + name +
+                          " image's grid (" + describe(image.geometry) + ")" +
                           (sameShape ? ": their origins or orientations differ" : "") +
                           "; resample it onto that grid first (nearest neighbour)");
   }
   return m;
+}
+
+HostImage readRegistrationMask(ImageInput const& mask, HostImage const& image, const char* name) {
+  return readOnImageGrid(mask, image, std::string(name) + " mask", name);
 }
 
 namespace {
@@ -152,6 +165,8 @@ Inputs readStage(RegisterJob const& job) {
   in.moving = readImageInput(job.moving);
   in.masks.fixed = readRegistrationMask(job.fixedMask, in.fixed, "fixed");
   in.masks.moving = readRegistrationMask(job.movingMask, in.moving, "moving");
+  in.labels.moving = readOnImageGrid(job.qcMovingLabels, in.moving, "moving label map", "moving");
+  in.labels.fixed = readOnImageGrid(job.qcFixedLabels, in.fixed, "fixed label map", "fixed");
   return in;
 }
 
@@ -161,7 +176,8 @@ RegistrationPipelineResult registerStage(RegisterJob const& job, Inputs const& i
   return registerPair(in.moving, in.fixed, opt);
 }
 
-RegisterJobResult outputsStage(RegisterJob const& job, RegistrationPipelineResult pair, HostImage const& moving) {
+RegisterJobResult outputsStage(RegisterJob const& job, RegistrationPipelineResult pair, HostImage const& moving,
+                               QcLabels const& labels) {
   kx::ScopedRegion region("kortex::register::outputs");
   RegisterJobResult r;
   r.job = job;
@@ -179,7 +195,7 @@ RegisterJobResult outputsStage(RegisterJob const& job, RegistrationPipelineResul
     r.consistency = inverseConsistency(r.pair, *r.inverse, &head);
     r.inverseField = inverseWorldDisplacement(r.pair, *r.inverse);
   }
-  if (qc) r.qc = registrationQc(r, moving);
+  if (qc) r.qc = registrationQc(r, moving, labels);
   return r;
 }
 
@@ -236,8 +252,9 @@ RegistrationPipelineOptions pairOptions(RegisterJob const& job, RegisterProgress
   return opt;
 }
 
-RegisterJobResult finishRegisterJob(RegisterJob const& job, RegistrationPipelineResult pair, HostImage const& moving) {
-  RegisterJobResult r = outputsStage(job, std::move(pair), moving);
+RegisterJobResult finishRegisterJob(RegisterJob const& job, RegistrationPipelineResult pair, HostImage const& moving,
+                                    QcLabels const& labels) {
+  RegisterJobResult r = outputsStage(job, std::move(pair), moving, labels);
   r.written = writeStage(r);
   return r;
 }
@@ -261,6 +278,8 @@ json toJson(RegisterJob const& job) {
             {"moving", toJson(job.moving)},
             {"fixed_mask", toJson(job.fixedMask)},
             {"moving_mask", toJson(job.movingMask)},
+            {"qc_moving_labels", toJson(job.qcMovingLabels)},
+            {"qc_fixed_labels", toJson(job.qcFixedLabels)},
             {"affine", job.useAffine},
             {"transform", toString(job.transform)},
             {"symmetric", job.symmetric},
@@ -298,6 +317,8 @@ RegisterJob registerJobFromJson(json const& j) {
   job.moving.path = inputPathFromJson(r.raw("moving"), "register job", "moving");
   job.fixedMask.path = inputPathFromJson(r.raw("fixed_mask"), "register job", "fixed_mask");
   job.movingMask.path = inputPathFromJson(r.raw("moving_mask"), "register job", "moving_mask");
+  job.qcMovingLabels.path = inputPathFromJson(r.raw("qc_moving_labels"), "register job", "qc_moving_labels");
+  job.qcFixedLabels.path = inputPathFromJson(r.raw("qc_fixed_labels"), "register job", "qc_fixed_labels");
   r.flag("affine", job.useAffine).flag("inverse", job.inverse).flag("keep_results", job.keepResults);
   r.flag("make_folders", job.makeFolders);
   r.choice("transform", job.transform, parseRegistrationTransform).flag("symmetric", job.symmetric);
@@ -320,7 +341,7 @@ RegisterJobResult runRegisterJob(RegisterJob const& job, RegisterProgress const&
     job.validate();
   }
   const Inputs in = readStage(job);
-  return finishRegisterJob(job, registerStage(job, in, progress), in.moving);
+  return finishRegisterJob(job, registerStage(job, in, progress), in.moving, in.labels);
 }
 
 json toJson(RegisterJobResult const& r) {
@@ -341,6 +362,7 @@ json toJson(RegisterJobResult const& r) {
     for (auto const& f : r.qc.files) names.push_back(f.name);
     j["qc"] = {{"folder", r.job.outputs.qc.string()}, {"files", names},        {"seconds", r.qc.seconds},
                {"ncc", r.qc.ncc},                       {"folds", r.qc.folds},    {"min_det", r.qc.minDet},
+               {"dice", r.qc.dice >= 0 ? json(r.qc.dice) : json()},
                {"max_det", r.qc.maxDet},                {"thumb_width", r.qc.thumbWidth}, {"thumb_height", r.qc.thumbHeight}};
   }
   json files = json::array();

@@ -54,6 +54,9 @@ struct RegisterJob {
   RegistrationMethod method = RegistrationMethod::Greedy;
   ImageInput fixed, moving;
   ImageInput fixedMask, movingMask;  // optional cost-function masks (Register.hpp RegistrationPipelineOptions::masks)
+  // Optional, with outputs.qc: the moving image's label map (warped and outlined in the QC report)
+  // and the fixed image's (the report's mean Dice over its labels); each on its image's grid.
+  ImageInput qcMovingLabels, qcFixedLabels;
   RegistrationParams fluid;                            // method Unbiased
   GreedyParams greedy = greedyRegistrationDefaults();  // method Greedy
   bool useAffine = true;
@@ -114,8 +117,14 @@ HostImage readRegistrationMask(ImageInput const& mask, HostImage const& image, c
 // The pair's options of a job (what registerPair is given; the masks are read by the job).
 RegistrationPipelineOptions pairOptions(RegisterJob const& job, RegisterProgress const& progress = {});
 // The outputs and write stages of runRegisterJob for a pair registered by the caller (the cohort's
-// pairs): the outputs asked for, computed from `pair` and the original moving image, written all or none.
-RegisterJobResult finishRegisterJob(RegisterJob const& job, RegistrationPipelineResult pair, HostImage const& moving);
+// pairs): the outputs asked for, computed from `pair` and the original moving image, written all or
+// none; `labels` the QC report's label maps as read (QcLabels: none for a cohort's subjects).
+RegisterJobResult finishRegisterJob(RegisterJob const& job, RegistrationPipelineResult pair, HostImage const& moving,
+                                    QcLabels const& labels = {});
+
+// An optional input on its image's grid (InvalidArgument naming `what` and `name`'s image otherwise):
+// the masks and label maps of a registration; not given: an empty image.
+HostImage readOnImageGrid(ImageInput const& in, HostImage const& image, std::string const& what, const char* name);
 
 // The report: the job, the pair's stages (toJson(RegistrationPipelineResult)), the inverse, the files.
 nlohmann::json toJson(RegisterJobResult const& r);

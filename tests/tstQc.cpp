@@ -257,3 +257,58 @@ BOOST_AUTO_TEST_CASE(apply_job_writes_the_report) {
   BOOST_TEST(colourNear(after, moved[0], moved[1], 1, pipeline::kQcEdgeColour));
   BOOST_TEST(!colourNear(after, at[0], at[1], 1, pipeline::kQcEdgeColour));
 }
+
+// Label maps in the register job's report: the moving labels (the cube as label 7) outlined in cyan on
+// the cube's faces; the fixed labels give the mean Dice (the pair is one image at two contrasts: the
+// map stays near the identity, Dice near 1). Refused before any work: labels without a QC report, the
+// fixed labels without the moving ones, a label map off its image's grid.
+BOOST_AUTO_TEST_CASE(register_job_draws_the_labels) {
+  test::TempDir dir("kortex-qc-labels");
+  const Geometry g = grid();
+  HostImage moving = phantom(g), labels("kortex::test::labels", g);
+  for (Index i = 0; i < moving.numVoxels(); ++i) {
+    labels.data.data()[i] = moving.data.data()[i] > 50.0f ? 7.0f : 0.0f;
+    moving.data.data()[i] *= 0.9f;
+  }
+  io::writeImage(phantom(g), dir / "fixed.nii");
+  io::writeImage(moving, dir / "moving.nii");
+  io::writeImage(labels, dir / "labels.nii");
+  pipeline::RegisterJob job;
+  job.method = pipeline::RegistrationMethod::Greedy;
+  job.fixed.path = dir / "fixed.nii";
+  job.moving.path = dir / "moving.nii";
+  job.qcMovingLabels.path = dir / "labels.nii";
+  job.qcFixedLabels.path = dir / "labels.nii";
+  job.greedy.scales = {2, 1};
+  job.greedy.iterations = {3, 2};
+  job.backend = Backend::Kokkos;
+  job.outputs.qc = dir / "qc";
+  const auto r = pipeline::runRegisterJob(job);
+  BOOST_TEST(int(r.qc.files.size()) == 16);  // the page, 12 pictures and labels_* in three planes
+  BOOST_TEST_MESSAGE("label Dice " << r.qc.dice);
+  BOOST_TEST(r.qc.dice > 0.95);
+  BOOST_TEST(slurp(dir / "qc" / "index.html").find("label Dice") != std::string::npos);
+  const io::Picture p = io::readPng(dir / "qc" / "labels_axial.png");
+  const pipeline::QcFrame f = pipeline::qcFrame(r.pair.fixedNormalised, pipeline::QcPlane::Axial, 0.5);
+  const auto face = pipeline::qcPixel(f, world(g, 11.5, 19.5, 19.5)), centre = pipeline::qcPixel(f, world(g, 19.5, 19.5, 19.5));
+  BOOST_TEST(colourNear(p, face[0], face[1], 2, pipeline::kQcLabelColour));
+  BOOST_TEST(!colourNear(p, centre[0], centre[1], 4, pipeline::kQcLabelColour));
+  auto refused = [&](pipeline::RegisterJob const& j) {
+    BOOST_CHECK_THROW(pipeline::runRegisterJob(j), InvalidArgument);
+    BOOST_TEST(!fs::exists(j.outputs.qc));
+  };
+  pipeline::RegisterJob bad = job;
+  bad.outputs.qc = dir / "qc2";
+  bad.qcMovingLabels.path.clear();  // the fixed labels alone
+  refused(bad);
+  bad = job;
+  bad.outputs.qc.clear();
+  bad.outputs.warped = dir / "w.nii";
+  refused(bad);
+  BOOST_TEST(!fs::exists(dir / "w.nii"));
+  io::writeImage(HostImage("kortex::test::small", Geometry::make3D(20, 20, 20)), dir / "small.nii");
+  bad = job;
+  bad.outputs.qc = dir / "qc3";
+  bad.qcMovingLabels.path = dir / "small.nii";
+  refused(bad);
+}

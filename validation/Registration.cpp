@@ -95,23 +95,12 @@ DistanceStats inverseConsistency(RegistrationPipelineResult const& ab, Registrat
 DiceSummary diceSummary(HostImage const& fixedLabels, HostImage const& warped) {
   if (!fixedLabels.geometry.sameGrid(warped.geometry))
     throw InvalidArgument("diceSummary: label maps on different grids");
-  std::map<int, std::array<Index, 3>> counts;  // label -> |A|, |B|, |A n B|
   const float* a = fixedLabels.data.data();
   const float* b = warped.data.data();
-  for (Index i = 0; i < fixedLabels.numVoxels(); ++i) {
-    const int la = int(std::lround(a[i])), lb = int(std::lround(b[i]));
-    if (la != 0) counts[la][0]++;
-    if (lb != 0) counts[lb][1]++;
-    if (la != 0 && la == lb) counts[la][2]++;
-  }
+  const pipeline::LabelDice all = pipeline::meanLabelDice(fixedLabels, warped);
   DiceSummary s;
-  double sum = 0;
-  for (auto const& [label, c] : counts) {
-    if (c[0] == 0) continue;
-    sum += 2.0 * c[2] / double(c[0] + c[1]);
-    ++s.labels;
-  }
-  s.meanAllLabels = s.labels ? sum / s.labels : 0.0;
+  s.meanAllLabels = all.mean;
+  s.labels = all.labels;
   auto group = [&](const char* name, std::vector<int> const& set) {
     Index A = 0, B = 0, AB = 0;
     std::set<int> in(set.begin(), set.end());

@@ -264,6 +264,8 @@ _REGISTER_OUTPUTS_DOC = """
     out_report      write the job's JSON report here, as --json (default None)
     qc              a folder for the QC report (index.html and its pictures; docs/qc.md), as --qc
                     (default None)
+    qc_labels, qc_fixed_labels   label map files of the moving and the fixed image, as
+                    --qc-labels / --qc-fixed-labels: outlined in the report, and its mean label Dice (default None)
     (the files are written all or none: a failure leaves the files that were there before)
 
     Returns dict(warped, displacement (3, z, y, x): the deformable part in world mm, LPS, the
@@ -282,6 +284,16 @@ def _outputs(out_warped, out_field, out_jacobian, out_affine, out_inverse_field,
     named = {"warped": out_warped, "field": out_field, "jacobian": out_jacobian, "affine": out_affine,
              "inverse_field": out_inverse_field, "composite": out_composite, "report": out_report, "qc": qc}
     return {k: _os.fsdecode(_os.fspath(v)) for k, v in named.items() if v is not None}
+
+
+def _qc_labels(job, qc_labels, qc_fixed_labels):
+    """The QC report's label maps (file paths) into the job."""
+    for key, name, value in (("qc_moving_labels", "qc_labels", qc_labels),
+                             ("qc_fixed_labels", "qc_fixed_labels", qc_fixed_labels)):
+        if value is not None:
+            if not isinstance(value, (str, bytes, _os.PathLike)):
+                raise ValueError(name + " is a label map's file path")
+            job[key] = _os.fsdecode(_os.fspath(value))
 
 
 def _register(job, fixed, moving, fixed_spacing, moving_spacing, fixed_mask=None, moving_mask=None):
@@ -327,7 +339,8 @@ def register_greedy(fixed, moving, *, alpha=_GR["alpha"], beta=_GR["beta"], gamm
                     moving_mask=None, backend=_BACKEND, fixed_spacing=None, moving_spacing=None, inverse=False,
                     out_warped=None, out_field=None,
                     out_jacobian=None, out_affine=None, out_inverse_field=None, out_composite=None, out_report=None,
-                    qc=None, image_list=None, out_dir=None, keep_going=False, max_memory=0.0):
+                    qc=None, qc_labels=None, qc_fixed_labels=None, image_list=None, out_dir=None, keep_going=False,
+                    max_memory=0.0):
     job = {"method": "greedy", "affine": affine, "transform": transform, "symmetric": symmetric, "backend": backend,
            "inverse": inverse, "affine_metric": affine_metric, "mi_bins": _plain(mi_bins),
            "bias_correct_mm": _plain(bias_correct),
@@ -335,6 +348,8 @@ def register_greedy(fixed, moving, *, alpha=_GR["alpha"], beta=_GR["beta"], gamm
     if isinstance(moving, (list, tuple)) or image_list is not None or out_dir is not None:
         if moving_mask is not None:
             raise ValueError("moving_mask is taken by a single pair, not by a cohort; fixed_mask is")
+        if qc_labels is not None or qc_fixed_labels is not None:
+            raise ValueError("qc_labels and qc_fixed_labels are taken by a single pair, not by a cohort")
         outputs = {"warped": out_warped, "field": out_field, "jacobian": out_jacobian, "affine": out_affine,
                    "inverse_field": out_inverse_field, "composite": out_composite, "qc": qc}
         moving = list(moving) if isinstance(moving, (list, tuple)) else [moving]
@@ -344,6 +359,7 @@ def register_greedy(fixed, moving, *, alpha=_GR["alpha"], beta=_GR["beta"], gamm
         raise ValueError("keep_going and max_memory go with a cohort: give moving as a list")
     job["outputs"] = _outputs(out_warped, out_field, out_jacobian, out_affine, out_inverse_field, out_report,
                               out_composite, qc)
+    _qc_labels(job, qc_labels, qc_fixed_labels)
     return _register(job, fixed, moving, fixed_spacing, moving_spacing, fixed_mask, moving_mask)
 
 
@@ -382,7 +398,8 @@ def register_unbiased(fixed, moving, *, lambda_=_UNB["lambda"], sigma=_UNB["sigm
                       affine=_DEFAULTS["register"]["affine"], affine_metric=_AFFINE_METRIC, mi_bins=_MI_BINS,
                       bias_correct=_BIAS, backend=_BACKEND, variant=None, fixed_spacing=None,
                       moving_spacing=None, inverse=False, out_warped=None, out_field=None, out_jacobian=None,
-                      out_affine=None, out_inverse_field=None, out_composite=None, out_report=None, qc=None):
+                      out_affine=None, out_inverse_field=None, out_composite=None, out_report=None, qc=None,
+                      qc_labels=None, qc_fixed_labels=None):
     fluid = {"lambda": _plain(lambda_), "sigma": _plain(sigma), "iterations": _plain(iterations)}
     if variant is not None:
         fluid["variant"] = variant
@@ -391,6 +408,7 @@ def register_unbiased(fixed, moving, *, lambda_=_UNB["lambda"], sigma=_UNB["sigm
            "variant_given": variant is not None,
            "outputs": _outputs(out_warped, out_field, out_jacobian, out_affine, out_inverse_field, out_report,
                                out_composite, qc)}
+    _qc_labels(job, qc_labels, qc_fixed_labels)
     return _register(job, fixed, moving, fixed_spacing, moving_spacing)
 
 

@@ -158,18 +158,22 @@ def test_qc_equals_the_command(tmp_path):
     """Python's qc= writes what --qc writes: the same files (the page differs in its timings)."""
     import nibabel as nib
     aff = np.diag([-2.0, -2.0, 2.0, 1.0])
-    for name, img in (("f.nii", phantom()), ("m.nii", phantom(1.5))):
+    for name, img in (("f.nii", phantom()), ("m.nii", phantom(1.5)), ("l.nii", (phantom() > 50).astype(np.float32))):
         nib.save(nib.Nifti1Image(img.transpose(2, 1, 0), aff), str(tmp_path / name))
-    kortex.register_greedy(str(tmp_path / "f.nii"), str(tmp_path / "m.nii"), scales=(2, 1), iterations=(4, 3),
-                           backend="cpu", qc=tmp_path / "py")
+    r = kortex.register_greedy(str(tmp_path / "f.nii"), str(tmp_path / "m.nii"), scales=(2, 1), iterations=(4, 3),
+                               backend="cpu", qc=tmp_path / "py", qc_labels=tmp_path / "l.nii",
+                               qc_fixed_labels=tmp_path / "l.nii")
+    assert 0 < r["report"]["qc"]["dice"] <= 1
     exe = os.environ.get("KORTEX_EXE")
     assert exe, "KORTEX_EXE names the kortex executable (ctest sets it)"
     p = subprocess.run([exe, "register", "greedy", "--fixed", tmp_path / "f.nii", "--moving", tmp_path / "m.nii",
                         "--scales", "2,1", "--iterations", "4,3", "--backend", "cpu", "--qc", tmp_path / "cli",
-                        "--quiet"], capture_output=True, text=True)
+                        "--qc-labels", tmp_path / "l.nii", "--qc-fixed-labels", tmp_path / "l.nii", "--quiet"],
+                       capture_output=True, text=True)
     assert p.returncode == 0, p.stderr
     names = sorted(os.listdir(tmp_path / "py"))
     assert names == sorted(os.listdir(tmp_path / "cli"))
+    assert "labels_axial.png" in names
     for n in names:
         if n.endswith(".png"):
             assert (tmp_path / "py" / n).read_bytes() == (tmp_path / "cli" / n).read_bytes(), n
