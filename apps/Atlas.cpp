@@ -28,7 +28,7 @@ namespace {
 
 struct AtlasOptions {
   std::vector<std::string> images, labels;
-  std::string list, reference, outTemplate, outFields, outWarped, outSubjectLabels, checkpoint, json;
+  std::string list, reference, outTemplate, outFields, outWarped, outSubjectLabels, checkpoint, json, qc;
   std::string backend = "auto";
   GreedyOptions greedy;
   int checkpointEvery = pipeline::AtlasJob{}.checkpointEvery;
@@ -52,6 +52,7 @@ int cmdAtlasBuild(AtlasOptions const& o) {
   job.outSubjectLabelsDir = o.outSubjectLabels;
   job.outWarpedDir = o.outWarped;
   job.outReport = o.json;
+  job.outQc = o.qc;
   job.checkpointDir = o.checkpoint;
   job.checkpointEvery = o.checkpointEvery;
   job.resume = o.resume;
@@ -105,6 +106,7 @@ int cmdAtlasBuild(AtlasOptions const& o) {
                 << ", atlas " << r.secondsAtlas << " (compute " << r.atlas.secondsCompute << ", sums over ranks "
                 << r.atlas.secondsReduce << "), write " << r.secondsWrite << ", total " << r.secondsTotal << "\n"
                 << "wrote " << job.outTemplate << "\n";
+      if (!job.outQc.empty()) std::cout << "wrote " << job.outQc << "/index.html (the QC report)\n";
     }
   }
   return 0;
@@ -144,6 +146,9 @@ void addAtlasCommands(CLI::App& app, Action& action) {
                 "on a GPU the subjects beyond it are streamed from pinned host memory");
   addBackendOption(*b, o.backend);
   b->add_option("--json", o.json, "Report (grids, memory, history, times) as JSON");
+  b->add_option("--qc", o.qc,
+                "QC report: a folder with index.html and its pictures (the template, the mean |u| and det J over the "
+                "subjects, convergence, the subjects worst first with their edges over the template); docs/qc.md");
   b->add_flag("--quiet", o.quiet, "No progress bar or summary");
   b->callback([op, &action] { action = [op] { return cmdAtlasBuild(*op); }; });
 }

@@ -1,6 +1,8 @@
 #include "pipeline/Atlas.hpp"
 #include "pipeline/Apply.hpp"
 #include "pipeline/Inverse.hpp"
+#include "pipeline/Qc.hpp"
+#include "pipeline/RegisterJob.hpp"
 
 #include <omp.h>
 
@@ -301,7 +303,9 @@ std::unique_ptr<FolderLock> checkFiles(AtlasPlace const& p, AtlasNames const& na
   for (auto const& f : job.otherInputs) inputs.push_back({"input", f});
   if (!job.outTemplate.empty()) outputs.push_back({"template", job.outTemplate});
   if (!job.outReport.empty()) outputs.push_back({"report", job.outReport});
+  if (!job.outQc.empty()) outputs.push_back({"QC report", fs::path(job.outQc) / "index.html"});
   for (int i = 0; i < p.n; ++i) {
+    if (!job.outQc.empty()) outputs.push_back({"QC thumbnail", fs::path(job.outQc) / atlasQcThumbnailName(names.subject[std::size_t(i)])});
     if (!job.outFieldsDir.empty()) outputs.push_back({"field", names.field(i)});
     if (!job.outFieldsDir.empty()) outputs.push_back({"inverse field", names.inverseField(i)});
     if (!job.outWarpedDir.empty()) outputs.push_back({"warped image", names.warped(i)});
@@ -321,13 +325,18 @@ std::unique_ptr<FolderLock> checkFiles(AtlasPlace const& p, AtlasNames const& na
   if (!job.outFieldsDir.empty()) requireWritableFile(names.field(p.first), "field", true);
   if (!job.outWarpedDir.empty()) requireWritableFile(names.warped(p.first), "warped image", true);
   if (!job.outSubjectLabelsDir.empty()) requireWritableFile(names.subjectLabels(p.first), "subject atlas labels", true);
+  if (!job.outQc.empty()) {
+    if (fs::exists(job.outQc) && !fs::is_directory(job.outQc))
+      throw IoError("atlas: the QC report's folder '" + job.outQc + "' is a file");
+    requireWritableFile(fs::path(job.outQc) / "index.html", "QC report", true);
+  }
   if (p.rank != 0) return nullptr;
   // Temporaries left by killed runs in this job's folders (rank 0: its pid test is of this host).
   auto folderOf = [](std::string const& file) { return fs::path(file).has_parent_path() ? fs::path(file).parent_path() : fs::path("."); };
   std::vector<fs::path> folders;
   if (!job.outTemplate.empty()) folders.push_back(folderOf(job.outTemplate));
   if (!job.outReport.empty()) folders.push_back(folderOf(job.outReport));
-  for (auto const& d : {job.outFieldsDir, job.outWarpedDir, job.outSubjectLabelsDir, job.checkpointDir})
+  for (auto const& d : {job.outFieldsDir, job.outWarpedDir, job.outSubjectLabelsDir, job.checkpointDir, job.outQc})
     if (!d.empty()) folders.push_back(d);
   for (auto const& d : folders) removeStaleTemporaries(d);
   if (job.checkpointDir.empty()) return nullptr;
@@ -519,7 +528,8 @@ AtlasBuilt buildTemplate(AtlasPlace const& p, AtlasIdentity const& id, AtlasClip
   gpu::AtlasRun run;
   run.comm = p.comm;
   run.first = p.first;
-  run.returnFields = !job.outFieldsDir.empty() || !job.outWarpedDir.empty() || !job.outSubjectLabelsDir.empty();  // 12 B per voxel and subject back
+  run.returnFields = !job.outFieldsDir.empty() || !job.outWarpedDir.empty() || !job.outSubjectLabelsDir.empty() ||
+                     !job.outQc.empty();  // 12 B per voxel and subject back
   run.residentSubjects = plan.resident == p.local ? -1 : plan.resident;  // -1: every subject resident
   run.total = p.n;
   run.progress = job.progress;
@@ -652,6 +662,62 @@ void agreeOnStaging(AtlasPlace const& p, std::exception_ptr failure, StagedOutpu
   throw IoError("atlas: rank " + std::to_string(failedRank) + " could not write its outputs; none were written");
 }
 
+// ---- the QC report's parts (a collective): each rank's subjects (their numbers and thumbnails), their
+// numbers summed over ranks, and the mean |u| (mm) and det J maps summed in fixed point (the same
+// pictures for any split over ranks).
+struct AtlasQcParts {
+  std::vector<AtlasQcSubject> local, all;
+  HostImage meanU, meanDet;
+};
+
+constexpr double kQcUScale = 1e4, kQcDetScale = 1e6;  // fixed point: 0.1 um, 1e-6
+
+AtlasQcParts atlasQcParts(AtlasPlace const& p, AtlasNames const& names, AtlasInputs const& in,
+                          std::vector<RegistrationPipelineResult> const& pre, HostImage const& templ) {
+  kx::ScopedRegion region("kortex::atlas::qc");
+  AtlasQcParts q;
+  const Index nv = templ.numVoxels();
+  std::vector<std::int64_t> sums(std::size_t(2 * nv), 0);
+  std::vector<double> stats(std::size_t(6 * p.n), 0.0);
+  for (int i = 0; i < p.local; ++i) {
+    RegistrationPipelineResult const& r = pre[std::size_t(i)];
+    const VectorField<Kokkos::HostSpace> d = deformableWorldDisplacement(r);
+    HostImage mm("kortex::atlas::qc_u", templ.geometry);
+    const float* u = d.data.data();  // (component, z, y, x), LayoutRight
+    for (Index v = 0; v < nv; ++v)
+      mm.data.data()[v] = std::sqrt(u[v] * u[v] + u[nv + v] * u[nv + v] + u[2 * nv + v] * u[2 * nv + v]);
+    const HostImage det = jacobianMap(r);
+    for (Index v = 0; v < nv; ++v) {
+      sums[std::size_t(v)] += std::llround(double(mm.data.data()[v]) * kQcUScale);
+      sums[std::size_t(nv + v)] += std::llround(double(det.data.data()[v]) * kQcDetScale);
+    }
+    const int g = p.first + i;
+    q.local.push_back(atlasQcSubject(names.subject[std::size_t(g)], templ, warpedMoving(r, in.originals[std::size_t(i)]), det, mm));
+    auto const& s = q.local.back();
+    const double values[6] = {s.ncc, s.meanDisplacementMm, double(s.folds), double(s.minDet), double(s.thumbWidth), double(s.thumbHeight)};
+    std::copy(values, values + 6, stats.begin() + 6 * g);
+  }
+  if (p.comm) {
+    p.comm->sum(sums.data(), sums.size());
+    p.comm->sum(stats.data(), stats.size());
+  }
+  for (int g = 0; g < p.n; ++g) {
+    AtlasQcSubject s;
+    s.name = names.subject[std::size_t(g)];
+    double const* v = stats.data() + 6 * g;
+    s.ncc = v[0], s.meanDisplacementMm = v[1], s.folds = long(v[2]), s.minDet = float(v[3]);
+    s.thumbWidth = int(v[4]), s.thumbHeight = int(v[5]);
+    q.all.push_back(s);
+  }
+  q.meanU = HostImage("kortex::atlas::qc_mean_u", templ.geometry);
+  q.meanDet = HostImage("kortex::atlas::qc_mean_det", templ.geometry);
+  for (Index v = 0; v < nv; ++v) {
+    q.meanU.data.data()[v] = float(double(sums[std::size_t(v)]) / kQcUScale / p.n);
+    q.meanDet.data.data()[v] = float(double(sums[std::size_t(nv + v)]) / kQcDetScale / p.n);
+  }
+  return q;
+}
+
 // ---- outputs: every file is staged beside its target; they are moved into place only when every
 // rank has written all of its files (a failure anywhere leaves none of them). The report (`r`, its
 // write and total times so far) is the last file rank 0 stages.
@@ -663,16 +729,31 @@ void writeOutputs(AtlasPlace const& p, AtlasNames const& names, AtlasInputs cons
   const std::vector<std::int64_t> outside = sumAligned(p, clip.reference, pre);
   for (std::size_t i = 0; i < built.fields.size(); ++i) pre[i].u = embedField(built.fields[i], clip);
   const HostImage majority = job.outSubjectLabelsDir.empty() ? HostImage() : majorityLabels(p, clip.reference, pre, in);  // a collective too
+  std::optional<AtlasQcParts> qc;
+  if (!job.outQc.empty())  // a collective too
+    qc = atlasQcParts(p, names, in, pre, templateOnReference(clip, built.templ, outside, p.n, in.reference));
   StagedOutputs staged;
   std::vector<std::string> written;
   std::exception_ptr failure;
   try {
     if (!built.fields.empty()) r.inverseUnconverged += stageSubjectOutputs(p, names, in, pre, majority, staged, written);
+    auto stageQc = [&](QcFile const& f) {
+      const fs::path path = fs::path(job.outQc) / f.name;
+      writeTextFileAtomic(staged.stage(path), std::string(f.bytes.begin(), f.bytes.end()));
+      written.push_back(path.string());
+    };
+    if (qc)
+      for (auto const& s : qc->local) stageQc(s.thumbnail);
     if (p.rank == 0) {
       r.templateImage = templateOnReference(clip, built.templ, outside, p.n, in.reference);
       if (!job.outTemplate.empty()) {
         writeImage(r.templateImage, staged.stage(job.outTemplate));
         written.push_back(job.outTemplate);
+      }
+      if (qc) {
+        r.secondsWrite = secondsSince(t0);
+        r.secondsTotal = secondsSince(jobStart);
+        for (auto const& f : atlasQc(r, qc->all, qc->meanU, qc->meanDet).files) stageQc(f);
       }
       if (!job.outReport.empty()) {
         r.secondsWrite = secondsSince(t0);  // so far: the report is written with the outputs
@@ -760,6 +841,7 @@ nlohmann::json toJson(AtlasJob const& job) {
           {"out_warped", job.outWarpedDir},
           {"out_subject_labels", job.outSubjectLabelsDir},
           {"out_report", job.outReport},
+          {"out_qc", job.outQc},
           {"other_inputs", job.otherInputs},
           {"checkpoint", job.checkpointDir},
           {"checkpoint_every", job.checkpointEvery},
@@ -787,7 +869,8 @@ AtlasJob atlasJobFromJson(nlohmann::json const& j) {
       .text("out_fields", job.outFieldsDir)
       .text("out_warped", job.outWarpedDir)
       .text("out_subject_labels", job.outSubjectLabelsDir)
-      .text("out_report", job.outReport);
+      .text("out_report", job.outReport)
+      .text("out_qc", job.outQc);
   r.text("checkpoint", job.checkpointDir).integer("checkpoint_every", job.checkpointEvery).flag("resume", job.resume);
   r.number("max_memory", job.maxMemoryMiB);
   r.done();

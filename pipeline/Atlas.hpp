@@ -77,6 +77,7 @@ struct AtlasJob {
   // onto each subject's own grid through its inverse field (label interpolation): <name>_atlas_labels.
   std::string outSubjectLabelsDir;
   std::string outReport;             // optional: toJson of the result, written by rank 0 with the other outputs
+  std::string outQc;                 // optional: the QC report's folder (pipeline/Qc.hpp atlasQc), written with the outputs
   std::vector<std::string> otherInputs;  // files the caller read for the job (a cohort list): never written over
   std::string checkpointDir;         // empty: no checkpoints
   int checkpointEvery = 10;          // iterations

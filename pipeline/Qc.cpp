@@ -15,6 +15,7 @@
 #include "core/Compat.hpp"
 #include "core/Errors.hpp"
 #include "pipeline/Apply.hpp"
+#include "pipeline/Atlas.hpp"
 #include "pipeline/JobFiles.hpp"
 #include "pipeline/RegisterCohort.hpp"
 #include "pipeline/RegisterJob.hpp"
@@ -744,6 +745,123 @@ QcReport applyQc(ApplyJob const& job, HostImage const& input, HostImage const& r
   row("build", buildText());
   QcReport rep;
   const std::string text = page.page("Apply QC", row.s.str(), toJson(job));
+  rep.files.push_back({"index.html", std::vector<std::uint8_t>(text.begin(), text.end())});
+  for (auto& fl : page.files) rep.files.push_back(std::move(fl));
+  rep.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return rep;
+}
+
+namespace {
+
+// |u| in mm from 0 (black) through red and yellow to white at `top`.
+io::Picture displacementPanel(QcFrame const& f, Shown const& templ, HostImage const& mm, double top) {
+  io::Picture p = greyPanel(f, *templ.img, templ.window, 0.5);
+  const Sampler ts(*templ.img), ms(mm);
+  for (int j = 0; j < f.height; ++j)
+    for (int i = 0; i < f.width; ++i) {
+      const Vec3 w = worldOf(f, i, j);
+      const double v = ts.linear(w), d = ms.linear(w);
+      if (std::isnan(v) || v <= templ.head || std::isnan(d)) continue;
+      const double t = std::clamp(d / (top > 0 ? top : 1.0), 0.0, 1.0);
+      auto c = [](double x) { return std::uint8_t(std::lround(255.0 * std::clamp(x, 0.0, 1.0))); };
+      put(p, i, j, {c(3 * t), c(3 * t - 1), c(3 * t - 2)});
+    }
+  orientationLetters(p, f.plane);
+  return p;
+}
+
+std::string displacementLegend(double top) {
+  std::ostringstream s;
+  s << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"420\" height=\"44\" role=\"img\" aria-label=\"|u| legend\">"
+       "<defs><linearGradient id=\"ug\"><stop offset=\"0\" stop-color=\"black\"/><stop offset=\"0.33\" "
+       "stop-color=\"red\"/><stop offset=\"0.67\" stop-color=\"yellow\"/><stop offset=\"1\" stop-color=\"white\"/>"
+       "</linearGradient></defs><rect x=\"10\" y=\"4\" width=\"300\" height=\"16\" fill=\"url(#ug)\" stroke=\"black\"/>"
+       "<text x=\"10\" y=\"36\" font-size=\"11\">0 mm</text><text x=\"310\" y=\"36\" font-size=\"11\" "
+       "text-anchor=\"end\">&#8805; " << num(top, 3) << " mm</text></svg>";
+  return s.str();
+}
+
+io::Picture greyOnly(QcFrame const& f, Shown const& img) {
+  io::Picture p = greyPanel(f, *img.img, img.window);
+  orientationLetters(p, f.plane);
+  return p;
+}
+
+}  // namespace
+
+std::string atlasQcThumbnailName(std::string const& subject) { return "subject_" + subject + ".png"; }
+
+AtlasQcSubject atlasQcSubject(std::string const& name, HostImage const& templ, HostImage const& warped, HostImage const& det,
+                              HostImage const& displacementMm) {
+  AtlasQcSubject s;
+  s.name = name;
+  const Shown t = shown(templ);
+  s.ncc = headCorrelation(t, warped);
+  const DetStats d = detStats(det);
+  s.folds = d.folds;
+  s.minDet = d.min;
+  double sum = 0, n = 0;
+  for (Index i = 0; i < templ.numVoxels(); ++i)
+    if (templ.data.data()[i] > t.head) sum += displacementMm.data.data()[i], n += 1;
+  s.meanDisplacementMm = n > 0 ? sum / n : 0.0;
+  const io::Picture p = edgePanel(frameAtLevel(headBox(t), QcPlane::Axial, 0.5), t, warped);
+  s.thumbWidth = p.width;
+  s.thumbHeight = p.height;
+  s.thumbnail = {atlasQcThumbnailName(name), io::encodePng(p)};
+  return s;
+}
+
+QcReport atlasQc(AtlasJobResult const& r, std::vector<AtlasQcSubject> const& subjects, HostImage const& meanU,
+                 HostImage const& meanDet) {
+  kx::ScopedRegion region("kortex::atlas::qc");
+  const auto t0 = std::chrono::steady_clock::now();
+  const Shown t = shown(r.templateImage);
+  const Box box = headBox(t);
+  double top = 0.0;
+  for (Index i = 0; i < meanU.numVoxels(); ++i) top = std::max(top, double(meanU.data.data()[i]));
+  std::vector<Section> sections;
+  sections.push_back({std::string("<h2>Template</h2>\n<p>") + kConventionText + "</p>\n",
+                      planes("template_", "template", box, [&](QcFrame const& fr) { return greyOnly(fr, t); })});
+  sections.push_back({"<h2>Mean displacement |u| over the subjects</h2>\n" + displacementLegend(top) + "\n",
+                      planes("mean_u_", "mean |u|", box, [&](QcFrame const& fr) { return displacementPanel(fr, t, meanU, top); })});
+  sections.push_back({"<h2>Mean det J over the subjects</h2>\n" + jacobianLegend() + "\n",
+                      planes("mean_det_", "mean det J", box, [&](QcFrame const& fr) { return jacobianPanel(fr, t, meanDet); })});
+  Page page;
+  page.draw(sections);
+  std::vector<std::array<double, 3>> pts;
+  for (auto const& it : r.atlas.history) pts.push_back({double(it.scale), it.mismatch, double(it.refused)});
+  page.body << "<h2>Convergence</h2>\n<p>The mismatch (RMS of W_i - T over subjects and voxels) per iteration, a line "
+               "per scale (coarse first), refused steps as red dots.</p>\n"
+            << convergencePlot(pts, "mismatch (RMS)") << "\n";
+  std::vector<AtlasQcSubject const*> order;
+  for (auto const& s : subjects) order.push_back(&s);
+  std::stable_sort(order.begin(), order.end(), [](AtlasQcSubject const* a, AtlasQcSubject const* b) {
+    if ((a->folds > 0) != (b->folds > 0)) return a->folds > 0;
+    return a->folds != b->folds ? a->folds > b->folds : a->ncc < b->ncc;
+  });
+  page.body << "<h2>Subjects, worst first</h2>\n<p>Folded voxels first (most first), then by the correlation of the "
+               "template and the subject warped into template space over the template's head (lowest first). The "
+               "thumbnail: the template with the warped subject's edges (axial, 50 %).</p>\n<table>\n<tr><th>#</th>"
+               "<th>subject</th><th>correlation</th><th>mean |u| (mm)</th><th>folded voxels</th><th>min det J</th>"
+               "<th>edges</th></tr>\n";
+  int k = 0;
+  for (auto const* s : order)
+    page.body << "<tr><td>" << ++k << "</td><td>" << html(s->name) << "</td><td>" << num(s->ncc) << "</td><td>"
+              << num(s->meanDisplacementMm, 3) << "</td><td>" << s->folds << "</td><td>" << num(s->minDet) << "</td><td><img "
+              << "style=\"height:120px;width:auto\" src=\"" << html(atlasQcThumbnailName(s->name)) << "\" width=\""
+              << s->thumbWidth << "\" height=\"" << s->thumbHeight << "\" alt=\"" << html(s->name) << "\"></td></tr>\n";
+  page.body << "</table>\n";
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  Rows row;
+  row("subjects", std::to_string(r.subjects) + " over " + std::to_string(r.ranks) + " process(es)");
+  row("back end", html(toString(r.backend)) + " (" + html(r.executionSpace) + ")");
+  row("template grid", html(describe(r.referenceGrid)) + "; the atlas on " + html(describe(r.atlasGrid)));
+  row("min det J", num(r.atlas.minJacobian) + " (over subjects, final fields)");
+  row("times (s)", "read " + num(r.secondsRead, 3) + ", prepare " + num(r.secondsPrepare, 3) + ", atlas " +
+                       num(r.secondsAtlas, 3) + "; this report " + num(seconds, 3));
+  row("build", buildText());
+  QcReport rep;
+  const std::string text = page.page("Atlas QC", row.s.str(), toJson(r));
   rep.files.push_back({"index.html", std::vector<std::uint8_t>(text.begin(), text.end())});
   for (auto& fl : page.files) rep.files.push_back(std::move(fl));
   rep.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -37,6 +37,7 @@ struct RegisterJobResult;     // pipeline/RegisterJob.hpp
 struct RegisterCohortResult;  // pipeline/RegisterCohort.hpp
 struct ApplyJob;              // pipeline/Apply.hpp
 struct ApplyResult;
+struct AtlasJobResult;        // pipeline/Atlas.hpp
 
 enum class QcPlane { Axial, Coronal, Sagittal };
 
@@ -96,6 +97,28 @@ QcReport registrationQc(RegisterJobResult const& r, HostImage const& moving, QcL
 // checkerboard of the two, and the numbers (inputs and transforms with their hashes, interpolation,
 // back end, times). `input` and `reference` as read; `r` the result on the reference grid.
 QcReport applyQc(ApplyJob const& job, HostImage const& input, HostImage const& reference, ApplyResult const& r);
+
+// The atlas's report (`atlas build --qc DIR`). Subject i's part is formed by the rank that holds it
+// (atlasQcSubject): the correlation of the template and the subject warped into template space over
+// the template's head, its det J (min, folded voxels), its mean |u| (mm, over the head) and a
+// thumbnail (the template with the warped subject's edges, axial, 50 %) written by that rank as
+// DIR/subject_<name>.png. Rank 0 writes the page (atlasQc): the template in three planes, the mean
+// over subjects of |u| (mm) and of det J in three planes, the convergence (the mismatch per
+// iteration), the subjects worst first (folds first, then the lowest correlation) with their
+// thumbnails, and the run's parameters and times (the report).
+struct AtlasQcSubject {
+  std::string name;
+  double ncc = 0.0, meanDisplacementMm = 0.0;
+  long folds = 0;
+  float minDet = 1.0f;
+  int thumbWidth = 0, thumbHeight = 0;
+  QcFile thumbnail;  // DIR/<thumbnail.name>; only on the subject's rank
+};
+AtlasQcSubject atlasQcSubject(std::string const& name, HostImage const& templ, HostImage const& warped,
+                              HostImage const& det, HostImage const& displacementMm);
+QcReport atlasQc(AtlasJobResult const& r, std::vector<AtlasQcSubject> const& subjects, HostImage const& meanDisplacementMm,
+                 HostImage const& meanDet);
+std::string atlasQcThumbnailName(std::string const& subject);
 
 // A cohort's page (outDir/qc.html): every subject, worst first: failed subjects, then those with
 // folds (most first), then by the correlation of their QC report (lowest first); each with its

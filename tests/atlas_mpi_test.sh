@@ -25,14 +25,20 @@ MPI=("$MPIEXEC" --oversubscribe)
 A=(atlas build s0.mha s1.mha s2.mha s3.mha --backend kokkos --iterations 3,3 --quiet)
 
 for np in 1 2 3; do
-  rm -rf "f$np"
+  rm -rf "f$np" "q$np"
   expect_success "atlas under mpirun -np $np" "t$np.nii" timeout 300 "${MPI[@]}" -np "$np" "$KORTEX" "${A[@]}" \
-    --out-template "t$np.nii" --out-fields "f$np"
+    --out-template "t$np.nii" --out-fields "f$np" --qc "q$np"
 done
 for np in 2 3; do
   cmp -s t1.nii "t$np.nii" && ok || fail "the template of $np ranks differs from 1 rank's"
   for f in f1/*.nii.gz; do
     cmp -s "$f" "f$np/$(basename "$f")" && ok || fail "$np ranks: field $(basename "$f") differs from 1 rank's"
+  done
+  # The QC report: every picture (the maps summed in fixed point, each subject's thumbnail drawn by its
+  # rank) the same bytes; the page is there (its times and rank count differ).
+  [ -f "q$np/index.html" ] && [ "$(ls q1/*.png | wc -l)" -eq 13 ] && ok || fail "$np ranks: the QC report is incomplete"
+  for f in q1/*.png; do
+    cmp -s "$f" "q$np/$(basename "$f")" && ok || fail "$np ranks: QC picture $(basename "$f") differs from 1 rank's"
   done
 done
 # The sums as on several nodes (KORTEX_RANKS_PER_NODE: nodes of 2 ranks and of 1 rank: the node

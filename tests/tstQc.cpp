@@ -18,6 +18,7 @@
 #include "io/ImageIO.hpp"
 #include "io/Png.hpp"
 #include "pipeline/Apply.hpp"
+#include "pipeline/Atlas.hpp"
 #include "pipeline/Qc.hpp"
 #include "pipeline/RegisterCohort.hpp"
 #include "pipeline/RegisterJob.hpp"
@@ -311,4 +312,43 @@ BOOST_AUTO_TEST_CASE(register_job_draws_the_labels) {
   bad.outputs.qc = dir / "qc3";
   bad.qcMovingLabels.path = dir / "small.nii";
   refused(bad);
+}
+
+// The atlas's report: the template, mean |u| and mean det J in three planes and one thumbnail per
+// subject, each at the size the page states; the subjects worst first (the noisy subject, least like
+// the template, above the two clean ones). Under MPI the pictures are the same bytes for 1, 2 and 3
+// ranks (tests/atlas_mpi_test.sh).
+BOOST_AUTO_TEST_CASE(atlas_job_writes_the_report) {
+  test::TempDir dir("kortex-qc-atlas");
+  const Geometry g = grid();
+  HostImage noisy = phantom(g);
+  std::mt19937 rng(5);
+  std::normal_distribution<float> noise(0.0f, 15.0f);
+  for (Index i = 0; i < noisy.numVoxels(); ++i) noisy.data.data()[i] += noise(rng);
+  pipeline::AtlasJob job;
+  for (auto const& [name, img] : {std::pair<const char*, HostImage>{"a.nii", phantom(g)}, {"b.nii", noisy}, {"c.nii", phantom(g)}}) {
+    io::writeImage(img, dir / name);
+    job.images.push_back((dir / name).string());
+  }
+  job.useAffine = false;
+  job.backend = Backend::Kokkos;
+  job.params.greedy.scales = {2, 1};
+  job.params.greedy.iterations = {2, 3};
+  job.outTemplate = (dir / "t.nii").string();
+  job.outQc = (dir / "qc").string();
+  pipeline::runAtlasJob(job, nullptr);
+  const std::string page = slurp(dir / "qc" / "index.html");
+  const std::regex img("src=\"([A-Za-z0-9_.-]+\\.png)\" width=\"([0-9]+)\" height=\"([0-9]+)\"");
+  int pictures = 0;
+  for (std::sregex_iterator it(page.begin(), page.end(), img), end; it != end; ++it, ++pictures) {
+    const io::Picture p = io::readPng(dir / "qc" / (*it)[1].str());
+    BOOST_TEST_INFO((*it)[1].str());
+    BOOST_TEST(p.width == std::stoi((*it)[2].str()));
+    BOOST_TEST(p.height == std::stoi((*it)[3].str()));
+  }
+  BOOST_TEST(pictures == 12);  // 9 of the template and maps, 3 thumbnails
+  const auto b = page.find("<td>b</td>"), a = page.find("<td>a</td>"), c = page.find("<td>c</td>");
+  BOOST_TEST((b != std::string::npos && a != std::string::npos && c != std::string::npos));
+  BOOST_TEST(b < a);
+  BOOST_TEST(b < c);
 }

@@ -433,14 +433,15 @@ def atlas_build(images, out_template=None, *, scales=tuple(_G["scales"]), iterat
                 metric=_G["metric"], lncc_radius=_G["lncc_radius"], mi_bins=_G["mi_bins"], image_list=None, reference=None, labels=(), out_fields=None, out_warped=None,
                 out_subject_labels=None, out_report=None, affine=_ATLAS["affine"], clip=_ATLAS["clip"], checkpoint=None,
                 checkpoint_every=_ATLAS["checkpoint_every"], resume=_ATLAS["resume"], max_memory=_ATLAS["max_memory"],
-                backend=_BACKEND):
+                backend=_BACKEND, qc=None):
     def name(p):
         return "" if p is None else _os.fsdecode(_os.fspath(p))
     cohort = [name(im) if isinstance(im, (str, bytes, _os.PathLike)) else im for im in images]
     job = {"greedy": _greedy(alpha, beta, gamma, max_step, scales, iterations, solver, metric, lncc_radius, mi_bins),
            "out_template": name(out_template), "image_list": name(image_list), "reference": name(reference),
            "labels": [name(l) for l in labels], "out_fields": name(out_fields), "out_warped": name(out_warped),
-           "out_subject_labels": name(out_subject_labels), "out_report": name(out_report), "affine": affine,
+           "out_subject_labels": name(out_subject_labels), "out_report": name(out_report), "out_qc": name(qc),
+           "affine": affine,
            "clip": clip, "checkpoint": name(checkpoint), "checkpoint_every": _plain(checkpoint_every),
            "resume": resume, "max_memory": _plain(max_memory), "backend": backend}
     return _kortex.atlas_build(job, cohort)
@@ -463,6 +464,8 @@ atlas_build.__doc__ = """Unbiased atlas (kortex atlas build) of a cohort of 3D i
     out_subject_labels  folder for each subject's atlas labels: the template-space majority of `labels`
                     carried back onto the subject's grid through its inverse field (default None)
     out_report      the job's JSON report (grids, memory, history, times), as --json (default None)
+    qc              a folder for the QC report (the template, mean |u| and det J, convergence, the subjects
+                    worst first; docs/qc.md), as --qc (default None)
     affine          the affine alignment first; False: header alignment only, as --no-affine (default {affine})
     clip            run on the subjects' common bounding box; False: the whole grid, as --no-clip (default {clip})
     checkpoint      folder for checkpoints, written atomically (default None: none)

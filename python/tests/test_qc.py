@@ -213,3 +213,20 @@ def test_apply_report_opens_in_chromium(tmp_path):
     for src, complete, nw, nh, w, h in images:
         assert complete and nw == w and nh == h and w > 0, (src, nw, nh, w, h)
     assert errors == []
+
+
+def test_atlas_report_opens_in_chromium(tmp_path):
+    """kortex.atlas_build(..., qc=) writes a report whose pictures (template, maps, thumbnails) load in chromium."""
+    import nibabel as nib
+    paths = []
+    for k, shift in enumerate((0.0, 1.0, 2.0)):
+        p = tmp_path / ("s%d.nii" % k)
+        nib.save(nib.Nifti1Image(phantom(shift).transpose(2, 1, 0), np.diag([-2.0, -2.0, 2.0, 1.0])), str(p))
+        paths.append(str(p))
+    kortex.atlas_build(paths, tmp_path / "t.nii", scales=(2, 1), iterations=(2, 2), affine=False, backend="kokkos",
+                       qc=tmp_path / "qc")
+    images, errors = open_report(tmp_path / "qc" / "index.html", tmp_path / "atlas.png")
+    assert len(images) == 12, images
+    for src, complete, nw, nh, w, h in images:
+        assert complete and nw == w and nh == h and w > 0, (src, nw, nh, w, h)
+    assert errors == []
