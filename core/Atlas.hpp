@@ -124,6 +124,10 @@ struct AtlasResult {
 };
 
 using AtlasProgress = std::function<void(AtlasIteration const&)>;
+// Called at the end of each scale (every rank, in scale order) with the template of that scale on its
+// grid (scaledGeometry of the images' grid): the template its last iteration stepped against, and at
+// the last scale the final template. The QC report's "template at each scale" (pipeline/Qc.hpp).
+using AtlasScaleTemplate = std::function<void(int scale, int factor, HostImage const& templ)>;
 
 // Whether the solver carries v_i from one iteration to the next (SOR, CG, hybrids).
 bool atlasKeepsVelocity(GreedySolver s);

@@ -205,6 +205,7 @@ struct AtlasClip {
 
 struct AtlasBuilt {
   HostImage templ;                                     // on the box
+  std::vector<std::pair<int, HostImage>> scaleTemplates;  // with QC: (factor, the template at that scale's end)
   std::vector<VectorField<Kokkos::HostSpace>> fields;  // this process's u_i on the box (when asked for)
   AtlasResult atlas;
   std::string executionSpace;
@@ -520,9 +521,11 @@ AtlasBuilt buildTemplate(AtlasPlace const& p, AtlasIdentity const& id, AtlasClip
   using Exec = Kokkos::DefaultExecutionSpace;
   AtlasJob const& job = p.job;
   AtlasBuilt b;
+  AtlasScaleTemplate keep;
+  if (!job.outQc.empty() && p.rank == 0) keep = [&b](int, int f, HostImage const& t) { b.scaleTemplates.emplace_back(f, t); };
   if (p.backend == Backend::Cpu) {
     b.executionSpace = "OpenMP reference (" + std::to_string(omp_get_max_threads()) + " threads)";
-    b.atlas = ref::buildAtlas(clip.cropped, job.params, b.templ, b.fields, job.progress);
+    b.atlas = ref::buildAtlas(clip.cropped, job.params, b.templ, b.fields, job.progress, keep);
     return b;
   }
   gpu::AtlasRun run;
@@ -533,6 +536,7 @@ AtlasBuilt buildTemplate(AtlasPlace const& p, AtlasIdentity const& id, AtlasClip
   run.residentSubjects = plan.resident == p.local ? -1 : plan.resident;  // -1: every subject resident
   run.total = p.n;
   run.progress = job.progress;
+  run.scaleTemplate = keep;
   if (!job.checkpointDir.empty()) {
     run.checkpointEvery = job.checkpointEvery;
     run.checkpoint = [&](gpu::AtlasState const& st) { writeCheckpoint(job.checkpointDir, st, id.key, clip.gridKey, p.first, p.n, p.comm); };
@@ -753,7 +757,7 @@ void writeOutputs(AtlasPlace const& p, AtlasNames const& names, AtlasInputs cons
       if (qc) {
         r.secondsWrite = secondsSince(t0);
         r.secondsTotal = secondsSince(jobStart);
-        for (auto const& f : atlasQc(r, qc->all, qc->meanU, qc->meanDet).files) stageQc(f);
+        for (auto const& f : atlasQc(r, qc->all, qc->meanU, qc->meanDet, built.scaleTemplates).files) stageQc(f);
       }
       if (!job.outReport.empty()) {
         r.secondsWrite = secondsSince(t0);  // so far: the report is written with the outputs

@@ -812,7 +812,7 @@ AtlasQcSubject atlasQcSubject(std::string const& name, HostImage const& templ, H
 }
 
 QcReport atlasQc(AtlasJobResult const& r, std::vector<AtlasQcSubject> const& subjects, HostImage const& meanU,
-                 HostImage const& meanDet) {
+                 HostImage const& meanDet, std::vector<std::pair<int, HostImage>> const& scaleTemplates) {
   kx::ScopedRegion region("kortex::atlas::qc");
   const auto t0 = std::chrono::steady_clock::now();
   const Shown t = shown(r.templateImage);
@@ -822,6 +822,20 @@ QcReport atlasQc(AtlasJobResult const& r, std::vector<AtlasQcSubject> const& sub
   std::vector<Section> sections;
   sections.push_back({std::string("<h2>Template</h2>\n<p>") + kConventionText + "</p>\n",
                       planes("template_", "template", box, [&](QcFrame const& fr) { return greyOnly(fr, t); })});
+  if (!scaleTemplates.empty()) {
+    Section sc{"<h3>The template at each scale's end</h3>\n<p>A row per scale, coarse first (axial, coronal, sagittal "
+               "at 50 %; each on its scale's grid).</p>\n", {}};
+    for (auto const& [factor, img] : scaleTemplates) {
+      sc.pictures.push_back({"template_scale_" + std::to_string(factor) + ".png", "template at scale x" + std::to_string(factor),
+                             [&, img = &img] {
+                               const Shown s = shown(*img);
+                               std::vector<io::Picture> panels;
+                               for (QcPlane pl : kPlanes) panels.push_back(greyOnly(frameAtLevel(box, pl, 0.5), s));
+                               return mosaic(panels);
+                             }});
+    }
+    sections.push_back(std::move(sc));
+  }
   sections.push_back({"<h2>Mean displacement |u| over the subjects</h2>\n" + displacementLegend(top) + "\n",
                       planes("mean_u_", "mean |u|", box, [&](QcFrame const& fr) { return displacementPanel(fr, t, meanU, top); })});
   sections.push_back({"<h2>Mean det J over the subjects</h2>\n" + jacobianLegend() + "\n",

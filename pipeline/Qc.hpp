@@ -26,6 +26,7 @@
 #include <array>
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/Image.hpp"
@@ -102,7 +103,9 @@ QcReport applyQc(ApplyJob const& job, HostImage const& input, HostImage const& r
 // (atlasQcSubject): the correlation of the template and the subject warped into template space over
 // the template's head, its det J (min, folded voxels), its mean |u| (mm, over the head) and a
 // thumbnail (the template with the warped subject's edges, axial, 50 %) written by that rank as
-// DIR/subject_<name>.png. Rank 0 writes the page (atlasQc): the template in three planes, the mean
+// DIR/subject_<name>.png. Rank 0 writes the page (atlasQc): the template in three planes, the
+// template at each scale's end (scaleTemplates: factor and image on that scale's grid; a resumed run
+// has those of the scales it ran), the mean
 // over subjects of |u| (mm) and of det J in three planes, the convergence (the mismatch per
 // iteration), the subjects worst first (folds first, then the lowest correlation) with their
 // thumbnails, and the run's parameters and times (the report).
@@ -117,7 +120,7 @@ struct AtlasQcSubject {
 AtlasQcSubject atlasQcSubject(std::string const& name, HostImage const& templ, HostImage const& warped,
                               HostImage const& det, HostImage const& displacementMm);
 QcReport atlasQc(AtlasJobResult const& r, std::vector<AtlasQcSubject> const& subjects, HostImage const& meanDisplacementMm,
-                 HostImage const& meanDet);
+                 HostImage const& meanDet, std::vector<std::pair<int, HostImage>> const& scaleTemplates = {});
 std::string atlasQcThumbnailName(std::string const& subject);
 
 // A cohort's page (outDir/qc.html): every subject, worst first: failed subjects, then those with

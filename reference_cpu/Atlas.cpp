@@ -68,7 +68,8 @@ float minOf(HostImageView const& a) {
 }  // namespace
 
 AtlasResult buildAtlas(std::vector<HostImage> const& images, AtlasParams const& params, HostImage& templ,
-                       std::vector<VectorField<Kokkos::HostSpace>>& fields, AtlasProgress const& progress) {
+                       std::vector<VectorField<Kokkos::HostSpace>>& fields, AtlasProgress const& progress,
+                       AtlasScaleTemplate const& scaleTemplate) {
   using Clock = std::chrono::steady_clock;
   const auto start = Clock::now();
   auto elapsed = [&start] { return std::chrono::duration<double>(Clock::now() - start).count(); };
@@ -146,6 +147,11 @@ AtlasResult buildAtlas(std::vector<HostImage> const& images, AtlasParams const& 
     if (s + 1 == gp.scales.size()) {  // the last scale is the full grid (factor 1)
       templ = HostImage("atlas template", g);
       averageInOrder(sub, true, templ.data.data(), templ.data.size());
+    }
+    if (scaleTemplate) {
+      HostImage t("atlas scale template", scaledGeometry(g, f));
+      Kokkos::deep_copy(t.data, s + 1 == gp.scales.size() ? templ.data : T);
+      scaleTemplate(int(s), f, t);
     }
   }
   fields.clear();

@@ -15,6 +15,7 @@ namespace kortex::ref {
 // `fields[i]` the full-grid displacement of subject i (allocated here). Extents and grids only are
 // checked (InvalidArgument); parameters and NaN/Inf are the caller's (the job validates once).
 AtlasResult buildAtlas(std::vector<HostImage> const& images, AtlasParams const& params, HostImage& templ,
-                       std::vector<VectorField<Kokkos::HostSpace>>& fields, AtlasProgress const& progress = {});
+                       std::vector<VectorField<Kokkos::HostSpace>>& fields, AtlasProgress const& progress = {},
+                       AtlasScaleTemplate const& scaleTemplate = {});
 
 }  // namespace kortex::ref

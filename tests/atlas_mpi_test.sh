@@ -36,7 +36,7 @@ for np in 2 3; do
   done
   # The QC report: every picture (the maps summed in fixed point, each subject's thumbnail drawn by its
   # rank) the same bytes; the page is there (its times and rank count differ).
-  [ -f "q$np/index.html" ] && [ "$(ls q1/*.png | wc -l)" -eq 13 ] && ok || fail "$np ranks: the QC report is incomplete"
+  [ -f "q$np/index.html" ] && [ "$(ls q1/*.png | wc -l)" -eq 15 ] && ok || fail "$np ranks: the QC report is incomplete"
   for f in q1/*.png; do
     cmp -s "$f" "q$np/$(basename "$f")" && ok || fail "$np ranks: QC picture $(basename "$f") differs from 1 rank's"
   done

@@ -346,7 +346,7 @@ BOOST_AUTO_TEST_CASE(atlas_job_writes_the_report) {
     BOOST_TEST(p.width == std::stoi((*it)[2].str()));
     BOOST_TEST(p.height == std::stoi((*it)[3].str()));
   }
-  BOOST_TEST(pictures == 12);  // 9 of the template and maps, 3 thumbnails
+  BOOST_TEST(pictures == 14);  // 9 of the template and maps, 2 of the template per scale, 3 thumbnails
   const auto b = page.find("<td>b</td>"), a = page.find("<td>a</td>"), c = page.find("<td>c</td>");
   BOOST_TEST((b != std::string::npos && a != std::string::npos && c != std::string::npos));
   BOOST_TEST(b < a);

@@ -917,6 +917,12 @@ AtlasResult buildAtlas(Exec const& exec, std::vector<HostImage> const& images, A
       tally.reduce += averageTemplate(exec, p, sc, resident, sh, ws.staged);
       T = sh.T;
     }
+    if (run.scaleTemplate) {
+      HostImage t("kortex::atlas::scale_template", scaledGeometry(p.g, sc.f));
+      Kokkos::deep_copy(exec, t.data, sh.T);
+      exec.fence();
+      run.scaleTemplate(s, sc.f, t);
+    }
   }
   return finishAtlas(exec, p, T, resident, str, ws, tally, templ, fields);
 }

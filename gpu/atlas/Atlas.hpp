@@ -44,6 +44,7 @@ struct AtlasRun {
   int first = 0;              // global index of this process's first image
   int total = 0;              // subjects over all ranks (0: this process's count)
   AtlasProgress progress;     // every rank calls it with the same record
+  AtlasScaleTemplate scaleTemplate;  // every rank, at each scale's end (core/Atlas.hpp); empty: none (no copy)
   int checkpointEvery = 0;    // iterations (over all scales); 0: never
   std::function<void(AtlasState const&)> checkpoint;  // called on every rank with its state
   AtlasState const* resume = nullptr;                 // start from this state

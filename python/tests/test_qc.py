@@ -226,7 +226,7 @@ def test_atlas_report_opens_in_chromium(tmp_path):
     kortex.atlas_build(paths, tmp_path / "t.nii", scales=(2, 1), iterations=(2, 2), affine=False, backend="kokkos",
                        qc=tmp_path / "qc")
     images, errors = open_report(tmp_path / "qc" / "index.html", tmp_path / "atlas.png")
-    assert len(images) == 12, images
+    assert len(images) == 14, images  # 9 template and maps, 2 scales, 3 thumbnails
     for src, complete, nw, nh, w, h in images:
         assert complete and nw == w and nh == h and w > 0, (src, nw, nh, w, h)
     assert errors == []
