@@ -10,6 +10,7 @@
 #include <cmath>
 #include <iomanip>
 #include <sstream>
+#include <tuple>
 
 #include "core/Backend.hpp"
 #include "core/Compat.hpp"
@@ -131,6 +132,50 @@ struct Sampler {
   }
 };
 
+// An image sampled on every pixel of a frame (row-major; NaN outside the image): trilinear or the
+// nearest voxel. The index point moves by a constant step per pixel (the frame is affine in world space).
+std::vector<float> sampleFrame(QcFrame const& f, HostImage const& img, bool nearest = false) {
+  const Sampler s(img);
+  auto const& g = img.geometry;
+  const Index nx = g.nx(), ny = g.ny(), nz = g.nz();
+  const Vec3 p0 = s.index(f.origin);
+  Vec3 di{}, dj{};
+  for (int r = 0; r < 3; ++r) {
+    di[std::size_t(r)] = s.toIndex[std::size_t(3 * r)] * f.right[0] + s.toIndex[std::size_t(3 * r + 1)] * f.right[1] +
+                         s.toIndex[std::size_t(3 * r + 2)] * f.right[2];
+    dj[std::size_t(r)] = s.toIndex[std::size_t(3 * r)] * f.down[0] + s.toIndex[std::size_t(3 * r + 1)] * f.down[1] +
+                         s.toIndex[std::size_t(3 * r + 2)] * f.down[2];
+  }
+  const float* v = img.data.data();
+  std::vector<float> out(std::size_t(f.width) * f.height, NAN);
+  for (int j = 0; j < f.height; ++j)
+    for (int i = 0; i < f.width; ++i) {
+      const Vec3 p{p0[0] + i * di[0] + j * dj[0], p0[1] + i * di[1] + j * dj[1], p0[2] + i * di[2] + j * dj[2]};
+      if (!s.inside(p)) continue;
+      float& o = out[std::size_t(j) * f.width + i];
+      if (nearest) {
+        const Index x = std::clamp<Index>(std::lround(p[0]), 0, nx - 1), y = std::clamp<Index>(std::lround(p[1]), 0, ny - 1),
+                    z = std::clamp<Index>(std::lround(p[2]), 0, nz - 1);
+        o = v[(z * ny + y) * nx + x];
+        continue;
+      }
+      const double cx = std::clamp(p[0], 0.0, double(nx - 1)), cy = std::clamp(p[1], 0.0, double(ny - 1)),
+                   cz = std::clamp(p[2], 0.0, double(nz - 1));
+      const Index x0 = std::min<Index>(Index(cx), nx - 1), y0 = std::min<Index>(Index(cy), ny - 1),
+                  z0 = std::min<Index>(Index(cz), nz - 1);
+      const Index x1 = std::min<Index>(x0 + 1, nx - 1), y1 = std::min<Index>(y0 + 1, ny - 1), z1 = std::min<Index>(z0 + 1, nz - 1);
+      const double fx = cx - double(x0), fy = cy - double(y0), fz = cz - double(z0);
+      auto at = [&](Index x, Index y, Index z) { return double(v[(z * ny + y) * nx + x]); };
+      const double c00 = at(x0, y0, z0) + fx * (at(x1, y0, z0) - at(x0, y0, z0));
+      const double c10 = at(x0, y1, z0) + fx * (at(x1, y1, z0) - at(x0, y1, z0));
+      const double c01 = at(x0, y0, z1) + fx * (at(x1, y0, z1) - at(x0, y0, z1));
+      const double c11 = at(x0, y1, z1) + fx * (at(x1, y1, z1) - at(x0, y1, z1));
+      const double c0 = c00 + fy * (c10 - c00), c1 = c01 + fy * (c11 - c01);
+      o = float(c0 + fz * (c1 - c0));
+    }
+  return out;
+}
+
 // The head box in world (LPS) coordinates: the index box of the head voxels, its 8 corners mapped.
 struct Box {
   Vec3 lo{}, hi{};
@@ -235,29 +280,26 @@ void orientationLetters(io::Picture& p, QcPlane plane) {
   letter(p, a.bottomText[0], p.width / 2 - 5, p.height - 16);
 }
 
-io::Picture greyPanel(QcFrame const& f, HostImage const& img, Window const& w, double dim = 1.0) {
+io::Picture greyPanel(QcFrame const& f, std::vector<float> const& v, Window const& w, double dim = 1.0) {
   io::Picture p(f.width, f.height, 3);
-  const Sampler s(img);
-  for (int j = 0; j < f.height; ++j)
-    for (int i = 0; i < f.width; ++i) {
-      const double v = s.linear(worldOf(f, i, j));
-      const std::uint8_t g = std::isnan(v) ? 0 : std::uint8_t(dim * w.grey(v));
-      put(p, i, j, {g, g, g});
-    }
+  for (std::size_t k = 0; k < v.size(); ++k) {
+    const std::uint8_t g = std::isnan(v[k]) ? 0 : std::uint8_t(dim * w.grey(v[k]));
+    std::fill(p.pixels.begin() + std::ptrdiff_t(3 * k), p.pixels.begin() + std::ptrdiff_t(3 * k + 3), g);
+  }
   return p;
+}
+
+io::Picture greyPanel(QcFrame const& f, HostImage const& img, Window const& w, double dim = 1.0) {
+  return greyPanel(f, sampleFrame(f, img), w, dim);
 }
 
 // Thin edges of `img` on the frame: |grad| above kEdgeFraction of its 98th percentile, and a
 // maximum along the gradient's nearest of four directions.
 std::vector<char> edgesOf(QcFrame const& f, HostImage const& img) {
-  const Sampler s(img);
   const int w = f.width, h = f.height;
+  const std::vector<float> sampled = sampleFrame(f, img);
   std::vector<double> v(std::size_t(w) * h), gx(v.size()), gy(v.size()), m(v.size());
-  for (int j = 0; j < h; ++j)
-    for (int i = 0; i < w; ++i) {
-      const double x = s.linear(worldOf(f, i, j));
-      v[std::size_t(j) * w + i] = std::isnan(x) ? 0.0 : x;
-    }
+  for (std::size_t k = 0; k < v.size(); ++k) v[k] = std::isnan(sampled[k]) ? 0.0 : sampled[k];
   std::vector<float> mags;
   for (int j = 1; j + 1 < h; ++j)
     for (int i = 1; i + 1 < w; ++i) {
@@ -346,12 +388,12 @@ io::Picture checkerPanel(QcFrame const& f, Shown const& fixed, Shown const& movi
 }
 
 io::Picture jacobianPanel(QcFrame const& f, Shown const& fixed, HostImage const& det) {
-  io::Picture p = greyPanel(f, *fixed.img, fixed.window, 0.6);
-  const Sampler fs(*fixed.img), ds(det);
+  const std::vector<float> fv = sampleFrame(f, *fixed.img), dv = sampleFrame(f, det, true);
+  io::Picture p = greyPanel(f, fv, fixed.window, 0.6);
   for (int j = 0; j < f.height; ++j)
     for (int i = 0; i < f.width; ++i) {
-      const Vec3 w = worldOf(f, i, j);
-      const double d = ds.nearest(w), v = fs.linear(w);
+      const std::size_t k = std::size_t(j) * f.width + i;
+      const double d = dv[k], v = fv[k];
       if (std::isnan(d)) continue;
       if (!(d > 0.0)) {
         put(p, i, j, kQcFoldColour);
@@ -370,13 +412,9 @@ io::Picture jacobianPanel(QcFrame const& f, Shown const& fixed, HostImage const&
 // differs from its right or lower neighbour's, one of them non-zero.
 io::Picture labelPanel(QcFrame const& f, Shown const& fixed, HostImage const& labels) {
   io::Picture p = greyPanel(f, *fixed.img, fixed.window);
-  const Sampler s(labels);
-  std::vector<long> l(std::size_t(f.width) * f.height);
-  for (int j = 0; j < f.height; ++j)
-    for (int i = 0; i < f.width; ++i) {
-      const double v = s.nearest(worldOf(f, i, j));
-      l[std::size_t(j) * f.width + i] = std::isnan(v) ? 0 : std::lround(v);
-    }
+  const std::vector<float> lv = sampleFrame(f, labels, true);
+  std::vector<long> l(lv.size());
+  for (std::size_t k = 0; k < lv.size(); ++k) l[k] = std::isnan(lv[k]) ? 0 : std::lround(lv[k]);
   for (int j = 0; j + 1 < f.height; ++j)
     for (int i = 0; i + 1 < f.width; ++i) {
       const std::size_t k = std::size_t(j) * f.width + i;
@@ -497,8 +535,11 @@ std::vector<PictureSpec> planes(std::string const& stem, std::string const& what
   std::vector<PictureSpec> out;
   for (QcPlane pl : kPlanes)
     out.push_back({stem + planeName(pl) + ".png", what + ", " + planeName(pl), [=] {
+                     std::vector<std::future<io::Picture>> levels;  // a thread per panel
+                     for (double lv : kLevels)
+                       levels.push_back(std::async(std::launch::async, [&draw, &box, pl, lv] { return draw(frameAtLevel(box, pl, lv)); }));
                      std::vector<io::Picture> panels;
-                     for (double lv : kLevels) panels.push_back(draw(frameAtLevel(box, pl, lv)));
+                     for (auto& l : levels) panels.push_back(l.get());
                      if (extra)
                        for (auto& p : extra(pl)) panels.push_back(std::move(p));
                      return mosaic(panels);
@@ -689,14 +730,21 @@ QcReport registrationQc(RegisterJobResult const& r, HostImage const& moving, QcL
   HostImage const& fixed = r.pair.fixedNormalised;
   if (fixed.data.data() == nullptr || !fixed.geometry.sameGrid(r.warped.geometry, 1e-6))
     throw InvalidArgument("QC report: the registration kept no fixed image on the fixed grid");
-  const Shown f = shown(fixed), warped = shown(r.warped);
+  // The numbers, concurrently: the fixed image's window, head box and correlation; the warped image's
+  // window; det J's statistics.
+  auto fixedPart = std::async(std::launch::async, [&] {
+    const Shown f = shown(fixed);
+    return std::make_tuple(f, headBox(f), headCorrelation(f, r.warped));
+  });
+  auto warpedPart = std::async(std::launch::async, [&] { return shown(r.warped); });
   const DetStats det = detStats(r.jacobian);
-  const double ncc = headCorrelation(f, r.warped);
+  const auto [f, box, ncc] = fixedPart.get();
+  const Shown warped = warpedPart.get();
   const HostImage warpedL = labels.moving.data.data() ? warpedLabels(r.pair, labels.moving) : HostImage();
   std::optional<LabelDice> dice;
   if (labels.fixed.data.data()) dice = meanLabelDice(labels.fixed, warpedL);
   Page page;
-  page.draw(registrationSections(r, f, warped, headBox(f), det, warpedL));
+  page.draw(registrationSections(r, f, warped, box, det, warpedL));
   page.body << convergenceSection(r.pair);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const std::string text =
@@ -755,12 +803,12 @@ namespace {
 
 // |u| in mm from 0 (black) through red and yellow to white at `top`.
 io::Picture displacementPanel(QcFrame const& f, Shown const& templ, HostImage const& mm, double top) {
-  io::Picture p = greyPanel(f, *templ.img, templ.window, 0.5);
-  const Sampler ts(*templ.img), ms(mm);
+  const std::vector<float> tv = sampleFrame(f, *templ.img), mv = sampleFrame(f, mm);
+  io::Picture p = greyPanel(f, tv, templ.window, 0.5);
   for (int j = 0; j < f.height; ++j)
     for (int i = 0; i < f.width; ++i) {
-      const Vec3 w = worldOf(f, i, j);
-      const double v = ts.linear(w), d = ms.linear(w);
+      const std::size_t k = std::size_t(j) * f.width + i;
+      const double v = tv[k], d = mv[k];
       if (std::isnan(v) || v <= templ.head || std::isnan(d)) continue;
       const double t = std::clamp(d / (top > 0 ? top : 1.0), 0.0, 1.0);
       auto c = [](double x) { return std::uint8_t(std::lround(255.0 * std::clamp(x, 0.0, 1.0))); };
