@@ -182,8 +182,8 @@ void requireOutputNames(RegisterOptions const& o) {
                          "--out-composite", "--qc"};
   for (int k = 0; k < 7; ++k)
     if (flags[k].first && flags[k].second->empty())
-      throw InvalidArgument(std::string(names[k]) + " needs a file name (without one it names a cohort's outputs: "
-                            "several --moving images, --list or --out-dir)");
+      throw InvalidArgument(std::string(names[k]) + (k == 6 ? " needs a folder name" : " needs a file name") +
+                            " (without one it names a cohort's outputs: several --moving images, --list or --out-dir)");
 }
 
 int runRegistration(RegisterOptions const& o, pipeline::RegisterJob& job) {

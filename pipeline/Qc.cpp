@@ -704,6 +704,14 @@ std::string registrationRows(RegisterJobResult const& r, HostImage const& fixed,
   row("back end", html(toString(pair.backend)) + " (" + html(pair.executionSpace) + ")");
   row("fixed image", inputText(r.job.fixed, r.job.fixed.inMemory() ? r.job.fixed.image : fixed));
   row("moving image", inputText(r.job.moving, moving));
+  if (!pair.greedy.history.empty())
+    row("misfit (RMSE)", "last scale: " + num(pair.greedy.scales.empty() ? 0.0 : pair.greedy.scales.back().rmseStart) +
+                             " -> " + num(pair.greedy.history.back().rmse) + " in " + std::to_string(pair.greedy.iterations) +
+                             " iterations over " + std::to_string(pair.greedy.scales.size()) + " scale(s), " +
+                             std::to_string(pair.greedy.refused) + " fold-refused step(s)");
+  else if (!pair.fluid.history.empty())
+    row("energy", num(pair.fluid.initial.total) + " -> " + num(pair.fluid.final.total) + " in " +
+                      std::to_string(pair.fluid.iterations) + " iterations");
   row("det J", "min " + num(det.min) + ", max " + num(det.max) + ", folded voxels " + std::to_string(det.folds));
   row("correlation (fixed head)", num(ncc) + " (the fixed and the warped moving image over the fixed image's head)");
   if (dice)

@@ -209,6 +209,20 @@ expect_error "greedy no output named" "" "${G[@]}" --moving vb.mha --scales 2,1 
 expect_success "greedy field only (no warped image)" fo.nii.gz "${G[@]}" --moving vb.mha --out-field fo.nii.gz \
   --json fo.json --backend cpu --no-affine --scales 2,1 --iterations 3,3
 grep -q '"method": "greedy"' fo.json && grep -q 'fo.nii.gz' fo.json && ok || fail "greedy --json: the report lacks the job or its files"
+# The QC report (issue 42): written with the outputs; a folder that is a file, --qc without a folder
+# name outside a cohort, label maps without a report or off their grid are refused before any work.
+rm -rf qcd
+expect_success "greedy --qc" qcd/index.html "${G[@]}" --moving vb.mha --qc qcd --backend cpu --no-affine --scales 2,1 \
+  --iterations 3,3
+[ "$(ls qcd/*.png | wc -l)" -eq 12 ] && grep -q '<img src="after_axial.png"' qcd/index.html && ok || fail "greedy --qc: the report is incomplete"
+touch qcfile
+expect_error "greedy --qc over a file" w.nii "${G[@]}" --moving vb.mha --out-warped w.nii --qc qcfile --scales 2,1 --iterations 3,3
+expect_error "greedy --qc without a folder" w.nii "${G[@]}" --moving vb.mha --out-warped w.nii --qc --scales 2,1 --iterations 3,3
+expect_error "greedy --qc-labels without --qc" w.nii "${G[@]}" --moving vb.mha --out-warped w.nii --qc-labels vb.mha \
+  --scales 2,1 --iterations 3,3
+expect_error "greedy --qc-labels off the moving grid" w.nii "${G[@]}" --moving vb.mha --out-warped w.nii --qc qce \
+  --qc-labels good.mha --scales 2,1 --iterations 3,3
+[ ! -e qce ] && ok || fail "greedy --qc-labels off its grid: the QC folder was made"
 # Temporaries a killed run left in an output folder (no such pid) are swept by the next job writing there.
 mkdir -p od/.kortex-tmp-2147480000-stage-x && touch od/.kortex-tmp-2147480002-w.nii
 expect_success "greedy sweeps a killed run's temporaries" od/w.nii "${G[@]}" --moving vb.mha --out-warped od/w.nii \
