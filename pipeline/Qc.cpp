@@ -18,6 +18,7 @@
 #include "pipeline/Apply.hpp"
 #include "pipeline/Atlas.hpp"
 #include "pipeline/JobFiles.hpp"
+#include "pipeline/ParamsJson.hpp"
 #include "pipeline/RegisterCohort.hpp"
 #include "pipeline/RegisterJob.hpp"
 
@@ -701,6 +702,9 @@ std::string registrationRows(RegisterJobResult const& r, HostImage const& fixed,
                                                            ", transform " + toString(r.job.transform)
                                                      : std::string()));
   row("affine metric", toString(r.job.affineMetric));
+  row("parameters", "<code>" +
+                        html(r.job.method == RegistrationMethod::Greedy ? toJson(r.job.greedy).dump() : toJson(r.job.fluid).dump()) +
+                        "</code>");
   row("back end", html(toString(pair.backend)) + " (" + html(pair.executionSpace) + ")");
   row("fixed image", inputText(r.job.fixed, r.job.fixed.inMemory() ? r.job.fixed.image : fixed));
   row("moving image", inputText(r.job.moving, moving));

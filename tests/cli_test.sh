@@ -215,6 +215,10 @@ rm -rf qcd
 expect_success "greedy --qc" qcd/index.html "${G[@]}" --moving vb.mha --qc qcd --backend cpu --no-affine --scales 2,1 \
   --iterations 3,3
 [ "$(ls qcd/*.png | wc -l)" -eq 12 ] && grep -q '<img src="after_axial.png"' qcd/index.html && ok || fail "greedy --qc: the report is incomplete"
+rm -rf qcu
+expect_success "unbiased --qc" qcu/index.html "$KORTEX" register unbiased --fixed va.mha --moving vb.mha --qc qcu --backend cpu \
+  --no-affine --iterations 3
+[ "$(ls qcu/*.png | wc -l)" -eq 12 ] && grep -q 'energy' qcu/index.html && ok || fail "unbiased --qc: the report is incomplete"
 touch qcfile
 expect_error "greedy --qc over a file" w.nii "${G[@]}" --moving vb.mha --out-warped w.nii --qc qcfile --scales 2,1 --iterations 3,3
 expect_error "greedy --qc without a folder" w.nii "${G[@]}" --moving vb.mha --out-warped w.nii --qc --scales 2,1 --iterations 3,3
