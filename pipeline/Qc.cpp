@@ -6,6 +6,8 @@
 #include <functional>
 #include <future>
 #include <map>
+#include <memory>
+#include <mutex>
 #include <optional>
 #include <cmath>
 #include <iomanip>
@@ -67,11 +69,26 @@ struct Window {
   }
 };
 
-// An image as shown: its head threshold and grey window, found once.
+// The samples of one image on the frames it was drawn on, kept: the fixed image of a report is drawn
+// on each of its nine frames by four or five pictures. Thread-safe: the first thread to ask for a
+// frame samples it, the others wait for that result.
+class FrameMemo {
+ public:
+  std::vector<float> const& get(QcFrame const& f, HostImage const& img);
+
+ private:
+  using Key = std::tuple<int, double, double, double, int, int>;
+  std::mutex mutex_;
+  std::map<Key, std::shared_future<std::vector<float>>> frames_;
+};
+
+// An image as shown: its head threshold and grey window, found once, and its samples per frame.
 struct Shown {
   HostImage const* img = nullptr;
   double head = 0.0;
   Window window;
+  std::shared_ptr<FrameMemo> memo = std::make_shared<FrameMemo>();
+  std::vector<float> const& on(QcFrame const& f) const { return memo->get(f, *img); }
 };
 
 Shown shown(HostImage const& img) {
@@ -175,6 +192,26 @@ std::vector<float> sampleFrame(QcFrame const& f, HostImage const& img, bool near
       o = float(c0 + fz * (c1 - c0));
     }
   return out;
+}
+
+std::vector<float> const& FrameMemo::get(QcFrame const& f, HostImage const& img) {
+  const Key key{int(f.plane), f.origin[0], f.origin[1], f.origin[2], f.width, f.height};
+  std::promise<std::vector<float>> mine;
+  std::shared_future<std::vector<float>> result;
+  bool first = false;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = frames_.find(key);
+    if (it == frames_.end()) {
+      result = mine.get_future().share();
+      frames_.emplace(key, result);
+      first = true;
+    } else {
+      result = it->second;
+    }
+  }
+  if (first) mine.set_value(sampleFrame(f, img));
+  return result.get();
 }
 
 // The head box in world (LPS) coordinates: the index box of the head voxels, its 8 corners mapped.
@@ -296,9 +333,8 @@ io::Picture greyPanel(QcFrame const& f, HostImage const& img, Window const& w, d
 
 // Thin edges of `img` on the frame: |grad| above kEdgeFraction of its 98th percentile, and a
 // maximum along the gradient's nearest of four directions.
-std::vector<char> edgesOf(QcFrame const& f, HostImage const& img) {
+std::vector<char> edgesOf(QcFrame const& f, std::vector<float> const& sampled) {
   const int w = f.width, h = f.height;
-  const std::vector<float> sampled = sampleFrame(f, img);
   std::vector<double> v(std::size_t(w) * h), gx(v.size()), gy(v.size()), m(v.size());
   for (std::size_t k = 0; k < v.size(); ++k) v[k] = std::isnan(sampled[k]) ? 0.0 : sampled[k];
   std::vector<float> mags;
@@ -368,8 +404,8 @@ std::array<int, 2> qcPixel(QcFrame const& f, std::array<double, 3> const& w) {
 
 namespace {
 
-io::Picture edgePanel(QcFrame const& f, Shown const& fixed, HostImage const& moving) {
-  io::Picture p = greyPanel(f, *fixed.img, fixed.window);
+io::Picture edgePanel(QcFrame const& f, Shown const& fixed, std::vector<float> const& moving) {
+  io::Picture p = greyPanel(f, fixed.on(f), fixed.window);
   const auto e = edgesOf(f, moving);
   for (int j = 0; j < f.height; ++j)
     for (int i = 0; i < f.width; ++i)
@@ -379,8 +415,8 @@ io::Picture edgePanel(QcFrame const& f, Shown const& fixed, HostImage const& mov
 }
 
 io::Picture checkerPanel(QcFrame const& f, Shown const& fixed, Shown const& moving) {
-  io::Picture a = greyPanel(f, *fixed.img, fixed.window);
-  const io::Picture b = greyPanel(f, *moving.img, moving.window);
+  io::Picture a = greyPanel(f, fixed.on(f), fixed.window);
+  const io::Picture b = greyPanel(f, moving.on(f), moving.window);
   for (int j = 0; j < f.height; ++j)
     for (int i = 0; i < f.width; ++i)
       if (((i / kChecker) + (j / kChecker)) % 2 == 1) std::copy(b.at(i, j), b.at(i, j) + 3, a.at(i, j));
@@ -389,7 +425,8 @@ io::Picture checkerPanel(QcFrame const& f, Shown const& fixed, Shown const& movi
 }
 
 io::Picture jacobianPanel(QcFrame const& f, Shown const& fixed, HostImage const& det) {
-  const std::vector<float> fv = sampleFrame(f, *fixed.img), dv = sampleFrame(f, det, true);
+  std::vector<float> const& fv = fixed.on(f);
+  const std::vector<float> dv = sampleFrame(f, det, true);
   io::Picture p = greyPanel(f, fv, fixed.window, 0.6);
   for (int j = 0; j < f.height; ++j)
     for (int i = 0; i < f.width; ++i) {
@@ -412,7 +449,7 @@ io::Picture jacobianPanel(QcFrame const& f, Shown const& fixed, HostImage const&
 // The fixed image with the outlines of a label map on its grid (nearest voxel): a pixel whose label
 // differs from its right or lower neighbour's, one of them non-zero.
 io::Picture labelPanel(QcFrame const& f, Shown const& fixed, HostImage const& labels) {
-  io::Picture p = greyPanel(f, *fixed.img, fixed.window);
+  io::Picture p = greyPanel(f, fixed.on(f), fixed.window);
   const std::vector<float> lv = sampleFrame(f, labels, true);
   std::vector<long> l(lv.size());
   for (std::size_t k = 0; k < lv.size(); ++k) l[k] = std::isnan(lv[k]) ? 0 : std::lround(lv[k]);
@@ -429,7 +466,7 @@ io::Picture labelPanel(QcFrame const& f, Shown const& fixed, HostImage const& la
 }  // namespace
 
 io::Picture qcEdgePanel(QcFrame const& f, HostImage const& fixed, HostImage const& moving) {
-  return edgePanel(f, shown(fixed), moving);
+  return edgePanel(f, shown(fixed), sampleFrame(f, moving));
 }
 
 io::Picture qcCheckerPanel(QcFrame const& f, HostImage const& fixed, HostImage const& moving) {
@@ -658,9 +695,9 @@ std::vector<Section> registrationSections(RegisterJobResult const& r, Shown cons
                                         "image. ") + kConventionText + "</p>\n";
   if (before.data.data() != nullptr)
     sections.push_back({intro + "<h3>Before: the affine stage alone</h3>\n",
-                        planes("before_", "before", box, [&](QcFrame const& fr) { return edgePanel(fr, f, before); })});
+                        planes("before_", "before", box, [&](QcFrame const& fr) { return edgePanel(fr, f, sampleFrame(fr, before)); })});
   sections.push_back({(before.data.data() != nullptr ? std::string() : intro) + "<h3>After: the whole map</h3>\n",
-                      planes("after_", "after", box, [&](QcFrame const& fr) { return edgePanel(fr, f, r.warped); })});
+                      planes("after_", "after", box, [&](QcFrame const& fr) { return edgePanel(fr, f, warped.on(fr)); })});
   if (warpedLabels.data.data() != nullptr)
     sections.push_back({"<h3>The moving image's labels through the whole map</h3>\n<p>Cyan: the outlines of the "
                         "moving label map, warped (nearest voxel), over the fixed image.</p>\n",
@@ -784,9 +821,9 @@ QcReport applyQc(ApplyJob const& job, HostImage const& input, HostImage const& r
                             kConventionText + "</p>\n";
   std::vector<Section> sections;
   sections.push_back({intro + "<h3>Before: the input where its header puts it</h3>\n",
-                      planes("before_", "before", box, [&](QcFrame const& fr) { return edgePanel(fr, ref, input); })});
+                      planes("before_", "before", box, [&](QcFrame const& fr) { return edgePanel(fr, ref, sampleFrame(fr, input)); })});
   sections.push_back({"<h3>After: through the transforms</h3>\n",
-                      planes("after_", "after", box, [&](QcFrame const& fr) { return edgePanel(fr, ref, r.image); })});
+                      planes("after_", "after", box, [&](QcFrame const& fr) { return edgePanel(fr, ref, out.on(fr)); })});
   sections.push_back({"<h2>Checkerboard</h2>\n<p>Squares of the reference image and the result in turn.</p>\n",
                       planes("checker_", "checkerboard", box, [&](QcFrame const& fr) { return checkerPanel(fr, ref, out); })});
   Page page;
@@ -815,7 +852,8 @@ namespace {
 
 // |u| in mm from 0 (black) through red and yellow to white at `top`.
 io::Picture displacementPanel(QcFrame const& f, Shown const& templ, HostImage const& mm, double top) {
-  const std::vector<float> tv = sampleFrame(f, *templ.img), mv = sampleFrame(f, mm);
+  std::vector<float> const& tv = templ.on(f);
+  const std::vector<float> mv = sampleFrame(f, mm);
   io::Picture p = greyPanel(f, tv, templ.window, 0.5);
   for (int j = 0; j < f.height; ++j)
     for (int i = 0; i < f.width; ++i) {
@@ -842,7 +880,7 @@ std::string displacementLegend(double top) {
 }
 
 io::Picture greyOnly(QcFrame const& f, Shown const& img) {
-  io::Picture p = greyPanel(f, *img.img, img.window);
+  io::Picture p = greyPanel(f, img.on(f), img.window);
   orientationLetters(p, f.plane);
   return p;
 }
@@ -864,7 +902,8 @@ AtlasQcSubject atlasQcSubject(std::string const& name, HostImage const& templ, H
   for (Index i = 0; i < templ.numVoxels(); ++i)
     if (templ.data.data()[i] > t.head) sum += displacementMm.data.data()[i], n += 1;
   s.meanDisplacementMm = n > 0 ? sum / n : 0.0;
-  const io::Picture p = edgePanel(frameAtLevel(headBox(t), QcPlane::Axial, 0.5), t, warped);
+  const QcFrame fr = frameAtLevel(headBox(t), QcPlane::Axial, 0.5);
+  const io::Picture p = edgePanel(fr, t, sampleFrame(fr, warped));
   s.thumbWidth = p.width;
   s.thumbHeight = p.height;
   s.thumbnail = {atlasQcThumbnailName(name), io::encodePng(p)};
