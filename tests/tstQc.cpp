@@ -188,7 +188,8 @@ BOOST_AUTO_TEST_CASE(register_job_writes_the_report) {
 }
 
 // A cohort with QC: every subject's report in <stem>_qc/, and the cohort's page listing the subjects
-// worst first: the noisy subject (lower correlation with the fixed image) above the clean one.
+// worst first: a subject that failed (skipped with keepGoing; no report of its own), then the noisy
+// subject (lower correlation with the fixed image) above the clean one.
 BOOST_AUTO_TEST_CASE(cohort_page_lists_the_worst_subject_first) {
   test::TempDir dir("kortex-qc-cohort");
   const Geometry g = grid();
@@ -208,14 +209,23 @@ BOOST_AUTO_TEST_CASE(cohort_page_lists_the_worst_subject_first) {
   job.backend = Backend::Kokkos;
   job.outDir = dir / "out";
   job.outputs.qc = true;
+  // A subject that cannot be registered (a constant image), skipped with keepGoing: listed first, failed.
+  io::writeImage(HostImage("kortex::test::flat", g), dir / "flat.nii");
+  job.moving.push_back({dir / "flat.nii", {}});
+  job.keepGoing = true;
   const auto r = pipeline::runRegisterCohort(job);
   BOOST_TEST(r.registered() == 2);
+  BOOST_TEST(r.failed() == 1);
   for (const char* stem : {"clean", "noisy"}) BOOST_TEST(fs::is_regular_file(dir / "out" / (std::string(stem) + "_qc") / "index.html"));
   const std::string page = slurp(dir / "out" / "qc.html");
   const auto clean = page.find("clean_qc/index.html"), noisyAt = page.find("noisy_qc/index.html");
   BOOST_TEST(clean != std::string::npos);
   BOOST_TEST(noisyAt != std::string::npos);
   BOOST_TEST(noisyAt < clean);
+  const auto flat = page.find("failed: ");
+  BOOST_TEST(flat != std::string::npos);
+  BOOST_TEST(flat < noisyAt);
+  BOOST_TEST(!fs::exists(dir / "out" / "flat_qc"));
   BOOST_TEST(r.subjects[1].report["qc"]["ncc"].get<double>() < r.subjects[0].report["qc"]["ncc"].get<double>());
 }
 
