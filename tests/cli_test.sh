@@ -219,6 +219,15 @@ rm -rf qcu
 expect_success "unbiased --qc" qcu/index.html "$KORTEX" register unbiased --fixed va.mha --moving vb.mha --qc qcu --backend cpu \
   --no-affine --iterations 3
 [ "$(ls qcu/*.png | wc -l)" -eq 12 ] && grep -q 'energy' qcu/index.html && ok || fail "unbiased --qc: the report is incomplete"
+# A cohort: --qc without a folder writes each subject's report and the cohort's page; with a folder it is refused.
+rm -rf qcc
+expect_success "cohort --qc" qcc/qc.html "${G[@]}" --moving vb.mha va.mha --out-dir qcc --qc --backend cpu --no-affine \
+  --scales 2,1 --iterations 3,3
+[ -f qcc/vb_qc/index.html ] && [ -f qcc/va_qc/index.html ] && grep -q 'vb_qc/index.html' qcc/qc.html && ok || \
+  fail "cohort --qc: a subject's report or the page is missing"
+expect_error "cohort --qc with a folder name" "" "${G[@]}" --moving vb.mha va.mha --out-dir qcc2 --qc named --scales 2,1 \
+  --iterations 3,3
+[ ! -e qcc2 ] && ok || fail "cohort --qc NAME: the output folder was made"
 touch qcfile
 expect_error "greedy --qc over a file" w.nii "${G[@]}" --moving vb.mha --out-warped w.nii --qc qcfile --scales 2,1 --iterations 3,3
 expect_error "greedy --qc without a folder" w.nii "${G[@]}" --moving vb.mha --out-warped w.nii --qc --scales 2,1 --iterations 3,3
