@@ -101,6 +101,8 @@ Shown shown(HostImage const& img) {
 
 // ---- world sampling --------------------------------------------------------------------------------
 
+// World (LPS, mm) -> continuous index of an image's grid, and whether a point lies within half a
+// voxel of it.
 struct Sampler {
   HostImage const& img;
   Matrix3 toIndex;
@@ -112,41 +114,9 @@ struct Sampler {
     for (int r = 0; r < 3; ++r) p[r] = toIndex[3 * r] * d[0] + toIndex[3 * r + 1] * d[1] + toIndex[3 * r + 2] * d[2];
     return p;
   }
-  float at(Index x, Index y, Index z) const {
-    auto const& g = img.geometry;
-    return img.data.data()[(z * g.ny() + y) * g.nx() + x];
-  }
   bool inside(Vec3 const& p) const {
     auto const& g = img.geometry;
     return p[0] > -0.5 && p[1] > -0.5 && p[2] > -0.5 && p[0] < g.nx() - 0.5 && p[1] < g.ny() - 0.5 && p[2] < g.nz() - 0.5;
-  }
-  // Trilinear (clamped to the edge voxels within half a voxel of the grid); NaN outside.
-  double linear(Vec3 const& w) const {
-    const Vec3 p = index(w);
-    if (!inside(p)) return NAN;
-    auto const& g = img.geometry;
-    const Index n[3] = {g.nx(), g.ny(), g.nz()};
-    Index i0[3], i1[3];
-    double f[3];
-    for (int a = 0; a < 3; ++a) {
-      const double c = std::clamp(p[a], 0.0, double(n[a] - 1));
-      i0[a] = std::min<Index>(Index(std::floor(c)), n[a] - 1);
-      i1[a] = std::min<Index>(i0[a] + 1, n[a] - 1);
-      f[a] = c - double(i0[a]);
-    }
-    double v = 0.0;
-    for (int c = 0; c < 8; ++c) {
-      const double wt = (c & 1 ? f[0] : 1 - f[0]) * (c & 2 ? f[1] : 1 - f[1]) * (c & 4 ? f[2] : 1 - f[2]);
-      if (wt != 0.0) v += wt * at(c & 1 ? i1[0] : i0[0], c & 2 ? i1[1] : i0[1], c & 4 ? i1[2] : i0[2]);
-    }
-    return v;
-  }
-  double nearest(Vec3 const& w) const {
-    const Vec3 p = index(w);
-    if (!inside(p)) return NAN;
-    auto const& g = img.geometry;
-    return at(std::clamp<Index>(std::lround(p[0]), 0, g.nx() - 1), std::clamp<Index>(std::lround(p[1]), 0, g.ny() - 1),
-              std::clamp<Index>(std::lround(p[2]), 0, g.nz() - 1));
   }
 };
 
@@ -269,11 +239,6 @@ QcFrame frameAt(Box const& b, QcPlane plane, double normalCoordinate) {
   f.width = int(std::ceil((b.hi[std::size_t(a.right)] - b.lo[std::size_t(a.right)]) / px)) + 1;
   f.height = int(std::ceil((b.hi[std::size_t(a.down)] - b.lo[std::size_t(a.down)]) / px)) + 1;
   return f;
-}
-
-Vec3 worldOf(QcFrame const& f, int i, int j) {
-  return {f.origin[0] + i * f.right[0] + j * f.down[0], f.origin[1] + i * f.right[1] + j * f.down[1],
-          f.origin[2] + i * f.right[2] + j * f.down[2]};
 }
 
 // ---- drawing ---------------------------------------------------------------------------------------
@@ -554,6 +519,17 @@ struct Page {
     return d.str();
   }
   static std::string escape(std::string const& s) { return kortex::pipeline::html(s); }
+  // The report: the page (index.html) first, then the pictures; its time since t0.
+  QcReport report(std::string const& title, std::string const& rows, nlohmann::json const& json,
+                  std::chrono::steady_clock::time_point t0) {
+    QcReport rep;
+    const std::string text = page(title, rows, json);
+    rep.files.push_back({"index.html", std::vector<std::uint8_t>(text.begin(), text.end())});
+    for (auto& f : files) rep.files.push_back(std::move(f));
+    files.clear();
+    rep.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    return rep;
+  }
 };
 
 // Table rows of the numbers.
@@ -796,19 +772,16 @@ QcReport registrationQc(RegisterJobResult const& r, HostImage const& moving, QcL
   page.draw(registrationSections(r, f, warped, box, det, warpedL));
   page.body << convergenceSection(r.pair);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  const std::string text =
-      page.page("Registration QC", registrationRows(r, fixed, moving, det, ncc, dice ? &*dice : nullptr, seconds), toJson(r));
-  QcReport rep;
-  rep.files.push_back({"index.html", std::vector<std::uint8_t>(text.begin(), text.end())});
-  for (auto& fl : page.files) rep.files.push_back(std::move(fl));
+  const auto thumb = page.sizes["after_axial.png"];
+  QcReport rep = page.report(
+      "Registration QC", registrationRows(r, fixed, moving, det, ncc, dice ? &*dice : nullptr, seconds), toJson(r), t0);
   rep.ncc = ncc;
   rep.dice = dice ? dice->mean : -1.0;
   rep.folds = det.folds;
   rep.minDet = det.min;
   rep.maxDet = det.max;
-  rep.thumbWidth = page.sizes["after_axial.png"][0];
-  rep.thumbHeight = page.sizes["after_axial.png"][1];
-  rep.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  rep.thumbWidth = thumb[0];
+  rep.thumbHeight = thumb[1];
   return rep;
 }
 
@@ -840,12 +813,7 @@ QcReport applyQc(ApplyJob const& job, HostImage const& input, HostImage const& r
   row("back end", html(toString(r.backend)) + " (" + html(r.executionSpace) + ")");
   row("times (s)", "resample " + num(r.seconds, 3) + "; this report " + num(seconds, 3));
   row("build", buildText());
-  QcReport rep;
-  const std::string text = page.page("Apply QC", row.s.str(), toJson(job));
-  rep.files.push_back({"index.html", std::vector<std::uint8_t>(text.begin(), text.end())});
-  for (auto& fl : page.files) rep.files.push_back(std::move(fl));
-  rep.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  return rep;
+  return page.report("Apply QC", row.s.str(), toJson(job), t0);
 }
 
 namespace {
@@ -973,12 +941,7 @@ QcReport atlasQc(AtlasJobResult const& r, std::vector<AtlasQcSubject> const& sub
   row("times (s)", "read " + num(r.secondsRead, 3) + ", prepare " + num(r.secondsPrepare, 3) + ", atlas " +
                        num(r.secondsAtlas, 3) + "; this report " + num(seconds, 3));
   row("build", buildText());
-  QcReport rep;
-  const std::string text = page.page("Atlas QC", row.s.str(), toJson(r));
-  rep.files.push_back({"index.html", std::vector<std::uint8_t>(text.begin(), text.end())});
-  for (auto& fl : page.files) rep.files.push_back(std::move(fl));
-  rep.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  return rep;
+  return page.report("Atlas QC", row.s.str(), toJson(r), t0);
 }
 
 std::string cohortQcPage(RegisterCohortResult const& r) {
