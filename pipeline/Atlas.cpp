@@ -683,6 +683,7 @@ AtlasQcParts atlasQcParts(AtlasPlace const& p, AtlasNames const& names, AtlasInp
   const Index nv = templ.numVoxels();
   std::vector<std::int64_t> sums(std::size_t(2 * nv), 0);
   std::vector<double> stats(std::size_t(6 * p.n), 0.0);
+  const AtlasQcTemplate shownTemplate(templ);
   for (int i = 0; i < p.local; ++i) {
     RegistrationPipelineResult const& r = pre[std::size_t(i)];
     const VectorField<Kokkos::HostSpace> d = deformableWorldDisplacement(r);
@@ -696,7 +697,7 @@ AtlasQcParts atlasQcParts(AtlasPlace const& p, AtlasNames const& names, AtlasInp
       sums[std::size_t(nv + v)] += std::llround(double(det.data.data()[v]) * kQcDetScale);
     }
     const int g = p.first + i;
-    q.local.push_back(atlasQcSubject(names.subject[std::size_t(g)], templ, warpedMoving(r, in.originals[std::size_t(i)]), det, mm));
+    q.local.push_back(shownTemplate.subject(names.subject[std::size_t(g)], warpedMoving(r, in.originals[std::size_t(i)]), det, mm));
     auto const& s = q.local.back();
     const double values[6] = {s.ncc, s.meanDisplacementMm, double(s.folds), double(s.minDet), double(s.thumbWidth), double(s.thumbHeight)};
     std::copy(values, values + 6, stats.begin() + 6 * g);

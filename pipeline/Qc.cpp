@@ -857,21 +857,30 @@ io::Picture greyOnly(QcFrame const& f, Shown const& img) {
 
 std::string atlasQcThumbnailName(std::string const& subject) { return "subject_" + subject + ".png"; }
 
-AtlasQcSubject atlasQcSubject(std::string const& name, HostImage const& templ, HostImage const& warped, HostImage const& det,
-                              HostImage const& displacementMm) {
+struct AtlasQcTemplate::Impl {
+  Shown t;
+  QcFrame thumbFrame;
+};
+
+AtlasQcTemplate::AtlasQcTemplate(HostImage const& templ) {
+  const Shown t = shown(templ);
+  impl_ = std::make_shared<const Impl>(Impl{t, frameAtLevel(headBox(t), QcPlane::Axial, 0.5)});
+}
+
+AtlasQcSubject AtlasQcTemplate::subject(std::string const& name, HostImage const& warped, HostImage const& det,
+                                        HostImage const& displacementMm) const {
   AtlasQcSubject s;
   s.name = name;
-  const Shown t = shown(templ);
+  auto const& t = impl_->t;
   s.ncc = headCorrelation(t, warped);
   const DetStats d = detStats(det);
   s.folds = d.folds;
   s.minDet = d.min;
   double sum = 0, n = 0;
-  for (Index i = 0; i < templ.numVoxels(); ++i)
-    if (templ.data.data()[i] > t.head) sum += displacementMm.data.data()[i], n += 1;
+  for (Index i = 0; i < t.img->numVoxels(); ++i)
+    if (t.img->data.data()[i] > t.head) sum += displacementMm.data.data()[i], n += 1;
   s.meanDisplacementMm = n > 0 ? sum / n : 0.0;
-  const QcFrame fr = frameAtLevel(headBox(t), QcPlane::Axial, 0.5);
-  const io::Picture p = edgePanel(fr, t, sampleFrame(fr, warped));
+  const io::Picture p = edgePanel(impl_->thumbFrame, t, sampleFrame(impl_->thumbFrame, warped));
   s.thumbWidth = p.width;
   s.thumbHeight = p.height;
   s.thumbnail = {atlasQcThumbnailName(name), io::encodePng(p)};

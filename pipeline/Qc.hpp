@@ -25,6 +25,7 @@
 
 #include <array>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -100,7 +101,8 @@ QcReport registrationQc(RegisterJobResult const& r, HostImage const& moving, QcL
 QcReport applyQc(ApplyJob const& job, HostImage const& input, HostImage const& reference, ApplyResult const& r);
 
 // The atlas's report (`atlas build --qc DIR`). Subject i's part is formed by the rank that holds it
-// (atlasQcSubject): the correlation of the template and the subject warped into template space over
+// (AtlasQcTemplate::subject; the template's window, head and thumbnail frame found once per rank):
+// the correlation of the template and the subject warped into template space over
 // the template's head, its det J (min, folded voxels), its mean |u| (mm, over the head) and a
 // thumbnail (the template with the warped subject's edges, axial, 50 %) written by that rank as
 // DIR/subject_<name>.png. Rank 0 writes the page (atlasQc): the template in three planes, the
@@ -117,8 +119,16 @@ struct AtlasQcSubject {
   int thumbWidth = 0, thumbHeight = 0;
   QcFile thumbnail;  // DIR/<thumbnail.name>; only on the subject's rank
 };
-AtlasQcSubject atlasQcSubject(std::string const& name, HostImage const& templ, HostImage const& warped,
-                              HostImage const& det, HostImage const& displacementMm);
+class AtlasQcTemplate {
+ public:
+  explicit AtlasQcTemplate(HostImage const& templ);  // kept by reference: it must outlive this
+  AtlasQcSubject subject(std::string const& name, HostImage const& warped, HostImage const& det,
+                         HostImage const& displacementMm) const;
+
+ private:
+  struct Impl;  // the template as shown and the thumbnails' frame
+  std::shared_ptr<const Impl> impl_;
+};
 QcReport atlasQc(AtlasJobResult const& r, std::vector<AtlasQcSubject> const& subjects, HostImage const& meanDisplacementMm,
                  HostImage const& meanDet, std::vector<std::pair<int, HostImage>> const& scaleTemplates = {});
 std::string atlasQcThumbnailName(std::string const& subject);
