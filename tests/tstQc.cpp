@@ -68,6 +68,19 @@ std::string slurp(fs::path const& p) {
   return std::string(std::istreambuf_iterator<char>(in), {});
 }
 
+// Every picture a page names (src, width, height) is a PNG of that size in `dir`; returns how many.
+int picturesAtTheirSizes(fs::path const& dir, std::string const& page) {
+  const std::regex img("src=\"([A-Za-z0-9_.-]+\\.png)\" width=\"([0-9]+)\" height=\"([0-9]+)\"");
+  int pictures = 0;
+  for (std::sregex_iterator it(page.begin(), page.end(), img), end; it != end; ++it, ++pictures) {
+    const io::Picture p = io::readPng(dir / (*it)[1].str());
+    BOOST_TEST_INFO((*it)[1].str());
+    BOOST_TEST(p.width == std::stoi((*it)[2].str()));
+    BOOST_TEST(p.height == std::stoi((*it)[3].str()));
+  }
+  return pictures;
+}
+
 }  // namespace
 
 BOOST_AUTO_TEST_CASE(png_round_trip) {
@@ -167,14 +180,7 @@ BOOST_AUTO_TEST_CASE(register_job_writes_the_report) {
   const std::string page = slurp(dir / "qc" / "index.html");
   BOOST_TEST(page.find("<!DOCTYPE html>") == 0u);
   BOOST_TEST(page.find("<script") == std::string::npos);
-  const std::regex img("<img src=\"([a-z_]+\\.png)\" width=\"([0-9]+)\" height=\"([0-9]+)\"");
-  int pictures = 0;
-  for (std::sregex_iterator it(page.begin(), page.end(), img), end; it != end; ++it, ++pictures) {
-    const io::Picture p = io::readPng(dir / "qc" / (*it)[1].str());
-    BOOST_TEST_INFO((*it)[1].str());
-    BOOST_TEST(p.width == std::stoi((*it)[2].str()));
-    BOOST_TEST(p.height == std::stoi((*it)[3].str()));
-  }
+  const int pictures = picturesAtTheirSizes(dir / "qc", page);
   BOOST_TEST(pictures == 12);  // before, after, checkerboard, det J: three planes each
   BOOST_TEST(int(r.qc.files.size()) == pictures + 1);
   const std::string report = slurp(dir / "report.json");
@@ -250,13 +256,7 @@ BOOST_AUTO_TEST_CASE(apply_job_writes_the_report) {
   const auto r = pipeline::runApplyJob(job);
   BOOST_TEST(fs::is_regular_file(dir / "out.nii"));
   const std::string page = slurp(dir / "qc" / "index.html");
-  const std::regex img("<img src=\"([a-z_]+\\.png)\" width=\"([0-9]+)\" height=\"([0-9]+)\"");
-  int pictures = 0;
-  for (std::sregex_iterator it(page.begin(), page.end(), img), end; it != end; ++it, ++pictures) {
-    const io::Picture p = io::readPng(dir / "qc" / (*it)[1].str());
-    BOOST_TEST(p.width == std::stoi((*it)[2].str()));
-    BOOST_TEST(p.height == std::stoi((*it)[3].str()));
-  }
+  const int pictures = picturesAtTheirSizes(dir / "qc", page);
   BOOST_TEST(pictures == 9);
   BOOST_TEST(int(r.qc.files.size()) == 10);
   // The panels themselves: before, the cube's face x = 11.5 has an edge; after, the result samples the
@@ -348,14 +348,7 @@ BOOST_AUTO_TEST_CASE(atlas_job_writes_the_report) {
   job.outQc = (dir / "qc").string();
   pipeline::runAtlasJob(job, nullptr);
   const std::string page = slurp(dir / "qc" / "index.html");
-  const std::regex img("src=\"([A-Za-z0-9_.-]+\\.png)\" width=\"([0-9]+)\" height=\"([0-9]+)\"");
-  int pictures = 0;
-  for (std::sregex_iterator it(page.begin(), page.end(), img), end; it != end; ++it, ++pictures) {
-    const io::Picture p = io::readPng(dir / "qc" / (*it)[1].str());
-    BOOST_TEST_INFO((*it)[1].str());
-    BOOST_TEST(p.width == std::stoi((*it)[2].str()));
-    BOOST_TEST(p.height == std::stoi((*it)[3].str()));
-  }
+  const int pictures = picturesAtTheirSizes(dir / "qc", page);
   BOOST_TEST(pictures == 14);  // 9 of the template and maps, 2 of the template per scale, 3 thumbnails
   const auto b = page.find("<td>b</td>"), a = page.find("<td>a</td>"), c = page.find("<td>c</td>");
   BOOST_TEST((b != std::string::npos && a != std::string::npos && c != std::string::npos));

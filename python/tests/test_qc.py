@@ -120,6 +120,15 @@ def open_report(page, screenshot, scale=1.0):
         b.close()
 
 
+def assert_report_loads(page, screenshot, count):
+    """The page's `count` pictures all load at the size it states, and it logs no error."""
+    images, errors = open_report(page, screenshot)
+    assert len(images) == count, images
+    for src, complete, nw, nh, w, h in images:
+        assert complete and nw == w and nh == h and w > 0, (src, nw, nh, w, h)
+    assert errors == []
+
+
 def phantom(shift=0.0):
     z, y, x = np.meshgrid(*[np.arange(32.0)] * 3, indexing="ij")
     r = np.sqrt((x - 15.5 - shift) ** 2 + (y - 15.5) ** 2 + (z - 15.5) ** 2)
@@ -134,11 +143,7 @@ def test_report_opens_in_chromium(tmp_path):
                                fixed_spacing=(2, 2, 2), moving_spacing=(2, 2, 2), qc=qc)
     assert (qc / "index.html").is_file()
     assert r["report"]["qc"]["seconds"] > 0
-    images, errors = open_report(qc / "index.html", tmp_path / "screenshot.png")
-    assert len(images) == 12, images
-    for src, complete, nw, nh, w, h in images:
-        assert complete and nw == w and nh == h and w > 0, (src, nw, nh, w, h)
-    assert errors == []
+    assert_report_loads(qc / "index.html", tmp_path / "screenshot.png", 12)
     with open(tmp_path / "screenshot.png", "rb") as f:
         assert f.read(8) == b"\x89PNG\r\n\x1a\n"
     out = os.environ.get("KORTEX_QC_SCREENSHOT")
@@ -193,11 +198,7 @@ def test_cohort_page_opens_in_chromium(tmp_path):
     assert len(subjects) == 2
     for stem in ("subject_1", "subject_2"):
         assert (tmp_path / "out" / (stem + "_qc") / "index.html").is_file()
-    images, errors = open_report(tmp_path / "out" / "qc.html", tmp_path / "cohort.png")
-    assert len(images) == 2, images
-    for src, complete, nw, nh, w, h in images:
-        assert complete and nw == w and nh == h and w > 0, (src, nw, nh, w, h)
-    assert errors == []
+    assert_report_loads(tmp_path / "out" / "qc.html", tmp_path / "cohort.png", 2)
 
 
 def test_apply_report_opens_in_chromium(tmp_path):
@@ -208,11 +209,7 @@ def test_apply_report_opens_in_chromium(tmp_path):
     geo = dict(spacing=(2.0, 2.0, 2.0), origin=(0.0, 0.0, 0.0), direction=tuple(np.eye(3).ravel()))
     img = dict(array=phantom(), **geo)
     kortex.apply(img, img, [str(shift)], qc=tmp_path / "qc", backend="kokkos")
-    images, errors = open_report(tmp_path / "qc" / "index.html", tmp_path / "apply.png")
-    assert len(images) == 9, images
-    for src, complete, nw, nh, w, h in images:
-        assert complete and nw == w and nh == h and w > 0, (src, nw, nh, w, h)
-    assert errors == []
+    assert_report_loads(tmp_path / "qc" / "index.html", tmp_path / "apply.png", 9)
 
 
 def test_atlas_report_opens_in_chromium(tmp_path):
@@ -225,8 +222,5 @@ def test_atlas_report_opens_in_chromium(tmp_path):
         paths.append(str(p))
     kortex.atlas_build(paths, tmp_path / "t.nii", scales=(2, 1), iterations=(2, 2), affine=False, backend="kokkos",
                        qc=tmp_path / "qc")
-    images, errors = open_report(tmp_path / "qc" / "index.html", tmp_path / "atlas.png")
-    assert len(images) == 14, images  # 9 template and maps, 2 scales, 3 thumbnails
-    for src, complete, nw, nh, w, h in images:
-        assert complete and nw == w and nh == h and w > 0, (src, nw, nh, w, h)
-    assert errors == []
+    # 9 of the template and maps, 2 of the template per scale, 3 thumbnails
+    assert_report_loads(tmp_path / "qc" / "index.html", tmp_path / "atlas.png", 14)
