@@ -735,8 +735,11 @@ void writeOutputs(AtlasPlace const& p, AtlasNames const& names, AtlasInputs cons
   for (std::size_t i = 0; i < built.fields.size(); ++i) pre[i].u = embedField(built.fields[i], clip);
   const HostImage majority = job.outSubjectLabelsDir.empty() ? HostImage() : majorityLabels(p, clip.reference, pre, in);  // a collective too
   std::optional<AtlasQcParts> qc;
-  if (!job.outQc.empty())  // a collective too
-    qc = atlasQcParts(p, names, in, pre, templateOnReference(clip, built.templ, outside, p.n, in.reference));
+  HostImage templ;  // on the reference grid: every rank's with QC (its subjects need it), else rank 0's below
+  if (!job.outQc.empty()) {  // a collective too
+    templ = templateOnReference(clip, built.templ, outside, p.n, in.reference);
+    qc = atlasQcParts(p, names, in, pre, templ);
+  }
   StagedOutputs staged;
   std::vector<std::string> written;
   std::exception_ptr failure;
@@ -750,7 +753,7 @@ void writeOutputs(AtlasPlace const& p, AtlasNames const& names, AtlasInputs cons
     if (qc)
       for (auto const& s : qc->local) stageQc(s.thumbnail);
     if (p.rank == 0) {
-      r.templateImage = templateOnReference(clip, built.templ, outside, p.n, in.reference);
+      r.templateImage = qc ? templ : templateOnReference(clip, built.templ, outside, p.n, in.reference);
       if (!job.outTemplate.empty()) {
         writeImage(r.templateImage, staged.stage(job.outTemplate));
         written.push_back(job.outTemplate);
