@@ -8,7 +8,8 @@
 // pure (truncated, normalised) Gaussian blur. The centre tap has weight exactly 1.
 // The spatial factor may be tabulated (ScratchTiled precomputes per-axis factors into a LUT:
 // exp(-dx^2 k) * exp(-(dy^2+dz^2) k), within 2 ulp of the single exp); the range
-// factor is always evaluated exactly with exp (no range LUT).
+// factor is evaluated per tap (no range LUT) by exp2Flush (core/FastMath.hpp: 2 ulp, factors below
+// 2^-126 flushed to 0, which no sum holding the centre's weight 1 can see).
 #pragma once
 
 #include <limits>
@@ -17,6 +18,7 @@
 
 #include "core/Backend.hpp"
 #include "core/Compat.hpp"
+#include "core/FastMath.hpp"
 #include "core/Image.hpp"
 
 namespace kortex {
@@ -41,8 +43,8 @@ struct BilateralParams {
 };
 
 // Coefficients precomputed once per call, with log2(e) folded in: every factor is evaluated as
-// exp2(d2 * coeff) == exp(-d2 / (2 sigma^2)) (within 2 ulp; exp2 is a single special-function
-// instruction on GPUs, while exp adds a range reduction).
+// exp2Flush(d2 * coeff) == exp(-d2 / (2 sigma^2)) (within 2 ulp; one special-function instruction
+// on GPUs, while exp adds a range reduction and exp2 a subnormal scaling).
 struct BilateralCoeffs {
   float spatialLog2Coeff;  // -log2(e) / (2 sigma_s^2)
   float rangeLog2Coeff;    // -log2(e) / (2 sigma_r^2), 0 for sigma_r = inf
@@ -62,12 +64,12 @@ inline BilateralCoeffs bilateralCoeffs(BilateralParams const& p) {
 
 // Spatial factor for a squared offset length |o|^2 (integer).
 KOKKOS_INLINE_FUNCTION float bilateralSpatialWeight(int dist2, float spatialLog2Coeff) {
-  return kx::exp2(static_cast<float>(dist2) * spatialLog2Coeff);
+  return exp2Flush(static_cast<float>(dist2) * spatialLog2Coeff);
 }
 
-// Range factor for an intensity difference; always computed exactly (no LUT).
+// Range factor for an intensity difference, per tap (no LUT).
 KOKKOS_INLINE_FUNCTION float bilateralRangeWeight(float diff, float rangeLog2Coeff) {
-  return kx::exp2(diff * diff * rangeLog2Coeff);
+  return exp2Flush(diff * diff * rangeLog2Coeff);
 }
 
 // Full tap weight without LUT (Naive variant): the two factors multiplied, as the definition reads.

@@ -76,6 +76,7 @@
 
 #include "core/Boundary.hpp"
 #include "core/Compat.hpp"
+#include "core/FastMath.hpp"
 #include "core/Image.hpp"
 
 namespace kortex {
@@ -309,15 +310,6 @@ KOKKOS_INLINE_FUNCTION int multiresLowpassAtQ(Up const& u, int y, int x) {
 KOKKOS_INLINE_FUNCTION float multiresScaleExpand(float lowpass) { return 4.0f * lowpass; }
 KOKKOS_INLINE_FUNCTION int multiresScaleExpandQ(int lowpassT) { return multiresExpandRound(lowpassT); }
 // ---- end of the pyramid block ------------------------------------------------------------------
-
-// Fast intrinsic exp (FastMath variant): CUDA's __expf on the device, the standard exp elsewhere.
-KOKKOS_INLINE_FUNCTION float fastExp(float x) {
-#if defined(__CUDA_ARCH__)
-  return __expf(x);
-#else
-  return kx::exp(x);
-#endif
-}
 
 // Gaussian factors of the float BF: exp(-d2 / (2 sigma^2)) = exp(d2 * negHalfInvSigma2).
 KOKKOS_INLINE_FUNCTION float multiresGauss(float d2, float negHalfInvSigma2) {

@@ -20,6 +20,7 @@
 
 #include "core/Backend.hpp"
 #include "core/Compat.hpp"
+#include "core/FastMath.hpp"
 #include "core/Image.hpp"
 
 namespace kortex {
@@ -46,7 +47,7 @@ inline int patchSize(int patchRadius, int dim) {
   return dim == 2 ? w * w : w * w * w;
 }
 
-// -log2(e) / (|P| h^2): log2(e) is folded in so that the weight is one exp2 (a single
+// -log2(e) / (|P| h^2): log2(e) is folded in so that the weight is one exp2Flush (a single
 // special-function instruction on GPUs; exp adds a range reduction around it).
 inline float nlmLog2Coefficient(NlmParams const& p, int dim) {
   const double h = p.h;
@@ -55,9 +56,10 @@ inline float nlmLog2Coefficient(NlmParams const& p, int dim) {
 }
 
 // Weight exp(-D / (|P| h^2)) from the summed squared patch difference D(x,o), evaluated as
-// exp2(D * log2Coefficient) (within 2 ulp of the exp form).
+// exp2Flush(D * log2Coefficient) (core/FastMath.hpp: within 2 ulp of the exp form; weights below
+// 2^-126 flushed to 0, invisible beside the centre's weight 1).
 KOKKOS_INLINE_FUNCTION float nlmWeight(float patchDistance, float log2Coefficient) {
-  return kx::exp2(patchDistance * log2Coefficient);
+  return exp2Flush(patchDistance * log2Coefficient);
 }
 
 KOKKOS_INLINE_FUNCTION float squaredDifference(float a, float b) {

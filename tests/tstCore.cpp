@@ -4,11 +4,14 @@
 #include "TestUtils.hpp"
 #include "core/Bilateral.hpp"
 #include "core/Boundary.hpp"
+#include "core/FastMath.hpp"
 #include "core/Nlm.hpp"
 #include "core/Phantom.hpp"
 #include "core/WorkerPool.hpp"
 
+#include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <thread>
 
 #include <limits>
@@ -118,6 +121,42 @@ BOOST_AUTO_TEST_CASE_TEMPLATE(execution_spaces_run, Space, test::ExecutionSpaces
                        KOKKOS_LAMBDA(int i) { v(i) = i; });
   auto h = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), v);
   for (int i = 0; i < 100; ++i) BOOST_TEST(h(i) == i);
+}
+
+// exp2Flush on every execution space against exp2 in double: within kExp2FlushUlps where 2^x is a
+// normal float, exactly 0 below 2^-126, NaN for NaN.
+BOOST_AUTO_TEST_CASE_TEMPLATE(exp2_flush_bounds, Space, test::ExecutionSpaces) {
+  constexpr double kExp2FlushUlps = 2.0;  // PTX ex2.approx.ftz.f32's stated bound (and CUDA exp2f's)
+  constexpr int n = 200001;
+  constexpr float lo = -140.0f, hi = 40.0f;
+  Space exec;
+  // The arguments formed once on the host (a device's rounding of x would move 2^x by many ulps).
+  Kokkos::View<float*, Kokkos::HostSpace> xs("kortex::test::exp2_flush_x", n + 2);
+  for (int i = 0; i < n; ++i) xs(i) = lo + (hi - lo) * static_cast<float>(i) / static_cast<float>(n - 1);
+  xs(n) = -std::numeric_limits<float>::infinity();
+  xs(n + 1) = std::numeric_limits<float>::quiet_NaN();
+  auto x = Kokkos::create_mirror_view_and_copy(typename Space::memory_space(), xs);
+  Kokkos::View<float*, typename Space::memory_space> y("kortex::test::exp2_flush", n + 2);
+  Kokkos::parallel_for("kortex::test::exp2_flush", Kokkos::RangePolicy<Space>(exec, 0, n + 2),
+                       KOKKOS_LAMBDA(int i) { y(i) = exp2Flush(x(i)); });
+  auto h = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), y);
+  double worst = 0.0;
+  int flushedWrong = 0;
+  for (int i = 0; i < n; ++i) {
+    const double exact = std::exp2(static_cast<double>(xs(i)));
+    if (xs(i) < -126.0f) {
+      flushedWrong += h(i) != 0.0f;
+    } else if (xs(i) >= -125.0f) {  // a normal result: relative error in units of float's last place
+      const double ulp = std::ldexp(1.0, std::ilogb(exact) - 23);
+      worst = std::max(worst, std::abs(static_cast<double>(h(i)) - exact) / ulp);
+    } else {  // [-126, -125): 0 where the approximation fell below the smallest normal, else close
+      BOOST_TEST((h(i) == 0.0f || std::abs(h(i) - exact) <= 4.0 * std::ldexp(1.0, -126 - 23)));
+    }
+  }
+  BOOST_TEST(flushedWrong == 0);
+  BOOST_TEST(worst <= kExp2FlushUlps, "worst error " << worst << " ulp");
+  BOOST_TEST(h(n) == 0.0f);
+  BOOST_TEST(std::isnan(h(n + 1)));
 }
 
 // The pool runs the job once per thread index, the caller as index 0, on distinct threads, and

@@ -25,7 +25,8 @@
 //                   accumulates in float registers
 //                       S = sum_dx e * (lutX * v),   W = sum_dx e * lutX,   e = range factor
 //                   (two FMAs per tap) and then sum += lutRow * S, wsum += lutRow * W.
-//                   The range factor is exact: bilateralRangeWeight, one exp per tap.
+//                   The range factor is bilateralRangeWeight per tap: one exp2Flush, a single
+//                   MUFU.EX2 on CUDA (core/FastMath.hpp).
 //              P == 4 with radius 1..kMaxFastRadius runs a compile-time-radius kernel: lutX lives
 //              in registers, and each apron row is read from scratch once per work item and
 //              shared by the P outputs whose windows contain it (together with lutX * v).
