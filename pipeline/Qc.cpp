@@ -63,11 +63,17 @@ double headThreshold(HostImage const& img) { return kHeadFraction * percentileOf
 
 struct Window {
   double lo = 0.0, hi = 1.0;
-  std::uint8_t grey(double v) const {
-    const double t = (v - lo) / (hi - lo > 0 ? hi - lo : 1.0);
-    return std::uint8_t(std::lround(255.0 * std::clamp(t, 0.0, 1.0)));
-  }
 };
+
+// The grey levels of samples through a window (0 below lo, 255 above hi, rounded), times dim and
+// truncated; 0 for NaN (outside the image). In float: the pictures' hot loop.
+void greyLevels(std::vector<float> const& v, Window const& w, double dim, std::uint8_t* out) {
+  const float lo = float(w.lo), scale = float(255.0 / (w.hi - w.lo > 0 ? w.hi - w.lo : 1.0)), d = float(dim);
+  for (std::size_t k = 0; k < v.size(); ++k) {
+    const float g = std::clamp((v[k] - lo) * scale, 0.0f, 255.0f);
+    out[k] = std::isnan(v[k]) ? 0 : std::uint8_t(d * std::floor(g + 0.5f));
+  }
+}
 
 // The samples of one image on the frames it was drawn on, kept: the fixed image of a report is drawn
 // on each of its nine frames by four or five pictures. Thread-safe: the first thread to ask for a
@@ -285,10 +291,10 @@ void orientationLetters(io::Picture& p, QcPlane plane) {
 
 io::Picture greyPanel(QcFrame const& f, std::vector<float> const& v, Window const& w, double dim = 1.0) {
   io::Picture p(f.width, f.height, 3);
-  for (std::size_t k = 0; k < v.size(); ++k) {
-    const std::uint8_t g = std::isnan(v[k]) ? 0 : std::uint8_t(dim * w.grey(v[k]));
-    std::fill(p.pixels.begin() + std::ptrdiff_t(3 * k), p.pixels.begin() + std::ptrdiff_t(3 * k + 3), g);
-  }
+  std::vector<std::uint8_t> g(v.size());
+  greyLevels(v, w, dim, g.data());
+  std::uint8_t* px = p.pixels.data();
+  for (std::size_t k = 0; k < v.size(); ++k) px[3 * k] = px[3 * k + 1] = px[3 * k + 2] = g[k];
   return p;
 }
 
@@ -300,28 +306,34 @@ io::Picture greyPanel(QcFrame const& f, HostImage const& img, Window const& w, d
 // maximum along the gradient's nearest of four directions.
 std::vector<char> edgesOf(QcFrame const& f, std::vector<float> const& sampled) {
   const int w = f.width, h = f.height;
-  std::vector<double> v(std::size_t(w) * h), gx(v.size()), gy(v.size()), m(v.size());
-  for (std::size_t k = 0; k < v.size(); ++k) v[k] = std::isnan(sampled[k]) ? 0.0 : sampled[k];
+  const std::size_t n = std::size_t(w) * h, W = std::size_t(w);
+  // Central differences on the frame (NaN outside the image read as 0) and the squared gradient
+  // magnitude; the threshold is compared squared (no root per pixel).
+  std::vector<float> v(n), gx(n, 0.0f), gy(n, 0.0f), m2(n, 0.0f);
+  for (std::size_t k = 0; k < n; ++k) v[k] = std::isnan(sampled[k]) ? 0.0f : sampled[k];
   std::vector<float> mags;
+  mags.reserve(n);
   for (int j = 1; j + 1 < h; ++j)
     for (int i = 1; i + 1 < w; ++i) {
-      const std::size_t k = std::size_t(j) * w + i;
-      gx[k] = 0.5 * (v[k + 1] - v[k - 1]);
-      gy[k] = 0.5 * (v[k + std::size_t(w)] - v[k - std::size_t(w)]);
-      m[k] = std::hypot(gx[k], gy[k]);
-      if (m[k] > 0) mags.push_back(float(m[k]));
+      const std::size_t k = std::size_t(j) * W + std::size_t(i);
+      gx[k] = 0.5f * (v[k + 1] - v[k - 1]);
+      gy[k] = 0.5f * (v[k + W] - v[k - W]);
+      m2[k] = gx[k] * gx[k] + gy[k] * gy[k];
+      if (m2[k] > 0) mags.push_back(m2[k]);
     }
-  std::vector<char> e(v.size(), 0);
-  const double t = kEdgeFraction * percentileOf(mags, 98.0);
+  std::vector<char> e(n, 0);
+  const double t = kEdgeFraction * kEdgeFraction * percentileOf(std::move(mags), 98.0);
   if (!(t > 0)) return e;
+  // Non-maximum suppression across the edge: the gradient's direction to the nearest 45 degrees
+  // (tan 22.5 deg = sqrt(2) - 1): along x, along y, or a diagonal by the signs of gx and gy.
+  const float tan22 = float(std::sqrt(2.0) - 1.0);
   for (int j = 1; j + 1 < h; ++j)
     for (int i = 1; i + 1 < w; ++i) {
-      const std::size_t k = std::size_t(j) * w + i;
-      if (m[k] <= t) continue;
-      const double ang = std::atan2(gy[k], gx[k]);
-      const int q = int(std::lround(ang / (M_PI / 4))) & 3;  // 0: x, 1: diagonal, 2: y, 3: anti-diagonal
-      const std::ptrdiff_t d = q == 0 ? 1 : q == 1 ? w + 1 : q == 2 ? w : w - 1;
-      if (m[k] >= m[k - std::size_t(d)] && m[k] >= m[k + std::size_t(d)]) e[k] = 1;
+      const std::size_t k = std::size_t(j) * W + std::size_t(i);
+      if (m2[k] <= t) continue;
+      const float ax = std::fabs(gx[k]), ay = std::fabs(gy[k]);
+      const std::size_t d = ay <= tan22 * ax ? 1 : ax <= tan22 * ay ? W : (gx[k] > 0) == (gy[k] > 0) ? W + 1 : W - 1;
+      if (m2[k] >= m2[k - d] && m2[k] >= m2[k + d]) e[k] = 1;
     }
   return e;
 }
