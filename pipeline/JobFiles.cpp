@@ -366,22 +366,44 @@ void requireInputFile(fs::path const& path, std::string const& role) {
   if (!fs::exists(path, ec)) throw IoError("the " + role + " '" + path.string() + "' does not exist");
 }
 
-std::vector<fs::path> writeAllOrNone(std::vector<PlannedOutput> const& outputs) {
-  std::set<std::string> swept;  // the temporaries killed runs left in the target folders
+namespace {
+
+// Removes the temporaries killed runs left in the outputs' folders (each folder once; this process's
+// own temporaries are never touched, so a later group may sweep after an earlier one is staged).
+void sweepFolders(std::vector<PlannedOutput> const& outputs, std::set<std::string>& swept) {
   for (auto const& o : outputs) {
     if (o.path.empty()) continue;
     const fs::path dir = o.path.has_parent_path() ? o.path.parent_path() : fs::path(".");
     if (swept.insert(keyOf(dir)).second) removeStaleTemporaries(dir);
   }
-  StagedOutputs staged;
-  std::vector<fs::path> written;
+}
+
+void writeStaged(std::vector<PlannedOutput> const& outputs, StagedOutputs& staged, std::vector<fs::path>& written) {
   for (auto const& o : outputs) {
     if (o.path.empty()) continue;
     o.write(staged.stage(o.path));
     written.push_back(o.path);
   }
+}
+
+}  // namespace
+
+std::vector<fs::path> writeAllOrNone(std::vector<PlannedOutput> const& first,
+                                     std::function<std::vector<PlannedOutput>()> const& rest) {
+  std::set<std::string> swept;
+  sweepFolders(first, swept);
+  StagedOutputs staged;
+  std::vector<fs::path> written;
+  writeStaged(first, staged, written);
+  const std::vector<PlannedOutput> second = rest();
+  sweepFolders(second, swept);
+  writeStaged(second, staged, written);
   staged.commit();
   return written;
+}
+
+std::vector<fs::path> writeAllOrNone(std::vector<PlannedOutput> const& outputs) {
+  return writeAllOrNone(outputs, [] { return std::vector<PlannedOutput>{}; });
 }
 
 void requireImageInput(ImageInput const& in, std::string const& role, std::string const& job) {

@@ -144,6 +144,11 @@ struct PlannedOutput {
 // Writes every output (those with an empty path are skipped) into the stage, then commits them all
 // or none (StagedOutputs). Returns the paths written, in order.
 std::vector<std::filesystem::path> writeAllOrNone(std::vector<PlannedOutput> const& outputs);
+// The same with a second group known only after the first is written (what is still being formed on
+// another thread meanwhile, e.g. a QC report): `rest` is called once, after the first group's writes,
+// and its outputs are committed with the first group's, all or none.
+std::vector<std::filesystem::path> writeAllOrNone(std::vector<PlannedOutput> const& first,
+                                                  std::function<std::vector<PlannedOutput>()> const& rest);
 
 // A cohort list: one image path per line; blank lines and lines starting with '#' skipped; relative
 // paths are relative to the list's folder. IoError when it cannot be read, InvalidArgument when it

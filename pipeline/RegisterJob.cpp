@@ -1,6 +1,7 @@
 #include "pipeline/RegisterJob.hpp"
 
 #include <cmath>
+#include <future>
 #include <string>
 #include <utility>
 
@@ -176,8 +177,7 @@ RegistrationPipelineResult registerStage(RegisterJob const& job, Inputs const& i
   return registerPair(in.moving, in.fixed, opt);
 }
 
-RegisterJobResult outputsStage(RegisterJob const& job, RegistrationPipelineResult pair, HostImage const& moving,
-                               QcLabels const& labels) {
+RegisterJobResult outputsStage(RegisterJob const& job, RegistrationPipelineResult pair, HostImage const& moving) {
   kx::ScopedRegion region("kortex::register::outputs");
   RegisterJobResult r;
   r.job = job;
@@ -195,38 +195,42 @@ RegisterJobResult outputsStage(RegisterJob const& job, RegistrationPipelineResul
     r.consistency = inverseConsistency(r.pair, *r.inverse, &head);
     r.inverseField = inverseWorldDisplacement(r.pair, *r.inverse);
   }
-  if (qc) r.qc = registrationQc(r, moving, labels);
   return r;
 }
 
-std::vector<fs::path> writeStage(RegisterJobResult const& r) {
+// Writes the outputs; the QC report (when asked for) is drawn on another thread meanwhile (it only
+// reads r), then its files and the JSON report, which holds its numbers, are written; all or none.
+std::vector<fs::path> writeStage(RegisterJobResult& r, HostImage const& moving, QcLabels const& labels) {
   kx::ScopedRegion region("kortex::register::write");
   RegisterOutputs const& o = r.job.outputs;
+  std::future<QcReport> drawn;
+  if (!o.qc.empty()) drawn = std::async(std::launch::async, [&] { return registrationQc(r, moving, labels); });
   // The report names every file; it is written with them (its own entry included).
   std::vector<fs::path> named;
   for (auto const& f : outputFiles(o))
     if (!f.path.empty()) named.push_back(f.path);
-  std::vector<PlannedOutput> qc;
-  for (auto const& f : r.qc.files)
-    qc.push_back({"QC report", o.qc / f.name, [&f](fs::path const& p) {
-                    io::writeTextFileAtomic(p, std::string(f.bytes.begin(), f.bytes.end()));
-                  }});
-  std::vector<PlannedOutput> all = {
+  const std::vector<PlannedOutput> first = {
       {"warped image", o.warped, [&](fs::path const& p) { io::writeImage(r.warped, p); }},
       {"field", o.field, [&](fs::path const& p) { io::writeDisplacementField(r.field, p); }},
       {"Jacobian map", o.jacobian, [&](fs::path const& p) { io::writeImage(r.jacobian, p); }},
       {"affine transform", o.affine, [&](fs::path const& p) { io::writeTextFileAtomic(p, itkTransformText(r.affineWorld)); }},
       {"inverse field", o.inverseField, [&](fs::path const& p) { io::writeDisplacementField(r.inverseField, p); }},
       {"composite field", o.composite, [&](fs::path const& p) { io::writeDisplacementField(r.composite, p); }},
-      {"report", o.report,
-       [&](fs::path const& p) {
-         RegisterJobResult withFiles = r;
-         withFiles.written = named;
-         io::writeTextFileAtomic(p, toJson(withFiles).dump(2) + "\n");
-       }},
   };
-  all.insert(all.end(), qc.begin(), qc.end());
-  return writeAllOrNone(all);
+  return writeAllOrNone(first, [&] {
+    if (drawn.valid()) r.qc = drawn.get();
+    std::vector<PlannedOutput> rest;
+    for (auto const& f : r.qc.files)
+      rest.push_back({"QC report", o.qc / f.name, [&f](fs::path const& p) {
+                        io::writeTextFileAtomic(p, std::string(f.bytes.begin(), f.bytes.end()));
+                      }});
+    rest.push_back({"report", o.report, [&](fs::path const& p) {
+                      RegisterJobResult withFiles = r;
+                      withFiles.written = named;
+                      io::writeTextFileAtomic(p, toJson(withFiles).dump(2) + "\n");
+                    }});
+    return rest;
+  });
 }
 
 }  // namespace
@@ -254,8 +258,8 @@ RegistrationPipelineOptions pairOptions(RegisterJob const& job, RegisterProgress
 
 RegisterJobResult finishRegisterJob(RegisterJob const& job, RegistrationPipelineResult pair, HostImage const& moving,
                                     QcLabels const& labels) {
-  RegisterJobResult r = outputsStage(job, std::move(pair), moving, labels);
-  r.written = writeStage(r);
+  RegisterJobResult r = outputsStage(job, std::move(pair), moving);
+  r.written = writeStage(r, moving, labels);
   return r;
 }
 

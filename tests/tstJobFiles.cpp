@@ -230,3 +230,38 @@ BOOST_AUTO_TEST_CASE(a_failed_writer_keeps_the_files_that_were_there) {
   BOOST_TEST(slurp(dir / "jac.nii") == "new jac");
   BOOST_TEST((listing(dir.path) == std::set<std::string>{"jac.nii", "warped.nii"}));
 }
+
+// writeAllOrNone with a second group formed after the first is written (the register job's QC report,
+// drawn meanwhile): the first group is staged, not committed, when the second is asked for; a second
+// group that fails (or a failed report) leaves every target as it was; otherwise both land together.
+BOOST_AUTO_TEST_CASE(a_later_group_lands_with_the_first_or_neither_does) {
+  test::TempDir dir("kortex-jobfiles");
+  touch(dir / "warped.nii", "user warped");
+  auto write = [](std::string text) { return [text](fs::path const& p) { touch(p, text); }; };
+  const std::vector<pipeline::PlannedOutput> first = {{"warped image", dir / "warped.nii", write("new warped")},
+                                                      {"field", dir / "field.nii", write("new field")}};
+  BOOST_CHECK_THROW(pipeline::writeAllOrNone(first,
+                                             [&]() -> std::vector<pipeline::PlannedOutput> {
+                                               BOOST_TEST(slurp(dir / "warped.nii") == "user warped");
+                                               BOOST_TEST(!fs::exists(dir / "field.nii"));
+                                               throw InvalidArgument("QC report: the report failed");
+                                             }),
+                    InvalidArgument);
+  BOOST_CHECK_THROW(pipeline::writeAllOrNone(first,
+                                             [&] {
+                                               return std::vector<pipeline::PlannedOutput>{
+                                                   {"QC report", dir / "qc" / "index.html",
+                                                    [](fs::path const&) { throw IoError("no space left on device"); }}};
+                                             }),
+                    IoError);
+  BOOST_TEST((listing(dir.path) == std::set<std::string>{"warped.nii"}));
+  BOOST_TEST(slurp(dir / "warped.nii") == "user warped");
+  const auto written = pipeline::writeAllOrNone(first, [&] {
+    return std::vector<pipeline::PlannedOutput>{{"QC report", dir / "qc" / "index.html", write("page")},
+                                                {"report", dir / "report.json", write("{}")}};
+  });
+  BOOST_TEST(written.size() == 4u);
+  BOOST_TEST(slurp(dir / "warped.nii") == "new warped");
+  BOOST_TEST(slurp(dir / "qc" / "index.html") == "page");
+  BOOST_TEST((listing(dir.path) == std::set<std::string>{"field.nii", "qc", "report.json", "warped.nii"}));
+}
