@@ -512,11 +512,22 @@ LabelDice meanLabelDice(HostImage const& fixedLabels, HostImage const& warped) {
   std::map<int, std::array<Index, 3>> counts;  // label -> |A|, |B|, |A n B|
   const float* a = fixedLabels.data.data();
   const float* b = warped.data.data();
+  // Labels come in runs: the last label's counts are kept at hand (map entries never move), and a
+  // whole-number value is read without lround.
+  auto label = [](float v) { return std::fabs(v) < 1e9f && v == float(int(v)) ? int(v) : int(std::lround(v)); };
+  int lastA = 0, lastB = 0;
+  std::array<Index, 3>*ca = nullptr, *cb = nullptr;
   for (Index i = 0; i < fixedLabels.numVoxels(); ++i) {
-    const int la = int(std::lround(a[i])), lb = int(std::lround(b[i]));
-    if (la != 0) counts[la][0]++;
-    if (lb != 0) counts[lb][1]++;
-    if (la != 0 && la == lb) counts[la][2]++;
+    const int la = label(a[i]), lb = label(b[i]);
+    if (la != 0) {
+      if (ca == nullptr || la != lastA) ca = &counts[lastA = la];
+      (*ca)[0]++;
+      if (la == lb) (*ca)[2]++;
+    }
+    if (lb != 0) {
+      if (cb == nullptr || lb != lastB) cb = &counts[lastB = lb];
+      (*cb)[1]++;
+    }
   }
   LabelDice d;
   double sum = 0;

@@ -20,6 +20,7 @@
 #include "pipeline/Apply.hpp"
 #include "pipeline/Atlas.hpp"
 #include "pipeline/Qc.hpp"
+#include "pipeline/Register.hpp"
 #include "pipeline/RegisterCohort.hpp"
 #include "pipeline/RegisterJob.hpp"
 
@@ -110,6 +111,26 @@ BOOST_AUTO_TEST_CASE(png_round_trip) {
 
 // The moving image equal to the fixed one: the edges drawn lie on the cube's faces (within the one
 // pixel of the edge's thinning) and not inside the cube.
+// The mean label Dice by hand: label 1 in 11 fixed voxels and 9 warped ones, 7 of them shared (2*7/20);
+// label 2 in the same 5 voxels (1); label 3 only in the warped map (not a fixed label: left out); runs
+// that alternate, and a value just off a whole number (rounded).
+BOOST_AUTO_TEST_CASE(mean_label_dice_by_hand) {
+  const Geometry g = Geometry::fromSize(20, 2, 1);
+  HostImage fixed("fixed", g), warped("warped", g);
+  for (Index x = 0; x < 20; ++x) fixed.data(0, 0, x) = warped.data(0, 0, x) = 0.0f;
+  for (Index x = 0; x < 10; ++x) fixed.data(0, 1, x) = 1.0f;   // label 1: x 0..9
+  for (Index x = 4; x < 12; ++x) warped.data(0, 1, x) = 1.0f;  // label 1: x 4..11 (6 shared)
+  for (Index x = 12; x < 17; ++x) fixed.data(0, 1, x) = warped.data(0, 1, x) = 2.0f;
+  for (Index x = 17; x < 20; ++x) fixed.data(0, 1, x) = warped.data(0, 1, x) = 0.0f;
+  warped.data(0, 1, 13) = 2.0000002f;
+  warped.data(0, 0, 18) = warped.data(0, 0, 19) = 3.0f;
+  fixed.data(0, 0, 0) = 1.0f;  // a run of 1, 0, 1: one more fixed voxel of label 1
+  warped.data(0, 0, 0) = 1.0f;  //   shared: 11 fixed, 9 warped, 7 shared
+  const auto d = pipeline::meanLabelDice(fixed, warped);
+  BOOST_TEST(d.labels == 2);
+  BOOST_TEST(d.mean == (2.0 * 7 / 20.0 + 1.0) / 2.0, boost::test_tools::tolerance(1e-12));
+}
+
 BOOST_AUTO_TEST_CASE(edges_are_drawn_where_the_image_has_them) {
   const Geometry g = grid();
   const HostImage img = phantom(g);
