@@ -30,8 +30,9 @@ MultiresBilateralVariant parseMultiresBilateralVariant(std::string const& s) {
   if (s == "closeness-lut") return MultiresBilateralVariant::ClosenessLut;
   if (s == "lut" || s == "closeness-similarity-lut") return MultiresBilateralVariant::ClosenessSimilarityLut;
   if (s == "fastmath" || s == "fast-math") return MultiresBilateralVariant::FastMath;
+  if (s == "reuse") return MultiresBilateralVariant::Reuse;
   throw InvalidArgument("unknown multires bilateral variant '" + s +
-                        "' (expected naive|closeness-lut|lut|fastmath)");
+                        "' (expected naive|closeness-lut|lut|fastmath|reuse)");
 }
 
 const char* toString(MultiresBilateralVariant v) {
@@ -40,6 +41,7 @@ const char* toString(MultiresBilateralVariant v) {
     case MultiresBilateralVariant::ClosenessLut: return "ClosenessLut";
     case MultiresBilateralVariant::ClosenessSimilarityLut: return "ClosenessSimilarityLut";
     case MultiresBilateralVariant::FastMath: return "FastMath";
+    case MultiresBilateralVariant::Reuse: return "Reuse";
   }
   return "?";
 }
@@ -64,7 +66,7 @@ void MultiresParams::validate() const {
     throw InvalidArgument("multires tile sizes must be >= 0 (0: tuned default)");
   if (static_cast<int>(pyramid) < 0 || static_cast<int>(pyramid) > 3)
     throw InvalidArgument("multires: unknown pyramid variant " + std::to_string(static_cast<int>(pyramid)));
-  if (static_cast<int>(bilateral) < 0 || static_cast<int>(bilateral) > 3)
+  if (static_cast<int>(bilateral) < 0 || static_cast<int>(bilateral) > static_cast<int>(MultiresBilateralVariant::Reuse))
     throw InvalidArgument("multires: unknown bilateral variant " + std::to_string(static_cast<int>(bilateral)));
 }
 
@@ -91,7 +93,7 @@ void MultiresParams::validateVariants(bool integerPipeline) const {
   } else {
     if (bilateral == MultiresBilateralVariant::ClosenessSimilarityLut)
       throw InvalidArgument("multires: the closeness+similarity LUT bilateral (variant lut) needs 16-bit "
-                            "integer input; use naive, closeness-lut or fastmath for float input");
+                            "integer input; use naive, closeness-lut, fastmath or reuse for float input");
     if (pyramid == PyramidVariant::Packed16)
       throw InvalidArgument("multires: the packed16 pyramid needs 16-bit integer input");
   }

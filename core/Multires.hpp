@@ -61,7 +61,10 @@
 //                              table indexed by the integer intensity difference.
 //     FastMath               - as Naive with the device's fast intrinsic exp (CUDA __expf; the
 //                              standard exp on host backends) (float pipeline).
-//   The float pipeline accepts Naive, ClosenessLut, FastMath; the integer pipeline accepts
+//     Reuse                  - several outputs per thread along y share every input row they
+//                              read, and each tap's two Gaussians are one exp2Flush of the summed
+//                              exponent (core/FastMath.hpp: one MUFU.EX2 on CUDA) (float pipeline).
+//   The float pipeline accepts Naive, ClosenessLut, FastMath, Reuse; the integer pipeline accepts
 //   ClosenessSimilarityLut; any other pair is refused with InvalidArgument.
 #pragma once
 
@@ -82,7 +85,7 @@
 namespace kortex {
 
 enum class PyramidVariant { Unfused, FusedDirect, FusedExpand, Packed16 };
-enum class MultiresBilateralVariant { Naive, ClosenessLut, ClosenessSimilarityLut, FastMath };
+enum class MultiresBilateralVariant { Naive, ClosenessLut, ClosenessSimilarityLut, FastMath, Reuse };
 
 // "unfused" | "fused" | "fused-expand" | "packed16"
 PyramidVariant parsePyramidVariant(std::string const& s);
@@ -344,16 +347,25 @@ int bitsFor(std::uint32_t maxValue);
 // gives similarity = 0, so s(d) = exp(0) = 1 for every finite difference. The centre tap has
 // weight exactly 1 in every variant: exp(0) = 1 for the standard exp and for __expf, and the
 // closeness tables hold exp(0) = 1 (float) / kMultiresWeightOne (fixed point).
+// Reuse: the same coefficients times log2(e) (closenessLog2, similarityLog2), so that a tap's weight is
+// one exp2Flush(|o|^2 closenessLog2 + d^2 similarityLog2) = c(o) s(d) (within 2 ulp of the exponent).
 struct MultiresBFCoeffs {
   float closeness = -0.5f;
   float similarity = -0.5f;
+  float closenessLog2 = -0.7213475f;
+  float similarityLog2 = -0.7213475f;
 };
 inline MultiresBFCoeffs multiresBFCoeffs(float sigmaSpatial, float sigmaRange) {
+  constexpr double log2e = 1.4426950408889634074;
   MultiresBFCoeffs c;
-  c.closeness = static_cast<float>(-1.0 / (2.0 * double(sigmaSpatial) * double(sigmaSpatial)));
-  c.similarity = sigmaRange == std::numeric_limits<float>::infinity()
-                     ? 0.0f
-                     : static_cast<float>(-1.0 / (2.0 * double(sigmaRange) * double(sigmaRange)));
+  const double cs = -1.0 / (2.0 * double(sigmaSpatial) * double(sigmaSpatial));
+  const double cr = sigmaRange == std::numeric_limits<float>::infinity()
+                        ? 0.0
+                        : -1.0 / (2.0 * double(sigmaRange) * double(sigmaRange));
+  c.closeness = static_cast<float>(cs);
+  c.similarity = static_cast<float>(cr);
+  c.closenessLog2 = static_cast<float>(cs * log2e);
+  c.similarityLog2 = static_cast<float>(cr * log2e);
   return c;
 }
 // Naive / ClosenessLut: the standard exp (kx::exp).
@@ -362,6 +374,10 @@ KOKKOS_INLINE_FUNCTION float multiresClosenessWeight(int dist2, float coeff) {
 }
 KOKKOS_INLINE_FUNCTION float multiresSimilarityWeight(float diff, float coeff) {
   return multiresGauss(diff * diff, coeff);
+}
+// Reuse: the tap's weight c(o) s(d) as one exp2Flush; `closenessTerm` = |o|^2 closenessLog2.
+KOKKOS_INLINE_FUNCTION float multiresWeightReuse(float closenessTerm, float diff, float similarityLog2) {
+  return exp2Flush(closenessTerm + diff * diff * similarityLog2);
 }
 // FastMath: the same with fastExp (__expf on CUDA).
 KOKKOS_INLINE_FUNCTION float multiresClosenessWeightFast(int dist2, float coeff) {

@@ -56,7 +56,8 @@ const PyramidVariant kFloatPyramids[] = {PyramidVariant::Unfused, PyramidVariant
 const PyramidVariant kIntegerPyramids[] = {PyramidVariant::Unfused, PyramidVariant::FusedDirect,
                                            PyramidVariant::FusedExpand, PyramidVariant::Packed16};
 const MultiresBilateralVariant kFloatBilaterals[] = {
-    MultiresBilateralVariant::Naive, MultiresBilateralVariant::ClosenessLut, MultiresBilateralVariant::FastMath};
+    MultiresBilateralVariant::Naive, MultiresBilateralVariant::ClosenessLut, MultiresBilateralVariant::FastMath,
+    MultiresBilateralVariant::Reuse};
 
 using U16Host = U16ImageView<Kokkos::HostSpace>;
 

@@ -438,7 +438,7 @@ BOOST_AUTO_TEST_CASE(multires_integer_job_checks) {
       expectRefused([&] { pipeline::denoiseMultires(ints, job); }, "bits");
       job.params.bits = 10;
       for (auto v : {MultiresBilateralVariant::Naive, MultiresBilateralVariant::ClosenessLut,
-                     MultiresBilateralVariant::FastMath}) {
+                     MultiresBilateralVariant::FastMath, MultiresBilateralVariant::Reuse}) {
         job.params.bilateral = v;
         job.bilateralGiven = true;
         expectRefused([&] { pipeline::denoiseMultires(ints, job); }, "lut");

@@ -35,7 +35,7 @@ int variantCount(Algorithm a) {
   switch (a) {
     case Algorithm::Bilateral: return 2;
     case Algorithm::Nlm: return 3;
-    case Algorithm::Multires: return 9;
+    case Algorithm::Multires: return 12;
     case Algorithm::MultiresInteger: return 4;
   }
   return 0;
@@ -47,9 +47,10 @@ MultiresParams multiresVariantParams(Algorithm a, MultiresParams p, int v) {
                                          PyramidVariant::FusedExpand};
     static const MultiresBilateralVariant bil[] = {MultiresBilateralVariant::Naive,
                                                    MultiresBilateralVariant::ClosenessLut,
-                                                   MultiresBilateralVariant::FastMath};
-    p.pyramid = pyr[v / 3];
-    p.bilateral = bil[v % 3];
+                                                   MultiresBilateralVariant::FastMath,
+                                                   MultiresBilateralVariant::Reuse};
+    p.pyramid = pyr[v / 4];
+    p.bilateral = bil[v % 4];
   } else {
     static const PyramidVariant pyr[] = {PyramidVariant::Unfused, PyramidVariant::FusedDirect,
                                          PyramidVariant::FusedExpand, PyramidVariant::Packed16};

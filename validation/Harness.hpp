@@ -38,7 +38,7 @@ namespace kortex::validation {
 inline constexpr double kMaxRelativeErrorTolerance = 1e-5;
 
 // Multires: the float pipeline, variants = pyramid (Unfused, FusedDirect, FusedExpand) x layer
-// bilateral (Naive, ClosenessLut, FastMath), tolerance as above. MultiresInteger: the 16-bit
+// bilateral (Naive, ClosenessLut, FastMath, Reuse), tolerance as above. MultiresInteger: the 16-bit
 // integer pipeline (input rounded to uint16, output compared as float), variants = pyramid
 // (Unfused, FusedDirect, FusedExpand, Packed16) x ClosenessSimilarityLut; it must be exact
 // (tolerance 0), and its Kokkos timings include the uint16 buffers being filled by a copy kernel
@@ -118,7 +118,7 @@ CaseResult runCase(Case const& c, HarnessOptions const& opt = {});
 
 // Names of the enabled Kokkos execution spaces, in the order the harness runs them.
 std::vector<std::string> enabledExecutionSpaces();
-// Number of variants of an algorithm (2 for bilateral, 3 for NLM, 9 / 4 for multires float /
+// Number of variants of an algorithm (2 for bilateral, 3 for NLM, 12 / 4 for multires float /
 // integer).
 int variantCount(Algorithm a);
 // The parameters of variant v of a multires case (pyramid and bilateral fields set).

@@ -25,6 +25,10 @@ TapOps tapOps(MultiresBilateralVariant v) {
               "1 exp; w = c s; sum w d: 1 fma = 2; sum w: 1 add"};
     case MultiresBilateralVariant::FastMath:
       return {10.0, "flop", "as Naive, with the fast intrinsic exp (__expf on CUDA)"};
+    case MultiresBilateralVariant::Reuse:
+      return {7.0, "flop",
+              "d; exponent |o|^2 c_s + d^2 c_r: 1 mul + 1 fma (the row's |o|^2 c_s: 1 add); 1 exp2; sum w d: 2; "
+              "sum w: 1 (4 outputs per thread share each input row's loads)"};
     case MultiresBilateralVariant::ClosenessLut:
       return {8.0, "flop",
               "d; closeness from the scratch table (not counted); exp(d^2 c_r): 2 mul + 1 exp; w = c s; "
@@ -54,7 +58,7 @@ LayerSetup layerSetup(Context& ctx, Fig4Row& row, Input const& in) {
   return s;
 }
 
-// A float variant (Naive, FastMath, ClosenessLut) on rotating layers.
+// A float variant (Naive, FastMath, ClosenessLut, Reuse) on rotating layers.
 Case fig4Float(Context& ctx, Fig4Row& row) {
   Input& in = ctx.input(row.n);
   struct State : FloatLayers, LayerSetup {};

@@ -21,7 +21,7 @@ namespace kortex::bench::multires {
 // ---- Fig 4: layer-bilateral variants --------------------------------------------------------
 inline constexpr MultiresBilateralVariant kFig4Variants[] = {
     MultiresBilateralVariant::Naive, MultiresBilateralVariant::ClosenessLut, MultiresBilateralVariant::FastMath,
-    MultiresBilateralVariant::ClosenessSimilarityLut};
+    MultiresBilateralVariant::Reuse, MultiresBilateralVariant::ClosenessSimilarityLut};
 inline Index fig4Size(bool tiny) { return tiny ? 64 : 512; }
 inline std::string fig4Label(Index n, MultiresBilateralVariant v) { return "Fig4 " + sq(n) + " " + toString(v); }
 
@@ -126,14 +126,17 @@ struct E2eConfig {
   const char* name;
   bool integer;
   bool concurrent;
+  bool reuse = false;  // float: the Reuse layer bilateral instead of the default ClosenessLut
 };
 // Index 0 / 2: the library's default plan (levels filtered in order, MultiresParams); 1 / 3: the
-// layers filtered concurrently on separate execution-space instances.
+// layers filtered concurrently on separate execution-space instances; 4: the default float plan
+// with the Reuse layer bilateral.
 inline constexpr E2eConfig kE2e[] = {{"kokkos float", false, false},
                                      {"kokkos float concurrent levels", false, true},
                                      {"kokkos uint16", true, false},
-                                     {"kokkos uint16 concurrent levels", true, true}};
-inline constexpr int kNumE2e = 4;
+                                     {"kokkos uint16 concurrent levels", true, true},
+                                     {"kokkos float reuse", false, false, true}};
+inline constexpr int kNumE2e = 5;
 inline const char* phaseName(int p) { return p == 0 ? "decompose" : (p == 1 ? "filter" : "reconstruct"); }
 
 inline std::vector<Index> table2Sizes(bool tiny) {
@@ -150,9 +153,9 @@ inline std::string cpuLabel(Index n, bool all) {
 struct Table2Row {
   Index n = 0;
   common::Measurement e2e[kNumE2e];
-  bool e2eSelected[kNumE2e] = {false, false, false, false};
+  bool e2eSelected[kNumE2e] = {};
   std::string referenceCheck[kNumE2e];  // "" none; "passed: ..." or the failure
-  double psnr[kNumE2e] = {0, 0, 0, 0};
+  double psnr[kNumE2e] = {};
   TileInfo tiles[kNumE2e];
   common::Measurement phases[2][3];  // [float, uint16][decompose, filter, reconstruct]
   bool phasesSelected[2] = {false, false};

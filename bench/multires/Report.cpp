@@ -260,7 +260,7 @@ json table2Json(std::vector<Table2Row> const& rows) {
       if (!r.e2eSelected[c]) continue;
       json m = common::timingJson(r.e2e[c]);
       m["pipeline"] = std::string(kE2e[c].integer ? "uint16 (" : "float (") + toString(MultiresParams{}.pyramid) +
-                      (kE2e[c].integer ? " + ClosenessSimilarityLut)" : " + ClosenessLut)");
+                      (kE2e[c].integer ? " + ClosenessSimilarityLut)" : kE2e[c].reuse ? " + Reuse)" : " + ClosenessLut)");
       m["concurrent_levels"] = kE2e[c].concurrent;
       if (r.e2e[c].measured()) {
         m["fps"] = fps(r.e2e[c]);
@@ -501,9 +501,9 @@ void table2Markdown(std::ostream& os, std::vector<Table2Row> const& rows, int cp
   const std::string cpuN = "CPU " + std::to_string(cpuThreads) + " thr";
   os << "## Table 2: frames per second (sigma_d = 2), end to end, image on the device\n\n"
      << "| image | CPU 4 thr | paper CPU (4 thr) | " << cpuN
-     << " | Kokkos float | float, concurrent levels | Kokkos uint16 | uint16, concurrent levels | paper GPU (C870) | "
-        "best / paper GPU | best vs CPU 4 thr | best vs "
-     << cpuN << " | paper speedup |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
+     << " | Kokkos float | float, concurrent levels | Kokkos uint16 | uint16, concurrent levels | float, Reuse bilateral | "
+        "paper GPU (C870) | best / paper GPU | best vs CPU 4 thr | best vs "
+     << cpuN << " | paper speedup |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
   for (auto const& r : rows) {
     auto const* p = paper::findTable2(static_cast<int>(r.n));
     const int b = bestE2e(r);

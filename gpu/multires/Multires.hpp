@@ -1,6 +1,6 @@
 // Kokkos multiresolution filter (definitions: core/Multires.hpp). Variants are chosen by
 // MultiresParams::pyramid (Unfused | FusedDirect | FusedExpand | Packed16) and
-// MultiresParams::bilateral (Naive | ClosenessLut | ClosenessSimilarityLut | FastMath); tiles
+// MultiresParams::bilateral (Naive | ClosenessLut | ClosenessSimilarityLut | FastMath | Reuse); tiles
 // come from MultiresParams::tiles, else the tuning database (core/Tuning.hpp), else the
 // documented defaults. Every check runs before anything is written (the integer input's range
 // check is a device max-reduction that waits for `exec`): a refused call leaves `out` untouched.

@@ -1,6 +1,6 @@
 // Layer bilateral filter of the multiresolution filter (definitions: core/Multires.hpp, "BF"),
 // one 2D layer in, one out, on any Kokkos execution space. Variants (MultiresParams::bilateral):
-//   float layers:   Naive, ClosenessLut, FastMath
+//   float layers:   Naive, ClosenessLut, FastMath, Reuse
 //   integer layers: ClosenessSimilarityLut (fixed-point tables, exact integer result)
 // One team per output tile of tile.x * tile.y pixels (TeamPolicy); the closeness table (and the
 // similarity table when it fits) is loaded into team scratch, then team_barrier(). The tile is

@@ -228,7 +228,7 @@ denoise_multires.__doc__ = """Multiresolution filter, 2D (kortex denoise multire
     bits            integer pipeline: data bit depth 1-15, 0 = smallest that holds the maximum (default {bits})
     integer         auto|yes|no: the exact 16-bit integer pipeline (default "auto")
     backend         auto|cpu|kokkos (default {backend!r})
-    variant         Kokkos layer bilateral: naive|closeness-lut|fastmath (float) or lut (integer) (default None)
+    variant         Kokkos layer bilateral: naive|closeness-lut|fastmath|reuse (float) or lut (integer) (default None)
     pyramid         Kokkos pyramid kernels: unfused|fused|fused-expand|packed16 (default None: {pyramid!r})
     out             also write the result here, atomically (default None)
 

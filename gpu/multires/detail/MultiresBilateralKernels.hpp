@@ -24,6 +24,8 @@
 //   Naive                  - no scratch; per tap: 1 load, 2 exp (closeness and similarity),
 //                            ~6 FP ops (d, d^2, the two exponent products, w*d, sums).
 //   FastMath               - as Naive with __expf (one MUFU.EX2 + one FMUL each) on CUDA.
+//   Reuse                  - no scratch; kReuseRows outputs per thread along y share each input row
+//                            (below); per tap 1 exp2Flush of the summed exponent (one MUFU.EX2).
 //   ClosenessLut           - the (2r+1)^2 float closeness table copied cooperatively into
 //                            level-0 scratch, team_barrier(); per tap: 1 global load, 1 scratch
 //                            load (same address across the warp: broadcast), 1 exp.
@@ -190,9 +192,10 @@ inline int leagueSize(LayerShape const& s) {
 }
 
 // Team size: min(tile outputs, team_size_max for this functor and scratch footprint).
+// `items`: work items per team (0: one per output of the tile).
 template <class ExecSpace, class Functor>
 void launch(ExecSpace const& exec, const char* label, Functor const& f, LayerShape const& s,
-            std::size_t scratchBytes) {
+            std::size_t scratchBytes, int items = 0) {
   // Closures of 512 B or more are copied to CUDA constant memory under a lock per launch.
   static_assert(sizeof(Functor) < 512, "keep the kernel closure small");
   const int league = leagueSize(s);
@@ -200,14 +203,14 @@ void launch(ExecSpace const& exec, const char* label, Functor const& f, LayerSha
   LayerPolicy<ExecSpace> probe(exec, league, 1);
   probe.set_scratch_size(0, Kokkos::PerTeam(bytes));
   const int maxTeam = probe.team_size_max(f, Kokkos::ParallelForTag());
-  const int teamSize = std::max(1, std::min(s.tileX * s.tileY, maxTeam));
+  const int teamSize = std::max(1, std::min(items > 0 ? items : s.tileX * s.tileY, maxTeam));
   LayerPolicy<ExecSpace> policy(exec, league, teamSize);
   policy.set_scratch_size(0, Kokkos::PerTeam(bytes));
   Kokkos::parallel_for(label, policy, f);
 }
 
 // ----------------------------------------------------------------------------------------------
-// Float layers: Naive, ClosenessLut, FastMath. R: compile-time radius, 0 for run-time loops.
+// Float layers: Naive, ClosenessLut, FastMath (Reuse below). R: compile-time radius, 0 for run-time loops.
 
 template <class ExecSpace, MultiresBilateralVariant V, int R>
 struct FloatLayerFunctor {
@@ -290,6 +293,7 @@ inline const char* floatLabel(MultiresBilateralVariant v) {
     case MultiresBilateralVariant::Naive: return "kortex::Multires::Bilateral::Naive";
     case MultiresBilateralVariant::ClosenessLut: return "kortex::Multires::Bilateral::ClosenessLut";
     case MultiresBilateralVariant::FastMath: return "kortex::Multires::Bilateral::FastMath";
+    case MultiresBilateralVariant::Reuse: return "kortex::Multires::Bilateral::Reuse";
     case MultiresBilateralVariant::ClosenessSimilarityLut: break;
   }
   return "kortex::Multires::Bilateral::?";
@@ -321,6 +325,118 @@ void dispatchFloatRadius(ExecSpace const& exec, ConstLayer<typename ExecSpace::m
   }
 }
 
+// ----------------------------------------------------------------------------------------------
+// Float layers: Reuse. One work item = kReuseRows outputs of one tile column (rows ly .. ly + P - 1).
+// The item walks the P + 2r input rows its windows cover once: each row's 2r + 1 taps are loaded
+// (read-only cache) and used by every output p whose window holds the row (window row dy = jj - r - p),
+// so an output costs (P + 2r)(2r + 1) / P loads instead of (2r + 1)^2. A tap's weight is one
+// exp2Flush of |o|^2 closenessLog2 + d^2 similarityLog2 (multiresWeightReuse). Per output the sums
+// run as Naive's: window rows in order, each row's sums added to the totals. R: compile-time radius
+// (taps of a row held in registers), 0 for run-time loops (taps loaded per output).
+
+inline constexpr int kReuseRows = 4;
+
+inline int reuseItems(LayerShape const& s) {
+  return s.tileX * ((s.tileY + kReuseRows - 1) / kReuseRows);
+}
+
+template <class ExecSpace, int R>
+struct ReuseLayerFunctor {
+  using Mem = typename ExecSpace::memory_space;
+  using Member = typename LayerPolicy<ExecSpace>::member_type;
+  static constexpr int P = kReuseRows;
+  static constexpr int kD = 2 * (R > 0 ? R : 1) + 1;
+
+  ConstLayer<Mem> in;
+  LayerView<Mem> out;
+  MultiresBFCoeffs coeffs;
+  LayerShape shape;
+  int radius;
+
+  KOKKOS_INLINE_FUNCTION void operator()(Member const& team) const {
+    const int league = team.league_rank();
+    const int x0 = (league % shape.tilesX) * shape.tileX;
+    const int y0 = (league / shape.tilesX) * shape.tileY;
+    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, reuseItems(shape)), [&](const int item) {
+      const int lx = item % shape.tileX;
+      const int ly = (item / shape.tileX) * P;
+      const int x = x0 + lx, y = y0 + ly;
+      if (x >= shape.nx || y >= shape.ny) return;
+      const int left = shape.tileY - ly < shape.ny - y ? shape.tileY - ly : shape.ny - y;
+      filter(x, y, left < P ? left : P);
+    });
+  }
+
+  KOKKOS_INLINE_FUNCTION void filter(const int x, const int y, const int rows) const {
+    const int r = R > 0 ? R : radius;
+    const float kc = coeffs.closenessLog2, kr = coeffs.similarityLog2;
+    float c[P], sumWD[P], sumW[P];
+    KORTEX_UNROLL
+    for (int p = 0; p < P; ++p) {
+      c[p] = readOnly(&in(clampIndex(y + p, shape.ny), x));
+      sumWD[p] = 0.0f;
+      sumW[p] = 0.0f;
+    }
+    for (int jj = 0; jj < P + 2 * r; ++jj) {
+      const int yy = clampIndex(y - r + jj, shape.ny);
+      float v[kD];
+      if constexpr (R > 0) {
+        KORTEX_UNROLL
+        for (int i = 0; i < kD; ++i) v[i] = readOnly(&in(yy, clampIndex(x - R + i, shape.nx)));
+      }
+      KORTEX_UNROLL
+      for (int p = 0; p < P; ++p) {
+        const int dy = jj - r - p;
+        if (p >= rows || dy < -r || dy > r) continue;
+        const float ey = static_cast<float>(dy * dy) * kc;
+        float rowWD = 0.0f, rowW = 0.0f;
+        if constexpr (R > 0) {
+          KORTEX_UNROLL
+          for (int i = 0; i < kD; ++i) {
+            const float d = v[i] - c[p];
+            const float w = multiresWeightReuse(static_cast<float>((i - R) * (i - R)) * kc + ey, d, kr);
+            rowWD += w * d;
+            rowW += w;
+          }
+        } else {
+          for (int dx = -r; dx <= r; ++dx) {
+            const float d = readOnly(&in(yy, clampIndex(x + dx, shape.nx))) - c[p];
+            const float w = multiresWeightReuse(static_cast<float>(dx * dx) * kc + ey, d, kr);
+            rowWD += w * d;
+            rowW += w;
+          }
+        }
+        sumWD[p] += rowWD;
+        sumW[p] += rowW;
+      }
+    }
+    KORTEX_UNROLL
+    for (int p = 0; p < P; ++p)
+      if (p < rows) out(y + p, x) = multiresBFResult(c[p], sumWD[p], sumW[p]);
+  }
+};
+
+template <class ExecSpace, int R>
+void launchReuse(ExecSpace const& exec, ConstLayer<typename ExecSpace::memory_space> in,
+                 LayerView<typename ExecSpace::memory_space> out, MultiresBFCoeffs const& coeffs,
+                 LayerShape const& shape, int radius) {
+  const ReuseLayerFunctor<ExecSpace, R> f{in, out, coeffs, shape, radius};
+  launch(exec, floatLabel(MultiresBilateralVariant::Reuse), f, shape, 0, reuseItems(shape));
+}
+
+template <class ExecSpace>
+void dispatchReuseRadius(ExecSpace const& exec, ConstLayer<typename ExecSpace::memory_space> in,
+                         LayerView<typename ExecSpace::memory_space> out, MultiresBFCoeffs const& coeffs,
+                         LayerShape const& shape, int radius) {
+  static_assert(kMaxFixedRadius == 3, "update the radius switch");
+  switch (radius) {
+    case 1: return launchReuse<ExecSpace, 1>(exec, in, out, coeffs, shape, radius);
+    case 2: return launchReuse<ExecSpace, 2>(exec, in, out, coeffs, shape, radius);
+    case 3: return launchReuse<ExecSpace, 3>(exec, in, out, coeffs, shape, radius);
+    default: return launchReuse<ExecSpace, 0>(exec, in, out, coeffs, shape, radius);
+  }
+}
+
 // Every check of the float entry point; returns the resolved tile. Nothing is enqueued.
 template <class ExecSpace>
 LayerTile checkFloat(ConstLayer<typename ExecSpace::memory_space> const& in,
@@ -330,9 +446,9 @@ LayerTile checkFloat(ConstLayer<typename ExecSpace::memory_space> const& in,
   requireRadius("multires bilateral", params.radius, MultiresParams::kMaxRadius);
   if (params.bilateral != MultiresBilateralVariant::Naive &&
       params.bilateral != MultiresBilateralVariant::ClosenessLut &&
-      params.bilateral != MultiresBilateralVariant::FastMath)
-    throw InvalidArgument(std::string("multires bilateral: float layers use the Naive, ClosenessLut or FastMath "
-                                      "variant; got ") + toString(params.bilateral));
+      params.bilateral != MultiresBilateralVariant::FastMath && params.bilateral != MultiresBilateralVariant::Reuse)
+    throw InvalidArgument(std::string("multires bilateral: float layers use the Naive, ClosenessLut, FastMath or "
+                                      "Reuse variant; got ") + toString(params.bilateral));
   checkLayers(in, out);
   if (params.bilateral == MultiresBilateralVariant::ClosenessLut) {
     checkTable(closeness, static_cast<std::size_t>(windowTaps(params.radius)), "closeness",
@@ -369,6 +485,9 @@ LayerTile bilateralLayerFloat(ExecSpace const& exec,
     case MultiresBilateralVariant::FastMath:
       dispatchFloatRadius<ExecSpace, MultiresBilateralVariant::FastMath>(
           exec, in, out, closeness, coeffs, shape, params.radius);
+      break;
+    case MultiresBilateralVariant::Reuse:
+      dispatchReuseRadius<ExecSpace>(exec, in, out, coeffs, shape, params.radius);
       break;
     case MultiresBilateralVariant::ClosenessSimilarityLut:
       break;  // refused by checkFloat
