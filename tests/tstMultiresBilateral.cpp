@@ -313,6 +313,14 @@ BOOST_AUTO_TEST_CASE_TEMPLATE(returns_the_tile_used, Space, test::ExecutionSpace
   runFloat<Space>(in, s, p, {1024, 1}, &used);
   BOOST_TEST(used.x == 1024);
   BOOST_TEST(used.y == 1);
+  // Reuse: at least kReuseRows rows, x halved to stay within kMaxTileOutputs.
+  p.bilateral = MultiresBilateralVariant::Reuse;
+  runFloat<Space>(in, s, p, {1024, 1}, &used);
+  BOOST_TEST(used.x == 256);
+  BOOST_TEST(used.y == md::kReuseRows);
+  runFloat<Space>(in, s, p, {16, 8}, &used);
+  BOOST_TEST(used.x == 16);
+  BOOST_TEST(used.y == 8);
 }
 
 // The integer variant, with both similarity-table placements, is bit-identical to the int64

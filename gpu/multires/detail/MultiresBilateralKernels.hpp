@@ -336,6 +336,14 @@ void dispatchFloatRadius(ExecSpace const& exec, ConstLayer<typename ExecSpace::m
 
 inline constexpr int kReuseRows = 4;
 
+// Reuse's tile: at least kReuseRows rows (one item's outputs; the tuned tiles of the other variants
+// may have one or two), x halved while the tile holds more than kMaxTileOutputs outputs.
+inline LayerTile reuseTile(LayerTile t) {
+  if (t.y < kReuseRows) t.y = kReuseRows;
+  while (t.x > 1 && static_cast<std::int64_t>(t.x) * t.y > kMaxTileOutputs) t.x /= 2;
+  return t;
+}
+
 inline int reuseItems(LayerShape const& s) {
   return s.tileX * ((s.tileY + kReuseRows - 1) / kReuseRows);
 }
@@ -470,7 +478,8 @@ LayerTile bilateralLayerFloat(ExecSpace const& exec,
                               LayerView<typename ExecSpace::memory_space> out,
                               ConstFloatTable<typename ExecSpace::memory_space> closeness,
                               MultiresParams const& params, LayerTile tile) {
-  const LayerTile t = checkFloat<ExecSpace>(in, out, closeness, params, tile);
+  LayerTile t = checkFloat<ExecSpace>(in, out, closeness, params, tile);
+  if (params.bilateral == MultiresBilateralVariant::Reuse) t = reuseTile(t);
   const LayerShape shape = makeShape(in.extent(0), in.extent(1), t);
   const MultiresBFCoeffs coeffs = multiresBFCoeffs(params.sigmaSpatial, params.sigmaRange);
   switch (params.bilateral) {
