@@ -77,12 +77,13 @@ VectorField<Kokkos::HostSpace> applyMatrix(VectorField<Kokkos::HostSpace> const&
 
 void writeDisplacementField(VectorField<Kokkos::HostSpace> const& field,
                             std::filesystem::path const& path) {
-  std::lock_guard<std::recursive_mutex> lock(ioMutex());
+  std::unique_lock<std::recursive_mutex> lock(ioMutex());
   requireNiftiName(path, true);
   const FieldProblem p = fieldProblem(field, field.geometry);
   if (p.dataMismatch) throw InvalidArgument("cannot write '" + path.string() + "': " + p.message);
   if (!p.message.empty()) writeError(path, p.message);
   AtomicOutput out(path);
+  lock.unlock();  // held around the library's calls only (io/Nifti.cpp), as writeImage's NIfTI files
   out.commit(writeNiftiField(field, out));
 }
 

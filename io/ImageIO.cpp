@@ -478,13 +478,14 @@ HostImage readImage(std::filesystem::path const& path, ReadOptions const& option
 }
 
 void writeImage(HostImage const& image, std::filesystem::path const& path) {
-  std::lock_guard<std::recursive_mutex> lock(ioMutex());
+  std::unique_lock<std::recursive_mutex> lock(ioMutex());
   const std::string ext = extensionOf(path);
   checkExtension(path, Access::Write);
   checkWritable(image, path);
   AtomicOutput out(path);
   const std::string name = path.filename().string();
   if (isNiftiExtension(ext)) {
+    lock.unlock();  // NIfTI: held around the library's calls only (io/Nifti.cpp), so files compress in parallel
     out.commit(writeNifti(image, out));
     return;
   }

@@ -11,6 +11,7 @@
 #include <cstring>
 #include <ctime>
 #include <fstream>
+#include <future>
 #include <random>
 #include <set>
 #include <utility>
@@ -378,12 +379,29 @@ void sweepFolders(std::vector<PlannedOutput> const& outputs, std::set<std::strin
   }
 }
 
+// Each output is staged in order (its temporary path chosen, its folder made), then the writers run
+// concurrently, a thread each: they write distinct files from data already formed (a NIfTI file is
+// compressed outside the I/O lock). The first failure is rethrown once every writer has ended.
 void writeStaged(std::vector<PlannedOutput> const& outputs, StagedOutputs& staged, std::vector<fs::path>& written) {
+  std::vector<std::pair<PlannedOutput const*, fs::path>> jobs;
   for (auto const& o : outputs) {
     if (o.path.empty()) continue;
-    o.write(staged.stage(o.path));
+    jobs.emplace_back(&o, staged.stage(o.path));
     written.push_back(o.path);
   }
+  if (jobs.size() == 1) jobs.front().first->write(jobs.front().second);
+  if (jobs.size() <= 1) return;
+  std::vector<std::future<void>> done;
+  for (auto const& j : jobs) done.push_back(std::async(std::launch::async, [&j] { j.first->write(j.second); }));
+  std::exception_ptr failure;
+  for (auto& d : done) {
+    try {
+      d.get();
+    } catch (...) {
+      if (!failure) failure = std::current_exception();
+    }
+  }
+  if (failure) std::rethrow_exception(failure);
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
@@ -229,6 +230,35 @@ BOOST_AUTO_TEST_CASE(a_failed_writer_keeps_the_files_that_were_there) {
   BOOST_TEST(slurp(dir / "warped.nii") == "new warped");
   BOOST_TEST(slurp(dir / "jac.nii") == "new jac");
   BOOST_TEST((listing(dir.path) == std::set<std::string>{"jac.nii", "warped.nii"}));
+}
+
+// writeAllOrNone's writers run concurrently: the error rethrown is the first failing output's in the
+// planned order, and only once every writer has ended (none still writes into a discarded stage).
+BOOST_AUTO_TEST_CASE(writers_end_before_the_first_failure_in_order_is_rethrown) {
+  test::TempDir dir("kortex-jobfiles");
+  std::atomic<int> ended{0};
+  auto fail = [&](std::string why) {
+    return [&ended, why](fs::path const&) {
+      ++ended;
+      throw IoError(why);
+    };
+  };
+  auto slow = [&](fs::path const& p) {
+    std::string big(8 << 20, 'x');  // some work after the failures were raised
+    touch(p, big);
+    ++ended;
+  };
+  try {
+    pipeline::writeAllOrNone({{"field", dir / "a.nii", slow},
+                              {"warped image", dir / "b.nii", fail("first in order")},
+                              {"Jacobian map", dir / "c.nii", fail("second in order")},
+                              {"inverse field", dir / "d.nii", slow}});
+    BOOST_FAIL("no error");
+  } catch (IoError const& e) {
+    BOOST_TEST(std::string(e.what()).find("first in order") != std::string::npos);
+  }
+  BOOST_TEST(ended.load() == 4);
+  BOOST_TEST(listing(dir.path).empty());
 }
 
 // writeAllOrNone with a second group formed after the first is written (the register job's QC report,
