@@ -614,36 +614,41 @@ HostImage subjectAtlasLabels(RegistrationPipelineResult const& r, HostImage cons
 }
 
 // Writes this process's subject files into `staged`; returns the files and the inverse fields' count
-// of unconverged voxels.
+// of unconverged voxels. Each file's data is formed here, in order, and compressed and written on a
+// thread (BackgroundWrites) while the next is formed; `writes` ends them.
 long stageSubjectOutputs(AtlasPlace const& p, AtlasNames const& names, AtlasInputs const& in,
                          std::vector<RegistrationPipelineResult> const& pre, HostImage const& majority,
-                         StagedOutputs& staged, std::vector<std::string>& written) {
+                         StagedOutputs& staged, std::vector<std::string>& written, BackgroundWrites& writes) {
   AtlasJob const& job = p.job;
   long unconverged = 0;
-  auto stage = [&](fs::path const& path, auto&& write) {
-    write(staged.stage(path));
+  auto stageImage = [&](fs::path const& path, HostImage img) {
+    const fs::path t = staged.stage(path);
     written.push_back(path.string());
+    writes.add([t, img] { writeImage(img, t); });
+  };
+  auto stageField = [&](fs::path const& path, VectorField<Kokkos::HostSpace> field) {
+    const fs::path t = staged.stage(path);
+    written.push_back(path.string());
+    writes.add([t, field] { writeDisplacementField(field, t); });
   };
   for (int i = 0; i < p.local; ++i) {
     RegistrationPipelineResult const& r = pre[std::size_t(i)];
     const int g = p.first + i;
-    if (!job.outFieldsDir.empty()) stage(names.field(g), [&](fs::path const& t) { writeDisplacementField(worldDisplacement(r), t); });
+    if (!job.outFieldsDir.empty()) stageField(names.field(g), worldDisplacement(r));
     std::optional<VectorField<Kokkos::HostSpace>> inverse;  // both directions (core/Inverse.hpp)
     if (!job.outFieldsDir.empty() || !job.outSubjectLabelsDir.empty()) {
       const InverseMap inv = invertRegistration(r);
       unconverged += inv.stats.unconverged;
       inverse = inverseWorldDisplacement(r, inv);
     }
-    if (!job.outFieldsDir.empty()) stage(names.inverseField(g), [&](fs::path const& t) { writeDisplacementField(*inverse, t); });
+    if (!job.outFieldsDir.empty()) stageField(names.inverseField(g), *inverse);
     if (!job.outWarpedDir.empty()) {
-      stage(names.warped(g), [&](fs::path const& t) { writeImage(warpedMoving(r, in.originals[std::size_t(i)]), t); });
-      if (!job.labels.empty())
-        stage(names.labels(g), [&](fs::path const& t) { writeImage(warpedLabels(r, in.labelMaps[std::size_t(i)]), t); });
+      stageImage(names.warped(g), warpedMoving(r, in.originals[std::size_t(i)]));
+      if (!job.labels.empty()) stageImage(names.labels(g), warpedLabels(r, in.labelMaps[std::size_t(i)]));
     }
     if (!job.outSubjectLabelsDir.empty())
-      stage(names.subjectLabels(g), [&](fs::path const& t) {
-        writeImage(subjectAtlasLabels(r, majority, *inverse, in.labelMaps[std::size_t(i)], p.backend), t);
-      });
+      stageImage(names.subjectLabels(g),
+                 subjectAtlasLabels(r, majority, *inverse, in.labelMaps[std::size_t(i)], p.backend));
   }
   return unconverged;
 }
@@ -744,7 +749,9 @@ void writeOutputs(AtlasPlace const& p, AtlasNames const& names, AtlasInputs cons
   std::vector<std::string> written;
   std::exception_ptr failure;
   try {
-    if (!built.fields.empty()) r.inverseUnconverged += stageSubjectOutputs(p, names, in, pre, majority, staged, written);
+    BackgroundWrites writes(BackgroundWrites::hostLimit());
+    if (!built.fields.empty())
+      r.inverseUnconverged += stageSubjectOutputs(p, names, in, pre, majority, staged, written, writes);
     auto stageQc = [&](QcFile const& f) {
       const fs::path path = fs::path(job.outQc) / f.name;
       writeTextFileAtomic(staged.stage(path), std::string(f.bytes.begin(), f.bytes.end()));
@@ -755,7 +762,8 @@ void writeOutputs(AtlasPlace const& p, AtlasNames const& names, AtlasInputs cons
     if (p.rank == 0) {
       r.templateImage = qc ? templ : templateOnReference(clip, built.templ, outside, p.n, in.reference);
       if (!job.outTemplate.empty()) {
-        writeImage(r.templateImage, staged.stage(job.outTemplate));
+        const fs::path t = staged.stage(job.outTemplate);
+        writes.add([t, img = r.templateImage] { writeImage(img, t); });
         written.push_back(job.outTemplate);
       }
       if (qc) {
@@ -763,12 +771,13 @@ void writeOutputs(AtlasPlace const& p, AtlasNames const& names, AtlasInputs cons
         r.secondsTotal = secondsSince(jobStart);
         for (auto const& f : atlasQc(r, qc->all, qc->meanU, qc->meanDet, built.scaleTemplates).files) stageQc(f);
       }
-      if (!job.outReport.empty()) {
-        r.secondsWrite = secondsSince(t0);  // so far: the report is written with the outputs
-        r.secondsTotal = secondsSince(jobStart);
-        writeTextFileAtomic(staged.stage(job.outReport), toJson(r).dump(2) + "\n");
-        written.push_back(job.outReport);
-      }
+    }
+    writes.wait();  // every image and field written (the report's times include them)
+    if (p.rank == 0 && !job.outReport.empty()) {
+      r.secondsWrite = secondsSince(t0);  // so far: the report is written with the outputs
+      r.secondsTotal = secondsSince(jobStart);
+      writeTextFileAtomic(staged.stage(job.outReport), toJson(r).dump(2) + "\n");
+      written.push_back(job.outReport);
     }
   } catch (...) {
     failure = std::current_exception();

@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <csignal>
@@ -14,6 +15,7 @@
 #include <future>
 #include <random>
 #include <set>
+#include <thread>
 #include <utility>
 
 #include "core/Errors.hpp"
@@ -380,8 +382,8 @@ void sweepFolders(std::vector<PlannedOutput> const& outputs, std::set<std::strin
 }
 
 // Each output is staged in order (its temporary path chosen, its folder made), then the writers run
-// concurrently, a thread each: they write distinct files from data already formed (a NIfTI file is
-// compressed outside the I/O lock). The first failure is rethrown once every writer has ended.
+// concurrently, a thread each (BackgroundWrites): they write distinct files from data already formed
+// (a NIfTI file is compressed outside the I/O lock).
 void writeStaged(std::vector<PlannedOutput> const& outputs, StagedOutputs& staged, std::vector<fs::path>& written) {
   std::vector<std::pair<PlannedOutput const*, fs::path>> jobs;
   for (auto const& o : outputs) {
@@ -389,22 +391,40 @@ void writeStaged(std::vector<PlannedOutput> const& outputs, StagedOutputs& stage
     jobs.emplace_back(&o, staged.stage(o.path));
     written.push_back(o.path);
   }
-  if (jobs.size() == 1) jobs.front().first->write(jobs.front().second);
-  if (jobs.size() <= 1) return;
-  std::vector<std::future<void>> done;
-  for (auto const& j : jobs) done.push_back(std::async(std::launch::async, [&j] { j.first->write(j.second); }));
-  std::exception_ptr failure;
-  for (auto& d : done) {
-    try {
-      d.get();
-    } catch (...) {
-      if (!failure) failure = std::current_exception();
-    }
-  }
-  if (failure) std::rethrow_exception(failure);
+  if (jobs.size() == 1) return jobs.front().first->write(jobs.front().second);
+  BackgroundWrites writes(jobs.size());
+  for (auto const& j : jobs) writes.add([&j] { j.first->write(j.second); });
+  writes.wait();
 }
 
 }  // namespace
+
+BackgroundWrites::BackgroundWrites(std::size_t limit) : limit_(std::max<std::size_t>(1, limit)) {}
+
+BackgroundWrites::~BackgroundWrites() {
+  for (std::size_t k = next_; k < pending_.size(); ++k) pending_[k].wait();
+}
+
+void BackgroundWrites::finishOldest() {
+  try {
+    pending_[next_].get();
+  } catch (...) {
+    if (!failure_) failure_ = std::current_exception();
+  }
+  ++next_;
+}
+
+void BackgroundWrites::add(std::function<void()> write) {
+  if (pending_.size() - next_ >= limit_) finishOldest();
+  pending_.push_back(std::async(std::launch::async, std::move(write)));
+}
+
+void BackgroundWrites::wait() {
+  while (next_ < pending_.size()) finishOldest();
+  if (failure_) std::rethrow_exception(failure_);
+}
+
+std::size_t BackgroundWrites::hostLimit() { return std::max(2u, std::thread::hardware_concurrency()); }
 
 std::vector<fs::path> writeAllOrNone(std::vector<PlannedOutput> const& first,
                                      std::function<std::vector<PlannedOutput>()> const& rest) {

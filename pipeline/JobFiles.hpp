@@ -31,7 +31,9 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <exception>
 #include <functional>
+#include <future>
 #include <map>
 #include <string>
 #include <vector>
@@ -132,6 +134,29 @@ class StagedOutputs {
   std::vector<std::filesystem::path> targets_;                     // the staged paths, in stage() order
   std::vector<std::filesystem::path> createdDirs_;                 // outermost last
   bool done_ = false;
+};
+
+// Files written on threads while the caller goes on (forms the next outputs): each write runs on a
+// thread of its own, at most `limit` at once (add() first waits for the oldest when that many are
+// running); each write holds the data it writes. wait() ends them all and rethrows the first failure
+// in the order they were added; the destructor waits too, so no write outlives its stage.
+class BackgroundWrites {
+ public:
+  explicit BackgroundWrites(std::size_t limit);
+  ~BackgroundWrites();
+  BackgroundWrites(BackgroundWrites const&) = delete;
+  BackgroundWrites& operator=(BackgroundWrites const&) = delete;
+  void add(std::function<void()> write);
+  void wait();
+  // A limit for files of a job: the host's hardware threads, at least 2.
+  static std::size_t hostLimit();
+
+ private:
+  void finishOldest();
+  std::size_t limit_;
+  std::vector<std::future<void>> pending_;
+  std::size_t next_ = 0;  // pending_[next_ ...] still running
+  std::exception_ptr failure_;
 };
 
 // One output of a job: `write` writes the file at the path it is given (the staged copy of `path`).
