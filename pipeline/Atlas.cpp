@@ -749,7 +749,9 @@ void writeOutputs(AtlasPlace const& p, AtlasNames const& names, AtlasInputs cons
   std::vector<std::string> written;
   std::exception_ptr failure;
   try {
-    BackgroundWrites writes(BackgroundWrites::hostLimit());
+    // At most 4 files in flight: each holds its data (a 1-mm field is ~90 MB), and 4 threads already
+    // compress in parallel what one thread forms (an inverse field takes longer than its write).
+    BackgroundWrites writes(4);
     if (!built.fields.empty())
       r.inverseUnconverged += stageSubjectOutputs(p, names, in, pre, majority, staged, written, writes);
     auto stageQc = [&](QcFile const& f) {

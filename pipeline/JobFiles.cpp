@@ -15,7 +15,6 @@
 #include <future>
 #include <random>
 #include <set>
-#include <thread>
 #include <utility>
 
 #include "core/Errors.hpp"
@@ -423,8 +422,6 @@ void BackgroundWrites::wait() {
   while (next_ < pending_.size()) finishOldest();
   if (failure_) std::rethrow_exception(failure_);
 }
-
-std::size_t BackgroundWrites::hostLimit() { return std::max(2u, std::thread::hardware_concurrency()); }
 
 std::vector<fs::path> writeAllOrNone(std::vector<PlannedOutput> const& first,
                                      std::function<std::vector<PlannedOutput>()> const& rest) {

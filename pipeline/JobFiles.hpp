@@ -148,8 +148,6 @@ class BackgroundWrites {
   BackgroundWrites& operator=(BackgroundWrites const&) = delete;
   void add(std::function<void()> write);
   void wait();
-  // A limit for files of a job: the host's hardware threads, at least 2.
-  static std::size_t hostLimit();
 
  private:
   void finishOldest();
