@@ -72,7 +72,7 @@ def verdict(key, value):
     return {"goal": f"{op} {goal}", "met": value <= goal if op == "<=" else value >= goal}
 
 
-def session_of(name, report):
+def session_of(report):
     env = report.get("environment") or {}
     return env.get("git_hash"), env.get("device")
 
@@ -87,7 +87,7 @@ def main():
     ap.add_argument("--out", required=True)
     a = ap.parse_args()
     reports = {"ct": load(a.ct), "multires": load(a.multires), "register": load(a.register), "surface": load(a.surface)}
-    sessions = {k: session_of(k, r) for k, r in reports.items()}
+    sessions = {k: session_of(r) for k, r in reports.items()}
     if len(set(sessions.values())) != 1:
         sys.exit("kernels_summary: the reports come from different builds or devices: " + json.dumps(sessions))
     git, device = next(iter(sessions.values()))

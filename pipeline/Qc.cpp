@@ -65,16 +65,6 @@ struct Window {
   double lo = 0.0, hi = 1.0;
 };
 
-// The grey levels of samples through a window (0 below lo, 255 above hi, rounded), times dim and
-// truncated; 0 for NaN (outside the image). In float: the pictures' hot loop.
-void greyLevels(std::vector<float> const& v, Window const& w, double dim, std::uint8_t* out) {
-  const float lo = float(w.lo), scale = float(255.0 / (w.hi - w.lo > 0 ? w.hi - w.lo : 1.0)), d = float(dim);
-  for (std::size_t k = 0; k < v.size(); ++k) {
-    const float g = std::clamp((v[k] - lo) * scale, 0.0f, 255.0f);
-    out[k] = std::isnan(v[k]) ? 0 : std::uint8_t(d * std::floor(g + 0.5f));
-  }
-}
-
 // The samples of one image on the frames it was drawn on, kept: the fixed image of a report is drawn
 // on each of its nine frames by four or five pictures. Thread-safe: the first thread to ask for a
 // frame samples it, the others wait for that result.
@@ -289,12 +279,16 @@ void orientationLetters(io::Picture& p, QcPlane plane) {
   letter(p, a.bottomText[0], p.width / 2 - 5, p.height - 16);
 }
 
+// Samples through a window as grey (0 below lo, 255 above hi, rounded), times dim and truncated; 0
+// for NaN (outside the image). In float: the pictures' hot loop.
 io::Picture greyPanel(QcFrame const& f, std::vector<float> const& v, Window const& w, double dim = 1.0) {
   io::Picture p(f.width, f.height, 3);
-  std::vector<std::uint8_t> g(v.size());
-  greyLevels(v, w, dim, g.data());
+  const float lo = float(w.lo), scale = float(255.0 / (w.hi - w.lo > 0 ? w.hi - w.lo : 1.0)), d = float(dim);
   std::uint8_t* px = p.pixels.data();
-  for (std::size_t k = 0; k < v.size(); ++k) px[3 * k] = px[3 * k + 1] = px[3 * k + 2] = g[k];
+  for (std::size_t k = 0; k < v.size(); ++k) {
+    const float g = std::clamp((v[k] - lo) * scale, 0.0f, 255.0f);
+    px[3 * k] = px[3 * k + 1] = px[3 * k + 2] = std::isnan(v[k]) ? 0 : std::uint8_t(d * std::floor(g + 0.5f));
+  }
   return p;
 }
 

@@ -43,6 +43,20 @@ HostImage phantom(Geometry const& g) {
   return img;
 }
 
+// The QC tests' registration job: greedy, 2 scales of a few iterations, Kokkos, the report in dir/qc,
+// on dir/fixed.nii and dir/moving.nii.
+pipeline::RegisterJob qcJob(std::filesystem::path const& dir) {
+  pipeline::RegisterJob job;
+  job.method = pipeline::RegistrationMethod::Greedy;
+  job.fixed.path = dir / "fixed.nii";
+  job.moving.path = dir / "moving.nii";
+  job.greedy.scales = {2, 1};
+  job.greedy.iterations = {3, 2};
+  job.backend = Backend::Kokkos;
+  job.outputs.qc = dir / "qc";
+  return job;
+}
+
 Geometry grid() {
   Geometry g = Geometry::make3D(40, 40, 40);
   g.spacing = {2.0, 2.0, 2.0};
@@ -188,14 +202,7 @@ BOOST_AUTO_TEST_CASE(register_job_writes_the_report) {
   for (Index i = 0; i < moving.numVoxels(); ++i) moving.data.data()[i] *= 0.9f;
   io::writeImage(phantom(g), dir / "fixed.nii");
   io::writeImage(moving, dir / "moving.nii");
-  pipeline::RegisterJob job;
-  job.method = pipeline::RegistrationMethod::Greedy;
-  job.fixed.path = dir / "fixed.nii";
-  job.moving.path = dir / "moving.nii";
-  job.greedy.scales = {2, 1};
-  job.greedy.iterations = {3, 2};
-  job.backend = Backend::Kokkos;
-  job.outputs.qc = dir / "qc";
+  pipeline::RegisterJob job = qcJob(dir.path);
   job.outputs.report = dir / "report.json";
   const auto r = pipeline::runRegisterJob(job);
   const std::string page = slurp(dir / "qc" / "index.html");
@@ -305,16 +312,9 @@ BOOST_AUTO_TEST_CASE(register_job_draws_the_labels) {
   io::writeImage(phantom(g), dir / "fixed.nii");
   io::writeImage(moving, dir / "moving.nii");
   io::writeImage(labels, dir / "labels.nii");
-  pipeline::RegisterJob job;
-  job.method = pipeline::RegistrationMethod::Greedy;
-  job.fixed.path = dir / "fixed.nii";
-  job.moving.path = dir / "moving.nii";
+  pipeline::RegisterJob job = qcJob(dir.path);
   job.qcMovingLabels.path = dir / "labels.nii";
   job.qcFixedLabels.path = dir / "labels.nii";
-  job.greedy.scales = {2, 1};
-  job.greedy.iterations = {3, 2};
-  job.backend = Backend::Kokkos;
-  job.outputs.qc = dir / "qc";
   const auto r = pipeline::runRegisterJob(job);
   BOOST_TEST(int(r.qc.files.size()) == 16);  // the page, 12 pictures and labels_* in three planes
   BOOST_TEST_MESSAGE("label Dice " << r.qc.dice);
