@@ -135,7 +135,7 @@ void addSurfaceCommands(CLI::App& app, Action& action) {
   surfDenoise->add_option("--spacing", so.spacing, "Mesh input: voxel size of the grid, world units")
       ->capture_default_str();
   addBackendOption(*surfDenoise, so.backend);
-  surfDenoise->add_option("--variant", so.variant, "Kokkos search: global|randomaccess|scratch (brute force, by candidate storage) or pruned (default: patch-sum bound, same neighbours)");
+  surfDenoise->add_option("--variant", so.variant, "Kokkos search: global|randomaccess|scratch (brute force, by candidate storage) or pruned (default: patch-sum bound, same neighbours) or prunedblocks (the sum bound, then block sums)");
   surfDenoise->add_option("--max-memory", so.maxMemoryMiB,
                           "Memory the search may use, MiB (default: what the device / host reports free)");
   surfDenoise->add_flag("--quiet", so.quiet, "No progress bar");

@@ -12,7 +12,8 @@ SurfaceNlmVariant parseSurfaceNlmVariant(std::string const& s) {
   if (s == "randomaccess" || s == "random-access") return SurfaceNlmVariant::RandomAccess;
   if (s == "scratch" || s == "scratchbroadcast" || s == "scratch-broadcast") return SurfaceNlmVariant::ScratchBroadcast;
   if (s == "pruned") return SurfaceNlmVariant::Pruned;
-  throw InvalidArgument("unknown surface NLM variant '" + s + "' (expected global|randomaccess|scratch|pruned)");
+  if (s == "prunedblocks" || s == "pruned-blocks") return SurfaceNlmVariant::PrunedBlocks;
+  throw InvalidArgument("unknown surface NLM variant '" + s + "' (expected global|randomaccess|scratch|pruned|prunedblocks)");
 }
 
 const char* toString(SurfaceNlmVariant v) {
@@ -21,6 +22,7 @@ const char* toString(SurfaceNlmVariant v) {
     case SurfaceNlmVariant::RandomAccess: return "RandomAccess";
     case SurfaceNlmVariant::ScratchBroadcast: return "ScratchBroadcast";
     case SurfaceNlmVariant::Pruned: return "Pruned";
+    case SurfaceNlmVariant::PrunedBlocks: return "PrunedBlocks";
   }
   return "?";
 }

@@ -62,8 +62,10 @@ namespace kortex {
 //   Pruned           - ScratchBroadcast over candidates sorted by patch sum: a team reads only the
 //                      candidates the sum bound below leaves (not the paper's design: the first
 //                      three are brute force, as the paper's Fig 4 is).
-enum class SurfaceNlmVariant { Global, RandomAccess, ScratchBroadcast, Pruned };
-SurfaceNlmVariant parseSurfaceNlmVariant(std::string const& s);  // global|randomaccess|scratch|pruned
+//   PrunedBlocks     - Pruned, and a candidate inside the sum window is compared only when the
+//                      tighter block-sum bound below leaves it (8 numbers per record instead of p).
+enum class SurfaceNlmVariant { Global, RandomAccess, ScratchBroadcast, Pruned, PrunedBlocks };
+SurfaceNlmVariant parseSurfaceNlmVariant(std::string const& s);  // global|randomaccess|scratch|pruned|prunedblocks
 const char* toString(SurfaceNlmVariant v);
 inline std::ostream& operator<<(std::ostream& os, SurfaceNlmVariant v) { return os << toString(v); }
 
@@ -142,6 +144,46 @@ KOKKOS_INLINE_FUNCTION double surfaceNlmSumError(double maxAbsSum, int patchVoxe
 }
 KOKKOS_INLINE_FUNCTION double surfaceNlmSumRadius(float thr, int patchVoxels, double sumError) {
   return sumError + kx::sqrt(double(patchVoxels) * double(thr) * (1.0 + 1e-9));
+}
+
+// ---- Pruning by block sums (variant PrunedBlocks: the sum bound above, then this one) ------------
+// The record's P = 4 PV4 floats cut into B consecutive blocks of W float4 (W = ceil(PV4 / 8),
+// B = ceil(PV4 / W) <= 8); block b holds n_b = min(4W(b + 1), p) - 4Wb > 0 voxels of the patch (the
+// zero padding is the same in every record). T_b(x) = sum of block b. Cauchy-Schwarz per block:
+//   D(j, l) >= LB = sum_b (T_jb - T_lb)^2 / n_b   (real arithmetic; LB >= (S_j - S_l)^2 / p).
+// The T are summed in double and stored as float: each is within E = 2^-23 Amax of its real value
+// (double error p 2^-53 Amax, then one float rounding of 2^-24 |T|). LB is evaluated in float with
+// t_b = max(0, |fl(T_jb - T_lb)| - e), e >= 2E (1 + 2^-22) (surfaceNlmBlockMargin): each t_b is at
+// most (1 + u)^2 times the real |T_jb - T_lb| - 2E, so the real LB >= LB_float / (1 + u)^(B + 7).
+// Hence LB_float > thr (1 + 1e-5) implies D > thr (the 1e-5 covers (1 + u)^15, gamma_d and the float
+// rounding of thr (1 + 1e-5)): such a candidate is skipped under the same rule as the sum bound's.
+template <int PV4>
+struct SurfaceNlmBlocks {
+  static constexpr int kWidth4 = (PV4 + 7) / 8;                // float4 per block
+  static constexpr int kCount = (PV4 + kWidth4 - 1) / kWidth4;  // B
+  static KOKKOS_INLINE_FUNCTION int voxels(int b, int patchVoxels) {
+    const int first = 4 * kWidth4 * b, end = 4 * kWidth4 * (b + 1);
+    return (end < patchVoxels ? end : patchVoxels) - first;
+  }
+};
+inline constexpr float kSurfaceNlmBlockSlack = 1.00001f;  // thr (1 + 1e-5), see above
+inline float surfaceNlmBlockMargin(double maxAbsSum) {
+  // 2E (1 + 2^-22) in double, rounded up into float by the extra 2^-20.
+  return static_cast<float>(2.0 * 1.1920928955078125e-07 * maxAbsSum * (1.0 + 2.384185791015625e-07) *
+                            (1.0 + 9.5367431640625e-07));
+}
+// LB_float of a query's block sums tq and a candidate's tc (inverse voxel counts invN).
+template <int B>
+KOKKOS_INLINE_FUNCTION float surfaceNlmBlockBound(const float (&tq)[B], const float* tc, const float (&invN)[B],
+                                                  float margin) {
+  float lb = 0.0f;
+  KORTEX_UNROLL
+  for (int b = 0; b < B; ++b) {
+    float t = kx::fabs(tq[b] - tc[b]) - margin;
+    t = t > 0.0f ? t : 0.0f;
+    lb += t * t * invN[b];
+  }
+  return lb;
 }
 
 // Four floats of a record, 16-byte aligned: records are padded with zeros to a multiple of 4 so a

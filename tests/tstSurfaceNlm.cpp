@@ -27,7 +27,8 @@ namespace {
 constexpr double kPhiTolerance = 1e-5;
 
 const SurfaceNlmVariant kVariants[] = {SurfaceNlmVariant::Global, SurfaceNlmVariant::RandomAccess,
-                                       SurfaceNlmVariant::ScratchBroadcast, SurfaceNlmVariant::Pruned};
+                                       SurfaceNlmVariant::ScratchBroadcast, SurfaceNlmVariant::Pruned,
+                                       SurfaceNlmVariant::PrunedBlocks};
 
 using test::noisySphere;
 
@@ -97,7 +98,7 @@ BOOST_AUTO_TEST_CASE_TEMPLATE(variants_match_reference, Space, test::ExecutionSp
   ref::SurfaceDenoiseInfo rinfo;
   ref::SurfaceNeighbours rnb;
   const HostImage want = ref::surfaceDenoise(noisy, p, &rinfo, &rnb);
-  std::int64_t bruteForcePairs = 0;
+  std::int64_t bruteForcePairs = 0, prunedPairs = 0;
   for (SurfaceNlmVariant v : kVariants) {
     for (int perPass : {16384, 700}) {  // one pass, and five passes with a partial last chunk
       p.variant = v;
@@ -110,6 +111,11 @@ BOOST_AUTO_TEST_CASE_TEMPLATE(variants_match_reference, Space, test::ExecutionSp
         // One launch (passCandidates does not apply) and fewer distances than all pairs.
         BOOST_TEST(info.passes == 1);
         BOOST_TEST(info.pairsEvaluated < bruteForcePairs);
+        prunedPairs = info.pairsEvaluated;
+      } else if (v == SurfaceNlmVariant::PrunedBlocks) {
+        // The block bound is at least the sum bound: fewer distances than Pruned on this sphere.
+        BOOST_TEST(info.passes == 1);
+        BOOST_TEST(info.pairsEvaluated < prunedPairs);
       } else {
         BOOST_TEST(info.passes == static_cast<int>((rinfo.bandSize + perPass - 1) / perPass));
         bruteForcePairs = info.pairsEvaluated;
@@ -124,6 +130,66 @@ BOOST_AUTO_TEST_CASE_TEMPLATE(variants_match_reference, Space, test::ExecutionSp
       BOOST_TEST(std::abs(info.dt - rinfo.dt) <= 1e-12 * rinfo.dt);
     }
   }
+}
+
+// The block-sum bound (core/SurfaceNlm.hpp, PrunedBlocks) never exceeds the spec's D by more than
+// the slack of its skip rule, on random records, on records of large values that differ little
+// (where the block sums' rounding matters: the margin must absorb it), on permutations within a
+// block (real block sums equal, D > 0) and on identical records; and it is at least the sum bound.
+BOOST_AUTO_TEST_CASE(block_bound_below_exact_distance) {
+  constexpr int PV4 = 32, p = 125;
+  using Layout = SurfaceNlmBlocks<PV4>;
+  constexpr int B = Layout::kCount;
+  BOOST_TEST(B == 8);
+  float invN[B];
+  for (int b = 0; b < B; ++b) invN[b] = 1.0f / static_cast<float>(Layout::voxels(b, p));
+  auto blockSums = [&](std::vector<float> const& r, float (&t)[B]) {
+    for (int b = 0; b < B; ++b) {
+      double s = 0.0;
+      for (int k = 4 * Layout::kWidth4 * b; k < std::min(4 * Layout::kWidth4 * (b + 1), p); ++k) s += r[k];
+      t[b] = static_cast<float>(s);
+    }
+  };
+  auto absSum = [&](std::vector<float> const& r) {
+    double a = 0.0;
+    for (int k = 0; k < p; ++k) a += std::abs(double(r[k]));
+    return a;
+  };
+  std::mt19937 rng(7);
+  int boundsAboveSumBound = 0, cases = 0;
+  auto check = [&](std::vector<float> const& a, std::vector<float> const& c) {
+    float ta[B], tc[B];
+    blockSums(a, ta);
+    blockSums(c, tc);
+    const float margin = surfaceNlmBlockMargin(std::max(absSum(a), absSum(c)));
+    const float lb = surfaceNlmBlockBound<B>(ta, tc, invN, margin);
+    const double d = surfaceNlmDistanceExact(a.data(), c.data(), p);
+    BOOST_TEST(static_cast<double>(lb) <= d * kSurfaceNlmBlockSlack);
+    double sa = 0.0, sc = 0.0;
+    for (int k = 0; k < p; ++k) { sa += a[k]; sc += c[k]; }
+    boundsAboveSumBound += static_cast<double>(lb) >= (sa - sc) * (sa - sc) / p * (1.0 - 1e-4);
+    ++cases;
+  };
+  for (int trial = 0; trial < 2000; ++trial) {
+    std::vector<float> a(p), c(p);
+    const int kind = trial % 4;
+    std::normal_distribution<float> g(0.0f, 1.0f);
+    const float scale = kind == 1 ? 1e6f : 3.0f;
+    for (int k = 0; k < p; ++k) {
+      a[k] = scale + g(rng) * (kind == 1 ? 1.0f : scale);
+      c[k] = kind == 1 ? a[k] + g(rng) * 1e-1f : kind == 3 ? a[k] : g(rng) * scale;
+    }
+    if (kind == 2) {  // c: a permuted within each block
+      c = a;
+      for (int b = 0; b < B; ++b) {
+        const int b0 = 4 * Layout::kWidth4 * b, b1 = std::min(4 * Layout::kWidth4 * (b + 1), p);
+        std::shuffle(c.begin() + b0, c.begin() + b1, rng);
+      }
+    }
+    check(a, c);
+  }
+  // Random records: the block bound is the tighter one (up to the sum bound's rounding).
+  BOOST_TEST(boundsAboveSumBound >= cases / 2);
 }
 
 // phi = x - 9.5 (planes): every voxel of a plane has the same patch, so each element has 35 exact

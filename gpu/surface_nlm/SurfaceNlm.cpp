@@ -81,33 +81,48 @@ void searchPass(Exec const& exec, SurfaceNlmVariant variant, ConstRecords<typena
       Kokkos::parallel_for("kortex::SurfaceNlm::ScratchBroadcast::search", policy, f);
       return;
     }
-    case SurfaceNlmVariant::Pruned: break;  // prunedSearch
+    case SurfaceNlmVariant::Pruned:
+    case SurfaceNlmVariant::PrunedBlocks: break;  // prunedSearch
   }
-  throw InvalidArgument("kortex::gpu::surfaceDenoise: the Pruned search has no candidate passes");
+  throw InvalidArgument("kortex::gpu::surfaceDenoise: the pruned searches have no candidate passes");
 }
 
 // Teams of the Pruned search per kernel launch (the progress bar ticks per launch): 2048 teams of
 // 128 = 262k queries, so one launch up to N = 262k (H200: 264 teams resident at once).
 constexpr std::int64_t kPrunedTeamsPerLaunch = 2048;
 
-// The Pruned search after the seed pass: patch sums, the sorted order, then the teams. Returns the
-// kernel launches; adds the candidate distances it computed to `evaluatedPairs`.
-template <int PV4, class Exec>
+// The Pruned (PrunedBlocks when Blocks) search after the seed pass: patch sums (and block sums), the
+// sorted order, then the teams. Returns the kernel launches; adds the candidate distances it computed
+// to `evaluatedPairs`.
+template <int PV4, bool Blocks, class Exec>
 int prunedSearch(Exec const& exec, ConstRecords<typename Exec::memory_space> patches,
                  SearchState<typename Exec::memory_space> const& state, std::int64_t n, int pv,
                  SurfaceNlmProgress const& progress, std::int64_t& evaluatedPairs) {
   using Mem = typename Exec::memory_space;
   using Range = Kokkos::RangePolicy<Exec, Kokkos::IndexType<std::int64_t>>;
+  using Search = SearchPruned<PV4, Exec, Blocks>;
+  using Layout = SurfaceNlmBlocks<PV4>;
+  constexpr int kB = Search::kB;
+  constexpr int kBlockFloats = 4 * Layout::kWidth4;
   Kokkos::View<double*, Mem> sums(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kortex::SurfaceNlm::Pruned::sums"), n);
+  Kokkos::View<float**, Kokkos::LayoutRight, Mem> blocks(
+      Kokkos::view_alloc(Kokkos::WithoutInitializing, "kortex::SurfaceNlm::PrunedBlocks::blocks"), Blocks ? n : 0, kB);
   double maxAbsSum = 0.0;
   Kokkos::parallel_reduce(
       "kortex::SurfaceNlm::Pruned::sums", Range(exec, 0, n),
       KOKKOS_LAMBDA(const std::int64_t j, double& mx) {
-        double s = 0.0, a = 0.0;
+        double s = 0.0, a = 0.0, t = 0.0;
         for (int k = 0; k < pv; ++k) {
           const double v = patches(j, k);
           s += v;
           a += kx::fabs(v);
+          if constexpr (Blocks) {
+            t += v;
+            if (k % kBlockFloats == kBlockFloats - 1 || k == pv - 1) {
+              blocks(j, k / kBlockFloats) = static_cast<float>(t);
+              t = 0.0;
+            }
+          }
         }
         sums(j) = s;
         if (a > mx) mx = a;
@@ -123,7 +138,7 @@ int prunedSearch(Exec const& exec, ConstRecords<typename Exec::memory_space> pat
   Kokkos::View<std::int64_t*, Mem> evaluated("kortex::SurfaceNlm::Pruned::evaluated", n);
 
   const int P = static_cast<int>(patches.extent(1));
-  const int chunk = scratchChunk<Exec>(P, [&](int c) { return SearchPruned<PV4, Exec>::scratchBytes(c, P); });
+  const int chunk = scratchChunk<Exec>(P, [&](int c) { return Search::scratchBytes(c, P); });
   const int qpt = onHost<Exec> ? 32 : 128;
   const int teamSize = onHost<Exec> ? 1 : 128;
   const std::int64_t teams = (n + qpt - 1) / qpt;
@@ -131,11 +146,16 @@ int prunedSearch(Exec const& exec, ConstRecords<typename Exec::memory_space> pat
   for (int li = 0; li < launches; ++li) {
     const std::int64_t first = li * kPrunedTeamsPerLaunch;
     const std::int64_t league = std::min<std::int64_t>(kPrunedTeamsPerLaunch, teams - first);
-    SearchPruned<PV4, Exec> f{patches, state, order, sums, evaluated, n, qpt, chunk, first, pv,
-                              surfaceNlmSumError(maxAbsSum, pv)};
+    Search f{patches, state, order, sums, blocks, evaluated, n, qpt, chunk, first, pv,
+             surfaceNlmSumError(maxAbsSum, pv)};
+    if constexpr (Blocks) {
+      f.blockMargin = surfaceNlmBlockMargin(maxAbsSum);
+      for (int b = 0; b < kB; ++b) f.invN[b] = 1.0f / static_cast<float>(Layout::voxels(b, pv));
+    }
     Kokkos::TeamPolicy<Exec> policy(exec, static_cast<int>(league), teamSize);
-    policy.set_scratch_size(0, Kokkos::PerTeam(SearchPruned<PV4, Exec>::scratchBytes(chunk, P)));
-    Kokkos::parallel_for("kortex::SurfaceNlm::Pruned::search", policy, f);
+    policy.set_scratch_size(0, Kokkos::PerTeam(Search::scratchBytes(chunk, P)));
+    Kokkos::parallel_for(Blocks ? "kortex::SurfaceNlm::PrunedBlocks::search" : "kortex::SurfaceNlm::Pruned::search",
+                         policy, f);
     if (progress) {
       exec.fence();
       progress({"search", li + 1, launches});
@@ -179,15 +199,15 @@ void seedPassAny(Exec const& exec, int patch, ConstRecords<typename Exec::memory
   }
 }
 
-template <class Exec>
+template <bool Blocks, class Exec>
 int prunedSearchAny(Exec const& exec, int patch, ConstRecords<typename Exec::memory_space> patches,
                     SearchState<typename Exec::memory_space> const& s, std::int64_t n, int pv,
                     SurfaceNlmProgress const& progress, std::int64_t& evaluatedPairs) {
   switch (patch) {
-    case 1: return prunedSearch<1>(exec, patches, s, n, pv, progress, evaluatedPairs);
-    case 3: return prunedSearch<7>(exec, patches, s, n, pv, progress, evaluatedPairs);
-    case 5: return prunedSearch<32>(exec, patches, s, n, pv, progress, evaluatedPairs);
-    case 7: return prunedSearch<86>(exec, patches, s, n, pv, progress, evaluatedPairs);
+    case 1: return prunedSearch<1, Blocks>(exec, patches, s, n, pv, progress, evaluatedPairs);
+    case 3: return prunedSearch<7, Blocks>(exec, patches, s, n, pv, progress, evaluatedPairs);
+    case 5: return prunedSearch<32, Blocks>(exec, patches, s, n, pv, progress, evaluatedPairs);
+    case 7: return prunedSearch<86, Blocks>(exec, patches, s, n, pv, progress, evaluatedPairs);
     default: throw InvalidArgument("kortex::gpu::surfaceDenoise: patch size " + std::to_string(patch) + " unsupported");
   }
 }
@@ -213,8 +233,11 @@ std::int64_t surfaceNlmBytes(std::int64_t n, SurfaceNlmParams const& params) {
   const std::int64_t kept = std::int64_t(params.neighbors) + kSurfaceNlmExtraCandidates;
   const std::int64_t m = params.neighbors;
   // ids, records, float list + indices + exact distances, count + failures, weights, phi twice;
-  // Pruned: sums, order, evaluated and the sort's temporary copy of the order.
-  const std::int64_t pruned = params.variant == SurfaceNlmVariant::Pruned ? 8 + 8 + 8 + 8 : 0;
+  // Pruned: sums, order, evaluated and the sort's temporary copy of the order; PrunedBlocks: + at most
+  // 8 block sums.
+  const std::int64_t pruned = params.variant == SurfaceNlmVariant::Pruned        ? 8 + 8 + 8 + 8
+                              : params.variant == SurfaceNlmVariant::PrunedBlocks ? 8 + 8 + 8 + 8 + 8 * 4
+                                                                                  : 0;
   return n * (8 + P * 4 + kept * (4 + 4 + 8) + 4 + 4 + m * 8 + 2 * 8 + pruned);
 }
 
@@ -308,7 +331,9 @@ SearchSummary searchNeighbours(ExecSpace const& exec, ConstRecords<typename Exec
     evaluatedPairs += std::min<std::int64_t>(j + state.seed, n - 1) - std::max<std::int64_t>(j - state.seed, 0);
   int passes = 0;
   if (params.variant == SurfaceNlmVariant::Pruned) {
-    passes = prunedSearchAny(exec, params.patch, patches, state, n, pv, progress, evaluatedPairs);
+    passes = prunedSearchAny<false>(exec, params.patch, patches, state, n, pv, progress, evaluatedPairs);
+  } else if (params.variant == SurfaceNlmVariant::PrunedBlocks) {
+    passes = prunedSearchAny<true>(exec, params.patch, patches, state, n, pv, progress, evaluatedPairs);
   } else {
     const std::int64_t perPass = params.passCandidates;
     passes = static_cast<int>((n + perPass - 1) / perPass);

@@ -510,7 +510,7 @@ surface_denoise.__doc__ = """Level-set NLM surface denoising (kortex surface den
     neighbors       neighbours m per band point (default {neighbors})
     c1, c2          spatial and patch scales, voxels^2 (default {c1}, {c2})
     iterations      K (default {iterations})
-    variant         Kokkos storage variant: pruned|scratch|global|randomaccess (default None: {variant!r})
+    variant         Kokkos storage variant: pruned|prunedblocks|scratch|global|randomaccess (default None: {variant!r})
     backend         auto|cpu|kokkos (default {backend!r})
     spacing         voxel sizes of an array input (default None: 1)
 

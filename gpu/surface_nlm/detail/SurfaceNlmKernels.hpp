@@ -9,8 +9,9 @@
 //   listI    (N, m')   threads of a warp touch consecutive words)
 //   count    (N)       entries of the list filled so far
 //   exactD   (N, m')   exact D after the re-rank (the first m are the neighbours)
-// Pruned only:
+// Pruned and PrunedBlocks:
 //   sums     (N)       S_j = sum_k P(ids[j])[k] in double (core/SurfaceNlm.hpp, "Pruning")
+//   blocks   (N, B)    PrunedBlocks: the block sums T_jb as float (core/SurfaceNlm.hpp)
 //   order    (N)       sumKey(S_j) << 32 | j, sorted: position -> element, S non-decreasing up to
 //                      the float rounding the key keeps (sumKeyLower/Upper bound S at a position)
 #pragma once
@@ -406,8 +407,13 @@ KOKKOS_INLINE_FUNCTION double sumKeyUpper(std::uint64_t key) {  // >= S (the nex
 // heap's dependent global loads dominated (Nsight Compute: the sift-down compares held ~40% of the
 // stall samples). H200, N = 175k, seed 512, this kernel: state reloaded per sub-chunk 252 ms, kept
 // in registers 210 ms, plus buffered offers 187 ms.
-template <int PV4, class Exec>
+// Blocks (PrunedBlocks): a candidate inside the query's sum radius is compared only when the block-sum
+// bound (core/SurfaceNlm.hpp) does not exceed the query's threshold either; the chunk then also holds
+// the candidates' B block sums, the query's are in registers.
+template <int PV4, class Exec, bool Blocks = false>
 struct SearchPruned {
+  using BlockLayout = SurfaceNlmBlocks<PV4>;
+  static constexpr int kB = Blocks ? BlockLayout::kCount : 0;
   using Mem = typename Exec::memory_space;
   using Member = typename Kokkos::TeamPolicy<Exec>::member_type;
   static constexpr bool kThreadPerQuery = !Kokkos::SpaceAccessibility<Exec, Kokkos::HostSpace>::accessible;
@@ -415,6 +421,7 @@ struct SearchPruned {
   SearchState<Mem> state;
   Kokkos::View<const std::uint64_t*, Mem> order;
   Kokkos::View<const double*, Mem> sums;
+  Kokkos::View<const float**, Kokkos::LayoutRight, Mem> blocks;  // (N, B) when Blocks
   Kokkos::View<std::int64_t*, Mem> evaluated;  // per element: candidate distances computed
   std::int64_t n = 0;
   int queriesPerTeam = 0;  // = team size when kThreadPerQuery
@@ -422,22 +429,39 @@ struct SearchPruned {
   std::int64_t firstTeam = 0;  // league rank 0 is team firstTeam of the whole search
   int patchVoxels = 0;
   double sumError = 0.0;
+  float blockMargin = 0.0f;  // Blocks: surfaceNlmBlockMargin
+  float invN[BlockLayout::kCount] = {};  // Blocks: 1 / n_b
 
   static std::size_t scratchBytes(int chunkCandidates, int paddedVoxels) {
     return static_cast<std::size_t>(chunkCandidates) *
-               (static_cast<std::size_t>(paddedVoxels) * sizeof(float) + sizeof(double) + sizeof(std::int32_t)) +
-           3 * 16;
+               (static_cast<std::size_t>(paddedVoxels) * sizeof(float) + sizeof(double) + sizeof(std::int32_t) +
+                static_cast<std::size_t>(kB) * sizeof(float)) +
+           4 * 16;
   }
 
   struct Chunk {
     const SurfaceNlmFloat4* patch;
     const double* S;
     const std::int32_t* index;
+    const float* T;  // Blocks: B block sums per candidate
     int size;
   };
 
+  // The query's block sums (Blocks).
+  struct QueryBlocks {
+    float t[BlockLayout::kCount];
+  };
+  KOKKOS_INLINE_FUNCTION QueryBlocks queryBlocks(std::int64_t j) const {
+    QueryBlocks q{};
+    if constexpr (Blocks) {
+      KORTEX_UNROLL
+      for (int b = 0; b < kB; ++b) q.t[b] = blocks(j, b);
+    }
+    return q;
+  }
+
   // Loads candidates at sorted positions [c0, c1) into scratch (cooperative, then a barrier).
-  KOKKOS_INLINE_FUNCTION Chunk load(Member const& team, float* cand, double* candS, std::int32_t* candI,
+  KOKKOS_INLINE_FUNCTION Chunk load(Member const& team, float* cand, double* candS, std::int32_t* candI, float* candT,
                                     std::int64_t c0, std::int64_t c1) const {
     const int nc = static_cast<int>(c1 - c0);
     const SurfaceNlmFloat4* rec = reinterpret_cast<const SurfaceNlmFloat4*>(patches.data());
@@ -451,14 +475,19 @@ struct SearchPruned {
       candI[c] = l;
       candS[c] = sums(l);
     });
+    if constexpr (Blocks) {
+      Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nc * kB), [&](const int i) {
+        candT[i] = blocks(keyElement(order(c0 + i / kB)), i % kB);
+      });
+    }
     team.team_barrier();
-    return Chunk{dst, candS, candI, nc};
+    return Chunk{dst, candS, candI, candT, nc};
   }
 
   // Query j (patch q, sum Sj) against a loaded chunk; returns the distances computed.
   KOKKOS_INLINE_FUNCTION std::int64_t scan(std::int64_t j, double Sj, const SurfaceNlmFloat4 (&q)[PV4],
-                                           Chunk const& ch, int& cnt, float& thr, std::int32_t& thrI,
-                                           double& R) const {
+                                           QueryBlocks const& qb, Chunk const& ch, int& cnt, float& thr,
+                                           std::int32_t& thrI, double& R) const {
     std::int64_t done = 0;
     typename SearchState<Mem>::Pending pend;
     auto consider = [&](float d, std::int32_t l) {
@@ -467,10 +496,20 @@ struct SearchPruned {
       state.template consider<true>(j, pend, cnt, thr, thrI, d, l);
       if (cnt == state.kept && (cnt != before || thr != thrBefore)) R = surfaceNlmSumRadius(thr, patchVoxels, sumError);
     };
+    // Inside the sum radius and, for Blocks while the list is full, not beyond the block bound.
+    auto inside = [&](int c) {
+      if (!(kx::fabs(ch.S[c] - Sj) <= R)) return false;
+      if constexpr (Blocks) {
+        if (cnt == state.kept &&
+            surfaceNlmBlockBound<BlockLayout::kCount>(qb.t, ch.T + c * kB, invN, blockMargin) > thr * kSurfaceNlmBlockSlack)
+          return false;
+      }
+      return true;
+    };
     int c = 0;
-    // Two candidates per step (independent sums), computed when either is inside the radius.
+    // Two candidates per step (independent sums), computed when either is inside.
     for (; c + 1 < ch.size; c += 2) {
-      const bool in0 = kx::fabs(ch.S[c] - Sj) <= R, in1 = kx::fabs(ch.S[c + 1] - Sj) <= R;
+      const bool in0 = inside(c), in1 = inside(c + 1);
       if (!(in0 || in1)) continue;
       const float d0 = surfaceNlmDistanceFloat<PV4>(q, GlobalRead{ch.patch + c * PV4});
       const float d1 = surfaceNlmDistanceFloat<PV4>(q, GlobalRead{ch.patch + (c + 1) * PV4});
@@ -478,7 +517,7 @@ struct SearchPruned {
       if (in0) consider(d0, ch.index[c]);
       if (in1) consider(d1, ch.index[c + 1]);
     }
-    if (c < ch.size && kx::fabs(ch.S[c] - Sj) <= R) {
+    if (c < ch.size && inside(c)) {
       consider(surfaceNlmDistanceFloat<PV4>(q, GlobalRead{ch.patch + c * PV4}), ch.index[c]);
       done += 1;
     }
@@ -529,6 +568,9 @@ struct SearchPruned {
     double* candS = static_cast<double*>(team.team_scratch(0).get_shmem_aligned(chunk * sizeof(double), 16));
     std::int32_t* candI =
         static_cast<std::int32_t*>(team.team_scratch(0).get_shmem_aligned(chunk * sizeof(std::int32_t), 16));
+    float* candT = Blocks ? static_cast<float*>(team.team_scratch(0).get_shmem_aligned(
+                                static_cast<std::size_t>(chunk) * kB * sizeof(float), 16))
+                          : nullptr;
     const std::int64_t p0 = (firstTeam + team.league_rank()) * queriesPerTeam;
     if (p0 >= n) return;
     const std::int64_t p1 = p0 + queriesPerTeam < n ? p0 + queriesPerTeam : n;
@@ -542,6 +584,7 @@ struct SearchPruned {
       const double Sj = active ? sums(j) : 0.0;
       SurfaceNlmFloat4 q[PV4];
       if (active) loadQuery<PV4, Mem>(patches, j, q);
+      const QueryBlocks qb = active ? queryBlocks(j) : QueryBlocks{};
       int cnt = active ? state.count(j) : 0;
       float thr = 0.0f;
       std::int32_t thrI = 0;
@@ -551,8 +594,8 @@ struct SearchPruned {
       walk(
           p0, p1,
           [&](std::int64_t c0, std::int64_t c1) {
-            const Chunk ch = load(team, cand, candS, candI, c0, c1);
-            if (active) done += scan(j, Sj, q, ch, cnt, thr, thrI, R);
+            const Chunk ch = load(team, cand, candS, candI, candT, c0, c1);
+            if (active) done += scan(j, Sj, q, qb, ch, cnt, thr, thrI, R);
             team.team_barrier();
           },
           [&](double& lo, double& hi) {
@@ -571,7 +614,7 @@ struct SearchPruned {
       walk(
           p0, p1,
           [&](std::int64_t c0, std::int64_t c1) {
-            const Chunk ch = load(team, cand, candS, candI, c0, c1);
+            const Chunk ch = load(team, cand, candS, candI, candT, c0, c1);
             Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nq), [&](const int t) {
               const std::int64_t j = keyElement(order(p0 + t));
               SurfaceNlmFloat4 q[PV4];
@@ -581,7 +624,7 @@ struct SearchPruned {
               std::int32_t thrI = 0;
               if (cnt == state.kept) state.root(j, thr, thrI);
               double R = radiusOf(cnt, thr);
-              evaluated(j) += scan(j, sums(j), q, ch, cnt, thr, thrI, R);
+              evaluated(j) += scan(j, sums(j), q, queryBlocks(j), ch, cnt, thr, thrI, R);
               state.count(j) = cnt;
             });
             team.team_barrier();
