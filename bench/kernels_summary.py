@@ -38,10 +38,10 @@ def target(report, prefix, what):
     sys.exit(f"kernels_summary: the {what} report has no target '{prefix}...' (run the full benchmark)")
 
 
-def best_ct_peer(ct, algorithm, dim, size, window, patch_radius=None):
-    """The fastest peer of the CT report's merged peers on the goal's problem (any device, any threads)."""
+def best_ct_peer(peers, algorithm, dim, size, window, patch_radius=None):
+    """The fastest CT peer (bench/peers/run_peers.py's results) on the goal's problem (any device, any threads)."""
     best = None
-    for r in (ct.get("peers") or {}).get("results", []):
+    for r in (peers or {}).get("results", []):
         if r.get("status") != "ok" or r.get("algorithm") != algorithm or r.get("dim") != dim:
             continue
         if r.get("size") != size or r.get("window") != window:
@@ -84,6 +84,8 @@ def main():
     ap.add_argument("--register", required=True)
     ap.add_argument("--surface", required=True)
     ap.add_argument("--surface-peers", help="bench/peers/surface_torch.py's JSON of the same session")
+    ap.add_argument("--ct-peers", help="bench/peers/run_peers.py's JSON of the same session, when the CT report was "
+                    "run without --peers (the peers ran beside it)")
     ap.add_argument("--out", required=True)
     a = ap.parse_args()
     reports = {"ct": load(a.ct), "multires": load(a.multires), "register": load(a.register), "surface": load(a.surface)}
@@ -95,15 +97,20 @@ def main():
 
     out = {"kind": "kortex-kernels-summary", "device": device, "git_hash": git, "kernels": {}}
     k = out["kernels"]
+    ct_peers = ct.get("peers")
+    if a.ct_peers:
+        if ct_peers:
+            sys.exit("kernels_summary: the CT report holds merged peers already; --ct-peers is for a report without")
+        ct_peers = load(a.ct_peers)
     bf = target(ct, "BF 2D 1024^2", "ct")
     k["bf2d_ms"] = {"value": bf["best_ms"], "variant": bf.get("variant"),
-                    "peer": best_ct_peer(ct, "bilateral", 2, 1024, 17)}
+                    "peer": best_ct_peer(ct_peers, "bilateral", 2, 1024, 17)}
     n2 = target(ct, "NLM 2D 1024^2", "ct")
     k["nlm2d_ms"] = {"value": n2["best_ms"], "variant": n2.get("variant"),
-                     "peer": best_ct_peer(ct, "nlm", 2, 1024, 17, 3)}
+                     "peer": best_ct_peer(ct_peers, "nlm", 2, 1024, 17, 3)}
     n3 = target(ct, "NLM 3D 256^3", "ct")
     k["nlm3d_ms"] = {"value": n3.get("best_ms"), "variant": n3.get("variant"),
-                     "peer": best_ct_peer(ct, "nlm", 3, 256, 11, 2)}
+                     "peer": best_ct_peer(ct_peers, "nlm", 3, 256, 11, 2)}
     m = next((t for t in mr.get("targets", []) if t.get("size") == 4096), None)
     if m is None:
         sys.exit("kernels_summary: the multires report has no 4096^2 target (run the full benchmark)")

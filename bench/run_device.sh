@@ -23,6 +23,10 @@
 #                                                 # PyTorch kNN peer on its dumped records) and the
 #                                                 # real-surface study with DATA=folder
 #
+#   bench/run_device.sh BIN_DIR OUT_DIR kernels   # issue 43: check, bench, multires, register and surface at
+#                                                 # once on 4 GPUs (lanes of a quarter of the cores each), then
+#                                                 # bench/kernels_summary.py -> OUT/kernels_summary.json
+#
 #   bench/run_device.sh BIN_DIR OUT_DIR targets   # every test executable in BIN_DIR (every execution
 #                                                 # space) and the four met targets: BF 2D 1024^2, multires
 #                                                 # 4096^2 end to end, registration 240^3 iteration, surface
@@ -65,7 +69,8 @@ if [ "$PART" = "check" ]; then
     nproc; lscpu | grep -E "Model name|Socket|Core"
   } > "$OUT/device.txt" 2>&1
   "$BIN/kortex" info --json "$OUT/info.json" > /dev/null || status=1
-  for t in tstCore tstReferenceCpu tstBilateral tstNlm tstMemory tstMultires tstMultiresBilateral tstTuning tstValidation; do
+  for t in tstCore tstReferenceCpu tstBilateral tstNlm tstMemory tstMultires tstMultiresBilateral tstTuning tstValidation \
+           ${EXTRA_TESTS:-}; do  # EXTRA_TESTS: more test binaries of BIN_DIR
     echo "=== $t" >> "$OUT/tests.log"
     if timeout 300 "$BIN/$t" --log_level=test_suite --report_level=short >> "$OUT/tests.log" 2>&1; then
       echo "PASS $t"
@@ -114,6 +119,7 @@ elif [ "$PART" = "register" ]; then
   nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm,clocks.mem --format=csv \
     > "$OUT/reg_tests.log" 2>&1
   for t in tstOccupancy tstRegistration tstAffine; do
+    [ -z "${SKIP_TESTS:-}" ] || break  # SKIP_TESTS=1: the benchmark only
     echo "=== $t" >> "$OUT/reg_tests.log"
     if timeout 240 "$BIN/$t" --log_level=test_suite --report_level=short >> "$OUT/reg_tests.log" 2>&1; then
       echo "PASS $t"
@@ -132,9 +138,11 @@ elif [ "$PART" = "register" ]; then
   timeout 300 "$BIN/kortex" bench register --data "$DATA" --json "$OUT/register.json" --markdown "$OUT/register.md" \
     "${peers[@]}" > "$OUT/register.log" 2>&1 || status=1
   tail -n 45 "$OUT/register.log"
-  timeout 240 "$BIN/kortex" validate --registration-only --data "$DATA" --json "$OUT/register_validate.json" \
-    --markdown "$OUT/register_validate.md" > "$OUT/register_validate.log" 2>&1 || { echo "FAIL registration study"; status=1; }
-  tail -n 25 "$OUT/register_validate.log"
+  if [ -z "${SKIP_STUDY:-}" ]; then  # SKIP_STUDY=1: no IXI registration study
+    timeout 240 "$BIN/kortex" validate --registration-only --data "$DATA" --json "$OUT/register_validate.json" \
+      --markdown "$OUT/register_validate.md" > "$OUT/register_validate.log" 2>&1 || { echo "FAIL registration study"; status=1; }
+    tail -n 25 "$OUT/register_validate.log"
+  fi
 elif [ "$PART" = "surface" ]; then
   # Issue 5: tstSurfaceNlm on every space, kortex bench surface (Figs 4, 5, CPU check, 175k target)
   # with the records of its largest band dumped for the PyTorch kNN peer, then the peer, and the
@@ -144,7 +152,7 @@ elif [ "$PART" = "surface" ]; then
   nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm,clocks.mem --format=csv \
     > "$OUT/surface_tests.log" 2>&1
   for t in tstSurfaceNlm tstSurfaceNlmReference; do
-    [ -x "$BIN/$t" ] || continue
+    [ -z "${SKIP_TESTS:-}" ] && [ -x "$BIN/$t" ] || continue  # SKIP_TESTS=1: none
     echo "=== $t" >> "$OUT/surface_tests.log"
     if timeout 200 "$BIN/$t" --log_level=message --report_level=short >> "$OUT/surface_tests.log" 2>&1; then
       echo "PASS $t"
@@ -167,6 +175,42 @@ elif [ "$PART" = "surface" ]; then
       --markdown "$OUT/surface_validate.md" > "$OUT/surface_validate.log" 2>&1 || { echo "FAIL surface study"; status=1; }
     tail -n 25 "$OUT/surface_validate.log"
   fi
+elif [ "$PART" = "kernels" ]; then
+  # Issue 43's set in one session on a host with 4 GPUs or more: four lanes at once, each pinned to one GPU
+  # and a quarter of the cores (taskset; OMP_NUM_THREADS and the peers' default thread counts follow it), so
+  # each lane is a single-GPU machine of a quarter of this host:
+  #   lane 0: the check part (tests + EXTRA_TESTS, validation) without its peers, then the CT peers
+  #   lane 1: kortex bench ct, without peers (kernels_summary.py --ct-peers merges lane 0's)
+  #   lane 2: the multires part (its OpenCV peer first)
+  #   lane 3: the register part, then the surface part (both without tests and real-data studies)
+  # then bench/kernels_summary.py -> OUT/kernels_summary.json. Lane k's log: OUT/laneK.log; its files:
+  # OUT/check, OUT/ct, OUT/multires, OUT/register, OUT/surface (more than 8 files: pack OUT to bring it back).
+  ngpu=$(nvidia-smi -L 2>/dev/null | grep -c "^GPU")
+  [ "$ngpu" -ge 4 ] || { echo "kernels: needs 4 GPUs, found $ngpu"; exit 1; }
+  q=$(( $(nproc) / 4 ))
+  self="$(cd "$(dirname "$0")" && pwd)/$(basename "$0")"
+  lane() { local k=$1; shift; CUDA_VISIBLE_DEVICES=$k OMP_NUM_THREADS=$q taskset -c $((k * q))-$((k * q + q - 1)) "$@"; }
+  SECONDS=0
+  ( lane 0 env SKIP_PEERS=1 EXTRA_TESTS="${EXTRA_TESTS:-tstSurfaceNlm tstRegistration}" bash "$self" "$BIN" "$OUT/check" check
+    r=$?; lane 0 timeout 240 python3 bench/peers/run_peers.py --out "$OUT/check/peers.json" > "$OUT/check/peers.log" 2>&1 \
+      || { echo "FAIL CT peers"; r=1; }
+    tail -n 3 "$OUT/check/peers.log"; echo "lane 0 ended after $SECONDS s"; exit $r ) > "$OUT/lane0.log" 2>&1 &
+  p0=$!
+  ( lane 1 bash "$self" "$BIN" "$OUT/ct" bench; r=$?; echo "lane 1 ended after $SECONDS s"; exit $r ) > "$OUT/lane1.log" 2>&1 &
+  p1=$!
+  ( lane 2 bash "$self" "$BIN" "$OUT/multires" multires; r=$?; echo "lane 2 ended after $SECONDS s"; exit $r ) \
+    > "$OUT/lane2.log" 2>&1 &
+  p2=$!
+  ( lane 3 env SKIP_TESTS=1 SKIP_STUDY=1 bash "$self" "$BIN" "$OUT/register" register; r=$?
+    lane 3 env SKIP_TESTS=1 SKIP_STUDY=1 bash "$self" "$BIN" "$OUT/surface" surface || r=1
+    echo "lane 3 ended after $SECONDS s"; exit $r ) > "$OUT/lane3.log" 2>&1 &
+  p3=$!
+  for p in $p0 $p1 $p2 $p3; do wait $p || status=1; done
+  grep -h "lane . ended\|FAIL" "$OUT"/lane?.log
+  python3 bench/kernels_summary.py --ct "$OUT/ct/ct.json" --ct-peers "$OUT/check/peers.json" \
+    --multires "$OUT/multires/multires.json" --register "$OUT/register/register.json" \
+    --surface "$OUT/surface/surface.json" --surface-peers "$OUT/surface/surface_peers.json" \
+    --out "$OUT/kernels_summary.json" || status=1
 elif [ "$PART" = "targets" ]; then
   {
     nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm,clocks.mem --format=csv

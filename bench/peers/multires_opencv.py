@@ -51,6 +51,14 @@ from run_peers import Runner, cpu_model  # noqa: E402
 PAPER_THREADS = 4
 
 
+
+def usable_cores():
+    """Cores this process may run on (its affinity mask: taskset, cgroups), else all of them."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
 def opencv_multires(cv2, img: np.ndarray, p: dict):
     levels, d = p["levels"], 2 * p["radius"] + 1
     sr, ss = p["sigma_range"], p["sigma_spatial"]
@@ -84,8 +92,8 @@ def main(argv=None):
     mode = ap.add_mutually_exclusive_group()
     mode.add_argument("--quick", action="store_true", help="smaller budgets")
     mode.add_argument("--tiny", action="store_true", help="64^2 and 128^2 only (smoke test)")
-    ap.add_argument("--threads", type=int, default=os.cpu_count() or 1,
-                    help="OpenCV threads of the multi-threaded runs (default: all cores)")
+    ap.add_argument("--threads", type=int, default=usable_cores(),
+                    help="OpenCV threads of the multi-threaded runs (default: the cores this process may use)")
     ap.add_argument("--total-seconds", type=float, default=0.0,
                     help="wall-time cap (default 150, quick 60, tiny 20)")
     ap.add_argument("--verbose", action="store_true")

@@ -45,6 +45,14 @@ import peers_impl as pi  # noqa: E402
 from timing import Budget, CostModel, plan, time_adaptive  # noqa: E402
 
 
+
+def usable_cores():
+    """Cores this process may run on (its affinity mask: taskset, cgroups), else all of them."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
 def cpu_model() -> str:
     try:
         with open("/proc/cpuinfo") as f:
@@ -129,8 +137,8 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", required=True, help="JSON output path")
     ap.add_argument("--quick", action="store_true", help="smaller budgets, no 256^3")
-    ap.add_argument("--threads", type=int, default=os.cpu_count() or 1,
-                    help="OpenCV threads for the multi-threaded runs (default: all cores)")
+    ap.add_argument("--threads", type=int, default=usable_cores(),
+                    help="OpenCV threads for the multi-threaded runs (default: the cores this process may use)")
     ap.add_argument("--total-seconds", type=float, default=0.0, help="wall-time cap (default 220, quick 90)")
     ap.add_argument("--selfcheck", action="store_true",
                     help="first check the PyTorch peers against a NumPy float64 reference on tiny images")
