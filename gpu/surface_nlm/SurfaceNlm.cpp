@@ -111,6 +111,7 @@ int prunedSearch(Exec const& exec, ConstRecords<typename Exec::memory_space> pat
   Kokkos::parallel_reduce(
       "kortex::SurfaceNlm::Pruned::sums", Range(exec, 0, n),
       KOKKOS_LAMBDA(const std::int64_t j, double& mx) {
+        const auto blk = blocks;  // captured outside the constexpr-if (nvcc: extended lambdas may not first-capture there)
         double s = 0.0, a = 0.0, t = 0.0;
         for (int k = 0; k < pv; ++k) {
           const double v = patches(j, k);
@@ -119,7 +120,7 @@ int prunedSearch(Exec const& exec, ConstRecords<typename Exec::memory_space> pat
           if constexpr (Blocks) {
             t += v;
             if (k % kBlockFloats == kBlockFloats - 1 || k == pv - 1) {
-              blocks(j, k / kBlockFloats) = static_cast<float>(t);
+              blk(j, k / kBlockFloats) = static_cast<float>(t);
               t = 0.0;
             }
           }
