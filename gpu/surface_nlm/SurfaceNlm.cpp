@@ -103,7 +103,6 @@ int prunedSearch(Exec const& exec, ConstRecords<typename Exec::memory_space> pat
   using Search = SearchPruned<PV4, Exec, Blocks>;
   using Layout = SurfaceNlmBlocks<PV4>;
   constexpr int kB = Search::kB;
-  constexpr int kBlockFloats = 4 * Layout::kWidth4;
   Kokkos::View<double*, Mem> sums(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kortex::SurfaceNlm::Pruned::sums"), n);
   Kokkos::View<float**, Kokkos::LayoutRight, Mem> blocks(
       Kokkos::view_alloc(Kokkos::WithoutInitializing, "kortex::SurfaceNlm::PrunedBlocks::blocks"), Blocks ? n : 0, kB);
@@ -111,16 +110,17 @@ int prunedSearch(Exec const& exec, ConstRecords<typename Exec::memory_space> pat
   Kokkos::parallel_reduce(
       "kortex::SurfaceNlm::Pruned::sums", Range(exec, 0, n),
       KOKKOS_LAMBDA(const std::int64_t j, double& mx) {
-        const auto blk = blocks;  // captured outside the constexpr-if (nvcc: extended lambdas may not first-capture there)
+        // A plain if (nvcc refuses an extended lambda's captures inside a constexpr-if); the block width a
+        // literal of the type, not a captured local.
         double s = 0.0, a = 0.0, t = 0.0;
         for (int k = 0; k < pv; ++k) {
           const double v = patches(j, k);
           s += v;
           a += kx::fabs(v);
-          if constexpr (Blocks) {
+          if (Blocks) {
             t += v;
-            if (k % kBlockFloats == kBlockFloats - 1 || k == pv - 1) {
-              blk(j, k / kBlockFloats) = static_cast<float>(t);
+            if (k % (4 * Layout::kWidth4) == 4 * Layout::kWidth4 - 1 || k == pv - 1) {
+              blocks(j, k / (4 * Layout::kWidth4)) = static_cast<float>(t);
               t = 0.0;
             }
           }
