@@ -31,10 +31,19 @@ namespace md = gpu::multires_detail;
 using nlohmann::json;
 
 // Best measured Kokkos end-to-end configuration of a row; -1 when none.
-int bestE2e(Table2Row const& r) {
+// A configuration whose output failed its check at any size (Table 2 checks every configuration at the
+// smallest size only) is never the best at any size: a fast wrong result is no result.
+bool failedCheckAnywhere(std::vector<Table2Row> const& rows, int c) {
+  for (auto const& r : rows)
+    if (r.e2e[c].status == "check failed") return true;
+  return false;
+}
+int bestE2e(std::vector<Table2Row> const& rows, Table2Row const& r) {
   int b = -1;
   for (int c = 0; c < kNumE2e; ++c)
-    if (r.e2e[c].measured() && (b < 0 || r.e2e[c].timing.medianMs < r.e2e[b].timing.medianMs)) b = c;
+    if (r.e2e[c].measured() && !failedCheckAnywhere(rows, c) &&
+        (b < 0 || r.e2e[c].timing.medianMs < r.e2e[b].timing.medianMs))
+      b = c;
   return b;
 }
 
@@ -44,11 +53,11 @@ std::string fpsCell(Measurement const& m) {
   return fmt(fps(m), 4) + (m.status == "single" ? " (1 run)" : "");
 }
 
-// Kokkos's best end-to-end ms at `n` (any configuration), or -1.
+// Kokkos's best end-to-end ms at `n` (any configuration that passed its checks), or -1.
 double bestE2eMs(std::vector<Table2Row> const& rows, Index n, std::string* config) {
   for (auto const& r : rows)
     if (r.n == n) {
-      const int b = bestE2e(r);
+      const int b = bestE2e(rows, r);
       if (b < 0) return -1.0;
       if (config) *config = kE2e[b].name;
       return r.e2e[b].timing.medianMs;
@@ -288,7 +297,7 @@ json table2Json(std::vector<Table2Row> const& rows) {
     };
     if (r.cpuSelected[0]) e["cpu_4_threads"] = cpuJson(r.cpu4);
     if (r.cpuSelected[1]) e["cpu_all_threads"] = cpuJson(r.cpuAll);
-    const int b = bestE2e(r);
+    const int b = bestE2e(rows, r);
     if (b >= 0) {
       e["best_kokkos"] = kE2e[b].name;
       e["best_kokkos_fps"] = fps(r.e2e[b]);
@@ -506,7 +515,7 @@ void table2Markdown(std::ostream& os, std::vector<Table2Row> const& rows, int cp
      << cpuN << " | paper speedup |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
   for (auto const& r : rows) {
     auto const* p = paper::findTable2(static_cast<int>(r.n));
-    const int b = bestE2e(r);
+    const int b = bestE2e(rows, r);
     os << "| " << sqU(r.n) << " | " << (r.cpuSelected[0] ? fpsCell(r.cpu4) : "-") << " | "
        << (p ? fmt(p->cpuFps, 4) : "-") << " | " << (r.cpuSelected[1] ? fpsCell(r.cpuAll) : "-") << " |";
     for (int c = 0; c < kNumE2e; ++c) os << " " << (r.e2eSelected[c] ? fpsCell(r.e2e[c]) : "-") << " |";
