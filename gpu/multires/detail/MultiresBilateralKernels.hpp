@@ -371,7 +371,11 @@ struct ReuseLayerFunctor {
       const int x = x0 + lx, y = y0 + ly;
       if (x >= shape.nx || y >= shape.ny) return;
       const int left = shape.tileY - ly < shape.ny - y ? shape.tileY - ly : shape.ny - y;
-      filter(x, y, left < P ? left : P);
+      // P copied to a local first: in `left < P ? left : P` both arms are lvalues, and nvcc then reads the
+      // static member from memory that device code does not have (Cuda left every output unwritten: a
+      // test's NaN-poisoned layer came back all NaN, the pipeline kept stale layers; host spaces exact).
+      const int perItem = P;
+      filter(x, y, left < perItem ? left : perItem);
     });
   }
 
