@@ -106,7 +106,8 @@ void printPair(pipeline::RegistrationPipelineResult const& r, pipeline::Register
   if (r.affineRan)
     std::cout << "affine: " << (job.affineMetric == AffineMetricKind::Mi ? "MI " : "NCC ") << std::fixed
               << std::setprecision(4) << r.affineResult.valueInitial << " -> "
-              << r.affineResult.valueFinal << " (" << r.affineResult.evaluations << " evaluations, "
+              << r.affineResult.valueFinal << " (" << r.affineResult.evaluations << " evaluations in "
+              << r.affineResult.batches << " batches, "
               << r.affineResult.levelsUsed << " levels, overlap " << std::setprecision(1)
               << 100.0 * r.affineResult.overlap << " %), " << std::setprecision(3) << r.secondsAffine << " s\n";
   else

@@ -508,9 +508,14 @@ AffineLevelResult runLevel(AffineTransform& t, Geometry const& fixedLevel, Geome
 
   AffineMetric cur = backend.evaluate(t);
   ++lr.evaluations;
+  ++lr.batches;
   if (cur.overlap < kMinOverlap) throwNoOverlap(cur.overlap, level);
   lr.valueStart = cur.value;
   double step = params.maxStep;
+  bool lastRejected = false;
+  std::vector<AffineTransform> cands, toEvaluate;
+  std::vector<char> orientable;
+  std::vector<AffineMetric> metrics;
   for (;;) {
     if (lr.evaluations >= params.iterationsPerLevel) {
       lr.stop = AffineStop::IterationCap;
@@ -524,28 +529,51 @@ AffineLevelResult runLevel(AffineTransform& t, Geometry const& fixedLevel, Geome
       lr.stop = AffineStop::ZeroGradient;
       break;
     }
-    std::array<double, 12> d{};
-    for (int k = 0; k < np; ++k) d[k] = step * grad[k] / (scale[k] * scale[k] * norm);
-    const AffineTransform cand = space.moved(t, d);
-    bool accepted = false;
-    if (orientation * cand.determinant() > 0.0) {  // no reflection in world space
-      const AffineMetric cm = backend.evaluate(cand);
-      ++lr.evaluations;
-      if (cm.overlap >= kMinOverlap && cm.value > cur.value) {
-        t = cand;
-        cur = cm;
-        accepted = true;
-        ++lr.accepted;
-      }
-    }
-    if (progress) progress(AffineIteration{level, lr.evaluations, cur.value, step, accepted});
-    if (!accepted) {
-      step *= 0.5;
-      if (step < params.minStep) {
-        lr.stop = AffineStop::MinStep;
+    // The candidates one-at-a-time evaluation would build from this theta: step, step/2, ... (one after
+    // an accepted step, up to kAffineSpeculation after a rejection; see "Speculation").
+    cands.clear();
+    orientable.clear();
+    toEvaluate.clear();
+    double s = step;
+    for (int i = 0; i < (lastRejected ? kAffineSpeculation : 1); ++i, s *= 0.5) {
+      if (i > 0 && (s < params.minStep || lr.evaluations + int(toEvaluate.size()) >= params.iterationsPerLevel))
         break;
+      std::array<double, 12> d{};
+      for (int k = 0; k < np; ++k) d[k] = s * grad[k] / (scale[k] * scale[k] * norm);
+      cands.push_back(space.moved(t, d));
+      orientable.push_back(orientation * cands.back().determinant() > 0.0);  // no reflection in world space
+      if (orientable.back()) toEvaluate.push_back(cands.back());
+    }
+    metrics.clear();
+    if (toEvaluate.size() == 1) metrics.push_back(backend.evaluate(toEvaluate[0]));
+    if (toEvaluate.size() > 1) backend.evaluateMany(toEvaluate, metrics);
+    if (!toEvaluate.empty()) ++lr.batches;
+    // Replayed as one candidate at a time.
+    bool accepted = false, stopped = false;
+    std::size_t next = 0;
+    for (std::size_t i = 0; i < cands.size() && !accepted; ++i) {  // (the list ends before the evaluation cap)
+      if (orientable[i]) {
+        const AffineMetric& cm = metrics[next++];
+        ++lr.evaluations;
+        if (cm.overlap >= kMinOverlap && cm.value > cur.value) {
+          t = cands[i];
+          cur = cm;
+          accepted = true;
+          ++lr.accepted;
+        }
+      }
+      if (progress) progress(AffineIteration{level, lr.evaluations, cur.value, step, accepted});
+      if (!accepted) {
+        step *= 0.5;
+        if (step < params.minStep) {
+          lr.stop = AffineStop::MinStep;
+          stopped = true;
+          break;
+        }
       }
     }
+    if (stopped) break;
+    lastRejected = !accepted;
   }
   lr.finalStep = step;
   lr.valueEnd = cur.value;
@@ -700,6 +728,7 @@ AffineResult affineOptimise(HostImage const& moving, HostImage const& fixed, Aff
   int loaded = 0;
   const AffineMetric m0 = backend.evaluate(start);
   ++res.evaluations;
+  ++res.batches;
   res.valueInitial = m0.value;
   res.overlapInitial = m0.overlap;
   if (m0.overlap < kMinOverlap) throwNoOverlap(m0.overlap, 0);
@@ -717,6 +746,7 @@ AffineResult affineOptimise(HostImage const& moving, HostImage const& fixed, Aff
     }
     res.perLevel.push_back(runLevel(tl, fp[l].geometry, mp[l].geometry, orientation, params, backend, l, progress, last));
     res.evaluations += res.perLevel.back().evaluations;
+    res.batches += res.perLevel.back().batches;
     world = toWorldMatrix(tl, fp[l].geometry, mp[l].geometry);
     t = tl;
   }

@@ -144,6 +144,7 @@ void affineStage(RegistrationPipelineOptions const& opt, RegistrationPipelineRes
       r.affineResult.world = affineMean(r.affineResult.world, inverseAffine(reverse.world, "the reverse affine fit"));
       r.affineResult.transform = fromWorldMatrix(r.affineResult.world, r.fixedGrid, r.movingGrid);
       r.affineResult.evaluations += reverse.evaluations;
+      r.affineResult.batches += reverse.batches;
     }
     r.affine = r.affineResult.transform;
     r.affineRan = true;
@@ -581,6 +582,7 @@ nlohmann::json toJson(RegistrationPipelineResult const& r) {
                    {"metric_final", r.affineResult.valueFinal},
                    {"overlap", r.affineResult.overlap},
                    {"evaluations", r.affineResult.evaluations},
+                   {"batches", r.affineResult.batches},
                    {"levels", r.affineResult.levelsUsed},
                    {"world_matrix", r.affineResult.world}};
   }

@@ -244,6 +244,7 @@ template <class Mem>
 struct MetricWorkspace {
   Kokkos::View<double**, Kokkos::LayoutRight, Mem> partials;
   Kokkos::View<double*, Mem> totals;
+  Kokkos::View<double**, Kokkos::LayoutRight, Mem> batchTotals;  // (kAffineSpeculation, sums): metricMany
   Kokkos::View<unsigned long long*, Mem> hist;
   typename Kokkos::View<unsigned long long*, Mem>::HostMirror histHost;  // the histogram read back
   Kokkos::View<double*, Mem> logRatio;
@@ -265,6 +266,9 @@ MetricWorkspace<typename Exec::memory_space> metricWorkspace(Exec const& exec, s
   w.totals = decltype(w.totals)(Kokkos::view_alloc(exec, Kokkos::WithoutInitializing,
                                                    std::string("kortex::Affine::metricTotals")),
                                 kAffineSumCount);
+  w.batchTotals = decltype(w.batchTotals)(Kokkos::view_alloc(exec, Kokkos::WithoutInitializing,
+                                                             std::string("kortex::Affine::metricBatchTotals")),
+                                          kAffineSpeculation, kAffineSumCount);
   if (bins > 0) {
     w.bins = bins;
     w.hist = decltype(w.hist)(Kokkos::view_alloc(exec, std::string("kortex::Affine::miHistogram")),
@@ -308,11 +312,11 @@ void checkScratch(std::size_t bytes, const char* what) {
                           " bytes) exceeds the execution space's level-0 scratch (" + std::to_string(scratchMax) + ")");
 }
 
-// Op's kSums sums over the overlap (both stages), copied to `sums` (fences).
+// Op's kSums sums over the overlap (both stages) into totals(0 .. kSums - 1), enqueued on exec.
 template <class Exec, class Op>
-void metricSums(Exec const& exec, MetricWorkspace<typename Exec::memory_space> const& work,
-                OverlapUnits<typename Exec::memory_space> const& overlap, Op const& op, double* sums) {
-  using Mem = typename Exec::memory_space;
+void enqueueMetricSums(Exec const& exec, MetricWorkspace<typename Exec::memory_space> const& work,
+                       OverlapUnits<typename Exec::memory_space> const& overlap, Op const& op,
+                       Kokkos::View<double*, typename Exec::memory_space> const& totals) {
   using Policy = Kokkos::TeamPolicy<Exec>;
   using Partials = MetricPartialsFunctor<Exec, Op>;
   checkScratch<Policy>(Partials::scratchBytes(), "metric");
@@ -322,12 +326,19 @@ void metricSums(Exec const& exec, MetricWorkspace<typename Exec::memory_space> c
   const int team = std::min(kMetricUnits, Policy(exec, blocks, 1).team_size_max(f, Kokkos::ParallelForTag()));
   Kokkos::parallel_for("kortex::Affine::metricPartials",
                        Policy(exec, blocks, team).set_scratch_size(0, Kokkos::PerTeam(Partials::scratchBytes())), f);
-  const MetricTotalsFunctor<Exec> g{work.partials, work.totals};
+  const MetricTotalsFunctor<Exec> g{work.partials, totals};
   const int lanes = std::min(kMetricLanes, Policy(exec, Op::kSums, 1).team_size_max(g, Kokkos::ParallelForTag()));
   Kokkos::parallel_for("kortex::Affine::metricTotals",
                        Policy(exec, Op::kSums, lanes)
                            .set_scratch_size(0, Kokkos::PerTeam(MetricTotalsFunctor<Exec>::scratchBytes())),
                        g);
+}
+
+// The same, copied to `sums` (fences).
+template <class Exec, class Op>
+void metricSums(Exec const& exec, MetricWorkspace<typename Exec::memory_space> const& work,
+                OverlapUnits<typename Exec::memory_space> const& overlap, Op const& op, double* sums) {
+  enqueueMetricSums(exec, work, overlap, op, work.totals);
   Kokkos::View<double*, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>> result(sums, Op::kSums);
   Kokkos::deep_copy(exec, result, Kokkos::subview(work.totals, Kokkos::make_pair(0, Op::kSums)));
   exec.fence();
@@ -367,6 +378,32 @@ AffineMetric metric(Exec const& exec, MetricWorkspace<typename Exec::memory_spac
   double sums[kAffineSumCount] = {};
   metricSums(exec, work, overlap, NccSums{}, sums);
   return affineMetricFromSums(sums, fixedVoxels > 0 ? fixedVoxels : static_cast<Index>(fixed.size()));
+}
+
+// NCC of several transforms (at most kAffineSpeculation): each one's sums enqueued in turn (the partials
+// reused: exec runs them in order), read back once. Each metric is bit for bit what metric() gives.
+template <class Exec>
+void metricMany(Exec const& exec, MetricWorkspace<typename Exec::memory_space> const& work,
+                ConstImageView<typename Exec::memory_space> moving, ConstImageView<typename Exec::memory_space> fixed,
+                std::vector<AffineTransform> const& ts, ConstImageView<typename Exec::memory_space> movingMask,
+                ConstImageView<typename Exec::memory_space> fixedMask, Index fixedVoxels, std::vector<AffineMetric>& out) {
+  const std::size_t n = ts.size();
+  if (n > work.batchTotals.extent(0))
+    throw InvalidArgument("affineMetric: " + std::to_string(n) + " transforms at once, more than the workspace's " +
+                          std::to_string(work.batchTotals.extent(0)));
+  for (std::size_t i = 0; i < n; ++i)
+    enqueueMetricSums(exec, work, overlapUnits(work, moving, fixed, ts[i], movingMask, fixedMask), NccSums{},
+                      Kokkos::View<double*, typename Exec::memory_space>(
+                          Kokkos::subview(work.batchTotals, i, Kokkos::ALL)));
+  std::vector<double> sums(n * kAffineSumCount);
+  Kokkos::View<double**, Kokkos::LayoutRight, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>> host(
+      sums.data(), n, kAffineSumCount);
+  Kokkos::deep_copy(exec, host, Kokkos::subview(work.batchTotals, Kokkos::make_pair(std::size_t(0), n), Kokkos::ALL));
+  exec.fence();
+  out.clear();
+  for (std::size_t i = 0; i < n; ++i)
+    out.push_back(affineMetricFromSums(&sums[i * kAffineSumCount],
+                                       fixedVoxels > 0 ? fixedVoxels : static_cast<Index>(fixed.size())));
 }
 
 // Mattes MI (core/Affine.hpp, "Mutual information") with work.bins bins: the histogram, then p, MI
@@ -464,6 +501,14 @@ class Backend final : public AffineMetricBackend {
     if (metric_ == AffineMetricKind::Mi)
       return mutualInformation(exec_, work_, moving_, fixed_, t, movingMask_, fixedMask_, fixedVoxels_);
     return metric(exec_, work_, moving_, fixed_, t, movingMask_, fixedMask_, fixedVoxels_);
+  }
+  // NCC: the transforms' sums enqueued together and read back once; MI one after another.
+  void evaluateMany(std::vector<AffineTransform> const& ts, std::vector<AffineMetric>& out) override {
+    if (metric_ == AffineMetricKind::Mi || ts.size() < 2) {
+      AffineMetricBackend::evaluateMany(ts, out);
+      return;
+    }
+    metricMany(exec_, work_, moving_, fixed_, ts, movingMask_, fixedMask_, fixedVoxels_, out);
   }
 
  private:
