@@ -89,6 +89,16 @@ HostImage randomImage(Geometry const& g, std::uint64_t seed, float lo, float hi)
   return img;
 }
 
+HostImage sphereDistance(Geometry const& g, double radius) {
+  HostImage img("kortex::Phantom::sphereDistance", g);
+  const double cx = 0.5 * double(g.nx() - 1), cy = 0.5 * double(g.ny() - 1), cz = 0.5 * double(g.nz() - 1);
+  for (Index z = 0; z < g.nz(); ++z)
+    for (Index y = 0; y < g.ny(); ++y)
+      for (Index x = 0; x < g.nx(); ++x)
+        img.data(z, y, x) = static_cast<float>(std::hypot(double(x) - cx, double(y) - cy, double(z) - cz) - radius);
+  return img;
+}
+
 HostImage structuredImage(Geometry const& g, std::uint64_t seed) {
   HostImage img("kortex::Phantom::structured", g);
   SplitMix64 rng(seed);

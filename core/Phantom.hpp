@@ -17,6 +17,9 @@ HostImage sheppLogan3D(Index n);
 HostImage randomImage(Geometry const& g, std::uint64_t seed, float lo = 0.0f, float hi = 1.0f);
 // Piecewise-constant blocks + a ramp: structured content with edges at odd positions.
 HostImage structuredImage(Geometry const& g, std::uint64_t seed);
+// Signed distance (voxels, negative inside) to a sphere of `radius` voxels centred in the 3D grid g:
+// the surface denoising's phi (add noise with addGaussianNoise).
+HostImage sphereDistance(Geometry const& g, double radius);
 
 // Mean voxel value (for the SNR definition).
 double meanValue(HostImage const& img);

@@ -2,6 +2,7 @@
 #include <boost/test/unit_test.hpp>
 
 #include "TestUtils.hpp"
+#include "reference_cpu/SurfaceNlm.hpp"
 
 #include <unistd.h>
 
@@ -329,6 +330,29 @@ BOOST_AUTO_TEST_CASE(harness_multires_cases_pass_on_every_space) {
   // A non-integer voxel cannot enter the integer pipeline.
   i.input.data.data()[3] = 0.5f;
   BOOST_CHECK_THROW(runCase(i, opt), InvalidArgument);
+}
+
+// Surface NLM in the harness: every search variant on every space against the CPU reference, on a
+// case the filter changes by far more than the tolerance (the comparison is not vacuous).
+BOOST_AUTO_TEST_CASE(harness_surface_nlm_case_passes_on_every_space) {
+  const auto spaces = enabledExecutionSpaces();
+  HarnessOptions opt;
+  opt.time = false;
+  Case c;
+  c.name = "surface-nlm sphere 17x15x13";
+  c.algorithm = Algorithm::SurfaceNlm;
+  c.input = addGaussianNoise(sphereDistance(Geometry::make3D(17, 15, 13), 4.5), 0.3, 5);
+  c.surface.neighbors = 24;
+  c.surface.seedRadius = 16;
+  const CaseResult r = runCase(c, opt);
+  BOOST_TEST(r.pass);
+  BOOST_TEST(r.variants.size() == spaces.size() * 5);  // Global, RandomAccess, ScratchBroadcast, Pruned, PrunedBlocks
+  for (auto const& v : r.variants)
+    BOOST_TEST_CONTEXT(v.variant << " on " << v.space) { BOOST_TEST(v.check.errors.maxRel <= kMaxRelativeErrorTolerance); }
+  const HostImage denoised = ref::surfaceDenoise(c.input, c.surface);
+  BOOST_TEST(compare(denoised, c.input).maxRel > 1e-2);
+  c.surface.neighbors = 0;  // refused before any run
+  BOOST_CHECK_THROW(runCase(c, opt), InvalidArgument);
 }
 
 BOOST_AUTO_TEST_CASE(noise_estimate_recovers_added_noise) {

@@ -14,9 +14,11 @@
 #include "gpu/bilateral/Bilateral.hpp"
 #include "gpu/multires/Multires.hpp"
 #include "gpu/nlm/Nlm.hpp"
+#include "gpu/surface_nlm/SurfaceNlm.hpp"
 #include "reference_cpu/Bilateral.hpp"
 #include "reference_cpu/Multires.hpp"
 #include "reference_cpu/Nlm.hpp"
+#include "reference_cpu/SurfaceNlm.hpp"
 #include "validation/Report.hpp"
 
 namespace kortex::validation {
@@ -27,6 +29,7 @@ const char* toString(Algorithm a) {
     case Algorithm::Nlm: return "nlm";
     case Algorithm::Multires: return "multires";
     case Algorithm::MultiresInteger: return "multires-u16";
+    case Algorithm::SurfaceNlm: return "surface-nlm";
   }
   return "?";
 }
@@ -37,6 +40,7 @@ int variantCount(Algorithm a) {
     case Algorithm::Nlm: return 3;
     case Algorithm::Multires: return 12;
     case Algorithm::MultiresInteger: return 4;
+    case Algorithm::SurfaceNlm: return 5;
   }
   return 0;
 }
@@ -68,6 +72,7 @@ std::string variantName(Algorithm a, int v) {
   switch (a) {
     case Algorithm::Bilateral: return toString(static_cast<BilateralVariant>(v));
     case Algorithm::Nlm: return toString(static_cast<NlmVariant>(v));
+    case Algorithm::SurfaceNlm: return toString(static_cast<SurfaceNlmVariant>(v));
     default: {
       const MultiresParams p = multiresVariantParams(a, MultiresParams{}, v);
       return std::string(toString(p.pyramid)) + "+" + toString(p.bilateral);
@@ -161,6 +166,12 @@ void launchVariant(Exec const& exec, Case const& c, int v,
       gpu::multires(exec, ConstU16ImageView<typename Exec::memory_space>(u16.in), u16.out,
                     multiresVariantParams(c.algorithm, c.multires, v));
       return;
+    case Algorithm::SurfaceNlm: {
+      SurfaceNlmParams p = c.surface;
+      p.variant = static_cast<SurfaceNlmVariant>(v);
+      gpu::surfaceDenoise(exec, in, out, p);
+      return;
+    }
   }
 }
 
@@ -294,6 +305,13 @@ std::string describeParams(MultiresParams const& p) {
   return os.str();
 }
 
+std::string describeParams(SurfaceNlmParams const& p) {
+  std::ostringstream os;
+  os << "band " << fmt(p.band) << " patch " << p.patch << "^3 m=" << p.neighbors << " K=" << p.iterations
+     << " seed radius " << p.seedRadius;
+  return os.str();
+}
+
 std::string describeParams(NlmParams const& p) {
   std::ostringstream os;
   os << "patch r=" << p.patchRadius << " (" << 2 * p.patchRadius + 1 << ") search R="
@@ -310,14 +328,17 @@ CaseResult runCase(Case const& c, HarnessOptions const& opt) {
   res.geometry = c.input.geometry;
   // The integer pipeline is exact by definition (core/Multires.hpp): tolerance 0.
   res.tolerance = c.algorithm == Algorithm::MultiresInteger ? 0.0 : opt.maxRelativeErrorTolerance;
-  res.params = c.algorithm == Algorithm::Bilateral ? describeParams(c.bilateral)
-               : c.algorithm == Algorithm::Nlm     ? describeParams(c.nlm)
-                                                   : describeParams(c.multires);
+  res.params = c.algorithm == Algorithm::Bilateral    ? describeParams(c.bilateral)
+               : c.algorithm == Algorithm::Nlm        ? describeParams(c.nlm)
+               : c.algorithm == Algorithm::SurfaceNlm ? describeParams(c.surface)
+                                                      : describeParams(c.multires);
   if (c.input.data.size() == 0) throw InvalidArgument("validation case '" + c.name + "': empty input");
   if (c.algorithm == Algorithm::Bilateral)
     c.bilateral.validateFor(c.input.geometry);
   else if (c.algorithm == Algorithm::Nlm)
     c.nlm.validateFor(c.input.geometry);
+  else if (c.algorithm == Algorithm::SurfaceNlm)
+    c.surface.validate();
   else
     c.multires.validateFor(c.input.geometry);
   Kokkos::View<std::uint16_t***, Kokkos::LayoutRight, Kokkos::HostSpace> inU16, refU16;
@@ -339,6 +360,7 @@ CaseResult runCase(Case const& c, HarnessOptions const& opt) {
         case Algorithm::MultiresInteger:  // (the reference has no variants; its check wants the integer one)
           ref::multires(inU16, refU16, multiresVariantParams(c.algorithm, c.multires, 0));
           break;
+        case Algorithm::SurfaceNlm: reference = ref::surfaceDenoise(c.input, c.surface); break;
       }
     };
     const auto t0 = Clock::now();

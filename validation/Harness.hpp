@@ -23,6 +23,7 @@
 #include "core/Image.hpp"
 #include "core/Multires.hpp"
 #include "core/Nlm.hpp"
+#include "core/SurfaceNlm.hpp"
 #include "core/Timing.hpp"
 #include "validation/Metrics.hpp"
 
@@ -42,8 +43,11 @@ inline constexpr double kMaxRelativeErrorTolerance = 1e-5;
 // integer pipeline (input rounded to uint16, output compared as float), variants = pyramid
 // (Unfused, FusedDirect, FusedExpand, Packed16) x ClosenessSimilarityLut; it must be exact
 // (tolerance 0), and its Kokkos timings include the uint16 buffers being filled by a copy kernel
-// only once per space (not per run).
-enum class Algorithm { Bilateral, Nlm, Multires, MultiresInteger };
+// only once per space (not per run). SurfaceNlm: the level-set NLM surface denoising of a signed
+// distance (3D), variants = the search (Global, RandomAccess, ScratchBroadcast, Pruned, PrunedBlocks);
+// both back ends form the weights and iterations in double from the same exact neighbour sets and
+// round phi to float once, so the tolerance above holds with room.
+enum class Algorithm { Bilateral, Nlm, Multires, MultiresInteger, SurfaceNlm };
 const char* toString(Algorithm a);
 
 // One validation case.
@@ -53,6 +57,7 @@ struct Case {
   BilateralParams bilateral;   // used when algorithm == Bilateral (variant field ignored)
   NlmParams nlm;               // used when algorithm == Nlm (variant field ignored)
   MultiresParams multires;     // used by Multires / MultiresInteger (variant fields ignored)
+  SurfaceNlmParams surface;    // used when algorithm == SurfaceNlm (variant field ignored)
   HostImage input;
   std::string inputDescription;  // "Shepp-Logan 2D + noise (SNR 25)"
 };
@@ -119,7 +124,7 @@ CaseResult runCase(Case const& c, HarnessOptions const& opt = {});
 // Names of the enabled Kokkos execution spaces, in the order the harness runs them.
 std::vector<std::string> enabledExecutionSpaces();
 // Number of variants of an algorithm (2 for bilateral, 3 for NLM, 12 / 4 for multires float /
-// integer).
+// integer, 5 for surface NLM).
 int variantCount(Algorithm a);
 // The parameters of variant v of a multires case (pyramid and bilateral fields set).
 MultiresParams multiresVariantParams(Algorithm a, MultiresParams p, int v);
@@ -127,6 +132,7 @@ MultiresParams multiresVariantParams(Algorithm a, MultiresParams p, int v);
 std::string describeParams(BilateralParams const& p);
 std::string describeParams(NlmParams const& p);
 std::string describeParams(MultiresParams const& p);
+std::string describeParams(SurfaceNlmParams const& p);
 
 nlohmann::json toJson(CaseResult const& r);
 nlohmann::json toJson(ErrorStats const& e);

@@ -90,6 +90,23 @@ Case multiresCase(Input const& in, int levels, float sigmaR, bool integer, int b
   return c;
 }
 
+// Surface NLM: a sphere's signed distance + N(0, 0.3^2) voxel noise (the surface benchmark's noise) on a
+// grid that is not a cube, m = 40 of a band of ~3-4k elements, and a seed window much smaller than the
+// band, so that the search passes (and the pruned scans) do the work.
+Case surfaceCase(bool quick) {
+  Case c;
+  c.algorithm = Algorithm::SurfaceNlm;
+  const Geometry g = quick ? Geometry::make3D(21, 19, 17) : Geometry::make3D(27, 25, 23);
+  const double radius = quick ? 6.0 : 8.5;
+  c.input = addGaussianNoise(sphereDistance(g, radius), 0.3, 31);
+  c.inputDescription = "sphere signed distance (radius " + fmt(radius, 3) + " voxels) + Gaussian noise (sd 0.3 voxel)";
+  c.surface.neighbors = 40;
+  c.surface.seedRadius = 32;
+  c.surface.iterations = 10;
+  c.name = "surface-nlm sphere " + sizeString(g) + " band " + fmt(c.surface.band, 3);
+  return c;
+}
+
 // The image scaled to [0, 1023] and rounded: 10-bit data, as in the multires paper.
 HostImage toTenBit(HostImage const& img) {
   HostImage out("kortex::validation::tenBit", img.geometry);
@@ -194,6 +211,9 @@ std::vector<Case> validationCases(bool quick, std::string const& dataDir,
     cases.push_back(multiresCase(p10, quick ? 3 : 5, 20.0f, true, 10));
     cases.push_back(multiresCase(s10, 4, 200.0f, true, 0));
   }
+
+  // Surface NLM (3D level set): every search variant against the CPU reference.
+  cases.push_back(surfaceCase(quick));
 
   // Real head CT slice (HU, no added noise: the scan's own noise), when data is given.
   if (!dataDir.empty()) {
@@ -374,7 +394,7 @@ StudyOutcome runAtlas(SuiteOptions const& opt, SuiteReport& rep) {
 std::vector<Study> const& validationStudies() {
   static const std::vector<Study> studies = {
       {"harness",
-       "CPU reference vs every Kokkos variant on every execution space (bilateral, NLM, multires; phantoms, and a "
+       "CPU reference vs every Kokkos variant on every execution space (bilateral, NLM, multires, surface NLM; phantoms, and a "
        "head CT slice with --data), with speedups",
        nullptr, &runHarnessStudy},
       {"quality", "SNR-25 quality: the bilateral, NLM and multires filters must raise the PSNR", nullptr,
