@@ -14,6 +14,16 @@ AffineMetric affineMetric(Exec const& exec, ConstImageView<typename Exec::memory
 }
 
 template <class Exec>
+std::vector<AffineMetric> affineMetrics(Exec const& exec, ConstImageView<typename Exec::memory_space> moving,
+                                        ConstImageView<typename Exec::memory_space> fixed,
+                                        std::vector<AffineTransform> const& ts) {
+  const auto work = affine_detail::metricWorkspace(exec, fixed.extent(0), fixed.extent(1), fixed.extent(2));
+  std::vector<AffineMetric> out;
+  affine_detail::metricMany(exec, work, moving, fixed, ts, {}, {}, 0, out);
+  return out;
+}
+
+template <class Exec>
 AffineMetric affineMutualInformation(Exec const& exec, ConstImageView<typename Exec::memory_space> moving,
                                      ConstImageView<typename Exec::memory_space> fixed, AffineTransform const& t, int bins) {
   validateMiBins(bins);
@@ -37,6 +47,9 @@ AffineResult affineRegister(Exec const& exec, HostImage const& moving, HostImage
 #define KORTEX_INSTANTIATE_AFFINE(SPACE)                                                             \
   template AffineMetric affineMetric<SPACE>(SPACE const&, ConstImageView<SPACE::memory_space>,        \
                                             ConstImageView<SPACE::memory_space>, AffineTransform const&); \
+  template std::vector<AffineMetric> affineMetrics<SPACE>(SPACE const&, ConstImageView<SPACE::memory_space>, \
+                                                          ConstImageView<SPACE::memory_space>,            \
+                                                          std::vector<AffineTransform> const&);          \
   template AffineMetric affineMutualInformation<SPACE>(SPACE const&, ConstImageView<SPACE::memory_space>, \
                                                        ConstImageView<SPACE::memory_space>, AffineTransform const&, int); \
   template void resampleAffine<SPACE>(SPACE const&, ConstImageView<SPACE::memory_space>,               \

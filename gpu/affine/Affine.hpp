@@ -13,6 +13,8 @@
 
 #include <Kokkos_Core.hpp>
 
+#include <vector>
+
 #include "core/Affine.hpp"
 #include "core/Image.hpp"
 
@@ -21,6 +23,13 @@ namespace kortex::gpu {
 template <class Exec>
 AffineMetric affineMetric(Exec const& exec, ConstImageView<typename Exec::memory_space> moving,
                           ConstImageView<typename Exec::memory_space> fixed, AffineTransform const& t);
+
+// NCC of up to kAffineSpeculation transforms, each exactly what affineMetric gives it, read back once (the
+// optimiser's speculative candidates, core/Affine.hpp "Speculation"). Fences `exec`.
+template <class Exec>
+std::vector<AffineMetric> affineMetrics(Exec const& exec, ConstImageView<typename Exec::memory_space> moving,
+                                        ConstImageView<typename Exec::memory_space> fixed,
+                                        std::vector<AffineTransform> const& ts);
 
 // Mattes MI with `bins` bins (core/Affine.hpp, "Mutual information"): a fixed-point histogram (the
 // same bits in any order), p, MI and log ratios on the host, then the gradient's sums in the metric's
