@@ -33,25 +33,43 @@ Cell cell(double p, Index n) {
   return Cell{detail::clampIndex(Index(f), n), detail::clampIndex(Index(f) + 1, n), q - f};
 }
 
-// The clamp-extended trilinear interpolant at (px, py, pz); at(z, y, x) reads a voxel of the
-// nx x ny x nz grid. Not detail/Trilinear.hpp's: the weights multiply z first and the point is
-// clamped to [-1, n] before the floor, which the greedy reference's outputs are pinned to.
+// The clamp-extended trilinear interpolant at (px, py, pz) on an nx x ny x nz grid. Not
+// detail/Trilinear.hpp's: the weights multiply z first and the point is clamped to [-1, n] before the
+// floor, which the greedy reference's outputs are pinned to. The corners and weights are formed once
+// per point; each sample (at(z, y, x) reads a voxel) sums them in the same order, so a field's three
+// components cost one set of weights.
+struct TrilinearPoint {
+  Cell X, Y, Z;
+  double w[8];
+  TrilinearPoint(Index nx, Index ny, Index nz, double px, double py, double pz)
+      : X(cell(px, nx)), Y(cell(py, ny)), Z(cell(pz, nz)) {
+    int k = 0;
+    for (int dz = 0; dz < 2; ++dz)
+      for (int dy = 0; dy < 2; ++dy)
+        for (int dx = 0; dx < 2; ++dx) w[k++] = (dz ? Z.t : 1 - Z.t) * (dy ? Y.t : 1 - Y.t) * (dx ? X.t : 1 - X.t);
+  }
+  template <class At>
+  double operator()(At const& at) const {
+    double s = 0.0;
+    int k = 0;
+    for (int dz = 0; dz < 2; ++dz)
+      for (int dy = 0; dy < 2; ++dy)
+        for (int dx = 0; dx < 2; ++dx) s += w[k++] * at(dz ? Z.i1 : Z.i0, dy ? Y.i1 : Y.i0, dx ? X.i1 : X.i0);
+    return s;
+  }
+  // Component c of a field (3, nz, ny, nx).
+  double operator()(ConstHostField const& u, int c) const {
+    return (*this)([&](Index z, Index y, Index x) { return u(c, z, y, x); });
+  }
+};
+
 template <class At>
 double trilinear(At const& at, Index nx, Index ny, Index nz, double px, double py, double pz) {
-  const Cell X = cell(px, nx), Y = cell(py, ny), Z = cell(pz, nz);
-  double s = 0.0;
-  for (int dz = 0; dz < 2; ++dz)
-    for (int dy = 0; dy < 2; ++dy)
-      for (int dx = 0; dx < 2; ++dx) {
-        const double w = (dz ? Z.t : 1 - Z.t) * (dy ? Y.t : 1 - Y.t) * (dx ? X.t : 1 - X.t);
-        s += w * at(dz ? Z.i1 : Z.i0, dy ? Y.i1 : Y.i0, dx ? X.i1 : X.i0);
-      }
-  return s;
+  return TrilinearPoint(nx, ny, nz, px, py, pz)(at);
 }
 
-double trilinear(ConstHostField const& u, int c, double px, double py, double pz) {
-  auto at = [&](Index z, Index y, Index x) { return u(c, z, y, x); };
-  return trilinear(at, Index(u.extent(3)), Index(u.extent(2)), Index(u.extent(1)), px, py, pz);
+TrilinearPoint fieldPoint(ConstHostField const& u, double px, double py, double pz) {
+  return TrilinearPoint(Index(u.extent(3)), Index(u.extent(2)), Index(u.extent(1)), px, py, pz);
 }
 
 void requireSameGrid3(std::size_t const* a, std::size_t const* b, const char* who) {
@@ -294,7 +312,8 @@ void greedyCompose(ConstHostField u, ConstHostField v, float eps, HostField out)
         // The step is formed in float, as the spec's sample point: eps * v(x).
         const float d[3] = {eps * v(0, z, y, x), eps * v(1, z, y, x), eps * v(2, z, y, x)};
         const double px = double(float(x) + d[0]), py = double(float(y) + d[1]), pz = double(float(z) + d[2]);
-        for (int c = 0; c < 3; ++c) out(c, z, y, x) = float(trilinear(u, c, px, py, pz) - d[c]);
+        const TrilinearPoint at = fieldPoint(u, px, py, pz);
+        for (int c = 0; c < 3; ++c) out(c, z, y, x) = float(at(u, c) - d[c]);
       }
 }
 
@@ -351,9 +370,10 @@ void upsampleField(ConstHostField in, int from, int to, HostField out) {
 #pragma omp parallel for
   for (Index z = 0; z < nz; ++z)
     for (Index y = 0; y < ny; ++y)
-      for (Index x = 0; x < nx; ++x)
-        for (int c = 0; c < 3; ++c)
-          out(c, z, y, x) = float(scale * trilinear(in, c, a * x + b, a * y + b, a * z + b));
+      for (Index x = 0; x < nx; ++x) {
+        const TrilinearPoint at = fieldPoint(in, a * x + b, a * y + b, a * z + b);
+        for (int c = 0; c < 3; ++c) out(c, z, y, x) = float(scale * at(in, c));
+      }
 }
 
 SubjectScale enterScale(HostImage const& image, int factor, SubjectScale const& prev, int from, SubjectScaleLabels const& labels) {
