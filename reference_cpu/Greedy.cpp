@@ -147,22 +147,23 @@ void boxAlong(std::vector<double> const& in, std::vector<double>& out, Grid3 con
   }
 }
 
-std::vector<double> box3(std::vector<double> v, Grid3 const& g, int R, bool transposed) {
-  std::vector<double> tmp(v.size());
+// v <- its box sums along x, y, z (tmp: scratch of any content, resized to v's size).
+void box3(std::vector<double>& v, std::vector<double>& tmp, Grid3 const& g, int R, bool transposed) {
+  tmp.resize(v.size());
   for (int axis = 0; axis < 3; ++axis) {
     boxAlong(v, tmp, g, axis, R, transposed);
     v.swap(tmp);
   }
-  return v;
 }
 
 // The window sums and, per window, the coefficients a, a mF, a b, a b mW of the spec (B and C with
 // the noise floor) and cc; returns E.
 double lnccWindows(ConstHostImageView const& w, ConstHostImageView const& f, int R, Grid3 const& g,
-                   std::vector<double> coef[4]) {
+                   LnccBuffers& b) {
   const Index n = g.size();
-  std::vector<double> sums[5];
-  for (auto& s : sums) s.resize(std::size_t(n));
+  std::vector<double>* const sums = b.sums;
+  std::vector<double>* const coef = b.coef;
+  for (int k = 0; k < 5; ++k) sums[k].resize(std::size_t(n));  // every element written below
 #pragma omp parallel for
   for (Index i = 0; i < n; ++i) {
     const double a = w.data()[i], b = f.data()[i];
@@ -172,7 +173,7 @@ double lnccWindows(ConstHostImageView const& w, ConstHostImageView const& f, int
     sums[3][i] = b * b;
     sums[4][i] = a * b;
   }
-  for (auto& s : sums) s = box3(std::move(s), g, R, false);
+  for (int k = 0; k < 5; ++k) box3(sums[k], b.tmp, g, R, false);
   const double N = std::pow(2.0 * R + 1.0, 3.0);
   for (int k = 0; k < 4; ++k) coef[k].resize(std::size_t(n));  // every element written below
   // E summed per z slice, then over the slices in order: the same value for any thread count.
@@ -215,17 +216,22 @@ void storeForce(HostField const& f, ConstHostImageView const& w, Index z, Index 
 double lnccEnergy(ConstHostImageView w, ConstHostImageView fixed, int radius) {
   requireMetricInputs(w, fixed, "lnccEnergy");
   const Grid3 g{{Index(w.extent(2)), Index(w.extent(1)), Index(w.extent(0))}};
-  std::vector<double> coef[4];
-  return lnccWindows(w, fixed, radius, g, coef);
+  LnccBuffers b;
+  return lnccWindows(w, fixed, radius, g, b);
 }
 
 double lnccForce(ConstHostImageView w, ConstHostImageView fixed, int radius, HostField f) {
+  LnccBuffers b;
+  return lnccForce(w, fixed, radius, f, b);
+}
+
+double lnccForce(ConstHostImageView w, ConstHostImageView fixed, int radius, HostField f, LnccBuffers& b) {
   requireMetricInputs(w, fixed, "lnccForce", &f);
   if (radius < 1 || radius > kMaxLnccRadius) throw InvalidArgument("lnccForce: window radius out of range");
   const Grid3 g{{Index(w.extent(2)), Index(w.extent(1)), Index(w.extent(0))}};
-  std::vector<double> coef[4];
-  const double energy = lnccWindows(w, fixed, radius, g, coef);
-  for (auto& k : coef) k = box3(std::move(k), g, radius, true);
+  const double energy = lnccWindows(w, fixed, radius, g, b);
+  std::vector<double>* const coef = b.coef;
+  for (int k = 0; k < 4; ++k) box3(coef[k], b.tmp, g, radius, true);
   const Index nz = Index(w.extent(0)), ny = Index(w.extent(1)), nx = Index(w.extent(2));
 #pragma omp parallel for
   for (Index z = 0; z < nz; ++z)
@@ -396,7 +402,7 @@ GreedyStepper::GreedyStepper(GreedyParams const& params, Index nz, Index ny, Ind
 
 void GreedyStepper::computeForce(ConstHostImageView W, ConstHostImageView target) {
   if (params_.metric == GreedyMetric::Lncc)
-    lnccForce(W, target, params_.lnccRadius, force_);
+    lnccForce(W, target, params_.lnccRadius, force_, lncc_);
   else if (params_.metric == GreedyMetric::Mi)
     miForce(W, target, params_.miBins, force_);
   else

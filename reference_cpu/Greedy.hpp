@@ -4,6 +4,8 @@
 // Jacobian determinant (det(I - grad u)), which implement the same conventions.
 #pragma once
 
+#include <vector>
+
 #include "core/Greedy.hpp"
 #include "core/Image.hpp"
 #include "reference_cpu/Fluid.hpp"
@@ -18,6 +20,13 @@ void greedyForce(ConstHostImageView warped, ConstHostImageView fixed, HostField 
 // gradient of E = sum_x cc(x) times grad W. Returns E. Written from the spec: separable window
 // sums, and their transpose as the scatter of every window sample back to the voxel it was read from.
 double lnccForce(ConstHostImageView warped, ConstHostImageView fixed, int radius, HostField f);
+// The LNCC reference's double buffers (window sums, coefficients, a transpose scratch): a caller that
+// computes many forces keeps one and passes it (every element is written before it is read, so the
+// results are those of fresh buffers; fresh 10-MB buffers per call cost page faults and zeroing).
+struct LnccBuffers {
+  std::vector<double> sums[5], coef[4], tmp;
+};
+double lnccForce(ConstHostImageView warped, ConstHostImageView fixed, int radius, HostField f, LnccBuffers& buffers);
 // E = sum_x cc(x) alone.
 double lnccEnergy(ConstHostImageView warped, ConstHostImageView fixed, int radius);
 // Mattes MI of W against the fixed image over every voxel (core/Greedy.hpp "Metrics", Mi; `bins` bins):
@@ -76,6 +85,7 @@ class GreedyStepper {
   GreedyParams params_;
   HostField force_, cand_;
   ImageView<Kokkos::HostSpace> jac_;
+  LnccBuffers lncc_;
 };
 
 // The whole multi-scale registration. `u` receives the full-grid displacement (allocated here).
