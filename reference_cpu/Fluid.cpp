@@ -178,20 +178,67 @@ void fftwUseThreads() {
 }
 }  // namespace
 
+// FFTW buffers and plans of one grid at one thread count.
+struct SpectralWorkspace::Impl {
+  int nz = 0, ny = 0, nx = 0, threads = 0;
+  double* real = nullptr;
+  fftw_complex* spec[3] = {nullptr, nullptr, nullptr};
+  fftw_plan fwd = nullptr, inv = nullptr;
+
+  void release() {
+    if (fwd) fftw_destroy_plan(fwd);
+    if (inv) fftw_destroy_plan(inv);
+    fwd = inv = nullptr;
+    for (auto*& c : spec) {
+      if (c) fftw_free(c);
+      c = nullptr;
+    }
+    if (real) fftw_free(real);
+    real = nullptr;
+    nz = ny = nx = threads = 0;
+  }
+  // Buffers and plans for (nz, ny, nx) at the current OpenMP thread count (made again when either changed).
+  void prepare(int z, int y, int x) {
+    const int t = omp_in_parallel() ? 1 : omp_get_max_threads();
+    if (real && z == nz && y == ny && x == nx && t == threads) return;
+    release();
+    const std::size_t n = std::size_t(z) * y * x, nc = std::size_t(z) * y * (x / 2 + 1);
+    real = fftw_alloc_real(n);
+    for (auto*& c : spec) c = fftw_alloc_complex(nc);
+    fftwUseThreads();
+    fwd = fftw_plan_dft_r2c_3d(z, y, x, real, spec[0], FFTW_ESTIMATE);
+    inv = fftw_plan_dft_c2r_3d(z, y, x, spec[0], real, FFTW_ESTIMATE);
+    nz = z;
+    ny = y;
+    nx = x;
+    threads = t;
+  }
+  ~Impl() { release(); }
+};
+
+SpectralWorkspace::SpectralWorkspace() : impl_(std::make_unique<Impl>()) {}
+SpectralWorkspace::~SpectralWorkspace() = default;
+SpectralWorkspace::SpectralWorkspace(SpectralWorkspace&&) noexcept = default;
+SpectralWorkspace& SpectralWorkspace::operator=(SpectralWorkspace&&) noexcept = default;
+
 void fluidSolveSpectral(FluidParams const& p, ConstHostField f, HostField v) {
+  SpectralWorkspace workspace;
+  fluidSolveSpectral(p, f, v, workspace);
+}
+
+void fluidSolveSpectral(FluidParams const& p, ConstHostField f, HostField v, SpectralWorkspace& workspace) {
   requireField(f, "fluid solve right-hand side");
   requireSame(f, v);
   const int nz = int(f.extent(1)), ny = int(f.extent(2)), nx = int(f.extent(3));
   const int nh = nx / 2 + 1;
-  const std::size_t n = std::size_t(nz) * ny * nx, nc = std::size_t(nz) * ny * nh;
-  double* real = fftw_alloc_real(n);
-  fftw_complex* spec[3] = {fftw_alloc_complex(nc), fftw_alloc_complex(nc), fftw_alloc_complex(nc)};
-  fftwUseThreads();
-  fftw_plan fwd = fftw_plan_dft_r2c_3d(nz, ny, nx, real, spec[0], FFTW_ESTIMATE);
-  fftw_plan inv = fftw_plan_dft_c2r_3d(nz, ny, nx, spec[0], real, FFTW_ESTIMATE);
+  const std::size_t n = std::size_t(nz) * ny * nx;
+  SpectralWorkspace::Impl& w = *workspace.impl_;
+  w.prepare(nz, ny, nx);
+  double* const real = w.real;
+  fftw_complex* const* spec = w.spec;
   for (int c = 0; c < 3; ++c) {
     for (std::size_t i = 0; i < n; ++i) real[i] = f.data()[c * n + i];
-    fftw_execute_dft_r2c(fwd, real, spec[c]);
+    fftw_execute_dft_r2c(w.fwd, real, spec[c]);
   }
   std::vector<Tap> taps[3] = {stencil(p, 0), stencil(p, 1), stencil(p, 2)};
   const std::shared_ptr<ScalarSymbol const> scalar = scalarSymbol(p, taps, nz, ny, nx);
@@ -213,13 +260,9 @@ void fluidSolveSpectral(FluidParams const& p, ConstHostField f, HostField v) {
         }
       }
   for (int c = 0; c < 3; ++c) {
-    fftw_execute_dft_c2r(inv, spec[c], real);
+    fftw_execute_dft_c2r(w.inv, spec[c], real);
     for (std::size_t i = 0; i < n; ++i) v.data()[c * n + i] = float(real[i]);
   }
-  fftw_destroy_plan(fwd);
-  fftw_destroy_plan(inv);
-  for (auto* s : spec) fftw_free(s);
-  fftw_free(real);
 }
 
 FluidSolveReport fluidSolveSor(FluidParams const& p, ConstHostField f, HostField v, int sweeps, bool residual) {

@@ -5,6 +5,8 @@
 // core/Fluid.hpp gives. Fields are (3, nz, ny, nx), component 0 = x. Every extent >= 4.
 #pragma once
 
+#include <memory>
+
 #include "core/Fluid.hpp"
 #include "core/Image.hpp"
 
@@ -22,6 +24,22 @@ double fluidBilinear(FluidParams const& p, ConstHostField x, ConstHostField y);
 
 // v = L^-1 F exactly (FFT, 3x3 symbol per frequency).
 void fluidSolveSpectral(FluidParams const& p, ConstHostField f, HostField v);
+// The spectral solve's FFTW buffers and plans, kept for the last grid and thread count by a caller that
+// solves many times on one grid (a scale of the greedy registration): the same plans on the same
+// buffers, so the same results as fresh ones, without the allocations' page faults and the planning.
+class SpectralWorkspace {
+ public:
+  SpectralWorkspace();
+  ~SpectralWorkspace();
+  SpectralWorkspace(SpectralWorkspace&&) noexcept;
+  SpectralWorkspace& operator=(SpectralWorkspace&&) noexcept;
+  struct Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+  friend void fluidSolveSpectral(FluidParams const&, ConstHostField, HostField, SpectralWorkspace&);
+};
+void fluidSolveSpectral(FluidParams const& p, ConstHostField f, HostField v, SpectralWorkspace& workspace);
 // `sweeps` red-black SOR sweeps from the v passed in (beta must be 0, every extent even); the
 // report carries the relative residual at the end when `residual` (one more operator pass; else -1).
 FluidSolveReport fluidSolveSor(FluidParams const& p, ConstHostField f, HostField v, int sweeps, bool residual = true);

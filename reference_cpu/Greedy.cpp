@@ -414,7 +414,7 @@ FluidSolveReport GreedyStepper::solve(HostField const& v, bool firstOfScale, boo
   const bool residual = p.recordResidual;
   FluidSolveReport r;
   switch (greedySolveKind(p.solver, firstOfScale)) {
-    case GreedySolveKind::Spectral: fluidSolveSpectral(p.fluid, force_, v); break;
+    case GreedySolveKind::Spectral: fluidSolveSpectral(p.fluid, force_, v, spectral_); break;
     case GreedySolveKind::SorCold:
       if (coldStart) Kokkos::deep_copy(v, 0.0f);
       r = fluidSolveSor(p.fluid, force_, v, p.coldSweeps, residual);

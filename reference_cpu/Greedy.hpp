@@ -86,6 +86,7 @@ class GreedyStepper {
   HostField force_, cand_;
   ImageView<Kokkos::HostSpace> jac_;
   LnccBuffers lncc_;
+  SpectralWorkspace spectral_;  // the spectral solves' FFTW buffers and plans of this grid
 };
 
 // The whole multi-scale registration. `u` receives the full-grid displacement (allocated here).
