@@ -544,10 +544,10 @@ AffineLevelResult runLevel(AffineTransform& t, Geometry const& fixedLevel, Geome
       orientable.push_back(orientation * cands.back().determinant() > 0.0);  // no reflection in world space
       if (orientable.back()) toEvaluate.push_back(cands.back());
     }
-    metrics.clear();
-    if (toEvaluate.size() == 1) metrics.push_back(backend.evaluate(toEvaluate[0]));
-    if (toEvaluate.size() > 1) backend.evaluateMany(toEvaluate, metrics);
-    if (!toEvaluate.empty()) ++lr.batches;
+    if (!toEvaluate.empty()) {
+      backend.evaluateMany(toEvaluate, metrics);  // one candidate: evaluate, in every back end
+      ++lr.batches;
+    }
     // Replayed as one candidate at a time.
     bool accepted = false, stopped = false;
     std::size_t next = 0;
