@@ -128,7 +128,7 @@ HostImage denoiseMultires(HostImage const& in, MultiresJob const& job, MultiresR
   const bool useInteger = job.integer == IntegerMode::Yes || (job.integer == IntegerMode::Auto && fits);
   if (!job.bilateralGiven)
     p.bilateral = useInteger ? MultiresBilateralVariant::ClosenessSimilarityLut
-                             : MultiresBilateralVariant::ClosenessLut;
+                             : MultiresParams{}.bilateral;
   p.validateVariants(useInteger);
   double noise = 0.0;
   if (job.autoSigmaRange) {

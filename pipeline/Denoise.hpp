@@ -33,7 +33,7 @@ HostImage denoiseNlm(HostImage const& in, NlmParams const& p, Backend b, RunRepo
 // Multiresolution filter (2D). Pipeline: integer (16-bit, exact) when `integer` is Yes, or Auto
 // and every voxel is an integer in [0, 2^15 - 1] (8 to 15-bit scans and PNGs); else float.
 // Unless `bilateralGiven`, the layer bilateral is the pipeline's default (integer:
-// ClosenessSimilarityLut, float: ClosenessLut). With `autoSigmaRange`, sigma_r = 2 x the noise
+// ClosenessSimilarityLut, float: MultiresParams' default, Reuse). With `autoSigmaRange`, sigma_r = 2 x the noise
 // sigma estimated from the image (estimateNoiseSigma). The output is float either way.
 enum class IntegerMode { Auto, Yes, No };
 IntegerMode parseIntegerMode(std::string const& s);  // "auto" | "yes" | "no"

@@ -300,6 +300,7 @@ BOOST_AUTO_TEST_CASE_TEMPLATE(returns_the_tile_used, Space, test::ExecutionSpace
   const Size s{37, 23};
   const std::vector<float> in = floatLayer(s, 0.5f, 3u);
   MultiresParams p;
+  p.bilateral = MultiresBilateralVariant::ClosenessLut;  // a variant that runs every tile as given
   md::LayerTile used;
   runFloat<Space>(in, s, p, {0, 0}, &used);
   BOOST_TEST(used.x == md::kDefaultBilateralTile.x);

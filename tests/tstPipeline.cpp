@@ -167,7 +167,7 @@ BOOST_AUTO_TEST_CASE(jobs_give_what_the_back_ends_give) {
                                     direct([&](auto const& e, auto const& i, auto const& o) { gpu::nlm(e, i, o, pn); })) == 0.0);
   pipeline::MultiresJob job;
   job.params = pm;
-  job.bilateralGiven = true;  // the params' own variant (float: ClosenessLut by default)
+  job.bilateralGiven = true;  // the params' own variant (float: Reuse by default)
   job.integer = pipeline::IntegerMode::No;
   job.backend = Backend::Cpu;
   BOOST_TEST(test::maxAbsDifference(pipeline::denoiseMultires(img, job), ref::multires(img, pm)) == 0.0);
@@ -200,7 +200,7 @@ BOOST_AUTO_TEST_CASE(multires_job_policy) {
       job.integer = pipeline::IntegerMode::No;
       pipeline::denoiseMultires(ints, job, &run);
       BOOST_TEST(!run.integer);
-      BOOST_TEST((run.params.bilateral == MultiresBilateralVariant::ClosenessLut));
+      BOOST_TEST((run.params.bilateral == MultiresBilateralVariant::Reuse));
 
       HostImage half = ints;
       half.data = ImageView<Kokkos::HostSpace>("kortex::test::Pipeline::half", 1, 48, 64);

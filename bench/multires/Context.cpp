@@ -74,7 +74,7 @@ MultiresParams baseParams(double sigma, bool integer) {
   p.filter = true;
   // Pyramid variant and level concurrency: the library's defaults (core/Multires.hpp), so Table 2
   // reports what gpu::multires runs (Table 2 also times concurrentLevels on and off).
-  p.bilateral = integer ? MultiresBilateralVariant::ClosenessSimilarityLut : MultiresBilateralVariant::ClosenessLut;
+  p.bilateral = integer ? MultiresBilateralVariant::ClosenessSimilarityLut : MultiresParams{}.bilateral;
   return p;
 }
 

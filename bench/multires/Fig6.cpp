@@ -52,7 +52,8 @@ Fig6Result runFig6(Context& ctx) {
     if (st) return st;
     Input& in = ctx.input(n);
     auto s = std::make_shared<State>();
-    s->p = baseParams(in.sigma, false);  // the float pipeline's layer filter (ClosenessLut)
+    s->p = baseParams(in.sigma, false);
+    s->p.bilateral = MultiresBilateralVariant::ClosenessLut;  // the paper's space, as the shipped tiles were tuned
     makeFloatLayers(ctx, in, *s);
     md::bilateralLayer(ctx.exec(), s->in[0], s->out[0], s->closeness, s->p, md::kDefaultBilateralTile);
     ctx.exec().fence();

@@ -126,16 +126,16 @@ struct E2eConfig {
   const char* name;
   bool integer;
   bool concurrent;
-  bool reuse = false;  // float: the Reuse layer bilateral instead of the default ClosenessLut
+  bool closenessLut = false;  // float: the ClosenessLut layer bilateral (the default before Reuse)
 };
 // Index 0 / 2: the library's default plan (levels filtered in order, MultiresParams); 1 / 3: the
 // layers filtered concurrently on separate execution-space instances; 4: the default float plan
-// with the Reuse layer bilateral.
+// with the ClosenessLut layer bilateral (the float default until Reuse ran right on Cuda).
 inline constexpr E2eConfig kE2e[] = {{"kokkos float", false, false},
                                      {"kokkos float concurrent levels", false, true},
                                      {"kokkos uint16", true, false},
                                      {"kokkos uint16 concurrent levels", true, true},
-                                     {"kokkos float reuse", false, false, true}};
+                                     {"kokkos float closeness-lut", false, false, true}};
 inline constexpr int kNumE2e = 5;
 inline const char* phaseName(int p) { return p == 0 ? "decompose" : (p == 1 ? "filter" : "reconstruct"); }
 

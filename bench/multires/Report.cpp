@@ -125,7 +125,7 @@ json runJson(Context const& ctx) {
                  {"sigma_spatial", kSigmaSpatial},
                  {"sigma_range_rule", "2 x sigma_n (grey levels)"},
                  {"bits", kBits},
-                 {"float_pipeline", std::string(toString(MultiresParams{}.pyramid)) + " + ClosenessLut"},
+                 {"float_pipeline", std::string(toString(MultiresParams{}.pyramid)) + " + " + toString(MultiresParams{}.bilateral)},
                  {"integer_pipeline", std::string(toString(MultiresParams{}.pyramid)) + " + ClosenessSimilarityLut"}};
   json noise = json::array();
   for (auto const& kv : ctx.noise())
@@ -269,7 +269,11 @@ json table2Json(std::vector<Table2Row> const& rows) {
       if (!r.e2eSelected[c]) continue;
       json m = common::timingJson(r.e2e[c]);
       m["pipeline"] = std::string(kE2e[c].integer ? "uint16 (" : "float (") + toString(MultiresParams{}.pyramid) +
-                      (kE2e[c].integer ? " + ClosenessSimilarityLut)" : kE2e[c].reuse ? " + Reuse)" : " + ClosenessLut)");
+                      (kE2e[c].integer ? std::string(" + ClosenessSimilarityLut)")
+                                       : std::string(" + ") +
+                                             toString(kE2e[c].closenessLut ? MultiresBilateralVariant::ClosenessLut
+                                                                           : MultiresParams{}.bilateral) +
+                                             ")");
       m["concurrent_levels"] = kE2e[c].concurrent;
       if (r.e2e[c].measured()) {
         m["fps"] = fps(r.e2e[c]);
@@ -343,7 +347,7 @@ void runMarkdown(std::ostream& os, Context const& ctx) {
      << "- Input: Shepp-Logan phantom scaled to 10 bits (0..1023) + Gaussian noise at SNR 25 (sigma_n = mean / 25), "
         "rounded and clamped to 0..1023 (float and uint16 copies of the same values). Filter: 5 levels, 5x5 window, "
         "sigma_d = 2, sigma_r = 2 sigma_n; float pipeline "
-     << toString(MultiresParams{}.pyramid) << " + ClosenessLut, 16-bit pipeline " << toString(MultiresParams{}.pyramid)
+     << toString(MultiresParams{}.pyramid) << " + " << toString(MultiresParams{}.bilateral) << ", 16-bit pipeline " << toString(MultiresParams{}.pyramid)
      << " + ClosenessSimilarityLut (10-bit); the pyramid variant is the library's default.\n"
      << "- Times in ms: median after warm-up, fenced, data resident on the device; inputs/outputs rotate over up "
         "to "
@@ -510,7 +514,7 @@ void table2Markdown(std::ostream& os, std::vector<Table2Row> const& rows, int cp
   const std::string cpuN = "CPU " + std::to_string(cpuThreads) + " thr";
   os << "## Table 2: frames per second (sigma_d = 2), end to end, image on the device\n\n"
      << "| image | CPU 4 thr | paper CPU (4 thr) | " << cpuN
-     << " | Kokkos float | float, concurrent levels | Kokkos uint16 | uint16, concurrent levels | float, Reuse bilateral | "
+     << " | Kokkos float | float, concurrent levels | Kokkos uint16 | uint16, concurrent levels | float, ClosenessLut bilateral | "
         "paper GPU (C870) | best / paper GPU | best vs CPU 4 thr | best vs "
      << cpuN << " | paper speedup |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
   for (auto const& r : rows) {

@@ -83,7 +83,7 @@ Case Table2::e2eCase(Table2Row& row, int config, Index n) {
   auto st = std::make_shared<PlanImages<T>>();
   MultiresParams p = baseParams(in.sigma, kInt);
   p.concurrentLevels = kE2e[config].concurrent;
-  if (kE2e[config].reuse) p.bilateral = MultiresBilateralVariant::Reuse;
+  if (kE2e[config].closenessLut) p.bilateral = MultiresBilateralVariant::ClosenessLut;
   st->plan = std::make_unique<gpu::MultiresPlan<Exec, T>>(ctx_.exec(), n, n, p);
   row.tiles[config] = ctx_.withSources(n, st->plan->tiles());
   makeImages(ctx_, in, *st);

@@ -344,7 +344,9 @@ inline LayerTile reuseTile(LayerTile t) {
   return t;
 }
 
-inline int reuseItems(LayerShape const& s) {
+// Called by the kernel as well: a host-only function there compiles (nvcc warning 20011, now an error
+// in kortex_gpu) and yields garbage on the device (Cuda wrote no output at all).
+KOKKOS_INLINE_FUNCTION int reuseItems(LayerShape const& s) {
   return s.tileX * ((s.tileY + kReuseRows - 1) / kReuseRows);
 }
 
@@ -371,10 +373,7 @@ struct ReuseLayerFunctor {
       const int x = x0 + lx, y = y0 + ly;
       if (x >= shape.nx || y >= shape.ny) return;
       const int left = shape.tileY - ly < shape.ny - y ? shape.tileY - ly : shape.ny - y;
-      // P copied to a local first: in `left < P ? left : P` both arms are lvalues, and nvcc then reads the
-      // static member from memory that device code does not have (Cuda left every output unwritten: a
-      // test's NaN-poisoned layer came back all NaN, the pipeline kept stale layers; host spaces exact).
-      const int perItem = P;
+      const int perItem = P;  // a value, not the static member as an lvalue (no device odr-use)
       filter(x, y, left < perItem ? left : perItem);
     });
   }
