@@ -8,6 +8,7 @@
 #include <boost/test/unit_test.hpp>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <random>
 #include <string>
@@ -453,6 +454,30 @@ BOOST_AUTO_TEST_CASE_TEMPLATE(smoothing_constant_field_zero_boundary, Space, tes
   // Float taps and sums over <= 7 taps, three passes: ~3 x 8 roundings of values <= 0.75.
   BOOST_TEST(worst <= 3 * 8 * 0.75 * 6e-8);
   BOOST_TEST(worstInterior <= 3 * 8 * 0.75 * 6e-8);
+}
+
+// The compile-time-radius smoothing kernels (radius <= kMaxFixedSmoothRadius) add the same taps in the
+// same order as the run-time-radius ones: the same bits, on extents below, at and above one run.
+BOOST_AUTO_TEST_CASE_TEMPLATE(smoothing_fixed_radius_kernels_equal_run_time_loops, Space, test::ExecutionSpaces) {
+  using Mem = typename Space::memory_space;
+  Space exec;
+  for (auto const& p : problems())
+    for (float sigma : {0.3f, 1.0f, 2.0f, 2.6f}) {
+      BOOST_TEST_CONTEXT(Space::name() << " " << p.name << " sigma " << sigma) {
+        const ri::GaussianTaps taps = ri::gaussianTaps(sigma);
+        BOOST_TEST_REQUIRE(taps.radius <= ri::kMaxFixedSmoothRadius);
+        const Geometry& g = p.u.geometry;
+        const auto din = toDevice<Space>(p.u);
+        auto fixedOut = poisonedField<Space>(g), runOut = poisonedField<Space>(g), tmp = poisonedField<Space>(g);
+        ri::smooth(exec, gpu::ConstField<Mem>(din), fixedOut, tmp, taps);
+        ri::smooth(exec, gpu::ConstField<Mem>(din), runOut, tmp, taps, true);
+        const HostField a = test::toHost<HostField>(fixedOut, g), b = test::toHost<HostField>(runOut, g);
+        std::size_t differing = 0;
+        for (std::size_t i = 0; i < a.data.size(); ++i)
+          if (std::memcmp(a.data.data() + i, b.data.data() + i, sizeof(float)) != 0) ++differing;
+        BOOST_TEST(differing == 0u);
+      }
+    }
 }
 
 BOOST_AUTO_TEST_CASE_TEMPLATE(rate_matches_reference, Space, test::ExecutionSpaces) {
