@@ -11,6 +11,17 @@
 
 namespace kortex::gpu {
 
+// Load through the read-only data cache: __ldg on CUDA devices (global memory only, data not
+// written during the kernel), a plain load elsewhere.
+template <class T>
+KOKKOS_FORCEINLINE_FUNCTION T readOnly(const T* p) {
+#if defined(__CUDA_ARCH__)
+  return __ldg(p);
+#else
+  return *p;
+#endif
+}
+
 // Throws InvalidArgument unless `in` and `out` are allocated, non-empty, have equal extents
 // and do not alias.
 template <class InView, class OutView>

@@ -82,16 +82,6 @@ enum class SimilarityPlacement { Auto, Scratch, Global };
 template <class ExecSpace>
 using LayerPolicy = Kokkos::TeamPolicy<ExecSpace>;
 
-// Load through the read-only data cache: __ldg on CUDA devices (global memory only, data not
-// written during the kernel), a plain load elsewhere.
-template <class T>
-KOKKOS_FORCEINLINE_FUNCTION T readOnly(const T* p) {
-#if defined(__CUDA_ARCH__)
-  return __ldg(p);
-#else
-  return *p;
-#endif
-}
 
 
 // Extents and tiling of one launch (league rank -> tile: x fastest).

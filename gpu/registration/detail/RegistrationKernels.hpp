@@ -26,6 +26,7 @@
 #include "core/Errors.hpp"
 #include "core/Image.hpp"
 #include "core/Registration.hpp"
+#include "gpu/detail/Common.hpp"
 #include "gpu/registration/Registration.hpp"
 
 namespace kortex::gpu::registration_detail {
@@ -660,15 +661,6 @@ struct FixedTaps {
   KOKKOS_INLINE_FUNCTION float operator()(int k) const { return w[k < 0 ? -k : k]; }
 };
 
-template <class T>
-KOKKOS_FORCEINLINE_FUNCTION T loadReadOnly(const T* p) {
-#if defined(__CUDA_ARCH__)
-  return __ldg(p);
-#else
-  return *p;
-#endif
-}
-
 // x pass: one team per image row (as SmoothFunctor), one output per thread.
 template <int R, class Exec>
 struct SmoothRowFixedFunctor {
@@ -692,13 +684,13 @@ struct SmoothRowFixedFunctor {
       float s = 0.0f;
       if (x >= R && x < nx - R) {
         KORTEX_UNROLL
-        for (int k = -R; k <= R; ++k) s += w(k) * loadReadOnly(src + x + k);
+        for (int k = -R; k <= R; ++k) s += w(k) * readOnly(src + x + k);
       } else {
         KORTEX_UNROLL
         for (int k = -R; k <= R; ++k) {
           const int q = x + k;
           if (q < 0 || q >= nx) continue;  // zero outside the grid (spec)
-          s += w(k) * loadReadOnly(src + q);
+          s += w(k) * readOnly(src + q);
         }
       }
       dst[x] = s;
@@ -809,7 +801,7 @@ struct SmoothRunFixedFunctor {
     KORTEX_UNROLL
     for (int j = 0; j < kSmoothRun + 2 * R; ++j) {
       const int a = a0 - R + j;
-      const float v = (a >= 0 && a < nA) ? loadReadOnly(src + a * si) : 0.0f;
+      const float v = (a >= 0 && a < nA) ? readOnly(src + a * si) : 0.0f;
       KORTEX_UNROLL
       for (int m = 0; m < kSmoothRun; ++m) {
         const int k = j - m - R;  // output a0 + m's tap; its terms arrive in increasing k
