@@ -415,7 +415,7 @@ void addRegisterCommands(CLI::App& app, Action& action) {
   addNoAffineFlag(*unb, rgo.noAffine);
   addAffineMetricOptions(*unb, rgo, true);
   addBackendOption(*unb, rgo.backend);
-  unb->add_option("--variant", rgo.variant, "Kokkos force kernel: naive|recompute|reuse (default: " + std::string(toString(RegistrationParams{}.variant)) + ")");
+  unb->add_option("--variant", rgo.variant, "Kokkos force kernel: naive|recompute|reuse|two-pass (default: " + std::string(toString(RegistrationParams{}.variant)) + ")");
   unb->add_flag("--quiet", rgo.quiet, "No progress bar");
   unb->callback([rgop, unbOut, &action] {
     unbOut.record(*rgop);

@@ -11,7 +11,8 @@ RegistrationVariant parseRegistrationVariant(std::string const& s) {
   if (s == "naive") return RegistrationVariant::Naive;
   if (s == "recompute") return RegistrationVariant::Recompute;
   if (s == "reuse") return RegistrationVariant::Reuse;
-  throw InvalidArgument("unknown registration variant '" + s + "' (expected naive|recompute|reuse)");
+  if (s == "two-pass") return RegistrationVariant::TwoPass;
+  throw InvalidArgument("unknown registration variant '" + s + "' (expected naive|recompute|reuse|two-pass)");
 }
 
 const char* toString(RegistrationVariant v) {
@@ -19,6 +20,7 @@ const char* toString(RegistrationVariant v) {
     case RegistrationVariant::Naive: return "Naive";
     case RegistrationVariant::Recompute: return "Recompute";
     case RegistrationVariant::Reuse: return "Reuse";
+    case RegistrationVariant::TwoPass: return "TwoPass";
   }
   return "?";
 }

@@ -118,8 +118,10 @@ namespace kortex {
 //   Reuse     - xy tile marching through z; W (the stress Phi'(J) cof A) of the current and next
 //               slices on tile + 1 apron kept in scratch and reused by the six neighbours; only the
 //               newest u slice is loaded per step; buffers recycled as the tile advances.
-enum class RegistrationVariant { Naive, Recompute, Reuse };
-RegistrationVariant parseRegistrationVariant(std::string const& s);  // naive|recompute|reuse
+//   TwoPass   - W computed once per voxel into a 9-component stress field (one pass), then f from W
+//               at the voxel and its neighbours read back (a second pass); 36 B per voxel more memory.
+enum class RegistrationVariant { Naive, Recompute, Reuse, TwoPass };
+RegistrationVariant parseRegistrationVariant(std::string const& s);  // naive|recompute|reuse|two-pass
 const char* toString(RegistrationVariant v);
 inline std::ostream& operator<<(std::ostream& os, RegistrationVariant v) { return os << toString(v); }
 

@@ -61,7 +61,7 @@ constexpr double kFieldTol = 1e-4;        // voxels
 constexpr double kFinalEnergyTol = 1e-5;  // relative
 
 const RegistrationVariant kVariants[] = {RegistrationVariant::Naive, RegistrationVariant::Recompute,
-                                         RegistrationVariant::Reuse};
+                                         RegistrationVariant::Reuse, RegistrationVariant::TwoPass};
 
 using HostField = VectorField<Kokkos::HostSpace>;
 

@@ -60,6 +60,9 @@ nlohmann::json resourcesJson(Exec const& exec, DeviceVolume const& d, ri::ForceL
     case RegistrationVariant::Reuse:
       return kernelJson(ri::forceTeamPolicy(exec, info),
                         ri::forceTeamFunctor<ri::ReuseForceFunctor<Exec>>(views, d.e, lam, info));
+    case RegistrationVariant::TwoPass:  // its second pass (f from the stress field)
+      return kernelJson(Kokkos::RangePolicy<Exec, Kokkos::IndexType<int>>(exec, 0, static_cast<int>(d.e.voxels())),
+                        ri::DivergencePassFunctor<Mem>{views, ri::RandomField<Mem>(d.u), d.e, lam});
   }
 #endif
   return {};
@@ -77,7 +80,7 @@ void runForce(Context& ctx) {
   auto fail = [&](std::string const& what) { ctx.fail(what); };
   std::vector<Index> const& forceSizes = ctx.forceSizes;
 const std::vector<RegistrationVariant> variants = {RegistrationVariant::Naive, RegistrationVariant::Recompute,
-                                                   RegistrationVariant::Reuse};
+                                                   RegistrationVariant::Reuse, RegistrationVariant::TwoPass};
 // Tiles explored per team variant (the first entry with zeros = the variant's default).
 const std::vector<ri::ForceTile> tiles = {{0, 0, 0}, {32, 4, 0}, {32, 2, 0}, {16, 8, 0}, {16, 4, 0}, {64, 2, 0}};
 nlohmann::json fig1 = nlohmann::json::array();
@@ -97,7 +100,7 @@ for (Index n : forceSizes) {
   Volume h = makeVolume(n);
   DeviceVolume d = upload(h);
   for (auto v : variants) {
-    const bool explore = (n == nLargest) && v != RegistrationVariant::Naive;
+    const bool explore = (n == nLargest) && v != RegistrationVariant::Naive && v != RegistrationVariant::TwoPass;
     const std::vector<ri::ForceTile> mine = explore ? tiles : std::vector<ri::ForceTile>{{0, 0, 0}};
     for (auto const& t : mine) {
       ri::ForceLaunchInfo info;
@@ -106,14 +109,13 @@ for (Index n : forceSizes) {
       } catch (std::exception const& ex) {
         continue;  // tile does not fit this backend's scratch
       }
-      if (t.x > 0 && v != RegistrationVariant::Naive) {
+      if (t.x > 0 && v != RegistrationVariant::Naive && v != RegistrationVariant::TwoPass) {
         ri::ForceLaunchInfo def = ri::forceLaunchInfo(exec, d.e, v, {});
         if (def.tileX == info.tileX && def.tileY == info.tileY) continue;  // the default again
       }
       RegistrationEnergy energy;
-      auto run = [&] {
-        energy = ri::computeForce(exec, ri::ForceViews<Mem>{d.samples, d.fixed, d.u, d.f}, d.e, kLambda, info);
-      };
+      const ri::ForceViews<Mem> views = forceViews(d, v);
+      auto run = [&] { energy = ri::computeForce(exec, views, d.e, kLambda, info); };
       TimingStats ts = timeMedian(run, [&] { exec.fence(); }, warm, reps);
       const double vox = double(n) * n * n;
       if (!std::isfinite(energy.total)) fail("force " + std::string(toString(v)) + " at " + label + ": energy not finite");

@@ -41,9 +41,10 @@ void fig2Size(Context& ctx, Index n, std::string const& label, int allThreads, n
   p.lambda = kLambda;
   p.sigma = kSigma;
   const ri::ForceLaunchInfo info = ri::forceLaunchInfo(exec, d.e, p.variant);
+  const ri::ForceViews<Mem> views = forceViews(d, p.variant);
   // One accepted iteration's kernel sequence.
   auto seq = [&] {
-    ri::computeForce(exec, ri::ForceViews<Mem>{d.samples, d.fixed, d.u, d.f}, d.e, p.lambda, info);
+    ri::computeForce(exec, views, d.e, p.lambda, info);
     gpu::gaussianSmooth(exec, gpu::ConstField<Mem>(d.f), d.v, d.tmp, p.sigma);
     const double m = gpu::updateRate(exec, gpu::ConstField<Mem>(d.u), gpu::ConstField<Mem>(d.v), d.f);
     gpu::applyUpdate(exec, gpu::ConstField<Mem>(d.u), gpu::ConstField<Mem>(d.f), float(0.5 / m), d.u2);
@@ -54,7 +55,7 @@ void fig2Size(Context& ctx, Index n, std::string const& label, int allThreads, n
   // The split of the sequence: force, smoothing (3 passes x 3 components), rate + max + update.
   auto fence = [&] { exec.fence(); };
   const TimingStats tForce = timeMedian(
-      [&] { ri::computeForce(exec, ri::ForceViews<Mem>{d.samples, d.fixed, d.u, d.f}, d.e, p.lambda, info); },
+      [&] { ri::computeForce(exec, views, d.e, p.lambda, info); },
       fence, warm, reps);
   const TimingStats tSmooth =
       timeMedian([&] { gpu::gaussianSmooth(exec, gpu::ConstField<Mem>(d.f), d.v, d.tmp, p.sigma); }, fence, warm, reps);

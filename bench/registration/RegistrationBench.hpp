@@ -55,8 +55,12 @@ struct DeviceVolume {
   ImageView<Mem> moving, fixed;
   ri::SampleImage<Mem> samples;  // moving with its gradient, built once as a registration does
   gpu::Field<Mem> u, f, v, tmp, u2;
+  gpu::Field<Mem> stress;  // the TwoPass force's stress field, allocated by forceViews when first needed
   ri::Extents e;
 };
+
+// d.stress allocated (9 components) when `v` is TwoPass; the views of d's force.
+ri::ForceViews<Mem> forceViews(DeviceVolume& d, RegistrationVariant v);
 
 DeviceVolume upload(Volume const& h);
 

@@ -38,4 +38,10 @@ DeviceVolume upload(Volume const& h) {
   return d;
 }
 
+ri::ForceViews<Mem> forceViews(DeviceVolume& d, RegistrationVariant v) {
+  if (v == RegistrationVariant::TwoPass && d.stress.extent(0) != std::size_t(ri::kStressComponents))
+    d.stress = gpu::Field<Mem>("kortex::bench::stress", ri::kStressComponents, d.e.nz, d.e.ny, d.e.nx);
+  return ri::ForceViews<Mem>{d.samples, d.fixed, d.u, d.f, d.stress};
+}
+
 }  // namespace kortex::bench::registration

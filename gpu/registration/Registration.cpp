@@ -144,6 +144,8 @@ FluidRegistration<Exec>::FluidRegistration(Exec const& exec, Geometry const& gri
   v_ = Field<memory_space>("kortex::Registration::velocity", 3, nz, ny, nx);
   tmp_ = Field<memory_space>("kortex::Registration::scratchField", 3, nz, ny, nx);
   candidate_ = Field<memory_space>("kortex::Registration::candidate", 3, nz, ny, nx);
+  if (params.variant == RegistrationVariant::TwoPass)
+    stress_ = Field<memory_space>("kortex::Registration::stress", ri::kStressComponents, nz, ny, nx);
 }
 
 // The spec's iteration with four work fields and no copies per iteration:
@@ -175,7 +177,7 @@ RegistrationResult FluidRegistration<Exec>::run(ConstImageView<memory_space> mov
   const auto samples = ri::buildSamples(exec_, moving);  // T is fixed: its gradient once
   RegistrationResult result;
   RegistrationEnergy E =
-      ri::computeForce(exec_, Views{samples, fixed, cur, F}, e, params_.lambda, info);
+      ri::computeForce(exec_, Views{samples, fixed, cur, F, stress_}, e, params_.lambda, info);
   if (E.folded())
     throw InvalidArgument("registration: the initial displacement field folds (min det J = " +
                           std::to_string(E.minJacobian) + " <= 0)");
@@ -208,7 +210,7 @@ RegistrationResult FluidRegistration<Exec>::run(ConstImageView<memory_space> mov
         rec.step = delta;
         ri::update(exec_, cur, F, dt, cand);
         const RegistrationEnergy Ec =
-            ri::computeForce(exec_, Views{samples, fixed, cand, T}, e, params_.lambda, info);
+            ri::computeForce(exec_, Views{samples, fixed, cand, T, stress_}, e, params_.lambda, info);
         if (Ec.minJacobian > 0.0f && Ec.total < E.total) {
           const double decrease = (E.total - Ec.total) / E.total;
           std::swap(cur, cand);

@@ -66,6 +66,7 @@ class FluidRegistration {
   Geometry grid_;
   RegistrationParams params_;
   Field<memory_space> f_, v_, tmp_, candidate_;
+  Field<memory_space> stress_;  // the TwoPass force's stress field (9 components), else empty
 };
 
 // Convenience: copies host images to the device, runs, copies the field back into `u`.

@@ -422,7 +422,7 @@ register_unbiased.__doc__ = """Unbiased (symmetric-KL) fluid registration (korte
     lam=_UNB["lambda"], sigma=_UNB["sigma"], iterations=_UNB["iterations"],
     affine=_DEFAULTS["register"]["affine"]) + _AFFINE_METRIC_DOC + _AFFINE_BINS_DOC + """
     backend         auto|cpu|kokkos (default {backend!r})
-    variant         Kokkos force kernel: naive|recompute|reuse (default None: the struct's {dv!r})
+    variant         Kokkos force kernel: naive|recompute|reuse|two-pass (default None: the struct's {dv!r})
     fixed_spacing, moving_spacing   voxel sizes (x, y, z) of array inputs (default None: 1 mm)
     inverse         also invert the map (as --out-inverse-field does; default False)""".format(
     backend=_BACKEND, dv=_UNB["variant"]) + _REGISTER_OUTPUTS_DOC

@@ -1,6 +1,6 @@
 // Force variants of the Kokkos unbiased fluid registration: forceLaunchInfo chooses a variant's
 // launch (tile, chunk, team size), computeForce runs it (f = -dE/du and E(u)). The variants
-// specialise ForceKernel in detail/ForceNaive.hpp, ForceRecompute.hpp and ForceReuse.hpp.
+// specialise ForceKernel in detail/ForceNaive.hpp, ForceRecompute.hpp, ForceReuse.hpp and ForceTwoPass.hpp.
 // Benchmarks and tests include this header to pick a variant and tile explicitly.
 #pragma once
 
@@ -11,6 +11,7 @@
 #include "gpu/registration/detail/ForceNaive.hpp"
 #include "gpu/registration/detail/ForceRecompute.hpp"
 #include "gpu/registration/detail/ForceReuse.hpp"
+#include "gpu/registration/detail/ForceTwoPass.hpp"
 #include "gpu/registration/detail/RegistrationKernels.hpp"
 
 namespace kortex::gpu::registration_detail {
@@ -25,6 +26,8 @@ ForceLaunchInfo forceLaunchInfo(Exec const& exec, Extents const& e, Registration
       return ForceKernel<RegistrationVariant::Recompute, Exec>::info(exec, e, requested);
     case RegistrationVariant::Reuse:
       return ForceKernel<RegistrationVariant::Reuse, Exec>::info(exec, e, requested);
+    case RegistrationVariant::TwoPass:
+      return ForceKernel<RegistrationVariant::TwoPass, Exec>::info(exec, e, requested);
   }
   throw InvalidArgument("registration: unknown force variant " +
                         std::to_string(static_cast<int>(v)));
@@ -54,6 +57,9 @@ RegistrationEnergy computeForce(Exec const& exec,
       break;
     case RegistrationVariant::Reuse:
       s = ForceKernel<RegistrationVariant::Reuse, Exec>::launch(exec, views, e, lam, info);
+      break;
+    case RegistrationVariant::TwoPass:
+      s = ForceKernel<RegistrationVariant::TwoPass, Exec>::launch(exec, views, e, lam, info);
       break;
     default:
       throw InvalidArgument("registration: unknown force variant " +

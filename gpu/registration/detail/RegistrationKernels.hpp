@@ -319,6 +319,7 @@ struct ForceViews {
   RandomImage<Mem> fixed;
   RandomField<Mem> u;
   Field<Mem> f;
+  Field<Mem> stress = {};  // TwoPass only: 9 x the grid, kept by the caller across calls
 };
 
 template <class Mem>
