@@ -355,6 +355,32 @@ BOOST_AUTO_TEST_CASE(harness_surface_nlm_case_passes_on_every_space) {
   BOOST_CHECK_THROW(runCase(c, opt), InvalidArgument);
 }
 
+// The registration force in the harness: every force kernel on every space against the CPU reference;
+// the force is far from zero (the comparison is not vacuous); a displacement off the grid is refused.
+BOOST_AUTO_TEST_CASE(harness_registration_force_case_passes_on_every_space) {
+  const auto spaces = enabledExecutionSpaces();
+  HarnessOptions opt;
+  opt.time = false;
+  Case c;
+  c.name = "registration-force 15x13x11";
+  c.algorithm = Algorithm::RegistrationForce;
+  const Geometry g = Geometry::make3D(15, 13, 11);
+  c.fixed = addGaussianNoise(sphereDistance(g, 4.0), 0.2, 3);
+  c.input = addGaussianNoise(sphereDistance(g, 4.5), 0.2, 4);
+  c.displacement = smoothDisplacement(g, 1.5, 9);
+  c.registration.lambda = 0.5;
+  const CaseResult r = runCase(c, opt);
+  BOOST_TEST(r.pass);
+  BOOST_TEST(r.variants.size() == spaces.size() * 4);  // Naive, Recompute, Reuse, TwoPass
+  for (auto const& v : r.variants)
+    BOOST_TEST_CONTEXT(v.variant << " on " << v.space) {
+      BOOST_TEST(v.check.errors.maxRel <= kMaxRelativeErrorTolerance);
+      BOOST_TEST(v.check.errors.refPeak > 1e-3);
+    }
+  c.displacement = smoothDisplacement(Geometry::make3D(15, 13, 10), 1.5, 9);
+  BOOST_CHECK_THROW(runCase(c, opt), InvalidArgument);
+}
+
 BOOST_AUTO_TEST_CASE(noise_estimate_recovers_added_noise) {
   HostImage flat("flat", Geometry::make2D(256, 256));
   Kokkos::deep_copy(flat.data, 0.5f);

@@ -14,10 +14,12 @@
 #include "gpu/bilateral/Bilateral.hpp"
 #include "gpu/multires/Multires.hpp"
 #include "gpu/nlm/Nlm.hpp"
+#include "gpu/registration/Registration.hpp"
 #include "gpu/surface_nlm/SurfaceNlm.hpp"
 #include "reference_cpu/Bilateral.hpp"
 #include "reference_cpu/Multires.hpp"
 #include "reference_cpu/Nlm.hpp"
+#include "reference_cpu/Registration.hpp"
 #include "reference_cpu/SurfaceNlm.hpp"
 #include "validation/Report.hpp"
 
@@ -30,6 +32,7 @@ const char* toString(Algorithm a) {
     case Algorithm::Multires: return "multires";
     case Algorithm::MultiresInteger: return "multires-u16";
     case Algorithm::SurfaceNlm: return "surface-nlm";
+    case Algorithm::RegistrationForce: return "registration-force";
   }
   return "?";
 }
@@ -41,6 +44,7 @@ int variantCount(Algorithm a) {
     case Algorithm::Multires: return 12;
     case Algorithm::MultiresInteger: return 4;
     case Algorithm::SurfaceNlm: return 5;
+    case Algorithm::RegistrationForce: return 4;
   }
   return 0;
 }
@@ -73,6 +77,7 @@ std::string variantName(Algorithm a, int v) {
     case Algorithm::Bilateral: return toString(static_cast<BilateralVariant>(v));
     case Algorithm::Nlm: return toString(static_cast<NlmVariant>(v));
     case Algorithm::SurfaceNlm: return toString(static_cast<SurfaceNlmVariant>(v));
+    case Algorithm::RegistrationForce: return toString(static_cast<RegistrationVariant>(v));
     default: {
       const MultiresParams p = multiresVariantParams(a, MultiresParams{}, v);
       return std::string(toString(p.pyramid)) + "+" + toString(p.bilateral);
@@ -135,17 +140,28 @@ struct OmpThreads {
   ~OmpThreads() { omp_set_num_threads(saved); }
 };
 
-// Device buffers of the integer pipeline (empty for the other algorithms).
+// Device buffers beyond the input and output image: the integer pipeline's, the registration force's
+// fixed image and displacement (empty for the other algorithms).
 template <class Mem>
-struct U16Buffers {
+struct ExtraBuffers {
   U16ImageView<Mem> in, out;
+  ImageView<Mem> fixed;
+  gpu::Field<Mem> u;
 };
+
+// The force's three components stacked along z (the layout of a (3, nz, ny, nx) field): the image the
+// harness compares.
+Geometry outputGeometry(Case const& c) {
+  if (c.algorithm != Algorithm::RegistrationForce) return c.input.geometry;
+  const Geometry& g = c.input.geometry;
+  return Geometry::make3D(g.nx(), g.ny(), 3 * g.nz());
+}
 
 template <class Exec>
 void launchVariant(Exec const& exec, Case const& c, int v,
                    ConstImageView<typename Exec::memory_space> in,
                    ImageView<typename Exec::memory_space> out,
-                   U16Buffers<typename Exec::memory_space> const& u16) {
+                   ExtraBuffers<typename Exec::memory_space> const& u16) {
   switch (c.algorithm) {
     case Algorithm::Bilateral: {
       BilateralParams p = c.bilateral;
@@ -172,12 +188,21 @@ void launchVariant(Exec const& exec, Case const& c, int v,
       gpu::surfaceDenoise(exec, in, out, p);
       return;
     }
+    case Algorithm::RegistrationForce: {
+      RegistrationParams p = c.registration;
+      p.variant = static_cast<RegistrationVariant>(v);
+      const auto& g = c.input.geometry;
+      gpu::Field<typename Exec::memory_space> f(out.data(), 3, g.nz(), g.ny(), g.nx());  // out's memory
+      gpu::registrationForce(exec, in, ConstImageView<typename Exec::memory_space>(u16.fixed),
+                             gpu::ConstField<typename Exec::memory_space>(u16.u), f, p);
+      return;
+    }
   }
 }
 
 // The integer pipeline's output as float in `out` (for the comparison).
 template <class Exec>
-void integerOutputToFloat(Exec const& exec, U16Buffers<typename Exec::memory_space> const& u16,
+void integerOutputToFloat(Exec const& exec, ExtraBuffers<typename Exec::memory_space> const& u16,
                           ImageView<typename Exec::memory_space> out) {
   using Mem = typename Exec::memory_space;
   U16ToFloat<Mem> f{Kokkos::View<const std::uint16_t*, Mem>(u16.out.data(), u16.out.size()),
@@ -194,10 +219,15 @@ void runSpace(Case const& c, HostImage const& reference, HarnessOptions const& o
   Exec exec;
   const auto& in = c.input.data;
   ImageView<Mem> din("kortex::validation::input", in.extent(0), in.extent(1), in.extent(2));
-  ImageView<Mem> dout("kortex::validation::output", in.extent(0), in.extent(1), in.extent(2));
+  const Geometry og = outputGeometry(c);
+  ImageView<Mem> dout("kortex::validation::output", og.nz(), og.ny(), og.nx());
   Kokkos::deep_copy(din, in);
-  HostImage back("kortex::validation::result", c.input.geometry);
-  U16Buffers<Mem> u16;
+  HostImage back("kortex::validation::result", og);
+  ExtraBuffers<Mem> u16;
+  if (c.algorithm == Algorithm::RegistrationForce) {
+    u16.fixed = Kokkos::create_mirror_view_and_copy(Mem(), c.fixed.data);
+    u16.u = Kokkos::create_mirror_view_and_copy(Mem(), c.displacement.data);
+  }
   if (c.algorithm == Algorithm::MultiresInteger) {
     u16.in = U16ImageView<Mem>("kortex::validation::inputU16", in.extent(0), in.extent(1), in.extent(2));
     u16.out = U16ImageView<Mem>("kortex::validation::outputU16", in.extent(0), in.extent(1), in.extent(2));
@@ -312,6 +342,25 @@ std::string describeParams(SurfaceNlmParams const& p) {
   return os.str();
 }
 
+std::string describeParams(RegistrationParams const& p) {
+  std::ostringstream os;
+  os << "force f = -dE/du, lambda " << fmt(p.lambda);
+  return os.str();
+}
+
+// The registration force case's inputs: 3D, the fixed image and u on the moving image's grid.
+void checkRegistrationCase(Case const& c) {
+  const Geometry& g = c.input.geometry;
+  if (g.dimension != 3) throw InvalidArgument("validation case '" + c.name + "': the registration force needs a 3D grid");
+  if (!(c.fixed.geometry.nx() == g.nx() && c.fixed.geometry.ny() == g.ny() && c.fixed.geometry.nz() == g.nz()))
+    throw InvalidArgument("validation case '" + c.name + "': the fixed image is not on the moving image's grid");
+  const auto& u = c.displacement.data;
+  if (!(u.extent(0) == 3 && Index(u.extent(1)) == g.nz() && Index(u.extent(2)) == g.ny() && Index(u.extent(3)) == g.nx()))
+    throw InvalidArgument("validation case '" + c.name + "': the displacement is not a 3-component field on the grid");
+  if (!(c.registration.lambda >= 0.0) || !std::isfinite(c.registration.lambda))
+    throw InvalidArgument("validation case '" + c.name + "': lambda must be finite and >= 0");
+}
+
 std::string describeParams(NlmParams const& p) {
   std::ostringstream os;
   os << "patch r=" << p.patchRadius << " (" << 2 * p.patchRadius + 1 << ") search R="
@@ -328,10 +377,11 @@ CaseResult runCase(Case const& c, HarnessOptions const& opt) {
   res.geometry = c.input.geometry;
   // The integer pipeline is exact by definition (core/Multires.hpp): tolerance 0.
   res.tolerance = c.algorithm == Algorithm::MultiresInteger ? 0.0 : opt.maxRelativeErrorTolerance;
-  res.params = c.algorithm == Algorithm::Bilateral    ? describeParams(c.bilateral)
-               : c.algorithm == Algorithm::Nlm        ? describeParams(c.nlm)
-               : c.algorithm == Algorithm::SurfaceNlm ? describeParams(c.surface)
-                                                      : describeParams(c.multires);
+  res.params = c.algorithm == Algorithm::Bilateral           ? describeParams(c.bilateral)
+               : c.algorithm == Algorithm::Nlm               ? describeParams(c.nlm)
+               : c.algorithm == Algorithm::SurfaceNlm        ? describeParams(c.surface)
+               : c.algorithm == Algorithm::RegistrationForce ? describeParams(c.registration)
+                                                             : describeParams(c.multires);
   if (c.input.data.size() == 0) throw InvalidArgument("validation case '" + c.name + "': empty input");
   if (c.algorithm == Algorithm::Bilateral)
     c.bilateral.validateFor(c.input.geometry);
@@ -339,6 +389,8 @@ CaseResult runCase(Case const& c, HarnessOptions const& opt) {
     c.nlm.validateFor(c.input.geometry);
   else if (c.algorithm == Algorithm::SurfaceNlm)
     c.surface.validate();
+  else if (c.algorithm == Algorithm::RegistrationForce)
+    checkRegistrationCase(c);
   else
     c.multires.validateFor(c.input.geometry);
   Kokkos::View<std::uint16_t***, Kokkos::LayoutRight, Kokkos::HostSpace> inU16, refU16;
@@ -348,7 +400,7 @@ CaseResult runCase(Case const& c, HarnessOptions const& opt) {
                               inU16.extent(2));
   }
 
-  HostImage reference("kortex::validation::reference", c.input.geometry);
+  HostImage reference("kortex::validation::reference", outputGeometry(c));
   {
     OmpThreads threads(opt.referenceThreads);
     res.referenceThreads = omp_get_max_threads();
@@ -361,6 +413,12 @@ CaseResult runCase(Case const& c, HarnessOptions const& opt) {
           ref::multires(inU16, refU16, multiresVariantParams(c.algorithm, c.multires, 0));
           break;
         case Algorithm::SurfaceNlm: reference = ref::surfaceDenoise(c.input, c.surface); break;
+        case Algorithm::RegistrationForce: {
+          const auto& g = c.input.geometry;
+          ref::HostField f(reference.data.data(), 3, g.nz(), g.ny(), g.nx());  // the stacked image's memory
+          ref::registrationForce(c.input.data, c.fixed.data, c.displacement.data, f, c.registration.lambda);
+          break;
+        }
       }
     };
     const auto t0 = Clock::now();

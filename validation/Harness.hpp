@@ -23,6 +23,7 @@
 #include "core/Image.hpp"
 #include "core/Multires.hpp"
 #include "core/Nlm.hpp"
+#include "core/Registration.hpp"
 #include "core/SurfaceNlm.hpp"
 #include "core/Timing.hpp"
 #include "validation/Metrics.hpp"
@@ -46,8 +47,12 @@ inline constexpr double kMaxRelativeErrorTolerance = 1e-5;
 // only once per space (not per run). SurfaceNlm: the level-set NLM surface denoising of a signed
 // distance (3D), variants = the search (Global, RandomAccess, ScratchBroadcast, Pruned, PrunedBlocks);
 // both back ends form the weights and iterations in double from the same exact neighbour sets and
-// round phi to float once, so the tolerance above holds with room.
-enum class Algorithm { Bilateral, Nlm, Multires, MultiresInteger, SurfaceNlm };
+// round phi to float once, so the tolerance above holds with room. RegistrationForce: the unbiased
+// fluid registration's force f = -dE/du (data + lambda regulariser) of `input` (the moving image)
+// against `fixed` at the displacement `displacement`, variants = the force kernels (Naive, Recompute,
+// Reuse, TwoPass); its three components are compared as one image of 3 nz slices, tolerance as above
+// (float stresses, logs and samples against the double reference: tstRegistration measured <= 9e-7).
+enum class Algorithm { Bilateral, Nlm, Multires, MultiresInteger, SurfaceNlm, RegistrationForce };
 const char* toString(Algorithm a);
 
 // One validation case.
@@ -58,6 +63,9 @@ struct Case {
   NlmParams nlm;               // used when algorithm == Nlm (variant field ignored)
   MultiresParams multires;     // used by Multires / MultiresInteger (variant fields ignored)
   SurfaceNlmParams surface;    // used when algorithm == SurfaceNlm (variant field ignored)
+  RegistrationParams registration;  // RegistrationForce: lambda (variant field ignored)
+  HostImage fixed;                  // RegistrationForce: the fixed image, on input's grid
+  VectorField<Kokkos::HostSpace> displacement;  // RegistrationForce: u (3, nz, ny, nx) on input's grid
   HostImage input;
   std::string inputDescription;  // "Shepp-Logan 2D + noise (SNR 25)"
 };

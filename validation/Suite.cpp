@@ -107,6 +107,22 @@ Case surfaceCase(bool quick) {
   return c;
 }
 
+// Registration force: a cropped 3D Shepp-Logan phantom (fixed) and another noisy copy of it (moving),
+// at a smooth displacement of up to 2 voxels, lambda 1: both the data and the regulariser terms count.
+Case registrationForceCase(bool quick) {
+  Case c;
+  c.algorithm = Algorithm::RegistrationForce;
+  const Index n = quick ? 25 : 41;
+  const HostImage clean = crop(sheppLogan3D(n), 1, 2, 1, n - 2, n - 4, n - 6);
+  c.fixed = addGaussianNoise(clean, 0.02, 41);
+  c.input = addGaussianNoise(clean, 0.02, 43);
+  c.displacement = smoothDisplacement(c.input.geometry, 2.0, 47);
+  c.registration.lambda = 1.0;
+  c.inputDescription = "Shepp-Logan 3D (cropped) + Gaussian noise (sd 0.02), two noise draws, smooth displacement <= 2 voxels";
+  c.name = "registration-force shepp-logan " + sizeString(c.input.geometry);
+  return c;
+}
+
 // The image scaled to [0, 1023] and rounded: 10-bit data, as in the multires paper.
 HostImage toTenBit(HostImage const& img) {
   HostImage out("kortex::validation::tenBit", img.geometry);
@@ -214,6 +230,7 @@ std::vector<Case> validationCases(bool quick, std::string const& dataDir,
 
   // Surface NLM (3D level set): every search variant against the CPU reference.
   cases.push_back(surfaceCase(quick));
+  cases.push_back(registrationForceCase(quick));
 
   // Real head CT slice (HU, no added noise: the scan's own noise), when data is given.
   if (!dataDir.empty()) {
@@ -394,7 +411,7 @@ StudyOutcome runAtlas(SuiteOptions const& opt, SuiteReport& rep) {
 std::vector<Study> const& validationStudies() {
   static const std::vector<Study> studies = {
       {"harness",
-       "CPU reference vs every Kokkos variant on every execution space (bilateral, NLM, multires, surface NLM; phantoms, and a "
+       "CPU reference vs every Kokkos variant on every execution space (bilateral, NLM, multires, surface NLM, the registration force; phantoms, and a "
        "head CT slice with --data), with speedups",
        nullptr, &runHarnessStudy},
       {"quality", "SNR-25 quality: the bilateral, NLM and multires filters must raise the PSNR", nullptr,
