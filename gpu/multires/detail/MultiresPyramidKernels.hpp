@@ -106,16 +106,17 @@ void checkExtents2(View const& v, Index ny, Index nx, const char* what) {
 
 // ---- reduce (Unfused, FusedDirect, FusedExpand) ------------------------------------------------
 
-// One work item per coarse pixel, x fastest.
-template <class Mem, class FineT, class LayerT>
+// One work item per coarse pixel, x fastest. I: the flat index type (int where the level allows it:
+// a 64-bit division costs several times a 32-bit one on GPUs).
+template <class Mem, class FineT, class LayerT, class I = std::int64_t>
 struct ReduceFunctor {
   StencilLevel<FineT, Mem> fine;
   Level<LayerT, Mem> coarse;
   int ny, nx, mx;
 
-  KOKKOS_INLINE_FUNCTION void operator()(const std::int64_t n) const {
+  KOKKOS_INLINE_FUNCTION void operator()(const I n) const {
     const int i = static_cast<int>(n / mx);
-    const int j = static_cast<int>(n - static_cast<std::int64_t>(i) * mx);
+    const int j = static_cast<int>(n - static_cast<I>(i) * mx);
     if constexpr (std::is_same_v<LayerT, float>)
       coarse(i, j) = multiresReduceAt(fine, i, j, ny, nx);
     else
@@ -186,17 +187,17 @@ struct CombineFunctor {
 
 // One work item per coarse pixel (i, j): clamped 3x3 neighbourhood from global memory, 2x2 fine
 // outputs written straight to global memory.
-template <class Mem, class PointT, class LayerT, class OutT, bool Reconstruct>
+template <class Mem, class PointT, class LayerT, class OutT, bool Reconstruct, class I = std::int64_t>
 struct FusedDirectFunctor {
   ConstLevel<PointT, Mem> point;
   StencilLevel<LayerT, Mem> coarse;
   Level<OutT, Mem> out;
   int ny, nx, my, mx, maxValue;
 
-  KOKKOS_INLINE_FUNCTION void operator()(const std::int64_t n) const {
+  KOKKOS_INLINE_FUNCTION void operator()(const I n) const {
     using Acc = PyramidAcc<LayerT>;
     const int i = static_cast<int>(n / mx);
-    const int j = static_cast<int>(n - static_cast<std::int64_t>(i) * mx);
+    const int j = static_cast<int>(n - static_cast<I>(i) * mx);
     Acc nb[3][3], q[2][2];
     for (int r = 0; r < 3; ++r) {
       const int yy = clampIndex(i - 1 + r, my);
@@ -406,6 +407,27 @@ inline const char* reduceLabel(PyramidVariant v) {
 template <class ExecSpace>
 using FlatPolicy = Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<std::int64_t>>;
 
+template <class Mem, class FineT, class LayerT>
+struct ReduceOf {
+  template <class I>
+  using type = ReduceFunctor<Mem, FineT, LayerT, I>;
+};
+template <class Mem, class PointT, class LayerT, class OutT, bool Reconstruct>
+struct FusedDirectOf {
+  template <class I>
+  using type = FusedDirectFunctor<Mem, PointT, LayerT, OutT, Reconstruct, I>;
+};
+
+// `Functor<int>` over [0, n) with 32-bit indices when n fits, else `Functor<std::int64_t>`.
+template <class ExecSpace, template <class> class Functor, class... Args>
+void parallelForFlat(std::string const& label, ExecSpace const& exec, std::int64_t n, Args const&... args) {
+  if (n <= INT_MAX)
+    Kokkos::parallel_for(label, Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<int>>(exec, 0, static_cast<int>(n)),
+                         Functor<int>{args...});
+  else
+    Kokkos::parallel_for(label, FlatPolicy<ExecSpace>(exec, 0, n), Functor<std::int64_t>{args...});
+}
+
 template <class ExecSpace, class FineT, class LayerT>
 void reduceLevel(ExecSpace const& exec, ConstLevel<FineT, typename ExecSpace::memory_space> fine,
                  Level<LayerT, typename ExecSpace::memory_space> coarse, PyramidConfig const& cfg) {
@@ -425,8 +447,8 @@ void reduceLevel(ExecSpace const& exec, ConstLevel<FineT, typename ExecSpace::me
       throw InvalidArgument("multires: the packed16 pyramid needs the integer pipeline");
     }
   }
-  ReduceFunctor<Mem, FineT, LayerT> f{fine, coarse, ny, nx, mx};
-  Kokkos::parallel_for(reduceLabel(cfg.variant), FlatPolicy<ExecSpace>(exec, 0, total), f);
+  parallelForFlat<ExecSpace, ReduceOf<Mem, FineT, LayerT>::template type>(reduceLabel(cfg.variant), exec, total,
+                                                                         StencilLevel<FineT, Mem>(fine), coarse, ny, nx, mx);
 }
 
 // expand-and-combine of one level, shared by decompose (Reconstruct = false: point = g_k,
@@ -468,9 +490,9 @@ void expandLevel(ExecSpace const& exec, ConstLevel<PointT, typename ExecSpace::m
       return;
     }
     case PyramidVariant::FusedDirect: {
-      FusedDirectFunctor<Mem, PointT, LayerT, OutT, Reconstruct> f{point, coarse, out, ny, nx, my, mx, cfg.maxValue};
-      Kokkos::parallel_for(std::string("kortex::Multires::FusedDirect::") + phase,
-                           FlatPolicy<ExecSpace>(exec, 0, static_cast<std::int64_t>(my) * mx), f);
+      parallelForFlat<ExecSpace, FusedDirectOf<Mem, PointT, LayerT, OutT, Reconstruct>::template type>(
+          std::string("kortex::Multires::FusedDirect::") + phase, exec, static_cast<std::int64_t>(my) * mx, point,
+          StencilLevel<LayerT, Mem>(coarse), out, ny, nx, my, mx, cfg.maxValue);
       return;
     }
     case PyramidVariant::FusedExpand: {
