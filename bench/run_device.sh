@@ -191,7 +191,7 @@ elif [ "$PART" = "kernels" ]; then
   self="$(cd "$(dirname "$0")" && pwd)/$(basename "$0")"
   lane() { local k=$1; shift; CUDA_VISIBLE_DEVICES=$k OMP_NUM_THREADS=$q taskset -c $((k * q))-$((k * q + q - 1)) "$@"; }
   SECONDS=0
-  ( lane 0 env SKIP_PEERS=1 EXTRA_TESTS="${EXTRA_TESTS:-tstSurfaceNlm tstRegistration}" bash "$self" "$BIN" "$OUT/check" check
+  ( lane 0 env SKIP_PEERS=1 EXTRA_TESTS="${EXTRA_TESTS:-tstSurfaceNlm tstRegistration tstValidation tstMultiresBilateral}" bash "$self" "$BIN" "$OUT/check" check
     r=$?; lane 0 timeout 240 python3 bench/peers/run_peers.py --out "$OUT/check/peers.json" > "$OUT/check/peers.log" 2>&1 \
       || { echo "FAIL CT peers"; r=1; }
     tail -n 3 "$OUT/check/peers.log"; echo "lane 0 ended after $SECONDS s"; exit $r ) > "$OUT/lane0.log" 2>&1 &
