@@ -662,7 +662,8 @@ struct FixedTaps {
   KOKKOS_INLINE_FUNCTION float operator()(int k) const { return w[k < 0 ? -k : k]; }
 };
 
-// x pass: one team per image row (as SmoothFunctor), one output per thread.
+// x pass where the runs below cannot run (a row beyond the team scratch, a non-contiguous field): one
+// team per image row (as SmoothFunctor), one output per thread.
 template <int R, class Exec>
 struct SmoothRowFixedFunctor {
   using Mem = typename Exec::memory_space;
