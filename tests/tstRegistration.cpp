@@ -464,7 +464,7 @@ BOOST_AUTO_TEST_CASE_TEMPLATE(smoothing_fixed_radius_kernels_equal_run_time_loop
   Space exec;
   std::vector<std::pair<std::string, HostField>> fields;
   for (auto const& p : problems()) fields.emplace_back(p.name, p.u);
-  // Rows longer than any back end's team scratch holds: the x pass's one-output-per-thread kernel.
+  // Many x tiles, and tiles mostly outside the grid in y and z.
   const Geometry wide = Geometry::make3D(6000, 3, 2);
   fields.emplace_back("6000x3x2", smoothField(wide, 17, 0.7, 0.0));
   for (auto const& [name, u] : fields)

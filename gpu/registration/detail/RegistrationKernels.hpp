@@ -646,7 +646,7 @@ void smoothTiled(Exec const& exec, ConstField<typename Exec::memory_space> in, F
 // the instruction count: Nsight Compute on an H200 put the run-time-radius passes at 88-90 % issue-slot
 // use and 12 % of DRAM bandwidth (0.52-0.56 ms each at 240^3 x 3, radius 6): per tap an index
 // computation, a bounds check and the weight read from a dynamically indexed array. Here the weights
-// are registers, the loops unrolled, the interior of a row free of checks.
+// are registers, the loops unrolled, no bounds check but at the loads, and x and y share one kernel.
 inline constexpr int kMaxFixedSmoothRadius = 8;
 // y and z passes: outputs per thread, a run along the pass axis (each input it reads is added to the
 // up to 2R + 1 outputs of the run whose windows hold it; (run + 2R) / run reads per output).
@@ -662,120 +662,86 @@ struct FixedTaps {
   KOKKOS_INLINE_FUNCTION float operator()(int k) const { return w[k < 0 ? -k : k]; }
 };
 
-// x pass where the runs below cannot run (a row beyond the team scratch, a non-contiguous field): one
-// team per image row (as SmoothFunctor), one output per thread.
-template <int R, class Exec>
-struct SmoothRowFixedFunctor {
-  using Mem = typename Exec::memory_space;
-  using member_type = typename Kokkos::TeamPolicy<Exec>::member_type;
-  ConstField<Mem> in;
-  Field<Mem> out;
-  GaussianTaps taps;
-  Extents e;
-
-  KOKKOS_INLINE_FUNCTION void operator()(member_type const& team) const {
-    const int row = team.league_rank();
-    const int y = row % e.ny;
-    const int z = (row / e.ny) % e.nz;
-    const int c = row / (e.ny * e.nz);
-    const float* const src = &in(c, z, y, 0);
-    float* const dst = &out(c, z, y, 0);
-    const int nx = e.nx;
-    const FixedTaps<R> w(taps);
-    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nx), [&](const int x) {
-      float s = 0.0f;
-      if (x >= R && x < nx - R) {
-        KORTEX_UNROLL
-        for (int k = -R; k <= R; ++k) s += w(k) * readOnly(src + x + k);
-      } else {
-        KORTEX_UNROLL
-        for (int k = -R; k <= R; ++k) {
-          const int q = x + k;
-          if (q < 0 || q >= nx) continue;  // zero outside the grid (spec)
-          s += w(k) * readOnly(src + q);
-        }
-      }
-      dst[x] = s;
-    });
-  }
-};
-
-// x pass as runs (contiguous fields whose rows fit): a team takes up to kSmoothRowsX image rows, loads
-// them zero-padded by R on both sides into scratch (coalesced), each thread filters a run of kSmoothRun
-// outputs of one row from there into a second scratch buffer, and the team writes the rows back
-// (coalesced). A scratch row stores position i at i + i / 16, so a warp's runs, 16 positions apart,
-// read and write 32 different banks. Per output (kSmoothRun + 2R) / kSmoothRun scratch reads instead
-// of 2R + 1 loads.
-inline constexpr int kSmoothRowsX = 8;
-
-KOKKOS_INLINE_FUNCTION int smoothPadded(int i) { return i + i / 16; }
+// x and y passes in one kernel: a team owns a tile of kSmoothTileXY_X x kSmoothTileXY_Y outputs of one
+// (component, z) plane. It loads the tile grown by R on every side into scratch (zero outside the grid,
+// coalesced rows), x-smooths every row of it into a second buffer (one output per thread, the taps in
+// order), then y-smooths as runs of kSmoothRun outputs per thread (as SmoothZRunFixedFunctor along z), writing
+// coalesced rows. The same terms in the same order as the separate passes: the same bits, and one read
+// and one write of the field fewer. Scratch rows have an odd pitch.
+inline constexpr int kSmoothTileXY_X = 32;
+inline constexpr int kSmoothTileXY_Y = 64;  // 32 x 64 / kSmoothRun = 128 y-runs: one per thread of a 128-team
 
 template <int R, class Exec>
-struct SmoothRowRunsFixedFunctor {
+struct SmoothXYFixedFunctor {
+  static_assert(kSmoothTileXY_Y % kSmoothRun == 0, "whole runs per tile column");
   using Mem = typename Exec::memory_space;
   using member_type = typename Kokkos::TeamPolicy<Exec>::member_type;
   using scratch_view = Kokkos::View<float*, typename Exec::scratch_memory_space, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
+  static constexpr int TX = kSmoothTileXY_X, TY = kSmoothTileXY_Y;
+  static constexpr int LW = TX + 2 * R, LH = TY + 2 * R;  // loaded tile
+  static constexpr int LP = LW | 1, XP = TX + 1;          // odd pitches
   ConstField<Mem> in;
   Field<Mem> out;
   GaussianTaps taps;
   Extents e;
-  int rows = 1;         // image rows in the field (components x nz x ny)
-  int rowsPerTeam = 1;  // <= kSmoothRowsX
+  int tilesX = 1, tilesY = 1;
 
-  KOKKOS_INLINE_FUNCTION static int inStride(int nx) { return smoothPadded(nx + 2 * R) + 1; }
-  KOKKOS_INLINE_FUNCTION static int outStride(int nx) { return smoothPadded(nx) + 1; }
-  static std::size_t scratchBytes(int nx, int rowsPerTeam) {
-    return scratch_view::shmem_size(static_cast<std::size_t>(rowsPerTeam) * inStride(nx)) +
-           scratch_view::shmem_size(static_cast<std::size_t>(rowsPerTeam) * outStride(nx));
+  static std::size_t scratchBytes() {
+    return scratch_view::shmem_size(static_cast<std::size_t>(LH) * LP) + scratch_view::shmem_size(static_cast<std::size_t>(LH) * XP);
   }
 
   KOKKOS_INLINE_FUNCTION void operator()(member_type const& team) const {
-    const int nx = e.nx, w = nx + 2 * R, si = inStride(nx), so = outStride(nx);
-    scratch_view bin(team.team_scratch(0), static_cast<std::size_t>(rowsPerTeam) * si);
-    scratch_view bout(team.team_scratch(0), static_cast<std::size_t>(rowsPerTeam) * so);
-    const int row0 = team.league_rank() * rowsPerTeam;
-    const int nrows = rows - row0 < rowsPerTeam ? rows - row0 : rowsPerTeam;
-    const float* const src = in.data() + static_cast<std::ptrdiff_t>(row0) * nx;
-    float* const dst = out.data() + static_cast<std::ptrdiff_t>(row0) * nx;
-    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nrows * w), [&](const int i) {
-      const int r = i / w, j = i - r * w, x = j - R;
-      bin(r * si + smoothPadded(j)) = (x >= 0 && x < nx) ? src[static_cast<std::ptrdiff_t>(r) * nx + x] : 0.0f;
+    scratch_view L(team.team_scratch(0), static_cast<std::size_t>(LH) * LP);
+    scratch_view X(team.team_scratch(0), static_cast<std::size_t>(LH) * XP);
+    int t = team.league_rank();
+    const int x0 = (t % tilesX) * TX;
+    t /= tilesX;
+    const int y0 = (t % tilesY) * TY;
+    t /= tilesY;
+    const int z = t % e.nz, c = t / e.nz;
+    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, LH * LW), [&](const int i) {
+      const int ly = i / LW, lx = i - ly * LW;
+      const int y = y0 - R + ly, x = x0 - R + lx;
+      L(ly * LP + lx) = (y >= 0 && y < e.ny && x >= 0 && x < e.nx) ? in(c, z, y, x) : 0.0f;
     });
     team.team_barrier();
-    const int runs = (nx + kSmoothRun - 1) / kSmoothRun;
-    const FixedTaps<R> wt(taps);
-    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nrows * runs), [&](const int i) {
-      const int r = i / runs, x0 = (i - r * runs) * kSmoothRun;
+    const FixedTaps<R> w(taps);
+    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, LH * TX), [&](const int i) {
+      const int ly = i / TX, lx = i - ly * TX;
+      const float* const row = &L(ly * LP + lx);  // taps of output lx: row[0 .. 2R]
+      float s = 0.0f;
+      KORTEX_UNROLL
+      for (int k = -R; k <= R; ++k) s += w(k) * row[k + R];
+      X(ly * XP + lx) = s;
+    });
+    team.team_barrier();
+    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, TX * (TY / kSmoothRun)), [&](const int i) {
+      const int run = i / TX, lx = i - run * TX;
+      const int x = x0 + lx, a0 = run * kSmoothRun;
+      if (x >= e.nx || y0 + a0 >= e.ny) return;
       float s[kSmoothRun];
       KORTEX_UNROLL
       for (int m = 0; m < kSmoothRun; ++m) s[m] = 0.0f;
       KORTEX_UNROLL
       for (int j = 0; j < kSmoothRun + 2 * R; ++j) {
-        const int q = x0 + j;  // padded-row position of input x0 - R + j; past w only for outputs >= nx
-        const float v = q < w ? bin(r * si + smoothPadded(q)) : 0.0f;
+        const float v = X((a0 + j) * XP + lx);  // row y0 + a0 - R + j (0 outside the grid)
         KORTEX_UNROLL
         for (int m = 0; m < kSmoothRun; ++m) {
           const int k = j - m - R;
-          if (k >= -R && k <= R) s[m] += wt(k) * v;
+          if (k >= -R && k <= R) s[m] += w(k) * v;
         }
       }
       KORTEX_UNROLL
       for (int m = 0; m < kSmoothRun; ++m)
-        if (x0 + m < nx) bout(r * so + smoothPadded(x0 + m)) = s[m];
-    });
-    team.team_barrier();
-    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nrows * nx), [&](const int i) {
-      const int r = i / nx, x = i - r * nx;
-      dst[static_cast<std::ptrdiff_t>(r) * nx + x] = bout(r * so + smoothPadded(x));
+        if (y0 + a0 + m < e.ny) out(c, z, y0 + a0 + m, x) = s[m];
     });
   }
 };
 
-// y (Axis 1) and z (Axis 2) passes: one thread per kSmoothRun consecutive outputs along the axis at one
-// (c, third coordinate, x); consecutive threads own consecutive x (coalesced loads and stores).
-template <int Axis, int R, class Exec>
-struct SmoothRunFixedFunctor {
-  static_assert(Axis == 1 || Axis == 2, "runs along y or z");
+// z pass: one thread per kSmoothRun consecutive outputs along z at one (c, y, x); consecutive threads
+// own consecutive x (coalesced loads and stores).
+template <int R, class Exec>
+struct SmoothZRunFixedFunctor {
   using Mem = typename Exec::memory_space;
   ConstField<Mem> in;
   Field<Mem> out;
@@ -784,18 +750,16 @@ struct SmoothRunFixedFunctor {
   int runs = 1;  // runs per column
 
   KOKKOS_INLINE_FUNCTION void operator()(const int i) const {
-    const int nA = Axis == 1 ? e.ny : e.nz;
-    const int nB = Axis == 1 ? e.nz : e.ny;
     const int x = i % e.nx;
     int t = i / e.nx;
     const int a0 = (t % runs) * kSmoothRun;
     t /= runs;
-    const int b = t % nB;
-    const int c = t / nB;
-    const std::ptrdiff_t si = static_cast<std::ptrdiff_t>(in.stride(Axis == 1 ? 2 : 1));
-    const std::ptrdiff_t so = static_cast<std::ptrdiff_t>(out.stride(Axis == 1 ? 2 : 1));
-    const float* const src = Axis == 1 ? &in(c, b, 0, x) : &in(c, 0, b, x);
-    float* const dst = Axis == 1 ? &out(c, b, 0, x) : &out(c, 0, b, x);
+    const int y = t % e.ny;
+    const int c = t / e.ny;
+    const std::ptrdiff_t si = static_cast<std::ptrdiff_t>(in.stride(1));
+    const std::ptrdiff_t so = static_cast<std::ptrdiff_t>(out.stride(1));
+    const float* const src = &in(c, 0, y, x);
+    float* const dst = &out(c, 0, y, x);
     const FixedTaps<R> w(taps);
     float s[kSmoothRun];
     KORTEX_UNROLL
@@ -803,7 +767,7 @@ struct SmoothRunFixedFunctor {
     KORTEX_UNROLL
     for (int j = 0; j < kSmoothRun + 2 * R; ++j) {
       const int a = a0 - R + j;
-      const float v = (a >= 0 && a < nA) ? readOnly(src + a * si) : 0.0f;
+      const float v = (a >= 0 && a < e.nz) ? readOnly(src + a * si) : 0.0f;
       KORTEX_UNROLL
       for (int m = 0; m < kSmoothRun; ++m) {
         const int k = j - m - R;  // output a0 + m's tap; its terms arrive in increasing k
@@ -812,60 +776,46 @@ struct SmoothRunFixedFunctor {
     }
     KORTEX_UNROLL
     for (int m = 0; m < kSmoothRun; ++m)
-      if (a0 + m < nA) dst[(a0 + m) * so] = s[m];
+      if (a0 + m < e.nz) dst[(a0 + m) * so] = s[m];
   }
 };
 
-template <int Axis, int R, class Exec>
-void smoothRunsFixed(Exec const& exec, ConstField<typename Exec::memory_space> in, Field<typename Exec::memory_space> out,
-                     GaussianTaps const& taps, Extents const& e) {
-  const int nA = Axis == 1 ? e.ny : e.nz, nB = Axis == 1 ? e.nz : e.ny;
-  const int runs = (nA + kSmoothRun - 1) / kSmoothRun;
-  const std::int64_t n = static_cast<std::int64_t>(in.extent(0)) * nB * runs * e.nx;
+template <int R, class Exec>
+void smoothZRunsFixed(Exec const& exec, ConstField<typename Exec::memory_space> in, Field<typename Exec::memory_space> out,
+                      GaussianTaps const& taps, Extents const& e) {
+  const int runs = (e.nz + kSmoothRun - 1) / kSmoothRun;
+  const std::int64_t n = static_cast<std::int64_t>(in.extent(0)) * e.ny * runs * e.nx;
   if (n > INT_MAX) throw InvalidArgument("registration smoothing: too many columns for one launch");
-  Kokkos::parallel_for(Axis == 1 ? "kortex::Registration::smooth::y" : "kortex::Registration::smooth::z",
+  Kokkos::parallel_for("kortex::Registration::smooth::z",
                        Kokkos::RangePolicy<Exec, Kokkos::IndexType<int>>(exec, 0, static_cast<int>(n)),
-                       SmoothRunFixedFunctor<Axis, R, Exec>{in, out, taps, e, runs});
+                       SmoothZRunFixedFunctor<R, Exec>{in, out, taps, e, runs});
 }
 
-// x pass: runs through scratch where the field is contiguous and a row fits the team scratch, else
-// one output per thread.
+// in -> tmp (x and y in one kernel), tmp -> out (z). False, nothing run, when the backend's team scratch
+// cannot hold the x-y tile (the caller then runs the run-time-radius kernels).
 template <int R, class Exec>
-void smoothRowsFixed(Exec const& exec, ConstField<typename Exec::memory_space> in, Field<typename Exec::memory_space> out,
-                     GaussianTaps const& taps, Extents const& e, Kokkos::TeamPolicy<Exec> const& rowPolicy) {
-  using F = SmoothRowRunsFixedFunctor<R, Exec>;
+bool smoothFixed(Exec const& exec, ConstField<typename Exec::memory_space> in, Field<typename Exec::memory_space> out,
+                 Field<typename Exec::memory_space> tmp, GaussianTaps const& taps, Extents const& e) {
+  using F = SmoothXYFixedFunctor<R, Exec>;
   using Policy = Kokkos::TeamPolicy<Exec>;
-  const std::int64_t rows = static_cast<std::int64_t>(in.extent(0)) * e.nz * e.ny;
-  const std::size_t maxBytes = kx::scratchSizeMax<Policy>(0);
-  int perTeam = kSmoothRowsX;
-  while (perTeam > 1 && F::scratchBytes(e.nx, perTeam) > maxBytes) perTeam /= 2;
-  if (!in.span_is_contiguous() || !out.span_is_contiguous() || F::scratchBytes(e.nx, perTeam) > maxBytes) {
-    Kokkos::parallel_for("kortex::Registration::smooth::x", rowPolicy, SmoothRowFixedFunctor<R, Exec>{in, out, taps, e});
-    return;
-  }
-  const int league = static_cast<int>((rows + perTeam - 1) / perTeam);
-  const std::size_t bytes = F::scratchBytes(e.nx, perTeam);
+  if (F::scratchBytes() > kx::scratchSizeMax<Policy>(0)) return false;
+  const int tilesX = (e.nx + F::TX - 1) / F::TX, tilesY = (e.ny + F::TY - 1) / F::TY;
+  const std::int64_t league = static_cast<std::int64_t>(in.extent(0)) * e.nz * tilesY * tilesX;
+  if (league > INT_MAX) throw InvalidArgument("registration smoothing: too many tiles for one launch");
   Policy policy = [&] {
     if constexpr (Kokkos::SpaceAccessibility<Exec, Kokkos::HostSpace>::accessible)
-      return Policy(exec, league, Kokkos::AUTO);
-    else  // 8 rows of 240 voxels: 120 runs (not tuned)
-      return Policy(exec, league, 128);
+      return Policy(exec, static_cast<int>(league), Kokkos::AUTO);
+    else  // one y-run per thread (not tuned)
+      return Policy(exec, static_cast<int>(league), F::TX * (F::TY / kSmoothRun));
   }();
-  Kokkos::parallel_for("kortex::Registration::smooth::x", policy.set_scratch_size(0, Kokkos::PerTeam(bytes)),
-                       F{in, out, taps, e, static_cast<int>(rows), perTeam});
+  Kokkos::parallel_for("kortex::Registration::smooth::xy", policy.set_scratch_size(0, Kokkos::PerTeam(F::scratchBytes())),
+                       F{in, tmp, taps, e, tilesX, tilesY});
+  smoothZRunsFixed<R>(exec, ConstField<typename Exec::memory_space>(tmp), out, taps, e);
+  return true;
 }
 
-template <int R, class Exec>
-void smoothFixed(Exec const& exec, ConstField<typename Exec::memory_space> in, Field<typename Exec::memory_space> out,
-                 Field<typename Exec::memory_space> tmp, GaussianTaps const& taps, Extents const& e,
-                 Kokkos::TeamPolicy<Exec> const& rowPolicy) {
-  smoothRowsFixed<R>(exec, in, out, taps, e, rowPolicy);
-  smoothRunsFixed<1, R>(exec, ConstField<typename Exec::memory_space>(out), tmp, taps, e);
-  smoothRunsFixed<2, R>(exec, ConstField<typename Exec::memory_space>(tmp), out, taps, e);
-}
-
-// in -> out (x), out -> tmp (y), tmp -> out (z). `runTimeRadius`: the run-time-radius kernels for
-// every radius (tests compare them with the fixed-radius ones).
+// The result in `out`, `tmp` overwritten. Radius <= kMaxFixedSmoothRadius: smoothFixed; else (or with
+// `runTimeRadius`, which tests use to compare the two) in -> out (x), out -> tmp (y), tmp -> out (z).
 template <class Exec>
 void smooth(Exec const& exec, ConstField<typename Exec::memory_space> in,
             Field<typename Exec::memory_space> out, Field<typename Exec::memory_space> tmp,
@@ -884,17 +834,21 @@ void smooth(Exec const& exec, ConstField<typename Exec::memory_space> in,
       return Kokkos::TeamPolicy<Exec>(exec, static_cast<int>(rows), teamSize);
   }();
   static_assert(kMaxFixedSmoothRadius == 8, "update the radius switch");
-  if (!runTimeRadius) switch (taps.radius) {
-      case 1: return smoothFixed<1>(exec, in, out, tmp, taps, e, policy);
-      case 2: return smoothFixed<2>(exec, in, out, tmp, taps, e, policy);
-      case 3: return smoothFixed<3>(exec, in, out, tmp, taps, e, policy);
-      case 4: return smoothFixed<4>(exec, in, out, tmp, taps, e, policy);
-      case 5: return smoothFixed<5>(exec, in, out, tmp, taps, e, policy);
-      case 6: return smoothFixed<6>(exec, in, out, tmp, taps, e, policy);
-      case 7: return smoothFixed<7>(exec, in, out, tmp, taps, e, policy);
-      case 8: return smoothFixed<8>(exec, in, out, tmp, taps, e, policy);
+  if (!runTimeRadius) {
+    bool done = false;
+    switch (taps.radius) {
+      case 1: done = smoothFixed<1>(exec, in, out, tmp, taps, e); break;
+      case 2: done = smoothFixed<2>(exec, in, out, tmp, taps, e); break;
+      case 3: done = smoothFixed<3>(exec, in, out, tmp, taps, e); break;
+      case 4: done = smoothFixed<4>(exec, in, out, tmp, taps, e); break;
+      case 5: done = smoothFixed<5>(exec, in, out, tmp, taps, e); break;
+      case 6: done = smoothFixed<6>(exec, in, out, tmp, taps, e); break;
+      case 7: done = smoothFixed<7>(exec, in, out, tmp, taps, e); break;
+      case 8: done = smoothFixed<8>(exec, in, out, tmp, taps, e); break;
       default: break;
     }
+    if (done) return;
+  }
   Kokkos::parallel_for("kortex::Registration::smooth::x", policy, SmoothFunctor<0, Exec>{in, out, taps, e});
   smoothTiled<1>(exec, ConstField<typename Exec::memory_space>(out), tmp, taps, e);
   smoothTiled<2>(exec, ConstField<typename Exec::memory_space>(tmp), out, taps, e);
