@@ -348,17 +348,16 @@ std::string describeParams(RegistrationParams const& p) {
   return os.str();
 }
 
-// The registration force case's inputs: 3D, the fixed image and u on the moving image's grid.
+// The registration force case's inputs: the parameters for the moving image's grid, the fixed image and u
+// on that grid.
 void checkRegistrationCase(Case const& c) {
   const Geometry& g = c.input.geometry;
-  if (g.dimension != 3) throw InvalidArgument("validation case '" + c.name + "': the registration force needs a 3D grid");
+  c.registration.validateFor(g);
   if (!(c.fixed.geometry.nx() == g.nx() && c.fixed.geometry.ny() == g.ny() && c.fixed.geometry.nz() == g.nz()))
     throw InvalidArgument("validation case '" + c.name + "': the fixed image is not on the moving image's grid");
   const auto& u = c.displacement.data;
   if (!(u.extent(0) == 3 && Index(u.extent(1)) == g.nz() && Index(u.extent(2)) == g.ny() && Index(u.extent(3)) == g.nx()))
     throw InvalidArgument("validation case '" + c.name + "': the displacement is not a 3-component field on the grid");
-  if (!(c.registration.lambda >= 0.0) || !std::isfinite(c.registration.lambda))
-    throw InvalidArgument("validation case '" + c.name + "': lambda must be finite and >= 0");
 }
 
 std::string describeParams(NlmParams const& p) {

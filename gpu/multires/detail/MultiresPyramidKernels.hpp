@@ -406,27 +406,8 @@ inline const char* reduceLabel(PyramidVariant v) {
 
 template <class ExecSpace>
 using FlatPolicy = Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<std::int64_t>>;
-
-template <class Mem, class FineT, class LayerT>
-struct ReduceOf {
-  template <class I>
-  using type = ReduceFunctor<Mem, FineT, LayerT, I>;
-};
-template <class Mem, class PointT, class LayerT, class OutT, bool Reconstruct>
-struct FusedDirectOf {
-  template <class I>
-  using type = FusedDirectFunctor<Mem, PointT, LayerT, OutT, Reconstruct, I>;
-};
-
-// `Functor<int>` over [0, n) with 32-bit indices when n fits, else `Functor<std::int64_t>`.
-template <class ExecSpace, template <class> class Functor, class... Args>
-void parallelForFlat(std::string const& label, ExecSpace const& exec, std::int64_t n, Args const&... args) {
-  if (n <= INT_MAX)
-    Kokkos::parallel_for(label, Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<int>>(exec, 0, static_cast<int>(n)),
-                         Functor<int>{args...});
-  else
-    Kokkos::parallel_for(label, FlatPolicy<ExecSpace>(exec, 0, n), Functor<std::int64_t>{args...});
-}
+template <class ExecSpace>
+using FlatPolicy32 = Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<int>>;
 
 template <class ExecSpace, class FineT, class LayerT>
 void reduceLevel(ExecSpace const& exec, ConstLevel<FineT, typename ExecSpace::memory_space> fine,
@@ -447,8 +428,12 @@ void reduceLevel(ExecSpace const& exec, ConstLevel<FineT, typename ExecSpace::me
       throw InvalidArgument("multires: the packed16 pyramid needs the integer pipeline");
     }
   }
-  parallelForFlat<ExecSpace, ReduceOf<Mem, FineT, LayerT>::template type>(reduceLabel(cfg.variant), exec, total,
-                                                                         StencilLevel<FineT, Mem>(fine), coarse, ny, nx, mx);
+  if (total <= INT_MAX)  // 32-bit indices where the level allows them
+    Kokkos::parallel_for(reduceLabel(cfg.variant), FlatPolicy32<ExecSpace>(exec, 0, static_cast<int>(total)),
+                         ReduceFunctor<Mem, FineT, LayerT, int>{fine, coarse, ny, nx, mx});
+  else
+    Kokkos::parallel_for(reduceLabel(cfg.variant), FlatPolicy<ExecSpace>(exec, 0, total),
+                         ReduceFunctor<Mem, FineT, LayerT>{fine, coarse, ny, nx, mx});
 }
 
 // expand-and-combine of one level, shared by decompose (Reconstruct = false: point = g_k,
@@ -490,9 +475,16 @@ void expandLevel(ExecSpace const& exec, ConstLevel<PointT, typename ExecSpace::m
       return;
     }
     case PyramidVariant::FusedDirect: {
-      parallelForFlat<ExecSpace, FusedDirectOf<Mem, PointT, LayerT, OutT, Reconstruct>::template type>(
-          std::string("kortex::Multires::FusedDirect::") + phase, exec, static_cast<std::int64_t>(my) * mx, point,
-          StencilLevel<LayerT, Mem>(coarse), out, ny, nx, my, mx, cfg.maxValue);
+      const std::int64_t items = static_cast<std::int64_t>(my) * mx;
+      const std::string label = std::string("kortex::Multires::FusedDirect::") + phase;
+      if (items <= INT_MAX)  // 32-bit indices where the level allows them
+        Kokkos::parallel_for(label, FlatPolicy32<ExecSpace>(exec, 0, static_cast<int>(items)),
+                             FusedDirectFunctor<Mem, PointT, LayerT, OutT, Reconstruct, int>{
+                                 point, coarse, out, ny, nx, my, mx, cfg.maxValue});
+      else
+        Kokkos::parallel_for(label, FlatPolicy<ExecSpace>(exec, 0, items),
+                             FusedDirectFunctor<Mem, PointT, LayerT, OutT, Reconstruct>{point, coarse, out, ny, nx, my,
+                                                                                        mx, cfg.maxValue});
       return;
     }
     case PyramidVariant::FusedExpand: {

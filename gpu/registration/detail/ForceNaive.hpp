@@ -24,6 +24,34 @@ KOKKOS_INLINE_FUNCTION float stressGlobal(UView const& u, Extents const& e, int 
   return regStress(g, w);
 }
 
+// f_reg at (x, y, z): sum_j D_j^T W_.j (adjointCentral) from W at the voxel (wc, 9 entries) and column j
+// of W at its in-range neighbours, column(j, step, out3) giving the voxel shifted by step along axis j
+// (out-of-range neighbours count as zero); axes x, y, z in turn. The voxel-wise variants' one assembly.
+template <class Column>
+KOKKOS_INLINE_FUNCTION void regulariserAt(int x, int y, int z, Extents const& e, const float* wc, Column const& column,
+                                          float* fr) {
+  const int p[3] = {x, y, z}, n[3] = {e.nx, e.ny, e.nz};
+  for (int j = 0; j < 3; ++j) {
+    float wm[3] = {0.0f, 0.0f, 0.0f}, wp[3] = {0.0f, 0.0f, 0.0f};
+    if (p[j] > 0) column(j, -1, wm);
+    if (p[j] < n[j] - 1) column(j, 1, wp);
+    for (int c = 0; c < 3; ++c) fr[c] += adjointCentral(wm[c], wc[3 * c + j], wp[c], p[j], n[j]);
+  }
+}
+
+// Launch description of a variant with one voxel per work item (RangePolicy, no scratch).
+template <class Exec>
+ForceLaunchInfo voxelLaunchInfo(RegistrationVariant v, Extents const& e) {
+  ForceLaunchInfo i;
+  i.variant = v;
+  i.tileX = i.tileY = i.chunk = 1;
+  i.teamSize = 0;
+  i.scratchBytes = 0;
+  i.scratchMax = kx::scratchSizeMax<Kokkos::TeamPolicy<Exec>>(0);
+  i.teams = e.voxels();
+  return i;
+}
+
 template <class Mem>
 struct NaiveForceFunctor {
   KORTEX_REGISTRATION_ENERGY_REDUCER
@@ -39,24 +67,12 @@ struct NaiveForceFunctor {
     energyAddJacobian(acc, J);
 
     float fr[3] = {0.0f, 0.0f, 0.0f};
-    float wm[9], wp[9];
-    // Along x (column 0 of W).
-    for (int k = 0; k < 9; ++k) wm[k] = wp[k] = 0.0f;
-    if (x > 0) stressGlobal(v.u, e, x - 1, y, z, wm);
-    if (x < e.nx - 1) stressGlobal(v.u, e, x + 1, y, z, wp);
-    for (int c = 0; c < 3; ++c) fr[c] += adjointCentral(wm[3 * c], wc[3 * c], wp[3 * c], x, e.nx);
-    // Along y (column 1).
-    for (int k = 0; k < 9; ++k) wm[k] = wp[k] = 0.0f;
-    if (y > 0) stressGlobal(v.u, e, x, y - 1, z, wm);
-    if (y < e.ny - 1) stressGlobal(v.u, e, x, y + 1, z, wp);
-    for (int c = 0; c < 3; ++c)
-      fr[c] += adjointCentral(wm[3 * c + 1], wc[3 * c + 1], wp[3 * c + 1], y, e.ny);
-    // Along z (column 2).
-    for (int k = 0; k < 9; ++k) wm[k] = wp[k] = 0.0f;
-    if (z > 0) stressGlobal(v.u, e, x, y, z - 1, wm);
-    if (z < e.nz - 1) stressGlobal(v.u, e, x, y, z + 1, wp);
-    for (int c = 0; c < 3; ++c)
-      fr[c] += adjointCentral(wm[3 * c + 2], wc[3 * c + 2], wp[3 * c + 2], z, e.nz);
+    // The neighbours' stresses recomputed from u.
+    regulariserAt(x, y, z, e, wc, [&](int j, int step, float* out) {
+      float w[9];
+      stressGlobal(v.u, e, x + (j == 0 ? step : 0), y + (j == 1 ? step : 0), z + (j == 2 ? step : 0), w);
+      for (int c = 0; c < 3; ++c) out[c] = w[3 * c + j];
+    }, fr);
 
     float fd[3];
     dataTerm(v.moving, v.fixed, x, y, z, v.u(0, z, y, x), v.u(1, z, y, x), v.u(2, z, y, x), acc,
@@ -70,14 +86,7 @@ struct ForceKernel<RegistrationVariant::Naive, Exec> {
   using Mem = typename Exec::memory_space;
 
   static ForceLaunchInfo info(Exec const&, Extents const& e, ForceTile const&) {
-    ForceLaunchInfo i;
-    i.variant = RegistrationVariant::Naive;
-    i.tileX = i.tileY = i.chunk = 1;
-    i.teamSize = 0;
-    i.scratchBytes = 0;
-    i.scratchMax = kx::scratchSizeMax<Kokkos::TeamPolicy<Exec>>(0);
-    i.teams = e.voxels();
-    return i;
+    return voxelLaunchInfo<Exec>(RegistrationVariant::Naive, e);
   }
 
   static EnergySums launch(Exec const& exec, ForceViews<Mem> const& views, Extents const& e,

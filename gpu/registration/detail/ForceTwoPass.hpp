@@ -3,7 +3,7 @@
 //     Phi'(J) cof(I - G) (regStress) written to the 9-component stress field, Phi(J) and J added to
 //     the reduction. One logarithm and one division per voxel instead of seven.
 //   Pass 2 (the same policy): f_reg from W at the voxel and its in-range neighbours read back from the
-//     stress field (adjointCentral, the axes and terms in Naive's order), the data term as Naive's,
+//     stress field (regulariserAt, Naive's assembly), the data term as Naive's,
 //     f = f_data + lambda f_reg, 1/2 (T - R)^2 added to the reduction.
 // The same per-voxel arithmetic as Naive (the same W, summed in the same order): the same f. The price
 // is the stress field, 36 B per voxel (ForceViews::stress; allocated for the call when not given).
@@ -44,32 +44,17 @@ struct DivergencePassFunctor {
   Extents e;
   float lambda;
 
-  // Column `col` of W at (x, y, z): entries 3 c + col, c = 0..2.
-  KOKKOS_INLINE_FUNCTION void column(int col, int x, int y, int z, float* out) const {
-    for (int c = 0; c < 3; ++c) out[c] = w(3 * c + col, z, y, x);
-  }
-
   KOKKOS_INLINE_FUNCTION void operator()(const int i, EnergySums& acc) const {
     int x, y, z;
     voxelOf(i, e, x, y, z);
+    float wc[9];
+    for (int k = 0; k < 9; ++k) wc[k] = w(k, z, y, x);
     float fr[3] = {0.0f, 0.0f, 0.0f};
-    float wc[3], wm[3], wp[3];
-    // Along x, y, z (columns 0, 1, 2 of W), out-of-range neighbours as zero (as Naive).
-    column(0, x, y, z, wc);
-    for (int c = 0; c < 3; ++c) wm[c] = wp[c] = 0.0f;
-    if (x > 0) column(0, x - 1, y, z, wm);
-    if (x < e.nx - 1) column(0, x + 1, y, z, wp);
-    for (int c = 0; c < 3; ++c) fr[c] += adjointCentral(wm[c], wc[c], wp[c], x, e.nx);
-    column(1, x, y, z, wc);
-    for (int c = 0; c < 3; ++c) wm[c] = wp[c] = 0.0f;
-    if (y > 0) column(1, x, y - 1, z, wm);
-    if (y < e.ny - 1) column(1, x, y + 1, z, wp);
-    for (int c = 0; c < 3; ++c) fr[c] += adjointCentral(wm[c], wc[c], wp[c], y, e.ny);
-    column(2, x, y, z, wc);
-    for (int c = 0; c < 3; ++c) wm[c] = wp[c] = 0.0f;
-    if (z > 0) column(2, x, y, z - 1, wm);
-    if (z < e.nz - 1) column(2, x, y, z + 1, wp);
-    for (int c = 0; c < 3; ++c) fr[c] += adjointCentral(wm[c], wc[c], wp[c], z, e.nz);
+    // The neighbours' stresses read back: column j, entries 3 c + j.
+    regulariserAt(x, y, z, e, wc, [&](int j, int step, float* out) {
+      const int xx = x + (j == 0 ? step : 0), yy = y + (j == 1 ? step : 0), zz = z + (j == 2 ? step : 0);
+      for (int c = 0; c < 3; ++c) out[c] = w(3 * c + j, zz, yy, xx);
+    }, fr);
 
     float fd[3];
     dataTerm(v.moving, v.fixed, x, y, z, v.u(0, z, y, x), v.u(1, z, y, x), v.u(2, z, y, x), acc, fd);
@@ -82,14 +67,7 @@ struct ForceKernel<RegistrationVariant::TwoPass, Exec> {
   using Mem = typename Exec::memory_space;
 
   static ForceLaunchInfo info(Exec const&, Extents const& e, ForceTile const&) {
-    ForceLaunchInfo i;
-    i.variant = RegistrationVariant::TwoPass;
-    i.tileX = i.tileY = i.chunk = 1;
-    i.teamSize = 0;
-    i.scratchBytes = 0;
-    i.scratchMax = kx::scratchSizeMax<Kokkos::TeamPolicy<Exec>>(0);
-    i.teams = e.voxels();
-    return i;
+    return voxelLaunchInfo<Exec>(RegistrationVariant::TwoPass, e);
   }
 
   static EnergySums launch(Exec const& exec, ForceViews<Mem> const& views, Extents const& e, float lambda,
