@@ -486,6 +486,43 @@ BOOST_AUTO_TEST_CASE_TEMPLATE(smoothing_fixed_radius_kernels_equal_run_time_loop
     }
 }
 
+// The iteration's fused velocity and rate (x-y pass, then the z pass and the rate in one kernel, v never
+// stored) give the bits of the smoothing followed by the rate kernel, with the rate written over the force
+// as FluidRegistration::run does; radius 9 (sigma 3) exercises the unfused fallback. Runs of 16 along z:
+// one field of 37 planes (two whole runs and a partial one).
+BOOST_AUTO_TEST_CASE_TEMPLATE(smooth_rate_fused_equals_smoothing_then_rate, Space, test::ExecutionSpaces) {
+  using Mem = typename Space::memory_space;
+  using CF = gpu::ConstField<Mem>;
+  Space exec;
+  std::vector<std::pair<HostField, HostField>> cases;  // (u, force)
+  for (auto const& p : problems()) cases.emplace_back(p.u, smoothField(p.u.geometry, 41, 2.0, 0.1));
+  const Geometry deep = Geometry::make3D(21, 9, 37);
+  cases.emplace_back(smoothField(deep, 42, 0.8, 0.0), smoothField(deep, 43, 2.0, -0.2));
+  for (auto const& [u, f] : cases)
+    for (float sigma : {0.3f, 1.0f, 2.0f, 2.6f, 3.0f}) {
+      const Geometry& g = u.geometry;
+      BOOST_TEST_CONTEXT(Space::name() << " " << g.nx() << "x" << g.ny() << "x" << g.nz() << " sigma " << sigma) {
+        const ri::GaussianTaps taps = ri::gaussianTaps(sigma);
+        const ri::Extents e{int(g.nx()), int(g.ny()), int(g.nz())};
+        const auto du = toDevice<Space>(u);
+        const auto df = toDevice<Space>(f);
+        auto v = poisonedField<Space>(g), tmp = poisonedField<Space>(g), rate = poisonedField<Space>(g);
+        ri::smooth(exec, CF(df), v, tmp, taps);
+        const double mSeparate = ri::rate(exec, CF(du), CF(v), rate, e);
+        auto fused = toDevice<Space>(f);  // the rate written over the force
+        auto v2 = poisonedField<Space>(g), tmp2 = poisonedField<Space>(g);
+        const double mFused = ri::smoothRate(exec, CF(fused), CF(du), v2, fused, tmp2, taps, e);
+        const HostField a = test::toHost<HostField>(rate, g), b = test::toHost<HostField>(fused, g);
+        std::size_t differing = 0;
+        for (std::size_t i = 0; i < a.data.size(); ++i)
+          if (std::memcmp(a.data.data() + i, b.data.data() + i, sizeof(float)) != 0) ++differing;
+        BOOST_TEST(differing == 0u);
+        BOOST_TEST(mFused == mSeparate);
+        BOOST_TEST(mFused > 0.0);
+      }
+    }
+}
+
 BOOST_AUTO_TEST_CASE_TEMPLATE(rate_matches_reference, Space, test::ExecutionSpaces) {
   using Mem = typename Space::memory_space;
   Space exec;

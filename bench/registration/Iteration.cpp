@@ -1,5 +1,5 @@
-// Registration benchmark, Fig 2a/2b: one accepted iteration's kernel sequence (force + smoothing +
-// rate/max + update) and its split, FluidRegistration::run for a fixed number of iterations, the
+// Registration benchmark, Fig 2a/2b: one accepted iteration's kernel sequence (force + smoothing,
+// rate and max + update) and its split (default force variant and TwoPass), FluidRegistration::run for a fixed number of iterations, the
 // CPU reference at 1 thread and all threads, speedups, GB/s, and the PyTorch peer.
 #include "bench/registration/RegistrationBench.hpp"
 
@@ -9,6 +9,7 @@
 #include <cmath>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "core/Timing.hpp"
 #include "reference_cpu/Registration.hpp"
@@ -22,7 +23,7 @@ namespace {
 
 // Fig 2a/2b at n^3 (`label`): a row of the table (Markdown, `fig2`) and of the split (`split`).
 void fig2Size(Context& ctx, Index n, std::string const& label, int allThreads, nlohmann::json& fig2,
-              std::ostringstream& split, double& seq240) {
+              std::ostringstream& split, nlohmann::json& splits, double& seq240) {
   BenchOptions const& opt = ctx.opt;
   BenchReport& rep = ctx.rep;
   Exec& exec = ctx.exec;
@@ -40,31 +41,40 @@ void fig2Size(Context& ctx, Index n, std::string const& label, int allThreads, n
   RegistrationParams p;
   p.lambda = kLambda;
   p.sigma = kSigma;
-  const ri::ForceLaunchInfo info = ri::forceLaunchInfo(exec, d.e, p.variant);
-  const ri::ForceViews<Mem> views = forceViews(d, p.variant);
-  // One accepted iteration's kernel sequence.
-  auto seq = [&] {
-    ri::computeForce(exec, views, d.e, p.lambda, info);
-    gpu::gaussianSmooth(exec, gpu::ConstField<Mem>(d.f), d.v, d.tmp, p.sigma);
-    const double m = gpu::updateRate(exec, gpu::ConstField<Mem>(d.u), gpu::ConstField<Mem>(d.v), d.f);
-    gpu::applyUpdate(exec, gpu::ConstField<Mem>(d.u), gpu::ConstField<Mem>(d.f), float(0.5 / m), d.u2);
-  };
-  TimingStats ts = timeMedian(seq, [&] { exec.fence(); }, warm, reps);
-  ++rep.measured;
-  if (n == 240) seq240 = ts.medianMs;
-  // The split of the sequence: force, smoothing (3 passes x 3 components), rate + max + update.
+  const ri::GaussianTaps taps = ri::gaussianTaps(p.sigma);
+  using CF = gpu::ConstField<Mem>;
   auto fence = [&] { exec.fence(); };
-  const TimingStats tForce = timeMedian(
-      [&] { ri::computeForce(exec, views, d.e, p.lambda, info); },
-      fence, warm, reps);
-  const TimingStats tSmooth =
-      timeMedian([&] { gpu::gaussianSmooth(exec, gpu::ConstField<Mem>(d.f), d.v, d.tmp, p.sigma); }, fence, warm, reps);
-  const TimingStats tUpdate = timeMedian(
-      [&] {
-        const double m = gpu::updateRate(exec, gpu::ConstField<Mem>(d.u), gpu::ConstField<Mem>(d.v), d.tmp);
-        gpu::applyUpdate(exec, gpu::ConstField<Mem>(d.u), gpu::ConstField<Mem>(d.tmp), float(0.5 / m), d.u2);
-      },
-      fence, warm, reps);
+  // One accepted iteration's kernel sequence, as FluidRegistration::run makes it (the rate into the
+  // force's buffer), with the default force variant, then with TwoPass (it trades 36 B per voxel of
+  // memory for one stress evaluation per voxel).
+  std::vector<RegistrationVariant> forces = {p.variant};
+  if (p.variant != RegistrationVariant::TwoPass) forces.push_back(RegistrationVariant::TwoPass);
+  TimingStats ts;
+  for (RegistrationVariant fv : forces) {
+    const ri::ForceLaunchInfo info = ri::forceLaunchInfo(exec, d.e, fv);
+    const ri::ForceViews<Mem> views = forceViews(d, fv);
+    auto seq = [&] {
+      ri::computeForce(exec, views, d.e, p.lambda, info);
+      const double m = ri::smoothRate(exec, CF(d.f), CF(d.u), d.v, d.f, d.tmp, taps, d.e);
+      gpu::applyUpdate(exec, CF(d.u), CF(d.f), float(0.5 / m), d.u2);
+    };
+    const TimingStats tSeq = timeMedian(seq, fence, warm, reps);
+    ++rep.measured;
+    // The split: force; smoothing + rate + max (x-y pass, then z pass and rate in one kernel); update.
+    const TimingStats tForce = timeMedian([&] { ri::computeForce(exec, views, d.e, p.lambda, info); }, fence, warm, reps);
+    const TimingStats tSmoothRate =
+        timeMedian([&] { ri::smoothRate(exec, CF(d.f), CF(d.u), d.v, d.u2, d.tmp, taps, d.e); }, fence, warm, reps);
+    const TimingStats tUpdate =
+        timeMedian([&] { gpu::applyUpdate(exec, CF(d.u), CF(d.u2), 0.25f, d.tmp); }, fence, warm, reps);
+    split << "| " << n << "^3 | " << toString(fv) << " | " << fixedDecimals(tForce.medianMs) << " | "
+          << fixedDecimals(tSmoothRate.medianMs) << " (radius " << smoothingRadius(p.sigma) << ") | "
+          << fixedDecimals(tUpdate.medianMs) << " | " << fixedDecimals(tSeq.medianMs) << " |\n";
+    splits.push_back({{"size", n}, {"variant", toString(fv)}, {"force_ms", tForce.medianMs},
+                      {"smooth_rate_ms", tSmoothRate.medianMs}, {"update_ms", tUpdate.medianMs},
+                      {"sequence_ms", tSeq.medianMs}, {"sequence_reps", tSeq.repetitions}});
+    if (fv == p.variant) ts = tSeq;
+  }
+  if (n == 240) seq240 = ts.medianMs;
   // Whole run.
   const int its = opt.tiny ? 5 : 50;
   RegistrationParams pr = p;
@@ -110,12 +120,7 @@ void fig2Size(Context& ctx, Index n, std::string const& label, int allThreads, n
      << " | " << fixedDecimals(runMs) << " | " << rr.iterations << " | " << fixedDecimals(cpu1.first, 0) << " | "
      << fixedDecimals(cpuAll.first, 0) << " | " << fixedDecimals(cpu1.first / runMs, 0) << " | " << fixedDecimals(cpuAll.first / runMs, 1)
      << " | " << fixedDecimals(torchMs) << " |\n";
-  split << "| " << n << "^3 | " << fixedDecimals(tForce.medianMs) << " | " << fixedDecimals(tSmooth.medianMs) << " (radius "
-        << smoothingRadius(p.sigma) << ") | " << fixedDecimals(tUpdate.medianMs) << " | " << fixedDecimals(ts.medianMs) << " |\n";
   fig2.push_back({{"size", n},
-                  {"force_ms", tForce.medianMs},
-                  {"smooth_ms", tSmooth.medianMs},
-                  {"rate_update_ms", tUpdate.medianMs},
                   {"sequence_ms", ts.medianMs},
                   {"sequence_reps", ts.repetitions},
                   {"GBs", gbs},
@@ -147,16 +152,19 @@ double runIteration(Context& ctx) {
      << "|---|---|---|---|---|---|---|---|---|---|---|\n";
   nlohmann::json fig2 = nlohmann::json::array();
   std::ostringstream split;
-  split << "\nSplit of the sequence (each part timed alone, median ms):\n\n| size | force | smoothing | rate + max + "
-           "update | sequence |\n|---|---|---|---|---|\n";
+  nlohmann::json splits = nlohmann::json::array();
+  split << "\nSplit of the sequence (each part timed alone, median ms), with the default force variant and with "
+           "TwoPass:\n\n| size | force variant | force | smoothing + rate + max | update | sequence |\n"
+           "|---|---|---|---|---|---|\n";
   const int allThreads = omp_get_max_threads();
   double seq240 = NAN;
   for (Index n : iterSizes) {
     const std::string label = "Fig2 " + std::to_string(n) + "^3";
     if (!selected(opt.only, label)) continue;
-    fig2Size(ctx, n, label, allThreads, fig2, split, seq240);
+    fig2Size(ctx, n, label, allThreads, fig2, split, splits, seq240);
   }
   ctx.j["fig2"] = fig2;
+  ctx.j["fig2_split"] = splits;
   md << split.str();
   return seq240;
 }

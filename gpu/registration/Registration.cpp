@@ -149,8 +149,9 @@ FluidRegistration<Exec>::FluidRegistration(Exec const& exec, Geometry const& gri
 }
 
 // The spec's iteration with four work fields and no copies per iteration:
-//   F (force at the current u; after smoothing reused as the rate), T (force at the candidate),
-//   v_ (smoothed force), cand (candidate u).
+//   F (force at the current u; after smoothing reused as the rate), T (force at the candidate; the
+//   smoothing's temporary before), v_ (smoothed force, where the smoothing's radius has no fused
+//   z-and-rate kernel), cand (candidate u).
 // An accepted candidate swaps the handles (cur <-> cand, F <-> T): its force, already computed
 // for the acceptance test, is the next iteration's force. The result is copied into the
 // caller's `u` at the end when the last accepted field lives in the candidate buffer.
@@ -188,8 +189,7 @@ RegistrationResult FluidRegistration<Exec>::run(ConstImageView<memory_space> mov
   int streak = 0;
   bool stopped = false;
   for (int it = 1; it <= params_.iterations && !stopped; ++it) {
-    ri::smooth(exec_, ConstField<memory_space>(F), v_, T, taps);
-    const double m = ri::rate(exec_, cur, v_, F, e);  // F now holds the rate
+    const double m = ri::smoothRate(exec_, ConstField<memory_space>(F), cur, v_, F, T, taps, e);  // F now holds the rate
     if (!std::isfinite(m))
       throw std::runtime_error("registration: the update rate is not finite at iteration " +
                                std::to_string(it) + " (force overflow near a nearly folded voxel)");

@@ -80,10 +80,9 @@ struct ForceKernel<RegistrationVariant::TwoPass, Exec> {
                      kStressComponents, e.nz, e.ny, e.nx);
     const int n = static_cast<int>(e.voxels());
     EnergySums reg, data;
-    Kokkos::parallel_reduce("kortex::Registration::TwoPass::stress", Kokkos::RangePolicy<Exec, Kokkos::IndexType<int>>(exec, 0, n),
-                            StressPassFunctor<Mem>{views.u, w, e}, reg);
-    Kokkos::parallel_reduce("kortex::Registration::TwoPass::force", Kokkos::RangePolicy<Exec, Kokkos::IndexType<int>>(exec, 0, n),
-                            DivergencePassFunctor<Mem>{views, w, e, lambda}, data);
+    // In index order (gpu/detail/Common.hpp): both passes read z neighbours.
+    reduceVoxels("kortex::Registration::TwoPass::stress", exec, n, StressPassFunctor<Mem>{views.u, w, e}, reg);
+    reduceVoxels("kortex::Registration::TwoPass::force", exec, n, DivergencePassFunctor<Mem>{views, w, e, lambda}, data);
     EnergySums s = reg;
     s.data = data.data;
     return s;

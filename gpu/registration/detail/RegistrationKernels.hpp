@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <limits>
 #include <string>
+#include <type_traits>
 
 #include "core/Boundary.hpp"
 #include "core/Compat.hpp"
@@ -664,16 +665,20 @@ struct FixedTaps {
 
 // x and y passes in one kernel: a team owns a tile of kSmoothTileXY_X x kSmoothTileXY_Y outputs of one
 // (component, z) plane. It loads the tile grown by R on every side into scratch (zero outside the grid,
-// coalesced rows), x-smooths every row of it into a second buffer (one output per thread, the taps in
-// order), then y-smooths as runs of kSmoothRun outputs per thread (as SmoothZRunFixedFunctor along z), writing
-// coalesced rows. The same terms in the same order as the separate passes: the same bits, and one read
-// and one write of the field fewer. Scratch rows have an odd pitch.
+// coalesced rows, indices within the plane), x-smooths every row of it into a second buffer
+// (kSmoothXRun consecutive outputs per thread from kSmoothXRun + 2R values read once into registers, the
+// taps in order), then y-smooths as runs of kSmoothRun outputs per thread (as SmoothZRunFixedFunctor along
+// z), writing coalesced rows. The same terms in the same order as the separate passes: the same bits, and
+// one read and one write of the field fewer. Scratch rows have odd pitches: a warp's x runs (8 per row,
+// 4 rows) then fall on 32 distinct banks.
 inline constexpr int kSmoothTileXY_X = 32;
 inline constexpr int kSmoothTileXY_Y = 64;  // 32 x 64 / kSmoothRun = 128 y-runs: one per thread of a 128-team
+inline constexpr int kSmoothXRun = 4;       // x outputs per thread: 4 + 2R scratch reads instead of 4 (2R + 1)
 
 template <int R, class Exec>
 struct SmoothXYFixedFunctor {
   static_assert(kSmoothTileXY_Y % kSmoothRun == 0, "whole runs per tile column");
+  static_assert(kSmoothTileXY_X % kSmoothXRun == 0, "whole x runs per tile row");
   using Mem = typename Exec::memory_space;
   using member_type = typename Kokkos::TeamPolicy<Exec>::member_type;
   using scratch_view = Kokkos::View<float*, typename Exec::scratch_memory_space, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
@@ -699,20 +704,30 @@ struct SmoothXYFixedFunctor {
     const int y0 = (t % tilesY) * TY;
     t /= tilesY;
     const int z = t % e.nz, c = t / e.nz;
+    // The plane's samples by 32-bit offsets (smoothFixed checks that a plane has fewer than 2^31).
+    const float* const plane = &in(c, z, 0, 0);
+    const int rowStride = static_cast<int>(in.stride(2));
     Kokkos::parallel_for(Kokkos::TeamThreadRange(team, LH * LW), [&](const int i) {
       const int ly = i / LW, lx = i - ly * LW;
       const int y = y0 - R + ly, x = x0 - R + lx;
-      L(ly * LP + lx) = (y >= 0 && y < e.ny && x >= 0 && x < e.nx) ? in(c, z, y, x) : 0.0f;
+      L(ly * LP + lx) = (y >= 0 && y < e.ny && x >= 0 && x < e.nx) ? plane[y * rowStride + x] : 0.0f;
     });
     team.team_barrier();
     const FixedTaps<R> w(taps);
-    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, LH * TX), [&](const int i) {
-      const int ly = i / TX, lx = i - ly * TX;
-      const float* const row = &L(ly * LP + lx);  // taps of output lx: row[0 .. 2R]
-      float s = 0.0f;
+    constexpr int XR = kSmoothXRun, runsPerRow = TX / XR;
+    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, LH * runsPerRow), [&](const int i) {
+      const int ly = i / runsPerRow, lx = (i - ly * runsPerRow) * XR;
+      const float* const row = &L(ly * LP + lx);  // output lx + m has taps row[m .. m + 2R]
+      float v[XR + 2 * R];
       KORTEX_UNROLL
-      for (int k = -R; k <= R; ++k) s += w(k) * row[k + R];
-      X(ly * XP + lx) = s;
+      for (int j = 0; j < XR + 2 * R; ++j) v[j] = row[j];
+      KORTEX_UNROLL
+      for (int m = 0; m < XR; ++m) {
+        float s = 0.0f;
+        KORTEX_UNROLL
+        for (int k = -R; k <= R; ++k) s += w(k) * v[m + k + R];
+        X(ly * XP + lx + m) = s;
+      }
     });
     team.team_barrier();
     Kokkos::parallel_for(Kokkos::TeamThreadRange(team, TX * (TY / kSmoothRun)), [&](const int i) {
@@ -738,6 +753,25 @@ struct SmoothXYFixedFunctor {
   }
 };
 
+// z sums of one run: s[m] = sum_k w(k) in(a0 + m + k) for m < kSmoothRun, k = -R..R in order (0 outside
+// [0, nz)), from the column at `src` with plane stride `si`; each input read once.
+template <int R>
+KOKKOS_INLINE_FUNCTION void zRunSums(const float* src, std::ptrdiff_t si, int a0, int nz, FixedTaps<R> const& w,
+                                     float* s) {
+  KORTEX_UNROLL
+  for (int m = 0; m < kSmoothRun; ++m) s[m] = 0.0f;
+  KORTEX_UNROLL
+  for (int j = 0; j < kSmoothRun + 2 * R; ++j) {
+    const int a = a0 - R + j;
+    const float v = (a >= 0 && a < nz) ? readOnly(src + a * si) : 0.0f;
+    KORTEX_UNROLL
+    for (int m = 0; m < kSmoothRun; ++m) {
+      const int k = j - m - R;  // output a0 + m's tap; its terms arrive in increasing k
+      if (k >= -R && k <= R) s[m] += w(k) * v;
+    }
+  }
+}
+
 // z pass: one thread per kSmoothRun consecutive outputs along z at one (c, y, x); consecutive threads
 // own consecutive x (coalesced loads and stores).
 template <int R, class Exec>
@@ -756,24 +790,10 @@ struct SmoothZRunFixedFunctor {
     t /= runs;
     const int y = t % e.ny;
     const int c = t / e.ny;
-    const std::ptrdiff_t si = static_cast<std::ptrdiff_t>(in.stride(1));
-    const std::ptrdiff_t so = static_cast<std::ptrdiff_t>(out.stride(1));
-    const float* const src = &in(c, 0, y, x);
-    float* const dst = &out(c, 0, y, x);
-    const FixedTaps<R> w(taps);
     float s[kSmoothRun];
-    KORTEX_UNROLL
-    for (int m = 0; m < kSmoothRun; ++m) s[m] = 0.0f;
-    KORTEX_UNROLL
-    for (int j = 0; j < kSmoothRun + 2 * R; ++j) {
-      const int a = a0 - R + j;
-      const float v = (a >= 0 && a < e.nz) ? readOnly(src + a * si) : 0.0f;
-      KORTEX_UNROLL
-      for (int m = 0; m < kSmoothRun; ++m) {
-        const int k = j - m - R;  // output a0 + m's tap; its terms arrive in increasing k
-        if (k >= -R && k <= R) s[m] += w(k) * v;
-      }
-    }
+    zRunSums<R>(&in(c, 0, y, x), static_cast<std::ptrdiff_t>(in.stride(1)), a0, e.nz, FixedTaps<R>(taps), s);
+    float* const dst = &out(c, 0, y, x);
+    const std::ptrdiff_t so = static_cast<std::ptrdiff_t>(out.stride(1));
     KORTEX_UNROLL
     for (int m = 0; m < kSmoothRun; ++m)
       if (a0 + m < e.nz) dst[(a0 + m) * so] = s[m];
@@ -791,14 +811,15 @@ void smoothZRunsFixed(Exec const& exec, ConstField<typename Exec::memory_space> 
                        SmoothZRunFixedFunctor<R, Exec>{in, out, taps, e, runs});
 }
 
-// in -> tmp (x and y in one kernel), tmp -> out (z). False, nothing run, when the backend's team scratch
-// cannot hold the x-y tile (the caller then runs the run-time-radius kernels).
+// in -> tmp, the x and y passes in one kernel. False, nothing run, when the backend's team scratch cannot
+// hold the x-y tile or a plane needs 64-bit offsets (the caller then runs the run-time-radius kernels).
 template <int R, class Exec>
-bool smoothFixed(Exec const& exec, ConstField<typename Exec::memory_space> in, Field<typename Exec::memory_space> out,
-                 Field<typename Exec::memory_space> tmp, GaussianTaps const& taps, Extents const& e) {
+bool smoothXYFixed(Exec const& exec, ConstField<typename Exec::memory_space> in, Field<typename Exec::memory_space> tmp,
+                   GaussianTaps const& taps, Extents const& e) {
   using F = SmoothXYFixedFunctor<R, Exec>;
   using Policy = Kokkos::TeamPolicy<Exec>;
   if (F::scratchBytes() > kx::scratchSizeMax<Policy>(0)) return false;
+  if (static_cast<std::int64_t>(e.ny) * static_cast<std::int64_t>(in.stride(2)) > INT_MAX) return false;
   const int tilesX = (e.nx + F::TX - 1) / F::TX, tilesY = (e.ny + F::TY - 1) / F::TY;
   const std::int64_t league = static_cast<std::int64_t>(in.extent(0)) * e.nz * tilesY * tilesX;
   if (league > INT_MAX) throw InvalidArgument("registration smoothing: too many tiles for one launch");
@@ -810,8 +831,34 @@ bool smoothFixed(Exec const& exec, ConstField<typename Exec::memory_space> in, F
   }();
   Kokkos::parallel_for("kortex::Registration::smooth::xy", policy.set_scratch_size(0, Kokkos::PerTeam(F::scratchBytes())),
                        F{in, tmp, taps, e, tilesX, tilesY});
+  return true;
+}
+
+// in -> tmp (x and y), tmp -> out (z); false as smoothXYFixed.
+template <int R, class Exec>
+bool smoothFixed(Exec const& exec, ConstField<typename Exec::memory_space> in, Field<typename Exec::memory_space> out,
+                 Field<typename Exec::memory_space> tmp, GaussianTaps const& taps, Extents const& e) {
+  if (!smoothXYFixed<R>(exec, in, tmp, taps, e)) return false;
   smoothZRunsFixed<R>(exec, ConstField<typename Exec::memory_space>(tmp), out, taps, e);
   return true;
+}
+
+// Calls run(std::integral_constant<int, R>{}) for the compile-time radius R == radius (1..kMaxFixedSmoothRadius)
+// and returns what it returns (whether it ran); false for other radii.
+template <class Run>
+bool withFixedRadius(int radius, Run&& run) {
+  static_assert(kMaxFixedSmoothRadius == 8, "update the radius switch");
+  switch (radius) {
+    case 1: return run(std::integral_constant<int, 1>{});
+    case 2: return run(std::integral_constant<int, 2>{});
+    case 3: return run(std::integral_constant<int, 3>{});
+    case 4: return run(std::integral_constant<int, 4>{});
+    case 5: return run(std::integral_constant<int, 5>{});
+    case 6: return run(std::integral_constant<int, 6>{});
+    case 7: return run(std::integral_constant<int, 7>{});
+    case 8: return run(std::integral_constant<int, 8>{});
+    default: return false;
+  }
 }
 
 // The result in `out`, `tmp` overwritten. Radius <= kMaxFixedSmoothRadius: smoothFixed; else (or with
@@ -833,22 +880,10 @@ void smooth(Exec const& exec, ConstField<typename Exec::memory_space> in,
     else
       return Kokkos::TeamPolicy<Exec>(exec, static_cast<int>(rows), teamSize);
   }();
-  static_assert(kMaxFixedSmoothRadius == 8, "update the radius switch");
-  if (!runTimeRadius) {
-    bool done = false;
-    switch (taps.radius) {
-      case 1: done = smoothFixed<1>(exec, in, out, tmp, taps, e); break;
-      case 2: done = smoothFixed<2>(exec, in, out, tmp, taps, e); break;
-      case 3: done = smoothFixed<3>(exec, in, out, tmp, taps, e); break;
-      case 4: done = smoothFixed<4>(exec, in, out, tmp, taps, e); break;
-      case 5: done = smoothFixed<5>(exec, in, out, tmp, taps, e); break;
-      case 6: done = smoothFixed<6>(exec, in, out, tmp, taps, e); break;
-      case 7: done = smoothFixed<7>(exec, in, out, tmp, taps, e); break;
-      case 8: done = smoothFixed<8>(exec, in, out, tmp, taps, e); break;
-      default: break;
-    }
-    if (done) return;
-  }
+  if (!runTimeRadius && withFixedRadius(taps.radius, [&](auto radius) {
+        return smoothFixed<decltype(radius)::value>(exec, in, out, tmp, taps, e);
+      }))
+    return;
   Kokkos::parallel_for("kortex::Registration::smooth::x", policy, SmoothFunctor<0, Exec>{in, out, taps, e});
   smoothTiled<1>(exec, ConstField<typename Exec::memory_space>(out), tmp, taps, e);
   smoothTiled<2>(exec, ConstField<typename Exec::memory_space>(tmp), out, taps, e);
@@ -857,6 +892,39 @@ void smooth(Exec const& exec, ConstField<typename Exec::memory_space> in,
 // ---- rate, update, Jacobian
 // ------------------------------------------------------------------
 
+// rate = v - H v at one voxel (upwind, core/Registration.hpp) from its velocity vv, written to `rate`;
+// returns the voxel's step norm. Only the neighbour the upwind rule uses is read (backward for v_j > 0,
+// else forward; v_j == 0 gives 0 whichever): regUpwind gets it as both neighbours, 3 reads per
+// component instead of 6.
+template <class UView, class RView>
+KOKKOS_INLINE_FUNCTION float rateAt(UView const& u, RView const& rate, Extents const& e, int x, int y, int z,
+                                    const float* vv) {
+  const int xn = clampIndex(vv[0] > 0.0f ? x - 1 : x + 1, e.nx);
+  const int yn = clampIndex(vv[1] > 0.0f ? y - 1 : y + 1, e.ny);
+  const int zn = clampIndex(vv[2] > 0.0f ? z - 1 : z + 1, e.nz);
+  float h[9];
+  for (int c = 0; c < 3; ++c) {
+    const float u0 = u(c, z, y, x), ux = u(c, z, y, xn), uy = u(c, z, yn, x), uz = u(c, zn, y, x);
+    h[3 * c + 0] = regUpwind(vv[0], ux, u0, ux);
+    h[3 * c + 1] = regUpwind(vv[1], uy, u0, uy);
+    h[3 * c + 2] = regUpwind(vv[2], uz, u0, uz);
+  }
+  float r[3];
+  regRate(h, vv, r);
+  rate(0, z, y, x) = r[0];
+  rate(1, z, y, x) = r[1];
+  rate(2, z, y, x) = r[2];
+  return regStepNorm(r, vv);
+}
+
+// The step norms' maximum as a reduction (value_type, init, join).
+#define KORTEX_REGISTRATION_MAX_REDUCER                                                                  \
+  using value_type = float;                                                                             \
+  KOKKOS_INLINE_FUNCTION void init(float& m) const { m = Kokkos::reduction_identity<float>::max(); }   \
+  KOKKOS_INLINE_FUNCTION void join(KORTEX_JOIN_VOLATILE float& dst, const KORTEX_JOIN_VOLATILE float& src) const { \
+    if (src > dst) dst = src;                                                                           \
+  }
+
 template <class Mem, class I>
 struct RateFunctor {
   RandomField<Mem> u;
@@ -864,26 +932,13 @@ struct RateFunctor {
   Field<Mem> rate;
   Extents e;
 
+  KORTEX_REGISTRATION_MAX_REDUCER
+
   KOKKOS_INLINE_FUNCTION void operator()(I i, float& mx) const {
     int x, y, z;
     voxelOf(i, e, x, y, z);
     const float vv[3] = {v(0, z, y, x), v(1, z, y, x), v(2, z, y, x)};
-    const int xm = clampIndex(x - 1, e.nx), xp = clampIndex(x + 1, e.nx);
-    const int ym = clampIndex(y - 1, e.ny), yp = clampIndex(y + 1, e.ny);
-    const int zm = clampIndex(z - 1, e.nz), zp = clampIndex(z + 1, e.nz);
-    float h[9];
-    for (int c = 0; c < 3; ++c) {
-      const float u0 = u(c, z, y, x);
-      h[3 * c + 0] = regUpwind(vv[0], u(c, z, y, xm), u0, u(c, z, y, xp));
-      h[3 * c + 1] = regUpwind(vv[1], u(c, z, ym, x), u0, u(c, z, yp, x));
-      h[3 * c + 2] = regUpwind(vv[2], u(c, zm, y, x), u0, u(c, zp, y, x));
-    }
-    float r[3];
-    regRate(h, vv, r);
-    rate(0, z, y, x) = r[0];
-    rate(1, z, y, x) = r[1];
-    rate(2, z, y, x) = r[2];
-    const float norm = regStepNorm(r, vv);
+    const float norm = rateAt(u, rate, e, x, y, z, vv);
     if (norm > mx) mx = norm;
   }
 };
@@ -894,16 +949,83 @@ double rate(Exec const& exec, ConstField<typename Exec::memory_space> u,
             ConstField<typename Exec::memory_space> v, Field<typename Exec::memory_space> r,
             Extents const& e) {
   using Mem = typename Exec::memory_space;
-  float mx = 0.0f;  // the max of the same per-voxel norms whatever the index type: the same result
+  float mx = 0.0f;  // the max of the same per-voxel norms whatever the index type or order: the same result
   if (e.voxels() <= INT_MAX)
-    Kokkos::parallel_reduce("kortex::Registration::rate",
-                            Kokkos::RangePolicy<Exec, Kokkos::IndexType<int>>(exec, 0, static_cast<int>(e.voxels())),
-                            RateFunctor<Mem, int>{u, v, r, e}, Kokkos::Max<float>(mx));
+    reduceVoxels("kortex::Registration::rate", exec, static_cast<int>(e.voxels()), RateFunctor<Mem, int>{u, v, r, e}, mx);
   else
     Kokkos::parallel_reduce("kortex::Registration::rate",
                             Kokkos::RangePolicy<Exec, Kokkos::IndexType<std::int64_t>>(exec, 0, e.voxels()),
-                            RateFunctor<Mem, std::int64_t>{u, v, r, e}, Kokkos::Max<float>(mx));
+                            RateFunctor<Mem, std::int64_t>{u, v, r, e}, mx);
   return static_cast<double>(mx);
+}
+
+// The smoothing's z pass and the rate in one kernel (radius 1..kMaxFixedSmoothRadius): one thread per
+// run of kSmoothRun voxels along z at one (y, x), the three components' z sums of the x-y smoothed force
+// (zRunSums: v exactly as SmoothZRunFixedFunctor writes it), then the rate at each voxel of the run
+// (rateAt) and the max of their step norms. v is never stored: one write and one read of the field
+// fewer than the two kernels. Consecutive threads own consecutive x.
+template <int R, class Exec>
+struct SmoothZRateFixedFunctor {
+  using Mem = typename Exec::memory_space;
+  KORTEX_REGISTRATION_MAX_REDUCER
+  ConstField<Mem> in;  // the force smoothed along x and y
+  RandomField<Mem> u;
+  Field<Mem> rate;
+  GaussianTaps taps;
+  Extents e;
+  int runs = 1;  // runs per column
+
+  KOKKOS_INLINE_FUNCTION void operator()(const int i, float& mx) const {
+    const int x = i % e.nx;
+    const int t = i / e.nx;
+    const int a0 = (t % runs) * kSmoothRun;
+    const int y = t / runs;
+    const FixedTaps<R> w(taps);
+    const std::ptrdiff_t si = static_cast<std::ptrdiff_t>(in.stride(1));
+    float s[3][kSmoothRun];
+    KORTEX_UNROLL
+    for (int c = 0; c < 3; ++c) zRunSums<R>(&in(c, 0, y, x), si, a0, e.nz, w, s[c]);
+    KORTEX_UNROLL
+    for (int m = 0; m < kSmoothRun; ++m) {
+      if (a0 + m >= e.nz) break;
+      const float vv[3] = {s[0][m], s[1][m], s[2][m]};
+      const float norm = rateAt(u, rate, e, x, y, a0 + m, vv);
+      if (norm > mx) mx = norm;
+    }
+  }
+};
+
+template <int R, class Exec>
+double smoothZRateFixed(Exec const& exec, ConstField<typename Exec::memory_space> in, ConstField<typename Exec::memory_space> u,
+                        Field<typename Exec::memory_space> rate, GaussianTaps const& taps, Extents const& e) {
+  const int runs = (e.nz + kSmoothRun - 1) / kSmoothRun;
+  const std::int64_t n = static_cast<std::int64_t>(e.ny) * runs * e.nx;
+  if (n > INT_MAX) throw InvalidArgument("registration smoothing and rate: too many columns for one launch");
+  float mx = 0.0f;
+  reduceVoxels("kortex::Registration::smooth_z_rate", exec, static_cast<int>(n),
+               SmoothZRateFixedFunctor<R, Exec>{in, u, rate, taps, e, runs}, mx);
+  return static_cast<double>(mx);
+}
+
+// The iteration's velocity and rate: v = G_sigma * f, rate = v - H v, returns the step norm m (fences).
+// Radius <= kMaxFixedSmoothRadius: f -> tmp (x and y), then z and the rate in one kernel (v not
+// stored); else smooth (f -> v) and rate (v -> rateOut). The same v, rate and m either way. `rateOut` may
+// be `f` (f is not read after the x-y pass); v is a workspace.
+template <class Exec>
+double smoothRate(Exec const& exec, ConstField<typename Exec::memory_space> f, ConstField<typename Exec::memory_space> u,
+                  Field<typename Exec::memory_space> v, Field<typename Exec::memory_space> rateOut,
+                  Field<typename Exec::memory_space> tmp, GaussianTaps const& taps, Extents const& e) {
+  using CF = ConstField<typename Exec::memory_space>;
+  double m = 0.0;
+  if (withFixedRadius(taps.radius, [&](auto radius) {
+        constexpr int R = decltype(radius)::value;
+        if (!smoothXYFixed<R>(exec, f, tmp, taps, e)) return false;
+        m = smoothZRateFixed<R>(exec, CF(tmp), u, rateOut, taps, e);
+        return true;
+      }))
+    return m;
+  smooth(exec, f, v, tmp, taps);
+  return rate(exec, u, CF(v), rateOut, e);
 }
 
 template <class Mem>
