@@ -368,7 +368,19 @@ struct ReuseLayerFunctor {
     });
   }
 
+  // Items with all P rows (all but a tile's or the image's last rows) run with `rows` a constant: with a
+  // compile-time radius the row loop then unrolls completely and every window-row test and closeness
+  // exponent is resolved at compile time. The same operations in the same order either way.
   KOKKOS_INLINE_FUNCTION void filter(const int x, const int y, const int rows) const {
+    if (rows == P)
+      filterRows<true>(x, y, P);
+    else
+      filterRows<false>(x, y, rows);
+  }
+
+  template <bool AllRows>
+  KOKKOS_INLINE_FUNCTION void filterRows(const int x, const int y, const int rowsIn) const {
+    const int rows = AllRows ? P : rowsIn;
     const int r = R > 0 ? R : radius;
     const float kc = coeffs.closenessLog2, kr = coeffs.similarityLog2;
     float c[P], sumWD[P], sumW[P];
@@ -378,6 +390,7 @@ struct ReuseLayerFunctor {
       sumWD[p] = 0.0f;
       sumW[p] = 0.0f;
     }
+    KORTEX_UNROLL
     for (int jj = 0; jj < P + 2 * r; ++jj) {
       const int yy = clampIndex(y - r + jj, shape.ny);
       float v[kD];
