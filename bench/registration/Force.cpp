@@ -60,9 +60,12 @@ nlohmann::json resourcesJson(Exec const& exec, DeviceVolume const& d, ri::ForceL
     case RegistrationVariant::Reuse:
       return kernelJson(ri::forceTeamPolicy(exec, info),
                         ri::forceTeamFunctor<ri::ReuseForceFunctor<Exec>>(views, d.e, lam, info));
-    case RegistrationVariant::TwoPass:  // its second pass (f from the stress field)
-      return kernelJson(Kokkos::RangePolicy<Exec, Kokkos::IndexType<int>>(exec, 0, static_cast<int>(d.e.voxels())),
-                        ri::DivergencePassFunctor<Mem>{views, ri::RandomField<Mem>(d.u), d.e, lam});
+    case RegistrationVariant::TwoPass: {  // its second pass (f from the stress field), as reduceVoxels launches it
+      const int n = static_cast<int>(d.e.voxels());
+      return kernelJson(gpu::inOrderPolicy(exec, n),
+                        gpu::InOrderTiles<Exec, ri::DivergencePassFunctor<Mem>>{
+                            ri::DivergencePassFunctor<Mem>{views, ri::RandomField<Mem>(d.u), d.e, lam}, n});
+    }
   }
 #endif
   return {};

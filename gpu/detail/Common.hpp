@@ -105,16 +105,19 @@ struct InOrderTiles {
   }
 };
 
+// The device launch of reduceVoxels over n items (benchmarks query its resources).
+template <class Exec>
+Kokkos::TeamPolicy<Exec> inOrderPolicy(Exec const& exec, int n) {
+  constexpr int tile = kReduceTeamSize * kReduceItemsPerThread;
+  return Kokkos::TeamPolicy<Exec>(exec, n / tile + (n % tile != 0 ? 1 : 0), kReduceTeamSize);
+}
+
 template <class Exec, class F>
 void reduceVoxels(std::string const& label, Exec const& exec, int n, F const& f, typename F::value_type& result) {
-  if constexpr (Kokkos::SpaceAccessibility<Exec, Kokkos::HostSpace>::accessible) {
+  if constexpr (Kokkos::SpaceAccessibility<Exec, Kokkos::HostSpace>::accessible)
     Kokkos::parallel_reduce(label, Kokkos::RangePolicy<Exec, Kokkos::IndexType<int>>(exec, 0, n), f, result);
-  } else {
-    constexpr int tile = kReduceTeamSize * kReduceItemsPerThread;
-    const int league = n / tile + (n % tile != 0 ? 1 : 0);
-    Kokkos::parallel_reduce(label, Kokkos::TeamPolicy<Exec>(exec, league, kReduceTeamSize), InOrderTiles<Exec, F>{f, n},
-                            result);
-  }
+  else
+    Kokkos::parallel_reduce(label, inOrderPolicy(exec, n), InOrderTiles<Exec, F>{f, n}, result);
 }
 
 }  // namespace kortex::gpu
