@@ -137,9 +137,9 @@ struct RegistrationParams {
   float minStep = 1e-3f;    // delta below this: stop (StepUnderflow)
   double tolerance = 1e-5;  // relative energy decrease per accepted step regarded as converged
   int patience = 5;         // ... for this many accepted steps in a row
-  // Recompute: the fastest force at 240^3 / 256^3 on the H200 since the data force reads the
-  // interleaved template + gradient (1.13 / 1.28 ms against Reuse 1.29 / 1.45, Naive 1.18 / 1.42;
-  // bench/results/register_nvidia-h200.md).
+  // Recompute: the fastest force that needs no memory beyond the fields (240^3 on the H200: 1.133 ms
+  // against Naive 1.188, Reuse 1.241), within 4 % of TwoPass (1.088 ms), which costs 36 B per voxel more
+  // (bench/results/register_fig1_240_7dcef19_nvidia-h200.md).
   RegistrationVariant variant = RegistrationVariant::Recompute;
 
   static constexpr int kMinExtent = 4;

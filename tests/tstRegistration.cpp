@@ -486,6 +486,46 @@ BOOST_AUTO_TEST_CASE_TEMPLATE(smoothing_fixed_radius_kernels_equal_run_time_loop
     }
 }
 
+// gpu::reduceVoxels' device form, InOrderTiles (teams of consecutive items), visits every item exactly once
+// whatever the team size and however many items the last team has; and reduceVoxels itself (the host
+// RangePolicy here). On Cuda the same functor runs with kReduceTeamSize threads (every Cuda test above).
+struct CountItems {
+  using value_type = std::int64_t;
+  Kokkos::View<int*, Kokkos::HostSpace> hits;
+  KOKKOS_INLINE_FUNCTION void init(value_type& s) const { s = 0; }
+  KOKKOS_INLINE_FUNCTION void join(KORTEX_JOIN_VOLATILE value_type& d, const KORTEX_JOIN_VOLATILE value_type& s) const {
+    d += s;
+  }
+  void operator()(int i, value_type& s) const {
+    hits(i) += 1;
+    s += i;
+  }
+};
+
+BOOST_AUTO_TEST_CASE(in_order_tiles_visit_every_item_once) {
+  using Exec = Kokkos::DefaultHostExecutionSpace;
+  Exec exec;
+  for (int n : {1, 3, 4, 5, 1023, 1024, 1025, 4097}) {
+    for (int teamSize : {1, 2}) {
+      if (teamSize > Kokkos::TeamPolicy<Exec>(exec, 1, 1).team_size_max(CountItems{}, Kokkos::ParallelReduceTag())) continue;
+      BOOST_TEST_CONTEXT("n " << n << " team size " << teamSize) {
+        CountItems f{Kokkos::View<int*, Kokkos::HostSpace>("kortex::test::hits", n)};
+        const int tile = teamSize * gpu::kReduceItemsPerThread;
+        std::int64_t sum = -1;
+        Kokkos::parallel_reduce(Kokkos::TeamPolicy<Exec>(exec, (n + tile - 1) / tile, teamSize),
+                                gpu::InOrderTiles<Exec, CountItems>{f, n}, sum);
+        BOOST_TEST(sum == std::int64_t(n) * (n - 1) / 2);
+        int wrong = 0;
+        for (int i = 0; i < n; ++i) wrong += f.hits(i) != 1;
+        BOOST_TEST(wrong == 0);
+        std::int64_t viaHelper = -1;
+        gpu::reduceVoxels("kortex::test::reduceVoxels", exec, n, CountItems{f.hits}, viaHelper);
+        BOOST_TEST(viaHelper == sum);
+      }
+    }
+  }
+}
+
 // The iteration's fused velocity and rate (x-y pass, then the z pass and the rate in one kernel, v never
 // stored) give the bits of the smoothing followed by the rate kernel, with the rate written over the force
 // as FluidRegistration::run does; radius 9 (sigma 3) exercises the unfused fallback. Runs of 16 along z:
