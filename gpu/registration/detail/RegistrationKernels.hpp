@@ -704,7 +704,7 @@ struct SmoothXYFixedFunctor {
     const int y0 = (t % tilesY) * TY;
     t /= tilesY;
     const int z = t % e.nz, c = t / e.nz;
-    // The plane's samples by 32-bit offsets (smoothFixed checks that a plane has fewer than 2^31).
+    // The plane's samples by 32-bit offsets (smoothXYFixed checks that a plane has fewer than 2^31).
     const float* const plane = &in(c, z, 0, 0);
     const int rowStride = static_cast<int>(in.stride(2));
     Kokkos::parallel_for(Kokkos::TeamThreadRange(team, LH * LW), [&](const int i) {
