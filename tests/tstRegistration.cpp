@@ -496,7 +496,7 @@ struct CountItems {
   KOKKOS_INLINE_FUNCTION void join(KORTEX_JOIN_VOLATILE value_type& d, const KORTEX_JOIN_VOLATILE value_type& s) const {
     d += s;
   }
-  void operator()(int i, value_type& s) const {
+  KOKKOS_INLINE_FUNCTION void operator()(int i, value_type& s) const {  // run on the host only (HostSpace view)
     hits(i) += 1;
     s += i;
   }
