@@ -139,7 +139,7 @@ void addDenoiseCommands(CLI::App& app, Action& action) {
   addBackendOption(*mres, backendName);
   mres->add_option("--variant", variantName,
                    "Kokkos layer bilateral: naive|closeness-lut|fastmath|reuse (float) or lut (integer); default per pipeline");
-  mres->add_option("--pyramid", pyramidName, "Kokkos pyramid kernels: unfused|fused|fused-expand|packed16 (default: " + std::string(toString(MultiresParams{}.pyramid)) + ")");
+  mres->add_option("--pyramid", pyramidName, "Kokkos pyramid kernels: unfused|fused|fused-expand|packed16|fused-reduce (default: " + std::string(toString(MultiresParams{}.pyramid)) + ")");
 
   bil->callback([o, &action] { action = [o] { return runDenoise(*o, pipeline::DenoiseMethod::Bilateral); }; });
   nlm->callback([o, &action] { action = [o] { return runDenoise(*o, pipeline::DenoiseMethod::Nlm); }; });

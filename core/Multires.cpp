@@ -12,7 +12,8 @@ PyramidVariant parsePyramidVariant(std::string const& s) {
   if (s == "fused" || s == "fused-direct") return PyramidVariant::FusedDirect;
   if (s == "fused-expand" || s == "fused-scratch") return PyramidVariant::FusedExpand;
   if (s == "packed16") return PyramidVariant::Packed16;
-  throw InvalidArgument("unknown pyramid variant '" + s + "' (expected unfused|fused|fused-expand|packed16)");
+  if (s == "fused-reduce") return PyramidVariant::FusedReduce;
+  throw InvalidArgument("unknown pyramid variant '" + s + "' (expected unfused|fused|fused-expand|packed16|fused-reduce)");
 }
 
 const char* toString(PyramidVariant v) {
@@ -21,6 +22,7 @@ const char* toString(PyramidVariant v) {
     case PyramidVariant::FusedDirect: return "FusedDirect";
     case PyramidVariant::FusedExpand: return "FusedExpand";
     case PyramidVariant::Packed16: return "Packed16";
+    case PyramidVariant::FusedReduce: return "FusedReduce";
   }
   return "?";
 }
@@ -64,7 +66,7 @@ void MultiresParams::validate() const {
                           "], got " + std::to_string(bits));
   if (tiles.bilateralX < 0 || tiles.bilateralY < 0 || tiles.pyramidX < 0 || tiles.pyramidY < 0)
     throw InvalidArgument("multires tile sizes must be >= 0 (0: tuned default)");
-  if (static_cast<int>(pyramid) < 0 || static_cast<int>(pyramid) > 3)
+  if (static_cast<int>(pyramid) < 0 || static_cast<int>(pyramid) > static_cast<int>(PyramidVariant::FusedReduce))
     throw InvalidArgument("multires: unknown pyramid variant " + std::to_string(static_cast<int>(pyramid)));
   if (static_cast<int>(bilateral) < 0 || static_cast<int>(bilateral) > static_cast<int>(MultiresBilateralVariant::Reuse))
     throw InvalidArgument("multires: unknown bilateral variant " + std::to_string(static_cast<int>(bilateral)));

@@ -53,6 +53,10 @@
 //                   written back as contiguous rows (the paper's "fused + shared memory").
 //     Packed16    - integer pipeline only: the fused kernels reading and writing two 16-bit
 //                   pixels per 32-bit word.
+//     FusedReduce - decompose's reduce and Laplacian in one kernel per level: a team loads its fine
+//                   tile with the apron of the reduce and the expand into scratch, forms g_{k+1} on
+//                   the coarse tile plus a 1-pixel apron there, then l_k (one read of g_k per level
+//                   and one launch fewer); reconstruct as FusedDirect.
 //   MultiresBilateralVariant (layer filter):
 //     Naive                  - exp for both Gaussians, per tap (float pipeline).
 //     ClosenessLut           - closeness from a (2r+1)^2 table in team scratch; similarity exp
@@ -84,10 +88,10 @@
 
 namespace kortex {
 
-enum class PyramidVariant { Unfused, FusedDirect, FusedExpand, Packed16 };
+enum class PyramidVariant { Unfused, FusedDirect, FusedExpand, Packed16, FusedReduce };
 enum class MultiresBilateralVariant { Naive, ClosenessLut, ClosenessSimilarityLut, FastMath, Reuse };
 
-// "unfused" | "fused" | "fused-expand" | "packed16"
+// "unfused" | "fused" | "fused-expand" | "packed16" | "fused-reduce"
 PyramidVariant parsePyramidVariant(std::string const& s);
 const char* toString(PyramidVariant v);
 // "naive" | "closeness-lut" | "lut" (closeness + similarity) | "fastmath"

@@ -52,9 +52,10 @@ double roundTripTol(int levels) { return 8.0 * levels * std::ldexp(1.0, -24); }
 double constantTol(int levels) { return 4.0 * levels * std::ldexp(1.0, -24); }
 
 const PyramidVariant kFloatPyramids[] = {PyramidVariant::Unfused, PyramidVariant::FusedDirect,
-                                         PyramidVariant::FusedExpand};
+                                         PyramidVariant::FusedExpand, PyramidVariant::FusedReduce};
 const PyramidVariant kIntegerPyramids[] = {PyramidVariant::Unfused, PyramidVariant::FusedDirect,
-                                           PyramidVariant::FusedExpand, PyramidVariant::Packed16};
+                                           PyramidVariant::FusedExpand, PyramidVariant::Packed16,
+                                           PyramidVariant::FusedReduce};
 const MultiresBilateralVariant kFloatBilaterals[] = {
     MultiresBilateralVariant::Naive, MultiresBilateralVariant::ClosenessLut, MultiresBilateralVariant::FastMath,
     MultiresBilateralVariant::Reuse};
@@ -358,6 +359,37 @@ BOOST_AUTO_TEST_CASE_TEMPLATE(fused_expand_tiles_agree, Space, test::ExecutionSp
   gpu::MultiresPlan<Space, float> plan(Space(), nx, ny, p);
   BOOST_TEST(plan.tiles().pyramidY == 2);
   BOOST_TEST(plan.tiles().pyramidX > 0);
+}
+
+// FusedReduce forms g_{k+1} in scratch (the apron by both neighbouring tiles) and l_k in the same kernel:
+// the same values as FusedDirect's reduce and expand kernels, so the same output bits, float and integer,
+// on images of one tile, several tiles (x and y), a tile's edge and the smallest level sizes.
+BOOST_AUTO_TEST_CASE_TEMPLATE(fused_reduce_equals_fused_direct_bitwise, Space, test::ExecutionSpaces) {
+  const Index sizes[][2] = {{2, 2}, {3, 5}, {64, 16}, {65, 17}, {131, 77}, {200, 9}, {9, 200}};
+  for (auto const& sz : sizes) {
+    const Index nx = sz[0], ny = sz[1];
+    for (bool filter : {false, true}) {
+      BOOST_TEST_CONTEXT(Space::name() << " " << nx << "x" << ny << (filter ? " filtered" : " decompose + reconstruct")) {
+        MultiresParams p;
+        p.levels = maxLevels(nx, ny);
+        p.filter = filter;
+        p.pyramid = PyramidVariant::FusedDirect;
+        const HostImage img = floatImage(nx, ny, 600 + static_cast<std::uint64_t>(nx));
+        const HostImage direct = runFloat<Space>(img, p);
+        p.pyramid = PyramidVariant::FusedReduce;
+        BOOST_TEST(identical(runFloat<Space>(img, p), direct));
+        MultiresParams pi = p;
+        pi.bits = 10;
+        pi.bilateral = MultiresBilateralVariant::ClosenessSimilarityLut;
+        pi.sigmaRange = 30.0f;
+        const U16Host img16 = integerImage(nx, ny, 10, 700 + static_cast<std::uint64_t>(ny));
+        pi.pyramid = PyramidVariant::FusedDirect;
+        const U16Host direct16 = runInteger<Space>(img16, pi);
+        pi.pyramid = PyramidVariant::FusedReduce;
+        BOOST_TEST(compare(runInteger<Space>(img16, pi), direct16).count == 0);
+      }
+    }
+  }
 }
 
 BOOST_AUTO_TEST_CASE_TEMPLATE(bad_inputs_are_refused_and_output_untouched, Space, test::ExecutionSpaces) {

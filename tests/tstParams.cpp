@@ -450,6 +450,15 @@ BOOST_AUTO_TEST_CASE(denoise_params_and_job_round_trip) {
   BOOST_TEST((m2.pyramid == PyramidVariant::Packed16));
   BOOST_TEST((m2.bilateral == MultiresBilateralVariant::FastMath));
   BOOST_TEST(m2.sigmaRange == 7.5f);
+  // Every pyramid variant: its name parses back to it, its JSON round-trips, validate() accepts it.
+  for (auto pv : {PyramidVariant::Unfused, PyramidVariant::FusedDirect, PyramidVariant::FusedExpand, PyramidVariant::Packed16,
+                  PyramidVariant::FusedReduce}) {
+    MultiresParams mv;
+    mv.pyramid = pv;
+    BOOST_CHECK_NO_THROW(mv.validate());
+    BOOST_TEST((paramsFromJson<MultiresParams>(toJson(mv)).pyramid == pv));
+  }
+  BOOST_TEST((parsePyramidVariant("fused-reduce") == PyramidVariant::FusedReduce));
   for (auto method : {pipeline::DenoiseMethod::Bilateral, pipeline::DenoiseMethod::Nlm, pipeline::DenoiseMethod::Multires}) {
     pipeline::DenoiseJob job;
     job.method = method;

@@ -41,8 +41,8 @@ int variantCount(Algorithm a) {
   switch (a) {
     case Algorithm::Bilateral: return 2;
     case Algorithm::Nlm: return 3;
-    case Algorithm::Multires: return 12;
-    case Algorithm::MultiresInteger: return 4;
+    case Algorithm::Multires: return 16;  // 4 pyramids x 4 layer bilaterals
+    case Algorithm::MultiresInteger: return 5;
     case Algorithm::SurfaceNlm: return 5;
     case Algorithm::RegistrationForce: return 4;
   }
@@ -52,7 +52,7 @@ int variantCount(Algorithm a) {
 MultiresParams multiresVariantParams(Algorithm a, MultiresParams p, int v) {
   if (a == Algorithm::Multires) {
     static const PyramidVariant pyr[] = {PyramidVariant::Unfused, PyramidVariant::FusedDirect,
-                                         PyramidVariant::FusedExpand};
+                                         PyramidVariant::FusedExpand, PyramidVariant::FusedReduce};
     static const MultiresBilateralVariant bil[] = {MultiresBilateralVariant::Naive,
                                                    MultiresBilateralVariant::ClosenessLut,
                                                    MultiresBilateralVariant::FastMath,
@@ -61,7 +61,8 @@ MultiresParams multiresVariantParams(Algorithm a, MultiresParams p, int v) {
     p.bilateral = bil[v % 4];
   } else {
     static const PyramidVariant pyr[] = {PyramidVariant::Unfused, PyramidVariant::FusedDirect,
-                                         PyramidVariant::FusedExpand, PyramidVariant::Packed16};
+                                         PyramidVariant::FusedExpand, PyramidVariant::Packed16,
+                                         PyramidVariant::FusedReduce};
     p.pyramid = pyr[v];
     p.bilateral = MultiresBilateralVariant::ClosenessSimilarityLut;
   }

@@ -131,7 +131,7 @@ CaseResult runCase(Case const& c, HarnessOptions const& opt = {});
 
 // Names of the enabled Kokkos execution spaces, in the order the harness runs them.
 std::vector<std::string> enabledExecutionSpaces();
-// Number of variants of an algorithm (2 for bilateral, 3 for NLM, 12 / 4 for multires float /
+// Number of variants of an algorithm (2 for bilateral, 3 for NLM, 16 / 5 for multires float /
 // integer, 5 for surface NLM).
 int variantCount(Algorithm a);
 // The parameters of variant v of a multires case (pyramid and bilateral fields set).

@@ -1,5 +1,5 @@
 // `kortex bench multires`, Fig 5: the pyramid kernels per PyramidVariant (float: Unfused /
-// FusedDirect / FusedExpand; int16: the same plus Packed16): the level-0 expand operator of
+// FusedDirect / FusedExpand / FusedReduce; int16: the same plus Packed16): the level-0 expand operator of
 // decompose (l_0 = g_0 - expand(g_1)) and of reconstruct (g'_0 = l'_0 + expand(g'_1)), and the
 // whole decompose and reconstruct phases; the report derives GB/s of the minimum traffic
 // (expandOpBytes, decomposeBytes, reconstructBytes) and the share of the copy bandwidth.

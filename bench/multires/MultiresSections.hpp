@@ -56,7 +56,8 @@ inline std::vector<Index> fig5Sizes(bool tiny) {
   return tiny ? std::vector<Index>{64, 128} : std::vector<Index>{512, 4096};
 }
 inline std::vector<PyramidVariant> pyramidVariants(bool integer) {
-  std::vector<PyramidVariant> v{PyramidVariant::Unfused, PyramidVariant::FusedDirect, PyramidVariant::FusedExpand};
+  std::vector<PyramidVariant> v{PyramidVariant::Unfused, PyramidVariant::FusedDirect, PyramidVariant::FusedExpand,
+                               PyramidVariant::FusedReduce};
   if (integer) v.push_back(PyramidVariant::Packed16);
   return v;
 }

@@ -413,7 +413,8 @@ void fig5Markdown(std::ostream& os, std::vector<Fig5Row> const& rows, double cop
         "k; 4 B float, 2 B int16): expand operator 2 s_0 + s_1; decompose sum (3 s_k + 2 s_{k+1}); reconstruct "
         "sum (2 s_k + s_{k+1}); the same count for every variant. Paper (C870, 512²): expand 0.38 -> 0.19 -> "
         "0.09 ms (unfused -> fused -> fused + shared memory), decompose 4.36 -> 0.20 ms, reconstruct 2.29 -> "
-        "0.10 ms.\n\n"
+        "0.10 ms. FusedReduce differs from FusedDirect in the decompose phase only (each level's reduce and "
+        "expand in one kernel); its expand operators are FusedDirect's kernels.\n\n"
      << "| image | pipeline | variant | tile | expand l_0 | expand g'_0 | decompose | reconstruct | paper ms "
         "(expand / decompose / reconstruct) | paper / ours (expand l_0 / decompose / reconstruct) |\n"
      << "|---|---|---|---|---:|---:|---:|---:|---:|---:|\n";

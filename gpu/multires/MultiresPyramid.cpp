@@ -41,6 +41,18 @@ namespace kortex::gpu::multires_detail {
       SPACE const&, ConstLevel<std::int16_t, SPACE::memory_space>,                                   \
       ConstLevel<std::int16_t, SPACE::memory_space>, Level<std::uint16_t, SPACE::memory_space>,      \
       PyramidConfig const&, UnfusedBuffers<std::int16_t, SPACE::memory_space> const&);               \
+  template void decomposeLevel<SPACE, float, float>(                                                \
+      SPACE const&, ConstLevel<float, SPACE::memory_space>, Level<float, SPACE::memory_space>,       \
+      Level<float, SPACE::memory_space>, PyramidConfig const&,                                       \
+      UnfusedBuffers<float, SPACE::memory_space> const&);                                            \
+  template void decomposeLevel<SPACE, std::uint16_t, std::int16_t>(                                 \
+      SPACE const&, ConstLevel<std::uint16_t, SPACE::memory_space>,                                  \
+      Level<std::int16_t, SPACE::memory_space>, Level<std::int16_t, SPACE::memory_space>,            \
+      PyramidConfig const&, UnfusedBuffers<std::int16_t, SPACE::memory_space> const&);               \
+  template void decomposeLevel<SPACE, std::int16_t, std::int16_t>(                                  \
+      SPACE const&, ConstLevel<std::int16_t, SPACE::memory_space>,                                   \
+      Level<std::int16_t, SPACE::memory_space>, Level<std::int16_t, SPACE::memory_space>,            \
+      PyramidConfig const&, UnfusedBuffers<std::int16_t, SPACE::memory_space> const&);               \
   template std::uint32_t maxValue<SPACE>(SPACE const&, ConstU16ImageView<SPACE::memory_space>);
 
 #ifdef KOKKOS_ENABLE_SERIAL

@@ -15,8 +15,8 @@
 //                thread per fine pixel: no second temporary for a separable pass), scale by 4
 //                (in place; integer: the (T + 32) >> 6 rounding), then subtract (l = g - e) or
 //                add (g' = l' + e). The paper's baseline; temporaries come from the plan.
-//   FusedDirect  reduce kernel (shared with Unfused and FusedExpand: it cannot be fused with
-//                the expand of the same level, which reads g_{k+1} around each pixel); one
+//   FusedDirect  reduce kernel (shared with Unfused and FusedExpand: fusing it with the expand of
+//                the same level, which reads g_{k+1} around each pixel, needs a tile: FusedReduce); one
 //                expand kernel per level: one thread per coarse pixel reads its clamped 3x3
 //                neighbourhood from global memory and writes its 2x2 fine outputs straight to
 //                global memory (pairs of stride-2 stores).
@@ -30,6 +30,11 @@
 //                parity b), each tile.x * tile.y words at a plane stride = 16 (mod 32) words, so
 //                both the quad stores (consecutive coarse pixels) and the row-wise reads
 //                (alternating column parity) are free of bank conflicts.
+//   FusedReduce  decompose's reduce and expand-subtract in one kernel per level (decomposeLevel): a
+//                team loads its fine tile with the reduce's apron into scratch, forms g_{k+1} on the
+//                coarse tile and a 1-pixel apron (the apron twice, by both neighbouring tiles), writes
+//                the tile's g_{k+1} and its l_k. reduceLevel, laplacianLevel and reconstructLevel alone
+//                run FusedDirect's kernels.
 //   Packed16     integer pipeline only: reduce, decompose and reconstruct with every level
 //                treated as a flat row-major array of int16, so the pixel pairs (2q, 2q + 1) are
 //                4-byte aligned whatever the row width: each work item writes one 32-bit word
@@ -137,6 +142,14 @@ void reduceLevel(ExecSpace const& exec, ConstLevel<FineT, typename ExecSpace::me
 template <class ExecSpace, class FineT, class LayerT>
 void laplacianLevel(ExecSpace const& exec, ConstLevel<FineT, typename ExecSpace::memory_space> fine,
                     ConstLevel<LayerT, typename ExecSpace::memory_space> coarse,
+                    Level<LayerT, typename ExecSpace::memory_space> laplacian, PyramidConfig const& cfg,
+                    UnfusedBuffers<LayerT, typename ExecSpace::memory_space> const& tmp);
+
+// Both steps of decompose for one level: FusedReduce in one kernel (its scratch tile checked against
+// the backend's limit: Unsupported), every other variant reduceLevel then laplacianLevel.
+template <class ExecSpace, class FineT, class LayerT>
+void decomposeLevel(ExecSpace const& exec, ConstLevel<FineT, typename ExecSpace::memory_space> fine,
+                    Level<LayerT, typename ExecSpace::memory_space> coarse,
                     Level<LayerT, typename ExecSpace::memory_space> laplacian, PyramidConfig const& cfg,
                     UnfusedBuffers<LayerT, typename ExecSpace::memory_space> const& tmp);
 

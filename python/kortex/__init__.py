@@ -229,7 +229,7 @@ denoise_multires.__doc__ = """Multiresolution filter, 2D (kortex denoise multire
     integer         auto|yes|no: the exact 16-bit integer pipeline (default "auto")
     backend         auto|cpu|kokkos (default {backend!r})
     variant         Kokkos layer bilateral: naive|closeness-lut|fastmath|reuse (float) or lut (integer) (default None)
-    pyramid         Kokkos pyramid kernels: unfused|fused|fused-expand|packed16 (default None: {pyramid!r})
+    pyramid         Kokkos pyramid kernels: unfused|fused|fused-expand|packed16|fused-reduce (default None: {pyramid!r})
     out             also write the result here, atomically (default None)
 
     Returns the filtered image as a float32 array.""".format(backend=_BACKEND, **_MRES)

@@ -247,12 +247,8 @@ struct MultiresPlan<ExecSpace, T>::Impl {
     checkImage(in, nx, ny, "input");
     checkValues(in);
     const ConstLevel<T, Mem> g0 = Kokkos::subview(in, 0, Kokkos::ALL, Kokkos::ALL);
-    reduceLevel<ExecSpace, T, LayerT>(exec, g0, g[1], pyramid);
-    laplacianLevel<ExecSpace, T, LayerT>(exec, g0, g[1], lap[0], pyramid, tmp);
-    for (int k = 1; k < L; ++k) {
-      reduceLevel<ExecSpace, LayerT, LayerT>(exec, g[k], g[k + 1], pyramid);
-      laplacianLevel<ExecSpace, LayerT, LayerT>(exec, g[k], g[k + 1], lap[k], pyramid, tmp);
-    }
+    decomposeLevel<ExecSpace, T, LayerT>(exec, g0, g[1], lap[0], pyramid, tmp);
+    for (int k = 1; k < L; ++k) decomposeLevel<ExecSpace, LayerT, LayerT>(exec, g[k], g[k + 1], lap[k], pyramid, tmp);
     decomposed = true;
   }
 

@@ -377,6 +377,100 @@ void checkContiguous(View const& v, const char* what) {
                           " must be a contiguous (unpadded) view: pixels are addressed as one flat array");
 }
 
+// ---- FusedReduce: g_{k+1} and l_k in one kernel --------------------------------------------------
+
+// A level held in team scratch, read by global (already clamped) pixel indices: the region's pixel
+// (y0 + r, x0 + c) at p[r * pitch + c].
+template <class T>
+struct ScratchLevel {
+  const T* p;
+  int pitch, y0, x0;
+  KOKKOS_INLINE_FUNCTION T operator()(int y, int x) const { return p[(y - y0) * pitch + (x - x0)]; }
+};
+
+// One team per tile of kFusedReduceTileX x kFusedReduceTileY coarse pixels (league index -> tile, x fastest):
+// (1) fine rows and columns 2 c0 - 4 .. 2 (c0 + tile) + 2 of g_k (the reduce's 5-tap reach around the
+//     coarse tile and its 1-pixel apron), clamp rule applied at the load, into scratch;
+// (2) barrier; g_{k+1} at the clamped coarse indices of the tile and its apron from scratch
+//     (multiresReduceAt, the reduce kernel's maths: the same values), the tile's written out;
+// (3) barrier; per coarse pixel of the tile its 3x3 neighbourhood from (2), multiresExpandQuad and
+//     l_k = g_k - e on its 2x2 fine pixels (FusedDirect's maths), g_k from scratch.
+// The apron's coarse values are formed by both neighbouring tiles (the same operations): 1.6x the
+// reduce's taps at the default tile, for one read of g_k and one launch fewer per level.
+inline constexpr int kFusedReduceTileX = 32;
+inline constexpr int kFusedReduceTileY = 8;  // 256 coarse pixels: one per thread of a 256-team
+
+template <class ExecSpace, class FineT, class LayerT>
+struct FusedReduceFunctor {
+  using Mem = typename ExecSpace::memory_space;
+  using Member = typename PyramidPolicy<ExecSpace>::member_type;
+  using Acc = PyramidAcc<LayerT>;
+  template <class T>
+  using ScratchView = Kokkos::View<T*, typename ExecSpace::scratch_memory_space, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
+  static constexpr int TX = kFusedReduceTileX, TY = kFusedReduceTileY;
+  static constexpr int FW = 2 * TX + 7, FH = 2 * TY + 7, FP = FW | 1;  // fine region (odd pitch)
+  static constexpr int CW = TX + 2, CH = TY + 2;                       // coarse tile + apron
+
+  ConstLevel<FineT, Mem> fine;
+  Level<LayerT, Mem> coarse;
+  Level<LayerT, Mem> laplacian;
+  int ny, nx, my, mx, tilesX;
+
+  static std::size_t scratchBytes() {
+    return ScratchView<FineT>::shmem_size(static_cast<std::size_t>(FH) * FP) +
+           ScratchView<Acc>::shmem_size(static_cast<std::size_t>(CH) * CW);
+  }
+
+  KOKKOS_INLINE_FUNCTION void operator()(Member const& team) const {
+    ScratchView<FineT> F(team.team_scratch(0), static_cast<std::size_t>(FH) * FP);
+    ScratchView<Acc> C(team.team_scratch(0), static_cast<std::size_t>(CH) * CW);
+    const int league = team.league_rank();
+    const int cx0 = (league % tilesX) * TX, cy0 = (league / tilesX) * TY;
+    const int gy0 = 2 * cy0 - 4, gx0 = 2 * cx0 - 4;
+    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, FH * FW), [&](const int i) {
+      const int r = i / FW, c = i - r * FW;
+      F(r * FP + c) = fine(clampIndex(gy0 + r, ny), clampIndex(gx0 + c, nx));
+    });
+    team.team_barrier();
+    const ScratchLevel<FineT> g{F.data(), FP, gy0, gx0};
+    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, CH * CW), [&](const int i) {
+      const int a = i / CW, b = i - a * CW;
+      const int ci = cy0 - 1 + a, cj = cx0 - 1 + b;
+      const int qi = clampIndex(ci, my), qj = clampIndex(cj, mx);
+      LayerT v;
+      if constexpr (std::is_same_v<LayerT, float>)
+        v = multiresReduceAt(g, qi, qj, ny, nx);
+      else
+        v = static_cast<LayerT>(multiresReduceAtQ(g, qi, qj, ny, nx));
+      C(a * CW + b) = static_cast<Acc>(v);
+      if (a >= 1 && a <= TY && b >= 1 && b <= TX && ci < my && cj < mx) coarse(ci, cj) = v;
+    });
+    team.team_barrier();
+    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, TY * TX), [&](const int i) {
+      const int ly = i / TX, lx = i - ly * TX;
+      const int ci = cy0 + ly, cj = cx0 + lx;
+      if (ci >= my || cj >= mx) return;
+      Acc nb[3][3], q[2][2];
+      for (int r = 0; r < 3; ++r) {
+        const int a = clampIndex(ci - 1 + r, my) - (cy0 - 1);
+        for (int c = 0; c < 3; ++c) nb[r][c] = C(a * CW + clampIndex(cj - 1 + c, mx) - (cx0 - 1));
+      }
+      if constexpr (std::is_same_v<Acc, float>)
+        multiresExpandQuad(nb, q);
+      else
+        multiresExpandQuadQ(nb, q);
+      for (int a = 0; a < 2; ++a) {
+        const int y = 2 * ci + a;
+        if (y >= ny) break;
+        for (int b = 0; b < 2; ++b) {
+          const int x = 2 * cj + b;
+          if (x < nx) laplacian(y, x) = combine<LayerT, false>(g(y, x), q[a][b], 0);
+        }
+      }
+    });
+  }
+};
+
 // ---- value check -------------------------------------------------------------------------------
 
 template <class Mem>
@@ -400,6 +494,7 @@ inline const char* reduceLabel(PyramidVariant v) {
     case PyramidVariant::FusedDirect: return "kortex::Multires::FusedDirect::reduce";
     case PyramidVariant::FusedExpand: return "kortex::Multires::FusedExpand::reduce";
     case PyramidVariant::Packed16: return "kortex::Multires::Packed16::reduce";
+    case PyramidVariant::FusedReduce: return "kortex::Multires::FusedReduce::reduce";
   }
   return "kortex::Multires::reduce";
 }
@@ -474,7 +569,8 @@ void expandLevel(ExecSpace const& exec, ConstLevel<PointT, typename ExecSpace::m
                            CombineFunctor<Mem, PointT, Acc, OutT, Reconstruct>{point, lp, out, nx, cfg.maxValue});
       return;
     }
-    case PyramidVariant::FusedDirect: {
+    case PyramidVariant::FusedDirect:
+    case PyramidVariant::FusedReduce: {  // FusedReduce's standalone expand (reconstruct) is FusedDirect's
       const std::int64_t items = static_cast<std::int64_t>(my) * mx;
       const std::string label = std::string("kortex::Multires::FusedDirect::") + phase;
       if (items <= INT_MAX)  // 32-bit indices where the level allows them
@@ -530,6 +626,38 @@ void laplacianLevel(ExecSpace const& exec, ConstLevel<FineT, typename ExecSpace:
                     Level<LayerT, typename ExecSpace::memory_space> laplacian, PyramidConfig const& cfg,
                     UnfusedBuffers<LayerT, typename ExecSpace::memory_space> const& tmp) {
   expandLevel<false, ExecSpace, FineT, LayerT, LayerT>(exec, fine, coarse, laplacian, cfg, tmp);
+}
+
+template <class ExecSpace, class FineT, class LayerT>
+void decomposeLevel(ExecSpace const& exec, ConstLevel<FineT, typename ExecSpace::memory_space> fine,
+                    Level<LayerT, typename ExecSpace::memory_space> coarse,
+                    Level<LayerT, typename ExecSpace::memory_space> laplacian, PyramidConfig const& cfg,
+                    UnfusedBuffers<LayerT, typename ExecSpace::memory_space> const& tmp) {
+  if (cfg.variant != PyramidVariant::FusedReduce) {
+    reduceLevel<ExecSpace, FineT, LayerT>(exec, fine, coarse, cfg);
+    laplacianLevel<ExecSpace, FineT, LayerT>(exec, fine, coarse, laplacian, cfg, tmp);
+    return;
+  }
+  using F = FusedReduceFunctor<ExecSpace, FineT, LayerT>;
+  const int ny = static_cast<int>(fine.extent(0)), nx = static_cast<int>(fine.extent(1));
+  const int my = ceilHalf(ny), mx = ceilHalf(nx);
+  checkExtents2(coarse, my, mx, "coarse level");
+  checkExtents2(laplacian, ny, nx, "Laplacian layer");
+  if (F::scratchBytes() > pyramidScratchMax<ExecSpace>())
+    throw Unsupported("multires FusedReduce: its tile (" + std::to_string(F::scratchBytes()) +
+                      " B) does not fit the team scratch of this backend");
+  const std::int64_t tilesX = (mx + F::TX - 1) / F::TX, tilesY = (my + F::TY - 1) / F::TY;
+  if (tilesX * tilesY > INT_MAX) throw InvalidArgument("multires FusedReduce: too many tiles for one launch");
+  PyramidPolicy<ExecSpace> policy = [&] {
+    const int league = static_cast<int>(tilesX * tilesY);
+    if constexpr (Kokkos::SpaceAccessibility<ExecSpace, Kokkos::HostSpace>::accessible)
+      return PyramidPolicy<ExecSpace>(exec, league, Kokkos::AUTO);
+    else  // one coarse pixel of the tile per thread in the last phase
+      return PyramidPolicy<ExecSpace>(exec, league, F::TX * F::TY);
+  }();
+  Kokkos::parallel_for("kortex::Multires::FusedReduce::decompose",
+                       policy.set_scratch_size(0, Kokkos::PerTeam(F::scratchBytes())),
+                       F{fine, coarse, laplacian, ny, nx, my, mx, static_cast<int>(tilesX)});
 }
 
 template <class ExecSpace, class LayerT, class OutT>
