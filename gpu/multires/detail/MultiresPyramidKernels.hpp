@@ -104,6 +104,31 @@ void checkExtents2(View const& v, Index ny, Index nx, const char* what) {
                           "), expected (" + std::to_string(ny) + ", " + std::to_string(nx) + ")");
 }
 
+// The 2x2 fine outputs of coarse pixel (i, j) (FusedDirect, FusedReduce): its 3x3 neighbourhood at
+// clamped coarse indices from coarseAt(row, col), multiresExpandQuad, then out(y, x) = combine(pointAt(y, x),
+// e) on the fine pixels inside the level.
+template <class Acc, class OutT, bool Reconstruct, class CoarseAt, class PointAt, class OutLevel>
+KOKKOS_INLINE_FUNCTION void expandQuadAt(int i, int j, int my, int mx, int ny, int nx, int maxValue,
+                                         CoarseAt const& coarseAt, PointAt const& pointAt, OutLevel const& out) {
+  Acc nb[3][3], q[2][2];
+  for (int r = 0; r < 3; ++r) {
+    const int yy = clampIndex(i - 1 + r, my);
+    for (int c = 0; c < 3; ++c) nb[r][c] = coarseAt(yy, clampIndex(j - 1 + c, mx));
+  }
+  if constexpr (std::is_same_v<Acc, float>)
+    multiresExpandQuad(nb, q);
+  else
+    multiresExpandQuadQ(nb, q);
+  for (int a = 0; a < 2; ++a) {
+    const int y = 2 * i + a;
+    if (y >= ny) break;
+    for (int b = 0; b < 2; ++b) {
+      const int x = 2 * j + b;
+      if (x < nx) out(y, x) = combine<OutT, Reconstruct>(pointAt(y, x), q[a][b], maxValue);
+    }
+  }
+}
+
 // ---- reduce (Unfused, FusedDirect, FusedExpand) ------------------------------------------------
 
 // One work item per coarse pixel, x fastest. I: the flat index type (int where the level allows it:
@@ -198,23 +223,8 @@ struct FusedDirectFunctor {
     using Acc = PyramidAcc<LayerT>;
     const int i = static_cast<int>(n / mx);
     const int j = static_cast<int>(n - static_cast<I>(i) * mx);
-    Acc nb[3][3], q[2][2];
-    for (int r = 0; r < 3; ++r) {
-      const int yy = clampIndex(i - 1 + r, my);
-      for (int c = 0; c < 3; ++c) nb[r][c] = static_cast<Acc>(coarse(yy, clampIndex(j - 1 + c, mx)));
-    }
-    if constexpr (std::is_same_v<Acc, float>)
-      multiresExpandQuad(nb, q);
-    else
-      multiresExpandQuadQ(nb, q);
-    for (int a = 0; a < 2; ++a) {
-      const int y = 2 * i + a;
-      if (y >= ny) break;
-      for (int b = 0; b < 2; ++b) {
-        const int x = 2 * j + b;
-        if (x < nx) out(y, x) = combine<OutT, Reconstruct>(point(y, x), q[a][b], maxValue);
-      }
-    }
+    expandQuadAt<Acc, OutT, Reconstruct>(i, j, my, mx, ny, nx, maxValue,
+                                         [&](int y, int x) { return static_cast<Acc>(coarse(y, x)); }, point, out);
   }
 };
 
@@ -450,23 +460,10 @@ struct FusedReduceFunctor {
       const int ly = i / TX, lx = i - ly * TX;
       const int ci = cy0 + ly, cj = cx0 + lx;
       if (ci >= my || cj >= mx) return;
-      Acc nb[3][3], q[2][2];
-      for (int r = 0; r < 3; ++r) {
-        const int a = clampIndex(ci - 1 + r, my) - (cy0 - 1);
-        for (int c = 0; c < 3; ++c) nb[r][c] = C(a * CW + clampIndex(cj - 1 + c, mx) - (cx0 - 1));
-      }
-      if constexpr (std::is_same_v<Acc, float>)
-        multiresExpandQuad(nb, q);
-      else
-        multiresExpandQuadQ(nb, q);
-      for (int a = 0; a < 2; ++a) {
-        const int y = 2 * ci + a;
-        if (y >= ny) break;
-        for (int b = 0; b < 2; ++b) {
-          const int x = 2 * cj + b;
-          if (x < nx) laplacian(y, x) = combine<LayerT, false>(g(y, x), q[a][b], 0);
-        }
-      }
+      // C holds coarse pixel (cy0 - 1 + a, cx0 - 1 + b) at a * CW + b.
+      expandQuadAt<Acc, LayerT, false>(ci, cj, my, mx, ny, nx, 0,
+                                       [&](int y, int x) { return C((y - (cy0 - 1)) * CW + x - (cx0 - 1)); }, g,
+                                       laplacian);
     });
   }
 };
