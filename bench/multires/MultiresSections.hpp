@@ -128,16 +128,26 @@ struct E2eConfig {
   bool integer;
   bool concurrent;
   bool closenessLut = false;  // float: the ClosenessLut layer bilateral (the default before Reuse)
+  bool fusedReduce = false;   // float: the FusedReduce pyramid (reduce and expand-subtract in one kernel)
 };
 // Index 0 / 2: the library's default plan (levels filtered in order, MultiresParams); 1 / 3: the
 // layers filtered concurrently on separate execution-space instances; 4: the default float plan
-// with the ClosenessLut layer bilateral (the float default until Reuse ran right on Cuda).
+// with the ClosenessLut layer bilateral (the float default until Reuse ran right on Cuda); 5: the
+// default float plan with the FusedReduce pyramid.
 inline constexpr E2eConfig kE2e[] = {{"kokkos float", false, false},
                                      {"kokkos float concurrent levels", false, true},
                                      {"kokkos uint16", true, false},
                                      {"kokkos uint16 concurrent levels", true, true},
-                                     {"kokkos float closeness-lut", false, false, true}};
-inline constexpr int kNumE2e = 5;
+                                     {"kokkos float closeness-lut", false, false, true},
+                                     {"kokkos float fused-reduce", false, false, false, true}};
+inline constexpr int kNumE2e = 6;
+// The plan parameters of configuration c over the pipeline's base parameters.
+inline MultiresParams e2eParams(MultiresParams p, int c) {
+  p.concurrentLevels = kE2e[c].concurrent;
+  if (kE2e[c].closenessLut) p.bilateral = MultiresBilateralVariant::ClosenessLut;
+  if (kE2e[c].fusedReduce) p.pyramid = PyramidVariant::FusedReduce;
+  return p;
+}
 inline const char* phaseName(int p) { return p == 0 ? "decompose" : (p == 1 ? "filter" : "reconstruct"); }
 
 inline std::vector<Index> table2Sizes(bool tiny) {

@@ -268,12 +268,10 @@ json table2Json(std::vector<Table2Row> const& rows) {
     for (int c = 0; c < kNumE2e; ++c) {
       if (!r.e2eSelected[c]) continue;
       json m = common::timingJson(r.e2e[c]);
-      m["pipeline"] = std::string(kE2e[c].integer ? "uint16 (" : "float (") + toString(MultiresParams{}.pyramid) +
+      const MultiresParams cp = e2eParams(MultiresParams{}, c);
+      m["pipeline"] = std::string(kE2e[c].integer ? "uint16 (" : "float (") + toString(cp.pyramid) +
                       (kE2e[c].integer ? std::string(" + ClosenessSimilarityLut)")
-                                       : std::string(" + ") +
-                                             toString(kE2e[c].closenessLut ? MultiresBilateralVariant::ClosenessLut
-                                                                           : MultiresParams{}.bilateral) +
-                                             ")");
+                                       : std::string(" + ") + toString(cp.bilateral) + ")");
       m["concurrent_levels"] = kE2e[c].concurrent;
       if (r.e2e[c].measured()) {
         m["fps"] = fps(r.e2e[c]);
@@ -516,8 +514,8 @@ void table2Markdown(std::ostream& os, std::vector<Table2Row> const& rows, int cp
   os << "## Table 2: frames per second (sigma_d = 2), end to end, image on the device\n\n"
      << "| image | CPU 4 thr | paper CPU (4 thr) | " << cpuN
      << " | Kokkos float | float, concurrent levels | Kokkos uint16 | uint16, concurrent levels | float, ClosenessLut bilateral | "
-        "paper GPU (C870) | best / paper GPU | best vs CPU 4 thr | best vs "
-     << cpuN << " | paper speedup |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
+        "float, FusedReduce pyramid | paper GPU (C870) | best / paper GPU | best vs CPU 4 thr | best vs "
+     << cpuN << " | paper speedup |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
   for (auto const& r : rows) {
     auto const* p = paper::findTable2(static_cast<int>(r.n));
     const int b = bestE2e(rows, r);

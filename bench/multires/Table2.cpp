@@ -81,9 +81,7 @@ Case Table2::e2eCase(Table2Row& row, int config, Index n) {
   Input& in = ctx_.input(n);
   noteInput(row, in);
   auto st = std::make_shared<PlanImages<T>>();
-  MultiresParams p = baseParams(in.sigma, kInt);
-  p.concurrentLevels = kE2e[config].concurrent;
-  if (kE2e[config].closenessLut) p.bilateral = MultiresBilateralVariant::ClosenessLut;
+  const MultiresParams p = e2eParams(baseParams(in.sigma, kInt), config);
   st->plan = std::make_unique<gpu::MultiresPlan<Exec, T>>(ctx_.exec(), n, n, p);
   row.tiles[config] = ctx_.withSources(n, st->plan->tiles());
   makeImages(ctx_, in, *st);

@@ -753,19 +753,19 @@ struct SmoothXYFixedFunctor {
   }
 };
 
-// z sums of one run: s[m] = sum_k w(k) in(a0 + m + k) for m < kSmoothRun, k = -R..R in order (0 outside
-// [0, nz)), from the column at `src` with plane stride `si`; each input read once.
-template <int R>
+// z sums of one run of N outputs: s[m] = sum_k w(k) in(a0 + m + k) for m < N, k = -R..R in order (0
+// outside [0, nz)), from the column at `src` with plane stride `si`; each input read once.
+template <int R, int N = kSmoothRun>
 KOKKOS_INLINE_FUNCTION void zRunSums(const float* src, std::ptrdiff_t si, int a0, int nz, FixedTaps<R> const& w,
                                      float* s) {
   KORTEX_UNROLL
-  for (int m = 0; m < kSmoothRun; ++m) s[m] = 0.0f;
+  for (int m = 0; m < N; ++m) s[m] = 0.0f;
   KORTEX_UNROLL
-  for (int j = 0; j < kSmoothRun + 2 * R; ++j) {
+  for (int j = 0; j < N + 2 * R; ++j) {
     const int a = a0 - R + j;
     const float v = (a >= 0 && a < nz) ? readOnly(src + a * si) : 0.0f;
     KORTEX_UNROLL
-    for (int m = 0; m < kSmoothRun; ++m) {
+    for (int m = 0; m < N; ++m) {
       const int k = j - m - R;  // output a0 + m's tap; its terms arrive in increasing k
       if (k >= -R && k <= R) s[m] += w(k) * v;
     }
@@ -960,11 +960,16 @@ double rate(Exec const& exec, ConstField<typename Exec::memory_space> u,
 }
 
 // The smoothing's z pass and the rate in one kernel (radius 1..kMaxFixedSmoothRadius): one thread per
-// run of kSmoothRun voxels along z at one (y, x), the three components' z sums of the x-y smoothed force
+// run of N voxels along z at one (y, x), the three components' z sums of the x-y smoothed force
 // (zRunSums: v exactly as SmoothZRunFixedFunctor writes it), then the rate at each voxel of the run
 // (rateAt) and the max of their step norms. v is never stored: one write and one read of the field
-// fewer than the two kernels. Consecutive threads own consecutive x.
-template <int R, class Exec>
+// fewer than the two kernels. Consecutive threads own consecutive x. The run length trades registers
+// (3N sums) against re-reads ((N + 2R) / N loads per output); kSmoothRateRun is the shipped one.
+// Measured on an H200 at 240^3, radius 6 (`kortex bench register --only "Fig2 240^3"`, the split's
+// z + rate rows; bench/results/kernels43_session57_nvidia-h200.md): runs of 16, 128 registers.
+inline constexpr int kSmoothRateRun = 16;
+
+template <int R, int N, class Exec>
 struct SmoothZRateFixedFunctor {
   using Mem = typename Exec::memory_space;
   KORTEX_REGISTRATION_MAX_REDUCER
@@ -978,15 +983,15 @@ struct SmoothZRateFixedFunctor {
   KOKKOS_INLINE_FUNCTION void operator()(const int i, float& mx) const {
     const int x = i % e.nx;
     const int t = i / e.nx;
-    const int a0 = (t % runs) * kSmoothRun;
+    const int a0 = (t % runs) * N;
     const int y = t / runs;
     const FixedTaps<R> w(taps);
     const std::ptrdiff_t si = static_cast<std::ptrdiff_t>(in.stride(1));
-    float s[3][kSmoothRun];
+    float s[3][N];
     KORTEX_UNROLL
-    for (int c = 0; c < 3; ++c) zRunSums<R>(&in(c, 0, y, x), si, a0, e.nz, w, s[c]);
+    for (int c = 0; c < 3; ++c) zRunSums<R, N>(&in(c, 0, y, x), si, a0, e.nz, w, s[c]);
     KORTEX_UNROLL
-    for (int m = 0; m < kSmoothRun; ++m) {
+    for (int m = 0; m < N; ++m) {
       if (a0 + m >= e.nz) break;
       const float vv[3] = {s[0][m], s[1][m], s[2][m]};
       const float norm = rateAt(u, rate, e, x, y, a0 + m, vv);
@@ -995,15 +1000,15 @@ struct SmoothZRateFixedFunctor {
   }
 };
 
-template <int R, class Exec>
+template <int R, int N, class Exec>
 double smoothZRateFixed(Exec const& exec, ConstField<typename Exec::memory_space> in, ConstField<typename Exec::memory_space> u,
                         Field<typename Exec::memory_space> rate, GaussianTaps const& taps, Extents const& e) {
-  const int runs = (e.nz + kSmoothRun - 1) / kSmoothRun;
+  const int runs = (e.nz + N - 1) / N;
   const std::int64_t n = static_cast<std::int64_t>(e.ny) * runs * e.nx;
   if (n > INT_MAX) throw InvalidArgument("registration smoothing and rate: too many columns for one launch");
   float mx = 0.0f;
   reduceVoxels("kortex::Registration::smooth_z_rate", exec, static_cast<int>(n),
-               SmoothZRateFixedFunctor<R, Exec>{in, u, rate, taps, e, runs}, mx);
+               SmoothZRateFixedFunctor<R, N, Exec>{in, u, rate, taps, e, runs}, mx);
   return static_cast<double>(mx);
 }
 
@@ -1011,7 +1016,8 @@ double smoothZRateFixed(Exec const& exec, ConstField<typename Exec::memory_space
 // Radius <= kMaxFixedSmoothRadius: f -> tmp (x and y), then z and the rate in one kernel (v not
 // stored); else smooth (f -> v) and rate (v -> rateOut). The same v, rate and m either way. `rateOut` may
 // be `f` (f is not read after the x-y pass); v is a workspace.
-template <class Exec>
+// N: the fused kernel's run length (kSmoothRateRun; the benchmark times others).
+template <class Exec, int N = kSmoothRateRun>
 double smoothRate(Exec const& exec, ConstField<typename Exec::memory_space> f, ConstField<typename Exec::memory_space> u,
                   Field<typename Exec::memory_space> v, Field<typename Exec::memory_space> rateOut,
                   Field<typename Exec::memory_space> tmp, GaussianTaps const& taps, Extents const& e) {
@@ -1020,7 +1026,7 @@ double smoothRate(Exec const& exec, ConstField<typename Exec::memory_space> f, C
   if (withFixedRadius(taps.radius, [&](auto radius) {
         constexpr int R = decltype(radius)::value;
         if (!smoothXYFixed<R>(exec, f, tmp, taps, e)) return false;
-        m = smoothZRateFixed<R>(exec, CF(tmp), u, rateOut, taps, e);
+        m = smoothZRateFixed<R, N>(exec, CF(tmp), u, rateOut, taps, e);
         return true;
       }))
     return m;
