@@ -15,6 +15,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <random>
 #include <sstream>
@@ -293,6 +294,63 @@ BOOST_AUTO_TEST_CASE_TEMPLATE(float_variants_match_double_loop, Space, test::Exe
   p.sigmaRange = 0.3f;
   std::vector<double> asDouble(in.begin(), in.end());
   BOOST_TEST(maxRelError(runFloat<Space>(in, s, p, {}), asDouble) > 1e-2);
+}
+
+// Reuse on a batch of layers (one launch for up to kMaxBatchLayers, more launches beyond): every layer
+// the same bits as bilateralLayer alone, for every radius (compile-time and run-time kernels) and tile,
+// with layers of different sizes (a pyramid's and odd ones) and more layers than one launch holds.
+BOOST_AUTO_TEST_CASE_TEMPLATE(batched_layers_equal_single_layers_bitwise, Space, test::ExecutionSpaces) {
+  using Mem = typename Space::memory_space;
+  Space exec;
+  std::vector<Size> sizes = {{37, 23}, {19, 12}, {10, 6}, {5, 3}, {3, 2}, {1, 9}, {19, 1}, {64, 33}, {2, 2}, {11, 40}};
+  BOOST_TEST(sizes.size() > static_cast<std::size_t>(md::kMaxBatchLayers));  // two launches
+  for (int r : kRadii)
+    for (md::LayerTile tile : kTiles) {
+      MultiresParams p;
+      p.radius = r;
+      p.sigmaSpatial = r == 5 ? 2.5f : 1.5f;
+      p.sigmaRange = 0.3f;
+      p.bilateral = MultiresBilateralVariant::Reuse;
+      std::vector<std::vector<float>> inputs;
+      std::vector<md::ConstLayer<Mem>> ins;
+      std::vector<LayerView<Mem>> outs;
+      for (std::size_t b = 0; b < sizes.size(); ++b) {
+        inputs.push_back(floatLayer(sizes[b], 0.5f, 91u + static_cast<unsigned>(b)));
+        ins.emplace_back(toDevice2D<Mem>(inputs.back(), sizes[b], "kortex::test::MultiresBilateral::batch_in"));
+        outs.push_back(test::poisoned(
+            LayerView<Mem>(std::string("kortex::test::MultiresBilateral::batch_out"), sizes[b].ny, sizes[b].nx)));
+      }
+      const md::LayerTile used = md::bilateralLayers(exec, ins, outs, p, tile);
+      exec.fence();
+      md::LayerTile single;
+      for (std::size_t b = 0; b < sizes.size(); ++b) {
+        BOOST_TEST_CONTEXT(Space::name() << " " << describe(p, sizes[b], tile) << ", layer " << b) {
+          const std::vector<float> alone = runFloat<Space>(inputs[b], sizes[b], p, tile, &single);
+          const std::vector<float> batched = toHost2D(outs[b]);
+          BOOST_TEST(std::memcmp(alone.data(), batched.data(), alone.size() * sizeof(float)) == 0);
+          BOOST_TEST(used.x == single.x);
+          BOOST_TEST(used.y == single.y);
+        }
+      }
+    }
+  // Refused: another variant, unequal or empty lists; nothing is written then.
+  MultiresParams p;
+  const Size s{7, 5};
+  auto in = toDevice2D<Mem>(floatLayer(s, 0.5f, 3u), s, "kortex::test::MultiresBilateral::batch_in");
+  auto out = test::poisoned(LayerView<Mem>(std::string("kortex::test::MultiresBilateral::batch_out"), s.ny, s.nx));
+  std::vector<md::ConstLayer<Mem>> ins = {in};
+  std::vector<LayerView<Mem>> outs = {out};
+  p.bilateral = MultiresBilateralVariant::Naive;
+  BOOST_CHECK_THROW(md::bilateralLayers(exec, ins, outs, p, {}), InvalidArgument);
+  p.bilateral = MultiresBilateralVariant::Reuse;
+  BOOST_CHECK_THROW(md::bilateralLayers(exec, ins, std::vector<LayerView<Mem>>{}, p, {}), InvalidArgument);
+  BOOST_CHECK_THROW(md::bilateralLayers(exec, std::vector<md::ConstLayer<Mem>>{}, std::vector<LayerView<Mem>>{}, p, {}),
+                    InvalidArgument);
+  std::vector<LayerView<Mem>> aliased = {LayerView<Mem>(Kokkos::View<float**, Kokkos::LayoutRight, Mem>(
+      const_cast<float*>(in.data()), s.ny, s.nx))};
+  BOOST_CHECK_THROW(md::bilateralLayers(exec, ins, aliased, p, {}), InvalidArgument);
+  exec.fence();
+  for (float v : toHost2D(out)) BOOST_TEST(std::isnan(v));
 }
 
 // The tile the call reports: 0 per axis -> kDefaultBilateralTile, anything else as given.

@@ -16,6 +16,13 @@ LayerTile bilateralLayer(ExecSpace const& exec, ConstLayer<typename ExecSpace::m
 }
 
 template <class ExecSpace>
+LayerTile bilateralLayers(ExecSpace const& exec, std::vector<ConstLayer<typename ExecSpace::memory_space>> const& in,
+                          std::vector<LayerView<typename ExecSpace::memory_space>> const& out,
+                          MultiresParams const& params, LayerTile tile) {
+  return bilateralLayersFloat(exec, in, out, params, tile);
+}
+
+template <class ExecSpace>
 LayerTile bilateralLayer(ExecSpace const& exec, ConstIntLayer<typename ExecSpace::memory_space> in,
                          IntLayerView<typename ExecSpace::memory_space> out,
                          ConstTable<typename ExecSpace::memory_space> closenessQ,
@@ -30,6 +37,9 @@ LayerTile bilateralLayer(ExecSpace const& exec, ConstIntLayer<typename ExecSpace
                                            LayerView<SPACE::memory_space>,                      \
                                            ConstFloatTable<SPACE::memory_space>,                \
                                            MultiresParams const&, LayerTile);                   \
+  template LayerTile bilateralLayers<SPACE>(SPACE const&, std::vector<ConstLayer<SPACE::memory_space>> const&, \
+                                            std::vector<LayerView<SPACE::memory_space>> const&,  \
+                                            MultiresParams const&, LayerTile);                  \
   template LayerTile bilateralLayer<SPACE>(SPACE const&, ConstIntLayer<SPACE::memory_space>,    \
                                            IntLayerView<SPACE::memory_space>,                   \
                                            ConstTable<SPACE::memory_space>,                     \

@@ -12,6 +12,7 @@
 #include <Kokkos_Core.hpp>
 
 #include <cstdint>
+#include <vector>
 
 #include "core/Multires.hpp"
 
@@ -39,6 +40,17 @@ LayerTile bilateralLayer(ExecSpace const& exec, ConstLayer<typename ExecSpace::m
                          LayerView<typename ExecSpace::memory_space> out,
                          ConstFloatTable<typename ExecSpace::memory_space> closeness,
                          MultiresParams const& params, LayerTile tile);
+
+// Float layers in[b] -> out[b] (equal counts), Reuse only (else InvalidArgument): each layer exactly as
+// bilateralLayer filters it (the same tile, the same bits), up to kMaxBatchLayers layers per launch
+// (one league holding every layer's tiles, in[0]'s first: the small layers of a pyramid fill the
+// device beside the large one instead of each taking a launch of a few microseconds). Every layer
+// is checked before anything is enqueued. Returns the tile used.
+inline constexpr int kMaxBatchLayers = 8;
+template <class ExecSpace>
+LayerTile bilateralLayers(ExecSpace const& exec, std::vector<ConstLayer<typename ExecSpace::memory_space>> const& in,
+                          std::vector<LayerView<typename ExecSpace::memory_space>> const& out,
+                          MultiresParams const& params, LayerTile tile);
 
 // Integer layer (ClosenessSimilarityLut): tables multiresClosenessQ / multiresSimilarityQ on the
 // device. Returns the tile used.

@@ -54,6 +54,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "core/Boundary.hpp"
 #include "core/Compat.hpp"
@@ -181,22 +182,31 @@ inline int leagueSize(LayerShape const& s) {
   return s.tilesX * ((s.ny + s.tileY - 1) / s.tileY);
 }
 
-// Team size: min(tile outputs, team_size_max for this functor and scratch footprint).
-// `items`: work items per team (0: one per output of the tile).
+// `league` teams of min(items, team_size_max for this functor and scratch footprint) threads. The
+// policy carries Kokkos' HintLightWeight: on CUDA the closure then goes as a kernel parameter up to
+// 4 KB, where by default one of 512 B or more (a Reuse batch's closure) is copied to constant memory
+// under a lock with a synchronisation per launch.
+template <class ExecSpace, class Functor>
+void launchLeague(ExecSpace const& exec, const char* label, Functor const& f, int league, int items,
+                  std::size_t scratchBytes) {
+  static_assert(sizeof(Functor) < 2048, "keep the kernel closure well under the 4 KB kernel-parameter limit");
+  const int bytes = static_cast<int>(scratchBytes);  // <= scratch_size_max(0), checked
+  auto policyOf = [&](int teamSize) {
+    return Kokkos::Experimental::require(LayerPolicy<ExecSpace>(exec, league, teamSize),
+                                         Kokkos::Experimental::WorkItemProperty::HintLightWeight)
+        .set_scratch_size(0, Kokkos::PerTeam(bytes));
+  };
+  const int maxTeam = policyOf(1).team_size_max(f, Kokkos::ParallelForTag());
+  const int teamSize = std::max(1, std::min(items, maxTeam));
+  Kokkos::parallel_for(label, policyOf(teamSize), f);
+}
+
+// One team per tile of `s`; team size: min(tile outputs, team_size_max). `items`: work items per
+// team (0: one per output of the tile).
 template <class ExecSpace, class Functor>
 void launch(ExecSpace const& exec, const char* label, Functor const& f, LayerShape const& s,
             std::size_t scratchBytes, int items = 0) {
-  // Closures of 512 B or more are copied to CUDA constant memory under a lock per launch.
-  static_assert(sizeof(Functor) < 512, "keep the kernel closure small");
-  const int league = leagueSize(s);
-  const int bytes = static_cast<int>(scratchBytes);  // <= scratch_size_max(0), checked
-  LayerPolicy<ExecSpace> probe(exec, league, 1);
-  probe.set_scratch_size(0, Kokkos::PerTeam(bytes));
-  const int maxTeam = probe.team_size_max(f, Kokkos::ParallelForTag());
-  const int teamSize = std::max(1, std::min(items > 0 ? items : s.tileX * s.tileY, maxTeam));
-  LayerPolicy<ExecSpace> policy(exec, league, teamSize);
-  policy.set_scratch_size(0, Kokkos::PerTeam(bytes));
-  Kokkos::parallel_for(label, policy, f);
+  launchLeague(exec, label, f, leagueSize(s), items > 0 ? items : s.tileX * s.tileY, scratchBytes);
 }
 
 // ----------------------------------------------------------------------------------------------
@@ -336,9 +346,27 @@ inline LayerTile reuseTile(LayerTile t) {
 
 // Called by the kernel as well: a host-only function there compiles (nvcc warning 20011, now an error
 // in kortex_gpu) and yields garbage on the device (Cuda wrote no output at all).
-KOKKOS_INLINE_FUNCTION int reuseItems(LayerShape const& s) {
-  return s.tileX * ((s.tileY + kReuseRows - 1) / kReuseRows);
+KOKKOS_INLINE_FUNCTION int reuseItems(int tileX, int tileY) {
+  return tileX * ((tileY + kReuseRows - 1) / kReuseRows);
 }
+
+// Reuse filters a batch of layers in one launch (bilateralLayers; bilateralLayer is a batch of one):
+// the league holds every layer's tiles, layer 0's first, and a team finds its layer by its league
+// rank. The layers are raw pointers and row pitches so that kMaxBatchLayers of them keep the closure
+// under 512 B; each layer's outputs are computed exactly as alone (the same reads, the same sums).
+struct ReuseLayer {
+  const float* in = nullptr;
+  float* out = nullptr;
+  std::ptrdiff_t inPitch = 0, outPitch = 0;  // elements between rows
+  int nx = 1, ny = 1;
+  int tilesX = 1;
+  int teamsEnd = 0;  // league ranks [previous layer's teamsEnd, teamsEnd) are this layer's tiles
+};
+struct ReuseBatch {
+  ReuseLayer layers[kMaxBatchLayers];
+  int count = 0;
+  int tileX = 1, tileY = 1;
+};
 
 template <class ExecSpace, int R>
 struct ReuseLayerFunctor {
@@ -347,56 +375,60 @@ struct ReuseLayerFunctor {
   static constexpr int P = kReuseRows;
   static constexpr int kD = 2 * (R > 0 ? R : 1) + 1;
 
-  ConstLayer<Mem> in;
-  LayerView<Mem> out;
+  ReuseBatch batch;
   MultiresBFCoeffs coeffs;
-  LayerShape shape;
   int radius;
 
   KOKKOS_INLINE_FUNCTION void operator()(Member const& team) const {
     const int league = team.league_rank();
-    const int x0 = (league % shape.tilesX) * shape.tileX;
-    const int y0 = (league / shape.tilesX) * shape.tileY;
-    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, reuseItems(shape)), [&](const int item) {
-      const int lx = item % shape.tileX;
-      const int ly = (item / shape.tileX) * P;
+    int b = 0;
+    while (b + 1 < batch.count && league >= batch.layers[b].teamsEnd) ++b;
+    ReuseLayer const& L = batch.layers[b];
+    const int tile = league - (b > 0 ? batch.layers[b - 1].teamsEnd : 0);
+    const int tileX = batch.tileX, tileY = batch.tileY;
+    const int x0 = (tile % L.tilesX) * tileX;
+    const int y0 = (tile / L.tilesX) * tileY;
+    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, reuseItems(tileX, tileY)), [&](const int item) {
+      const int lx = item % tileX;
+      const int ly = (item / tileX) * P;
       const int x = x0 + lx, y = y0 + ly;
-      if (x >= shape.nx || y >= shape.ny) return;
-      const int left = shape.tileY - ly < shape.ny - y ? shape.tileY - ly : shape.ny - y;
+      if (x >= L.nx || y >= L.ny) return;
+      const int left = tileY - ly < L.ny - y ? tileY - ly : L.ny - y;
       const int perItem = P;  // a value, not the static member as an lvalue (no device odr-use)
-      filter(x, y, left < perItem ? left : perItem);
+      filter(L, x, y, left < perItem ? left : perItem);
     });
   }
 
   // Items with all P rows (all but a tile's or the image's last rows) run with `rows` a constant: with a
   // compile-time radius the row loop then unrolls completely and every window-row test and closeness
   // exponent is resolved at compile time. The same operations in the same order either way.
-  KOKKOS_INLINE_FUNCTION void filter(const int x, const int y, const int rows) const {
+  KOKKOS_INLINE_FUNCTION void filter(ReuseLayer const& L, const int x, const int y, const int rows) const {
     if (rows == P)
-      filterRows<true>(x, y, P);
+      filterRows<true>(L, x, y, P);
     else
-      filterRows<false>(x, y, rows);
+      filterRows<false>(L, x, y, rows);
   }
 
   template <bool AllRows>
-  KOKKOS_INLINE_FUNCTION void filterRows(const int x, const int y, const int rowsIn) const {
+  KOKKOS_INLINE_FUNCTION void filterRows(ReuseLayer const& L, const int x, const int y, const int rowsIn) const {
     const int rows = AllRows ? P : rowsIn;
     const int r = R > 0 ? R : radius;
     const float kc = coeffs.closenessLog2, kr = coeffs.similarityLog2;
+    auto at = [&](const int yy, const int xx) { return readOnly(L.in + yy * L.inPitch + xx); };
     float c[P], sumWD[P], sumW[P];
     KORTEX_UNROLL
     for (int p = 0; p < P; ++p) {
-      c[p] = readOnly(&in(clampIndex(y + p, shape.ny), x));
+      c[p] = at(clampIndex(y + p, L.ny), x);
       sumWD[p] = 0.0f;
       sumW[p] = 0.0f;
     }
     KORTEX_UNROLL
     for (int jj = 0; jj < P + 2 * r; ++jj) {
-      const int yy = clampIndex(y - r + jj, shape.ny);
+      const int yy = clampIndex(y - r + jj, L.ny);
       float v[kD];
       if constexpr (R > 0) {
         KORTEX_UNROLL
-        for (int i = 0; i < kD; ++i) v[i] = readOnly(&in(yy, clampIndex(x - R + i, shape.nx)));
+        for (int i = 0; i < kD; ++i) v[i] = at(yy, clampIndex(x - R + i, L.nx));
       }
       KORTEX_UNROLL
       for (int p = 0; p < P; ++p) {
@@ -414,7 +446,7 @@ struct ReuseLayerFunctor {
           }
         } else {
           for (int dx = -r; dx <= r; ++dx) {
-            const float d = readOnly(&in(yy, clampIndex(x + dx, shape.nx))) - c[p];
+            const float d = at(yy, clampIndex(x + dx, L.nx)) - c[p];
             const float w = multiresWeightReuse(static_cast<float>(dx * dx) * kc + ey, d, kr);
             rowWD += w * d;
             rowW += w;
@@ -426,29 +458,48 @@ struct ReuseLayerFunctor {
     }
     KORTEX_UNROLL
     for (int p = 0; p < P; ++p)
-      if (p < rows) out(y + p, x) = multiresBFResult(c[p], sumWD[p], sumW[p]);
+      if (p < rows) L.out[(y + p) * L.outPitch + x] = multiresBFResult(c[p], sumWD[p], sumW[p]);
   }
 };
 
 template <class ExecSpace, int R>
-void launchReuse(ExecSpace const& exec, ConstLayer<typename ExecSpace::memory_space> in,
-                 LayerView<typename ExecSpace::memory_space> out, MultiresBFCoeffs const& coeffs,
-                 LayerShape const& shape, int radius) {
-  const ReuseLayerFunctor<ExecSpace, R> f{in, out, coeffs, shape, radius};
-  launch(exec, floatLabel(MultiresBilateralVariant::Reuse), f, shape, 0, reuseItems(shape));
+void launchReuse(ExecSpace const& exec, ReuseBatch const& batch, MultiresBFCoeffs const& coeffs, int radius) {
+  const ReuseLayerFunctor<ExecSpace, R> f{batch, coeffs, radius};
+  launchLeague(exec, floatLabel(MultiresBilateralVariant::Reuse), f, batch.layers[batch.count - 1].teamsEnd,
+               reuseItems(batch.tileX, batch.tileY), 0);
 }
 
 template <class ExecSpace>
-void dispatchReuseRadius(ExecSpace const& exec, ConstLayer<typename ExecSpace::memory_space> in,
-                         LayerView<typename ExecSpace::memory_space> out, MultiresBFCoeffs const& coeffs,
-                         LayerShape const& shape, int radius) {
+void dispatchReuseRadius(ExecSpace const& exec, ReuseBatch const& batch, MultiresBFCoeffs const& coeffs, int radius) {
   static_assert(kMaxFixedRadius == 3, "update the radius switch");
   switch (radius) {
-    case 1: return launchReuse<ExecSpace, 1>(exec, in, out, coeffs, shape, radius);
-    case 2: return launchReuse<ExecSpace, 2>(exec, in, out, coeffs, shape, radius);
-    case 3: return launchReuse<ExecSpace, 3>(exec, in, out, coeffs, shape, radius);
-    default: return launchReuse<ExecSpace, 0>(exec, in, out, coeffs, shape, radius);
+    case 1: return launchReuse<ExecSpace, 1>(exec, batch, coeffs, radius);
+    case 2: return launchReuse<ExecSpace, 2>(exec, batch, coeffs, radius);
+    case 3: return launchReuse<ExecSpace, 3>(exec, batch, coeffs, radius);
+    default: return launchReuse<ExecSpace, 0>(exec, batch, coeffs, radius);
   }
+}
+
+// Appends layer (in, out) with tile t to `batch` (checked layers; teams counted in int).
+template <class Mem>
+void addReuseLayer(ReuseBatch& batch, ConstLayer<Mem> const& in, LayerView<Mem> const& out, LayerTile const& t) {
+  const LayerShape shape = makeShape(in.extent(0), in.extent(1), t);
+  const std::int64_t begin = batch.count > 0 ? batch.layers[batch.count - 1].teamsEnd : 0;
+  const std::int64_t end = begin + leagueSize(shape);
+  if (end > INT_MAX)
+    throw InvalidArgument("multires bilateral: " + std::to_string(end) + " tiles of " + describe(t) +
+                          " in one launch exceed the league size limit; use a larger tile");
+  ReuseLayer& L = batch.layers[batch.count++];
+  L.in = in.data();
+  L.out = out.data();
+  L.inPitch = static_cast<std::ptrdiff_t>(in.stride(0));
+  L.outPitch = static_cast<std::ptrdiff_t>(out.stride(0));
+  L.nx = shape.nx;
+  L.ny = shape.ny;
+  L.tilesX = shape.tilesX;
+  L.teamsEnd = static_cast<int>(end);
+  batch.tileX = t.x;
+  batch.tileY = t.y;
 }
 
 // Every check of the float entry point; returns the resolved tile. Nothing is enqueued.
@@ -501,12 +552,38 @@ LayerTile bilateralLayerFloat(ExecSpace const& exec,
       dispatchFloatRadius<ExecSpace, MultiresBilateralVariant::FastMath>(
           exec, in, out, closeness, coeffs, shape, params.radius);
       break;
-    case MultiresBilateralVariant::Reuse:
-      dispatchReuseRadius<ExecSpace>(exec, in, out, coeffs, shape, params.radius);
+    case MultiresBilateralVariant::Reuse: {
+      ReuseBatch batch;
+      addReuseLayer(batch, in, out, t);
+      dispatchReuseRadius<ExecSpace>(exec, batch, coeffs, params.radius);
       break;
+    }
     case MultiresBilateralVariant::ClosenessSimilarityLut:
       break;  // refused by checkFloat
   }
+  return t;
+}
+
+template <class ExecSpace>
+LayerTile bilateralLayersFloat(ExecSpace const& exec, std::vector<ConstLayer<typename ExecSpace::memory_space>> const& in,
+                               std::vector<LayerView<typename ExecSpace::memory_space>> const& out,
+                               MultiresParams const& params, LayerTile tile) {
+  if (params.bilateral != MultiresBilateralVariant::Reuse)
+    throw InvalidArgument(std::string("multires bilateral: layers are batched with the Reuse variant only; got ") +
+                          toString(params.bilateral));
+  if (in.size() != out.size() || in.empty())
+    throw InvalidArgument("multires bilateral: " + std::to_string(in.size()) + " input and " +
+                          std::to_string(out.size()) + " output layers (equal, non-zero counts)");
+  LayerTile t;
+  for (std::size_t b = 0; b < in.size(); ++b)
+    t = reuseTile(checkFloat<ExecSpace>(in[b], out[b], ConstFloatTable<typename ExecSpace::memory_space>(), params, tile));
+  std::vector<ReuseBatch> batches;
+  for (std::size_t b = 0; b < in.size(); ++b) {
+    if (b % kMaxBatchLayers == 0) batches.emplace_back();
+    addReuseLayer(batches.back(), in[b], out[b], t);  // throws before any launch
+  }
+  const MultiresBFCoeffs coeffs = multiresBFCoeffs(params.sigmaSpatial, params.sigmaRange);
+  for (ReuseBatch const& batch : batches) dispatchReuseRadius<ExecSpace>(exec, batch, coeffs, params.radius);
   return t;
 }
 

@@ -21,6 +21,8 @@
 // (l_0 first: the largest starts at once and the small ones fill the SMs it leaves idle), and
 // fences every instance before returning, so reconstruct on `exec` sees the filtered layers.
 // Kokkos 3.4 and host backends filter every layer on `exec` in order, without fences.
+// Float layers with the Reuse bilateral (the default) and no concurrent instances: every layer in one
+// launch (bilateralLayers, up to kMaxBatchLayers layers per launch), l_0's tiles first.
 #pragma once
 
 #include <Kokkos_Core.hpp>
@@ -257,6 +259,19 @@ struct MultiresPlan<ExecSpace, T>::Impl {
     if (!decomposed) throw InvalidArgument("MultiresPlan::filterLayers: call decompose first");
     if (!params.filter) return;  // reconstruct then reads the unfiltered layers
     const bool concurrent = !instances.empty();
+    if constexpr (!kInteger) {
+      if (!concurrent && params.bilateral == MultiresBilateralVariant::Reuse) {
+        // Every layer in one launch (bilateralLayers): the small levels' tiles fill the device beside l_0's.
+        std::vector<ConstLevelV> ins;
+        std::vector<LevelV> outs;
+        for (int k = 0; k <= L; ++k) {
+          ins.push_back(k < L ? ConstLevelV(lap[k]) : ConstLevelV(g[L]));
+          outs.push_back(filt[k]);
+        }
+        bilateralTile = bilateralLayers(exec, ins, outs, params, bilateralTile);
+        return;
+      }
+    }
     if (concurrent) exec.fence();
     for (int k = 0; k <= L; ++k) {
       ExecSpace const& e = concurrent ? instances[k] : exec;
