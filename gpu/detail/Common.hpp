@@ -116,8 +116,12 @@ template <class Exec, class F>
 void reduceVoxels(std::string const& label, Exec const& exec, int n, F const& f, typename F::value_type& result) {
   if constexpr (Kokkos::SpaceAccessibility<Exec, Kokkos::HostSpace>::accessible)
     Kokkos::parallel_reduce(label, Kokkos::RangePolicy<Exec, Kokkos::IndexType<int>>(exec, 0, n), f, result);
-  else
-    Kokkos::parallel_reduce(label, inOrderPolicy(exec, n), InOrderTiles<Exec, F>{f, n}, result);
+  else  // HintLightWeight: the closure as a kernel parameter up to 4 KB on CUDA, never copied to constant
+        // memory under a lock with a synchronisation (the fused z + rate kernel's closure crosses 512 B)
+    Kokkos::parallel_reduce(label,
+                            Kokkos::Experimental::require(inOrderPolicy(exec, n),
+                                                          Kokkos::Experimental::WorkItemProperty::HintLightWeight),
+                            InOrderTiles<Exec, F>{f, n}, result);
 }
 
 }  // namespace kortex::gpu
