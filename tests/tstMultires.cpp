@@ -392,6 +392,59 @@ BOOST_AUTO_TEST_CASE_TEMPLATE(fused_reduce_equals_fused_direct_bitwise, Space, t
   }
 }
 
+// A plan that filters the layers in reconstruct (FilterSchedule::InReconstruct, the default where it applies)
+// gives the same bits as one that filters them first (Separate): odd sizes, every radius kernel (compile-time
+// 1..3, run-time 4), both pyramids it applies to, tiles that divide nothing; the phases run twice (a plan is
+// reused across frames). Auto resolves to InReconstruct here, and a request it does not apply to is refused.
+BOOST_AUTO_TEST_CASE_TEMPLATE(filter_in_reconstruct_equals_separate_filter_bitwise, Space, test::ExecutionSpaces) {
+  using Mem = typename Space::memory_space;
+  Space exec;
+  const Index sizes[][2] = {{2, 2}, {3, 5}, {64, 16}, {65, 17}, {131, 77}, {200, 9}, {9, 200}};
+  for (auto const& sz : sizes)
+    for (int radius : {1, 2, 3, 4})
+      for (PyramidVariant pyr : {PyramidVariant::FusedDirect, PyramidVariant::FusedReduce}) {
+        const Index nx = sz[0], ny = sz[1];
+        BOOST_TEST_CONTEXT(Space::name() << " " << nx << "x" << ny << " r=" << radius << " " << pyr) {
+          MultiresParams p;
+          p.levels = maxLevels(nx, ny);
+          p.radius = radius;
+          p.sigmaRange = 0.2f;
+          p.pyramid = pyr;
+          p.tiles.bilateralX = 7;
+          p.tiles.bilateralY = 5;
+          const HostImage img = floatImage(nx, ny, 900 + static_cast<std::uint64_t>(nx * radius));
+          auto din = test::toSpace<Space>(img, "kortex::test::Multires::in");
+          auto run = [&](gpu::FilterSchedule schedule, gpu::FilterSchedule expected) {
+            gpu::MultiresPlan<Space, float> plan(exec, nx, ny, p, schedule);
+            BOOST_TEST((plan.schedule() == expected));
+            auto dout = test::poisonedImage<Space>(img.geometry, "kortex::test::Multires::out");
+            for (int frame = 0; frame < 2; ++frame) plan.run(din, dout);
+            exec.fence();
+            return test::toHost(dout, img.geometry);
+          };
+          const HostImage separate = run(gpu::FilterSchedule::Separate, gpu::FilterSchedule::Separate);
+          BOOST_TEST(identical(run(gpu::FilterSchedule::Auto, gpu::FilterSchedule::InReconstruct), separate));
+          BOOST_TEST(identical(run(gpu::FilterSchedule::InReconstruct, gpu::FilterSchedule::InReconstruct), separate));
+          BOOST_TEST(test::maxRelativeError(separate, img) > 1e-3);  // the filter changed the image
+        }
+      }
+  // Where it does not apply: Auto gives Separate, an explicit request is refused.
+  MultiresParams p;
+  p.levels = 2;
+  p.bilateral = MultiresBilateralVariant::ClosenessLut;
+  BOOST_TEST((gpu::MultiresPlan<Space, float>(exec, 16, 16, p).schedule() == gpu::FilterSchedule::Separate));
+  BOOST_CHECK_THROW((gpu::MultiresPlan<Space, float>(exec, 16, 16, p, gpu::FilterSchedule::InReconstruct)),
+                    InvalidArgument);
+  p.bilateral = MultiresBilateralVariant::Reuse;
+  p.pyramid = PyramidVariant::FusedExpand;
+  BOOST_CHECK_THROW((gpu::MultiresPlan<Space, float>(exec, 16, 16, p, gpu::FilterSchedule::InReconstruct)),
+                    InvalidArgument);
+  p.pyramid = PyramidVariant::FusedDirect;
+  p.filter = false;
+  BOOST_TEST((gpu::MultiresPlan<Space, float>(exec, 16, 16, p).schedule() == gpu::FilterSchedule::Separate));
+  (void)sizeof(Mem);
+}
+
 BOOST_AUTO_TEST_CASE_TEMPLATE(bad_inputs_are_refused_and_output_untouched, Space, test::ExecutionSpaces) {
   using Mem = typename Space::memory_space;
   Space exec;
@@ -537,7 +590,9 @@ BOOST_AUTO_TEST_CASE_TEMPLATE(plan_reuse_repeats_one_shot_results, Space, test::
       const HostImage oneA = runFloat<Space>(a, p), oneB = runFloat<Space>(b, p);
       Space exec;
       gpu::MultiresPlan<Space, float> plan(exec, nx, ny, p);
-      BOOST_TEST(plan.bytes() > std::size_t(2 * nx * ny * sizeof(float)));  // l_0 and l'_0 at least
+      // l_0 and l'_0 at least (InReconstruct stores no l'_k)
+      const std::size_t layers = plan.schedule() == gpu::FilterSchedule::InReconstruct ? 1 : 2;
+      BOOST_TEST(plan.bytes() > std::size_t(layers * nx * ny * sizeof(float)));
       const auto t = plan.tiles();
       BOOST_TEST(t.bilateralX > 0);
       BOOST_TEST(t.bilateralY > 0);

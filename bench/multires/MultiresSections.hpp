@@ -14,6 +14,7 @@
 #include "bench/PaperMultires.hpp"
 #include "bench/multires/MultiresBench.hpp"
 #include "core/Multires.hpp"
+#include "gpu/multires/Multires.hpp"
 #include "pipeline/MultiresTileSpace.hpp"
 
 namespace kortex::bench::multires {
@@ -129,18 +130,24 @@ struct E2eConfig {
   bool concurrent;
   bool closenessLut = false;  // float: the ClosenessLut layer bilateral (the default before Reuse)
   bool fusedReduce = false;   // float: the FusedReduce pyramid (reduce and expand-subtract in one kernel)
+  bool separateFilter = false;  // float: the layers filtered before reconstruct (FilterSchedule::Separate)
 };
 // Index 0 / 2: the library's default plan (levels filtered in order, MultiresParams); 1 / 3: the
 // layers filtered concurrently on separate execution-space instances; 4: the default float plan
 // with the ClosenessLut layer bilateral (the float default until Reuse ran right on Cuda); 5: the
-// default float plan with the FusedReduce pyramid.
+// default float plan with the FusedReduce pyramid; 6: the default float plan with the layers filtered
+// before reconstruct (the default filters them in reconstruct: gpu/multires/Multires.hpp, FilterSchedule).
 inline constexpr E2eConfig kE2e[] = {{"kokkos float", false, false},
                                      {"kokkos float concurrent levels", false, true},
                                      {"kokkos uint16", true, false},
                                      {"kokkos uint16 concurrent levels", true, true},
                                      {"kokkos float closeness-lut", false, false, true},
-                                     {"kokkos float fused-reduce", false, false, false, true}};
-inline constexpr int kNumE2e = 6;
+                                     {"kokkos float fused-reduce", false, false, false, true},
+                                     {"kokkos float separate filter", false, false, false, false, true}};
+inline constexpr int kNumE2e = 7;
+inline gpu::FilterSchedule e2eSchedule(int c) {
+  return kE2e[c].separateFilter ? gpu::FilterSchedule::Separate : gpu::FilterSchedule::Auto;
+}
 // The plan parameters of configuration c over the pipeline's base parameters.
 inline MultiresParams e2eParams(MultiresParams p, int c) {
   p.concurrentLevels = kE2e[c].concurrent;

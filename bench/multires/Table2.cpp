@@ -82,7 +82,7 @@ Case Table2::e2eCase(Table2Row& row, int config, Index n) {
   noteInput(row, in);
   auto st = std::make_shared<PlanImages<T>>();
   const MultiresParams p = e2eParams(baseParams(in.sigma, kInt), config);
-  st->plan = std::make_unique<gpu::MultiresPlan<Exec, T>>(ctx_.exec(), n, n, p);
+  st->plan = std::make_unique<gpu::MultiresPlan<Exec, T>>(ctx_.exec(), n, n, p, e2eSchedule(config));
   row.tiles[config] = ctx_.withSources(n, st->plan->tiles());
   makeImages(ctx_, in, *st);
   Kokkos::fence();

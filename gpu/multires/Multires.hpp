@@ -30,8 +30,20 @@ template <class ExecSpace>
 void multires(ExecSpace const& exec, ConstU16ImageView<typename ExecSpace::memory_space> in,
               U16ImageView<typename ExecSpace::memory_space> out, MultiresParams const& params);
 
+// Where a plan filters the float layers (the integer pipeline, and every other layer bilateral, always
+// Separate):
+//   Separate      - filterLayers filters every layer (the Reuse bilateral: all of them in one launch) into
+//                   the plan's filtered layers; reconstruct reads them.
+//   InReconstruct - filterLayers filters g_L only; reconstruct filters each l_k where it expands
+//                   (gpu/multires/detail/MultiresFilterReconstruct.hpp): the filtered layers are never
+//                   stored. The same bits as Separate.
+//   Auto          - InReconstruct where it applies (float layers, the Reuse bilateral, the FusedDirect or
+//                   FusedReduce pyramid, layers filtered in order on one instance), else Separate.
+enum class FilterSchedule { Auto, Separate, InReconstruct };
+
 // Reusable plan: allocates the pyramid once for one image size and parameter set, so repeated
-// frames (benchmarks, video) do not allocate. Phases are exposed for the benchmarks.
+// frames (benchmarks, video) do not allocate. Phases are exposed for the benchmarks (with
+// InReconstruct the layer filtering is part of reconstruct).
 template <class ExecSpace, class T>  // T = float (float pipeline) or std::uint16_t (integer)
 class MultiresPlan {
  public:
@@ -39,7 +51,8 @@ class MultiresPlan {
   using in_view = Kokkos::View<const T***, Kokkos::LayoutRight, memory_space>;
   using out_view = Kokkos::View<T***, Kokkos::LayoutRight, memory_space>;
 
-  MultiresPlan(ExecSpace const& exec, Index nx, Index ny, MultiresParams const& params);
+  MultiresPlan(ExecSpace const& exec, Index nx, Index ny, MultiresParams const& params,
+               FilterSchedule schedule = FilterSchedule::Auto);
   ~MultiresPlan();
   MultiresPlan(MultiresPlan&&) noexcept;
   MultiresPlan& operator=(MultiresPlan&&) noexcept;
@@ -49,6 +62,7 @@ class MultiresPlan {
   void filterLayers();                 // l'_k, g'_L
   void reconstruct(out_view out);      // g'_0 -> out
   MultiresParams const& params() const;
+  FilterSchedule schedule() const;  // the resolved schedule (never Auto)
   // The tiles in use (resolved from params / tuning database / defaults; 0 for a kernel the
   // variants do not run: the pyramid tile is FusedExpand's, the bilateral tile needs filter).
   MultiresTiles tiles() const;

@@ -368,12 +368,70 @@ struct ReuseBatch {
   int tileX = 1, tileY = 1;
 };
 
+// Reuse's outputs of one column: the filtered layer at (x, y + p), p < rows (<= P; AllRows: rows == P),
+// into f[p], from the layer at `in` (row pitch `pitch`, nx x ny, clamped reads through the read-only
+// cache). The walk over the P + 2r rows described above; per output the window rows in order, each
+// row's taps in order, the row sums added to the totals, multiresBFResult. The per-output arithmetic
+// does not depend on P: every caller (the layer kernel, P = kReuseRows; the reconstruct that filters
+// as it expands, P = 2) gets the same bits for the same output.
+template <int P, int R, bool AllRows>
+KOKKOS_INLINE_FUNCTION void reuseColumn(const float* in, std::ptrdiff_t pitch, int nx, int ny, int x, int y,
+                                        int rowsIn, int radius, MultiresBFCoeffs const& coeffs, float* f) {
+  constexpr int kD = 2 * (R > 0 ? R : 1) + 1;
+  const int rows = AllRows ? P : rowsIn;
+  const int r = R > 0 ? R : radius;
+  const float kc = coeffs.closenessLog2, kr = coeffs.similarityLog2;
+  auto at = [&](const int yy, const int xx) { return readOnly(in + yy * pitch + xx); };
+  float c[P], sumWD[P], sumW[P];
+  KORTEX_UNROLL
+  for (int p = 0; p < P; ++p) {
+    c[p] = at(clampIndex(y + p, ny), x);
+    sumWD[p] = 0.0f;
+    sumW[p] = 0.0f;
+  }
+  KORTEX_UNROLL
+  for (int jj = 0; jj < P + 2 * r; ++jj) {
+    const int yy = clampIndex(y - r + jj, ny);
+    float v[kD];
+    if constexpr (R > 0) {
+      KORTEX_UNROLL
+      for (int i = 0; i < kD; ++i) v[i] = at(yy, clampIndex(x - R + i, nx));
+    }
+    KORTEX_UNROLL
+    for (int p = 0; p < P; ++p) {
+      const int dy = jj - r - p;
+      if (p >= rows || dy < -r || dy > r) continue;
+      const float ey = static_cast<float>(dy * dy) * kc;
+      float rowWD = 0.0f, rowW = 0.0f;
+      if constexpr (R > 0) {
+        KORTEX_UNROLL
+        for (int i = 0; i < kD; ++i) {
+          const float d = v[i] - c[p];
+          const float w = multiresWeightReuse(static_cast<float>((i - R) * (i - R)) * kc + ey, d, kr);
+          rowWD += w * d;
+          rowW += w;
+        }
+      } else {
+        for (int dx = -r; dx <= r; ++dx) {
+          const float d = at(yy, clampIndex(x + dx, nx)) - c[p];
+          const float w = multiresWeightReuse(static_cast<float>(dx * dx) * kc + ey, d, kr);
+          rowWD += w * d;
+          rowW += w;
+        }
+      }
+      sumWD[p] += rowWD;
+      sumW[p] += rowW;
+    }
+  }
+  KORTEX_UNROLL
+  for (int p = 0; p < P; ++p) f[p] = p < rows ? multiresBFResult(c[p], sumWD[p], sumW[p]) : 0.0f;
+}
+
 template <class ExecSpace, int R>
 struct ReuseLayerFunctor {
   using Mem = typename ExecSpace::memory_space;
   using Member = typename LayerPolicy<ExecSpace>::member_type;
   static constexpr int P = kReuseRows;
-  static constexpr int kD = 2 * (R > 0 ? R : 1) + 1;
 
   ReuseBatch batch;
   MultiresBFCoeffs coeffs;
@@ -410,55 +468,12 @@ struct ReuseLayerFunctor {
   }
 
   template <bool AllRows>
-  KOKKOS_INLINE_FUNCTION void filterRows(ReuseLayer const& L, const int x, const int y, const int rowsIn) const {
-    const int rows = AllRows ? P : rowsIn;
-    const int r = R > 0 ? R : radius;
-    const float kc = coeffs.closenessLog2, kr = coeffs.similarityLog2;
-    auto at = [&](const int yy, const int xx) { return readOnly(L.in + yy * L.inPitch + xx); };
-    float c[P], sumWD[P], sumW[P];
-    KORTEX_UNROLL
-    for (int p = 0; p < P; ++p) {
-      c[p] = at(clampIndex(y + p, L.ny), x);
-      sumWD[p] = 0.0f;
-      sumW[p] = 0.0f;
-    }
-    KORTEX_UNROLL
-    for (int jj = 0; jj < P + 2 * r; ++jj) {
-      const int yy = clampIndex(y - r + jj, L.ny);
-      float v[kD];
-      if constexpr (R > 0) {
-        KORTEX_UNROLL
-        for (int i = 0; i < kD; ++i) v[i] = at(yy, clampIndex(x - R + i, L.nx));
-      }
-      KORTEX_UNROLL
-      for (int p = 0; p < P; ++p) {
-        const int dy = jj - r - p;
-        if (p >= rows || dy < -r || dy > r) continue;
-        const float ey = static_cast<float>(dy * dy) * kc;
-        float rowWD = 0.0f, rowW = 0.0f;
-        if constexpr (R > 0) {
-          KORTEX_UNROLL
-          for (int i = 0; i < kD; ++i) {
-            const float d = v[i] - c[p];
-            const float w = multiresWeightReuse(static_cast<float>((i - R) * (i - R)) * kc + ey, d, kr);
-            rowWD += w * d;
-            rowW += w;
-          }
-        } else {
-          for (int dx = -r; dx <= r; ++dx) {
-            const float d = at(yy, clampIndex(x + dx, L.nx)) - c[p];
-            const float w = multiresWeightReuse(static_cast<float>(dx * dx) * kc + ey, d, kr);
-            rowWD += w * d;
-            rowW += w;
-          }
-        }
-        sumWD[p] += rowWD;
-        sumW[p] += rowW;
-      }
-    }
+  KOKKOS_INLINE_FUNCTION void filterRows(ReuseLayer const& L, const int x, const int y, const int rows) const {
+    float f[P];
+    reuseColumn<P, R, AllRows>(L.in, L.inPitch, L.nx, L.ny, x, y, rows, radius, coeffs, f);
     KORTEX_UNROLL
     for (int p = 0; p < P; ++p)
-      if (p < rows) L.out[(y + p) * L.outPitch + x] = multiresBFResult(c[p], sumWD[p], sumW[p]);
+      if (p < (AllRows ? P : rows)) L.out[(y + p) * L.outPitch + x] = f[p];
   }
 };
 

@@ -6,7 +6,8 @@
 //   g[k], k = 1..L      reduce outputs (the input image itself is g_0); reconstruct writes g'_k
 //                       over g[k] (k = 1..L-1), g'_0 goes to `out`
 //   lap[k], k = 0..L-1  Laplacian layers l_k
-//   filt[k], k = 0..L   filtered layers l'_k and g'_L (params.filter only)
+//   filt[k], k = 0..L   filtered layers l'_k and g'_L (params.filter only; FilterSchedule::InReconstruct:
+//                       g'_L only, reconstruct forms each l'_k where it expands it)
 //   Unfused temporaries sized for level 0 (gpu/multires/MultiresPyramid.hpp)
 //   tables              float: closeness (ClosenessLut); integer: closenessQ and similarityQ
 //                       (maxDiff = 2 (2^bits - 1): the largest |difference| of two layer values)
@@ -42,6 +43,7 @@
 #include "gpu/multires/Multires.hpp"
 #include "gpu/multires/MultiresBilateral.hpp"
 #include "gpu/multires/MultiresPyramid.hpp"
+#include "gpu/multires/detail/MultiresFilterReconstruct.hpp"
 
 namespace kortex::gpu {
 
@@ -137,9 +139,10 @@ struct MultiresPlan<ExecSpace, T>::Impl {
   std::vector<ExecSpace> instances;  // concurrent level filtering; empty: every layer on exec
   multires_detail::PyramidConfig pyramid;
   multires_detail::LayerTile bilateralTile;
+  FilterSchedule schedule = FilterSchedule::Separate;
   bool decomposed = false;
 
-  Impl(ExecSpace const& e, Index nx_, Index ny_, MultiresParams const& p)
+  Impl(ExecSpace const& e, Index nx_, Index ny_, MultiresParams const& p, FilterSchedule requested)
       : exec(e), params(p), nx(nx_), ny(ny_), L(p.levels) {
     using namespace multires_detail;
     // What sizes the buffers and picks the kernels (the job validated the parameters).
@@ -190,9 +193,11 @@ struct MultiresPlan<ExecSpace, T>::Impl {
     lap.resize(static_cast<std::size_t>(L));
     for (int k = 1; k <= L; ++k) g[k] = alloc("kortex::Multires::g" + std::to_string(k), sizes[k]);
     for (int k = 0; k < L; ++k) lap[k] = alloc("kortex::Multires::l" + std::to_string(k), sizes[k]);
-    if (params.filter) {
+    schedule = resolveSchedule(requested);
+    if (params.filter) {  // InReconstruct stores g'_L only
       filt.resize(static_cast<std::size_t>(L) + 1);
-      for (int k = 0; k <= L; ++k) filt[k] = alloc("kortex::Multires::filtered" + std::to_string(k), sizes[k]);
+      for (int k = schedule == FilterSchedule::InReconstruct ? L : 0; k <= L; ++k)
+        filt[k] = alloc("kortex::Multires::filtered" + std::to_string(k), sizes[k]);
     }
     if (params.pyramid == PyramidVariant::Unfused) tmp = allocateUnfusedBuffers<LayerT, Mem>(nx, ny);
 
@@ -210,6 +215,20 @@ struct MultiresPlan<ExecSpace, T>::Impl {
       if (params.concurrentLevels && kx::hasConcurrentInstances<ExecSpace>)
         instances = kx::partitionSpace(exec, L + 1);
     }
+  }
+
+  // FilterSchedule (gpu/multires/Multires.hpp): InReconstruct for float layers with the Reuse bilateral,
+  // a FusedDirect-reconstruct pyramid and the layers filtered in order; a request it does not apply to
+  // is refused.
+  FilterSchedule resolveSchedule(FilterSchedule requested) const {
+    const bool applies = !kInteger && params.filter && params.bilateral == MultiresBilateralVariant::Reuse &&
+                         (params.pyramid == PyramidVariant::FusedDirect || params.pyramid == PyramidVariant::FusedReduce) &&
+                         !(params.concurrentLevels && kx::hasConcurrentInstances<ExecSpace>);
+    if (requested == FilterSchedule::InReconstruct && !applies)
+      throw InvalidArgument("kortex::gpu::multires: filtering in reconstruct needs float layers, a filter with the "
+                            "reuse bilateral, the fused or fused-reduce pyramid and the layers filtered in order");
+    if (requested == FilterSchedule::Separate) return FilterSchedule::Separate;
+    return applies ? FilterSchedule::InReconstruct : FilterSchedule::Separate;
   }
 
   void updateSimilarityTable(int bits) {
@@ -260,6 +279,11 @@ struct MultiresPlan<ExecSpace, T>::Impl {
     if (!params.filter) return;  // reconstruct then reads the unfiltered layers
     const bool concurrent = !instances.empty();
     if constexpr (!kInteger) {
+      if (schedule == FilterSchedule::InReconstruct) {  // l'_k are formed by reconstruct
+        bilateralTile = bilateralLayers(exec, std::vector<ConstLevelV>{g[L]}, std::vector<LevelV>{filt[L]}, params,
+                                        bilateralTile);
+        return;
+      }
       if (!concurrent && params.bilateral == MultiresBilateralVariant::Reuse) {
         // Every layer in one launch (bilateralLayers): the small levels' tiles fill the device beside l_0's.
         std::vector<ConstLevelV> ins;
@@ -293,12 +317,18 @@ struct MultiresPlan<ExecSpace, T>::Impl {
     if (!decomposed) throw InvalidArgument("MultiresPlan::reconstruct: call decompose first");
     auto layer = [&](int k) -> ConstLevelV { return params.filter ? filt[k] : lap[k]; };
     const ConstLevelV top = params.filter ? filt[L] : g[L];
-    for (int k = L - 1; k >= 1; --k)
-      reconstructLevel<ExecSpace, LayerT, LayerT>(exec, layer(k), k + 1 == L ? top : ConstLevelV(g[k + 1]),
-                                                  g[k], pyramid, tmp);
+    auto coarse = [&](int k) -> ConstLevelV { return k + 1 == L ? top : ConstLevelV(g[k + 1]); };
     const Level<T, Mem> out0 = Kokkos::subview(out, 0, Kokkos::ALL, Kokkos::ALL);
-    reconstructLevel<ExecSpace, LayerT, T>(exec, layer(0), L == 1 ? top : ConstLevelV(g[1]), out0, pyramid,
-                                           tmp);
+    if constexpr (!kInteger) {
+      if (schedule == FilterSchedule::InReconstruct) {  // l'_k = BF(l_k) formed where it is expanded
+        for (int k = L - 1; k >= 1; --k) filterReconstructLevel<ExecSpace, LayerT>(exec, lap[k], coarse(k), g[k], params);
+        filterReconstructLevel<ExecSpace, T>(exec, lap[0], coarse(0), out0, params);
+        return;
+      }
+    }
+    for (int k = L - 1; k >= 1; --k)
+      reconstructLevel<ExecSpace, LayerT, LayerT>(exec, layer(k), coarse(k), g[k], pyramid, tmp);
+    reconstructLevel<ExecSpace, LayerT, T>(exec, layer(0), coarse(0), out0, pyramid, tmp);
   }
 
   std::size_t bytes() const {
@@ -326,8 +356,9 @@ struct MultiresPlan<ExecSpace, T>::Impl {
 };
 
 template <class ExecSpace, class T>
-MultiresPlan<ExecSpace, T>::MultiresPlan(ExecSpace const& exec, Index nx, Index ny, MultiresParams const& params)
-    : impl_(std::make_unique<Impl>(exec, nx, ny, params)) {}
+MultiresPlan<ExecSpace, T>::MultiresPlan(ExecSpace const& exec, Index nx, Index ny, MultiresParams const& params,
+                                         FilterSchedule schedule)
+    : impl_(std::make_unique<Impl>(exec, nx, ny, params, schedule)) {}
 template <class ExecSpace, class T>
 MultiresPlan<ExecSpace, T>::~MultiresPlan() = default;
 template <class ExecSpace, class T>
@@ -357,6 +388,10 @@ void MultiresPlan<ExecSpace, T>::reconstruct(out_view out) {
 template <class ExecSpace, class T>
 MultiresParams const& MultiresPlan<ExecSpace, T>::params() const {
   return impl_->params;
+}
+template <class ExecSpace, class T>
+FilterSchedule MultiresPlan<ExecSpace, T>::schedule() const {
+  return impl_->schedule;
 }
 template <class ExecSpace, class T>
 MultiresTiles MultiresPlan<ExecSpace, T>::tiles() const {
