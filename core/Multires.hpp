@@ -120,7 +120,10 @@ struct MultiresParams {
   bool concurrentLevels = false;
   // Default FusedDirect: measured on H200 (bench multires, Fig 5, float 4096^2) decompose 0.189 ms
   // and reconstruct 0.100 ms vs FusedExpand's 0.229 / 0.144 ms (staging through scratch does not
-  // pay on Hopper, whose caches merge the stride-2 stores); equal at 512^2.
+  // pay on Hopper, whose caches merge the stride-2 stores); equal at 512^2. FusedReduce (the same
+  // bits) decomposes 4096^2 in 0.2145-0.2156 ms against 0.180-0.181 and wins only on small images
+  // (Table 2 float, git 0f4e101: 512^2 14089 vs 12276 FPS, 4096^2 1907 vs 2032;
+  // bench/results/kernels43_session57_nvidia-h200.md).
   PyramidVariant pyramid = PyramidVariant::FusedDirect;
   // Default Reuse (float pipeline; the integer pipeline takes ClosenessSimilarityLut): measured on H200
   // (bench multires, Table 2, float 4096^2, git b80313b + the device fix of reuseItems) 1607 FPS

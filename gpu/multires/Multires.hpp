@@ -1,5 +1,5 @@
 // Kokkos multiresolution filter (definitions: core/Multires.hpp). Variants are chosen by
-// MultiresParams::pyramid (Unfused | FusedDirect | FusedExpand | Packed16) and
+// MultiresParams::pyramid (Unfused | FusedDirect | FusedExpand | Packed16 | FusedReduce) and
 // MultiresParams::bilateral (Naive | ClosenessLut | ClosenessSimilarityLut | FastMath | Reuse); tiles
 // come from MultiresParams::tiles, else the tuning database (core/Tuning.hpp), else the
 // documented defaults. Every check runs before anything is written (the integer input's range

@@ -969,8 +969,9 @@ double rate(Exec const& exec, ConstField<typename Exec::memory_space> u,
 // (rateAt) and the max of their step norms. v is never stored: one write and one read of the field
 // fewer than the two kernels. Consecutive threads own consecutive x. The run length trades registers
 // (3N sums) against re-reads ((N + 2R) / N loads per output); kSmoothRateRun is the shipped one.
-// Measured on an H200 at 240^3, radius 6 (`kortex bench register --only "Fig2 240^3"`, the split's
-// z + rate rows; bench/results/kernels43_session57_nvidia-h200.md): runs of 16, 128 registers.
+// Measured on an H200 at 240^3, radius 6 (`kortex bench register --only "Fig2 240^3"`, the split's two
+// smoothing + rate columns; bench/results/kernels43_session57_nvidia-h200.md): runs of 16 (128 registers)
+// 0.672 / 0.664 ms, runs of 8 (96 registers) 0.700 / 0.688 ms in two builds.
 inline constexpr int kSmoothRateRun = 16;
 
 template <int R, int N, class Exec>
