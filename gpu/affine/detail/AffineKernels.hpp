@@ -323,9 +323,14 @@ void enqueueMetricSums(Exec const& exec, MetricWorkspace<typename Exec::memory_s
   checkScratch<Policy>(MetricTotalsFunctor<Exec>::scratchBytes(), "metric");
   const Partials f{overlap, op, work.partials};
   const int blocks = static_cast<int>(work.partials.extent(1));
-  const int team = std::min(kMetricUnits, Policy(exec, blocks, 1).team_size_max(f, Kokkos::ParallelForTag()));
+  // HintLightWeight: the closure (the metric's images and coefficients) crosses 512 B; on CUDA it then goes as a
+  // kernel parameter instead of being copied to constant memory under a lock with a synchronisation per launch.
+  auto partialsPolicy = [&](int team) {
+    return Kokkos::Experimental::require(Policy(exec, blocks, team), Kokkos::Experimental::WorkItemProperty::HintLightWeight);
+  };
+  const int team = std::min(kMetricUnits, partialsPolicy(1).team_size_max(f, Kokkos::ParallelForTag()));
   Kokkos::parallel_for("kortex::Affine::metricPartials",
-                       Policy(exec, blocks, team).set_scratch_size(0, Kokkos::PerTeam(Partials::scratchBytes())), f);
+                       partialsPolicy(team).set_scratch_size(0, Kokkos::PerTeam(Partials::scratchBytes())), f);
   const MetricTotalsFunctor<Exec> g{work.partials, totals};
   const int lanes = std::min(kMetricLanes, Policy(exec, Op::kSums, 1).team_size_max(g, Kokkos::ParallelForTag()));
   Kokkos::parallel_for("kortex::Affine::metricTotals",
@@ -427,11 +432,12 @@ AffineMetric mutualInformation(Exec const& exec, MetricWorkspace<typename Exec::
   Kokkos::deep_copy(exec, work.hist, 0ull);
   const int blocks = static_cast<int>(work.partials.extent(1));
   const auto scratch = Kokkos::PerTeam(useScratch ? MiHistogramFunctor<Exec>::scratchBytes(B) : 0);
-  const int team = std::min(MiHistogramFunctor<Exec>::kSlots,
-                            Policy(exec, blocks, 1).set_scratch_size(0, scratch).team_size_max(h, Kokkos::ParallelForTag()));
-  Policy policy(exec, blocks, team);
-  policy.set_scratch_size(0, scratch);
-  Kokkos::parallel_for("kortex::Affine::miHistogram", policy, h);
+  auto histPolicy = [&](int team) {  // HintLightWeight as the metric's partials (its closure crosses 512 B)
+    return Kokkos::Experimental::require(Policy(exec, blocks, team), Kokkos::Experimental::WorkItemProperty::HintLightWeight)
+        .set_scratch_size(0, scratch);
+  };
+  const int team = std::min(MiHistogramFunctor<Exec>::kSlots, histPolicy(1).team_size_max(h, Kokkos::ParallelForTag()));
+  Kokkos::parallel_for("kortex::Affine::miHistogram", histPolicy(team), h);
   const auto hist = work.histHost;
   Kokkos::deep_copy(exec, hist, work.hist);
   exec.fence();
