@@ -42,7 +42,9 @@ float keyFloat(std::uint32_t k) {
 
 // The order statistics of ranks `ranks` (0-based, each < n) of n finite values, exactly: a radix
 // selection on the keys, 11 + 11 + 10 bits, one histogram pass over the values per digit for all
-// ranks at once (each rank narrows its own key prefix), OpenMP threads over the values.
+// ranks at once (each rank narrows its own key prefix), OpenMP threads over the values. Ranks whose
+// prefixes agree share one histogram (all of them at the first digit; a percentile's two neighbouring
+// ranks nearly always), so a pass counts each value once per distinct prefix.
 std::vector<float> orderStatistics(const float* p, Index n, std::vector<Index> ranks) {
   constexpr int kShift[3] = {21, 10, 0}, kBits[3] = {11, 11, 10};
   const std::size_t m = ranks.size();
@@ -51,23 +53,33 @@ std::vector<float> orderStatistics(const float* p, Index n, std::vector<Index> r
   for (int level = 0; level < 3; ++level) {
     const std::size_t bins = std::size_t(1) << kBits[level];
     const std::uint32_t digitMask = static_cast<std::uint32_t>(bins - 1);
-    std::vector<Index> hist(m * bins, 0);
+    std::vector<std::uint32_t> distinct;  // the ranks' distinct prefixes; rank r counts in histogram of[r]
+    std::vector<std::size_t> of(m);
+    for (std::size_t r = 0; r < m; ++r) {
+      std::size_t u = 0;
+      while (u < distinct.size() && distinct[u] != prefix[r]) ++u;
+      if (u == distinct.size()) distinct.push_back(prefix[r]);
+      of[r] = u;
+    }
+    const std::size_t h = distinct.size();
+    std::vector<Index> hist(h * bins, 0);
 #pragma omp parallel
     {
-      std::vector<Index> local(m * bins, 0);
+      std::vector<Index> local(h * bins, 0);
 #pragma omp for schedule(static) nowait
       for (Index i = 0; i < n; ++i) {
         const std::uint32_t k = floatKey(p[i]);
         const std::size_t digit = (k >> kShift[level]) & digitMask;
-        for (std::size_t r = 0; r < m; ++r)
-          if ((k & decided) == prefix[r]) ++local[r * bins + digit];
+        for (std::size_t u = 0; u < h; ++u)
+          if ((k & decided) == distinct[u]) ++local[u * bins + digit];
       }
 #pragma omp critical(kortex_intensity_histogram)
-      for (std::size_t j = 0; j < m * bins; ++j) hist[j] += local[j];
+      for (std::size_t j = 0; j < h * bins; ++j) hist[j] += local[j];
     }
     for (std::size_t r = 0; r < m; ++r) {
+      const Index* const hr = hist.data() + of[r] * bins;
       std::size_t d = 0;
-      while (ranks[r] >= hist[r * bins + d]) ranks[r] -= hist[r * bins + d++];
+      while (ranks[r] >= hr[d]) ranks[r] -= hr[d++];
       prefix[r] |= static_cast<std::uint32_t>(d) << kShift[level];
     }
     decided |= digitMask << kShift[level];
