@@ -59,8 +59,8 @@ class MultiresPlan {
 
   void run(in_view in, out_view out);  // decompose + filterLayers + reconstruct
   void decompose(in_view in);          // g_0 .. g_L, l_0 .. l_{L-1}
-  void filterLayers();                 // l'_k, g'_L
-  void reconstruct(out_view out);      // g'_0 -> out
+  void filterLayers();                 // l'_k, g'_L (InReconstruct: g'_L only)
+  void reconstruct(out_view out);      // g'_0 -> out (InReconstruct: forms each l'_k as it expands it)
   MultiresParams const& params() const;
   FilterSchedule schedule() const;  // the resolved schedule (never Auto)
   // The tiles in use (resolved from params / tuning database / defaults; 0 for a kernel the
