@@ -23,6 +23,15 @@ KOKKOS_FORCEINLINE_FUNCTION T readOnly(const T* p) {
 #endif
 }
 
+// `policy` with Kokkos' HintLightWeight. On CUDA a kernel's closure (functor, reducer and policy) of 512 B
+// or more is otherwise copied to constant memory under a lock, with an event synchronisation, at every
+// launch; with the hint it goes as a kernel parameter up to 4 KB. The kernel is otherwise the same. Host
+// back ends ignore the hint.
+template <class Policy>
+auto lightWeight(Policy const& policy) {
+  return Kokkos::Experimental::require(policy, Kokkos::Experimental::WorkItemProperty::HintLightWeight);
+}
+
 // Throws InvalidArgument unless `in` and `out` are allocated, non-empty, have equal extents
 // and do not alias.
 template <class InView, class OutView>
@@ -116,12 +125,8 @@ template <class Exec, class F>
 void reduceVoxels(std::string const& label, Exec const& exec, int n, F const& f, typename F::value_type& result) {
   if constexpr (Kokkos::SpaceAccessibility<Exec, Kokkos::HostSpace>::accessible)
     Kokkos::parallel_reduce(label, Kokkos::RangePolicy<Exec, Kokkos::IndexType<int>>(exec, 0, n), f, result);
-  else  // HintLightWeight: the closure as a kernel parameter up to 4 KB on CUDA, never copied to constant
-        // memory under a lock with a synchronisation (the fused z + rate kernel's closure crosses 512 B)
-    Kokkos::parallel_reduce(label,
-                            Kokkos::Experimental::require(inOrderPolicy(exec, n),
-                                                          Kokkos::Experimental::WorkItemProperty::HintLightWeight),
-                            InOrderTiles<Exec, F>{f, n}, result);
+  else  // lightWeight: the fused z + rate kernel's closure crosses 512 B
+    Kokkos::parallel_reduce(label, lightWeight(inOrderPolicy(exec, n)), InOrderTiles<Exec, F>{f, n}, result);
 }
 
 }  // namespace kortex::gpu

@@ -13,6 +13,7 @@
 #include "core/Compat.hpp"
 #include "core/Errors.hpp"
 #include "core/Image.hpp"
+#include "gpu/detail/Common.hpp"
 
 namespace kortex::gpu::affine_detail {
 
@@ -323,14 +324,11 @@ void enqueueMetricSums(Exec const& exec, MetricWorkspace<typename Exec::memory_s
   checkScratch<Policy>(MetricTotalsFunctor<Exec>::scratchBytes(), "metric");
   const Partials f{overlap, op, work.partials};
   const int blocks = static_cast<int>(work.partials.extent(1));
-  // HintLightWeight: the closure (the metric's images and coefficients) crosses 512 B; on CUDA it then goes as a
-  // kernel parameter instead of being copied to constant memory under a lock with a synchronisation per launch.
-  auto partialsPolicy = [&](int team) {
-    return Kokkos::Experimental::require(Policy(exec, blocks, team), Kokkos::Experimental::WorkItemProperty::HintLightWeight);
-  };
-  const int team = std::min(kMetricUnits, partialsPolicy(1).team_size_max(f, Kokkos::ParallelForTag()));
+  // lightWeight: the closure (the metric's images and coefficients) crosses 512 B.
+  const int team = std::min(kMetricUnits, lightWeight(Policy(exec, blocks, 1)).team_size_max(f, Kokkos::ParallelForTag()));
   Kokkos::parallel_for("kortex::Affine::metricPartials",
-                       partialsPolicy(team).set_scratch_size(0, Kokkos::PerTeam(Partials::scratchBytes())), f);
+                       lightWeight(Policy(exec, blocks, team)).set_scratch_size(0, Kokkos::PerTeam(Partials::scratchBytes())),
+                       f);
   const MetricTotalsFunctor<Exec> g{work.partials, totals};
   const int lanes = std::min(kMetricLanes, Policy(exec, Op::kSums, 1).team_size_max(g, Kokkos::ParallelForTag()));
   Kokkos::parallel_for("kortex::Affine::metricTotals",
@@ -432,10 +430,7 @@ AffineMetric mutualInformation(Exec const& exec, MetricWorkspace<typename Exec::
   Kokkos::deep_copy(exec, work.hist, 0ull);
   const int blocks = static_cast<int>(work.partials.extent(1));
   const auto scratch = Kokkos::PerTeam(useScratch ? MiHistogramFunctor<Exec>::scratchBytes(B) : 0);
-  auto histPolicy = [&](int team) {  // HintLightWeight as the metric's partials (its closure crosses 512 B)
-    return Kokkos::Experimental::require(Policy(exec, blocks, team), Kokkos::Experimental::WorkItemProperty::HintLightWeight)
-        .set_scratch_size(0, scratch);
-  };
+  auto histPolicy = [&](int team) { return lightWeight(Policy(exec, blocks, team)).set_scratch_size(0, scratch); };
   const int team = std::min(MiHistogramFunctor<Exec>::kSlots, histPolicy(1).team_size_max(h, Kokkos::ParallelForTag()));
   Kokkos::parallel_for("kortex::Affine::miHistogram", histPolicy(team), h);
   const auto hist = work.histHost;

@@ -54,6 +54,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "core/Boundary.hpp"
@@ -69,6 +70,19 @@ namespace kortex::gpu::multires_detail {
 inline constexpr int kMaxTileOutputs = 1024;
 // Radii with a compile-time-radius kernel (the paper's 5x5 window is r = 2).
 inline constexpr int kMaxFixedRadius = 3;
+
+// Calls run(std::integral_constant<int, R>{}) with R = radius for the compile-time radii 1..kMaxFixedRadius,
+// R = 0 (the run-time-radius loops) for any other radius.
+template <class Run>
+void withRadius(int radius, Run&& run) {
+  static_assert(kMaxFixedRadius == 3, "update the radius switch");
+  switch (radius) {
+    case 1: return run(std::integral_constant<int, 1>{});
+    case 2: return run(std::integral_constant<int, 2>{});
+    case 3: return run(std::integral_constant<int, 3>{});
+    default: return run(std::integral_constant<int, 0>{});
+  }
+}
 // Scratch headroom kept free when deciding whether the similarity table goes into scratch:
 // the byte counts below include the 16-B alignment of the block already, the margin covers
 // Kokkos' own per-team bookkeeping beyond its documented reserve.
@@ -182,19 +196,15 @@ inline int leagueSize(LayerShape const& s) {
   return s.tilesX * ((s.ny + s.tileY - 1) / s.tileY);
 }
 
-// `league` teams of min(items, team_size_max for this functor and scratch footprint) threads. The
-// policy carries Kokkos' HintLightWeight: on CUDA the closure then goes as a kernel parameter up to
-// 4 KB, where by default one of 512 B or more (a Reuse batch's closure) is copied to constant memory
-// under a lock with a synchronisation per launch.
+// `league` teams of min(items, team_size_max for this functor and scratch footprint) threads; the
+// policy is lightWeight (a Reuse batch's closure crosses 512 B).
 template <class ExecSpace, class Functor>
 void launchLeague(ExecSpace const& exec, const char* label, Functor const& f, int league, int items,
                   std::size_t scratchBytes) {
   static_assert(sizeof(Functor) < 2048, "keep the kernel closure well under the 4 KB kernel-parameter limit");
   const int bytes = static_cast<int>(scratchBytes);  // <= scratch_size_max(0), checked
   auto policyOf = [&](int teamSize) {
-    return Kokkos::Experimental::require(LayerPolicy<ExecSpace>(exec, league, teamSize),
-                                         Kokkos::Experimental::WorkItemProperty::HintLightWeight)
-        .set_scratch_size(0, Kokkos::PerTeam(bytes));
+    return lightWeight(LayerPolicy<ExecSpace>(exec, league, teamSize)).set_scratch_size(0, Kokkos::PerTeam(bytes));
   };
   const int maxTeam = policyOf(1).team_size_max(f, Kokkos::ParallelForTag());
   const int teamSize = std::max(1, std::min(items, maxTeam));
@@ -316,13 +326,9 @@ void dispatchFloatRadius(ExecSpace const& exec, ConstLayer<typename ExecSpace::m
                          LayerView<typename ExecSpace::memory_space> out,
                          ConstFloatTable<typename ExecSpace::memory_space> closeness,
                          MultiresBFCoeffs const& coeffs, LayerShape const& shape, int radius) {
-  static_assert(kMaxFixedRadius == 3, "update the radius switch");
-  switch (radius) {
-    case 1: return launchFloat<ExecSpace, V, 1>(exec, in, out, closeness, coeffs, shape, radius);
-    case 2: return launchFloat<ExecSpace, V, 2>(exec, in, out, closeness, coeffs, shape, radius);
-    case 3: return launchFloat<ExecSpace, V, 3>(exec, in, out, closeness, coeffs, shape, radius);
-    default: return launchFloat<ExecSpace, V, 0>(exec, in, out, closeness, coeffs, shape, radius);
-  }
+  withRadius(radius, [&](auto R) {
+    launchFloat<ExecSpace, V, decltype(R)::value>(exec, in, out, closeness, coeffs, shape, radius);
+  });
 }
 
 // ----------------------------------------------------------------------------------------------
@@ -353,7 +359,8 @@ KOKKOS_INLINE_FUNCTION int reuseItems(int tileX, int tileY) {
 // Reuse filters a batch of layers in one launch (bilateralLayers; bilateralLayer is a batch of one):
 // the league holds every layer's tiles, layer 0's first, and a team finds its layer by its league
 // rank. The layers are raw pointers and row pitches so that kMaxBatchLayers of them keep the closure
-// under 512 B; each layer's outputs are computed exactly as alone (the same reads, the same sums).
+// small (well under the 4 KB of a lightWeight launch); each layer's outputs are computed exactly as alone
+// (the same reads, the same sums).
 struct ReuseLayer {
   const float* in = nullptr;
   float* out = nullptr;
@@ -486,13 +493,7 @@ void launchReuse(ExecSpace const& exec, ReuseBatch const& batch, MultiresBFCoeff
 
 template <class ExecSpace>
 void dispatchReuseRadius(ExecSpace const& exec, ReuseBatch const& batch, MultiresBFCoeffs const& coeffs, int radius) {
-  static_assert(kMaxFixedRadius == 3, "update the radius switch");
-  switch (radius) {
-    case 1: return launchReuse<ExecSpace, 1>(exec, batch, coeffs, radius);
-    case 2: return launchReuse<ExecSpace, 2>(exec, batch, coeffs, radius);
-    case 3: return launchReuse<ExecSpace, 3>(exec, batch, coeffs, radius);
-    default: return launchReuse<ExecSpace, 0>(exec, batch, coeffs, radius);
-  }
+  withRadius(radius, [&](auto R) { launchReuse<ExecSpace, decltype(R)::value>(exec, batch, coeffs, radius); });
 }
 
 // Appends layer (in, out) with tile t to `batch` (checked layers; teams counted in int).
@@ -688,15 +689,9 @@ void dispatchIntRadius(ExecSpace const& exec, ConstIntLayer<typename ExecSpace::
                        ConstTable<typename ExecSpace::memory_space> closenessQ,
                        ConstTable<typename ExecSpace::memory_space> similarityQ,
                        LayerShape const& shape, int radius) {
-  static_assert(kMaxFixedRadius == 3, "update the radius switch");
-  const auto& cQ = closenessQ;
-  const auto& sQ = similarityQ;
-  switch (radius) {
-    case 1: return launchInt<ExecSpace, SimScratch, 1>(exec, in, out, cQ, sQ, shape, radius);
-    case 2: return launchInt<ExecSpace, SimScratch, 2>(exec, in, out, cQ, sQ, shape, radius);
-    case 3: return launchInt<ExecSpace, SimScratch, 3>(exec, in, out, cQ, sQ, shape, radius);
-    default: return launchInt<ExecSpace, SimScratch, 0>(exec, in, out, cQ, sQ, shape, radius);
-  }
+  withRadius(radius, [&](auto R) {
+    launchInt<ExecSpace, SimScratch, decltype(R)::value>(exec, in, out, closenessQ, similarityQ, shape, radius);
+  });
 }
 
 // Every check of the integer entry point; returns the resolved tile and whether the similarity

@@ -212,10 +212,12 @@ struct MultiresPlan<ExecSpace, T>::Impl {
         closeness = tableToDevice<float, Mem>(multiresCloseness(params.radius, params.sigmaSpatial),
                                               "kortex::Multires::closeness");
       }
-      if (params.concurrentLevels && kx::hasConcurrentInstances<ExecSpace>)
-        instances = kx::partitionSpace(exec, L + 1);
+      if (concurrentFiltering()) instances = kx::partitionSpace(exec, L + 1);
     }
   }
+
+  // Whether the layers are filtered on concurrent instances (params.concurrentLevels where the backend has them).
+  bool concurrentFiltering() const { return params.concurrentLevels && kx::hasConcurrentInstances<ExecSpace>; }
 
   // FilterSchedule (gpu/multires/Multires.hpp): InReconstruct for float layers with the Reuse bilateral,
   // a FusedDirect-reconstruct pyramid and the layers filtered in order; a request it does not apply to
@@ -223,7 +225,7 @@ struct MultiresPlan<ExecSpace, T>::Impl {
   FilterSchedule resolveSchedule(FilterSchedule requested) const {
     const bool applies = !kInteger && params.filter && params.bilateral == MultiresBilateralVariant::Reuse &&
                          (params.pyramid == PyramidVariant::FusedDirect || params.pyramid == PyramidVariant::FusedReduce) &&
-                         !(params.concurrentLevels && kx::hasConcurrentInstances<ExecSpace>);
+                         !concurrentFiltering();
     if (requested == FilterSchedule::InReconstruct && !applies)
       throw InvalidArgument("kortex::gpu::multires: filtering in reconstruct needs float layers, a filter with the "
                             "reuse bilateral, the fused or fused-reduce pyramid and the layers filtered in order");

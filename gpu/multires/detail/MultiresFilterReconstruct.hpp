@@ -30,7 +30,7 @@ struct FilterReconstructFunctor {
   StencilLevel<float, Mem> coarse;   // g'_{k+1}
   Level<OutT, Mem> out;              // g'_k
   MultiresBFCoeffs coeffs;
-  int ny, nx, my, mx, maxValue, radius;
+  int ny, nx, my, mx, radius;
 
   KOKKOS_INLINE_FUNCTION void operator()(const I n) const {
     const int i = static_cast<int>(n / mx);
@@ -47,7 +47,7 @@ struct FilterReconstructFunctor {
         reuseColumn<2, R, false>(layer.data(), pitch, nx, ny, x + b, y, rows, radius, coeffs, f[b]);
     }
     expandQuadAt<float, OutT, true>(
-        i, j, my, mx, ny, nx, maxValue, [&](int yy, int xx) { return coarse(yy, xx); },
+        i, j, my, mx, ny, nx, 0 /* maxValue: integer levels only */, [&](int yy, int xx) { return coarse(yy, xx); },
         [&](int yy, int xx) {  // selects, not f[xx - x][yy - y]: a run-time index puts f on the stack
           const float* col = xx == x ? f[0] : f[1];
           return yy == y ? col[0] : col[1];
@@ -60,7 +60,7 @@ template <class ExecSpace, class OutT, int R>
 void launchFilterReconstruct(ExecSpace const& exec, ConstLevel<float, typename ExecSpace::memory_space> layer,
                              ConstLevel<float, typename ExecSpace::memory_space> coarse,
                              Level<OutT, typename ExecSpace::memory_space> out, MultiresBFCoeffs const& coeffs,
-                             int radius, int maxValue) {
+                             int radius) {
   using Mem = typename ExecSpace::memory_space;
   const int ny = static_cast<int>(layer.extent(0)), nx = static_cast<int>(layer.extent(1));
   const int my = ceilHalf(ny), mx = ceilHalf(nx);
@@ -68,12 +68,11 @@ void launchFilterReconstruct(ExecSpace const& exec, ConstLevel<float, typename E
   const char* label = "kortex::Multires::FilterReconstruct";
   if (items <= INT_MAX)  // 32-bit indices where the level allows them
     Kokkos::parallel_for(label, FlatPolicy32<ExecSpace>(exec, 0, static_cast<int>(items)),
-                         FilterReconstructFunctor<Mem, OutT, R, int>{layer, coarse, out, coeffs, ny, nx, my, mx,
-                                                                     maxValue, radius});
+                         FilterReconstructFunctor<Mem, OutT, R, int>{layer, coarse, out, coeffs, ny, nx, my, mx, radius});
   else
     Kokkos::parallel_for(label, FlatPolicy<ExecSpace>(exec, 0, items),
                          FilterReconstructFunctor<Mem, OutT, R, std::int64_t>{layer, coarse, out, coeffs, ny, nx, my,
-                                                                              mx, maxValue, radius});
+                                                                              mx, radius});
 }
 
 // out = BF(layer) + expand(coarse) (float layers, the Reuse bilateral of `params`). The caller checked
@@ -86,13 +85,9 @@ void filterReconstructLevel(ExecSpace const& exec, ConstLevel<float, typename Ex
   checkExtents2(coarse, ceilHalf(ny), ceilHalf(nx), "coarse level");
   checkExtents2(out, ny, nx, "reconstructed level");
   const MultiresBFCoeffs coeffs = multiresBFCoeffs(params.sigmaSpatial, params.sigmaRange);
-  static_assert(kMaxFixedRadius == 3, "update the radius switch");
-  switch (params.radius) {
-    case 1: return launchFilterReconstruct<ExecSpace, OutT, 1>(exec, layer, coarse, out, coeffs, params.radius, 0);
-    case 2: return launchFilterReconstruct<ExecSpace, OutT, 2>(exec, layer, coarse, out, coeffs, params.radius, 0);
-    case 3: return launchFilterReconstruct<ExecSpace, OutT, 3>(exec, layer, coarse, out, coeffs, params.radius, 0);
-    default: return launchFilterReconstruct<ExecSpace, OutT, 0>(exec, layer, coarse, out, coeffs, params.radius, 0);
-  }
+  withRadius(params.radius, [&](auto R) {
+    launchFilterReconstruct<ExecSpace, OutT, decltype(R)::value>(exec, layer, coarse, out, coeffs, params.radius);
+  });
 }
 
 }  // namespace kortex::gpu::multires_detail

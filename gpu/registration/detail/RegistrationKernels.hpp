@@ -477,11 +477,8 @@ EnergySums launchTeams(Exec const& exec, ForceViews<typename Exec::memory_space>
                        Extents const& e, float lambda, ForceLaunchInfo const& info,
                        const char* label) {
   EnergySums s;
-  // HintLightWeight: the reduction's closure (functor, reducer and policy cross 512 B) goes as a kernel
-  // parameter on CUDA instead of being copied to constant memory under a lock; the same kernel otherwise.
-  Kokkos::parallel_reduce(label,
-                          Kokkos::Experimental::require(forceTeamPolicy(exec, info),
-                                                        Kokkos::Experimental::WorkItemProperty::HintLightWeight),
+  // lightWeight: functor, reducer and policy together cross 512 B.
+  Kokkos::parallel_reduce(label, lightWeight(forceTeamPolicy(exec, info)),
                           forceTeamFunctor<Functor>(views, e, lambda, info), s);
   return s;
 }
