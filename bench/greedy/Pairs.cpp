@@ -73,7 +73,10 @@ void runPairs(Context& ctx) {
      << "), 2 mm, the registration's defaults (scales 4,2,1; iterations 50,50,100; fft), in-process: normalise, "
         "affine, greedy, the warped image in memory; file reading excluded. "
      << reps << " runs per pair after one warm-up, medians.\n\n"
-     << "| metric | total s | normalise s | affine s | resample s | greedy s | goal |\n|---|---|---|---|---|---|---|\n";
+     << "Affine split: its levels' optimisation (the metric evaluations and the optimiser) and the rest (the "
+        "pyramid and the level images' upload). Greedy split: seconds per scale (coarse to fine).\n\n"
+     << "| metric | total s | normalise s | affine s | affine levels s | resample s | greedy s | greedy per scale s | goal "
+        "|\n|---|---|---|---|---|---|---|---|---|\n";
   nlohmann::json rows = nlohmann::json::array();
   for (GreedyMetric metric : {GreedyMetric::Lncc, GreedyMetric::Ssd}) {
     pipeline::RegistrationPipelineOptions po;
@@ -82,7 +85,8 @@ void runPairs(Context& ctx) {
     po.greedy = greedyRegistrationDefaults();
     po.greedy.metric = metric;
     if (opt.tiny) po.greedy.iterations.assign(po.greedy.scales.size(), 2);
-    std::vector<double> total, norm, aff, res, flu;
+    std::vector<double> total, norm, aff, affLevels, res, flu;
+    std::vector<std::vector<double>> perScale(po.greedy.scales.size());
     for (int m = 0; m < 2; ++m) {
       const HostImage mv = io::readImage(moving[std::size_t(m)]);
       for (int r = -1; r < reps; ++r) {
@@ -93,15 +97,27 @@ void runPairs(Context& ctx) {
         if (r < 0) continue;  // warm-up
         total.push_back(s), norm.push_back(p.secondsNormalise), aff.push_back(p.secondsAffine);
         res.push_back(p.secondsResample), flu.push_back(p.secondsFluid);
+        double levels = 0.0;
+        for (auto const& l : p.affineResult.perLevel) levels += l.seconds;
+        affLevels.push_back(levels);
+        for (std::size_t s = 0; s < p.greedy.scales.size() && s < perScale.size(); ++s)
+          perScale[s].push_back(p.greedy.scales[s].seconds);
         ++ctx.rep.measured;
       }
     }
     const double want = metric == GreedyMetric::Lncc ? kGoalPairLnccS : kGoalPairSsdS;
     md << "| " << toString(metric) << " | " << fixedDecimals(median(total), 4) << " | " << fixedDecimals(median(norm), 4)
-       << " | " << fixedDecimals(median(aff), 4) << " | " << fixedDecimals(median(res), 4) << " | "
-       << fixedDecimals(median(flu), 4) << " | <= " << want << " s: " << goal(median(total), want) << " |\n";
+       << " | " << fixedDecimals(median(aff), 4) << " | " << fixedDecimals(median(affLevels), 4) << " | "
+       << fixedDecimals(median(res), 4) << " | " << fixedDecimals(median(flu), 4) << " | ";
+    std::vector<double> scaleMedians;
+    for (std::size_t s = 0; s < perScale.size(); ++s) {
+      scaleMedians.push_back(median(perScale[s]));
+      md << (s ? ", " : "") << fixedDecimals(scaleMedians.back(), 4);
+    }
+    md << " | <= " << want << " s: " << goal(median(total), want) << " |\n";
     rows.push_back({{"metric", toString(metric)}, {"total_s", total}, {"median_s", median(total)},
                     {"normalise_median_s", median(norm)}, {"affine_median_s", median(aff)},
+                    {"affine_levels_median_s", median(affLevels)}, {"greedy_scale_median_s", scaleMedians},
                     {"resample_median_s", median(res)}, {"greedy_median_s", median(flu)}});
     if (ctx.onDevice && !opt.tiny)
       ctx.j["targets"][metric == GreedyMetric::Lncc ? "pair_lncc_median_s" : "pair_ssd_median_s"] = median(total);
