@@ -62,6 +62,16 @@ void checkVolume(HostImage const& img, const char* name) {
 
 Index reducedExtent(Index n) { return (n + 1) / 2; }
 
+// The grid of a binomial sampled every `stride` voxels (1: the same grid; 2: the next level).
+Geometry affineReducedGeometryBy(Geometry const& g, Index stride) {
+  Geometry out = g;
+  for (int a = 0; a < 3; ++a) {
+    out.size[a] = (g.size[a] + stride - 1) / stride;
+    out.spacing[a] = double(stride) * g.spacing[a];
+  }
+  return out;
+}
+
 // RMS distance from the centre of the n samples 0 .. n-1 of an axis: sqrt((n^2 - 1) / 12).
 double rmsRadius(Index n) {
   const double d = static_cast<double>(n);
@@ -315,49 +325,50 @@ AffineMetric affineMetricFromSums(const double* s, Index fixedVoxels) {
 
 namespace {
 
-// The 5-tap binomial (1, 4, 6, 4, 1)/16 along x, y, z, clamp rule, sampled every `stride` voxels:
-// n_out = ceil(n / stride); double accumulation.
+// The 5-tap binomial (affineBinomial5) along x, y, z, clamp rule, sampled every `stride` voxels:
+// n_out = ceil(n / stride); double passes, float output.
 HostImage binomial(HostImage const& img, Index stride, const char* label) {
-  static const double b[5] = {1.0 / 16, 4.0 / 16, 6.0 / 16, 4.0 / 16, 1.0 / 16};
   Geometry const& g = img.geometry;
   const Index nx = g.nx(), ny = g.ny(), nz = g.nz();
   auto outExtent = [stride](Index n) { return (n + stride - 1) / stride; };
   const Index cx = outExtent(nx), cy = outExtent(ny), cz = outExtent(nz);
-  // the clamp rule (core/Boundary.hpp) on one axis; axes hold fewer than 2^31 voxels
-  auto clampI = [](Index i, Index n) { return Index(clampIndex(int(i), int(n))); };
+  // the five clamped taps (core/Boundary.hpp) of output i on an axis of n; axes hold fewer than 2^31 voxels
+  auto taps = [stride](Index i, Index n, Index step, Index (&at)[5]) {
+    for (int m = 0; m < 5; ++m) at[m] = Index(clampIndex(int(stride * i + m - 2), int(n))) * step;
+  };
   const float* in = img.data.data();
   // x pass (nz, ny, cx), y pass (nz, cy, cx), z pass (cz, cy, cx).
   std::vector<double> tx(static_cast<std::size_t>(nz * ny * cx)), ty(static_cast<std::size_t>(nz * cy * cx));
 #pragma omp parallel for schedule(static)
-  for (Index r = 0; r < nz * ny; ++r)
+  for (Index r = 0; r < nz * ny; ++r) {
+    const float* row = in + r * nx;
     for (Index i = 0; i < cx; ++i) {
-      double s = 0.0;
-      for (int m = -2; m <= 2; ++m) s += b[m + 2] * double(in[r * nx + clampI(stride * i + m, nx)]);
-      tx[static_cast<std::size_t>(r * cx + i)] = s;
+      Index t[5];
+      taps(i, nx, 1, t);
+      tx[static_cast<std::size_t>(r * cx + i)] = affineBinomial5(row[t[0]], row[t[1]], row[t[2]], row[t[3]], row[t[4]]);
     }
+  }
 #pragma omp parallel for schedule(static)
   for (Index z = 0; z < nz; ++z)
-    for (Index j = 0; j < cy; ++j)
-      for (Index i = 0; i < cx; ++i) {
-        double s = 0.0;
-        for (int m = -2; m <= 2; ++m)
-          s += b[m + 2] * tx[static_cast<std::size_t>((z * ny + clampI(stride * j + m, ny)) * cx + i)];
-        ty[static_cast<std::size_t>((z * cy + j) * cx + i)] = s;
-      }
-  Geometry cg = g;
-  cg.size = {cx, cy, cz};
-  for (int a = 0; a < 3; ++a) cg.spacing[a] = double(stride) * g.spacing[a];
-  HostImage out(label, cg);
+    for (Index j = 0; j < cy; ++j) {
+      Index t[5];
+      taps(j, ny, cx, t);
+      const double* p = tx.data() + z * ny * cx;
+      double* o = ty.data() + (z * cy + j) * cx;
+      for (Index i = 0; i < cx; ++i) o[i] = affineBinomial5(p[t[0] + i], p[t[1] + i], p[t[2] + i], p[t[3] + i], p[t[4] + i]);
+    }
+  HostImage out(label, affineReducedGeometryBy(g, stride));
   float* o = out.data.data();
+  const Index plane = cy * cx;
 #pragma omp parallel for schedule(static)
-  for (Index k = 0; k < cz; ++k)
-    for (Index j = 0; j < cy; ++j)
-      for (Index i = 0; i < cx; ++i) {
-        double s = 0.0;
-        for (int m = -2; m <= 2; ++m)
-          s += b[m + 2] * ty[static_cast<std::size_t>((clampI(stride * k + m, nz) * cy + j) * cx + i)];
-        o[(k * cy + j) * cx + i] = static_cast<float>(s);
-      }
+  for (Index k = 0; k < cz; ++k) {
+    Index t[5];
+    taps(k, nz, plane, t);
+    for (Index i = 0; i < plane; ++i)
+      o[k * plane + i] = static_cast<float>(
+          affineBinomial5(ty[std::size_t(t[0] + i)], ty[std::size_t(t[1] + i)], ty[std::size_t(t[2] + i)],
+                          ty[std::size_t(t[3] + i)], ty[std::size_t(t[4] + i)]));
+  }
   return out;
 }
 
@@ -365,21 +376,34 @@ HostImage binomial(HostImage const& img, Index stride, const char* label) {
 
 HostImage affineReduce(HostImage const& img) { return binomial(img, 2, "kortex::Affine::pyramid"); }
 
+Geometry affineReducedGeometry(Geometry const& g) { return affineReducedGeometryBy(g, 2); }
+
 HostImage affineSmooth(HostImage const& img) { return binomial(img, 1, "kortex::Affine::metricImage"); }
 
 std::array<double, 3> centreOfMassWorld(HostImage const& img) {
   Geometry const& g = img.geometry;
   const float* p = img.data.data();
-  double w = 0.0, sx = 0.0, sy = 0.0, sz = 0.0;
-  for (Index z = 0; z < g.nz(); ++z)
+  // Per-slice sums on the threads, then added in slice order: the same bits for any thread count.
+  std::vector<std::array<double, 4>> slice(static_cast<std::size_t>(g.nz()));
+#pragma omp parallel for schedule(static)
+  for (Index z = 0; z < g.nz(); ++z) {
+    double w = 0.0, sx = 0.0, sy = 0.0;
     for (Index y = 0; y < g.ny(); ++y)
       for (Index x = 0; x < g.nx(); ++x) {
         const double v = p[(z * g.ny() + y) * g.nx() + x];
         w += v;
         sx += v * double(x);
         sy += v * double(y);
-        sz += v * double(z);
       }
+    slice[static_cast<std::size_t>(z)] = {w, sx, sy, w * double(z)};
+  }
+  double w = 0.0, sx = 0.0, sy = 0.0, sz = 0.0;
+  for (auto const& s : slice) {
+    w += s[0];
+    sx += s[1];
+    sy += s[2];
+    sz += s[3];
+  }
   if (!(w > 0.0)) throw InvalidArgument("centre of mass of an image whose intensities sum to <= 0");
   const Vec3 c{sx / w, sy / w, sz / w};
   return add(mul(indexToWorldMatrix(g), c), Vec3{g.origin[0], g.origin[1], g.origin[2]});
@@ -675,12 +699,13 @@ AffineResult affineOptimise(HostImage const& moving, HostImage const& fixed, Aff
     Matrix4 w = toWorldMatrix(start, fixed.geometry, moving.geometry);
     auto shifted = [](HostImage const& img) {
       // Centre of mass of intensities shifted to >= 0 (normalised images already are).
-      double mn = 0.0;
+      float mn = 0.0f;  // a minimum: the same for any thread count
       const float* p = img.data.data();
-      for (Index i = 0; i < img.numVoxels(); ++i) mn = std::min(mn, double(p[i]));
-      if (mn >= 0.0) return centreOfMassWorld(img);
+#pragma omp parallel for schedule(static) reduction(min : mn)
+      for (Index i = 0; i < img.numVoxels(); ++i) mn = std::min(mn, p[i]);
+      if (mn >= 0.0f) return centreOfMassWorld(img);
       HostImage s("kortex::Affine::comShift", img.geometry);
-      for (Index i = 0; i < img.numVoxels(); ++i) s.data.data()[i] = static_cast<float>(p[i] - mn);
+      for (Index i = 0; i < img.numVoxels(); ++i) s.data.data()[i] = static_cast<float>(double(p[i]) - double(mn));
       return centreOfMassWorld(s);
     };
     const auto cm = shifted(mN), cf = shifted(fN);
@@ -705,24 +730,36 @@ AffineResult affineOptimise(HostImage const& moving, HostImage const& fixed, Aff
     }
   }
   res.levelsUsed = levels;
-  std::vector<HostImage> fp{fN}, mp{mN};
-  for (int l = 1; l < levels; ++l) {
-    fp.push_back(affineReduce(fp.back()));
-    mp.push_back(affineReduce(mp.back()));
-  }
-  // The metric's images: every level smoothed once more.
-  std::vector<HostImage> fs, ms;
-  for (int l = 0; l < levels; ++l) {
-    fs.push_back(affineSmooth(fp[static_cast<std::size_t>(l)]));
-    ms.push_back(affineSmooth(mp[static_cast<std::size_t>(l)]));
-  }
-
   const std::vector<HostImage> fm = maskLevels(masks.fixed, fixed, levels, "fixed"),
                                mm = maskLevels(masks.moving, moving, levels, "moving");
+  // The levels' grids, and their smoothed images (the metric's) where the back end does not build them.
+  std::vector<Geometry> fg{fN.geometry}, mg{mN.geometry};
+  for (int l = 1; l < levels; ++l) {
+    fg.push_back(affineReducedGeometry(fg.back()));
+    mg.push_back(affineReducedGeometry(mg.back()));
+  }
+  std::vector<HostImage> fs, ms;
+  if (!backend.setPyramid(mN, fN, levels)) {
+    HostImage f = fN, m = mN;
+    for (int l = 0; l < levels; ++l) {
+      if (l > 0) {
+        f = affineReduce(f);
+        m = affineReduce(m);
+      }
+      fs.push_back(affineSmooth(f));
+      ms.push_back(affineSmooth(m));
+    }
+  }
   auto levelImages = [&](int l) {
     const std::size_t k = static_cast<std::size_t>(l);
-    return AffineLevelImages{ms[k], fs[k], mm[k], fm[k],
-                             fm[k].data.data() ? affineMaskVoxels(fm[k]) : fs[k].numVoxels(), params.metric, params.miBins};
+    return AffineLevelImages{ms.empty() ? HostImage() : ms[k],
+                             fs.empty() ? HostImage() : fs[k],
+                             mm[k],
+                             fm[k],
+                             fm[k].data.data() ? affineMaskVoxels(fm[k]) : fg[k].numVoxels(),
+                             params.metric,
+                             params.miBins,
+                             l};
   };
   backend.setImages(levelImages(0));
   int loaded = 0;
@@ -739,21 +776,22 @@ AffineResult affineOptimise(HostImage const& moving, HostImage const& fixed, Aff
   AffineMetric last = m0;
   for (int l = levels - 1; l >= 0; --l) {
     // Level 0 of a single-level run starts from `start` itself (no round trip through world).
-    AffineTransform tl = levels == 1 ? t : fromWorldMatrix(world, fp[l].geometry, mp[l].geometry);
+    const std::size_t k = static_cast<std::size_t>(l);
+    AffineTransform tl = levels == 1 ? t : fromWorldMatrix(world, fg[k], mg[k]);
     if (loaded != l) {
       backend.setImages(levelImages(l));
       loaded = l;
     }
-    res.perLevel.push_back(runLevel(tl, fp[l].geometry, mp[l].geometry, orientation, params, backend, l, progress, last));
+    res.perLevel.push_back(runLevel(tl, fg[k], mg[k], orientation, params, backend, l, progress, last));
     res.evaluations += res.perLevel.back().evaluations;
     res.batches += res.perLevel.back().batches;
-    world = toWorldMatrix(tl, fp[l].geometry, mp[l].geometry);
+    world = toWorldMatrix(tl, fg[k], mg[k]);
     t = tl;
   }
   for (std::size_t i = 0; i < res.perLevel.size(); ++i) {
     const int l = res.perLevel[i].level;
-    res.perLevel[i].fixedSize = fp[static_cast<std::size_t>(l)].geometry.size;
-    res.perLevel[i].movingSize = mp[static_cast<std::size_t>(l)].geometry.size;
+    res.perLevel[i].fixedSize = fg[static_cast<std::size_t>(l)].size;
+    res.perLevel[i].movingSize = mg[static_cast<std::size_t>(l)].size;
   }
   res.transform = t;
   res.world = toWorldMatrix(t, fixed.geometry, moving.geometry);

@@ -80,9 +80,11 @@
 // from the metric (its gradient jumps on every cell face), and with the field-of-view weight the
 // two back ends' affines end within 2e-3 voxel RMS of each other on the 20 IXI pairs instead of up
 // to 0.05; it also widens the coarse levels' capture range (two IXI pairs whose affine failed
-// gained 0.2 in label Dice). The pyramids and their smoothed images are built on the host for both
-// back ends (they cost one pass over the image, against hundreds of metric evaluations), so both
-// back ends see bit-identical levels. The run uses
+// gained 0.2 in label Dice). The binomial is one expression (affineBinomial5) whose only products
+// are by powers of two, exact, so that a contracted multiply-add rounds as the separate operations
+// do: a back end that builds its levels itself (AffineMetricBackend::setPyramid: the Kokkos one, on
+// its device, where the host's pyramid cost more than all the level's metric evaluations) gets the
+// host's bits, and both back ends see bit-identical levels. The run uses
 // L = min(levels, the number of levels whose every extent, fixed and moving, is >= kMinExtent).
 // A transform is carried between levels through world coordinates (exact: level geometries share
 // the world frame).
@@ -326,16 +328,21 @@ struct AffineMasks {
 // One pyramid level as the metric sees it: the smoothed images and their binary masks (0 / 1; an
 // empty HostImage: every voxel counts), and the number of fixed voxels that count.
 struct AffineLevelImages {
-  HostImage moving, fixed, movingMask, fixedMask;
+  HostImage moving, fixed, movingMask, fixedMask;  // moving, fixed: empty where the back end built the pyramid
   Index fixedVoxels = 0;
   AffineMetricKind metric = AffineMetricKind::Ncc;  // what evaluate computes
   int miBins = 32;
+  int level = 0;
 };
 
 // A back end's metric: the optimiser calls setImages once per level, then evaluate many times.
 class AffineMetricBackend {
  public:
   virtual ~AffineMetricBackend() = default;
+  // A back end that builds the pyramid itself ("Pyramid" above) from the normalised level-0 images
+  // returns true: setImages then gets each level's masks and index, not its images. This default
+  // leaves it to the optimiser, on the host.
+  virtual bool setPyramid(HostImage const& /*moving*/, HostImage const& /*fixed*/, int /*levels*/) { return false; }
   // The images of the next evaluate calls (one pyramid level; normalised, finite).
   virtual void setImages(AffineLevelImages const& level) = 0;
   // Metric and gradient for t in index coordinates of those images.
@@ -357,6 +364,8 @@ AffineResult affineOptimise(HostImage const& moving, HostImage const& fixed, Aff
 
 // One pyramid step (reduce above) on the host.
 HostImage affineReduce(HostImage const& img);
+// The grid of the next level: extents ceil(n / 2), spacing doubled, origin and direction kept.
+Geometry affineReducedGeometry(Geometry const& g);
 // The same binomial without subsampling (same grid): the metric's image of a level.
 HostImage affineSmooth(HostImage const& img);
 // Intensity-weighted centre of mass in world coordinates (weights must be >= 0, sum > 0).
@@ -372,6 +381,12 @@ HostImage affineMetricMask(HostImage const& level, int radius);
 Index affineMaskVoxels(HostImage const& mask);
 
 // ---- per-voxel maths (shared by every Kokkos variant) ----------------------------------------------------
+
+// The pyramid's binomial (1, 4, 6, 4, 1) / 16 of five consecutive samples along an axis ("Pyramid"):
+// its products are by powers of two only, so a fused multiply-add gives the bits of separate ones.
+KOKKOS_INLINE_FUNCTION double affineBinomial5(double a0, double a1, double a2, double a3, double a4) {
+  return (((a0 + a4) + 4.0 * (a1 + a3)) + (4.0 * a2 + 2.0 * a2)) * 0.0625;
+}
 
 // Whether a mask (binary, on the moving grid) holds the nearest voxel of an inside point p.
 template <class View>

@@ -242,6 +242,19 @@ GreedySolveKind greedySolveKind(GreedySolver solver, bool firstIterationOfScale)
 // What one trial of a step size gave (steps 4-5).
 enum class GreedyTrial { Accepted, Folded, ZeroVelocity };
 
+// What a back end's check of one candidate sums (steps 3-6): sum (W - target)^2 where it warps, min
+// det(I - grad u'), and the step's max |v|^2; and the trial they make: ZeroVelocity where max |v| is
+// 0, else Accepted where min det > 0, else Folded.
+struct GreedyTrialSums {
+  double sse;
+  float minJ;
+  float vmax2;
+};
+KOKKOS_INLINE_FUNCTION GreedyTrial greedyTrialOf(GreedyTrialSums const& s) {
+  if (!(s.vmax2 > 0.0f)) return GreedyTrial::ZeroVelocity;
+  return s.minJ > 0.0f ? GreedyTrial::Accepted : GreedyTrial::Folded;
+}
+
 // The outcome of one step (steps 3-5; 6 where the back end warps with it).
 struct GreedyStepOutcome {
   bool zeroVelocity = false;  // max |v| == 0: no step

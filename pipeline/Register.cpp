@@ -189,11 +189,13 @@ void fluidKokkos(Exec const& exec, ImageView<typename Exec::memory_space> dResam
   const Geometry& fixed = r.fixedGrid;
   const auto t0 = Clock::now();
   if (opt.method == RegistrationMethod::Greedy) {
+    gpu::GreedyWorkspace<Exec> local;
+    gpu::GreedyWorkspace<Exec>& ws = workspace ? *workspace : local;
+    ws.speculation = opt.greedySpeculation;
     greedyStage(r.movingResampled, fixedN, opt, r,
                 [&](HostImage const& m, HostImage const& f, VectorField<Kokkos::HostSpace>& u, HostImage const* fixedMask,
                     HostImage const* movingMask) {
-                  return gpu::greedyRegister(exec, m, f, u, opt.greedy, opt.greedyProgress, workspace, fixedMask,
-                                             movingMask);
+                  return gpu::greedyRegister(exec, m, f, u, opt.greedy, opt.greedyProgress, &ws, fixedMask, movingMask);
                 });
   } else {
     auto dFixed = Kokkos::create_mirror_view_and_copy(Mem(), fixedN.data);

@@ -70,6 +70,9 @@ struct RegistrationPipelineOptions {
   // When set, the affine stage is skipped and this transform (fixed index -> moving index) used:
   // e.g. to run the fluid stage of two back ends on identical inputs.
   std::optional<AffineTransform> presetAffine;
+  // The Kokkos greedy stage's iterations between read-backs (gpu::GreedyRegistration's speculative
+  // blocks; -1: the back end's default): a plan choice that changes no result.
+  int greedySpeculation = -1;
   IntensityParams intensity;
   RegistrationProgress progress;     // fluid iterations (Unbiased)
   GreedyProgress greedyProgress;     // greedy iterations (Greedy)

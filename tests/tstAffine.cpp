@@ -10,6 +10,7 @@
 #include "reference_cpu/Affine.hpp"
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <functional>
@@ -951,4 +952,31 @@ BOOST_AUTO_TEST_CASE_TEMPLATE(masks_leave_a_lesion_out, Space, test::ExecutionSp
   BOOST_CHECK_THROW(ref::affineRegister(clean, fixed, params, {}, bad), InvalidArgument);
   bad.fixed = HostImage("empty", g);
   BOOST_CHECK_THROW(gpu::affineRegister(Space(), clean, fixed, params, {}, bad), InvalidArgument);
+}
+
+// The pyramid built on the back end (gpu::affinePyramid, what affineRegister's metric evaluates) is
+// the host's affineReduce / affineSmooth bit for bit, on odd and even extents down to 2 voxels.
+BOOST_AUTO_TEST_CASE_TEMPLATE(kokkos_pyramid_is_the_host_pyramid, Space, test::ExecutionSpaces) {
+  Space exec;
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> U(0.0f, 1.0f);
+  for (auto const& size : std::vector<std::array<int, 3>>{{13, 10, 7}, {16, 16, 16}, {9, 20, 11}}) {
+    HostImage img("img", Geometry::make3D(size[0], size[1], size[2]));
+    for (Index i = 0; i < img.numVoxels(); ++i) img.data.data()[i] = U(rng);
+    const int levels = 3;
+    const auto got = gpu::affinePyramid(exec, img, levels);
+    BOOST_TEST_REQUIRE(int(got.size()) == levels);
+    HostImage level = img;
+    for (int l = 0; l < levels; ++l) {
+      if (l > 0) level = affineReduce(level);
+      const HostImage want = affineSmooth(level);
+      auto h = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), got[std::size_t(l)]);
+      BOOST_TEST_REQUIRE(h.extent(0) == want.data.extent(0));
+      BOOST_TEST_REQUIRE(h.extent(1) == want.data.extent(1));
+      BOOST_TEST_REQUIRE(h.extent(2) == want.data.extent(2));
+      Index differ = 0;
+      for (Index i = 0; i < want.numVoxels(); ++i) differ += h.data()[i] != want.data.data()[i];
+      BOOST_TEST(differ == 0, size[0] << "x" << size[1] << "x" << size[2] << " level " << l);
+    }
+  }
 }

@@ -674,3 +674,85 @@ BOOST_AUTO_TEST_CASE_TEMPLATE(kokkos_refusals, Space, test::ExecutionSpaces) {
   gpu::Field<Mem> v("v", 3, 12, 12, 12);
   test::expectThrowWith<InvalidArgument>([&] { gpu::greedyCompose(exec, v, v, 1.0f, v); }, {"overlaps"});
 }
+
+// Speculative blocks (gpu/greedy/Greedy.hpp): the registration with blocks of 2, 3 and 5 iterations
+// per read-back gives the bits of one read-back per iteration (u, every record but its seconds, the
+// stops) on every back end: both step variants and metrics (ScratchTiled SSD keeps the next force
+// from the step), masks and a warm SOR; blocks with a fold refusal (the sharp case above) or zero
+// velocity (identical images) go back to their start and replay one iteration at a time.
+BOOST_AUTO_TEST_CASE_TEMPLATE(speculative_blocks_change_no_bit, Space, test::ExecutionSpaces) {
+  Space exec;
+  const int n = 16;
+  const HostImage fixed = blobs(n, n, n), moving = blobs(n, n, n, 1.2);
+  HostImage hole("hole", fixed.geometry), sharpFixed("sf", grid(12, 12, 12)), sharpMoving("sm", grid(12, 12, 12));
+  for (Index z = 0; z < n; ++z)
+    for (Index y = 0; y < n; ++y)
+      for (Index x = 0; x < n; ++x) hole.data(z, y, x) = (x >= 4 && x < 10 && y >= 5 && y < 11) ? 0.0f : 1.0f;
+  for (int z = 0; z < 12; ++z)
+    for (int y = 0; y < 12; ++y)
+      for (int x = 0; x < 12; ++x) {
+        sharpFixed.data(z, y, x) = float((x + y + z) % 3 == 0);
+        sharpMoving.data(z, y, x) = float((x + 2 * y + z) % 4 == 0);
+      }
+  struct Case {
+    std::string name;
+    GreedyParams p;
+    HostImage const *m, *f, *mask;
+  };
+  std::vector<Case> cases;
+  for (GreedyMetric metric : {GreedyMetric::Ssd, GreedyMetric::Lncc})
+    for (GreedyStepVariant step : {GreedyStepVariant::Naive, GreedyStepVariant::ScratchTiled}) {
+      GreedyParams p = smallParams(GreedySolver::Fft);
+      p.metric = metric;
+      p.stepVariant = step;
+      p.lnccRadius = 1;
+      cases.push_back({std::string(toString(metric)) + " " + toString(step), p, &moving, &fixed, nullptr});
+    }
+  GreedyParams sor = smallParams(GreedySolver::HybridSor);
+  cases.push_back({"hybrid-sor, masked", sor, &moving, &fixed, &hole});
+  GreedyParams sharp;
+  sharp.scales = {1};
+  sharp.iterations = {30};
+  sharp.maxStep = 4.0f;
+  sharp.minStep = 0.5f;
+  sharp.fluid.alpha = 0.001;
+  for (GreedyStepVariant step : {GreedyStepVariant::Naive, GreedyStepVariant::ScratchTiled}) {
+    sharp.stepVariant = step;
+    cases.push_back({std::string("folds ") + toString(step), sharp, &sharpMoving, &sharpFixed, nullptr});
+  }
+  cases.push_back({"zero velocity", smallParams(GreedySolver::Fft), &fixed, &fixed, nullptr});
+  for (Case const& c : cases) {
+    gpu::GreedyWorkspace<Space> one;
+    one.speculation = 0;
+    VectorField<Kokkos::HostSpace> uOne;
+    const GreedyResult want = gpu::greedyRegister(exec, *c.m, *c.f, uOne, c.p, {}, &one, c.mask);
+    for (int block : {2, 3, 5}) {
+      gpu::GreedyWorkspace<Space> ws;
+      ws.speculation = block;
+      VectorField<Kokkos::HostSpace> u;
+      const GreedyResult got = gpu::greedyRegister(exec, *c.m, *c.f, u, c.p, {}, &ws, c.mask);
+      BOOST_TEST_CONTEXT(c.name << ", blocks of " << block) {
+        BOOST_TEST(ws.reg->speculation() == block);
+        BOOST_TEST(maxDiff(u.data, uOne.data) == 0.0);
+        BOOST_TEST(got.iterations == want.iterations);
+        BOOST_TEST(got.refused == want.refused);
+        BOOST_TEST(got.minJacobian == want.minJacobian);
+        BOOST_TEST_REQUIRE(got.history.size() == want.history.size());
+        for (std::size_t i = 0; i < got.history.size(); ++i) {
+          BOOST_TEST(got.history[i].rmse == want.history[i].rmse, i);
+          BOOST_TEST(got.history[i].minJacobian == want.history[i].minJacobian, i);
+          BOOST_TEST(got.history[i].step == want.history[i].step, i);
+          BOOST_TEST(got.history[i].refused == want.history[i].refused, i);
+        }
+        BOOST_TEST_REQUIRE(got.scales.size() == want.scales.size());
+        for (std::size_t s = 0; s < got.scales.size(); ++s) {
+          BOOST_TEST(got.scales[s].iterations == want.scales[s].iterations, s);
+          BOOST_TEST(int(got.scales[s].stop) == int(want.scales[s].stop), s);
+        }
+      }
+    }
+    // The cases exercise what they are named for.
+    if (c.name.rfind("folds", 0) == 0) BOOST_TEST(want.refused > 0, c.name);
+    if (c.name == "zero velocity") BOOST_TEST(int(want.scales.front().stop) == int(GreedyStop::ZeroVelocity));
+  }
+}

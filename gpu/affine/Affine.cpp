@@ -32,6 +32,12 @@ AffineMetric affineMutualInformation(Exec const& exec, ConstImageView<typename E
 }
 
 template <class Exec>
+std::vector<ImageView<typename Exec::memory_space>> affinePyramid(Exec const& exec, HostImage const& image, int levels) {
+  if (levels < 1) throw InvalidArgument("affinePyramid: levels must be >= 1");
+  return affine_detail::smoothedPyramid(exec, image, levels, "kortex::Affine::pyramid");
+}
+
+template <class Exec>
 void resampleAffine(Exec const& exec, ConstImageView<typename Exec::memory_space> moving,
                     AffineTransform const& t, ImageView<typename Exec::memory_space> out) {
   affine_detail::resample(exec, moving, t, out);
@@ -52,6 +58,7 @@ AffineResult affineRegister(Exec const& exec, HostImage const& moving, HostImage
                                                           std::vector<AffineTransform> const&);          \
   template AffineMetric affineMutualInformation<SPACE>(SPACE const&, ConstImageView<SPACE::memory_space>, \
                                                        ConstImageView<SPACE::memory_space>, AffineTransform const&, int); \
+  template std::vector<ImageView<SPACE::memory_space>> affinePyramid<SPACE>(SPACE const&, HostImage const&, int); \
   template void resampleAffine<SPACE>(SPACE const&, ConstImageView<SPACE::memory_space>,               \
                                       AffineTransform const&, ImageView<SPACE::memory_space>);         \
   template AffineResult affineRegister<SPACE>(SPACE const&, HostImage const&, HostImage const&,        \

@@ -4,9 +4,10 @@
 //                    (detail/AffineKernels.hpp); the per-voxel maths are core/Affine.hpp's
 //                    affineMap / affineSample / affineAccumulate. Fences `exec`.
 //   resampleAffine - moving -> the grid of `out` (trilinear, 0 outside); enqueues and returns.
-//   affineRegister - the spec's registration: host normalisation, pyramid and optimiser
-//                    (core/Affine.cpp affineOptimise), each level copied to `exec`'s memory space
-//                    once, every metric evaluation on `exec`.
+//   affinePyramid  - the levels' metric images, built on `exec` (the host's bits).
+//   affineRegister - the spec's registration: the optimiser on the host (core/Affine.cpp
+//                    affineOptimise), the images copied to `exec`'s memory space once and their
+//                    pyramid built there (affinePyramid), every metric evaluation on `exec`.
 // Extents are checked at run time (InvalidArgument). Explicitly instantiated for every enabled
 // execution space in gpu/affine/Affine.cpp.
 #pragma once
@@ -37,6 +38,12 @@ std::vector<AffineMetric> affineMetrics(Exec const& exec, ConstImageView<typenam
 template <class Exec>
 AffineMetric affineMutualInformation(Exec const& exec, ConstImageView<typename Exec::memory_space> moving,
                                      ConstImageView<typename Exec::memory_space> fixed, AffineTransform const& t, int bins);
+
+// The metric's images of levels 0 .. levels-1 of `image` (core/Affine.hpp "Pyramid": reduced, then
+// smoothed once more), built on exec from one copy of the image: what affineRegister's metric
+// evaluates, the bits of the host's affineReduce / affineSmooth. Enqueued.
+template <class Exec>
+std::vector<ImageView<typename Exec::memory_space>> affinePyramid(Exec const& exec, HostImage const& image, int levels);
 
 // `out`'s extents are the fixed grid of `t`.
 template <class Exec>

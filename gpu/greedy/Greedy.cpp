@@ -4,6 +4,8 @@
 #include <chrono>
 #include <cmath>
 #include <string>
+#include <type_traits>
+#include <vector>
 
 #include "core/Errors.hpp"
 #include "gpu/detail/Common.hpp"
@@ -247,37 +249,56 @@ void GreedyStepper<Exec>::composeScaled(ConstField<memory_space> u, ConstField<m
 }
 
 template <class Exec>
+template <class Sums>
+void GreedyStepper<Exec>::trialImage(ConstImageView<memory_space> moving, ConstImageView<memory_space> fixed,
+                                     ConstField<memory_space> u, ConstField<memory_space> v, float delta, Sums&& sums) {
+  if (fusedForce_) {
+    greedy_detail::stepTiledInto(exec_, moving, fixed, u, v, vmax2_, delta, cand_, fc_, sums);
+    return;
+  }
+  const int n = nz_ * ny_ * nx_;  // < 2^31 (parallelForVoxels checks the same grids)
+  composeScaled(u, v, delta);
+  Kokkos::parallel_reduce("kortex::greedy::check", Kokkos::RangePolicy<Exec, Kokkos::IndexType<int>>(exec_, 0, n),
+                          CheckFunctor<memory_space>{{cand_, vmax2_, nz_, ny_, nx_}, moving, fixed, wc_}, sums);
+}
+
+template <class Exec>
+void GreedyStepper<Exec>::keepImageCandidate(Field<memory_space>& u, ImageView<memory_space>& W) {
+  std::swap(u, cand_);
+  if (fusedForce_)
+    std::swap(f_, fc_);
+  else
+    std::swap(W, wc_);
+}
+
+template <class Exec>
 GreedyStepOutcome GreedyStepper<Exec>::stepImage(ConstImageView<memory_space> moving, ConstImageView<memory_space> fixed,
                                                  Field<memory_space>& u, ConstField<memory_space> v,
                                                  ImageView<memory_space>& W) {
   // max |v| stays on the device (the composition reads it); each candidate is composed, then
   // warped, scored and checked for folds in one pass, the only read-back.
-  const int n = nz_ * ny_ * nx_;  // < 2^31 (parallelForVoxels checks the same grids)
-  const bool naive = !fusedForce_;  // Naive, or LNCC: the candidate's W is written
   maxNorm2(v);
   GreedyStepOutcome out = greedyStepWithFoldRefusal(params_, [&](float delta, GreedyStepOutcome& o) {
     CheckSums cs{0.0, 0.0f, 0.0f};
-    if (naive) {
-      composeScaled(u, v, delta);
-      Kokkos::parallel_reduce("kortex::greedy::check", Kokkos::RangePolicy<Exec, Kokkos::IndexType<int>>(exec_, 0, n),
-                              CheckFunctor<memory_space>{{cand_, vmax2_, nz_, ny_, nx_}, moving, fixed, wc_}, cs);
-    } else {
-      cs = greedy_detail::stepTiled(exec_, moving, fixed, u, v, vmax2_, delta, cand_, fc_);
+    trialImage(moving, fixed, u, v, delta, cs);
+    const GreedyTrial t = greedyTrialOf(cs);
+    if (t == GreedyTrial::Accepted) {
+      o.minJacobian = cs.minJ;
+      o.sse = cs.sse;
     }
-    if (!(cs.vmax2 > 0.0f)) return GreedyTrial::ZeroVelocity;
-    if (!(cs.minJ > 0.0f)) return GreedyTrial::Folded;
-    o.minJacobian = cs.minJ;
-    o.sse = cs.sse;
-    return GreedyTrial::Accepted;
+    return t;
   });
-  if (out.accepted) {
-    std::swap(u, cand_);
-    if (naive)
-      std::swap(W, wc_);
-    else
-      std::swap(f_, fc_);
-  }
+  if (out.accepted) keepImageCandidate(u, W);
   return out;
+}
+
+template <class Exec>
+void GreedyStepper<Exec>::stepImageUnchecked(ConstImageView<memory_space> moving, ConstImageView<memory_space> fixed,
+                                             Field<memory_space>& u, ConstField<memory_space> v,
+                                             ImageView<memory_space>& W, Kokkos::View<GreedyTrialSums, memory_space> sums) {
+  maxNorm2(v);
+  trialImage(moving, fixed, u, v, params_.maxStep, sums);
+  keepImageCandidate(u, W);
 }
 
 template <class Exec>
@@ -290,8 +311,7 @@ GreedyStepOutcome GreedyStepper<Exec>::stepField(Field<memory_space>& u, ConstFi
     CheckSums cs{0.0, 0.0f, 0.0f};
     Kokkos::parallel_reduce("kortex::greedy::fold_check", Kokkos::RangePolicy<Exec, Kokkos::IndexType<int>>(exec_, 0, n),
                             FoldCheckFunctor<memory_space>{cand_, vmax2_, nz_, ny_, nx_}, cs);
-    if (!(cs.vmax2 > 0.0f)) return GreedyTrial::ZeroVelocity;
-    return cs.minJ > 0.0f ? GreedyTrial::Accepted : GreedyTrial::Folded;
+    return greedyTrialOf(cs);
   });
   if (out.accepted) std::swap(u, cand_);
   return out;
@@ -316,6 +336,8 @@ struct GreedyRegistration<Exec>::Scale {
   SubjectScale<memory_space> f;        // symmetric mode: the fixed image's state (I0 = I1's copy)
   Field<memory_space> keptM, keptF;    // symmetric mode, the last scale's replay: both u's before the iteration
   Field<memory_space> preimage;        // symmetric mode, the last scale: h_f^-1 of the map (midpointMap)
+  Field<memory_space> heldU, heldV, heldF;  // speculative blocks: the state at the block's start
+  ImageView<memory_space> heldW;
   GreedyStepper<Exec> stepper;
   Scale(Exec const& exec, int fct, GridExtents e, GreedyParams const& p)
       : factor(fct),
@@ -337,8 +359,10 @@ struct GreedyRegistration<Exec>::Scale {
 };
 
 template <class Exec>
-GreedyRegistration<Exec>::GreedyRegistration(Exec const& exec, Geometry const& grid, GreedyParams const& params)
+GreedyRegistration<Exec>::GreedyRegistration(Exec const& exec, Geometry const& grid, GreedyParams const& params,
+                                             int speculation)
     : exec_(exec), grid_(grid), params_(params) {
+  setSpeculation(speculation);
   // Only what the workspace depends on: every scale grid exists (the job validates the rest once).
   if (params_.scales.empty() || params_.scales.size() != params_.iterations.size())
     throw InvalidArgument("greedy registration: one iteration count per scale is needed");
@@ -352,6 +376,57 @@ GreedyRegistration<Exec>::GreedyRegistration(Exec const& exec, Geometry const& g
 
 template <class Exec>
 GreedyRegistration<Exec>::~GreedyRegistration() = default;
+
+template <class Exec>
+void GreedyRegistration<Exec>::setSpeculation(int speculation) {
+  speculativeBlock_ = speculation < 0 ? greedySpeculativeBlockFor<Exec>() : speculation;
+  if (speculativeBlock_ > 1 && int(trialSums_.extent(0)) < speculativeBlock_) {
+    trialSums_ = Kokkos::View<GreedyTrialSums*, memory_space>("kortex::greedy::trial_sums", speculativeBlock_);
+    trialSumsHost_ = Kokkos::create_mirror_view(trialSums_);
+  }
+}
+
+template <class Exec>
+template <class ForceSolve, class Record>
+bool GreedyRegistration<Exec>::speculate(Scale& S, int it, int n, ForceSolve&& forceAndSolve, Record&& record) {
+  kx::ScopedRegion region("kortex::greedy::speculative_block");
+  // The state iteration `it` starts from: u, W, v (a warm solver's start) and a force left by the
+  // step before (ScratchTiled with SSD).
+  const bool heldForce = S.stepper.forceFromStep() && it > 1;
+  auto hold = [&](auto& held, auto const& live, const char* label) {
+    using View = std::remove_reference_t<decltype(held)>;
+    if (held.data() == nullptr) held = View(Kokkos::view_alloc(exec_, Kokkos::WithoutInitializing, std::string(label)), live.layout());
+    Kokkos::deep_copy(exec_, held, live);
+  };
+  hold(S.heldU, S.m.u, "kortex::greedy::held_u");
+  hold(S.heldW, S.m.W, "kortex::greedy::held_W");
+  hold(S.heldV, S.m.v, "kortex::greedy::held_v");
+  if (heldForce) hold(S.heldF, S.stepper.force(), "kortex::greedy::held_force");
+  std::vector<FluidSolveReport> solves(std::size_t(n), FluidSolveReport{});
+  for (int k = 0; k < n; ++k) {
+    solves[std::size_t(k)] = forceAndSolve(it + k);
+    S.stepper.stepImageUnchecked(S.m.I, S.I1, S.m.u, S.m.v, S.m.W, Kokkos::subview(trialSums_, k));
+  }
+  Kokkos::deep_copy(exec_, trialSumsHost_, trialSums_);
+  exec_.fence();
+  for (int k = 0; k < n; ++k)
+    if (greedyTrialOf(trialSumsHost_(k)) != GreedyTrial::Accepted) {
+      Kokkos::deep_copy(exec_, S.m.u, S.heldU);
+      Kokkos::deep_copy(exec_, S.m.W, S.heldW);
+      Kokkos::deep_copy(exec_, S.m.v, S.heldV);
+      if (heldForce) Kokkos::deep_copy(exec_, S.stepper.force(), S.heldF);
+      return false;
+    }
+  for (int k = 0; k < n; ++k) {
+    GreedyStepOutcome step;
+    step.accepted = true;
+    step.step = params_.maxStep;
+    step.minJacobian = trialSumsHost_(k).minJ;
+    step.sse = trialSumsHost_(k).sse;
+    record(it + k, step, solves[std::size_t(k)], false);
+  }
+  return true;
+}
 
 // A scale's images and fields: the images down-sampled, u and v carried from the previous scale
 // (zero on the first), W warped; in the symmetric mode the fixed side's too.
@@ -473,23 +548,25 @@ GreedyResult GreedyRegistration<Exec>::run(ConstImageView<memory_space> moving, 
     sr.factor = S.factor;
     sr.rmseStart = imageRmse(exec_, S.m.W, params_.symmetric ? S.f.W : S.I1);
     sr.rmseEnd = sr.rmseStart;
+    auto finishScale = [&] {
+      sr.seconds = elapsed() - scaleStart;
+      result.scales.push_back(sr);
+      prev = &S;
+    };
     const double voxels = double(S.I1.size());
-    for (int it = 1; it <= params_.iterations[s]; ++it) {
+    // Steps 1-2 of a (non-symmetric) iteration: the force and the solve.
+    auto forceAndSolve = [&](int it) {
+      if (!S.stepper.forceFromStep() || it == 1) S.stepper.computeForce(S.m.W, S.I1);
+      if (masked) maskForce(exec_, S.stepper.force(), fixedMaskS, movingMaskS, ConstField<memory_space>(S.m.u));
+      return S.stepper.solve(S.m.v, it == 1, false);  // v is zero on the first scale already
+    };
+    // One iteration's record and the scale's state after it; false where the scale stops.
+    auto record = [&](int it, GreedyStepOutcome const& step, FluidSolveReport const& solve, bool mapFolded) {
       GreedyIteration rec;
       rec.scale = int(s);
       rec.factor = S.factor;
       rec.iteration = it;
-      kx::ScopedRegion stepRegion("kortex::greedy::step");
-      GreedyStepOutcome step;
-      bool mapFolded = false;
-      if (params_.symmetric) {
-        step = checkMap ? checkedSymmetricIteration(S, it, rec.solve, uOut, mapFolded) : symmetricIteration(S, it, rec.solve);
-      } else {
-        if (!S.stepper.forceFromStep() || it == 1) S.stepper.computeForce(S.m.W, S.I1);
-        if (masked) maskForce(exec_, S.stepper.force(), fixedMaskS, movingMaskS, ConstField<memory_space>(S.m.u));
-        rec.solve = S.stepper.solve(S.m.v, it == 1, false);  // v is zero on the first scale already
-        step = S.stepper.stepImage(S.m.I, S.I1, S.m.u, S.m.v, S.m.W);
-      }
+      rec.solve = solve;
       sr.iterations = it;
       rec.refused = step.refused;
       if (step.accepted) {
@@ -505,11 +582,31 @@ GreedyResult GreedyRegistration<Exec>::run(ConstImageView<memory_space> moving, 
       result.history.push_back(rec);
       ++result.iterations;
       if (progress) progress(rec);
-      if (!step.accepted) break;
+      return step.accepted;
+    };
+    const int iterations = params_.iterations[s];
+    for (int it = 1; it <= iterations;) {
+      kx::ScopedRegion stepRegion("kortex::greedy::step");
+      const int block = speculativeBlock_ > 0 && !params_.symmetric ? std::min(speculativeBlock_, iterations - it + 1) : 0;
+      if (block > 1 && speculate(S, it, block, forceAndSolve, record)) {
+        it += block;
+        continue;
+      }
+      // One iteration with its read-back: a block of one, or one whose speculation was not kept, replayed.
+      for (const int end = it + std::max(block, 1); it < end; ++it) {
+        GreedyStepOutcome step;
+        FluidSolveReport solve;
+        bool mapFolded = false;
+        if (params_.symmetric) {
+          step = checkMap ? checkedSymmetricIteration(S, it, solve, uOut, mapFolded) : symmetricIteration(S, it, solve);
+        } else {
+          solve = forceAndSolve(it);
+          step = S.stepper.stepImage(S.m.I, S.I1, S.m.u, S.m.v, S.m.W);
+        }
+        if (!record(it, step, solve, mapFolded)) return finishScale();
+      }
     }
-    sr.seconds = elapsed() - scaleStart;
-    result.scales.push_back(sr);
-    prev = &S;
+    finishScale();
   };
   Scale* beforeLast = nullptr;  // the last scale's starting point
   for (std::size_t s = 0; s < scales_.size(); ++s) {
@@ -614,6 +711,7 @@ std::int64_t greedyRegistrationBytes(Geometry const& grid, GreedyParams const& p
   for (int factor : params.scales) {
     const GridExtents e = scaledExtents(grid, factor);
     bytes += f * (params.symmetric ? 17 : 9) * e.voxels();  // I0, W, u, v (SubjectScale) and I1; symmetric: the fixed side's too
+    if (!params.symmetric) bytes += f * 10 * e.voxels();       // a speculative block's held u, W, v and force
     bytes += greedyStepperBytes(e, params, true);
   }
   return bytes;
@@ -634,12 +732,13 @@ GreedyResult greedyRegister(Exec const& exec, HostImage const& moving, HostImage
   GreedyWorkspace<Exec>& ws = workspace ? *workspace : local;
   if (!ws.reg || !ws.reg->grid().sameGrid(g)) {
     auto onExec = [&](std::string const& label) { return Kokkos::view_alloc(exec, Kokkos::WithoutInitializing, label); };
-    ws = GreedyWorkspace<Exec>{};
+    ws = GreedyWorkspace<Exec>{ws.speculation};
     ws.moving = ImageView<Mem>(onExec("kortex::greedy::moving"), g.nz(), g.ny(), g.nx());
     ws.fixed = ImageView<Mem>(onExec("kortex::greedy::fixed"), g.nz(), g.ny(), g.nx());
     ws.u = Field<Mem>(onExec("kortex::greedy::u_out"), 3, g.nz(), g.ny(), g.nx());
-    ws.reg = std::make_unique<GreedyRegistration<Exec>>(exec, g, params);
+    ws.reg = std::make_unique<GreedyRegistration<Exec>>(exec, g, params, ws.speculation);
   }
+  ws.reg->setSpeculation(ws.speculation);
   Kokkos::deep_copy(exec, ws.moving, moving.data);
   Kokkos::deep_copy(exec, ws.fixed, fixed.data);
   auto upload = [&](HostImage const* in, ImageView<Mem>& held, const char* label) {

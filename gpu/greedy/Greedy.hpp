@@ -72,15 +72,34 @@ GreedyStepSums greedyStep(Exec const& exec, ConstImageView<typename Exec::memory
                           ConstField<typename Exec::memory_space> v, float eps, Field<typename Exec::memory_space> uOut,
                           Field<typename Exec::memory_space> force, GreedyStepVariant variant, int chunkZ = 0);
 
+// Speculative blocks (GreedyRegistration, not the symmetric mode): a block of iterations is run with
+// every step taken as accepted and the candidates' checks left on the device, then read back at once;
+// where one was not accepted (a fold refusal, zero velocity), the state copied at the block's start is
+// put back and the block run again one iteration (one read-back) at a time. The kernels and their
+// inputs are those of one iteration at a time, so the results are the same bits; only the records'
+// seconds (and so the progress) come per block. Iterations per block on a device (chosen on an H200:
+// docs/greedy.md "Speculative blocks"); host back ends read back every iteration (0: their kernels
+// are synchronous, there is no queue to keep full).
+inline constexpr int kGreedySpeculativeBlock = 16;
+template <class Exec>
+constexpr int greedySpeculativeBlockFor() {
+  return Kokkos::SpaceAccessibility<Kokkos::HostSpace, typename Exec::memory_space>::accessible ? 0
+                                                                                              : kGreedySpeculativeBlock;
+}
+
 template <class Exec>
 class GreedyRegistration {
  public:
   using memory_space = typename Exec::memory_space;
   // `grid` is the full grid (the last scale). Throws InvalidArgument when a scale factor does not
   // divide it into extents >= kFluidMinExtent; the other parameters are preconditions (the job,
-  // pipeline/Register.hpp, calls GreedyParams::validateFor once).
-  GreedyRegistration(Exec const& exec, Geometry const& grid, GreedyParams const& params);
+  // pipeline/Register.hpp, calls GreedyParams::validateFor once). `speculation`: iterations per
+  // speculative block (above; 0 or 1: a read-back every iteration, -1: greedySpeculativeBlockFor),
+  // a plan choice that changes no result.
+  GreedyRegistration(Exec const& exec, Geometry const& grid, GreedyParams const& params, int speculation = -1);
   ~GreedyRegistration();
+  void setSpeculation(int speculation);
+  int speculation() const { return speculativeBlock_; }
   // Registers `moving` to `fixed` (full grid, on exec's memory space); `u` (3, nz, ny, nx) receives
   // the full-grid displacement.
   // `forceMask` (optional, 0 / 1 on the full grid): the force is zero where it is 0, at every scale
@@ -102,11 +121,18 @@ class GreedyRegistration {
   GreedyStepOutcome checkedSymmetricIteration(Scale& S, int it, FluidSolveReport& solve, Field<memory_space> map,
                                               bool& mapFolded);
   InverseStats midpointMap(Scale& S, Field<memory_space> u);
+  // Iterations [it, it + n) of scale S as one speculative block: true when all were accepted (and
+  // recorded), else S's state is back at iteration `it` and nothing is recorded.
+  template <class ForceSolve, class Record>
+  bool speculate(Scale& S, int it, int n, ForceSolve&& forceAndSolve, Record&& record);
   Exec exec_;
   Geometry grid_;
   GreedyParams params_;
   std::vector<std::unique_ptr<Scale>> scales_;
   ImageView<memory_space> blurred_;
+  int speculativeBlock_ = 0;
+  Kokkos::View<GreedyTrialSums*, memory_space> trialSums_;  // a block's checks, one per iteration
+  typename Kokkos::View<GreedyTrialSums*, memory_space>::HostMirror trialSumsHost_;
 };
 
 // Device bytes greedyRegister allocates for a registration on `grid` (without a force mask): the
@@ -118,6 +144,7 @@ std::int64_t greedyRegistrationBytes(Geometry const& grid, GreedyParams const& p
 // (every allocation freed is a device-wide synchronisation on CUDA).
 template <class Exec>
 struct GreedyWorkspace {
+  int speculation = -1;  // the registration's speculative blocks (GreedyRegistration), set on every call
   std::unique_ptr<GreedyRegistration<Exec>> reg;
   ImageView<typename Exec::memory_space> moving, fixed, mask, movingMask;
   Field<typename Exec::memory_space> u;

@@ -64,6 +64,13 @@ class GreedyStepper {
   // accepted candidate's; outcome.sse and minJacobian are the accepted candidate's.
   GreedyStepOutcome stepImage(ConstImageView<memory_space> moving, ConstImageView<memory_space> fixed,
                               Field<memory_space>& u, ConstField<memory_space> v, ImageView<memory_space>& W);
+  // stepImage's first trial (delta = maxStep) without its read-back, for GreedyRegistration's
+  // speculative blocks: the candidate's sums are left in `sums` on the device and the candidate is
+  // kept as if accepted (u and W, or force(), replaced). The caller judges the sums (greedyTrialOf)
+  // and goes back to its own copy of the state where the trial was not accepted.
+  void stepImageUnchecked(ConstImageView<memory_space> moving, ConstImageView<memory_space> fixed, Field<memory_space>& u,
+                          ConstField<memory_space> v, ImageView<memory_space>& W,
+                          Kokkos::View<GreedyTrialSums, memory_space> sums);
   // Steps 3-5, atlas: u is replaced by the accepted candidate (no warp, no min det recorded).
   GreedyStepOutcome stepField(Field<memory_space>& u, ConstField<memory_space> v);
   // The atlas's centring in two calls: the candidate u(x + w(x)) - w(x) (returned: the stepper's
@@ -79,6 +86,13 @@ class GreedyStepper {
   void maxNorm2(ConstField<memory_space> v);
   // cand_ <- u(x + eps v) - eps v with eps = greedyEps(delta, vmax2_) (Naive and the atlas's step).
   void composeScaled(ConstField<memory_space> u, ConstField<memory_space> v, float delta);
+  // The candidate of step size `delta` composed, warped (Naive, LNCC) or its force formed
+  // (ScratchTiled) and checked, its sums into `sums` (a host GreedyTrialSums: fences; a device View:
+  // enqueued); keepImageCandidate makes it the state.
+  template <class Sums>
+  void trialImage(ConstImageView<memory_space> moving, ConstImageView<memory_space> fixed, ConstField<memory_space> u,
+                  ConstField<memory_space> v, float delta, Sums&& sums);
+  void keepImageCandidate(Field<memory_space>& u, ImageView<memory_space>& W);
 
   Exec exec_;
   GreedyParams params_;

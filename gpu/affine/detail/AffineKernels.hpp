@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/Affine.hpp"
+#include "core/Boundary.hpp"
 #include "core/Compat.hpp"
 #include "core/Errors.hpp"
 #include "core/Image.hpp"
@@ -480,16 +481,88 @@ void resample(Exec const& exec, ConstImageView<typename Exec::memory_space> movi
                        Kokkos::RangePolicy<Exec, Kokkos::IndexType<Index>>(exec, 0, static_cast<Index>(out.size())), f);
 }
 
-// The optimiser's metric on `Exec`: each level's images copied once.
+// The pyramid's binomial (core/Affine.hpp "Pyramid", affineBinomial5) along one axis, sampled every
+// `stride` voxels: out(z, y, x) from in's five clamped taps around stride * (x, y or z) + 0. The
+// passes x, y (double) then z (to float) give the host's binomial bit for bit.
+template <class In, class Out>
+struct BinomialAxisFunctor {
+  In in;
+  Out out;
+  int axis, stride, n;  // n: in's extent along `axis`
+  KOKKOS_INLINE_FUNCTION void operator()(int z, int y, int x) const {
+    int c[3] = {z, y, x};
+    const int a = 2 - axis;  // axis 0 = x = the last index
+    const int base = stride * c[a];
+    double v[5];
+    for (int m = 0; m < 5; ++m) {
+      c[a] = clampIndex(base + m - 2, n);
+      v[m] = double(in(c[0], c[1], c[2]));
+    }
+    out(z, y, x) = static_cast<typename Out::value_type>(affineBinomial5(v[0], v[1], v[2], v[3], v[4]));
+  }
+};
+
+// out = the binomial of `in` sampled every `stride` voxels (1: smooth, 2: reduce); tx, ty: double
+// workspaces of at least in's voxels.
+template <class Exec, class Mem = typename Exec::memory_space>
+void binomial(Exec const& exec, ConstImageView<Mem> in, int stride, Kokkos::View<double*, Mem> tx,
+              Kokkos::View<double*, Mem> ty, ImageView<Mem> out) {
+  using Doubles = Kokkos::View<double***, Kokkos::LayoutRight, Mem, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
+  const int nz = int(in.extent(0)), ny = int(in.extent(1)), nx = int(in.extent(2));
+  const int cz = int(out.extent(0)), cy = int(out.extent(1)), cx = int(out.extent(2));
+  const Doubles x(tx.data(), nz, ny, cx), y(ty.data(), nz, cy, cx);
+  parallelForVoxels("kortex::Affine::binomial_x", exec, nz, ny, cx,
+                    BinomialAxisFunctor<ConstImageView<Mem>, Doubles>{in, x, 0, stride, nx});
+  parallelForVoxels("kortex::Affine::binomial_y", exec, nz, cy, cx, BinomialAxisFunctor<Doubles, Doubles>{x, y, 1, stride, ny});
+  parallelForVoxels("kortex::Affine::binomial_z", exec, cz, cy, cx,
+                    BinomialAxisFunctor<Doubles, ImageView<Mem>>{y, out, 2, stride, nz});
+}
+
+// The metric's images of every level (core/Affine.hpp "Pyramid") from the level-0 image, built on
+// exec: level l+1 = reduce(level l), each smoothed once more.
+template <class Exec, class Mem = typename Exec::memory_space>
+std::vector<ImageView<Mem>> smoothedPyramid(Exec const& exec, HostImage const& image, int levels, const char* label) {
+  auto alloc = [&](std::string const& what, Geometry const& g) {
+    return ImageView<Mem>(Kokkos::view_alloc(exec, Kokkos::WithoutInitializing, std::string(label) + what), g.nz(), g.ny(),
+                          g.nx());
+  };
+  const std::size_t n = std::size_t(image.numVoxels());
+  Kokkos::View<double*, Mem> tx(Kokkos::view_alloc(exec, Kokkos::WithoutInitializing, std::string("kortex::Affine::binomial_x")), n),
+      ty(Kokkos::view_alloc(exec, Kokkos::WithoutInitializing, std::string("kortex::Affine::binomial_y")), n);
+  Geometry g = image.geometry;
+  ImageView<Mem> level = alloc("_level", g);
+  Kokkos::deep_copy(exec, level, image.data);
+  std::vector<ImageView<Mem>> out;
+  for (int l = 0; l < levels; ++l) {
+    if (l > 0) {
+      const Geometry next = affineReducedGeometry(g);
+      ImageView<Mem> reduced = alloc("_level", next);
+      binomial(exec, ConstImageView<Mem>(level), 2, tx, ty, reduced);
+      level = reduced;
+      g = next;
+    }
+    out.push_back(alloc("_smoothed", g));
+    binomial(exec, ConstImageView<Mem>(level), 1, tx, ty, out.back());
+  }
+  return out;
+}
+
+// The optimiser's metric on `Exec`: the pyramid built there from the level-0 images (setPyramid).
 template <class Exec>
 class Backend final : public AffineMetricBackend {
  public:
   using Mem = typename Exec::memory_space;
   explicit Backend(Exec const& exec) : exec_(exec) {}
   // Copies on exec_'s queue (no device-wide fence: pairs may run concurrently on other instances).
+  bool setPyramid(HostImage const& moving, HostImage const& fixed, int levels) override {
+    movingLevels_ = smoothedPyramid(exec_, moving, levels, "kortex::Affine::moving");
+    fixedLevels_ = smoothedPyramid(exec_, fixed, levels, "kortex::Affine::fixed");
+    return true;
+  }
   void setImages(AffineLevelImages const& level) override {
-    moving_ = onDevice(level.moving, "kortex::Affine::moving");
-    fixed_ = onDevice(level.fixed, "kortex::Affine::fixed");
+    const std::size_t l = std::size_t(level.level);
+    moving_ = level.moving.data.data() ? onDevice(level.moving, "kortex::Affine::moving") : movingLevels_.at(l);
+    fixed_ = level.fixed.data.data() ? onDevice(level.fixed, "kortex::Affine::fixed") : fixedLevels_.at(l);
     movingMask_ = onDevice(level.movingMask, "kortex::Affine::movingMask");
     fixedMask_ = onDevice(level.fixedMask, "kortex::Affine::fixedMask");
     fixedVoxels_ = level.fixedVoxels;
@@ -523,6 +596,7 @@ class Backend final : public AffineMetricBackend {
   }
 
   Exec exec_;
+  std::vector<ImageView<Mem>> movingLevels_, fixedLevels_;  // setPyramid's, the metric's images
   ImageView<Mem> moving_, fixed_, movingMask_, fixedMask_;
   Index fixedVoxels_ = 0;
   MetricWorkspace<Mem> work_;

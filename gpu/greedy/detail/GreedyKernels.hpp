@@ -11,6 +11,7 @@
 #include "core/Greedy.hpp"
 #include "core/Registration.hpp"
 #include "gpu/Fields.hpp"
+#include "gpu/detail/Common.hpp"
 
 namespace kortex::gpu::greedy_detail {
 
@@ -127,11 +128,7 @@ struct ComposeScaledFunctor {
 
 // The candidate's fold check: min det(I - grad u) (clamped central differences) and the step's
 // max |v|^2 copied from the device scalar, so that one read-back serves both (the atlas's step).
-struct CheckSums {
-  double sse;
-  float minJ;
-  float vmax2;
-};
+using CheckSums = GreedyTrialSums;
 template <class Mem>
 struct FoldCheckFunctor {
   using value_type = CheckSums;
@@ -301,13 +298,13 @@ inline int stepTiledChunk(int concurrency, int tiles, int nz) {
 }
 
 // Launch of the one-pass step: league of xy tiles x z chunks, scratch checked against what the back
-// end offers. Returns the sums (fences).
-template <class Exec>
-CheckSums stepTiled(Exec const& exec, ConstImageView<typename Exec::memory_space> moving,
-                    ConstImageView<typename Exec::memory_space> fixed, ConstField<typename Exec::memory_space> u,
-                    ConstField<typename Exec::memory_space> v, Kokkos::View<const float, typename Exec::memory_space> vmax2,
-                    float delta, Field<typename Exec::memory_space> uOut, Field<typename Exec::memory_space> force,
-                    StepTiledLaunch cfg = {}) {
+// end offers. The sums go to `sums`: a host CheckSums (fences) or a device View of one (enqueued).
+template <class Exec, class Sums>
+void stepTiledInto(Exec const& exec, ConstImageView<typename Exec::memory_space> moving,
+                   ConstImageView<typename Exec::memory_space> fixed, ConstField<typename Exec::memory_space> u,
+                   ConstField<typename Exec::memory_space> v, Kokkos::View<const float, typename Exec::memory_space> vmax2,
+                   float delta, Field<typename Exec::memory_space> uOut, Field<typename Exec::memory_space> force,
+                   Sums&& sums, StepTiledLaunch cfg = {}) {
   using F = StepTiledFunctor<Exec>;
   using Policy = Kokkos::TeamPolicy<Exec>;
   const int nz = int(u.extent(1)), ny = int(u.extent(2)), nx = int(u.extent(3));
@@ -320,9 +317,20 @@ CheckSums stepTiled(Exec const& exec, ConstImageView<typename Exec::memory_space
   if (bytes > maxBytes)
     throw InvalidArgument("greedy step: its tile needs " + std::to_string(bytes) + " B of team scratch, the back end offers " +
                           std::to_string(maxBytes) + " B");
+  // lightWeight: the closure crosses 512 B (gpu/detail/Common.hpp)
+  Kokkos::parallel_reduce("kortex::greedy::step_tiled", lightWeight(policy.set_scratch_size(0, Kokkos::PerTeam(bytes))),
+                          F{u, v, moving, fixed, uOut, force, vmax2, delta, tilesX, tilesY, chunk}, sums);
+}
+
+// The same, returning the sums (fences).
+template <class Exec>
+CheckSums stepTiled(Exec const& exec, ConstImageView<typename Exec::memory_space> moving,
+                    ConstImageView<typename Exec::memory_space> fixed, ConstField<typename Exec::memory_space> u,
+                    ConstField<typename Exec::memory_space> v, Kokkos::View<const float, typename Exec::memory_space> vmax2,
+                    float delta, Field<typename Exec::memory_space> uOut, Field<typename Exec::memory_space> force,
+                    StepTiledLaunch cfg = {}) {
   CheckSums cs{0.0, 0.0f, 0.0f};
-  Kokkos::parallel_reduce("kortex::greedy::step_tiled", policy.set_scratch_size(0, Kokkos::PerTeam(bytes)),
-                          F{u, v, moving, fixed, uOut, force, vmax2, delta, tilesX, tilesY, chunk}, cs);
+  stepTiledInto(exec, moving, fixed, u, v, vmax2, delta, uOut, force, cs, cfg);
   return cs;
 }
 
