@@ -507,6 +507,7 @@ AtlasResidency planResidency(AtlasPlace const& p, Geometry const& box, AtlasMemo
   kx::ScopedRegion region("kortex::atlas::plan");
   using Mem = Kokkos::DefaultExecutionSpace::memory_space;
   const bool onDevice = p.backend == Backend::Kokkos && !Kokkos::SpaceAccessibility<Kokkos::HostSpace, Mem>::accessible;
+  if (onDevice) releaseRegisterPairWorkspace();  // a single pair's kept workspace is not the atlas's
   const std::int64_t avail = p.job.maxMemoryMiB > 0 ? std::int64_t(p.job.maxMemoryMiB * 1048576.0)
                              : onDevice              ? gpu::availableMemoryBytes<Mem>()
                                                      : hostAvailableMemoryBytes();

@@ -19,6 +19,7 @@
 #include "core/Errors.hpp"
 #include "core/Intensity.hpp"
 #include "gpu/affine/Affine.hpp"
+#include "pipeline/ParamsJson.hpp"
 #include "gpu/greedy/Greedy.hpp"
 #include "gpu/registration/Registration.hpp"
 #include "reference_cpu/Affine.hpp"
@@ -293,7 +294,36 @@ RegistrationPipelineResult runPair(HostImage const& moving, HostImage const& fix
   return r;
 }
 
+// registerPair's greedy workspace, kept from one call to the next (the registration's device images,
+// fields and FFT plans, as each cohort worker keeps its own): a process that registers pair after pair
+// on one grid with one set of parameters allocates and plans once. One entry for the process, taken by
+// a call (a concurrent call makes its own) and put back after; made again when the grid or the
+// parameters change, released before Kokkos finalizes and when a cohort starts (runPairs plans its
+// device memory from what is free).
+struct PairWorkspaceCache {
+  std::mutex mutex;
+  std::string key;  // the padded grid and the greedy parameters the workspace was made for
+  std::unique_ptr<PairWorkspace> ws;
+  bool hooked = false;
+};
+PairWorkspaceCache& pairWorkspaceCache() {
+  static PairWorkspaceCache cache;
+  return cache;
+}
+void releaseCachedPairWorkspace() {
+  PairWorkspaceCache& c = pairWorkspaceCache();
+  std::lock_guard<std::mutex> lock(c.mutex);
+  c.ws.reset();
+  c.key.clear();
+}
+std::string pairWorkspaceKey(Geometry const& fixed, RegistrationPipelineOptions const& opt) {
+  return describe(greedyPaddedGrid(fixed, opt.greedy)) + " " + toJson(opt.greedy).dump() + " " +
+         std::to_string(opt.greedySpeculation);
+}
+
 }  // namespace
+
+void releaseRegisterPairWorkspace() { releaseCachedPairWorkspace(); }
 
 void validatePairOptions(Geometry const& fixed, RegistrationPipelineOptions const& opt) {
   if (opt.useFluid && opt.method == RegistrationMethod::Greedy)
@@ -309,14 +339,35 @@ RegistrationPipelineResult registerPair(HostImage const& moving, HostImage const
   requireVolume(moving, "moving");
   requireVolume(fixed, "fixed");
   validatePairOptions(fixed.geometry, opt);
-  return runPair(moving, fixed, opt, opt.useFluid);
+  const bool greedyOnDevice =
+      opt.useFluid && opt.method == RegistrationMethod::Greedy && resolve(opt.backend) == Backend::Kokkos;
+  if (!greedyOnDevice) return runPair(moving, fixed, opt, opt.useFluid);
+  PairWorkspaceCache& cache = pairWorkspaceCache();
+  const std::string key = pairWorkspaceKey(fixed.geometry, opt);
+  std::unique_ptr<PairWorkspace> ws;
+  {
+    std::lock_guard<std::mutex> lock(cache.mutex);
+    if (cache.ws && cache.key == key) ws = std::move(cache.ws);
+    if (!cache.hooked) {
+      Kokkos::push_finalize_hook(releaseCachedPairWorkspace);
+      cache.hooked = true;
+    }
+  }
+  if (!ws) ws = std::make_unique<PairWorkspace>();
+  RegistrationPipelineResult r = runPair(moving, fixed, opt, true, {}, nullptr, ws.get());
+  std::lock_guard<std::mutex> lock(cache.mutex);
+  cache.ws = std::move(ws);
+  cache.key = key;
+  return r;
 }
 
 std::int64_t greedyPairDeviceBytes(Geometry const& fixed, Geometry const& moving, GreedyParams const& params) {
-  // alignKokkos: the moving image and the resampled one, and the affine stage's level images (at
-  // most twice both images) while a worker's greedy workspace (runPairs) is held; then the greedy
-  // stage's workspace on the padded grid.
-  const std::int64_t alignBytes = 3 * std::int64_t(sizeof(float)) * (moving.numVoxels() + fixed.numVoxels());
+  // alignKokkos, while a worker's greedy workspace (runPairs) is held: the affine stage's pyramids
+  // (both images' smoothed levels, <= 8/7 of each, and while one is built its level chain and two double
+  // workspaces, <= 5.2 floats per voxel of the larger image), then the moving image and the resampled
+  // one; then the greedy stage's workspace on the padded grid.
+  const std::int64_t m = moving.numVoxels(), f = fixed.numVoxels();
+  const std::int64_t alignBytes = std::int64_t(sizeof(float)) * (2 * (m + f) + 6 * std::max(m, f));
   return alignBytes + gpu::greedyRegistrationBytes(greedyPaddedGrid(fixed, params), params);
 }
 

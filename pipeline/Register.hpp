@@ -71,8 +71,8 @@ struct RegistrationPipelineOptions {
   // e.g. to run the fluid stage of two back ends on identical inputs.
   std::optional<AffineTransform> presetAffine;
   // The Kokkos greedy stage's iterations between read-backs (gpu::GreedyRegistration's speculative
-  // blocks; -1: the back end's default): a plan choice that changes no result.
-  int greedySpeculation = -1;
+  // blocks; 0: every iteration): a plan choice that changes no result.
+  int greedySpeculation = 0;
   IntensityParams intensity;
   RegistrationProgress progress;     // fluid iterations (Unbiased)
   GreedyProgress greedyProgress;     // greedy iterations (Greedy)
@@ -122,6 +122,10 @@ using PairRun = std::function<RegistrationPipelineResult(HostImage const& moving
 // caller's to validate (validatePairOptions). Returns how many pairs' work ran.
 int runPairs(int n, HostImage const& fixed, RegistrationPipelineOptions const& opt, bool fluid, int maxConcurrent,
              std::function<void(int, PairRun const&)> const& work, std::function<bool(int)> const& ready);
+// registerPair keeps the Kokkos greedy stage's workspace (device images, fields, FFT plans) from one
+// call to the next, for the next pair on the same grid with the same parameters; this frees it (a job
+// that plans its device memory from what is free calls it first; Kokkos::finalize does too).
+void releaseRegisterPairWorkspace();
 // registerPair's parameter checks for a pair on the `fixed` grid (InvalidArgument): a job's entry check.
 void validatePairOptions(Geometry const& fixed, RegistrationPipelineOptions const& opt);
 // Device bytes one greedy pair's Kokkos stages hold in the deformable stage (the aligned images, the

@@ -130,6 +130,7 @@ CohortPlan planStage(RegisterCohortJob const& job, CohortInputs const& in, Regis
     if (m.numVoxels() > 0)
       p.pairBytes = std::max(p.pairBytes, greedyPairDeviceBytes(in.fixed.geometry, m.geometry, p.options.greedy));
   using Mem = Kokkos::DefaultExecutionSpace::memory_space;
+  releaseRegisterPairWorkspace();  // a single pair's kept workspace is not the cohort's
   // What is free, less a tenth for the FFT plans' work areas and the allocator.
   p.cap = job.maxMemoryMiB > 0 ? std::int64_t(job.maxMemoryMiB * 1048576.0) : gpu::availableMemoryBytes<Mem>() / 10 * 9;
   if (job.maxMemoryMiB > 0 && p.pairBytes > p.cap)

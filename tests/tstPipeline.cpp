@@ -378,6 +378,45 @@ BOOST_AUTO_TEST_CASE(registration_job_checks_once_before_running) {
   }
 }
 
+// registerPair keeps the Kokkos greedy stage's workspace between calls (pipeline/Register.hpp): a pair
+// run on the kept workspace, after one with other parameters or another grid, gives the bits of a fresh
+// one; and speculative blocks change no bit through the job either.
+BOOST_AUTO_TEST_CASE(kept_greedy_workspace_changes_no_bit) {
+  const HostImage fixed = blob(15, 8.0, 1), moving = blob(15, 9.0, 2), small = blob(13, 6.0, 3);
+  pipeline::RegistrationPipelineOptions a;
+  a.backend = Backend::Kokkos;
+  a.method = pipeline::RegistrationMethod::Greedy;
+  a.greedy.metric = GreedyMetric::Lncc;
+  a.greedy.lnccRadius = 1;
+  a.greedy.iterations = {4, 4};
+  auto b = a;
+  b.greedy.metric = GreedyMetric::Ssd;
+  pipeline::releaseRegisterPairWorkspace();
+  const auto freshB = pipeline::registerPair(moving, fixed, b);
+  pipeline::releaseRegisterPairWorkspace();
+  const auto fresh = pipeline::registerPair(moving, fixed, a);
+  const auto again = pipeline::registerPair(moving, fixed, a);   // the kept workspace
+  const auto keptB = pipeline::registerPair(moving, fixed, b);   // other parameters: made again
+  pipeline::registerPair(small, small, a);                       // another grid: made again
+  const auto back = pipeline::registerPair(moving, fixed, a);
+  auto blocks = a;
+  blocks.greedySpeculation = 3;
+  const auto speculative = pipeline::registerPair(moving, fixed, blocks);
+  auto same = [&](pipeline::RegistrationPipelineResult const& r) {
+    Index differ = 0;
+    for (std::size_t i = 0; i < r.u.data.size(); ++i) differ += r.u.data.data()[i] != fresh.u.data.data()[i];
+    return differ == 0 && r.greedy.iterations == fresh.greedy.iterations;
+  };
+  BOOST_TEST(same(again));
+  BOOST_TEST(same(back));
+  BOOST_TEST(same(speculative));
+  Index differB = 0;
+  for (std::size_t i = 0; i < keptB.u.data.size(); ++i) differB += keptB.u.data.data()[i] != freshB.u.data.data()[i];
+  BOOST_TEST(differB == 0);
+  BOOST_TEST(!same(keptB));  // the two metrics' fields differ: the comparisons can tell
+  pipeline::releaseRegisterPairWorkspace();
+}
+
 BOOST_AUTO_TEST_CASE(greedy_job_checks_once_and_pads) {
   // 15^3 (odd): the job pads to 16^3 (scale 2; 16 for SOR: even at scale 2) and crops back.
   const HostImage fixed = blob(15, 8.0, 1), moving = blob(15, 9.0, 2);

@@ -379,7 +379,7 @@ GreedyRegistration<Exec>::~GreedyRegistration() = default;
 
 template <class Exec>
 void GreedyRegistration<Exec>::setSpeculation(int speculation) {
-  speculativeBlock_ = speculation < 0 ? greedySpeculativeBlockFor<Exec>() : speculation;
+  speculativeBlock_ = speculation < 0 ? 0 : speculation;
   if (speculativeBlock_ > 1 && int(trialSums_.extent(0)) < speculativeBlock_) {
     trialSums_ = Kokkos::View<GreedyTrialSums*, memory_space>("kortex::greedy::trial_sums", speculativeBlock_);
     trialSumsHost_ = Kokkos::create_mirror_view(trialSums_);
@@ -704,14 +704,14 @@ InverseStats GreedyRegistration<Exec>::midpointMap(Scale& S, Field<memory_space>
   return stats;
 }
 
-std::int64_t greedyRegistrationBytes(Geometry const& grid, GreedyParams const& params) {
+std::int64_t greedyRegistrationBytes(Geometry const& grid, GreedyParams const& params, int speculation) {
   const std::int64_t f = sizeof(float);
   std::int64_t bytes = f * 6 * grid.numVoxels();  // moving, fixed, u (3) and the blurred workspace
   if (params.symmetric) bytes += f * 9 * grid.numVoxels();  // the midpoint map's preimage, both u's kept (replay)
   for (int factor : params.scales) {
     const GridExtents e = scaledExtents(grid, factor);
     bytes += f * (params.symmetric ? 17 : 9) * e.voxels();  // I0, W, u, v (SubjectScale) and I1; symmetric: the fixed side's too
-    if (!params.symmetric) bytes += f * 10 * e.voxels();       // a speculative block's held u, W, v and force
+    if (!params.symmetric && speculation > 1) bytes += f * 10 * e.voxels();  // a speculative block's held u, W, v, force
     bytes += greedyStepperBytes(e, params, true);
   }
   return bytes;

@@ -77,16 +77,10 @@ GreedyStepSums greedyStep(Exec const& exec, ConstImageView<typename Exec::memory
 // where one was not accepted (a fold refusal, zero velocity), the state copied at the block's start is
 // put back and the block run again one iteration (one read-back) at a time. The kernels and their
 // inputs are those of one iteration at a time, so the results are the same bits; only the records'
-// seconds (and so the progress) come per block. Iterations per block on a device (chosen on an H200:
-// docs/greedy.md "Speculative blocks"); host back ends read back every iteration (0: their kernels
-// are synchronous, there is no queue to keep full).
-inline constexpr int kGreedySpeculativeBlock = 16;
-template <class Exec>
-constexpr int greedySpeculativeBlockFor() {
-  return Kokkos::SpaceAccessibility<Kokkos::HostSpace, typename Exec::memory_space>::accessible ? 0
-                                                                                              : kGreedySpeculativeBlock;
-}
-
+// seconds (and so the progress) come per block. Off by default: on an H200 the 2-mm IXI pair's greedy
+// stage took the same time with blocks of 8, 16 or 32 as with a read-back every iteration (its small
+// scales are bound by the host's kernel launches, not by the read-back; docs/greedy.md "Speculative
+// blocks"), and the block's copy of the state costs device memory.
 template <class Exec>
 class GreedyRegistration {
  public:
@@ -94,9 +88,9 @@ class GreedyRegistration {
   // `grid` is the full grid (the last scale). Throws InvalidArgument when a scale factor does not
   // divide it into extents >= kFluidMinExtent; the other parameters are preconditions (the job,
   // pipeline/Register.hpp, calls GreedyParams::validateFor once). `speculation`: iterations per
-  // speculative block (above; 0 or 1: a read-back every iteration, -1: greedySpeculativeBlockFor),
-  // a plan choice that changes no result.
-  GreedyRegistration(Exec const& exec, Geometry const& grid, GreedyParams const& params, int speculation = -1);
+  // speculative block (above; 0 or 1: a read-back every iteration), a plan choice that changes no
+  // result.
+  GreedyRegistration(Exec const& exec, Geometry const& grid, GreedyParams const& params, int speculation = 0);
   ~GreedyRegistration();
   void setSpeculation(int speculation);
   int speculation() const { return speculativeBlock_; }
@@ -136,15 +130,16 @@ class GreedyRegistration {
 };
 
 // Device bytes greedyRegister allocates for a registration on `grid` (without a force mask): the
-// inputs, the output field and the blur workspace, and every scale's images, fields and stepper.
-std::int64_t greedyRegistrationBytes(Geometry const& grid, GreedyParams const& params);
+// inputs, the output field and the blur workspace, and every scale's images, fields and stepper (and
+// with speculative blocks, `speculation` > 1, their copy of the state).
+std::int64_t greedyRegistrationBytes(Geometry const& grid, GreedyParams const& params, int speculation = 0);
 
 // What greedyRegister keeps between the pairs of one worker (a cohort's): the registration with its
 // scales' images, fields, steppers and FFT plans, and the device inputs and output, allocated once
 // (every allocation freed is a device-wide synchronisation on CUDA).
 template <class Exec>
 struct GreedyWorkspace {
-  int speculation = -1;  // the registration's speculative blocks (GreedyRegistration), set on every call
+  int speculation = 0;  // the registration's speculative blocks (GreedyRegistration), set on every call
   std::unique_ptr<GreedyRegistration<Exec>> reg;
   ImageView<typename Exec::memory_space> moving, fixed, mask, movingMask;
   Field<typename Exec::memory_space> u;
