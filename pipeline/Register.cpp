@@ -101,19 +101,18 @@ GreedyMasks greedyMasks(RegistrationPipelineOptions const& opt, RegistrationPipe
   return m;
 }
 
-// The greedy stage on either back end: pad, register, crop.
+// The greedy stage on either back end: the padded grid and the masks padded to it; registerGreedy(grid,
+// fixedMask, movingMask) pads the images, registers and crops the field into r.u (the reference on the
+// host, the Kokkos back end on its device).
 template <class Register>
-void greedyStage(HostImage const& movingResampled, HostImage const& fixedN, RegistrationPipelineOptions const& opt,
-                 RegistrationPipelineResult& r, Register&& registerGreedy) {
+void greedyStage(HostImage const& fixedN, RegistrationPipelineOptions const& opt, RegistrationPipelineResult& r,
+                 Register&& registerGreedy) {
   r.greedyGrid = greedyPaddedGrid(fixedN.geometry, opt.greedy);
-  const HostImage m = padToGrid(movingResampled, r.greedyGrid), f = padToGrid(fixedN, r.greedyGrid);
   const GreedyMasks masks = greedyMasks(opt, r);
   auto pad = [&r](HostImage const& mask) { return mask.data.data() ? padToGrid(mask, r.greedyGrid) : HostImage(); };
   const HostImage fixedMask = pad(masks.fixed), movingMask = pad(masks.moving);
-  VectorField<Kokkos::HostSpace> padded;
-  r.greedy = registerGreedy(m, f, padded, fixedMask.data.data() ? &fixedMask : nullptr,
+  r.greedy = registerGreedy(r.greedyGrid, fixedMask.data.data() ? &fixedMask : nullptr,
                             movingMask.data.data() ? &movingMask : nullptr);
-  cropField(padded, r.u);
 }
 
 // The affine stage: the preset transform, the back end's affine registration, or none (the
@@ -193,11 +192,11 @@ void fluidKokkos(Exec const& exec, ImageView<typename Exec::memory_space> dResam
     gpu::GreedyWorkspace<Exec> local;
     gpu::GreedyWorkspace<Exec>& ws = workspace ? *workspace : local;
     ws.speculation = opt.greedySpeculation;
-    greedyStage(r.movingResampled, fixedN, opt, r,
-                [&](HostImage const& m, HostImage const& f, VectorField<Kokkos::HostSpace>& u, HostImage const* fixedMask,
-                    HostImage const* movingMask) {
-                  return gpu::greedyRegister(exec, m, f, u, opt.greedy, opt.greedyProgress, &ws, fixedMask, movingMask);
-                });
+    // The aligned moving image is on the device already (dResampled).
+    greedyStage(fixedN, opt, r, [&](Geometry const& grid, HostImage const* fixedMask, HostImage const* movingMask) {
+      return gpu::greedyRegisterOnGrid(exec, ConstImageView<Mem>(dResampled), fixedN, grid, r.u, opt.greedy,
+                                       opt.greedyProgress, &ws, fixedMask, movingMask);
+    });
   } else {
     auto dFixed = Kokkos::create_mirror_view_and_copy(Mem(), fixedN.data);
     gpu::Field<Mem> dU("kortex::registerPair::dU", 3, fixed.nz(), fixed.ny(), fixed.nx());
@@ -226,11 +225,13 @@ void alignReference(HostImage const& movingN, HostImage const& fixedN, Registrat
 void fluidReference(HostImage const& fixedN, RegistrationPipelineOptions const& opt, RegistrationPipelineResult& r) {
   const auto t0 = Clock::now();
   if (opt.method == RegistrationMethod::Greedy)
-    greedyStage(r.movingResampled, fixedN, opt, r,
-                [&](HostImage const& m, HostImage const& f, VectorField<Kokkos::HostSpace>& u, HostImage const* fixedMask,
-                    HostImage const* movingMask) {
-                  return ref::greedyRegister(m, f, u, opt.greedy, opt.greedyProgress, fixedMask, movingMask);
-                });
+    greedyStage(fixedN, opt, r, [&](Geometry const& grid, HostImage const* fixedMask, HostImage const* movingMask) {
+      VectorField<Kokkos::HostSpace> padded;
+      const GreedyResult g = ref::greedyRegister(padToGrid(r.movingResampled, grid), padToGrid(fixedN, grid), padded,
+                                                 opt.greedy, opt.greedyProgress, fixedMask, movingMask);
+      cropField(padded, r.u);
+      return g;
+    });
   else
     r.fluid = ref::fluidRegister(r.movingResampled, fixedN, r.u, opt.fluid, opt.progress);
   r.secondsFluid = secondsSince(t0);

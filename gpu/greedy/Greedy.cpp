@@ -717,6 +717,62 @@ std::int64_t greedyRegistrationBytes(Geometry const& grid, GreedyParams const& p
   return bytes;
 }
 
+namespace {
+
+// out = in extended to out's extents by the clamp rule at the high end of every axis (in's extents <=
+// out's), or cropped to out's extents (>=): out(z, y, x) = in(min(z, nz - 1), ...) either way.
+template <class In, class Out>
+struct ExtendFunctor {
+  In in;
+  Out out;
+  int nz, ny, nx;  // in's
+  KOKKOS_INLINE_FUNCTION void operator()(int z, int y, int x) const {
+    out(z, y, x) = in(clampIndex(z, nz), clampIndex(y, ny), clampIndex(x, nx));
+  }
+};
+template <class Exec, class Mem = typename Exec::memory_space>
+void extendImage(Exec const& exec, ConstImageView<Mem> in, ImageView<Mem> out) {
+  parallelForVoxels("kortex::greedy::extend", exec, int(out.extent(0)), int(out.extent(1)), int(out.extent(2)),
+                    ExtendFunctor<ConstImageView<Mem>, ImageView<Mem>>{in, out, int(in.extent(0)), int(in.extent(1)),
+                                                                      int(in.extent(2))});
+}
+template <class Exec, class Mem = typename Exec::memory_space>
+void cropField(Exec const& exec, ConstField<Mem> in, Field<Mem> out) {
+  for (int c = 0; c < 3; ++c) {
+    auto i = Kokkos::subview(in, c, Kokkos::ALL, Kokkos::ALL, Kokkos::ALL);
+    auto o = Kokkos::subview(out, c, Kokkos::ALL, Kokkos::ALL, Kokkos::ALL);
+    parallelForVoxels("kortex::greedy::crop", exec, int(out.extent(1)), int(out.extent(2)), int(out.extent(3)),
+                      ExtendFunctor<decltype(i), decltype(o)>{i, o, int(in.extent(1)), int(in.extent(2)), int(in.extent(3))});
+  }
+}
+
+// The workspace's registration and device images for `g` (made where it holds none for this grid).
+template <class Exec>
+void prepareWorkspace(Exec const& exec, GreedyWorkspace<Exec>& ws, Geometry const& g, GreedyParams const& params) {
+  using Mem = typename Exec::memory_space;
+  if (!ws.reg || !ws.reg->grid().sameGrid(g)) {
+    auto onExec = [&](std::string const& label) { return Kokkos::view_alloc(exec, Kokkos::WithoutInitializing, label); };
+    ws = GreedyWorkspace<Exec>{ws.speculation};
+    ws.moving = ImageView<Mem>(onExec("kortex::greedy::moving"), g.nz(), g.ny(), g.nx());
+    ws.fixed = ImageView<Mem>(onExec("kortex::greedy::fixed"), g.nz(), g.ny(), g.nx());
+    ws.u = Field<Mem>(onExec("kortex::greedy::u_out"), 3, g.nz(), g.ny(), g.nx());
+    ws.reg = std::make_unique<GreedyRegistration<Exec>>(exec, g, params, ws.speculation);
+  }
+  ws.reg->setSpeculation(ws.speculation);
+}
+
+// The masks (host, on the registration grid) on the device, in the workspace's Views.
+template <class Exec, class Mem = typename Exec::memory_space>
+ImageView<Mem> uploadMask(Exec const& exec, HostImage const* in, ImageView<Mem>& held, Geometry const& g, const char* label) {
+  if (!in) return ImageView<Mem>();
+  if (held.data() == nullptr)
+    held = ImageView<Mem>(Kokkos::view_alloc(exec, Kokkos::WithoutInitializing, std::string(label)), g.nz(), g.ny(), g.nx());
+  Kokkos::deep_copy(exec, held, in->data);
+  return held;
+}
+
+}  // namespace
+
 template <class Exec>
 GreedyResult greedyRegister(Exec const& exec, HostImage const& moving, HostImage const& fixed,
                             VectorField<Kokkos::HostSpace>& u, GreedyParams const& params,
@@ -730,29 +786,56 @@ GreedyResult greedyRegister(Exec const& exec, HostImage const& moving, HostImage
   Geometry const& g = fixed.geometry;
   GreedyWorkspace<Exec> local;
   GreedyWorkspace<Exec>& ws = workspace ? *workspace : local;
-  if (!ws.reg || !ws.reg->grid().sameGrid(g)) {
-    auto onExec = [&](std::string const& label) { return Kokkos::view_alloc(exec, Kokkos::WithoutInitializing, label); };
-    ws = GreedyWorkspace<Exec>{ws.speculation};
-    ws.moving = ImageView<Mem>(onExec("kortex::greedy::moving"), g.nz(), g.ny(), g.nx());
-    ws.fixed = ImageView<Mem>(onExec("kortex::greedy::fixed"), g.nz(), g.ny(), g.nx());
-    ws.u = Field<Mem>(onExec("kortex::greedy::u_out"), 3, g.nz(), g.ny(), g.nx());
-    ws.reg = std::make_unique<GreedyRegistration<Exec>>(exec, g, params, ws.speculation);
-  }
-  ws.reg->setSpeculation(ws.speculation);
+  prepareWorkspace(exec, ws, g, params);
   Kokkos::deep_copy(exec, ws.moving, moving.data);
   Kokkos::deep_copy(exec, ws.fixed, fixed.data);
-  auto upload = [&](HostImage const* in, ImageView<Mem>& held, const char* label) {
-    if (!in) return ImageView<Mem>();
-    if (held.data() == nullptr)
-      held = ImageView<Mem>(Kokkos::view_alloc(exec, Kokkos::WithoutInitializing, std::string(label)), g.nz(), g.ny(), g.nx());
-    Kokkos::deep_copy(exec, held, in->data);
-    return held;
-  };
-  const ImageView<Mem> mask = upload(forceMask, ws.mask, "kortex::greedy::mask_in");
-  const ImageView<Mem> movingMaskIn = upload(movingMask, ws.movingMask, "kortex::greedy::moving_mask_in");
+  const ImageView<Mem> mask = uploadMask(exec, forceMask, ws.mask, g, "kortex::greedy::mask_in");
+  const ImageView<Mem> movingMaskIn = uploadMask(exec, movingMask, ws.movingMask, g, "kortex::greedy::moving_mask_in");
   GreedyResult r = ws.reg->run(ws.moving, ws.fixed, ws.u, progress, mask, movingMaskIn);
   u = VectorField<Kokkos::HostSpace>("greedy displacement", g);
   Kokkos::deep_copy(exec, u.data, ws.u);
+  exec.fence();
+  return r;
+}
+
+template <class Exec>
+GreedyResult greedyRegisterOnGrid(Exec const& exec, ConstImageView<typename Exec::memory_space> moving,
+                                  HostImage const& fixed, Geometry const& grid,
+                                  VectorField<Kokkos::HostSpace>& u, GreedyParams const& params,
+                                  GreedyProgress const& progress, GreedyWorkspace<Exec>* workspace,
+                                  HostImage const* forceMask, HostImage const* movingMask) {
+  using Mem = typename Exec::memory_space;
+  requireSameGrid(moving, fixed.data, "greedyRegisterOnGrid", "the moving and fixed images are");
+  requireField3(u.data, "greedyRegisterOnGrid");
+  for (int k = 0; k < 3; ++k) {
+    if (u.data.extent(k + 1) != moving.extent(k))
+      throw InvalidArgument("greedyRegisterOnGrid: the field is not on the images' grid");
+    if (std::size_t(grid.size[2 - k]) < moving.extent(k))
+      throw InvalidArgument("greedyRegisterOnGrid: the registration grid is smaller than the images'");
+  }
+  GreedyWorkspace<Exec> local;
+  GreedyWorkspace<Exec>& ws = workspace ? *workspace : local;
+  prepareWorkspace(exec, ws, grid, params);
+  // Views the workspace keeps (reallocated only for other extents: a free synchronises a device).
+  auto keep = [&](auto& view, const char* label, auto... n) {
+    using View = std::remove_reference_t<decltype(view)>;
+    const std::size_t want[] = {std::size_t(n)...};
+    for (std::size_t k = 0; k < sizeof...(n); ++k)
+      if (view.extent(k) != want[k]) {
+        view = View(Kokkos::view_alloc(exec, Kokkos::WithoutInitializing, std::string(label)), n...);
+        break;
+      }
+  };
+  keep(ws.fixedIn, "kortex::greedy::fixed_in", fixed.data.extent(0), fixed.data.extent(1), fixed.data.extent(2));
+  keep(ws.uCropped, "kortex::greedy::u_cropped", 3, u.data.extent(1), u.data.extent(2), u.data.extent(3));
+  Kokkos::deep_copy(exec, ws.fixedIn, fixed.data);
+  extendImage(exec, moving, ws.moving);
+  extendImage(exec, ConstImageView<Mem>(ws.fixedIn), ws.fixed);
+  const ImageView<Mem> mask = uploadMask(exec, forceMask, ws.mask, grid, "kortex::greedy::mask_in");
+  const ImageView<Mem> movingMaskIn = uploadMask(exec, movingMask, ws.movingMask, grid, "kortex::greedy::moving_mask_in");
+  GreedyResult r = ws.reg->run(ws.moving, ws.fixed, ws.u, progress, mask, movingMaskIn);
+  cropField(exec, ConstField<Mem>(ws.u), ws.uCropped);
+  Kokkos::deep_copy(exec, u.data, ws.uCropped);
   exec.fence();
   return r;
 }
@@ -779,7 +862,12 @@ GreedyResult greedyRegister(Exec const& exec, HostImage const& moving, HostImage
   template GreedyResult greedyRegister<SPACE>(SPACE const&, HostImage const&, HostImage const&,           \
                                               VectorField<Kokkos::HostSpace>&, GreedyParams const&,        \
                                               GreedyProgress const&, GreedyWorkspace<SPACE>*, HostImage const*, \
-                                              HostImage const*);
+                                              HostImage const*);                                                  \
+  template GreedyResult greedyRegisterOnGrid<SPACE>(SPACE const&, ConstImageView<SPACE::memory_space>,          \
+                                                    HostImage const&, Geometry const&,                            \
+                                                    VectorField<Kokkos::HostSpace>&, GreedyParams const&,        \
+                                                    GreedyProgress const&, GreedyWorkspace<SPACE>*, HostImage const*, \
+                                                    HostImage const*);
 
 #ifdef KOKKOS_ENABLE_SERIAL
 KORTEX_INSTANTIATE_GREEDY(Kokkos::Serial)

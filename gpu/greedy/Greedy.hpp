@@ -143,6 +143,8 @@ struct GreedyWorkspace {
   std::unique_ptr<GreedyRegistration<Exec>> reg;
   ImageView<typename Exec::memory_space> moving, fixed, mask, movingMask;
   Field<typename Exec::memory_space> u;
+  ImageView<typename Exec::memory_space> fixedIn;  // greedyRegisterOnGrid: the fixed image on its own grid
+  Field<typename Exec::memory_space> uCropped;     // greedyRegisterOnGrid: u on the images' grid
 };
 
 // Convenience: copies host images to the device, runs, copies the field back into `u` (allocated
@@ -154,5 +156,17 @@ GreedyResult greedyRegister(Exec const& exec, HostImage const& moving, HostImage
                             VectorField<Kokkos::HostSpace>& u, GreedyParams const& params,
                             GreedyProgress const& progress = {}, GreedyWorkspace<Exec>* workspace = nullptr,
                             HostImage const* forceMask = nullptr, HostImage const* movingMask = nullptr);
+
+// The same with the moving image already on exec's memory space, both images on u's grid (`u`
+// allocated by the caller, on the host), registered on `grid`, whose extents are >= theirs: the fixed
+// image is copied to the workspace's device copy, both are extended to `grid` on the device by the
+// clamp rule at the high end of every axis (the registration job's padding), and the field is cropped
+// back to u's grid there before its copy to the host. The masks (optional) are on `grid`.
+template <class Exec>
+GreedyResult greedyRegisterOnGrid(Exec const& exec, ConstImageView<typename Exec::memory_space> moving,
+                                  HostImage const& fixed, Geometry const& grid,
+                                  VectorField<Kokkos::HostSpace>& u, GreedyParams const& params,
+                                  GreedyProgress const& progress = {}, GreedyWorkspace<Exec>* workspace = nullptr,
+                                  HostImage const* forceMask = nullptr, HostImage const* movingMask = nullptr);
 
 }  // namespace kortex::gpu
