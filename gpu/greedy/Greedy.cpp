@@ -505,6 +505,66 @@ void maskForce(Exec const& exec, Field<Mem> f, ConstImageView<Mem> fixedMask, Co
 
 }  // namespace
 
+namespace {
+
+// run()'s preconditions on its inputs (InvalidArgument).
+template <class Mem>
+void checkRunInputs(Geometry const& grid, GreedyParams const& params, ConstImageView<Mem> moving, ConstImageView<Mem> fixed,
+                    Field<Mem> uOut, ConstImageView<Mem> forceMask, ConstImageView<Mem> movingMask) {
+  if (int(moving.extent(0)) != int(grid.nz()) || int(moving.extent(1)) != int(grid.ny()) ||
+      int(moving.extent(2)) != int(grid.nx()))
+    throw InvalidArgument("greedy registration: the moving image is not on the registration grid");
+  requireSameGrid(moving, fixed, "greedy registration", "the moving and fixed images are");
+  requireField3(uOut, "greedy registration");
+  for (int k = 0; k < 3; ++k)
+    if (uOut.extent(k + 1) != moving.extent(k))
+      throw InvalidArgument("greedy registration: the displacement is not on the registration grid");
+  if (params.symmetric && (forceMask.data() != nullptr || movingMask.data() != nullptr))
+    throw InvalidArgument("greedy registration: the symmetric mode takes no cost-function masks");
+}
+
+// A full-grid mask at scale `factor` in `out` (allocated on the first call; empty without a mask).
+template <class Exec, class Mem = typename Exec::memory_space>
+ConstImageView<Mem> maskOfScale(Exec const& exec, ConstImageView<Mem> full, int factor, ImageView<Mem>& out,
+                                const char* label) {
+  if (full.data() == nullptr) return ConstImageView<Mem>();
+  if (out.data() == nullptr)
+    out = ImageView<Mem>(Kokkos::view_alloc(exec, Kokkos::WithoutInitializing, std::string(label)), full.extent(0) / factor,
+                         full.extent(1) / factor, full.extent(2) / factor);
+  maskAtScale(exec, full, factor, out);
+  return ConstImageView<Mem>(out);
+}
+
+// One iteration's record (into result and progress) and the scale's state after it (sr); false where
+// the scale stops.
+bool recordIteration(GreedyResult& result, GreedyScaleResult& sr, int scale, int it, GreedyStepOutcome const& step,
+                     FluidSolveReport const& solve, bool mapFolded, double voxels, double seconds,
+                     GreedyProgress const& progress) {
+  GreedyIteration rec;
+  rec.scale = scale;
+  rec.factor = sr.factor;
+  rec.iteration = it;
+  rec.solve = solve;
+  sr.iterations = it;
+  rec.refused = step.refused;
+  if (step.accepted) {
+    rec.minJacobian = step.minJacobian;
+    rec.step = step.step;
+    sr.rmseEnd = std::sqrt(step.sse / voxels);
+  }
+  if (step.zeroVelocity) sr.stop = GreedyStop::ZeroVelocity;
+  if (!step.zeroVelocity && !step.accepted) sr.stop = mapFolded ? GreedyStop::MapFolded : GreedyStop::Folded;
+  result.refused += step.refused;  // 0 with zero velocity: no candidate was tried
+  rec.rmse = sr.rmseEnd;
+  rec.seconds = seconds;
+  result.history.push_back(rec);
+  ++result.iterations;
+  if (progress) progress(rec);
+  return step.accepted;
+}
+
+}  // namespace
+
 template <class Exec>
 GreedyResult GreedyRegistration<Exec>::run(ConstImageView<memory_space> moving, ConstImageView<memory_space> fixed,
                                            Field<memory_space> uOut, GreedyProgress const& progress,
@@ -513,16 +573,7 @@ GreedyResult GreedyRegistration<Exec>::run(ConstImageView<memory_space> moving, 
   using Clock = std::chrono::steady_clock;
   const auto start = Clock::now();
   auto elapsed = [&start] { return std::chrono::duration<double>(Clock::now() - start).count(); };
-  const int nz = int(grid_.nz()), ny = int(grid_.ny()), nx = int(grid_.nx());
-  if (int(moving.extent(0)) != nz || int(moving.extent(1)) != ny || int(moving.extent(2)) != nx)
-    throw InvalidArgument("greedy registration: the moving image is not on the registration grid");
-  requireSameGrid(moving, fixed, "greedy registration", "the moving and fixed images are");
-  requireField3(uOut, "greedy registration");
-  for (int k = 0; k < 3; ++k)
-    if (uOut.extent(k + 1) != moving.extent(k))
-      throw InvalidArgument("greedy registration: the displacement is not on the registration grid");
-  if (params_.symmetric && (forceMask.data() != nullptr || movingMask.data() != nullptr))
-    throw InvalidArgument("greedy registration: the symmetric mode takes no cost-function masks");
+  checkRunInputs(grid_, params_, moving, fixed, uOut, forceMask, movingMask);
 
   GreedyResult result;
   Scale* prev = nullptr;
@@ -533,16 +584,9 @@ GreedyResult GreedyRegistration<Exec>::run(ConstImageView<memory_space> moving, 
     Scale& S = *scales_[s];
     const double scaleStart = elapsed();
     enterScale(S, prev, moving, fixed);
-    auto scaleMask = [&](ConstImageView<memory_space> full, ImageView<memory_space>& out, const char* label) {
-      if (full.data() == nullptr) return ConstImageView<memory_space>();
-      if (out.data() == nullptr)
-        out = ImageView<memory_space>(Kokkos::view_alloc(exec_, Kokkos::WithoutInitializing, std::string(label)),
-                                      S.I1.extent(0), S.I1.extent(1), S.I1.extent(2));
-      maskAtScale(exec_, full, S.factor, out);
-      return ConstImageView<memory_space>(out);
-    };
-    const ConstImageView<memory_space> fixedMaskS = scaleMask(forceMask, S.mask, "kortex::greedy::mask");
-    const ConstImageView<memory_space> movingMaskS = scaleMask(movingMask, S.movingMask, "kortex::greedy::moving_mask");
+    const ConstImageView<memory_space> fixedMaskS = maskOfScale(exec_, forceMask, S.factor, S.mask, "kortex::greedy::mask");
+    const ConstImageView<memory_space> movingMaskS =
+        maskOfScale(exec_, movingMask, S.factor, S.movingMask, "kortex::greedy::moving_mask");
     const bool masked = forceMask.data() != nullptr || movingMask.data() != nullptr;
     GreedyScaleResult sr;
     sr.factor = S.factor;
@@ -562,27 +606,7 @@ GreedyResult GreedyRegistration<Exec>::run(ConstImageView<memory_space> moving, 
     };
     // One iteration's record and the scale's state after it; false where the scale stops.
     auto record = [&](int it, GreedyStepOutcome const& step, FluidSolveReport const& solve, bool mapFolded) {
-      GreedyIteration rec;
-      rec.scale = int(s);
-      rec.factor = S.factor;
-      rec.iteration = it;
-      rec.solve = solve;
-      sr.iterations = it;
-      rec.refused = step.refused;
-      if (step.accepted) {
-        rec.minJacobian = step.minJacobian;
-        rec.step = step.step;
-        sr.rmseEnd = std::sqrt(step.sse / voxels);
-      }
-      if (step.zeroVelocity) sr.stop = GreedyStop::ZeroVelocity;
-      if (!step.zeroVelocity && !step.accepted) sr.stop = mapFolded ? GreedyStop::MapFolded : GreedyStop::Folded;
-      result.refused += step.refused;  // 0 with zero velocity: no candidate was tried
-      rec.rmse = sr.rmseEnd;
-      rec.seconds = elapsed();
-      result.history.push_back(rec);
-      ++result.iterations;
-      if (progress) progress(rec);
-      return step.accepted;
+      return recordIteration(result, sr, int(s), it, step, solve, mapFolded, voxels, elapsed(), progress);
     };
     const int iterations = params_.iterations[s];
     for (int it = 1; it <= iterations;) {
