@@ -192,6 +192,7 @@ void fluidKokkos(Exec const& exec, ImageView<typename Exec::memory_space> dResam
     gpu::GreedyWorkspace<Exec> local;
     gpu::GreedyWorkspace<Exec>& ws = workspace ? *workspace : local;
     ws.speculation = opt.greedySpeculation;
+    ws.recording = opt.greedyRecording;
     // The aligned moving image is on the device already (dResampled).
     greedyStage(fixedN, opt, r, [&](Geometry const& grid, HostImage const* fixedMask, HostImage const* movingMask) {
       return gpu::greedyRegisterOnGrid(exec, ConstImageView<Mem>(dResampled), fixedN, grid, r.u, opt.greedy,
@@ -319,7 +320,7 @@ void releaseCachedPairWorkspace() {
 }
 std::string pairWorkspaceKey(Geometry const& fixed, RegistrationPipelineOptions const& opt) {
   return describe(greedyPaddedGrid(fixed, opt.greedy)) + " " + toJson(opt.greedy).dump() + " " +
-         std::to_string(opt.greedySpeculation);
+         std::to_string(opt.greedySpeculation) + (opt.greedyRecording ? " recorded" : "");
 }
 
 }  // namespace

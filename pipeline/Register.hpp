@@ -73,6 +73,9 @@ struct RegistrationPipelineOptions {
   // The Kokkos greedy stage's iterations between read-backs (gpu::GreedyRegistration's speculative
   // blocks; 0: every iteration): a plan choice that changes no result.
   int greedySpeculation = 0;
+  // With speculative blocks, their recording (gpu::GreedyRegistration's recorded blocks: a CUDA graph
+  // per scale, launched for each later block): a plan choice that changes no result.
+  bool greedyRecording = false;
   IntensityParams intensity;
   RegistrationProgress progress;     // fluid iterations (Unbiased)
   GreedyProgress greedyProgress;     // greedy iterations (Greedy)

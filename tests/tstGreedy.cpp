@@ -756,3 +756,46 @@ BOOST_AUTO_TEST_CASE_TEMPLATE(speculative_blocks_change_no_bit, Space, test::Exe
     if (c.name == "zero velocity") BOOST_TEST(int(want.scales.front().stop) == int(GreedyStop::ZeroVelocity));
   }
 }
+
+// Recorded blocks (gpu/greedy/Greedy.hpp; a CUDA graph per scale where the back end records, else the
+// blocks enqueued as they come): the bits of one read-back per iteration for both metrics and step
+// variants, with the workspace kept for a second pair (its recordings launched again) and for a masked
+// pair after an unmasked one (recorded again); blocks of 4 over scales of 10 and 12 iterations.
+BOOST_AUTO_TEST_CASE_TEMPLATE(recorded_blocks_change_no_bit, Space, test::ExecutionSpaces) {
+  Space exec;
+  const int n = 16;
+  const HostImage fixed = blobs(n, n, n), moving = blobs(n, n, n, 1.2), other = blobs(n, n, n, -0.8);
+  HostImage hole("hole", fixed.geometry);
+  for (Index z = 0; z < n; ++z)
+    for (Index y = 0; y < n; ++y)
+      for (Index x = 0; x < n; ++x) hole.data(z, y, x) = (x >= 4 && x < 10 && y >= 5 && y < 11) ? 0.0f : 1.0f;
+  for (GreedyMetric metric : {GreedyMetric::Ssd, GreedyMetric::Lncc})
+    for (GreedyStepVariant step : {GreedyStepVariant::Naive, GreedyStepVariant::ScratchTiled}) {
+      GreedyParams p = smallParams(GreedySolver::Fft);
+      p.metric = metric;
+      p.stepVariant = step;
+      p.lnccRadius = 1;
+      p.iterations = {10, 12};
+      gpu::GreedyWorkspace<Space> one, rec;
+      rec.speculation = 4;
+      rec.recording = true;
+      auto same = [&](HostImage const& m, HostImage const* mask, const char* what) {
+        VectorField<Kokkos::HostSpace> uOne, uRec;
+        const GreedyResult want = gpu::greedyRegister(exec, m, fixed, uOne, p, {}, &one, mask);
+        const GreedyResult got = gpu::greedyRegister(exec, m, fixed, uRec, p, {}, &rec, mask);
+        BOOST_TEST_CONTEXT(toString(metric) << " " << toString(step) << ", " << what) {
+          BOOST_TEST(rec.reg->recording());
+          BOOST_TEST(maxDiff(uRec.data, uOne.data) == 0.0);
+          BOOST_TEST(got.iterations == want.iterations);
+          BOOST_TEST_REQUIRE(got.history.size() == want.history.size());
+          for (std::size_t i = 0; i < got.history.size(); ++i) {
+            BOOST_TEST(got.history[i].rmse == want.history[i].rmse, i);
+            BOOST_TEST(got.history[i].minJacobian == want.history[i].minJacobian, i);
+          }
+        }
+      };
+      same(moving, nullptr, "first pair");
+      same(other, nullptr, "second pair, kept workspace");
+      same(moving, &hole, "masked pair");
+    }
+}

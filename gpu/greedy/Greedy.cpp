@@ -9,6 +9,7 @@
 
 #include "core/Errors.hpp"
 #include "gpu/detail/Common.hpp"
+#include "gpu/detail/Recording.hpp"
 #include "gpu/gaussian/Gaussian.hpp"
 #include "gpu/greedy/GreedyStepper.hpp"
 #include "gpu/greedy/detail/GreedyKernels.hpp"
@@ -338,6 +339,9 @@ struct GreedyRegistration<Exec>::Scale {
   Field<memory_space> preimage;        // symmetric mode, the last scale: h_f^-1 of the map (midpointMap)
   Field<memory_space> heldU, heldV, heldF;  // speculative blocks: the state at the block's start
   ImageView<memory_space> heldW;
+  Recording recording;                        // recorded blocks: this scale's, and what it was made with
+  std::vector<FluidSolveReport> recordedSolves;
+  bool recordedMasked = false, recordingFailed = false;
   GreedyStepper<Exec> stepper;
   Scale(Exec const& exec, int fct, GridExtents e, GreedyParams const& p)
       : factor(fct),
@@ -387,25 +391,60 @@ void GreedyRegistration<Exec>::setSpeculation(int speculation) {
 }
 
 template <class Exec>
+bool GreedyRegistration<Exec>::recordable(Scale const& S, int it, int n) const {
+  return record_ && Recording::supported<Exec>() && !S.recordingFailed && it > 1 && n == speculativeBlock_ && n % 2 == 0 &&
+         greedySolveKind(params_.solver, false) != GreedySolveKind::Cg && !params_.recordResidual &&
+         params_.metric != GreedyMetric::Mi;
+}
+
+template <class Exec>
 template <class ForceSolve, class Record>
-bool GreedyRegistration<Exec>::speculate(Scale& S, int it, int n, ForceSolve&& forceAndSolve, Record&& record) {
+bool GreedyRegistration<Exec>::speculate(Scale& S, int it, int n, bool masked, ForceSolve&& forceAndSolve,
+                                         Record&& record) {
   kx::ScopedRegion region("kortex::greedy::speculative_block");
   // The state iteration `it` starts from: u, W, v (a warm solver's start) and a force left by the
   // step before (ScratchTiled with SSD).
   const bool heldForce = S.stepper.forceFromStep() && it > 1;
-  auto hold = [&](auto& held, auto const& live, const char* label) {
+  // The copies are allocated here, never while a block is recorded.
+  auto allocate = [&](auto& held, auto const& live, const char* label) {
     using View = std::remove_reference_t<decltype(held)>;
     if (held.data() == nullptr) held = View(Kokkos::view_alloc(exec_, Kokkos::WithoutInitializing, std::string(label)), live.layout());
-    Kokkos::deep_copy(exec_, held, live);
   };
-  hold(S.heldU, S.m.u, "kortex::greedy::held_u");
-  hold(S.heldW, S.m.W, "kortex::greedy::held_W");
-  hold(S.heldV, S.m.v, "kortex::greedy::held_v");
-  if (heldForce) hold(S.heldF, S.stepper.force(), "kortex::greedy::held_force");
+  allocate(S.heldU, S.m.u, "kortex::greedy::held_u");
+  allocate(S.heldW, S.m.W, "kortex::greedy::held_W");
+  allocate(S.heldV, S.m.v, "kortex::greedy::held_v");
+  if (S.stepper.forceFromStep()) allocate(S.heldF, S.stepper.force(), "kortex::greedy::held_force");
   std::vector<FluidSolveReport> solves(std::size_t(n), FluidSolveReport{});
-  for (int k = 0; k < n; ++k) {
-    solves[std::size_t(k)] = forceAndSolve(it + k);
-    S.stepper.stepImageUnchecked(S.m.I, S.I1, S.m.u, S.m.v, S.m.W, Kokkos::subview(trialSums_, k));
+  auto enqueue = [&] {
+    Kokkos::deep_copy(exec_, S.heldU, S.m.u);
+    Kokkos::deep_copy(exec_, S.heldW, S.m.W);
+    Kokkos::deep_copy(exec_, S.heldV, S.m.v);
+    if (heldForce) Kokkos::deep_copy(exec_, S.heldF, S.stepper.force());
+    for (int k = 0; k < n; ++k) {
+      solves[std::size_t(k)] = forceAndSolve(it + k);
+      S.stepper.stepImageUnchecked(S.m.I, S.I1, S.m.u, S.m.v, S.m.W, Kokkos::subview(trialSums_, k));
+    }
+  };
+  if (!recordable(S, it, n)) {
+    enqueue();
+  } else if (S.recording.recorded() && S.recordedMasked == masked) {
+    S.recording.launch(exec_);  // the buffers are where the recording left them: n is even
+    solves = S.recordedSolves;
+  } else {
+    const auto buffers = S.stepper.buffers();
+    const Field<memory_space> u = S.m.u;
+    const ImageView<memory_space> W = S.m.W;
+    if (S.recording.record(exec_, enqueue)) {
+      S.recordedSolves = solves;
+      S.recordedMasked = masked;
+      S.recording.launch(exec_);
+    } else {  // nothing ran: the buffers back in their places, the block enqueued as it comes
+      S.stepper.setBuffers(buffers);
+      S.m.u = u;
+      S.m.W = W;
+      S.recordingFailed = true;
+      enqueue();
+    }
   }
   Kokkos::deep_copy(exec_, trialSumsHost_, trialSums_);
   exec_.fence();
@@ -612,7 +651,7 @@ GreedyResult GreedyRegistration<Exec>::run(ConstImageView<memory_space> moving, 
     for (int it = 1; it <= iterations;) {
       kx::ScopedRegion stepRegion("kortex::greedy::step");
       const int block = speculativeBlock_ > 0 && !params_.symmetric ? std::min(speculativeBlock_, iterations - it + 1) : 0;
-      if (block > 1 && speculate(S, it, block, forceAndSolve, record)) {
+      if (block > 1 && speculate(S, it, block, masked, forceAndSolve, record)) {
         it += block;
         continue;
       }
@@ -776,13 +815,14 @@ void prepareWorkspace(Exec const& exec, GreedyWorkspace<Exec>& ws, Geometry cons
   using Mem = typename Exec::memory_space;
   if (!ws.reg || !ws.reg->grid().sameGrid(g)) {
     auto onExec = [&](std::string const& label) { return Kokkos::view_alloc(exec, Kokkos::WithoutInitializing, label); };
-    ws = GreedyWorkspace<Exec>{ws.speculation};
+    ws = GreedyWorkspace<Exec>{ws.speculation, ws.recording};
     ws.moving = ImageView<Mem>(onExec("kortex::greedy::moving"), g.nz(), g.ny(), g.nx());
     ws.fixed = ImageView<Mem>(onExec("kortex::greedy::fixed"), g.nz(), g.ny(), g.nx());
     ws.u = Field<Mem>(onExec("kortex::greedy::u_out"), 3, g.nz(), g.ny(), g.nx());
     ws.reg = std::make_unique<GreedyRegistration<Exec>>(exec, g, params, ws.speculation);
   }
   ws.reg->setSpeculation(ws.speculation);
+  ws.reg->setRecording(ws.recording);
 }
 
 // The masks (host, on the registration grid) on the device, in the workspace's Views.

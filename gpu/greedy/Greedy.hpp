@@ -81,6 +81,12 @@ GreedyStepSums greedyStep(Exec const& exec, ConstImageView<typename Exec::memory
 // stage took the same time with blocks of 8, 16 or 32 as with a read-back every iteration (its small
 // scales are bound by the host's kernel launches, not by the read-back; docs/greedy.md "Speculative
 // blocks"), and the block's copy of the state costs device memory.
+// Recorded blocks (setRecording; a plan option, off by default): a block of an even number of
+// iterations after a scale's first (the same kernels on the same buffers each time: the buffers the
+// steps exchange come back to their places after an even number of steps) is recorded once per scale
+// (gpu/detail/Recording.hpp: a CUDA graph) and launched again for every later such block, also by the
+// next pair on a kept workspace, instead of enqueueing its kernels one by one. Not with a solver or
+// metric that reads back every iteration (CG, residuals, MI). The same bits as enqueueing them.
 template <class Exec>
 class GreedyRegistration {
  public:
@@ -94,6 +100,9 @@ class GreedyRegistration {
   ~GreedyRegistration();
   void setSpeculation(int speculation);
   int speculation() const { return speculativeBlock_; }
+  // Recorded blocks (below): off by default; on back ends that cannot record, no effect.
+  void setRecording(bool on) { record_ = on; }
+  bool recording() const { return record_; }
   // Registers `moving` to `fixed` (full grid, on exec's memory space); `u` (3, nz, ny, nx) receives
   // the full-grid displacement.
   // `forceMask` (optional, 0 / 1 on the full grid): the force is zero where it is 0, at every scale
@@ -118,13 +127,16 @@ class GreedyRegistration {
   // Iterations [it, it + n) of scale S as one speculative block: true when all were accepted (and
   // recorded), else S's state is back at iteration `it` and nothing is recorded.
   template <class ForceSolve, class Record>
-  bool speculate(Scale& S, int it, int n, ForceSolve&& forceAndSolve, Record&& record);
+  bool speculate(Scale& S, int it, int n, bool masked, ForceSolve&& forceAndSolve, Record&& record);
+  // Whether the block [it, it + n) of S may be recorded (Recorded blocks above).
+  bool recordable(Scale const& S, int it, int n) const;
   Exec exec_;
   Geometry grid_;
   GreedyParams params_;
   std::vector<std::unique_ptr<Scale>> scales_;
   ImageView<memory_space> blurred_;
   int speculativeBlock_ = 0;
+  bool record_ = false;
   Kokkos::View<GreedyTrialSums*, memory_space> trialSums_;  // a block's checks, one per iteration
   typename Kokkos::View<GreedyTrialSums*, memory_space>::HostMirror trialSumsHost_;
 };
@@ -139,7 +151,8 @@ std::int64_t greedyRegistrationBytes(Geometry const& grid, GreedyParams const& p
 // (every allocation freed is a device-wide synchronisation on CUDA).
 template <class Exec>
 struct GreedyWorkspace {
-  int speculation = 0;  // the registration's speculative blocks (GreedyRegistration), set on every call
+  int speculation = 0;     // the registration's speculative blocks (GreedyRegistration), set on every call
+  bool recording = false;  // and its recorded blocks
   std::unique_ptr<GreedyRegistration<Exec>> reg;
   ImageView<typename Exec::memory_space> moving, fixed, mask, movingMask;
   Field<typename Exec::memory_space> u;

@@ -81,6 +81,20 @@ class GreedyStepper {
 
   FluidSolver<Exec>& solver() { return solver_; }
 
+  // The buffers the steps exchange (the candidate's and the force's), to be put back by a caller that
+  // recorded steps without running them (GreedyRegistration's recorded blocks).
+  struct Buffers {
+    Field<memory_space> f, cand, fc;
+    ImageView<memory_space> wc;
+  };
+  Buffers buffers() const { return {f_, cand_, fc_, wc_}; }
+  void setBuffers(Buffers const& b) {
+    f_ = b.f;
+    cand_ = b.cand;
+    fc_ = b.fc;
+    wc_ = b.wc;
+  }
+
  private:
   // vmax2_ <- max |v|^2, left on the device (step 3's eps is formed from it by each candidate).
   void maxNorm2(ConstField<memory_space> v);
