@@ -759,8 +759,8 @@ BOOST_AUTO_TEST_CASE_TEMPLATE(speculative_blocks_change_no_bit, Space, test::Exe
 
 // Recorded blocks (gpu/greedy/Greedy.hpp; a CUDA graph per scale where the back end records, else the
 // blocks enqueued as they come): the bits of one read-back per iteration for both metrics and step
-// variants, with the workspace kept for a second pair (its recordings launched again) and for a masked
-// pair after an unmasked one (recorded again); blocks of 4 over scales of 10 and 12 iterations.
+// variants, with the workspace kept for a second pair and for a masked pair after an unmasked one
+// (each scale recorded again); blocks of 4 over scales of 10 and 12 iterations.
 BOOST_AUTO_TEST_CASE_TEMPLATE(recorded_blocks_change_no_bit, Space, test::ExecutionSpaces) {
   Space exec;
   const int n = 16;

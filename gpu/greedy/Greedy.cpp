@@ -341,7 +341,6 @@ struct GreedyRegistration<Exec>::Scale {
   ImageView<memory_space> heldW;
   Recording recording;                        // recorded blocks: this scale's, and what it was made with
   std::vector<FluidSolveReport> recordedSolves;
-  bool recordedMasked = false, recordingFailed = false;
   GreedyStepper<Exec> stepper;
   Scale(Exec const& exec, int fct, GridExtents e, GreedyParams const& p)
       : factor(fct),
@@ -391,16 +390,15 @@ void GreedyRegistration<Exec>::setSpeculation(int speculation) {
 }
 
 template <class Exec>
-bool GreedyRegistration<Exec>::recordable(Scale const& S, int it, int n) const {
-  return record_ && Recording::supported<Exec>() && !S.recordingFailed && it > 1 && n == speculativeBlock_ && n % 2 == 0 &&
+bool GreedyRegistration<Exec>::recordable(int it, int n) const {
+  return record_ && Recording::supported<Exec>() && !recordingFailed_ && it > 1 && n == speculativeBlock_ && n % 2 == 0 &&
          greedySolveKind(params_.solver, false) != GreedySolveKind::Cg && !params_.recordResidual &&
          params_.metric != GreedyMetric::Mi;
 }
 
 template <class Exec>
 template <class ForceSolve, class Record>
-bool GreedyRegistration<Exec>::speculate(Scale& S, int it, int n, bool masked, ForceSolve&& forceAndSolve,
-                                         Record&& record) {
+bool GreedyRegistration<Exec>::speculate(Scale& S, int it, int n, ForceSolve&& forceAndSolve, Record&& record) {
   kx::ScopedRegion region("kortex::greedy::speculative_block");
   // The state iteration `it` starts from: u, W, v (a warm solver's start) and a force left by the
   // step before (ScratchTiled with SSD).
@@ -425,9 +423,9 @@ bool GreedyRegistration<Exec>::speculate(Scale& S, int it, int n, bool masked, F
       S.stepper.stepImageUnchecked(S.m.I, S.I1, S.m.u, S.m.v, S.m.W, Kokkos::subview(trialSums_, k));
     }
   };
-  if (!recordable(S, it, n)) {
+  if (!recordable(it, n)) {
     enqueue();
-  } else if (S.recording.recorded() && S.recordedMasked == masked) {
+  } else if (S.recording.recorded()) {
     S.recording.launch(exec_);  // the buffers are where the recording left them: n is even
     solves = S.recordedSolves;
   } else {
@@ -436,13 +434,12 @@ bool GreedyRegistration<Exec>::speculate(Scale& S, int it, int n, bool masked, F
     const ImageView<memory_space> W = S.m.W;
     if (S.recording.record(exec_, enqueue)) {
       S.recordedSolves = solves;
-      S.recordedMasked = masked;
       S.recording.launch(exec_);
     } else {  // nothing ran: the buffers back in their places, the block enqueued as it comes
       S.stepper.setBuffers(buffers);
       S.m.u = u;
       S.m.W = W;
-      S.recordingFailed = true;
+      recordingFailed_ = true;  // the back end cannot record this work: not tried again
       enqueue();
     }
   }
@@ -623,6 +620,9 @@ GreedyResult GreedyRegistration<Exec>::run(ConstImageView<memory_space> moving, 
     Scale& S = *scales_[s];
     const double scaleStart = elapsed();
     enterScale(S, prev, moving, fixed);
+    // A recording lives one scale of one run: a graph holds the addresses of Kokkos's reduction
+    // scratch, which later work on the instance (a finer scale, the next pair) may reallocate.
+    S.recording.reset();
     const ConstImageView<memory_space> fixedMaskS = maskOfScale(exec_, forceMask, S.factor, S.mask, "kortex::greedy::mask");
     const ConstImageView<memory_space> movingMaskS =
         maskOfScale(exec_, movingMask, S.factor, S.movingMask, "kortex::greedy::moving_mask");
@@ -651,7 +651,7 @@ GreedyResult GreedyRegistration<Exec>::run(ConstImageView<memory_space> moving, 
     for (int it = 1; it <= iterations;) {
       kx::ScopedRegion stepRegion("kortex::greedy::step");
       const int block = speculativeBlock_ > 0 && !params_.symmetric ? std::min(speculativeBlock_, iterations - it + 1) : 0;
-      if (block > 1 && speculate(S, it, block, masked, forceAndSolve, record)) {
+      if (block > 1 && speculate(S, it, block, forceAndSolve, record)) {
         it += block;
         continue;
       }

@@ -84,9 +84,9 @@ GreedyStepSums greedyStep(Exec const& exec, ConstImageView<typename Exec::memory
 // Recorded blocks (setRecording; a plan option, off by default): a block of an even number of
 // iterations after a scale's first (the same kernels on the same buffers each time: the buffers the
 // steps exchange come back to their places after an even number of steps) is recorded once per scale
-// (gpu/detail/Recording.hpp: a CUDA graph) and launched again for every later such block, also by the
-// next pair on a kept workspace, instead of enqueueing its kernels one by one. Not with a solver or
-// metric that reads back every iteration (CG, residuals, MI). The same bits as enqueueing them.
+// and run (gpu/detail/Recording.hpp: a CUDA graph) and launched again for every later such block of
+// the scale, instead of enqueueing its kernels one by one. Not with a solver or metric that reads back
+// every iteration (CG, residuals, MI). The same bits as enqueueing them.
 template <class Exec>
 class GreedyRegistration {
  public:
@@ -127,16 +127,16 @@ class GreedyRegistration {
   // Iterations [it, it + n) of scale S as one speculative block: true when all were accepted (and
   // recorded), else S's state is back at iteration `it` and nothing is recorded.
   template <class ForceSolve, class Record>
-  bool speculate(Scale& S, int it, int n, bool masked, ForceSolve&& forceAndSolve, Record&& record);
+  bool speculate(Scale& S, int it, int n, ForceSolve&& forceAndSolve, Record&& record);
   // Whether the block [it, it + n) of S may be recorded (Recorded blocks above).
-  bool recordable(Scale const& S, int it, int n) const;
+  bool recordable(int it, int n) const;
   Exec exec_;
   Geometry grid_;
   GreedyParams params_;
   std::vector<std::unique_ptr<Scale>> scales_;
   ImageView<memory_space> blurred_;
   int speculativeBlock_ = 0;
-  bool record_ = false;
+  bool record_ = false, recordingFailed_ = false;
   Kokkos::View<GreedyTrialSums*, memory_space> trialSums_;  // a block's checks, one per iteration
   typename Kokkos::View<GreedyTrialSums*, memory_space>::HostMirror trialSumsHost_;
 };
