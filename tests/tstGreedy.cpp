@@ -798,4 +798,34 @@ BOOST_AUTO_TEST_CASE_TEMPLATE(recorded_blocks_change_no_bit, Space, test::Execut
       same(other, nullptr, "second pair, kept workspace");
       same(moving, &hole, "masked pair");
     }
+  // Fold refusals between recorded blocks (the sharp case of kokkos_fold_is_refused_...): a block that is
+  // not accepted replays one step at a time and the scale records again.
+  HostImage sharpFixed("sf", grid(12, 12, 12)), sharpMoving("sm", grid(12, 12, 12));
+  for (int z = 0; z < 12; ++z)
+    for (int y = 0; y < 12; ++y)
+      for (int x = 0; x < 12; ++x) {
+        sharpFixed.data(z, y, x) = float((x + y + z) % 3 == 0);
+        sharpMoving.data(z, y, x) = float((x + 2 * y + z) % 4 == 0);
+      }
+  GreedyParams sharp;
+  sharp.scales = {1};
+  sharp.iterations = {30};
+  sharp.maxStep = 4.0f;
+  sharp.minStep = 0.5f;
+  sharp.fluid.alpha = 0.001;
+  for (GreedyStepVariant step : {GreedyStepVariant::Naive, GreedyStepVariant::ScratchTiled}) {
+    sharp.stepVariant = step;
+    gpu::GreedyWorkspace<Space> rec;
+    rec.speculation = 2;
+    rec.recording = true;
+    VectorField<Kokkos::HostSpace> uOne, uRec;
+    const GreedyResult want = gpu::greedyRegister(exec, sharpMoving, sharpFixed, uOne, sharp);
+    const GreedyResult got = gpu::greedyRegister(exec, sharpMoving, sharpFixed, uRec, sharp, {}, &rec);
+    BOOST_TEST_CONTEXT("folds, " << toString(step)) {
+      BOOST_TEST(want.refused > 0);
+      BOOST_TEST(got.refused == want.refused);
+      BOOST_TEST(got.iterations == want.iterations);
+      BOOST_TEST(maxDiff(uRec.data, uOne.data) == 0.0);
+    }
+  }
 }

@@ -447,6 +447,9 @@ bool GreedyRegistration<Exec>::speculate(Scale& S, int it, int n, ForceSolve&& f
   exec_.fence();
   for (int k = 0; k < n; ++k)
     if (greedyTrialOf(trialSumsHost_(k)) != GreedyTrial::Accepted) {
+      // The replay one step at a time may leave the exchanged buffers elsewhere than the recording has
+      // them: the next block records again.
+      S.recording.reset();
       Kokkos::deep_copy(exec_, S.m.u, S.heldU);
       Kokkos::deep_copy(exec_, S.m.W, S.heldW);
       Kokkos::deep_copy(exec_, S.m.v, S.heldV);
