@@ -60,8 +60,6 @@ void checkVolume(HostImage const& img, const char* name) {
                             describe(g));
 }
 
-Index reducedExtent(Index n) { return (n + 1) / 2; }
-
 // The grid of a binomial sampled every `stride` voxels (1: the same grid; 2: the next level).
 Geometry affineReducedGeometryBy(Geometry const& g, Index stride) {
   Geometry out = g;
@@ -714,30 +712,21 @@ AffineResult affineOptimise(HostImage const& moving, HostImage const& fixed, Aff
   }
   res.start = start;
 
-  // Levels whose every extent stays >= kMinExtent in both images.
-  int levels = 1;
-  {
-    std::array<Index, 3> f = fixed.geometry.size, m = moving.geometry.size;
-    while (levels < params.levels) {
-      bool ok = true;
-      for (int a = 0; a < 3; ++a) {
-        f[a] = reducedExtent(f[a]);
-        m[a] = reducedExtent(m[a]);
-        ok = ok && f[a] >= AffineParams::kMinExtent && m[a] >= AffineParams::kMinExtent;
-      }
-      if (!ok) break;
-      ++levels;
-    }
+  // The levels' grids: every extent, fixed and moving, stays >= kMinExtent.
+  std::vector<Geometry> fg{fN.geometry}, mg{mN.geometry};
+  while (int(fg.size()) < params.levels) {
+    const Geometry f = affineReducedGeometry(fg.back()), m = affineReducedGeometry(mg.back());
+    bool ok = true;
+    for (int a = 0; a < 3; ++a) ok = ok && f.size[a] >= AffineParams::kMinExtent && m.size[a] >= AffineParams::kMinExtent;
+    if (!ok) break;
+    fg.push_back(f);
+    mg.push_back(m);
   }
+  const int levels = int(fg.size());
   res.levelsUsed = levels;
   const std::vector<HostImage> fm = maskLevels(masks.fixed, fixed, levels, "fixed"),
                                mm = maskLevels(masks.moving, moving, levels, "moving");
-  // The levels' grids, and their smoothed images (the metric's) where the back end does not build them.
-  std::vector<Geometry> fg{fN.geometry}, mg{mN.geometry};
-  for (int l = 1; l < levels; ++l) {
-    fg.push_back(affineReducedGeometry(fg.back()));
-    mg.push_back(affineReducedGeometry(mg.back()));
-  }
+  // The levels' smoothed images (the metric's) where the back end does not build them.
   std::vector<HostImage> fs, ms;
   if (!backend.setPyramid(mN, fN, levels)) {
     HostImage f = fN, m = mN;

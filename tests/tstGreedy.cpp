@@ -101,6 +101,26 @@ GreedyParams smallParams(GreedySolver solver) {
   return p;
 }
 
+// The folding case: sharp 12^3 images and a huge step (4 voxels per iteration, the paper's operator
+// at alpha 0.001), which folds h unless steps are refused.
+struct SharpCase {
+  HostImage fixed{"sharp_fixed", grid(12, 12, 12)}, moving{"sharp_moving", grid(12, 12, 12)};
+  GreedyParams params;
+  SharpCase() {
+    for (int z = 0; z < 12; ++z)
+      for (int y = 0; y < 12; ++y)
+        for (int x = 0; x < 12; ++x) {
+          fixed.data(z, y, x) = float((x + y + z) % 3 == 0);
+          moving.data(z, y, x) = float((x + 2 * y + z) % 4 == 0);
+        }
+    params.scales = {1};
+    params.iterations = {30};
+    params.maxStep = 4.0f;
+    params.minStep = 0.5f;
+    params.fluid.alpha = 0.001;
+  }
+};
+
 }  // namespace
 
 // ---- reference and spec ---------------------------------------------------------------------------
@@ -625,20 +645,9 @@ BOOST_AUTO_TEST_CASE_TEMPLATE(kokkos_fold_is_refused_and_the_last_field_kept, Sp
   // A huge step (4 voxels per iteration on a tiny grid with sharp images) folds h unless refused:
   // every accepted field must have det > 0, and a refusal must be reported as such.
   Space exec;
-  const int n = 12;
-  HostImage fixed("fixed", grid(n, n, n)), moving("moving", grid(n, n, n));
-  for (int z = 0; z < n; ++z)
-    for (int y = 0; y < n; ++y)
-      for (int x = 0; x < n; ++x) {
-        fixed.data(z, y, x) = float((x + y + z) % 3 == 0);
-        moving.data(z, y, x) = float((x + 2 * y + z) % 4 == 0);
-      }
-  GreedyParams p;
-  p.scales = {1};
-  p.iterations = {30};
-  p.maxStep = 4.0f;
-  p.minStep = 0.5f;
-  p.fluid.alpha = 0.001;
+  const SharpCase sharp;
+  HostImage const &fixed = sharp.fixed, &moving = sharp.moving;
+  GreedyParams p = sharp.params;
   VectorField<Kokkos::HostSpace> uRef;
   const GreedyResult want = ref::greedyRegister(moving, fixed, uRef, p);
   BOOST_TEST(want.refused > 0);
@@ -684,16 +693,11 @@ BOOST_AUTO_TEST_CASE_TEMPLATE(speculative_blocks_change_no_bit, Space, test::Exe
   Space exec;
   const int n = 16;
   const HostImage fixed = blobs(n, n, n), moving = blobs(n, n, n, 1.2);
-  HostImage hole("hole", fixed.geometry), sharpFixed("sf", grid(12, 12, 12)), sharpMoving("sm", grid(12, 12, 12));
+  HostImage hole("hole", fixed.geometry);
   for (Index z = 0; z < n; ++z)
     for (Index y = 0; y < n; ++y)
       for (Index x = 0; x < n; ++x) hole.data(z, y, x) = (x >= 4 && x < 10 && y >= 5 && y < 11) ? 0.0f : 1.0f;
-  for (int z = 0; z < 12; ++z)
-    for (int y = 0; y < 12; ++y)
-      for (int x = 0; x < 12; ++x) {
-        sharpFixed.data(z, y, x) = float((x + y + z) % 3 == 0);
-        sharpMoving.data(z, y, x) = float((x + 2 * y + z) % 4 == 0);
-      }
+  const SharpCase sharpCase;
   struct Case {
     std::string name;
     GreedyParams p;
@@ -710,15 +714,10 @@ BOOST_AUTO_TEST_CASE_TEMPLATE(speculative_blocks_change_no_bit, Space, test::Exe
     }
   GreedyParams sor = smallParams(GreedySolver::HybridSor);
   cases.push_back({"hybrid-sor, masked", sor, &moving, &fixed, &hole});
-  GreedyParams sharp;
-  sharp.scales = {1};
-  sharp.iterations = {30};
-  sharp.maxStep = 4.0f;
-  sharp.minStep = 0.5f;
-  sharp.fluid.alpha = 0.001;
+  GreedyParams sharp = sharpCase.params;
   for (GreedyStepVariant step : {GreedyStepVariant::Naive, GreedyStepVariant::ScratchTiled}) {
     sharp.stepVariant = step;
-    cases.push_back({std::string("folds ") + toString(step), sharp, &sharpMoving, &sharpFixed, nullptr});
+    cases.push_back({std::string("folds ") + toString(step), sharp, &sharpCase.moving, &sharpCase.fixed, nullptr});
   }
   cases.push_back({"zero velocity", smallParams(GreedySolver::Fft), &fixed, &fixed, nullptr});
   for (Case const& c : cases) {
@@ -800,19 +799,9 @@ BOOST_AUTO_TEST_CASE_TEMPLATE(recorded_blocks_change_no_bit, Space, test::Execut
     }
   // Fold refusals between recorded blocks (the sharp case of kokkos_fold_is_refused_...): a block that is
   // not accepted replays one step at a time and the scale records again.
-  HostImage sharpFixed("sf", grid(12, 12, 12)), sharpMoving("sm", grid(12, 12, 12));
-  for (int z = 0; z < 12; ++z)
-    for (int y = 0; y < 12; ++y)
-      for (int x = 0; x < 12; ++x) {
-        sharpFixed.data(z, y, x) = float((x + y + z) % 3 == 0);
-        sharpMoving.data(z, y, x) = float((x + 2 * y + z) % 4 == 0);
-      }
-  GreedyParams sharp;
-  sharp.scales = {1};
-  sharp.iterations = {30};
-  sharp.maxStep = 4.0f;
-  sharp.minStep = 0.5f;
-  sharp.fluid.alpha = 0.001;
+  const SharpCase sharpCase;
+  GreedyParams sharp = sharpCase.params;
+  HostImage const &sharpFixed = sharpCase.fixed, &sharpMoving = sharpCase.moving;
   for (GreedyStepVariant step : {GreedyStepVariant::Naive, GreedyStepVariant::ScratchTiled}) {
     sharp.stepVariant = step;
     gpu::GreedyWorkspace<Space> rec;

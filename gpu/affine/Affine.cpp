@@ -34,7 +34,7 @@ AffineMetric affineMutualInformation(Exec const& exec, ConstImageView<typename E
 template <class Exec>
 std::vector<ImageView<typename Exec::memory_space>> affinePyramid(Exec const& exec, HostImage const& image, int levels) {
   if (levels < 1) throw InvalidArgument("affinePyramid: levels must be >= 1");
-  return affine_detail::smoothedPyramid(exec, image, levels, "kortex::Affine::pyramid");
+  return affine_detail::smoothedPyramids(exec, {&image}, levels, {"kortex::Affine::pyramid"}).front();
 }
 
 template <class Exec>

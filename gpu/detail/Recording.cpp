@@ -1,9 +1,8 @@
 #include "gpu/detail/Recording.hpp"
 
 #include <exception>
-#include <string>
-
 #include <stdexcept>
+#include <string>
 
 #ifdef KOKKOS_ENABLE_CUDA
 #include <cuda_runtime.h>

@@ -828,14 +828,21 @@ void prepareWorkspace(Exec const& exec, GreedyWorkspace<Exec>& ws, Geometry cons
   ws.reg->setRecording(ws.recording);
 }
 
-// The masks (host, on the registration grid) on the device, in the workspace's Views.
+// The masks (host, on the registration grid `g`; optional) copied into the workspace's Views, then
+// the registration of the workspace's images into ws.u.
 template <class Exec, class Mem = typename Exec::memory_space>
-ImageView<Mem> uploadMask(Exec const& exec, HostImage const* in, ImageView<Mem>& held, Geometry const& g, const char* label) {
-  if (!in) return ImageView<Mem>();
-  if (held.data() == nullptr)
-    held = ImageView<Mem>(Kokkos::view_alloc(exec, Kokkos::WithoutInitializing, std::string(label)), g.nz(), g.ny(), g.nx());
-  Kokkos::deep_copy(exec, held, in->data);
-  return held;
+GreedyResult runOnWorkspace(Exec const& exec, GreedyWorkspace<Exec>& ws, Geometry const& g, GreedyProgress const& progress,
+                            HostImage const* forceMask, HostImage const* movingMask) {
+  auto upload = [&](HostImage const* in, ImageView<Mem>& held, const char* label) {
+    if (!in) return ImageView<Mem>();
+    if (held.data() == nullptr)
+      held = ImageView<Mem>(Kokkos::view_alloc(exec, Kokkos::WithoutInitializing, std::string(label)), g.nz(), g.ny(), g.nx());
+    Kokkos::deep_copy(exec, held, in->data);
+    return held;
+  };
+  const ImageView<Mem> mask = upload(forceMask, ws.mask, "kortex::greedy::mask_in");
+  const ImageView<Mem> moving = upload(movingMask, ws.movingMask, "kortex::greedy::moving_mask_in");
+  return ws.reg->run(ws.moving, ws.fixed, ws.u, progress, mask, moving);
 }
 
 }  // namespace
@@ -845,7 +852,6 @@ GreedyResult greedyRegister(Exec const& exec, HostImage const& moving, HostImage
                             VectorField<Kokkos::HostSpace>& u, GreedyParams const& params,
                             GreedyProgress const& progress, GreedyWorkspace<Exec>* workspace,
                             HostImage const* forceMask, HostImage const* movingMask) {
-  using Mem = typename Exec::memory_space;
   if (moving.data.extent(0) != fixed.data.extent(0) || moving.data.extent(1) != fixed.data.extent(1) ||
       moving.data.extent(2) != fixed.data.extent(2))
     throw InvalidArgument("greedyRegister: the moving and fixed images are on different grids");
@@ -856,9 +862,7 @@ GreedyResult greedyRegister(Exec const& exec, HostImage const& moving, HostImage
   prepareWorkspace(exec, ws, g, params);
   Kokkos::deep_copy(exec, ws.moving, moving.data);
   Kokkos::deep_copy(exec, ws.fixed, fixed.data);
-  const ImageView<Mem> mask = uploadMask(exec, forceMask, ws.mask, g, "kortex::greedy::mask_in");
-  const ImageView<Mem> movingMaskIn = uploadMask(exec, movingMask, ws.movingMask, g, "kortex::greedy::moving_mask_in");
-  GreedyResult r = ws.reg->run(ws.moving, ws.fixed, ws.u, progress, mask, movingMaskIn);
+  GreedyResult r = runOnWorkspace(exec, ws, g, progress, forceMask, movingMask);
   u = VectorField<Kokkos::HostSpace>("greedy displacement", g);
   Kokkos::deep_copy(exec, u.data, ws.u);
   exec.fence();
@@ -898,9 +902,7 @@ GreedyResult greedyRegisterOnGrid(Exec const& exec, ConstImageView<typename Exec
   Kokkos::deep_copy(exec, ws.fixedIn, fixed.data);
   extendImage(exec, moving, ws.moving);
   extendImage(exec, ConstImageView<Mem>(ws.fixedIn), ws.fixed);
-  const ImageView<Mem> mask = uploadMask(exec, forceMask, ws.mask, grid, "kortex::greedy::mask_in");
-  const ImageView<Mem> movingMaskIn = uploadMask(exec, movingMask, ws.movingMask, grid, "kortex::greedy::moving_mask_in");
-  GreedyResult r = ws.reg->run(ws.moving, ws.fixed, ws.u, progress, mask, movingMaskIn);
+  GreedyResult r = runOnWorkspace(exec, ws, grid, progress, forceMask, movingMask);
   cropField(exec, ConstField<Mem>(ws.u), ws.uCropped);
   Kokkos::deep_copy(exec, u.data, ws.uCropped);
   exec.fence();

@@ -519,16 +519,15 @@ void binomial(Exec const& exec, ConstImageView<Mem> in, int stride, Kokkos::View
 }
 
 // The metric's images of every level (core/Affine.hpp "Pyramid") from the level-0 image, built on
-// exec: level l+1 = reduce(level l), each smoothed once more.
+// exec: level l+1 = reduce(level l), each smoothed once more. tx, ty: double workspaces of at least
+// the image's voxels.
 template <class Exec, class Mem = typename Exec::memory_space>
-std::vector<ImageView<Mem>> smoothedPyramid(Exec const& exec, HostImage const& image, int levels, const char* label) {
+std::vector<ImageView<Mem>> smoothedPyramid(Exec const& exec, HostImage const& image, int levels, Kokkos::View<double*, Mem> tx,
+                                            Kokkos::View<double*, Mem> ty, const char* label) {
   auto alloc = [&](std::string const& what, Geometry const& g) {
     return ImageView<Mem>(Kokkos::view_alloc(exec, Kokkos::WithoutInitializing, std::string(label) + what), g.nz(), g.ny(),
                           g.nx());
   };
-  const std::size_t n = std::size_t(image.numVoxels());
-  Kokkos::View<double*, Mem> tx(Kokkos::view_alloc(exec, Kokkos::WithoutInitializing, std::string("kortex::Affine::binomial_x")), n),
-      ty(Kokkos::view_alloc(exec, Kokkos::WithoutInitializing, std::string("kortex::Affine::binomial_y")), n);
   Geometry g = image.geometry;
   ImageView<Mem> level = alloc("_level", g);
   Kokkos::deep_copy(exec, level, image.data);
@@ -547,6 +546,21 @@ std::vector<ImageView<Mem>> smoothedPyramid(Exec const& exec, HostImage const& i
   return out;
 }
 
+// The pyramids of images (each smoothedPyramid's), built with one pair of double workspaces.
+template <class Exec, class Mem = typename Exec::memory_space>
+std::vector<std::vector<ImageView<Mem>>> smoothedPyramids(Exec const& exec, std::vector<HostImage const*> const& images,
+                                                          int levels, std::vector<const char*> const& labels) {
+  std::size_t n = 0;
+  for (HostImage const* image : images) n = std::max(n, std::size_t(image->numVoxels()));
+  auto work = [&](const char* label) {
+    return Kokkos::View<double*, Mem>(Kokkos::view_alloc(exec, Kokkos::WithoutInitializing, std::string(label)), n);
+  };
+  const Kokkos::View<double*, Mem> tx = work("kortex::Affine::binomial_x"), ty = work("kortex::Affine::binomial_y");
+  std::vector<std::vector<ImageView<Mem>>> out;
+  for (std::size_t i = 0; i < images.size(); ++i) out.push_back(smoothedPyramid(exec, *images[i], levels, tx, ty, labels[i]));
+  return out;
+}
+
 // The optimiser's metric on `Exec`: the pyramid built there from the level-0 images (setPyramid).
 template <class Exec>
 class Backend final : public AffineMetricBackend {
@@ -555,14 +569,15 @@ class Backend final : public AffineMetricBackend {
   explicit Backend(Exec const& exec) : exec_(exec) {}
   // Copies on exec_'s queue (no device-wide fence: pairs may run concurrently on other instances).
   bool setPyramid(HostImage const& moving, HostImage const& fixed, int levels) override {
-    movingLevels_ = smoothedPyramid(exec_, moving, levels, "kortex::Affine::moving");
-    fixedLevels_ = smoothedPyramid(exec_, fixed, levels, "kortex::Affine::fixed");
+    auto both = smoothedPyramids(exec_, {&moving, &fixed}, levels, {"kortex::Affine::moving", "kortex::Affine::fixed"});
+    movingLevels_ = std::move(both[0]);
+    fixedLevels_ = std::move(both[1]);
     return true;
   }
+  // The level's images are setPyramid's (this back end builds the pyramid).
   void setImages(AffineLevelImages const& level) override {
-    const std::size_t l = std::size_t(level.level);
-    moving_ = level.moving.data.data() ? onDevice(level.moving, "kortex::Affine::moving") : movingLevels_.at(l);
-    fixed_ = level.fixed.data.data() ? onDevice(level.fixed, "kortex::Affine::fixed") : fixedLevels_.at(l);
+    moving_ = movingLevels_.at(std::size_t(level.level));
+    fixed_ = fixedLevels_.at(std::size_t(level.level));
     movingMask_ = onDevice(level.movingMask, "kortex::Affine::movingMask");
     fixedMask_ = onDevice(level.fixedMask, "kortex::Affine::fixedMask");
     fixedVoxels_ = level.fixedVoxels;
