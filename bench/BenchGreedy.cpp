@@ -42,7 +42,7 @@ BenchReport runGreedyBench(BenchOptions const& opt) {
   const auto tStart = Clock::now();
   BenchReport rep;
   nlohmann::json peers = common::checkOptions(opt, "greedy");
-  common::requireOnlyMatches(opt, {"Matvec", "Solvers", "Iteration", "Kernels", "IXI", "Pair", "Cohort"}, "greedy", "\"Solvers\"");
+  common::requireOnlyMatches(opt, {"Matvec", "Solvers", "Iteration", "Kernels", "Lncc", "IXI", "Pair", "Cohort"}, "greedy", "\"Solvers\"");
   greedy::Context ctx(opt, rep, std::move(peers));
   nlohmann::json& j = ctx.j;
   std::ostringstream& md = ctx.md;
@@ -64,6 +64,7 @@ BenchReport runGreedyBench(BenchOptions const& opt) {
   if (selected(opt.only, "Solvers")) greedy::runSolvers(ctx);
   if (selected(opt.only, "Iteration")) greedy::runIteration(ctx);
   if (selected(opt.only, "Kernels")) greedy::runKernels(ctx);
+  if (selected(opt.only, "Lncc")) greedy::runLncc(ctx);
   if (!opt.dataDir.empty() && selected(opt.only, "IXI")) greedy::runIxi(ctx);
   if (!opt.dataDir.empty() && selected(opt.only, "Pair")) greedy::runPairs(ctx);
   if (!opt.dataDir.empty() && selected(opt.only, "Cohort")) greedy::runCohort(ctx);

@@ -463,6 +463,137 @@ struct LnccTransposeZFunctor {
   }
 };
 
+// ---- Marching: a work item per (x, y) column and run of `depth` slices, walking the run in z. Each
+// slice's 2D sums (x, then y, as Separable's x and y passes add them) are formed in registers and
+// kept in a ring of 2R + 1 slices (R a template parameter: the ring's indices are constants), so the
+// z sum, the terms or the force follow with no pass through memory: the windows pass reads the two
+// images and writes the 4 terms, the transpose pass reads the terms and writes the force (Separable:
+// 6 passes, 10 doubles written per voxel between them). A run's first output slice forms its 2R
+// neighbours' sums as well: (depth + 2R) / depth slice sums per output slice. Every sum is
+// Separable's, in its order: the same terms and force bit for bit, for any depth.
+
+// The runs' depth on a grid of `columns` (x, y) columns and nz slices: the whole column on host back
+// ends (the columns are enough work items there), else as deep as kLnccMarchTargetItems items allow,
+// in [2, kMaxSlabZ]. 2^17 items: two waves of an H100/H200 at ~100 registers per thread.
+inline constexpr long kLnccMarchTargetItems = 131072;
+// The largest radius whose Marching passes a device takes by default: the windows ring is 5 (2R + 1)
+// doubles, 45 at R = 4 (beyond, it spills from registers; Separable is the default there).
+inline constexpr int kLnccMarchRegisterRadius = 4;
+KOKKOS_INLINE_FUNCTION int lnccMarchDepth(int columns, int nz, bool device) {
+  if (!device) return nz;
+  const long depth = (long(columns) * nz + kLnccMarchTargetItems - 1) / kLnccMarchTargetItems;
+  return depth < 2 ? 2 : depth > kMaxSlabZ ? kMaxSlabZ : int(depth);
+}
+
+// Windows: the 2D sums of W, I1, W^2, I1^2, W I1 of slice z at (x, y) (clamped indices) into s[5].
+template <int R, class Image>
+KOKKOS_INLINE_FUNCTION void lnccMarchWindowSums(Image const& w, Image const& fixed, int z, int y, int x, int ny, int nx,
+                                                double* s) {
+  KORTEX_UNROLL for (int k = 0; k < 5; ++k) s[k] = 0.0;
+  for (int oy = -R; oy <= R; ++oy) {
+    const int gy = clampIndex(y + oy, ny);
+    double r[5] = {0.0, 0.0, 0.0, 0.0, 0.0};
+    for (int ox = -R; ox <= R; ++ox) {
+      const int gx = clampIndex(x + ox, nx);
+      const double a = w(z, gy, gx), b = fixed(z, gy, gx);
+      r[0] += a;
+      r[1] += b;
+      r[2] += a * a;
+      r[3] += b * b;
+      r[4] += a * b;
+    }
+    KORTEX_UNROLL for (int k = 0; k < 5; ++k) s[k] += r[k];
+  }
+}
+
+template <int R, class Mem>
+struct LnccWindowMarchFunctor {
+  using value_type = double;
+  static constexpr int kSide = 2 * R + 1;
+  ConstImageView<Mem> w, fixed;
+  LnccTerms<Mem> terms;
+  int depth, nz, ny, nx;
+  KOKKOS_INLINE_FUNCTION void operator()(int i) const { run(i, nullptr); }
+  KOKKOS_INLINE_FUNCTION void operator()(int i, double& energy) const { run(i, &energy); }
+  KOKKOS_INLINE_FUNCTION void run(int i, double* energy) const {
+    const int row = i / nx, x = i - row * nx, c = row / ny, y = row - c * ny;
+    const int z0 = c * depth, z1 = nz - z0 < depth ? nz : z0 + depth;
+    double ring[kSide][5];  // ring[j]: the 2D sums of slice clamp(z - R + j)
+    KORTEX_UNROLL for (int j = 0; j < kSide; ++j) lnccMarchWindowSums<R>(w, fixed, clampIndex(z0 - R + j, nz), y, x, ny, nx, ring[j]);
+    KORTEX_NO_UNROLL for (int z = z0; z < z1; ++z) {
+      if (z > z0) {
+        KORTEX_UNROLL for (int j = 0; j < kSide - 1; ++j)
+          KORTEX_UNROLL for (int k = 0; k < 5; ++k) ring[j][k] = ring[j + 1][k];
+        lnccMarchWindowSums<R>(w, fixed, clampIndex(z + R, nz), y, x, ny, nx, ring[kSide - 1]);
+      }
+      double a[5];
+      KORTEX_UNROLL for (int k = 0; k < 5; ++k) {
+        double s = 0.0;
+        KORTEX_UNROLL for (int j = 0; j < kSide; ++j) s += ring[j][k];
+        a[k] = s;
+      }
+      double t[4];
+      const double e = lnccWindowTerms(a[0], a[1], a[2], a[3], a[4], double(kSide) * kSide * kSide, t);
+      if (energy) *energy += e;
+      KORTEX_UNROLL for (int k = 0; k < 4; ++k) terms(k, z, y, x) = t[k];
+    }
+  }
+};
+
+// Transpose: the weighted 2D sums of the 4 coefficients of slice z at (x, y) (0 outside the grid)
+// into s[4].
+template <int R, class Terms>
+KOKKOS_INLINE_FUNCTION void lnccMarchTransposeSums(Terms const& terms, int z, int y, int x, int ny, int nx, double* s) {
+  KORTEX_UNROLL for (int k = 0; k < 4; ++k) s[k] = 0.0;
+  for (int oy = -R; oy <= R; ++oy) {
+    const int sy = y + oy;
+    const bool rowIn = sy >= 0 && sy < ny;
+    double r[4] = {0.0, 0.0, 0.0, 0.0};
+    if (rowIn) {
+      for (int ox = -R; ox <= R; ++ox) {
+        const int sx = x + ox;
+        const bool in = sx >= 0 && sx < nx;
+        const double kx = lnccTransposeWeight(sx, x, nx, R);
+        KORTEX_UNROLL for (int k = 0; k < 4; ++k) r[k] += kx * (in ? terms(k, z, sy, sx) : 0.0);
+      }
+    }
+    const double ky = lnccTransposeWeight(sy, y, ny, R);
+    KORTEX_UNROLL for (int k = 0; k < 4; ++k) s[k] += ky * (rowIn ? r[k] : 0.0);
+  }
+}
+
+template <int R, class Mem>
+struct LnccTransposeMarchFunctor {
+  static constexpr int kSide = 2 * R + 1;
+  Kokkos::View<const double****, Kokkos::LayoutRight, Mem> terms;
+  ConstImageView<Mem> w, fixed;
+  Field<Mem> f;
+  int depth, nz, ny, nx;
+  KOKKOS_INLINE_FUNCTION void operator()(int i) const {
+    const int row = i / nx, x = i - row * nx, c = row / ny, y = row - c * ny;
+    const int z0 = c * depth, z1 = nz - z0 < depth ? nz : z0 + depth;
+    double ring[kSide][4] = {};  // ring[j]: the 2D sums of slice z - R + j (slices outside the grid: weight 0, never read)
+    KORTEX_UNROLL for (int j = 0; j < kSide; ++j) {
+      const int zs = z0 - R + j;
+      if (zs >= 0 && zs < nz) lnccMarchTransposeSums<R>(terms, zs, y, x, ny, nx, ring[j]);
+    }
+    KORTEX_NO_UNROLL for (int z = z0; z < z1; ++z) {
+      if (z > z0) {
+        KORTEX_UNROLL for (int j = 0; j < kSide - 1; ++j)
+          KORTEX_UNROLL for (int k = 0; k < 4; ++k) ring[j][k] = ring[j + 1][k];
+        if (z + R < nz) lnccMarchTransposeSums<R>(terms, z + R, y, x, ny, nx, ring[kSide - 1]);
+      }
+      double s[4] = {0.0, 0.0, 0.0, 0.0};
+      KORTEX_UNROLL for (int j = 0; j < kSide; ++j) {
+        const double kz = double(lnccTransposeWeight(z - R + j, z, nz, R));
+        if (kz == 0.0) continue;
+        KORTEX_UNROLL for (int k = 0; k < 4; ++k) s[k] += kz * ring[j][k];
+      }
+      lnccForceVoxel(w, fixed, f, s, x, y, z, nz, ny, nx);
+    }
+  }
+};
+
 // A team policy of `teams` tiles with `bytes` of level-0 scratch, refused when the back end offers less.
 template <class Exec>
 Kokkos::TeamPolicy<Exec> lnccPolicy(Exec const& exec, int teams, std::size_t bytes, const char* pass) {
