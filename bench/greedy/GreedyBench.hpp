@@ -6,7 +6,7 @@
 //   Iteration.cpp  one greedy iteration per solver beside the PyTorch step, and the targets;
 //   Split.cpp      the kernel split of one iteration and the ScratchTiled step's launch sweep;
 //   Kernels.cpp    gradient, 3D Gaussian and n-ary vs binary operators;
-//   Lncc.cpp       the LNCC force per variant, radius and run depth;
+//   Lncc.cpp       the LNCC force per variant and radius;
 //   Ixi.cpp        the IXI pair end to end (--data), multi-scale vs single scale;
 //   Pairs.cpp      IXI pairs end to end with the defaults, and the cohort's pairs per second (--data).
 // bench/BenchGreedy.cpp checks the options, writes the header and runs the sections in order.

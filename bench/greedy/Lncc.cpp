@@ -1,6 +1,6 @@
-// Greedy benchmark, Lncc: the LNCC force (gpu/greedy/Lncc.hpp, both passes, no energy) per variant,
-// window radius and run depth, at an IXI pair's full-scale grid and the iteration's target grid; each
-// variant's force checked bit for bit against Separable's.
+// Greedy benchmark, Lncc: the LNCC force (gpu/greedy/Lncc.hpp, both passes, no energy) per variant
+// and window radius, at an IXI pair's full-scale grid and the iteration's target grid; each variant's
+// force checked bit for bit against Separable's.
 #include "bench/greedy/GreedyBench.hpp"
 
 #include <string>
@@ -14,11 +14,6 @@ namespace kortex::bench::greedy {
 using common::fixedDecimals;
 
 namespace {
-
-struct LnccRun {
-  gpu::LnccVariant variant;
-  int depth;  // Marching's runs (0: lnccMarchDepth)
-};
 
 // Whether two device fields hold the same bits.
 bool sameBits(gpu::Field<Mem> const& a, gpu::Field<Mem> const& b) {
@@ -38,13 +33,11 @@ void runLncc(Context& ctx) {
   std::vector<GridExtents> grids = opt.tiny ? std::vector<GridExtents>{{16, 20, 24}}
                                             : (ctx.onDevice ? std::vector<GridExtents>{{96, 128, 128}, ctx.target}
                                                             : std::vector<GridExtents>{{48, 64, 64}});
-  std::vector<LnccRun> runs = {{gpu::LnccVariant::Separable, 0}, {gpu::LnccVariant::Marching, 0}};
-  if (ctx.onDevice && !opt.tiny)
-    for (int d : {4, 8, 16}) runs.push_back({gpu::LnccVariant::Marching, d});
+  const gpu::LnccVariant variants[] = {gpu::LnccVariant::Separable, gpu::LnccVariant::Reuse, gpu::LnccVariant::Recompute};
   ctx.md << "## LNCC force\n\nBoth passes of the force (window sums and coefficients, their transpose and F = G grad W; "
-            "no energy), median ms; Marching's run depth (0: the back end's choice, gpu/greedy/detail/LnccKernels.hpp); "
-            "\"same bits\": the force equals Separable's bit for bit.\n\n"
-         << "| grid | R | variant | depth | ms | vs Separable | same bits |\n|---|---|---|---|---|---|---|\n";
+            "no energy), median ms, each variant for both passes (gpu/greedy/Lncc.hpp; Reuse where its ring fits the team "
+            "scratch); \"same bits\": the force equals Separable's bit for bit.\n\n"
+         << "| grid | R | variant | ms | vs Separable | same bits |\n|---|---|---|---|---|---|\n";
   nlohmann::json rows = nlohmann::json::array();
   for (GridExtents const& g : grids) {
     Geometry geo;
@@ -55,21 +48,22 @@ void runLncc(Context& ctx) {
     gpu::Field<Mem> want("kortex::bench::lncc_want", 3, g.nz, g.ny, g.nx), f("kortex::bench::lncc_f", 3, g.nz, g.ny, g.nx);
     for (int R : {2, 4}) {
       double separableMs = 0.0;
-      for (LnccRun const& run : runs) {
-        const std::array<gpu::LnccVariant, 2> variants{run.variant, run.variant};
-        gpu::LnccTerms<Mem> terms("kortex::bench::lncc_terms", gpu::lnccWorkspaceComponents(variants), g.nz, g.ny, g.nx);
-        auto& out = run.variant == gpu::LnccVariant::Separable ? want : f;
-        const double ms = timeMedian([&] { gpu::lnccForce(ctx.exec, dMoving, dFixed, R, terms, out, variants, nullptr, run.depth); },
+      for (gpu::LnccVariant v : variants) {
+        if (v == gpu::LnccVariant::Reuse && !(gpu::lnccReuseFits<Exec>(R)[0] && gpu::lnccReuseFits<Exec>(R)[1])) continue;
+        const std::array<gpu::LnccVariant, 2> both{v, v};
+        gpu::LnccTerms<Mem> terms("kortex::bench::lncc_terms", gpu::lnccWorkspaceComponents(both), g.nz, g.ny, g.nx);
+        auto& out = v == gpu::LnccVariant::Separable ? want : f;
+        const double ms = timeMedian([&] { gpu::lnccForce(ctx.exec, dMoving, dFixed, R, terms, out, both, nullptr, 0); },
                                      [&] { ctx.fence(); }, ctx.warm, ctx.reps)
                               .medianMs;
         ++ctx.rep.measured;
-        if (run.variant == gpu::LnccVariant::Separable) separableMs = ms;
-        const bool same = run.variant == gpu::LnccVariant::Separable || sameBits(f, want);
-        if (!same) ctx.fail("LNCC force: " + std::string(gpu::toString(run.variant)) + " differs from Separable at R " + std::to_string(R));
-        ctx.md << "| " << g.nx << "x" << g.ny << "x" << g.nz << " | " << R << " | " << gpu::toString(run.variant) << " | " << run.depth
-               << " | " << fixedDecimals(ms, 4) << " | " << fixedDecimals(separableMs / ms, 2) << " | " << (same ? "yes" : "NO") << " |\n";
-        rows.push_back({{"grid", {g.nx, g.ny, g.nz}}, {"radius", R}, {"variant", gpu::toString(run.variant)}, {"depth", run.depth},
-                        {"median_ms", ms}, {"same_bits_as_separable", same}});
+        if (v == gpu::LnccVariant::Separable) separableMs = ms;
+        const bool same = v == gpu::LnccVariant::Separable || sameBits(f, want);
+        if (!same) ctx.fail("LNCC force: " + std::string(gpu::toString(v)) + " differs from Separable at R " + std::to_string(R));
+        ctx.md << "| " << g.nx << "x" << g.ny << "x" << g.nz << " | " << R << " | " << gpu::toString(v) << " | " << fixedDecimals(ms, 4)
+               << " | " << fixedDecimals(separableMs / ms, 2) << " | " << (same ? "yes" : "NO") << " |\n";
+        rows.push_back({{"grid", {g.nx, g.ny, g.nz}}, {"radius", R}, {"variant", gpu::toString(v)}, {"median_ms", ms},
+                        {"same_bits_as_separable", same}});
       }
     }
   }

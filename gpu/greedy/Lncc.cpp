@@ -1,7 +1,6 @@
 #include "gpu/greedy/Lncc.hpp"
 
 #include <string>
-#include <type_traits>
 
 #include "core/Errors.hpp"
 #include "gpu/detail/Common.hpp"
@@ -14,7 +13,6 @@ const char* toString(LnccVariant v) {
     case LnccVariant::Recompute: return "Recompute";
     case LnccVariant::Reuse: return "Reuse";
     case LnccVariant::Separable: return "Separable";
-    case LnccVariant::Marching: return "Marching";
   }
   return "?";
 }
@@ -33,9 +31,7 @@ std::array<bool, 2> lnccReuseFits(int radius) {
 }
 
 template <class Exec>
-std::array<LnccVariant, 2> lnccVariantsFor(int radius) {
-  const bool device = !Kokkos::SpaceAccessibility<Kokkos::HostSpace, typename Exec::memory_space>::accessible;
-  if (device && radius <= lncc_detail::kLnccMarchRegisterRadius) return {LnccVariant::Marching, LnccVariant::Marching};
+std::array<LnccVariant, 2> lnccVariantsFor(int) {
   return {LnccVariant::Separable, LnccVariant::Separable};
 }
 
@@ -114,52 +110,6 @@ void lnccTransposeSeparable(Exec const& exec, ConstImageView<typename Exec::memo
                     LnccTransposeZFunctor<Mem, decltype(b)>{b, warped, fixed, f, R, nz, ny, nx});
 }
 
-// Calls f(std::integral_constant<int, R>) for the window radius R (1..kMaxLnccRadius, checked before).
-template <class F>
-void withLnccRadius(int R, F&& f) {
-  static_assert(kMaxLnccRadius == 8, "withLnccRadius lists the radii 1..8");
-  switch (R) {
-    case 1: f(std::integral_constant<int, 1>{}); break;
-    case 2: f(std::integral_constant<int, 2>{}); break;
-    case 3: f(std::integral_constant<int, 3>{}); break;
-    case 4: f(std::integral_constant<int, 4>{}); break;
-    case 5: f(std::integral_constant<int, 5>{}); break;
-    case 6: f(std::integral_constant<int, 6>{}); break;
-    case 7: f(std::integral_constant<int, 7>{}); break;
-    default: f(std::integral_constant<int, 8>{}); break;
-  }
-}
-
-// The Marching passes (lncc_detail, "Marching"): a work item per column and run of `depth` slices.
-template <class Exec>
-void lnccWindowsMarching(Exec const& exec, ConstImageView<typename Exec::memory_space> warped,
-                         ConstImageView<typename Exec::memory_space> fixed, int R, LnccTerms<typename Exec::memory_space> terms,
-                         double* energy, int depth) {
-  using Mem = typename Exec::memory_space;
-  const int nz = int(warped.extent(0)), ny = int(warped.extent(1)), nx = int(warped.extent(2));
-  const Kokkos::RangePolicy<Exec, Kokkos::IndexType<int>> items(exec, 0, ((nz + depth - 1) / depth) * ny * nx);
-  withLnccRadius(R, [&](auto r) {
-    const lncc_detail::LnccWindowMarchFunctor<decltype(r)::value, Mem> windows{warped, fixed, terms, depth, nz, ny, nx};
-    if (energy)
-      Kokkos::parallel_reduce("kortex::greedy::lncc_windows_marching", items, windows, *energy);
-    else
-      Kokkos::parallel_for("kortex::greedy::lncc_windows_marching", items, windows);
-  });
-}
-
-template <class Exec>
-void lnccTransposeMarching(Exec const& exec, ConstImageView<typename Exec::memory_space> warped,
-                           ConstImageView<typename Exec::memory_space> fixed, int R, LnccTerms<typename Exec::memory_space> terms,
-                           Field<typename Exec::memory_space> f, int depth) {
-  using Mem = typename Exec::memory_space;
-  const int nz = int(warped.extent(0)), ny = int(warped.extent(1)), nx = int(warped.extent(2));
-  const Kokkos::RangePolicy<Exec, Kokkos::IndexType<int>> items(exec, 0, ((nz + depth - 1) / depth) * ny * nx);
-  withLnccRadius(R, [&](auto r) {
-    Kokkos::parallel_for("kortex::greedy::lncc_transpose_marching", items,
-                         lncc_detail::LnccTransposeMarchFunctor<decltype(r)::value, Mem>{terms, warped, fixed, f, depth, nz, ny, nx});
-  });
-}
-
 }  // namespace
 
 template <class Exec>
@@ -174,23 +124,17 @@ void lnccForce(Exec const& exec, ConstImageView<typename Exec::memory_space> war
   const int tilesX = (nx + kTileX - 1) / kTileX, tilesY = (ny + kTileY - 1) / kTileY;
   if (slabZ < 0 || slabZ > kMaxSlabZ)
     throw InvalidArgument("lnccForce: the slab depth " + std::to_string(slabZ) + " is not in [1, " + std::to_string(kMaxSlabZ) + "]");
-  const bool device = !Kokkos::SpaceAccessibility<Kokkos::HostSpace, Mem>::accessible;
-  const int marchDepth = slabZ ? slabZ : lnccMarchDepth(ny * nx, nz, device);
-  if (slabZ == 0) slabZ = lnccSlabDepth(tilesX * tilesY, nz, device);
+  if (slabZ == 0) slabZ = lnccSlabDepth(tilesX * tilesY, nz, !Kokkos::SpaceAccessibility<Kokkos::HostSpace, Mem>::accessible);
   const int slabs = (nz + slabZ - 1) / slabZ;
   if (energy) *energy = 0.0;
-  if (variants[0] == LnccVariant::Marching)
-    lnccWindowsMarching(exec, warped, fixed, radius, terms, energy, marchDepth);
-  else if (variants[0] == LnccVariant::Separable)
+  if (variants[0] == LnccVariant::Separable)
     lnccWindowsSeparable(exec, warped, fixed, radius, terms, energy);
   else if (variants[0] == LnccVariant::Reuse)
     lnccPass<true>(exec, "kortex::greedy::lncc_windows_reuse", LnccWindowReuseFunctor<Exec>{warped, fixed, terms, radius, tilesX, tilesY, slabZ},
                    slabs, energy);
   else
     lnccPass<true>(exec, "kortex::greedy::lncc_windows", LnccWindowFunctor<Exec>{warped, fixed, terms, radius, tilesX, tilesY}, nz, energy);
-  if (variants[1] == LnccVariant::Marching)
-    lnccTransposeMarching(exec, warped, fixed, radius, terms, f, marchDepth);
-  else if (variants[1] == LnccVariant::Separable)
+  if (variants[1] == LnccVariant::Separable)
     lnccTransposeSeparable(exec, warped, fixed, radius, terms, f);
   else if (variants[1] == LnccVariant::Reuse)
     lnccPass<false>(exec, "kortex::greedy::lncc_transpose_reuse",

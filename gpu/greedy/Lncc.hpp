@@ -11,10 +11,7 @@
 // Reuse (a team per tile of a slab of slices: each source slice's 2D sums formed once and kept for
 // the window in a ring of 2R+1 slices in team scratch: up to (2R+1) x fewer loads and sums) and
 // Separable (three passes over the grid, x, y, z, a voxel per work item, the partial sums in the
-// workspace: no scratch, no barrier, every voxel in flight at once; the host back ends' choice) and
-// Marching (a work item per (x, y) column and run of slices, walking it in z with the 2R + 1 slices'
-// 2D sums in registers: each pass one read of its inputs and one write of its outputs; the devices'
-// choice up to radius 4).
+// workspace: no scratch, no barrier, every voxel in flight at once; every back end's choice).
 #pragma once
 
 #include <Kokkos_Core.hpp>
@@ -32,15 +29,15 @@ namespace kortex::gpu {
 template <class Mem>
 using LnccTerms = Kokkos::View<double****, Kokkos::LayoutRight, Mem>;
 
-enum class LnccVariant { Recompute, Reuse, Separable, Marching };
+enum class LnccVariant { Recompute, Reuse, Separable };
 const char* toString(LnccVariant v);
 
 // The workspace's components for these variants ({windows, transpose}): 4, or 14 with Separable.
 int lnccWorkspaceComponents(std::array<LnccVariant, 2> variants);
 
-// The variant of each pass ({windows, transpose}): Marching on devices up to radius
-// kLnccMarchRegisterRadius (4), else Separable (measured against Recompute: an IXI pair's LNCC kernels
-// 53 -> 29 ms on the H200; 10 full-resolution iterations on Kokkos Serial 3.8 -> 2.7 s).
+// The variant of each pass ({windows, transpose}): Separable on every back end and radius (measured:
+// an IXI pair's LNCC kernels 53 -> 29 ms on the H200; 10 full-resolution iterations on Kokkos
+// Serial 3.8 -> 2.7 s).
 template <class Exec>
 std::array<LnccVariant, 2> lnccVariantsFor(int radius);
 // Whether each pass's Reuse ring fits the back end's team scratch at this radius.
@@ -48,8 +45,8 @@ template <class Exec>
 std::array<bool, 2> lnccReuseFits(int radius);
 
 // F = G grad W of the LNCC metric with window radius `radius` (1..kMaxLnccRadius) into f; `terms`
-// is the workspace (lnccWorkspaceComponents(variants) x the grid); the passes' variants as given, Reuse's slabs and
-// Marching's runs `slabZ` slices deep (1..16; 0: the back end's choice, lnccSlabDepth and lnccMarchDepth). With `energy`,
+// is the workspace (lnccWorkspaceComponents(variants) x the grid); the passes' variants as given, Reuse's slabs `slabZ` slices
+// deep (1..16; 0: as deep as the grid allows while a device gets a wave of teams). With `energy`,
 // E = sum_x cc(x) is stored there (a fence); without, the passes are only enqueued on `exec`. Throws
 // InvalidArgument on extents, overlap, a radius out of range or a tile that does not fit the back
 // end's team scratch.
