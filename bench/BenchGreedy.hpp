@@ -17,7 +17,7 @@
 //   Kernels    gradient (Naive vs ScratchTiled), 3D Gaussian (separable, recursive, spectral),
 //              n-ary fused vs binary element-wise operators, with GB/s;
 //   Lncc       the LNCC force at an IXI pair's full scale and the target grid, radius 2 and 4, per
-//              variant (Separable, Reuse, Recompute), checked bit for bit against Separable;
+//              variant (Separable, ScratchTiled, Reuse, Recompute), checked bit for bit against Separable;
 //   IXI        (--data) an IXI pair end to end with affine and 2 scales (target <= 0.3 s), and
 //              multi-scale (25 + 50) vs single scale (200 iterations): label Dice and time;
 //   Pair       (--data) two IXI pairs end to end with the defaults, LNCC and SSD: stage medians

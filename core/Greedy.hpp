@@ -363,6 +363,7 @@ struct GreedyResult {
   float minJacobian = 1.0f;  // of the final field
   double seconds = 0.0;
   InverseStats midpointInverse;  // symmetric mode: the inversion of h_f (core/Inverse.hpp), else zero
+  int recordedBlocks = 0;        // Kokkos: speculative blocks launched from a recording (gpu/greedy/Greedy.hpp)
   bool folded() const;       // some scale stopped on a refused fold
 };
 

@@ -337,11 +337,14 @@ BOOST_AUTO_TEST_CASE_TEMPLATE(kokkos_lncc_variants_agree_bit_for_bit, Space, tes
   Space exec;
   const int nx = 21, ny = 19, nz = 37;
   const auto dFixed = test::toSpace<Space>(blobs(nx, ny, nz)), dMoving = test::toSpace<Space>(blobs(nx, ny, nz, 1.5));
+  const bool device = !Kokkos::SpaceAccessibility<Kokkos::HostSpace, Mem>::accessible;
   const auto one = gpu::lnccVariantsFor<Space>(1);
-  BOOST_TEST((one[0] == LnccVariant::Separable && one[1] == LnccVariant::Separable));
+  BOOST_TEST((one[0] == (device ? LnccVariant::ScratchTiled : LnccVariant::Separable) && one[1] == LnccVariant::Separable));
   const int components = gpu::lnccWorkspaceComponents({LnccVariant::Separable, LnccVariant::Separable});
   BOOST_TEST(components == 14);
-  int reuseRuns = 0, separableRuns = 0;
+  BOOST_TEST(gpu::lnccWorkspaceComponents({LnccVariant::ScratchTiled, LnccVariant::ScratchTiled}) == 9);
+  BOOST_TEST(gpu::lnccWorkspaceComponents({LnccVariant::Recompute, LnccVariant::Reuse}) == 4);
+  int reuseRuns = 0, separableRuns = 0, scratchTiledRuns = 0;
   for (int R : {1, 2, 3, kMaxLnccRadius}) {
     const auto reuseFits = gpu::lnccReuseFits<Space>(R);
     gpu::LnccTerms<Mem> wantTerms("want_terms", 4, nz, ny, nx), terms("terms", components, nz, ny, nx);
@@ -349,8 +352,8 @@ BOOST_AUTO_TEST_CASE_TEMPLATE(kokkos_lncc_variants_agree_bit_for_bit, Space, tes
     double wantE = 0.0, e = 0.0;
     gpu::lnccForce(exec, dMoving, dFixed, R, wantTerms, want, {LnccVariant::Recompute, LnccVariant::Recompute}, &wantE);
     const auto hw = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), wantTerms);
-    for (LnccVariant a : {LnccVariant::Recompute, LnccVariant::Reuse, LnccVariant::Separable})
-      for (LnccVariant b : {LnccVariant::Recompute, LnccVariant::Reuse, LnccVariant::Separable}) {
+    for (LnccVariant a : {LnccVariant::Recompute, LnccVariant::Reuse, LnccVariant::Separable, LnccVariant::ScratchTiled})
+      for (LnccVariant b : {LnccVariant::Recompute, LnccVariant::Reuse, LnccVariant::Separable, LnccVariant::ScratchTiled}) {
         // Reuse only where its ring fits the back end's scratch.
         if ((a == LnccVariant::Reuse && !reuseFits[0]) || (b == LnccVariant::Reuse && !reuseFits[1])) continue;
         for (int slab : {0, 1, 5, 16})  // 0: the back end's choice; 5: a partial last slab (37 slices)
@@ -358,6 +361,7 @@ BOOST_AUTO_TEST_CASE_TEMPLATE(kokkos_lncc_variants_agree_bit_for_bit, Space, tes
           gpu::lnccForce(exec, dMoving, dFixed, R, terms, f, {a, b}, &e, slab);
           reuseRuns += (a == LnccVariant::Reuse) + (b == LnccVariant::Reuse);
           separableRuns += (a == LnccVariant::Separable) + (b == LnccVariant::Separable);
+          scratchTiledRuns += (a == LnccVariant::ScratchTiled) + (b == LnccVariant::ScratchTiled);
           const auto ht = Kokkos::create_mirror_view_and_copy(
               Kokkos::HostSpace(), Kokkos::subview(terms, Kokkos::make_pair(0, 4), Kokkos::ALL, Kokkos::ALL, Kokkos::ALL));
           double worst = 0.0;
@@ -373,6 +377,7 @@ BOOST_AUTO_TEST_CASE_TEMPLATE(kokkos_lncc_variants_agree_bit_for_bit, Space, tes
   }
   BOOST_TEST(reuseRuns >= 3);
   BOOST_TEST(separableRuns >= 3);
+  BOOST_TEST(scratchTiledRuns >= 3);
   // A workspace of 4 components is refused for Separable.
   gpu::LnccTerms<Mem> small("small", 4, nz, ny, nx);
   gpu::Field<Mem> f("f", 3, nz, ny, nx);

@@ -427,6 +427,7 @@ bool GreedyRegistration<Exec>::speculate(Scale& S, int it, int n, ForceSolve&& f
     enqueue();
   } else if (S.recording.recorded()) {
     S.recording.launch(exec_);  // the buffers are where the recording left them: n is even
+    ++recordedBlocks_;
     solves = S.recordedSolves;
   } else {
     const auto buffers = S.stepper.buffers();
@@ -435,6 +436,7 @@ bool GreedyRegistration<Exec>::speculate(Scale& S, int it, int n, ForceSolve&& f
     if (S.recording.record(exec_, enqueue)) {
       S.recordedSolves = solves;
       S.recording.launch(exec_);
+      ++recordedBlocks_;
     } else {  // nothing ran: the buffers back in their places, the block enqueued as it comes
       S.stepper.setBuffers(buffers);
       S.m.u = u;
@@ -615,6 +617,7 @@ GreedyResult GreedyRegistration<Exec>::run(ConstImageView<memory_space> moving, 
   checkRunInputs(grid_, params_, moving, fixed, uOut, forceMask, movingMask);
 
   GreedyResult result;
+  recordedBlocks_ = 0;
   Scale* prev = nullptr;
   // One scale from the previous one's state; `checkMap`: the symmetric mode's map checked after
   // every accepted iteration (core/Greedy.hpp "Symmetric mode").
@@ -693,6 +696,7 @@ GreedyResult GreedyRegistration<Exec>::run(ConstImageView<memory_space> moving, 
     Kokkos::deep_copy(exec_, uOut, prev->m.u);
     result.minJacobian = minJacobian(exec_, uOut);
   }
+  result.recordedBlocks = recordedBlocks_;
   result.seconds = elapsed();
   return result;
 }

@@ -137,6 +137,7 @@ class GreedyRegistration {
   ImageView<memory_space> blurred_;
   int speculativeBlock_ = 0;
   bool record_ = false, recordingFailed_ = false;
+  int recordedBlocks_ = 0;  // this run's blocks launched from a recording (GreedyResult::recordedBlocks)
   Kokkos::View<GreedyTrialSums*, memory_space> trialSums_;  // a block's checks, one per iteration
   typename Kokkos::View<GreedyTrialSums*, memory_space>::HostMirror trialSumsHost_;
 };

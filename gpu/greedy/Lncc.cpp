@@ -13,13 +13,15 @@ const char* toString(LnccVariant v) {
     case LnccVariant::Recompute: return "Recompute";
     case LnccVariant::Reuse: return "Reuse";
     case LnccVariant::Separable: return "Separable";
+    case LnccVariant::ScratchTiled: return "ScratchTiled";
   }
   return "?";
 }
 
 int lnccWorkspaceComponents(std::array<LnccVariant, 2> variants) {
-  return variants[0] == LnccVariant::Separable || variants[1] == LnccVariant::Separable ? lncc_detail::kLnccSeparableComponents
-                                                                                         : 4;
+  auto any = [&](LnccVariant v) { return variants[0] == v || variants[1] == v; };
+  if (any(LnccVariant::Separable)) return lncc_detail::kLnccSeparableComponents;
+  return any(LnccVariant::ScratchTiled) ? lncc_detail::kLnccScratchTiledComponents : 4;
 }
 
 template <class Exec>
@@ -32,7 +34,8 @@ std::array<bool, 2> lnccReuseFits(int radius) {
 
 template <class Exec>
 std::array<LnccVariant, 2> lnccVariantsFor(int) {
-  return {LnccVariant::Separable, LnccVariant::Separable};
+  const bool device = !Kokkos::SpaceAccessibility<Kokkos::HostSpace, typename Exec::memory_space>::accessible;
+  return {device ? LnccVariant::ScratchTiled : LnccVariant::Separable, LnccVariant::Separable};
 }
 
 namespace {
@@ -110,6 +113,44 @@ void lnccTransposeSeparable(Exec const& exec, ConstImageView<typename Exec::memo
                     LnccTransposeZFunctor<Mem, decltype(b)>{b, warped, fixed, f, R, nz, ny, nx});
 }
 
+// The ScratchTiled passes (lncc_detail, "ScratchTiled"): a team per tile of a slice forms its x and
+// y sums into the workspace's buffer b (5 components after the 4 terms), then Separable's z pass.
+template <class Exec>
+void lnccWindowsScratchTiled(Exec const& exec, ConstImageView<typename Exec::memory_space> warped,
+                             ConstImageView<typename Exec::memory_space> fixed, int R,
+                             LnccTerms<typename Exec::memory_space> terms, double* energy) {
+  using namespace lncc_detail;
+  using Mem = typename Exec::memory_space;
+  const int nz = int(warped.extent(0)), ny = int(warped.extent(1)), nx = int(warped.extent(2));
+  const int tilesX = (nx + kTileX - 1) / kTileX, tilesY = (ny + kTileY - 1) / kTileY;
+  const auto b = Kokkos::subview(terms, Kokkos::make_pair(4, 9), Kokkos::ALL, Kokkos::ALL, Kokkos::ALL);
+  using XY = LnccWindowXYFunctor<Exec, decltype(b)>;
+  Kokkos::parallel_for("kortex::greedy::lncc_windows_xy", lnccPolicy(exec, tilesX * tilesY * nz, XY::scratchBytes(R), "windows"),
+                       XY{warped, fixed, b, R, tilesX, tilesY});
+  const LnccWindowZFunctor<Mem, decltype(b)> z{b, terms, R, nz, ny, nx};
+  const Kokkos::RangePolicy<Exec, Kokkos::IndexType<int>> all(exec, 0, nz * ny * nx);
+  if (energy)
+    Kokkos::parallel_reduce("kortex::greedy::lncc_windows_z", all, z, *energy);
+  else
+    Kokkos::parallel_for("kortex::greedy::lncc_windows_z", all, z);
+}
+
+template <class Exec>
+void lnccTransposeScratchTiled(Exec const& exec, ConstImageView<typename Exec::memory_space> warped,
+                               ConstImageView<typename Exec::memory_space> fixed, int R,
+                               LnccTerms<typename Exec::memory_space> terms, Field<typename Exec::memory_space> f) {
+  using namespace lncc_detail;
+  using Mem = typename Exec::memory_space;
+  const int nz = int(warped.extent(0)), ny = int(warped.extent(1)), nx = int(warped.extent(2));
+  const int tilesX = (nx + kTileX - 1) / kTileX, tilesY = (ny + kTileY - 1) / kTileY;
+  const auto b = Kokkos::subview(terms, Kokkos::make_pair(4, 9), Kokkos::ALL, Kokkos::ALL, Kokkos::ALL);
+  using XY = LnccTransposeXYFunctor<Exec, decltype(b)>;
+  Kokkos::parallel_for("kortex::greedy::lncc_transpose_xy", lnccPolicy(exec, tilesX * tilesY * nz, XY::scratchBytes(R), "transpose"),
+                       XY{terms, b, R, tilesX, tilesY});
+  parallelForVoxels("kortex::greedy::lncc_transpose_z", exec, nz, ny, nx,
+                    LnccTransposeZFunctor<Mem, decltype(b)>{b, warped, fixed, f, R, nz, ny, nx});
+}
+
 }  // namespace
 
 template <class Exec>
@@ -129,6 +170,8 @@ void lnccForce(Exec const& exec, ConstImageView<typename Exec::memory_space> war
   if (energy) *energy = 0.0;
   if (variants[0] == LnccVariant::Separable)
     lnccWindowsSeparable(exec, warped, fixed, radius, terms, energy);
+  else if (variants[0] == LnccVariant::ScratchTiled)
+    lnccWindowsScratchTiled(exec, warped, fixed, radius, terms, energy);
   else if (variants[0] == LnccVariant::Reuse)
     lnccPass<true>(exec, "kortex::greedy::lncc_windows_reuse", LnccWindowReuseFunctor<Exec>{warped, fixed, terms, radius, tilesX, tilesY, slabZ},
                    slabs, energy);
@@ -136,6 +179,8 @@ void lnccForce(Exec const& exec, ConstImageView<typename Exec::memory_space> war
     lnccPass<true>(exec, "kortex::greedy::lncc_windows", LnccWindowFunctor<Exec>{warped, fixed, terms, radius, tilesX, tilesY}, nz, energy);
   if (variants[1] == LnccVariant::Separable)
     lnccTransposeSeparable(exec, warped, fixed, radius, terms, f);
+  else if (variants[1] == LnccVariant::ScratchTiled)
+    lnccTransposeScratchTiled(exec, warped, fixed, radius, terms, f);
   else if (variants[1] == LnccVariant::Reuse)
     lnccPass<false>(exec, "kortex::greedy::lncc_transpose_reuse",
                     LnccTransposeReuseFunctor<Exec>{warped, fixed, terms, f, radius, tilesX, tilesY, slabZ}, slabs, nullptr);

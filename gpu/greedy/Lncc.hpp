@@ -11,7 +11,9 @@
 // Reuse (a team per tile of a slab of slices: each source slice's 2D sums formed once and kept for
 // the window in a ring of 2R+1 slices in team scratch: up to (2R+1) x fewer loads and sums) and
 // Separable (three passes over the grid, x, y, z, a voxel per work item, the partial sums in the
-// workspace: no scratch, no barrier, every voxel in flight at once; every back end's choice).
+// workspace: no scratch, no barrier, every voxel in flight at once) and
+// ScratchTiled (a team per tile of one slice forms its x and y sums in team scratch and writes them to
+// the workspace, then Separable's z pass: 4 kernels instead of 6, the x sums never in memory).
 #pragma once
 
 #include <Kokkos_Core.hpp>
@@ -25,19 +27,22 @@
 namespace kortex::gpu {
 
 // The workspace (components, nz, ny, nx), double: the coefficients of every window in components
-// 0-3 (the force is a difference of their sums), and for Separable two buffers of 5 partial sums.
+// 0-3 (the force is a difference of their sums), and for Separable two buffers of 5 partial sums
+// (ScratchTiled: one).
 template <class Mem>
 using LnccTerms = Kokkos::View<double****, Kokkos::LayoutRight, Mem>;
 
-enum class LnccVariant { Recompute, Reuse, Separable };
+enum class LnccVariant { Recompute, Reuse, Separable, ScratchTiled };
 const char* toString(LnccVariant v);
 
-// The workspace's components for these variants ({windows, transpose}): 4, or 14 with Separable.
+// The workspace's components for these variants ({windows, transpose}): 14 with Separable, else 9 with
+// ScratchTiled, else 4.
 int lnccWorkspaceComponents(std::array<LnccVariant, 2> variants);
 
-// The variant of each pass ({windows, transpose}): Separable on every back end and radius (measured:
-// an IXI pair's LNCC kernels 53 -> 29 ms on the H200; 10 full-resolution iterations on Kokkos
-// Serial 3.8 -> 2.7 s).
+// The variant of each pass ({windows, transpose}) at every radius: on devices ScratchTiled windows and
+// a Separable transpose (H200, both passes against Separable's: 1.06-1.11x from 64x64x48 to 160x192x144
+// at R 2 and 4, 1.20-1.23x at 32x32x24; ScratchTiled's transpose was 0.90-0.98x from 120x120x90 up), on host back ends
+// Separable (against Recompute: 10 full-resolution iterations on Kokkos Serial 3.8 -> 2.7 s).
 template <class Exec>
 std::array<LnccVariant, 2> lnccVariantsFor(int radius);
 // Whether each pass's Reuse ring fits the back end's team scratch at this radius.

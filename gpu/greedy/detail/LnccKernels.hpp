@@ -463,6 +463,79 @@ struct LnccTransposeZFunctor {
   }
 };
 
+// ---- ScratchTiled: each pass's x and y sums of a slice's tile formed in team scratch (lnccSliceSums,
+// lnccTransposeSliceSums: Recompute's sums of one source slice), written to the 5 components that follow
+// the 4 terms in the workspace (kLnccScratchTiledComponents), then Separable's z pass over the grid.
+// Separable's sums in its order: the same terms and force bit for bit; 4 kernels per force instead of 6,
+// and the x sums never pass through memory.
+inline constexpr int kLnccScratchTiledComponents = 4 + 5;
+
+// Windows, x and y: the 2D sums of W, I1, W^2, I1^2, W I1 of slice z at the team's tile into out(0..4).
+template <class Exec, class Out>
+struct LnccWindowXYFunctor {
+  using Mem = typename Exec::memory_space;
+  using Team = typename Kokkos::TeamPolicy<Exec>::member_type;
+  using Floats = typename Scratch<Exec>::Floats;
+  using Doubles = typename Scratch<Exec>::Doubles;
+
+  ConstImageView<Mem> w, fixed;
+  Out out;
+  int radius, tilesX, tilesY;
+
+  static std::size_t scratchBytes(int R) {
+    const int hx = kTileX + 2 * R, hy = kTileY + 2 * R;
+    return Floats::shmem_size(2 * hx * hy) + Doubles::shmem_size(5 * hy * kTileX);
+  }
+
+  KOKKOS_INLINE_FUNCTION void operator()(Team const& team) const {
+    const int ny = static_cast<int>(w.extent(1)), nx = static_cast<int>(w.extent(2));
+    const int R = radius, hx = kTileX + 2 * R, hy = kTileY + 2 * R;
+    const int tile = team.league_rank() % (tilesX * tilesY), z = team.league_rank() / (tilesX * tilesY);
+    const int x0 = (tile % tilesX) * kTileX, y0 = (tile / tilesX) * kTileY;
+    const int tw = nx - x0 < kTileX ? nx - x0 : kTileX, th = ny - y0 < kTileY ? ny - y0 : kTileY;
+    Floats halo(team.team_scratch(0), 2 * hx * hy);
+    Doubles xs(team.team_scratch(0), 5 * hy * kTileX);
+    lnccSliceSums(team, w, fixed, halo, xs, z, x0, y0, R, ny, nx, [&](int k, int i, double s) {
+      const int ty = i / kTileX, tx = i - ty * kTileX;
+      if (tx < tw && ty < th) out(k, z, y0 + ty, x0 + tx) = s;
+    });
+  }
+};
+
+// Transpose, x and y: the weighted 2D sums of the 4 coefficients of slice z at the team's tile into out(0..3).
+template <class Exec, class Out>
+struct LnccTransposeXYFunctor {
+  using Mem = typename Exec::memory_space;
+  using Team = typename Kokkos::TeamPolicy<Exec>::member_type;
+  using Doubles = typename Scratch<Exec>::Doubles;
+
+  Kokkos::View<const double****, Kokkos::LayoutRight, Mem> terms;
+  Out out;
+  int radius, tilesX, tilesY;
+
+  static std::size_t scratchBytes(int R) {
+    const int hx = kTileX + 2 * R, hy = kTileY + 2 * R;
+    return Doubles::shmem_size(hx * hy) + Doubles::shmem_size(hy * kTileX);
+  }
+
+  KOKKOS_INLINE_FUNCTION void operator()(Team const& team) const {
+    const int ny = static_cast<int>(terms.extent(2)), nx = static_cast<int>(terms.extent(3));
+    const int R = radius, hx = kTileX + 2 * R, hy = kTileY + 2 * R;
+    const int tile = team.league_rank() % (tilesX * tilesY), z = team.league_rank() / (tilesX * tilesY);
+    const int x0 = (tile % tilesX) * kTileX, y0 = (tile / tilesX) * kTileY;
+    const int tw = nx - x0 < kTileX ? nx - x0 : kTileX, th = ny - y0 < kTileY ? ny - y0 : kTileY;
+    Doubles halo(team.team_scratch(0), hx * hy);
+    Doubles xs(team.team_scratch(0), hy * kTileX);
+    for (int k = 0; k < 4; ++k) {
+      if (k > 0) team.team_barrier();  // the last coefficient's y sums are done with halo and xs
+      lnccTransposeSliceSums(team, terms, halo, xs, k, z, x0, y0, R, ny, nx, [&](int i, double s) {
+        const int ty = i / kTileX, tx = i - ty * kTileX;
+        if (tx < tw && ty < th) out(k, z, y0 + ty, x0 + tx) = s;
+      });
+    }
+  }
+};
+
 // A team policy of `teams` tiles with `bytes` of level-0 scratch, refused when the back end offers less.
 template <class Exec>
 Kokkos::TeamPolicy<Exec> lnccPolicy(Exec const& exec, int teams, std::size_t bytes, const char* pass) {
