@@ -11,7 +11,6 @@
 #include "FieldTestUtils.hpp"
 #include "TestUtils.hpp"
 #include "core/Greedy.hpp"
-#include "gpu/detail/Recording.hpp"
 #include "gpu/greedy/Greedy.hpp"
 #include "gpu/registration/Registration.hpp"
 #include "reference_cpu/Greedy.hpp"
@@ -786,7 +785,7 @@ BOOST_AUTO_TEST_CASE_TEMPLATE(recorded_blocks_change_no_bit, Space, test::Execut
         BOOST_TEST_CONTEXT(toString(metric) << " " << toString(step) << ", " << what) {
           BOOST_TEST(rec.reg->recording());
           // Recorded where the back end records (the blocks from iteration 5 of each scale), never elsewhere.
-          if constexpr (gpu::Recording::supported<Space>())
+          if constexpr (gpu::GreedyRegistration<Space>::recordingSupported())
             BOOST_TEST(got.recordedBlocks > 0);
           else
             BOOST_TEST(got.recordedBlocks == 0);

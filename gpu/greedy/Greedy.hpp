@@ -25,6 +25,7 @@
 #include "core/Greedy.hpp"
 #include "core/Image.hpp"
 #include "gpu/Fields.hpp"
+#include "gpu/detail/Recording.hpp"
 #include "gpu/fluid/Fluid.hpp"
 
 namespace kortex::gpu {
@@ -103,6 +104,8 @@ class GreedyRegistration {
   // Recorded blocks (below): off by default; on back ends that cannot record, no effect.
   void setRecording(bool on) { record_ = on; }
   bool recording() const { return record_; }
+  // Whether Exec records blocks (CUDA); elsewhere setRecording has no effect.
+  static constexpr bool recordingSupported() { return Recording::supported<Exec>(); }
   // Registers `moving` to `fixed` (full grid, on exec's memory space); `u` (3, nz, ny, nx) receives
   // the full-grid displacement.
   // `forceMask` (optional, 0 / 1 on the full grid): the force is zero where it is 0, at every scale
