@@ -7,6 +7,8 @@
 #include <cmath>
 #include <random>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "FieldTestUtils.hpp"
 #include "TestUtils.hpp"
@@ -99,6 +101,20 @@ GreedyParams smallParams(GreedySolver solver) {
   p.warmSweeps = 6;
   p.cgTolerance = 1e-5;
   return p;
+}
+
+// smallParams(Fft) for each metric (LNCC at radius 1) and step variant, and their name.
+std::vector<std::pair<std::string, GreedyParams>> metricStepCases() {
+  std::vector<std::pair<std::string, GreedyParams>> cases;
+  for (GreedyMetric metric : {GreedyMetric::Ssd, GreedyMetric::Lncc})
+    for (GreedyStepVariant step : {GreedyStepVariant::Naive, GreedyStepVariant::ScratchTiled}) {
+      GreedyParams p = smallParams(GreedySolver::Fft);
+      p.metric = metric;
+      p.stepVariant = step;
+      p.lnccRadius = 1;
+      cases.emplace_back(std::string(toString(metric)) + " " + toString(step), p);
+    }
+  return cases;
 }
 
 // The folding case: sharp 12^3 images and a huge step (4 voxels per iteration, the paper's operator
@@ -435,37 +451,32 @@ BOOST_AUTO_TEST_CASE_TEMPLATE(kokkos_force_mask_matches_reference, Space, test::
         ones.data(z, y, x) = 1.0f;
         hole.data(z, y, x) = (x >= 4 && x < 10 && y >= 5 && y < 11 && z >= 3 && z < 9) ? 0.0f : 1.0f;
       }
-  for (GreedyMetric metric : {GreedyMetric::Ssd, GreedyMetric::Lncc})
-    for (GreedyStepVariant step : {GreedyStepVariant::Naive, GreedyStepVariant::ScratchTiled}) {
-      GreedyParams p = smallParams(GreedySolver::Fft);
-      p.stepVariant = step;
-      p.metric = metric;
-      p.lnccRadius = 1;
-      VectorField<Kokkos::HostSpace> plainRef, onesRef, onesGpu, holeRef, holeGpu, plainGpu;
-      ref::greedyRegister(moving, fixed, plainRef, p);
-      ref::greedyRegister(moving, fixed, onesRef, p, {}, &ones);
-      ref::greedyRegister(moving, fixed, holeRef, p, {}, &hole);
-      VectorField<Kokkos::HostSpace> movingOnesRef, movingHoleRef, movingOnesGpu, movingHoleGpu;
-      ref::greedyRegister(moving, fixed, movingOnesRef, p, {}, nullptr, &ones);
-      ref::greedyRegister(moving, fixed, movingHoleRef, p, {}, nullptr, &hole);
-      gpu::GreedyWorkspace<Space>* const noWorkspace = nullptr;
-      gpu::greedyRegister(exec, moving, fixed, plainGpu, p);
-      gpu::greedyRegister(exec, moving, fixed, onesGpu, p, {}, noWorkspace, &ones);
-      gpu::greedyRegister(exec, moving, fixed, holeGpu, p, {}, noWorkspace, &hole);
-      gpu::greedyRegister(exec, moving, fixed, movingOnesGpu, p, {}, noWorkspace, nullptr, &ones);
-      gpu::greedyRegister(exec, moving, fixed, movingHoleGpu, p, {}, noWorkspace, nullptr, &hole);
-      BOOST_TEST_CONTEXT(toString(metric) << " " << toString(step)) {
-        BOOST_TEST(maxDiff(onesRef.data, plainRef.data) == 0.0);
-        BOOST_TEST(maxDiff(onesGpu.data, plainGpu.data) == 0.0);
-        BOOST_TEST(maxDiff(movingOnesRef.data, plainRef.data) == 0.0);
-        BOOST_TEST(maxDiff(movingOnesGpu.data, plainGpu.data) == 0.0);
-        BOOST_TEST(maxDiff(holeGpu.data, holeRef.data) <= kFieldTol, maxDiff(holeGpu.data, holeRef.data));
-        BOOST_TEST(maxDiff(movingHoleGpu.data, movingHoleRef.data) <= kFieldTol,
-                   maxDiff(movingHoleGpu.data, movingHoleRef.data));
-        BOOST_TEST(maxDiff(holeRef.data, plainRef.data) > 1e-3);        // the mask changed the field
-        BOOST_TEST(maxDiff(movingHoleRef.data, holeRef.data) > 1e-4);  // the moving hole moved with u
-      }
+  for (auto const& [name, p] : metricStepCases()) {
+    VectorField<Kokkos::HostSpace> plainRef, onesRef, onesGpu, holeRef, holeGpu, plainGpu;
+    ref::greedyRegister(moving, fixed, plainRef, p);
+    ref::greedyRegister(moving, fixed, onesRef, p, {}, &ones);
+    ref::greedyRegister(moving, fixed, holeRef, p, {}, &hole);
+    VectorField<Kokkos::HostSpace> movingOnesRef, movingHoleRef, movingOnesGpu, movingHoleGpu;
+    ref::greedyRegister(moving, fixed, movingOnesRef, p, {}, nullptr, &ones);
+    ref::greedyRegister(moving, fixed, movingHoleRef, p, {}, nullptr, &hole);
+    gpu::GreedyWorkspace<Space>* const noWorkspace = nullptr;
+    gpu::greedyRegister(exec, moving, fixed, plainGpu, p);
+    gpu::greedyRegister(exec, moving, fixed, onesGpu, p, {}, noWorkspace, &ones);
+    gpu::greedyRegister(exec, moving, fixed, holeGpu, p, {}, noWorkspace, &hole);
+    gpu::greedyRegister(exec, moving, fixed, movingOnesGpu, p, {}, noWorkspace, nullptr, &ones);
+    gpu::greedyRegister(exec, moving, fixed, movingHoleGpu, p, {}, noWorkspace, nullptr, &hole);
+    BOOST_TEST_CONTEXT(name) {
+      BOOST_TEST(maxDiff(onesRef.data, plainRef.data) == 0.0);
+      BOOST_TEST(maxDiff(onesGpu.data, plainGpu.data) == 0.0);
+      BOOST_TEST(maxDiff(movingOnesRef.data, plainRef.data) == 0.0);
+      BOOST_TEST(maxDiff(movingOnesGpu.data, plainGpu.data) == 0.0);
+      BOOST_TEST(maxDiff(holeGpu.data, holeRef.data) <= kFieldTol, maxDiff(holeGpu.data, holeRef.data));
+      BOOST_TEST(maxDiff(movingHoleGpu.data, movingHoleRef.data) <= kFieldTol,
+                 maxDiff(movingHoleGpu.data, movingHoleRef.data));
+      BOOST_TEST(maxDiff(holeRef.data, plainRef.data) > 1e-3);        // the mask changed the field
+      BOOST_TEST(maxDiff(movingHoleRef.data, holeRef.data) > 1e-4);  // the moving hole moved with u
     }
+  }
 }
 
 // The symmetric mode (core/Greedy.hpp "Symmetric mode"): every Kokkos back end gives the reference's
@@ -704,14 +715,7 @@ BOOST_AUTO_TEST_CASE_TEMPLATE(speculative_blocks_change_no_bit, Space, test::Exe
     HostImage const *m, *f, *mask;
   };
   std::vector<Case> cases;
-  for (GreedyMetric metric : {GreedyMetric::Ssd, GreedyMetric::Lncc})
-    for (GreedyStepVariant step : {GreedyStepVariant::Naive, GreedyStepVariant::ScratchTiled}) {
-      GreedyParams p = smallParams(GreedySolver::Fft);
-      p.metric = metric;
-      p.stepVariant = step;
-      p.lnccRadius = 1;
-      cases.push_back({std::string(toString(metric)) + " " + toString(step), p, &moving, &fixed, nullptr});
-    }
+  for (auto const& [name, p] : metricStepCases()) cases.push_back({name, p, &moving, &fixed, nullptr});
   GreedyParams sor = smallParams(GreedySolver::HybridSor);
   cases.push_back({"hybrid-sor, masked", sor, &moving, &fixed, &hole});
   GreedyParams sharp = sharpCase.params;
@@ -768,41 +772,37 @@ BOOST_AUTO_TEST_CASE_TEMPLATE(recorded_blocks_change_no_bit, Space, test::Execut
   for (Index z = 0; z < n; ++z)
     for (Index y = 0; y < n; ++y)
       for (Index x = 0; x < n; ++x) hole.data(z, y, x) = (x >= 4 && x < 10 && y >= 5 && y < 11) ? 0.0f : 1.0f;
-  for (GreedyMetric metric : {GreedyMetric::Ssd, GreedyMetric::Lncc})
-    for (GreedyStepVariant step : {GreedyStepVariant::Naive, GreedyStepVariant::ScratchTiled}) {
-      GreedyParams p = smallParams(GreedySolver::Fft);
-      p.metric = metric;
-      p.stepVariant = step;
-      p.lnccRadius = 1;
-      p.iterations = {10, 12};
-      gpu::GreedyWorkspace<Space> one, rec;
-      rec.speculation = 4;
-      rec.recording = true;
-      auto same = [&](HostImage const& m, HostImage const* mask, const char* what) {
-        VectorField<Kokkos::HostSpace> uOne, uRec;
-        const GreedyResult want = gpu::greedyRegister(exec, m, fixed, uOne, p, {}, &one, mask);
-        const GreedyResult got = gpu::greedyRegister(exec, m, fixed, uRec, p, {}, &rec, mask);
-        BOOST_TEST_CONTEXT(toString(metric) << " " << toString(step) << ", " << what) {
-          BOOST_TEST(rec.reg->recording());
-          // Recorded where the back end records (the blocks from iteration 5 of each scale), never elsewhere.
-          if constexpr (gpu::GreedyRegistration<Space>::recordingSupported())
-            BOOST_TEST(got.recordedBlocks > 0);
-          else
-            BOOST_TEST(got.recordedBlocks == 0);
-          BOOST_TEST(want.recordedBlocks == 0);
-          BOOST_TEST(maxDiff(uRec.data, uOne.data) == 0.0);
-          BOOST_TEST(got.iterations == want.iterations);
-          BOOST_TEST_REQUIRE(got.history.size() == want.history.size());
-          for (std::size_t i = 0; i < got.history.size(); ++i) {
-            BOOST_TEST(got.history[i].rmse == want.history[i].rmse, i);
-            BOOST_TEST(got.history[i].minJacobian == want.history[i].minJacobian, i);
-          }
+  for (auto const& c : metricStepCases()) {
+    GreedyParams p = c.second;
+    p.iterations = {10, 12};
+    gpu::GreedyWorkspace<Space> one, rec;
+    rec.speculation = 4;
+    rec.recording = true;
+    auto same = [&](HostImage const& m, HostImage const* mask, const char* what) {
+      VectorField<Kokkos::HostSpace> uOne, uRec;
+      const GreedyResult want = gpu::greedyRegister(exec, m, fixed, uOne, p, {}, &one, mask);
+      const GreedyResult got = gpu::greedyRegister(exec, m, fixed, uRec, p, {}, &rec, mask);
+      BOOST_TEST_CONTEXT(c.first << ", " << what) {
+        BOOST_TEST(rec.reg->recording());
+        // Recorded where the back end records (the blocks from iteration 5 of each scale), never elsewhere.
+        if constexpr (gpu::GreedyRegistration<Space>::recordingSupported())
+          BOOST_TEST(got.recordedBlocks > 0);
+        else
+          BOOST_TEST(got.recordedBlocks == 0);
+        BOOST_TEST(want.recordedBlocks == 0);
+        BOOST_TEST(maxDiff(uRec.data, uOne.data) == 0.0);
+        BOOST_TEST(got.iterations == want.iterations);
+        BOOST_TEST_REQUIRE(got.history.size() == want.history.size());
+        for (std::size_t i = 0; i < got.history.size(); ++i) {
+          BOOST_TEST(got.history[i].rmse == want.history[i].rmse, i);
+          BOOST_TEST(got.history[i].minJacobian == want.history[i].minJacobian, i);
         }
-      };
-      same(moving, nullptr, "first pair");
-      same(other, nullptr, "second pair, kept workspace");
-      same(moving, &hole, "masked pair");
-    }
+      }
+    };
+    same(moving, nullptr, "first pair");
+    same(other, nullptr, "second pair, kept workspace");
+    same(moving, &hole, "masked pair");
+  }
   // Fold refusals between recorded blocks (the sharp case of kokkos_fold_is_refused_...): a block that is
   // not accepted replays one step at a time and the scale records again.
   const SharpCase sharpCase;

@@ -75,6 +75,29 @@ void lnccPass(Exec const& exec, const char* label, Functor const& functor, int s
   Kokkos::parallel_for(label, policy, functor);
 }
 
+// The z pass of the windows (Separable and ScratchTiled): the window sums over z of the 2D sums in b,
+// each window's coefficients into the terms, E = sum cc reduced into `energy` when given.
+template <class Exec, class Sums>
+void lnccWindowsZ(Exec const& exec, Sums const& b, LnccTerms<typename Exec::memory_space> terms, int R, double* energy) {
+  const int nz = int(b.extent(1)), ny = int(b.extent(2)), nx = int(b.extent(3));
+  const lncc_detail::LnccWindowZFunctor<typename Exec::memory_space, Sums> z{b, terms, R, nz, ny, nx};
+  const Kokkos::RangePolicy<Exec, Kokkos::IndexType<int>> all(exec, 0, nz * ny * nx);
+  if (energy)
+    Kokkos::parallel_reduce("kortex::greedy::lncc_windows_z", all, z, *energy);
+  else
+    Kokkos::parallel_for("kortex::greedy::lncc_windows_z", all, z);
+}
+
+// The z pass of the transpose (Separable and ScratchTiled): the weighted z sums of the 2D sums in b,
+// then the force.
+template <class Exec, class Sums>
+void lnccTransposeZ(Exec const& exec, Sums const& b, ConstImageView<typename Exec::memory_space> warped,
+                    ConstImageView<typename Exec::memory_space> fixed, int R, Field<typename Exec::memory_space> f) {
+  const int nz = int(b.extent(1)), ny = int(b.extent(2)), nx = int(b.extent(3));
+  parallelForVoxels("kortex::greedy::lncc_transpose_z", exec, nz, ny, nx,
+                    lncc_detail::LnccTransposeZFunctor<typename Exec::memory_space, Sums>{b, warped, fixed, f, R, nz, ny, nx});
+}
+
 // The Separable passes (lncc_detail, "Separable"): x and y sums through the workspace's buffers a
 // and b (5 components each, after the 4 terms), then the z pass.
 template <class Exec>
@@ -89,12 +112,7 @@ void lnccWindowsSeparable(Exec const& exec, ConstImageView<typename Exec::memory
   parallelForVoxels("kortex::greedy::lncc_windows_x", exec, nz, ny, nx,
                     LnccWindowXFunctor<Mem, decltype(a)>{warped, fixed, a, R, nx});
   parallelForVoxels("kortex::greedy::lncc_windows_y", exec, nz, ny, nx, LnccWindowYFunctor<decltype(a), decltype(b)>{a, b, R, ny});
-  const LnccWindowZFunctor<Mem, decltype(b)> z{b, terms, R, nz, ny, nx};
-  const Kokkos::RangePolicy<Exec, Kokkos::IndexType<int>> all(exec, 0, nz * ny * nx);
-  if (energy)
-    Kokkos::parallel_reduce("kortex::greedy::lncc_windows_z", all, z, *energy);
-  else
-    Kokkos::parallel_for("kortex::greedy::lncc_windows_z", all, z);
+  lnccWindowsZ(exec, b, terms, R, energy);
 }
 
 template <class Exec>
@@ -109,8 +127,7 @@ void lnccTransposeSeparable(Exec const& exec, ConstImageView<typename Exec::memo
   parallelForVoxels("kortex::greedy::lncc_transpose_x", exec, nz, ny, nx, LnccTransposeXFunctor<Mem, decltype(a)>{terms, a, R, nx});
   parallelForVoxels("kortex::greedy::lncc_transpose_y", exec, nz, ny, nx,
                     LnccTransposeYFunctor<decltype(a), decltype(b)>{a, b, R, ny});
-  parallelForVoxels("kortex::greedy::lncc_transpose_z", exec, nz, ny, nx,
-                    LnccTransposeZFunctor<Mem, decltype(b)>{b, warped, fixed, f, R, nz, ny, nx});
+  lnccTransposeZ(exec, b, warped, fixed, R, f);
 }
 
 // The ScratchTiled passes (lncc_detail, "ScratchTiled"): a team per tile of a slice forms its x and
@@ -120,19 +137,13 @@ void lnccWindowsScratchTiled(Exec const& exec, ConstImageView<typename Exec::mem
                              ConstImageView<typename Exec::memory_space> fixed, int R,
                              LnccTerms<typename Exec::memory_space> terms, double* energy) {
   using namespace lncc_detail;
-  using Mem = typename Exec::memory_space;
   const int nz = int(warped.extent(0)), ny = int(warped.extent(1)), nx = int(warped.extent(2));
   const int tilesX = (nx + kTileX - 1) / kTileX, tilesY = (ny + kTileY - 1) / kTileY;
   const auto b = Kokkos::subview(terms, Kokkos::make_pair(4, 9), Kokkos::ALL, Kokkos::ALL, Kokkos::ALL);
   using XY = LnccWindowXYFunctor<Exec, decltype(b)>;
   Kokkos::parallel_for("kortex::greedy::lncc_windows_xy", lnccPolicy(exec, tilesX * tilesY * nz, XY::scratchBytes(R), "windows"),
                        XY{warped, fixed, b, R, tilesX, tilesY});
-  const LnccWindowZFunctor<Mem, decltype(b)> z{b, terms, R, nz, ny, nx};
-  const Kokkos::RangePolicy<Exec, Kokkos::IndexType<int>> all(exec, 0, nz * ny * nx);
-  if (energy)
-    Kokkos::parallel_reduce("kortex::greedy::lncc_windows_z", all, z, *energy);
-  else
-    Kokkos::parallel_for("kortex::greedy::lncc_windows_z", all, z);
+  lnccWindowsZ(exec, b, terms, R, energy);
 }
 
 template <class Exec>
@@ -140,15 +151,13 @@ void lnccTransposeScratchTiled(Exec const& exec, ConstImageView<typename Exec::m
                                ConstImageView<typename Exec::memory_space> fixed, int R,
                                LnccTerms<typename Exec::memory_space> terms, Field<typename Exec::memory_space> f) {
   using namespace lncc_detail;
-  using Mem = typename Exec::memory_space;
   const int nz = int(warped.extent(0)), ny = int(warped.extent(1)), nx = int(warped.extent(2));
   const int tilesX = (nx + kTileX - 1) / kTileX, tilesY = (ny + kTileY - 1) / kTileY;
   const auto b = Kokkos::subview(terms, Kokkos::make_pair(4, 9), Kokkos::ALL, Kokkos::ALL, Kokkos::ALL);
   using XY = LnccTransposeXYFunctor<Exec, decltype(b)>;
   Kokkos::parallel_for("kortex::greedy::lncc_transpose_xy", lnccPolicy(exec, tilesX * tilesY * nz, XY::scratchBytes(R), "transpose"),
                        XY{terms, b, R, tilesX, tilesY});
-  parallelForVoxels("kortex::greedy::lncc_transpose_z", exec, nz, ny, nx,
-                    LnccTransposeZFunctor<Mem, decltype(b)>{b, warped, fixed, f, R, nz, ny, nx});
+  lnccTransposeZ(exec, b, warped, fixed, R, f);
 }
 
 }  // namespace

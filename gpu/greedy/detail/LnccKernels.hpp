@@ -28,6 +28,20 @@ struct Scratch {
   using Doubles = Kokkos::View<double*, typename Exec::scratch_memory_space, Kokkos::MemoryUnmanaged>;
 };
 
+// The tile of team `rank` among tilesX x tilesY tiles per slice: its layer (rank / tiles per slice: the
+// slice, or Reuse's slab), its origin and its extent inside the grid.
+struct LnccTile {
+  int layer, x0, y0, tw, th;
+  KOKKOS_INLINE_FUNCTION LnccTile(int rank, int tilesX, int tilesY, int ny, int nx) {
+    const int tile = rank % (tilesX * tilesY);
+    layer = rank / (tilesX * tilesY);
+    x0 = (tile % tilesX) * kTileX;
+    y0 = (tile / tilesX) * kTileY;
+    tw = nx - x0 < kTileX ? nx - x0 : kTileX;
+    th = ny - y0 < kTileY ? ny - y0 : kTileY;
+  }
+};
+
 // The 2D window sums of source slice gz for the tile at (x0, y0), both variants' per-slice phases:
 // the halo of W and I1 (clamped loads), the x sums of W, I1, W^2, I1^2, W I1 into xs, then
 // sink(k, i, s) with the y sum s of quantity k at tile point i. The caller's barrier precedes it
@@ -134,9 +148,8 @@ struct LnccWindowFunctor {
   KOKKOS_INLINE_FUNCTION void run(Team const& team, double* energy) const {
     const int nz = static_cast<int>(w.extent(0)), ny = static_cast<int>(w.extent(1)), nx = static_cast<int>(w.extent(2));
     const int R = radius, side = 2 * R + 1, hx = kTileX + 2 * R, hy = kTileY + 2 * R;
-    const int tile = team.league_rank() % (tilesX * tilesY), z = team.league_rank() / (tilesX * tilesY);
-    const int x0 = (tile % tilesX) * kTileX, y0 = (tile / tilesX) * kTileY;
-    const int tw = nx - x0 < kTileX ? nx - x0 : kTileX, th = ny - y0 < kTileY ? ny - y0 : kTileY;
+    const LnccTile t(team.league_rank(), tilesX, tilesY, ny, nx);
+    const int z = t.layer, x0 = t.x0, y0 = t.y0, tw = t.tw, th = t.th;
     Floats halo(team.team_scratch(0), 2 * hx * hy);
     Doubles xs(team.team_scratch(0), 5 * hy * kTileX);
     Doubles acc(team.team_scratch(0), 5 * kTilePoints);
@@ -180,9 +193,8 @@ struct LnccTransposeFunctor {
   KOKKOS_INLINE_FUNCTION void operator()(Team const& team) const {
     const int nz = static_cast<int>(w.extent(0)), ny = static_cast<int>(w.extent(1)), nx = static_cast<int>(w.extent(2));
     const int R = radius, hx = kTileX + 2 * R, hy = kTileY + 2 * R;
-    const int tile = team.league_rank() % (tilesX * tilesY), z = team.league_rank() / (tilesX * tilesY);
-    const int x0 = (tile % tilesX) * kTileX, y0 = (tile / tilesX) * kTileY;
-    const int tw = nx - x0 < kTileX ? nx - x0 : kTileX, th = ny - y0 < kTileY ? ny - y0 : kTileY;
+    const LnccTile t(team.league_rank(), tilesX, tilesY, ny, nx);
+    const int z = t.layer, x0 = t.x0, y0 = t.y0, tw = t.tw, th = t.th;
     Doubles halo(team.team_scratch(0), hx * hy);
     Doubles xs(team.team_scratch(0), hy * kTileX);
     Doubles acc(team.team_scratch(0), 4 * kTilePoints);
@@ -251,10 +263,9 @@ struct LnccWindowReuseFunctor {
   KOKKOS_INLINE_FUNCTION void run(Team const& team, double* energy) const {
     const int nz = static_cast<int>(w.extent(0)), ny = static_cast<int>(w.extent(1)), nx = static_cast<int>(w.extent(2));
     const int R = radius, side = 2 * R + 1, hx = kTileX + 2 * R, hy = kTileY + 2 * R;
-    const int tile = team.league_rank() % (tilesX * tilesY), zb = (team.league_rank() / (tilesX * tilesY)) * slabZ;
-    const int ze = nz - zb < slabZ ? nz : zb + slabZ;
-    const int x0 = (tile % tilesX) * kTileX, y0 = (tile / tilesX) * kTileY;
-    const int tw = nx - x0 < kTileX ? nx - x0 : kTileX, th = ny - y0 < kTileY ? ny - y0 : kTileY;
+    const LnccTile t(team.league_rank(), tilesX, tilesY, ny, nx);
+    const int zb = t.layer * slabZ, ze = nz - zb < slabZ ? nz : zb + slabZ;
+    const int x0 = t.x0, y0 = t.y0, tw = t.tw, th = t.th;
     Floats halo(team.team_scratch(0), 2 * hx * hy);
     Doubles xs(team.team_scratch(0), 5 * hy * kTileX);
     Doubles ring(team.team_scratch(0), 5 * side * kTilePoints);
@@ -304,10 +315,9 @@ struct LnccTransposeReuseFunctor {
   KOKKOS_INLINE_FUNCTION void operator()(Team const& team) const {
     const int nz = static_cast<int>(w.extent(0)), ny = static_cast<int>(w.extent(1)), nx = static_cast<int>(w.extent(2));
     const int R = radius, hx = kTileX + 2 * R, hy = kTileY + 2 * R;
-    const int tile = team.league_rank() % (tilesX * tilesY), zb = (team.league_rank() / (tilesX * tilesY)) * slabZ;
-    const int ze = nz - zb < slabZ ? nz : zb + slabZ;
-    const int x0 = (tile % tilesX) * kTileX, y0 = (tile / tilesX) * kTileY;
-    const int tw = nx - x0 < kTileX ? nx - x0 : kTileX, th = ny - y0 < kTileY ? ny - y0 : kTileY;
+    const LnccTile t(team.league_rank(), tilesX, tilesY, ny, nx);
+    const int zb = t.layer * slabZ, ze = nz - zb < slabZ ? nz : zb + slabZ;
+    const int x0 = t.x0, y0 = t.y0, tw = t.tw, th = t.th;
     Doubles halo(team.team_scratch(0), hx * hy);
     Doubles xs(team.team_scratch(0), hy * kTileX);
     Doubles ring(team.team_scratch(0), 4 * (2 * R + 1) * kTilePoints);
@@ -490,9 +500,8 @@ struct LnccWindowXYFunctor {
   KOKKOS_INLINE_FUNCTION void operator()(Team const& team) const {
     const int ny = static_cast<int>(w.extent(1)), nx = static_cast<int>(w.extent(2));
     const int R = radius, hx = kTileX + 2 * R, hy = kTileY + 2 * R;
-    const int tile = team.league_rank() % (tilesX * tilesY), z = team.league_rank() / (tilesX * tilesY);
-    const int x0 = (tile % tilesX) * kTileX, y0 = (tile / tilesX) * kTileY;
-    const int tw = nx - x0 < kTileX ? nx - x0 : kTileX, th = ny - y0 < kTileY ? ny - y0 : kTileY;
+    const LnccTile t(team.league_rank(), tilesX, tilesY, ny, nx);
+    const int z = t.layer, x0 = t.x0, y0 = t.y0, tw = t.tw, th = t.th;
     Floats halo(team.team_scratch(0), 2 * hx * hy);
     Doubles xs(team.team_scratch(0), 5 * hy * kTileX);
     lnccSliceSums(team, w, fixed, halo, xs, z, x0, y0, R, ny, nx, [&](int k, int i, double s) {
@@ -521,9 +530,8 @@ struct LnccTransposeXYFunctor {
   KOKKOS_INLINE_FUNCTION void operator()(Team const& team) const {
     const int ny = static_cast<int>(terms.extent(2)), nx = static_cast<int>(terms.extent(3));
     const int R = radius, hx = kTileX + 2 * R, hy = kTileY + 2 * R;
-    const int tile = team.league_rank() % (tilesX * tilesY), z = team.league_rank() / (tilesX * tilesY);
-    const int x0 = (tile % tilesX) * kTileX, y0 = (tile / tilesX) * kTileY;
-    const int tw = nx - x0 < kTileX ? nx - x0 : kTileX, th = ny - y0 < kTileY ? ny - y0 : kTileY;
+    const LnccTile t(team.league_rank(), tilesX, tilesY, ny, nx);
+    const int z = t.layer, x0 = t.x0, y0 = t.y0, tw = t.tw, th = t.th;
     Doubles halo(team.team_scratch(0), hx * hy);
     Doubles xs(team.team_scratch(0), hy * kTileX);
     for (int k = 0; k < 4; ++k) {
