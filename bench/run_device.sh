@@ -23,8 +23,9 @@
 #                                                 # PyTorch kNN peer on its dumped records) and the
 #                                                 # real-surface study with DATA=folder
 #
-#   bench/run_device.sh BIN_DIR OUT_DIR kernels   # issue 43: check, bench, multires, register and surface at
-#                                                 # once on 4 GPUs (lanes of a quarter of the cores each), then
+#   bench/run_device.sh BIN_DIR OUT_DIR kernels   # issue 43: check, bench, multires, register and surface in
+#                                                 # four lanes (LANES="0 1 2 3"): at once with a GPU per lane
+#                                                 # (a share of the cores each), else one after another, then
 #                                                 # bench/kernels_summary.py -> OUT/kernels_summary.json
 #
 #   bench/run_device.sh BIN_DIR OUT_DIR targets   # every test executable in BIN_DIR (every execution
@@ -176,41 +177,64 @@ elif [ "$PART" = "surface" ]; then
     tail -n 25 "$OUT/surface_validate.log"
   fi
 elif [ "$PART" = "kernels" ]; then
-  # Issue 43's set in one session on a host with 4 GPUs or more: four lanes at once, each pinned to one GPU
-  # and a quarter of the cores (taskset; OMP_NUM_THREADS and the peers' default thread counts follow it), so
-  # each lane is a single-GPU machine of a quarter of this host:
+  # Issue 43's set in one session. Four lanes:
   #   lane 0: the check part (tests + EXTRA_TESTS, validation) without its peers, then the CT peers
   #   lane 1: kortex bench ct, without peers (kernels_summary.py --ct-peers merges lane 0's)
   #   lane 2: the multires part (its OpenCV peer first)
   #   lane 3: the register part, then the surface part (both without tests and real-data studies)
-  # then bench/kernels_summary.py -> OUT/kernels_summary.json. Lane k's log: OUT/laneK.log; its files:
-  # OUT/check, OUT/ct, OUT/multires, OUT/register, OUT/surface (more than 8 files: pack OUT to bring it back).
+  # LANES (default "0 1 2 3") picks some. With a GPU per lane they run at once, each pinned to one GPU and
+  # an equal share of the cores (taskset; OMP_NUM_THREADS and the peers' default thread counts follow it),
+  # i.e. each lane a single-GPU machine of a share of this host. With fewer GPUs they run one after another
+  # on GPU 0 with every core: on the single-GPU kind, whose calls are limited in time, run the lanes over
+  # several calls (LANES=1, then LANES="2 3", then LANES=0; ~430, ~430 and ~290 s on an H200 host of
+  # 16 cores) and merge the folders with bench/kernels_summary.py as below.
+  # Lane k's log: OUT/laneK.log; its files: OUT/check, OUT/ct, OUT/multires, OUT/register, OUT/surface
+  # (more than 8 files: pack OUT to bring it back). When all four lanes ran: bench/kernels_summary.py ->
+  # OUT/kernels_summary.json.
+  LANES="${LANES:-0 1 2 3}"
+  nlanes=$(echo $LANES | wc -w)
   ngpu=$(nvidia-smi -L 2>/dev/null | grep -c "^GPU")
-  [ "$ngpu" -ge 4 ] || { echo "kernels: needs 4 GPUs, found $ngpu"; exit 1; }
-  q=$(( $(nproc) / 4 ))
   self="$(cd "$(dirname "$0")" && pwd)/$(basename "$0")"
-  lane() { local k=$1; shift; CUDA_VISIBLE_DEVICES=$k OMP_NUM_THREADS=$q taskset -c $((k * q))-$((k * q + q - 1)) "$@"; }
+  if [ "$ngpu" -ge "$nlanes" ]; then q=$(( $(nproc) / nlanes )); else q=$(nproc); fi
+  slot=0
+  lane() {  # lane GPU_SLOT COMMAND...: GPU and cores of that slot
+    local k=$1; shift
+    CUDA_VISIBLE_DEVICES=$k OMP_NUM_THREADS=$q taskset -c $((k * q))-$((k * q + q - 1)) "$@"
+  }
+  runLane() {  # runLane LANE SLOT
+    local k=$1 g=$2 r=0
+    case $k in
+      0) lane $g env SKIP_PEERS=1 EXTRA_TESTS="${EXTRA_TESTS:-tstSurfaceNlm tstRegistration tstValidation tstMultiresBilateral}" \
+           bash "$self" "$BIN" "$OUT/check" check || r=1
+         lane $g timeout 240 python3 bench/peers/run_peers.py --out "$OUT/check/peers.json" > "$OUT/check/peers.log" 2>&1 \
+           || { echo "FAIL CT peers"; r=1; }
+         tail -n 3 "$OUT/check/peers.log" ;;
+      1) lane $g bash "$self" "$BIN" "$OUT/ct" bench || r=1 ;;
+      2) lane $g bash "$self" "$BIN" "$OUT/multires" multires || r=1 ;;
+      3) lane $g env SKIP_TESTS=1 SKIP_STUDY=1 bash "$self" "$BIN" "$OUT/register" register || r=1
+         lane $g env SKIP_TESTS=1 SKIP_STUDY=1 bash "$self" "$BIN" "$OUT/surface" surface || r=1 ;;
+      *) echo "kernels: no lane $k (0-3)"; r=1 ;;
+    esac
+    echo "lane $k ended after $SECONDS s"; return $r
+  }
   SECONDS=0
-  ( lane 0 env SKIP_PEERS=1 EXTRA_TESTS="${EXTRA_TESTS:-tstSurfaceNlm tstRegistration tstValidation tstMultiresBilateral}" bash "$self" "$BIN" "$OUT/check" check
-    r=$?; lane 0 timeout 240 python3 bench/peers/run_peers.py --out "$OUT/check/peers.json" > "$OUT/check/peers.log" 2>&1 \
-      || { echo "FAIL CT peers"; r=1; }
-    tail -n 3 "$OUT/check/peers.log"; echo "lane 0 ended after $SECONDS s"; exit $r ) > "$OUT/lane0.log" 2>&1 &
-  p0=$!
-  ( lane 1 bash "$self" "$BIN" "$OUT/ct" bench; r=$?; echo "lane 1 ended after $SECONDS s"; exit $r ) > "$OUT/lane1.log" 2>&1 &
-  p1=$!
-  ( lane 2 bash "$self" "$BIN" "$OUT/multires" multires; r=$?; echo "lane 2 ended after $SECONDS s"; exit $r ) \
-    > "$OUT/lane2.log" 2>&1 &
-  p2=$!
-  ( lane 3 env SKIP_TESTS=1 SKIP_STUDY=1 bash "$self" "$BIN" "$OUT/register" register; r=$?
-    lane 3 env SKIP_TESTS=1 SKIP_STUDY=1 bash "$self" "$BIN" "$OUT/surface" surface || r=1
-    echo "lane 3 ended after $SECONDS s"; exit $r ) > "$OUT/lane3.log" 2>&1 &
-  p3=$!
-  for p in $p0 $p1 $p2 $p3; do wait $p || status=1; done
+  pids=()
+  for k in $LANES; do
+    if [ "$ngpu" -ge "$nlanes" ]; then
+      runLane $k $slot > "$OUT/lane$k.log" 2>&1 &
+      pids+=($!); slot=$((slot + 1))
+    else
+      runLane $k 0 > "$OUT/lane$k.log" 2>&1 || status=1
+    fi
+  done
+  for p in "${pids[@]}"; do wait $p || status=1; done
   grep -h "lane . ended\|FAIL" "$OUT"/lane?.log
-  python3 bench/kernels_summary.py --ct "$OUT/ct/ct.json" --ct-peers "$OUT/check/peers.json" \
-    --multires "$OUT/multires/multires.json" --register "$OUT/register/register.json" \
-    --surface "$OUT/surface/surface.json" --surface-peers "$OUT/surface/surface_peers.json" \
-    --out "$OUT/kernels_summary.json" || status=1
+  if [ "$nlanes" -eq 4 ]; then
+    python3 bench/kernels_summary.py --ct "$OUT/ct/ct.json" --ct-peers "$OUT/check/peers.json" \
+      --multires "$OUT/multires/multires.json" --register "$OUT/register/register.json" \
+      --surface "$OUT/surface/surface.json" --surface-peers "$OUT/surface/surface_peers.json" \
+      --out "$OUT/kernels_summary.json" || status=1
+  fi
 elif [ "$PART" = "targets" ]; then
   {
     nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm,clocks.mem --format=csv
