@@ -7,12 +7,14 @@
 #include "core/FastMath.hpp"
 #include "core/Nlm.hpp"
 #include "core/Phantom.hpp"
+#include "core/Registration.hpp"
 #include "core/WorkerPool.hpp"
 
 #include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <thread>
+#include <vector>
 
 #include <limits>
 
@@ -157,6 +159,90 @@ BOOST_AUTO_TEST_CASE_TEMPLATE(exp2_flush_bounds, Space, test::ExecutionSpaces) {
   BOOST_TEST(worst <= kExp2FlushUlps, "worst error " << worst << " ulp");
   BOOST_TEST(h(n) == 0.0f);
   BOOST_TEST(std::isnan(h(n + 1)));
+}
+
+// Evaluates f(a(i), b(i)) on `Space` for host-formed arguments; the results on the host.
+template <class Space, class F>
+Kokkos::View<float*, Kokkos::HostSpace> onSpace(std::vector<float> const& a, std::vector<float> const& b, F f) {
+  const int n = static_cast<int>(a.size());
+  Kokkos::View<float*, Kokkos::HostSpace> ha("kortex::test::fast_a", n), hb("kortex::test::fast_b", n);
+  for (int i = 0; i < n; ++i) {
+    ha(i) = a[std::size_t(i)];
+    hb(i) = b[std::size_t(i)];
+  }
+  auto da = Kokkos::create_mirror_view_and_copy(typename Space::memory_space(), ha);
+  auto db = Kokkos::create_mirror_view_and_copy(typename Space::memory_space(), hb);
+  Kokkos::View<float*, typename Space::memory_space> y("kortex::test::fast_y", n);
+  Kokkos::parallel_for("kortex::test::fast_math", Kokkos::RangePolicy<Space>(Space(), 0, n),
+                       KOKKOS_LAMBDA(int i) { y(i) = f(da(i), db(i)); });
+  return Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), y);
+}
+
+// x = 2^e for e spread over [e0, e1] (n points), formed on the host.
+std::vector<float> powersOfTwo(double e0, double e1, int n) {
+  std::vector<float> x(static_cast<std::size_t>(n));
+  for (int i = 0; i < n; ++i) x[std::size_t(i)] = static_cast<float>(std::exp2(e0 + (e1 - e0) * i / (n - 1)));
+  return x;
+}
+
+double ulpOf(double v) { return std::ldexp(1.0, std::ilogb(v) - 23); }
+
+struct FastLogOp {
+  KOKKOS_INLINE_FUNCTION float operator()(float x, float) const { return fastLog(x); }
+};
+struct FastDivideOp {
+  KOKKOS_INLINE_FUNCTION float operator()(float a, float b) const { return fastDivide(a, b); }
+};
+struct PhiPrimeOp {
+  KOKKOS_INLINE_FUNCTION float operator()(float J, float) const { return regPhiPrime(J); }
+};
+
+// fastLog and fastDivide on every execution space within CUDA's stated bounds of its intrinsics
+// (the standard functions on hosts are within them too).
+BOOST_AUTO_TEST_CASE_TEMPLATE(fast_log_and_divide_bounds, Space, test::ExecutionSpaces) {
+  constexpr double kLogAbsNearOne = 3.6e-7;  // CUDA __logf: 2^-21.41 absolute on [0.5, 2]
+  constexpr double kLogUlps = 3.0;          // CUDA __logf: 3 ulp elsewhere
+  constexpr double kDivideUlps = 2.0;       // CUDA __fdividef: 2 ulp for |b| in [2^-126, 2^126]
+  const std::vector<float> x = powersOfTwo(-120.0, 120.0, 200001);
+  const auto l = onSpace<Space>(x, x, FastLogOp{});
+  double worstNear = 0.0, worstFar = 0.0;
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    const double exact = std::log(static_cast<double>(x[i])), err = std::abs(l(int(i)) - exact);
+    if (x[i] >= 0.5f && x[i] <= 2.0f) worstNear = std::max(worstNear, err);
+    else worstFar = std::max(worstFar, err / ulpOf(std::abs(exact)));
+  }
+  BOOST_TEST(worstNear <= kLogAbsNearOne, "worst absolute error on [0.5, 2] " << worstNear);
+  BOOST_TEST(worstFar <= kLogUlps, "worst error elsewhere " << worstFar << " ulp");
+  std::vector<float> a(x.size()), b = powersOfTwo(-125.0, 125.0, int(x.size()));
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    a[i] = static_cast<float>((i % 7 == 0 ? -1.0 : 1.0) * (1.0 + 0.37 * double(i % 101)));
+    if (i % 3 == 0) b[i] = -b[i];
+  }
+  const auto q = onSpace<Space>(a, b, FastDivideOp{});
+  double worstDivide = 0.0;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    const double exact = static_cast<double>(a[i]) / static_cast<double>(b[i]);
+    if (std::abs(exact) < std::ldexp(1.0, -125) || std::abs(exact) > std::numeric_limits<float>::max())
+      continue;  // a subnormal or overflowing quotient: outside the bound
+    worstDivide = std::max(worstDivide, std::abs(q(int(i)) - exact) / ulpOf(std::abs(exact)));
+  }
+  BOOST_TEST(worstDivide <= kDivideUlps, "worst division error " << worstDivide << " ulp");
+}
+
+// regPhiPrime on every execution space against 1 + log J - 1/J in double, within its stated bounds,
+// from folds in the making (J = 2^-40) to strong expansion (J = 2^40).
+BOOST_AUTO_TEST_CASE_TEMPLATE(reg_phi_prime_bounds, Space, test::ExecutionSpaces) {
+  std::vector<float> J = powersOfTwo(-40.0, 40.0, 100001);
+  for (int i = 0; i <= 2000; ++i) J.push_back(0.999f + 0.000001f * static_cast<float>(i));  // around J = 1
+  const auto p = onSpace<Space>(J, J, PhiPrimeOp{});
+  double worstNear = 0.0, worstFar = 0.0;
+  for (std::size_t i = 0; i < J.size(); ++i) {
+    const double j = J[i], exact = 1.0 + std::log(j) - 1.0 / j, err = std::abs(p(int(i)) - exact);
+    if (j >= 0.5 && j <= 2.0) worstNear = std::max(worstNear, err);
+    else worstFar = std::max(worstFar, err / std::abs(exact));
+  }
+  BOOST_TEST(worstNear <= double(kRegPhiPrimeAbsError), "worst absolute error on [0.5, 2] " << worstNear);
+  BOOST_TEST(worstFar <= double(kRegPhiPrimeRelError), "worst relative error elsewhere " << worstFar);
 }
 
 // The pool runs the job once per thread index, the caller as index 0, on distinct threads, and
