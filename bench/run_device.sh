@@ -50,7 +50,8 @@
 #                                                 # Python beside the command
 #
 #   bench/run_device.sh BIN_DIR OUT_DIR profile # Nsight Compute reports of the kernels behind
-#                                               # the issue's NLM targets (needs ncu)
+#                                               # the NLM and BF targets and the unbiased force at
+#                                               # 240^3 (needs ncu)
 #
 # BIN_DIR holds kortex and the test executables (tstCore tstReferenceCpu tstBilateral tstNlm
 # tstMemory tstMultires tstMultiresBilateral tstTuning tstValidation). SKIP_PEERS=1 skips the CT
@@ -391,14 +392,16 @@ elif [ "$PART" = "profile" ]; then
   # sections that show what bounds it: throughput, issue/pipe use, stalls, occupancy, source hot spots.
   sections=(--section SpeedOfLight --section ComputeWorkloadAnalysis --section InstructionStats
             --section WarpStateStats --section Occupancy --section LaunchStats --section SourceCounters)
-  # (the 3D row needs the full mode: --quick skips it by budget)
-  for spec in "nlm2d|BoxSum2DKernel|NLM 2D 1024^2 patch 7 window 17|--quick" \
-              "nlm3d|BoxSumKernel<\\(int\\)3|NLM 3D 256^3 patch 5 window 11|" \
-              "bf2d|ScratchTiledFunctor|BF 2D 1024^2 window 17|--quick"; do
-    IFS='|' read -r name kernel row mode <<< "$spec"
+  # (the 3D row needs the full mode: --quick skips it by budget); the last row is the unbiased
+  # registration's default force (Recompute) at 240^3, issue 43's iteration size.
+  for spec in "nlm2d|BoxSum2DKernel|ct|NLM 2D 1024^2 patch 7 window 17|--quick" \
+              "nlm3d|BoxSumKernel<\\(int\\)3|ct|NLM 3D 256^3 patch 5 window 11|" \
+              "bf2d|ScratchTiledFunctor|ct|BF 2D 1024^2 window 17|--quick" \
+              "force240|RecomputeForceFunctor|register|Fig1 240^3|--quick"; do
+    IFS='|' read -r name kernel section row mode <<< "$spec"
     timeout 280 "$NCU" --kernel-name-base demangled -k "regex:$kernel" --launch-skip 2 --launch-count 1 \
       "${sections[@]}" -o "$OUT/ncu_$name" -f \
-      "$BIN/kortex" bench ct $mode --only "$row" > "$OUT/ncu_$name.log" 2>&1 || { echo "FAIL ncu $name"; status=1; }
+      "$BIN/kortex" bench "$section" $mode --only "$row" > "$OUT/ncu_$name.log" 2>&1 || { echo "FAIL ncu $name"; status=1; }
     "$NCU" -i "$OUT/ncu_$name.ncu-rep" --page details > "$OUT/ncu_$name.txt" 2>&1 || status=1
     grep -E "Duration|Compute \(SM\) Throughput|Memory Throughput|Issue Slots Busy|Executed Ipc Active|Achieved Occupancy" \
       "$OUT/ncu_$name.txt" | head -n 8
