@@ -134,8 +134,9 @@ void runPairs(Context& ctx) {
       }
     }
     const double want = metric == GreedyMetric::Lncc ? kGoalPairLnccS : kGoalPairSsdS;
+    const double recordedPerRun = double(recordedBlocks) / double(std::max<std::size_t>(run.size(), 1));
     md << "| " << toString(metric) << " | " << std::max(block, 1)
-       << (recording ? ", recorded (" + std::to_string(recordedBlocks / std::max<std::size_t>(run.size(), 1)) + " per run)" : std::string())
+       << (recording ? ", recorded (" + std::to_string(int(recordedPerRun)) + " per run)" : std::string())
        << " | " << fixedDecimals(first.front(), 4) << " | "
        << fixedDecimals(median(total), 4) << " | " << fixedDecimals(median(norm), 4)
        << " | " << fixedDecimals(median(aff), 4) << " | " << fixedDecimals(median(affLevels), 4) << " | "
@@ -147,7 +148,7 @@ void runPairs(Context& ctx) {
       md << (s ? ", " : "") << fixedDecimals(scaleMedians.back(), 4);
     }
     md << " | <= " << want << " s: " << goal(median(total), want) << " |\n";
-    rows.push_back({{"metric", toString(metric)}, {"iterations_per_read_back", std::max(block, 1)}, {"recorded_blocks", recording}, {"recorded_blocks_per_run", double(recordedBlocks) / double(std::max<std::size_t>(run.size(), 1))}, {"first_call_s", first}, {"total_s", total}, {"median_s", median(total)},
+    rows.push_back({{"metric", toString(metric)}, {"iterations_per_read_back", std::max(block, 1)}, {"recorded_blocks", recording}, {"recorded_blocks_per_run", recordedPerRun}, {"first_call_s", first}, {"total_s", total}, {"median_s", median(total)},
                     {"normalise_median_s", median(norm)}, {"affine_median_s", median(aff)},
                     {"affine_levels_median_s", median(affLevels)}, {"greedy_run_median_s", median(run)}, {"greedy_scale_median_s", scaleMedians},
                     {"resample_median_s", median(res)}, {"greedy_median_s", median(flu)}});

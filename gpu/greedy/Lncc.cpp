@@ -1,6 +1,8 @@
 #include "gpu/greedy/Lncc.hpp"
 
+#include <cstddef>
 #include <string>
+#include <type_traits>
 
 #include "core/Errors.hpp"
 #include "gpu/detail/Common.hpp"
@@ -60,19 +62,25 @@ void checkLnccArguments(ConstImageView<typename Exec::memory_space> warped, Cons
     throw InvalidArgument("lnccForce: more than 2^31 - 1 voxels");
 }
 
-// One pass over tiles (of one slice, or of a slab of slices for Reuse); a
-// window pass reduces the energy into `energy` when given.
-template <bool Windows, class Exec, class Functor>
-void lnccPass(Exec const& exec, const char* label, Functor const& functor, int slabs, double* energy) {
+// One pass over tiles (of one slice, or of a slab of slices for Reuse); a window pass that forms the
+// coefficients reduces the energy into `energy` when given (a double*; nullptr: no reduction).
+template <bool Windows, class Exec, class Functor, class Energy>
+void lnccPass(Exec const& exec, const char* label, Functor const& functor, int slabs, Energy energy) {
   const int teams = functor.tilesX * functor.tilesY * slabs;
   const auto policy = lncc_detail::lnccPolicy(exec, teams, Functor::scratchBytes(functor.radius), Windows ? "windows" : "transpose");
-  if constexpr (Windows) {
+  if constexpr (!std::is_same_v<Energy, std::nullptr_t>) {
     if (energy) {
       Kokkos::parallel_reduce(label, policy, functor, *energy);
       return;
     }
   }
   Kokkos::parallel_for(label, policy, functor);
+}
+
+// Five components of the workspace from `first` (the 2D sums of the Separable and ScratchTiled passes).
+template <class Terms>
+auto lnccSums(Terms const& terms, int first) {
+  return Kokkos::subview(terms, Kokkos::make_pair(first, first + 5), Kokkos::ALL, Kokkos::ALL, Kokkos::ALL);
 }
 
 // The z pass of the windows (Separable and ScratchTiled): the window sums over z of the 2D sums in b,
@@ -107,8 +115,8 @@ void lnccWindowsSeparable(Exec const& exec, ConstImageView<typename Exec::memory
   using namespace lncc_detail;
   using Mem = typename Exec::memory_space;
   const int nz = int(warped.extent(0)), ny = int(warped.extent(1)), nx = int(warped.extent(2));
-  const auto a = Kokkos::subview(terms, Kokkos::make_pair(4, 9), Kokkos::ALL, Kokkos::ALL, Kokkos::ALL);
-  const auto b = Kokkos::subview(terms, Kokkos::make_pair(9, 14), Kokkos::ALL, Kokkos::ALL, Kokkos::ALL);
+  const auto a = lnccSums(terms, 4);
+  const auto b = lnccSums(terms, 9);
   parallelForVoxels("kortex::greedy::lncc_windows_x", exec, nz, ny, nx,
                     LnccWindowXFunctor<Mem, decltype(a)>{warped, fixed, a, R, nx});
   parallelForVoxels("kortex::greedy::lncc_windows_y", exec, nz, ny, nx, LnccWindowYFunctor<decltype(a), decltype(b)>{a, b, R, ny});
@@ -122,8 +130,8 @@ void lnccTransposeSeparable(Exec const& exec, ConstImageView<typename Exec::memo
   using namespace lncc_detail;
   using Mem = typename Exec::memory_space;
   const int nz = int(warped.extent(0)), ny = int(warped.extent(1)), nx = int(warped.extent(2));
-  const auto a = Kokkos::subview(terms, Kokkos::make_pair(4, 9), Kokkos::ALL, Kokkos::ALL, Kokkos::ALL);
-  const auto b = Kokkos::subview(terms, Kokkos::make_pair(9, 14), Kokkos::ALL, Kokkos::ALL, Kokkos::ALL);
+  const auto a = lnccSums(terms, 4);
+  const auto b = lnccSums(terms, 9);
   parallelForVoxels("kortex::greedy::lncc_transpose_x", exec, nz, ny, nx, LnccTransposeXFunctor<Mem, decltype(a)>{terms, a, R, nx});
   parallelForVoxels("kortex::greedy::lncc_transpose_y", exec, nz, ny, nx,
                     LnccTransposeYFunctor<decltype(a), decltype(b)>{a, b, R, ny});
@@ -134,29 +142,23 @@ void lnccTransposeSeparable(Exec const& exec, ConstImageView<typename Exec::memo
 // y sums into the workspace's buffer b (5 components after the 4 terms), then Separable's z pass.
 template <class Exec>
 void lnccWindowsScratchTiled(Exec const& exec, ConstImageView<typename Exec::memory_space> warped,
-                             ConstImageView<typename Exec::memory_space> fixed, int R,
+                             ConstImageView<typename Exec::memory_space> fixed, int R, int tilesX, int tilesY,
                              LnccTerms<typename Exec::memory_space> terms, double* energy) {
-  using namespace lncc_detail;
-  const int nz = int(warped.extent(0)), ny = int(warped.extent(1)), nx = int(warped.extent(2));
-  const int tilesX = (nx + kTileX - 1) / kTileX, tilesY = (ny + kTileY - 1) / kTileY;
-  const auto b = Kokkos::subview(terms, Kokkos::make_pair(4, 9), Kokkos::ALL, Kokkos::ALL, Kokkos::ALL);
-  using XY = LnccWindowXYFunctor<Exec, decltype(b)>;
-  Kokkos::parallel_for("kortex::greedy::lncc_windows_xy", lnccPolicy(exec, tilesX * tilesY * nz, XY::scratchBytes(R), "windows"),
-                       XY{warped, fixed, b, R, tilesX, tilesY});
+  const auto b = lnccSums(terms, 4);
+  lnccPass<true>(exec, "kortex::greedy::lncc_windows_xy",
+                 lncc_detail::LnccWindowXYFunctor<Exec, decltype(b)>{warped, fixed, b, R, tilesX, tilesY},
+                 int(warped.extent(0)), nullptr);
   lnccWindowsZ(exec, b, terms, R, energy);
 }
 
 template <class Exec>
 void lnccTransposeScratchTiled(Exec const& exec, ConstImageView<typename Exec::memory_space> warped,
-                               ConstImageView<typename Exec::memory_space> fixed, int R,
+                               ConstImageView<typename Exec::memory_space> fixed, int R, int tilesX, int tilesY,
                                LnccTerms<typename Exec::memory_space> terms, Field<typename Exec::memory_space> f) {
-  using namespace lncc_detail;
-  const int nz = int(warped.extent(0)), ny = int(warped.extent(1)), nx = int(warped.extent(2));
-  const int tilesX = (nx + kTileX - 1) / kTileX, tilesY = (ny + kTileY - 1) / kTileY;
-  const auto b = Kokkos::subview(terms, Kokkos::make_pair(4, 9), Kokkos::ALL, Kokkos::ALL, Kokkos::ALL);
-  using XY = LnccTransposeXYFunctor<Exec, decltype(b)>;
-  Kokkos::parallel_for("kortex::greedy::lncc_transpose_xy", lnccPolicy(exec, tilesX * tilesY * nz, XY::scratchBytes(R), "transpose"),
-                       XY{terms, b, R, tilesX, tilesY});
+  const auto b = lnccSums(terms, 4);
+  lnccPass<false>(exec, "kortex::greedy::lncc_transpose_xy",
+                  lncc_detail::LnccTransposeXYFunctor<Exec, decltype(b)>{terms, b, R, tilesX, tilesY},
+                  int(warped.extent(0)), nullptr);
   lnccTransposeZ(exec, b, warped, fixed, R, f);
 }
 
@@ -180,7 +182,7 @@ void lnccForce(Exec const& exec, ConstImageView<typename Exec::memory_space> war
   if (variants[0] == LnccVariant::Separable)
     lnccWindowsSeparable(exec, warped, fixed, radius, terms, energy);
   else if (variants[0] == LnccVariant::ScratchTiled)
-    lnccWindowsScratchTiled(exec, warped, fixed, radius, terms, energy);
+    lnccWindowsScratchTiled(exec, warped, fixed, radius, tilesX, tilesY, terms, energy);
   else if (variants[0] == LnccVariant::Reuse)
     lnccPass<true>(exec, "kortex::greedy::lncc_windows_reuse", LnccWindowReuseFunctor<Exec>{warped, fixed, terms, radius, tilesX, tilesY, slabZ},
                    slabs, energy);
@@ -189,7 +191,7 @@ void lnccForce(Exec const& exec, ConstImageView<typename Exec::memory_space> war
   if (variants[1] == LnccVariant::Separable)
     lnccTransposeSeparable(exec, warped, fixed, radius, terms, f);
   else if (variants[1] == LnccVariant::ScratchTiled)
-    lnccTransposeScratchTiled(exec, warped, fixed, radius, terms, f);
+    lnccTransposeScratchTiled(exec, warped, fixed, radius, tilesX, tilesY, terms, f);
   else if (variants[1] == LnccVariant::Reuse)
     lnccPass<false>(exec, "kortex::greedy::lncc_transpose_reuse",
                     LnccTransposeReuseFunctor<Exec>{warped, fixed, terms, f, radius, tilesX, tilesY, slabZ}, slabs, nullptr);
