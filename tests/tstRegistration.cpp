@@ -372,6 +372,50 @@ BOOST_AUTO_TEST_CASE_TEMPLATE(tiles_and_chunks_agree, Space, test::ExecutionSpac
   }
 }
 
+// The force at the iteration's candidate (ForceViews::rate): every variant, tiled and not, gives the
+// candidate u + dt * rate in uOut and the force and energy there, as the update followed by the force on
+// the updated field (Recompute forms the candidate while loading u, the others run the update first).
+BOOST_AUTO_TEST_CASE_TEMPLATE(force_at_candidate_equals_update_then_force, Space, test::ExecutionSpaces) {
+  using Mem = typename Space::memory_space;
+  Space exec;
+  for (auto const& p : problems()) {
+    const Geometry& g = p.u.geometry;
+    const ri::Extents e{int(g.nx()), int(g.ny()), int(g.nz())};
+    const HostField rate = smoothField(g, 91, 1.0, 0.2);
+    const auto samples = ri::buildSamples(exec, ConstImageView<Mem>(test::toSpace<Space>(p.moving, "kortex::test::moving")));
+    const auto df = test::toSpace<Space>(p.fixed, "kortex::test::fixed");
+    const auto du = toDevice<Space>(p.u);
+    const auto dr = toDevice<Space>(rate);
+    const float dt = 0.3f;
+    auto updated = poisonedField<Space>(g);
+    gpu::applyUpdate(exec, gpu::ConstField<Mem>(du), gpu::ConstField<Mem>(dr), dt, updated);
+    const HostField uRef = test::toHost<HostField>(updated, g);
+    for (auto v : kVariants)
+      for (ri::ForceTile t : {ri::ForceTile{}, ri::ForceTile{5, 3, 2}}) {
+        BOOST_TEST_CONTEXT(Space::name() << " " << v << " " << p.name << " tile " << t.x << "x" << t.y) {
+          const ri::ForceLaunchInfo info = ri::forceLaunchInfo(exec, e, v, t);
+          auto fRefD = poisonedField<Space>(g);
+          ri::ForceViews<Mem> plain{samples, df, updated, fRefD};
+          if (v == RegistrationVariant::TwoPass)
+            plain.stress = gpu::Field<Mem>("kortex::test::stress", ri::kStressComponents, g.nz(), g.ny(), g.nx());
+          const RegistrationEnergy eRef = ri::computeForce(exec, plain, e, 0.5, info);
+          auto fD = poisonedField<Space>(g);
+          auto uOut = poisonedField<Space>(g);
+          ri::ForceViews<Mem> cand = plain;
+          cand.u = du;
+          cand.f = fD;
+          cand.rate = dr;
+          cand.dt = dt;
+          cand.uOut = uOut;
+          const RegistrationEnergy eCand = ri::computeForce(exec, cand, e, 0.5, info);
+          BOOST_TEST(maxAbs(test::toHost<HostField>(uOut, g), uRef) <= kUpdateTol);
+          BOOST_TEST(relError(test::toHost<HostField>(fD, g), test::toHost<HostField>(fRefD, g)) <= kVariantTol);
+          checkEnergy(eCand, eRef, kVariantTol);
+        }
+      }
+  }
+}
+
 // A folded field: min J <= 0 reported, E_reg and E infinite, the force finite.
 BOOST_AUTO_TEST_CASE_TEMPLATE(folded_field_energy_is_infinite, Space, test::ExecutionSpaces) {
   Problem p = problems()[0];

@@ -44,24 +44,33 @@ void fig2Size(Context& ctx, Index n, std::string const& label, int allThreads, n
   const ri::GaussianTaps taps = ri::gaussianTaps(p.sigma);
   using CF = gpu::ConstField<Mem>;
   auto fence = [&] { exec.fence(); };
-  // One accepted iteration's kernel sequence, as FluidRegistration::run makes it (the rate into the
-  // force's buffer), with the default force variant, then with TwoPass (it trades 36 B per voxel of
-  // memory for one stress evaluation per voxel).
+  // One accepted iteration's kernel sequence, as FluidRegistration::run makes it: the force's smoothing,
+  // rate and max (the rate into d.v), then the force at the candidate u + dt * rate, which the force
+  // kernel forms while loading u where its variant fuses the update (ForceKernel::kFusesUpdate), else
+  // after a separate update. With the default force variant, then with TwoPass (it trades 36 B per voxel
+  // of memory for one stress evaluation per voxel).
   std::vector<RegistrationVariant> forces = {p.variant};
   if (p.variant != RegistrationVariant::TwoPass) forces.push_back(RegistrationVariant::TwoPass);
   TimingStats ts;
   for (RegistrationVariant fv : forces) {
     const ri::ForceLaunchInfo info = ri::forceLaunchInfo(exec, d.e, fv);
     const ri::ForceViews<Mem> views = forceViews(d, fv);
+    ri::ForceViews<Mem> candidate = views;  // u + dt * d.v into d.u2, its force into d.f
+    candidate.rate = d.v;
+    candidate.uOut = d.u2;
+    ri::computeForce(exec, views, d.e, p.lambda, info);  // a force to smooth in the first repetition
     auto seq = [&] {
-      ri::computeForce(exec, views, d.e, p.lambda, info);
-      const double m = ri::smoothRate(exec, CF(d.f), CF(d.u), d.v, d.f, d.tmp, taps, d.e);
-      gpu::applyUpdate(exec, CF(d.u), CF(d.f), float(0.5 / m), d.u2);
+      const double m = ri::smoothRate(exec, CF(d.f), CF(d.u), d.v, d.v, d.tmp, taps, d.e);
+      candidate.dt = float(0.5 / m);
+      ri::computeForce(exec, candidate, d.e, p.lambda, info);
     };
     const TimingStats tSeq = timeMedian(seq, fence, warm, reps);
     ++rep.measured;
-    // The split: force; smoothing + rate + max (x-y pass, then z pass and rate in one kernel); update.
+    // The split: force at u; force at the candidate (with the update, fused or not); smoothing + rate + max
+    // (x-y pass, then z pass and rate in one kernel); the update alone.
     const TimingStats tForce = timeMedian([&] { ri::computeForce(exec, views, d.e, p.lambda, info); }, fence, warm, reps);
+    const TimingStats tForceUpdate =
+        timeMedian([&] { ri::computeForce(exec, candidate, d.e, p.lambda, info); }, fence, warm, reps);
     const TimingStats tSmoothRate =
         timeMedian([&] { ri::smoothRate(exec, CF(d.f), CF(d.u), d.v, d.u2, d.tmp, taps, d.e); }, fence, warm, reps);
     // The fused z + rate kernel's run length: the shipped one and runs of 8 (ri::kSmoothRateRun's measurement).
@@ -70,9 +79,11 @@ void fig2Size(Context& ctx, Index n, std::string const& label, int allThreads, n
     const TimingStats tUpdate =
         timeMedian([&] { gpu::applyUpdate(exec, CF(d.u), CF(d.u2), 0.25f, d.tmp); }, fence, warm, reps);
     split << "| " << n << "^3 | " << toString(fv) << " | " << fixedDecimals(tForce.medianMs) << " | "
+          << fixedDecimals(tForceUpdate.medianMs) << (ri::fusesUpdate<Exec>(fv) ? " (fused)" : " (separate)") << " | "
           << fixedDecimals(tSmoothRate.medianMs) << " (radius " << smoothingRadius(p.sigma) << ") | "
           << fixedDecimals(tSmoothRate8.medianMs) << " | " << fixedDecimals(tUpdate.medianMs) << " | " << fixedDecimals(tSeq.medianMs) << " |\n";
     splits.push_back({{"size", n}, {"variant", toString(fv)}, {"force_ms", tForce.medianMs},
+                      {"force_candidate_ms", tForceUpdate.medianMs}, {"update_fused", ri::fusesUpdate<Exec>(fv)},
                       {"smooth_rate_ms", tSmoothRate.medianMs}, {"smooth_rate_run", ri::kSmoothRateRun},
                       {"smooth_rate_runs8_ms", tSmoothRate8.medianMs}, {"update_ms", tUpdate.medianMs},
                       {"sequence_ms", tSeq.medianMs}, {"sequence_reps", tSeq.repetitions}});
@@ -147,7 +158,7 @@ double runIteration(Context& ctx) {
   std::ostringstream& md = ctx.md;
   std::vector<Index> const& iterSizes = ctx.iterSizes;
   md << "## Fig 2a/2b: one iteration, Kokkos vs the CPU reference\n\n"
-     << "`sequence`: one accepted iteration's kernels (force + smoothing + rate/max + update), fenced, median. "
+     << "`sequence`: one accepted iteration's kernels (smoothing + rate/max, then the force at the candidate with the update), fenced, median. "
         "`run`: FluidRegistration::run for a fixed number of iterations (no early stop), wall time / "
         "iterations (includes rejected candidates and host decisions). CPU: ref::fluidRegister, wall time / "
         "iterations, at 1 thread and all threads.\n\n"
@@ -158,9 +169,11 @@ double runIteration(Context& ctx) {
   std::ostringstream split;
   nlohmann::json splits = nlohmann::json::array();
   split << "\nSplit of the sequence (each part timed alone, median ms), with the default force variant and with "
-           "TwoPass; the smoothing + rate again with the fused z + rate kernel's runs of 8 voxels instead of "
-        << ri::kSmoothRateRun << ":\n\n| size | force variant | force | smoothing + rate + max | the same, runs of 8 "
-           "| update | sequence |\n|---|---|---|---|---|---|---|\n";
+           "TwoPass: the force at u; the force at the candidate u + dt * rate, the update fused into its loads or run "
+           "separately first (the sequence's force); the smoothing + rate, again with the fused z + rate kernel's runs "
+           "of 8 voxels instead of "
+        << ri::kSmoothRateRun << "; the update alone:\n\n| size | force variant | force | force at the candidate "
+           "| smoothing + rate + max | the same, runs of 8 | update | sequence |\n|---|---|---|---|---|---|---|---|\n";
   const int allThreads = omp_get_max_threads();
   double seq240 = NAN;
   for (Index n : iterSizes) {

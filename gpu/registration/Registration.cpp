@@ -208,9 +208,8 @@ RegistrationResult FluidRegistration<Exec>::run(ConstImageView<memory_space> mov
       while (true) {
         const float dt = static_cast<float>(static_cast<double>(delta) / m);
         rec.step = delta;
-        ri::update(exec_, cur, F, dt, cand);
-        const RegistrationEnergy Ec =
-            ri::computeForce(exec_, Views{samples, fixed, cand, T, stress_}, e, params_.lambda, info);
+        const RegistrationEnergy Ec =  // the candidate cur + dt * rate into cand, its force into T
+            ri::computeForce(exec_, Views{samples, fixed, cur, T, stress_, F, dt, cand}, e, params_.lambda, info);
         if (Ec.minJacobian > 0.0f && Ec.total < E.total) {
           const double decrease = (E.total - Ec.total) / E.total;
           std::swap(cur, cand);

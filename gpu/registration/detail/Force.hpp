@@ -41,12 +41,32 @@ ForceLaunchInfo forceLaunchInfo(Exec const& exec, Index nx, Index ny, Index nz,
                          v, requested);
 }
 
+template <class Exec>
+bool fusesUpdate(RegistrationVariant v) {
+  switch (v) {
+    case RegistrationVariant::Naive: return ForceKernel<RegistrationVariant::Naive, Exec>::kFusesUpdate;
+    case RegistrationVariant::Recompute: return ForceKernel<RegistrationVariant::Recompute, Exec>::kFusesUpdate;
+    case RegistrationVariant::Reuse: return ForceKernel<RegistrationVariant::Reuse, Exec>::kFusesUpdate;
+    case RegistrationVariant::TwoPass: return ForceKernel<RegistrationVariant::TwoPass, Exec>::kFusesUpdate;
+  }
+  return false;
+}
+
 // f = -dE/du and E(u) with the given launch (from forceLaunchInfo). No checks: callers check.
+// With views.rate set: f and E at the candidate u + dt * rate, which is written to views.uOut (disjoint
+// from u, rate and f); a variant whose kernel does not form it while loading (kFusesUpdate) gets it from
+// update() first.
 template <class Exec>
 RegistrationEnergy computeForce(Exec const& exec,
-                                ForceViews<typename Exec::memory_space> const& views,
+                                ForceViews<typename Exec::memory_space> const& given,
                                 Extents const& e, double lambda, ForceLaunchInfo const& info) {
   const float lam = static_cast<float>(lambda);
+  ForceViews<typename Exec::memory_space> views = given;
+  if (views.updating() && !fusesUpdate<Exec>(info.variant)) {
+    update(exec, views.u, views.rate, views.dt, views.uOut);
+    views.u = views.uOut;
+    views.rate = {};
+  }
   EnergySums s;
   switch (info.variant) {
     case RegistrationVariant::Naive:

@@ -84,6 +84,7 @@ struct NaiveForceFunctor {
 template <class Exec>
 struct ForceKernel<RegistrationVariant::Naive, Exec> {
   using Mem = typename Exec::memory_space;
+  static constexpr bool kFusesUpdate = false;  // computeForce runs a pending update first
 
   static ForceLaunchInfo info(Exec const&, Extents const& e, ForceTile const&) {
     return voxelLaunchInfo<Exec>(RegistrationVariant::Naive, e);

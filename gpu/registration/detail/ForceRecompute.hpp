@@ -12,6 +12,9 @@
 // keeps the next load from overwriting slice z - 3's slot, which this step still reads
 // (slot (z + 3) mod 5 == (z - 2) mod 5 is slice z - 2, read for W at z - 1).
 // Chunk prologue: slices z0 - 2 .. z0 + 1 (4 extra loads per chunk).
+// With ForceViews::rate set it evaluates the force at the candidate u + dt * rate, formed while loading the
+// slices, and writes the candidate of its tile's own voxels to uOut: the iteration's update without a pass
+// of its own (kFusesUpdate).
 #pragma once
 
 #include <Kokkos_Core.hpp>
@@ -21,7 +24,9 @@
 
 namespace kortex::gpu::registration_detail {
 
-template <class Exec>
+// Update: the candidate form (ForceViews::rate set), its own instantiation so that the plain force keeps
+// its registers.
+template <class Exec, bool Update = false>
 struct RecomputeForceFunctor {
   KORTEX_REGISTRATION_ENERGY_REDUCER
   using Mem = typename Exec::memory_space;
@@ -50,9 +55,13 @@ struct RecomputeForceFunctor {
     const TeamTile tile = teamTile(team.league_rank(), tx, ty, chunk, tilesX, tilesY, e.nz);
     const int x0 = tile.x0, y0 = tile.y0, zB = tile.zB, zE = tile.zE;
 
-    // Slice zz (clamped) into its ring slot.
+    // Slice zz (clamped) into its ring slot: u, or the candidate u + dt * rate (ForceViews::rate).
     auto load = [&](int zz) {
-      loadApronSlice(team, v.u, e, U + ringSlot(zz, kSlices) * slice, zz, x0, y0, kApron, ax, ay);
+      float* const dst = U + ringSlot(zz, kSlices) * slice;
+      if constexpr (Update)
+        loadApronSliceUpdated(team, v.u, v.rate, v.dt, e, dst, zz, x0, y0, kApron, ax, ay);
+      else
+        loadApronSlice(team, v.u, e, dst, zz, x0, y0, kApron, ax, ay);
     };
 
     for (int zz = zB - 2; zz <= zB + 1; ++zz) load(zz);
@@ -91,6 +100,8 @@ struct RecomputeForceFunctor {
         dataTerm(v.moving, v.fixed, x, y, z, S[2][idx], S[2][axy + idx], S[2][2 * axy + idx], acc,
                  fd);
         for (int c = 0; c < 3; ++c) v.f(c, z, y, x) = fd[c] + lambda * fr[c];
+        if constexpr (Update)
+          for (int c = 0; c < 3; ++c) v.uOut(c, z, y, x) = S[2][c * axy + idx];
       });
       team.team_barrier();
     }
@@ -106,6 +117,7 @@ template <class Exec>
 struct ForceKernel<RegistrationVariant::Recompute, Exec> {
   using Mem = typename Exec::memory_space;
   using Functor = RecomputeForceFunctor<Exec>;
+  static constexpr bool kFusesUpdate = true;
 
   static ForceLaunchInfo info(Exec const& exec, Extents const& e, ForceTile const& requested) {
     return teamLaunchInfo<Functor>(exec, e, RegistrationVariant::Recompute, requested,
@@ -114,8 +126,10 @@ struct ForceKernel<RegistrationVariant::Recompute, Exec> {
 
   static EnergySums launch(Exec const& exec, ForceViews<Mem> const& views, Extents const& e,
                            float lambda, ForceLaunchInfo const& info) {
-    return launchTeams<Functor>(exec, views, e, lambda, info,
-                                "kortex::Registration::Recompute::force");
+    if (views.updating())
+      return launchTeams<RecomputeForceFunctor<Exec, true>>(exec, views, e, lambda, info,
+                                                            "kortex::Registration::Recompute::force_candidate");
+    return launchTeams<Functor>(exec, views, e, lambda, info, "kortex::Registration::Recompute::force");
   }
 };
 

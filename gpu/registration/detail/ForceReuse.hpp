@@ -154,6 +154,7 @@ inline constexpr ForceTile kReusePreferredTile{32, 8, 0};
 template <class Exec>
 struct ForceKernel<RegistrationVariant::Reuse, Exec> {
   using Mem = typename Exec::memory_space;
+  static constexpr bool kFusesUpdate = false;  // computeForce runs a pending update first
   using Functor = ReuseForceFunctor<Exec>;
 
   static ForceLaunchInfo info(Exec const& exec, Extents const& e, ForceTile const& requested) {

@@ -65,6 +65,7 @@ struct DivergencePassFunctor {
 template <class Exec>
 struct ForceKernel<RegistrationVariant::TwoPass, Exec> {
   using Mem = typename Exec::memory_space;
+  static constexpr bool kFusesUpdate = false;  // computeForce runs a pending update first
 
   static ForceLaunchInfo info(Exec const&, Extents const& e, ForceTile const&) {
     return voxelLaunchInfo<Exec>(RegistrationVariant::TwoPass, e);

@@ -88,6 +88,21 @@ KOKKOS_INLINE_FUNCTION void loadApronSlice(Member const& team, UView const& u, E
   });
 }
 
+// loadApronSlice of the candidate u + dt * rate (the update's own expression, UpdateFunctor).
+template <class Member, class UView>
+KOKKOS_INLINE_FUNCTION void loadApronSliceUpdated(Member const& team, UView const& u, UView const& rate, float dt,
+                                                  Extents const& e, float* S, int zz, int x0, int y0, int apron,
+                                                  int ax, int ay) {
+  const int axy = ax * ay;
+  const int zc = clampIndex(zz, e.nz);
+  Kokkos::parallel_for(Kokkos::TeamThreadRange(team, 3 * axy), [&](const int i) {
+    const int c = i / axy;
+    const int r = i - c * axy;
+    const int y = clampIndex(y0 - apron + r / ax, e.ny), x = clampIndex(x0 - apron + r % ax, e.nx);
+    S[i] = u(c, zc, y, x) + dt * rate(c, zc, y, x);
+  });
+}
+
 // ---- checks ------------------------------------------------------------------------------------
 
 inline std::string extentsString(std::size_t a, std::size_t b, std::size_t c) {
@@ -313,7 +328,9 @@ inline std::string describe(ForceLaunchInfo const& i) {
          std::to_string(i.scratchMax) + " B, teams " + std::to_string(i.teams);
 }
 
-// The views of one force evaluation.
+// The views of one force evaluation. With `rate` set, the force is evaluated at the iteration's candidate
+// u + dt * rate, which is also written to `uOut` (computeForce: formed while the kernel loads u where the
+// variant can, else by a separate update first).
 template <class Mem>
 struct ForceViews {
   RandomSampleImage<Mem> moving;  // T with its gradient (buildSamples)
@@ -321,6 +338,10 @@ struct ForceViews {
   RandomField<Mem> u;
   Field<Mem> f;
   Field<Mem> stress = {};  // TwoPass only: 9 x the grid, kept by the caller across calls
+  RandomField<Mem> rate = {};
+  float dt = 0.0f;
+  Field<Mem> uOut = {};
+  KOKKOS_INLINE_FUNCTION bool updating() const { return rate.data() != nullptr; }
 };
 
 template <class Mem>
