@@ -187,10 +187,12 @@ elif [ "$PART" = "kernels" ]; then
   # an equal share of the cores (taskset; OMP_NUM_THREADS and the peers' default thread counts follow it),
   # i.e. each lane a single-GPU machine of a share of this host. With fewer GPUs they run one after another
   # on GPU 0 with every core: on the single-GPU kind, whose calls are limited in time, run the lanes over
-  # several calls (LANES=1, then LANES="2 3", then LANES=0; ~430, ~430 and ~290 s on an H200 host of
-  # 16 cores) and merge the folders with bench/kernels_summary.py as below.
-  # Lane k's log: OUT/laneK.log; its files: OUT/check, OUT/ct, OUT/multires, OUT/register, OUT/surface
-  # (more than 8 files: pack OUT to bring it back). When all four lanes ran: bench/kernels_summary.py ->
+  # several calls (measured on an H200 host of 16 cores, git 41b7214: LANES=1 425 s, LANES="2 3" 373 s,
+  # LANES=0 ~180 s + its CT peers ~150 s; a fresh build of everything 380 s) and merge the folders with
+  # bench/kernels_summary.py as below.
+  # Lane k's log: OUT/laneK.log; its files: OUT/check, OUT/ct, OUT/multires, OUT/register, OUT/surface.
+  # PACK=1 packs those folders into OUT/kernels_lanes.tar.gz (a call brings back a limited number of
+  # files: lanes 2 and 3 together write 15). When all four lanes ran: bench/kernels_summary.py ->
   # OUT/kernels_summary.json.
   LANES="${LANES:-0 1 2 3}"
   nlanes=$(echo $LANES | wc -w)
@@ -235,6 +237,12 @@ elif [ "$PART" = "kernels" ]; then
       --multires "$OUT/multires/multires.json" --register "$OUT/register/register.json" \
       --surface "$OUT/surface/surface.json" --surface-peers "$OUT/surface/surface_peers.json" \
       --out "$OUT/kernels_summary.json" || status=1
+  fi
+  if [ -n "${PACK:-}" ]; then
+    packed=$(cd "$OUT" && ls -d check ct multires register surface 2>/dev/null)
+    if [ -n "$packed" ]; then
+      (cd "$OUT" && tar czf kernels_lanes.tar.gz $packed && rm -rf $packed) || status=1
+    fi
   fi
 elif [ "$PART" = "targets" ]; then
   {
