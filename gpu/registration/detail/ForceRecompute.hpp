@@ -59,7 +59,7 @@ struct RecomputeForceFunctor {
     auto load = [&](int zz) {
       float* const dst = U + ringSlot(zz, kSlices) * slice;
       if constexpr (Update)
-        loadApronSliceUpdated(team, v.u, v.rate, v.dt, e, dst, zz, x0, y0, kApron, ax, ay);
+        loadApronSlice(team, CandidateU<RandomField<Mem>>{v.u, v.rate, v.dt}, e, dst, zz, x0, y0, kApron, ax, ay);
       else
         loadApronSlice(team, v.u, e, dst, zz, x0, y0, kApron, ax, ay);
     };

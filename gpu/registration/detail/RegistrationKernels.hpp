@@ -74,6 +74,7 @@ KOKKOS_INLINE_FUNCTION TeamTile teamTile(int leagueRank, int tx, int ty, int chu
 
 // Loads slice zz (clamped) of the 3 components of u into S: the tile plus `apron` voxels on each
 // side in x and y (ax x ay per component, x fastest), the clamp rule applied to every apron voxel.
+// `u` is anything read as u(c, z, y, x): a field, or CandidateU.
 template <class Member, class UView>
 KOKKOS_INLINE_FUNCTION void loadApronSlice(Member const& team, UView const& u, Extents const& e, float* S, int zz,
                                            int x0, int y0, int apron, int ax, int ay) {
@@ -88,20 +89,13 @@ KOKKOS_INLINE_FUNCTION void loadApronSlice(Member const& team, UView const& u, E
   });
 }
 
-// loadApronSlice of the candidate u + dt * rate (the update's own expression, UpdateFunctor).
-template <class Member, class UView>
-KOKKOS_INLINE_FUNCTION void loadApronSliceUpdated(Member const& team, UView const& u, UView const& rate, float dt,
-                                                  Extents const& e, float* S, int zz, int x0, int y0, int apron,
-                                                  int ax, int ay) {
-  const int axy = ax * ay;
-  const int zc = clampIndex(zz, e.nz);
-  Kokkos::parallel_for(Kokkos::TeamThreadRange(team, 3 * axy), [&](const int i) {
-    const int c = i / axy;
-    const int r = i - c * axy;
-    const int y = clampIndex(y0 - apron + r / ax, e.ny), x = clampIndex(x0 - apron + r % ax, e.nx);
-    S[i] = u(c, zc, y, x) + dt * rate(c, zc, y, x);
-  });
-}
+// The iteration's candidate u + dt * rate, read as a field (the update's own expression, UpdateFunctor).
+template <class UView>
+struct CandidateU {
+  UView u, rate;
+  float dt;
+  KOKKOS_INLINE_FUNCTION float operator()(int c, int z, int y, int x) const { return u(c, z, y, x) + dt * rate(c, z, y, x); }
+};
 
 // ---- checks ------------------------------------------------------------------------------------
 
